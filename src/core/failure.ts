@@ -1,0 +1,44 @@
+/**
+ * Every way authentication or authorization can fail, as one value.
+ *
+ * `code` is the public, stable snake_case code of DESIGN.md; it appears in the problem body
+ * and in logs. The extra fields (`reason`, `detail`) are for logs and for a client-safe
+ * `detail` string; none of them may ever contain a token.
+ *
+ * Expected outcomes, including a dependency being down, are values; only bugs throw.
+ * `src/http/failure-response.ts` is the single place a failure becomes wire format.
+ */
+export type AuthFailure =
+  /** SPEC §5.3 rule 3: no `Authorization` header at all. */
+  | { code: 'missing_authorization' }
+  /** DESIGN rule 2: not exactly `Bearer <b64token>`, or more than one header. */
+  | { code: 'malformed_authorization'; detail: string }
+  /** SPEC §5.3 rule 4: unknown, revoked, forged, or otherwise unacceptable token. */
+  | { code: 'invalid_token'; reason: InvalidTokenReason; detail: string }
+  /** SPEC §5.3 rule 4: a token past its expiry. */
+  | { code: 'token_expired'; detail: string }
+  /** SPEC §5.3 rule 1: a JWT without `X-Tenant-Id`. */
+  | { code: 'tenant_header_required' }
+  /** SPEC §5.3 rule 1 (and DESIGN rule 4 for PATs): `X-Tenant-Id` is not the caller's tenant. */
+  | { code: 'tenant_mismatch'; detail: string }
+  /** SPEC §5.3 rule 5: authenticated, but a required permission is not held. */
+  | { code: 'insufficient_permission'; required: readonly string[] }
+  /** Fail closed: a store or key source needed to decide is unreachable (503, never a pass). */
+  | { code: 'unavailable'; dependency: 'store' | 'jwks'; retryAfterSeconds: number }
+
+export type InvalidTokenReason =
+  | 'malformed'
+  | 'bad_checksum'
+  | 'unknown_token'
+  | 'revoked'
+  | 'bad_signature'
+  | 'unknown_issuer'
+  | 'unknown_key'
+  | 'algorithm_not_allowed'
+  | 'claims'
+  | 'not_yet_valid'
+  | 'lifetime_exceeded'
+  | 'tenant_unknown'
+  | 'tenant_disabled'
+
+export type FailureCode = AuthFailure['code']

@@ -1,0 +1,38 @@
+/**
+ * A trusted JWT issuer: who may sign access tokens, with which keys and algorithms, and
+ * where the tenant and permissions are found in its tokens. Stored by the operator
+ * (`tokengate issuer add`); plain data, so every store can persist it as JSON.
+ */
+export interface IssuerConfig {
+  /** Exact `iss` value. */
+  readonly issuer: string
+  /** Accepted `aud` values; a token must name at least one. */
+  readonly audiences: readonly string[]
+  readonly keySource: KeySource
+  /**
+   * Algorithm allowlist. Default: RS256, PS256, ES256, EdDSA. HS* only when the key source
+   * is an explicit shared secret. `none` is never accepted, whatever is configured.
+   */
+  readonly algorithms?: readonly string[] | undefined
+  /** Where the caller's tenant comes from. Default `{ claim: 'tenant_id' }`. */
+  readonly tenant?: { readonly claim: string } | { readonly fixed: string } | undefined
+  /**
+   * Claim carrying permissions. Default `permissions` (array of strings). When the claim is
+   * `scope` (or `scp` as a string) it is read as an OAuth space-separated string.
+   */
+  readonly permissionsClaim?: string | undefined
+}
+
+export type KeySource =
+  /** An inline JSON Web Key Set; each key bound to its own `alg` (required on each JWK). */
+  | { readonly kind: 'jwks'; readonly jwks: { readonly keys: readonly Record<string, unknown>[] } }
+  /** A remote JWKS, fetched and cached (max age, cooldown on unknown `kid`, stale on error). */
+  | { readonly kind: 'jwks_url'; readonly url: string }
+  /** One SPKI PEM public key, bound to exactly one algorithm. */
+  | { readonly kind: 'pem'; readonly pem: string; readonly algorithm: string; readonly kid?: string }
+  /** A shared secret (base64url), for HS256/384/512 only, bound to exactly one algorithm. */
+  | { readonly kind: 'secret'; readonly secret: string; readonly algorithm: string }
+
+export const DEFAULT_ALGORITHMS = ['RS256', 'PS256', 'ES256', 'EdDSA'] as const
+export const DEFAULT_TENANT_CLAIM = 'tenant_id'
+export const DEFAULT_PERMISSIONS_CLAIM = 'permissions'

@@ -1,0 +1,47 @@
+/**
+ * What the core needs from the outside world, as narrow interfaces. The stores, the server
+ * and the tests implement them; the core never imports a driver or a framework.
+ */
+
+/** Milliseconds since the epoch. Injected so tests control time. */
+export interface Clock {
+  now(): number
+}
+
+export const systemClock: Clock = { now: () => Date.now() }
+
+export interface Tenant {
+  /** The exact `X-Tenant-Id` value: compared byte for byte, no trimming, case-sensitive. */
+  readonly id: string
+  readonly name: string
+  readonly enabled: boolean
+  readonly createdAt: number
+}
+
+/** A stored Personal Access Token. The plaintext token is never stored: only its SHA-256. */
+export interface PatRecord {
+  readonly id: string
+  /** Lowercase hex SHA-256 of the whole token string (`pat_...`). */
+  readonly tokenHash: string
+  readonly tenantId: string
+  readonly subject: string
+  readonly name: string
+  readonly permissions: readonly string[]
+  /** The last 4 characters of the token, for display (`pat_…abcd`). */
+  readonly last4: string
+  readonly createdAt: number
+  readonly expiresAt: number | null
+  readonly revokedAt: number | null
+  readonly lastUsedAt: number | null
+  /** Id of the token this one replaced by rotation, if any (rotation family). */
+  readonly rotatedFrom: string | null
+}
+
+/**
+ * The lookups authentication needs. Implementations may throw when the backing store is
+ * unreachable; the core turns that into an `unavailable` failure (503), never a pass.
+ */
+export interface AuthLookups {
+  findPatByHash(tokenHash: string): Promise<PatRecord | undefined>
+  findTenant(id: string): Promise<Tenant | undefined>
+}

@@ -1,0 +1,90 @@
+import type { IssuerConfig } from '../core/issuer.ts'
+import type { AuthLookups, PatRecord, Tenant } from '../core/ports.ts'
+
+/** Keyset pagination: `cursor` is opaque to callers; `nextCursor` is null on the last page. */
+export interface PageRequest {
+  readonly limit: number
+  readonly cursor?: string | undefined
+}
+export interface Page<T> {
+  readonly items: readonly T[]
+  readonly nextCursor: string | null
+}
+
+/** One security-relevant event. A stable schema: fields are added, never renamed. */
+export interface AuditEvent {
+  readonly id: string
+  /** Epoch milliseconds. */
+  readonly time: number
+  /** e.g. `auth.failed`, `pat.issued`, `pat.revoked`, `tenant.created`, `issuer.added`. */
+  readonly type: string
+  readonly tenantId: string | null
+  /** Log-safe fingerprint of the actor's token, or `cli:<user>` for operator actions. */
+  readonly actor: string | null
+  /** Outcome code: `ok`, or a failure code such as `invalid_token`. */
+  readonly outcome: string
+  readonly clientAddress: string | null
+  readonly requestId: string | null
+  /** Extra, event-specific, log-safe data (never a token). */
+  readonly details: Readonly<Record<string, unknown>>
+}
+
+export interface StoredIssuer extends IssuerConfig {
+  readonly createdAt: number
+}
+
+/** Changes other components cache; delivered to `watch` listeners (in-process, or via NOTIFY). */
+export type StoreChange =
+  | { readonly kind: 'pat_changed'; readonly id: string; readonly tokenHash: string }
+  | { readonly kind: 'tenant_changed'; readonly id: string }
+  | { readonly kind: 'issuers_changed' }
+
+export class ConflictError extends Error {
+  override readonly name = 'ConflictError'
+}
+
+/**
+ * Persistence for tenants, PATs (hashed), trusted issuers and audit events. Every backend
+ * (SQLite, Postgres) passes `test/stores/contract.ts`. Methods throw when the backend is
+ * unreachable; callers on the request path turn that into 503.
+ */
+export interface Store extends AuthLookups {
+  readonly kind: 'sqlite' | 'postgres'
+  /** Applies pending migrations; returns the versions applied now. */
+  migrate(): Promise<number[]>
+  /** Resolves when the backend answers a trivial query; throws otherwise. */
+  ping(): Promise<void>
+  close(): Promise<void>
+
+  /** Throws ConflictError when the id exists. */
+  createTenant(tenant: { id: string; name: string }, at: number): Promise<Tenant>
+  listTenants(): Promise<readonly Tenant[]>
+  /** Returns the updated tenant, or undefined when it does not exist. */
+  setTenantEnabled(id: string, enabled: boolean): Promise<Tenant | undefined>
+
+  /** Throws ConflictError on a duplicate id or hash. */
+  insertPat(record: PatRecord): Promise<void>
+  getPat(id: string): Promise<PatRecord | undefined>
+  /** Newest first. `expiringBefore` (epoch ms) keeps only unrevoked tokens expiring before it. */
+  listPats(
+    tenantId: string,
+    page: PageRequest,
+    filter?: { expiringBefore?: number },
+  ): Promise<Page<PatRecord>>
+  /** Idempotent: the first revocation time is kept. Undefined when the id does not exist. */
+  revokePat(id: string, at: number): Promise<PatRecord | undefined>
+  /** Write-behind of last-used times: id -> epoch ms; only ever moves a time forward. */
+  recordPatUse(uses: ReadonlyMap<string, number>): Promise<void>
+
+  /** Insert or replace by `issuer`. */
+  putIssuer(issuer: IssuerConfig, at: number): Promise<void>
+  listIssuers(): Promise<readonly StoredIssuer[]>
+  removeIssuer(issuer: string): Promise<boolean>
+
+  appendAudit(events: readonly AuditEvent[]): Promise<void>
+  /** Newest first. */
+  listAudit(tenantId: string, page: PageRequest): Promise<Page<AuditEvent>>
+
+  /** Subscribe to changes made through any connection to this store; returns unsubscribe. */
+  watch(listener: (change: StoreChange) => void): () => void
+}
