@@ -45,3 +45,27 @@ export interface AuthLookups {
   findPatByHash(tokenHash: string): Promise<PatRecord | undefined>
   findTenant(id: string): Promise<Tenant | undefined>
 }
+
+/** What a verified JWT vouches for, after every signature and claim rule has passed. */
+export interface VerifiedJwt {
+  readonly issuer: string
+  readonly subject: string
+  /** From the issuer's tenant claim (must be a non-empty string), or its fixed tenant. */
+  readonly tenantId: string
+  readonly permissions: readonly string[]
+  readonly tokenId: string | undefined
+  /** `exp` in epoch milliseconds. */
+  readonly expiresAt: number
+  readonly keyId: string | undefined
+}
+
+export type JwtOutcome =
+  | { readonly ok: true; readonly jwt: VerifiedJwt }
+  | { readonly ok: false; readonly failure: import('./failure.ts').AuthFailure }
+
+/** Verifies JWT access tokens against the trusted issuers. Never throws for a bad token. */
+export interface JwtVerifier {
+  verify(token: string): Promise<JwtOutcome>
+  /** Stops timers and drops caches. */
+  close(): void
+}
