@@ -1,0 +1,161 @@
+import { readFileSync } from 'node:fs'
+import { extname } from 'node:path'
+import Value from 'typebox/value'
+import { parse as parseYaml } from 'yaml'
+import { type Config, ConfigSchema } from './schema.ts'
+
+/** Thrown with every problem found, one per line, so an operator fixes them in one pass. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError'
+  readonly problems: readonly string[]
+  constructor(problems: readonly string[]) {
+    super(`invalid configuration:\n  ${problems.join('\n  ')}`)
+    this.problems = problems
+  }
+}
+
+type Json = Record<string, unknown>
+
+export interface LoadOptions {
+  /** Path of a JSON or YAML config file. */
+  file?: string | undefined
+  /** Environment to read (defaults to process.env). */
+  env?: Readonly<Record<string, string | undefined>>
+  /** Highest-precedence values, e.g. from command-line flags, in the schema's shape. */
+  overrides?: Json
+}
+
+/**
+ * Environment variables and the config path each sets. Values are strings; the schema
+ * converts them (`TOKENGATE_DEV=true`, `TOKENGATE_PORT=9443`).
+ */
+export const ENV_VARIABLES: Readonly<Record<string, string>> = {
+  TOKENGATE_CONFIG: '(config file path)',
+  TOKENGATE_DATA_DIR: 'dataDir',
+  TOKENGATE_DEV: 'dev',
+  DATABASE_URL: 'databaseUrl',
+  REDIS_URL: 'redisUrl',
+  TOKENGATE_HOST: 'server.host',
+  TOKENGATE_PORT: 'server.port',
+  TOKENGATE_PLAIN_HTTP: 'server.plainHttp',
+  TOKENGATE_TLS_CERT_FILE: 'server.tlsCertFile',
+  TOKENGATE_TLS_KEY_FILE: 'server.tlsKeyFile',
+  TOKENGATE_TRUST_PROXY: 'server.trustProxy',
+  TOKENGATE_LOG_LEVEL: 'log.level',
+  TOKENGATE_UPSTREAM: 'gateway.upstream',
+  TOKENGATE_POLICY_FILE: 'gateway.policyFile',
+}
+
+/**
+ * Loads, merges, converts, defaults and validates the configuration once, reporting every
+ * bad path, and returns it deep-frozen. Nothing else in tokengate reads `process.env`.
+ */
+export function loadConfig(options: LoadOptions = {}): Readonly<Config> {
+  const env = options.env ?? process.env
+  const file = options.file ?? env.TOKENGATE_CONFIG
+  let merged: Json = {}
+  if (file) merged = deepMerge(merged, readConfigFile(file))
+  merged = deepMerge(merged, fromEnv(env))
+  if (options.overrides) merged = deepMerge(merged, options.overrides)
+
+  const converted = Value.Convert(ConfigSchema, merged)
+  const withDefaults = Value.Default(ConfigSchema, converted) as Json
+  if (!Value.Check(ConfigSchema, withDefaults)) {
+    const problems = [...Value.Errors(ConfigSchema, withDefaults)]
+      // Each unknown key is reported at its own path ("schema is false"); the parent's
+      // summary line would only repeat it.
+      .filter((error) => error.keyword !== 'additionalProperties')
+      .map(describeError)
+    throw new ConfigError([...new Set(problems)])
+  }
+  const config = withDefaults as Config
+  const extra = crossFieldProblems(config)
+  if (extra.length > 0) throw new ConfigError(extra)
+  return deepFreeze(config)
+}
+
+function readConfigFile(file: string): Json {
+  let text: string
+  try {
+    text = readFileSync(file, 'utf8')
+  } catch (error) {
+    throw new ConfigError([`config file ${file}: ${(error as Error).message}`])
+  }
+  try {
+    const parsed: unknown = ['.yaml', '.yml'].includes(extname(file)) ? parseYaml(text) : JSON.parse(text)
+    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+      throw new Error('the top level must be an object')
+    }
+    return parsed as Json
+  } catch (error) {
+    throw new ConfigError([`config file ${file}: ${(error as Error).message}`])
+  }
+}
+
+function fromEnv(env: Readonly<Record<string, string | undefined>>): Json {
+  const out: Json = {}
+  for (const [name, path] of Object.entries(ENV_VARIABLES)) {
+    const value = env[name]
+    if (value === undefined || value === '' || path.startsWith('(')) continue
+    setPath(out, path, value)
+  }
+  return out
+}
+
+function crossFieldProblems(config: Config): string[] {
+  const problems: string[] = []
+  const { tlsCertFile, tlsKeyFile, plainHttp } = config.server
+  if (Boolean(tlsCertFile) !== Boolean(tlsKeyFile)) {
+    problems.push('/server: tlsCertFile and tlsKeyFile must be given together')
+  }
+  if (!plainHttp && !config.dev && !tlsCertFile) {
+    problems.push(
+      '/server: HTTPS needs tlsCertFile and tlsKeyFile (or --dev for a self-signed certificate, or --http behind a TLS proxy)',
+    )
+  }
+  if (config.pagination.defaultLimit > config.pagination.maxLimit) {
+    problems.push('/pagination/defaultLimit: must not exceed maxLimit')
+  }
+  if (config.pat.maxExpiresInDays > 0 && config.pat.defaultExpiresInDays > config.pat.maxExpiresInDays) {
+    problems.push('/pat/defaultExpiresInDays: must not exceed maxExpiresInDays')
+  }
+  return problems
+}
+
+function describeError(error: { instancePath: string; message: string }): string {
+  const path = error.instancePath || '/'
+  return error.message === 'schema is false' ? `${path}: unknown setting` : `${path}: ${error.message}`
+}
+
+export function setPath(target: Json, path: string, value: unknown): void {
+  const keys = path.split('.')
+  let node = target
+  for (const key of keys.slice(0, -1)) {
+    const next = node[key]
+    if (next === null || typeof next !== 'object') node[key] = {}
+    node = node[key] as Json
+  }
+  node[keys[keys.length - 1] as string] = value
+}
+
+function deepMerge(base: Json, over: Json): Json {
+  const out: Json = { ...base }
+  for (const [key, value] of Object.entries(over)) {
+    const prior = out[key]
+    out[key] =
+      isPlainObject(prior) && isPlainObject(value) ? deepMerge(prior, value) : (value as unknown)
+  }
+  return out
+}
+
+function isPlainObject(value: unknown): value is Json {
+  return value !== null && typeof value === 'object' && !Array.isArray(value)
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object') {
+    for (const child of Object.values(value)) deepFreeze(child)
+    Object.freeze(value)
+  }
+  return value
+}

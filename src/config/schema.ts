@@ -1,0 +1,192 @@
+import Type from 'typebox'
+
+/**
+ * The one configuration schema. Every field has a default or is optional, and a description
+ * (docs/configuration.md is generated from these). Sources, lowest to highest precedence:
+ * defaults < config file (JSON or YAML) < environment (`TOKENGATE_*`, `DATABASE_URL`,
+ * `REDIS_URL`) < command-line flags. See `load.ts`.
+ */
+export const ConfigSchema = Type.Object(
+  {
+    dataDir: Type.String({
+      default: '.tokengate',
+      minLength: 1,
+      description: 'Directory for the SQLite database, TLS material and dev keys (mode 0700).',
+    }),
+    dev: Type.Boolean({
+      default: false,
+      description:
+        'Dev mode: seeds a demo tenant, PAT and local JWT issuer, and a self-signed certificate.',
+    }),
+    databaseUrl: Type.Optional(
+      Type.String({
+        pattern: '^postgres(ql)?://',
+        description: 'Postgres URL for scale-out; when unset the embedded SQLite store is used.',
+      }),
+    ),
+    redisUrl: Type.Optional(
+      Type.String({
+        pattern: '^rediss?://',
+        description: 'Redis URL for rate-limit counters shared across instances.',
+      }),
+    ),
+    server: Type.Object(
+      {
+        host: Type.String({ default: '127.0.0.1', description: 'Address to listen on.' }),
+        port: Type.Integer({ default: 8443, minimum: 0, maximum: 65535, description: 'TCP port.' }),
+        plainHttp: Type.Boolean({
+          default: false,
+          description:
+            'Serve plain HTTP instead of HTTPS. Only for running behind a TLS-terminating proxy.',
+        }),
+        tlsCertFile: Type.Optional(
+          Type.String({ description: 'PEM certificate chain. Required with tlsKeyFile outside dev.' }),
+        ),
+        tlsKeyFile: Type.Optional(Type.String({ description: 'PEM private key.' })),
+        trustProxy: Type.Boolean({
+          default: false,
+          description: 'Trust X-Forwarded-For for the client address (behind a proxy only).',
+        }),
+        bodyLimitBytes: Type.Integer({
+          default: 1_048_576,
+          minimum: 1,
+          description: 'Largest accepted request body for built-in routes.',
+        }),
+        maxHeaderBytes: Type.Integer({
+          default: 16_384,
+          minimum: 1024,
+          description: 'Largest accepted request head (all headers), enforced by Node.',
+        }),
+        requestTimeoutMs: Type.Integer({
+          default: 30_000,
+          minimum: 1,
+          description: 'Time allowed to receive a whole request.',
+        }),
+        hstsMaxAgeSec: Type.Integer({
+          default: 31_536_000,
+          minimum: 0,
+          description: 'Strict-Transport-Security max-age on HTTPS responses; 0 disables it.',
+        }),
+        shutdownTimeoutMs: Type.Integer({
+          default: 10_000,
+          minimum: 0,
+          description: 'Graceful shutdown: time in-flight requests get before sockets are closed.',
+        }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
+    log: Type.Object(
+      {
+        level: Type.Union(
+          [
+            Type.Literal('fatal'),
+            Type.Literal('error'),
+            Type.Literal('warn'),
+            Type.Literal('info'),
+            Type.Literal('debug'),
+            Type.Literal('trace'),
+            Type.Literal('silent'),
+          ],
+          { default: 'info', description: 'pino log level.' },
+        ),
+      },
+      { default: {}, additionalProperties: false },
+    ),
+    auth: Type.Object(
+      {
+        clockToleranceSec: Type.Integer({
+          default: 30,
+          minimum: 0,
+          maximum: 300,
+          description: 'Clock skew allowed on JWT exp/nbf/iat.',
+        }),
+        maxJwtLifetimeSec: Type.Integer({
+          default: 86_400,
+          minimum: 1,
+          description: 'Longest accepted JWT lifetime (exp - iat, or exp - now without iat).',
+        }),
+        jwtCacheMaxEntries: Type.Integer({
+          default: 10_000,
+          minimum: 0,
+          description: 'Verified-JWT cache size (never serves a token past its exp).',
+        }),
+        jwksTimeoutMs: Type.Integer({ default: 5_000, minimum: 1, description: 'JWKS fetch timeout.' }),
+        jwksCooldownMs: Type.Integer({
+          default: 30_000,
+          minimum: 0,
+          description: 'Minimum time between JWKS refetches triggered by an unknown kid.',
+        }),
+        jwksCacheMaxAgeMs: Type.Integer({
+          default: 600_000,
+          minimum: 1,
+          description: 'JWKS refresh interval.',
+        }),
+        jwksStaleMaxMs: Type.Integer({
+          default: 3_600_000,
+          minimum: 0,
+          description: 'How long cached keys keep verifying while the JWKS URL is failing.',
+        }),
+        lookupCacheTtlMs: Type.Integer({
+          default: 2_000,
+          minimum: 0,
+          description:
+            'In-process PAT/tenant cache TTL; bounds how long a revoke made by another process takes to apply without notifications.',
+        }),
+        lookupCacheMaxEntries: Type.Integer({
+          default: 100_000,
+          minimum: 0,
+          description: 'In-process PAT/tenant cache size.',
+        }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
+    pat: Type.Object(
+      {
+        defaultExpiresInDays: Type.Integer({
+          default: 90,
+          minimum: 1,
+          description: 'Expiry of a PAT issued without --expires-in.',
+        }),
+        maxExpiresInDays: Type.Integer({
+          default: 0,
+          minimum: 0,
+          description: 'Operator policy: longest PAT lifetime allowed; 0 = no maximum (never allowed).',
+        }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
+    pagination: Type.Object(
+      {
+        defaultLimit: Type.Integer({ default: 50, minimum: 1, description: 'Default page size.' }),
+        maxLimit: Type.Integer({ default: 200, minimum: 1, description: 'Largest page size.' }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
+    gateway: Type.Optional(
+      Type.Object(
+        {
+          upstream: Type.String({
+            pattern: '^https?://',
+            description: 'Upstream service URL that non-built-in /api/v1 requests are proxied to.',
+          }),
+          policyFile: Type.Optional(
+            Type.String({ description: 'Route permission policy (YAML or JSON).' }),
+          ),
+          timeoutMs: Type.Integer({
+            default: 30_000,
+            minimum: 1,
+            description: 'Upstream response timeout (504 after it).',
+          }),
+          stripAuthorization: Type.Boolean({
+            default: true,
+            description: 'Remove the caller Authorization header before proxying.',
+          }),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+)
+
+export type Config = Type.Static<typeof ConfigSchema>
