@@ -38,6 +38,11 @@ export type StoreChange =
   | { readonly kind: 'pat_changed'; readonly id: string; readonly tokenHash: string }
   | { readonly kind: 'tenant_changed'; readonly id: string }
   | { readonly kind: 'issuers_changed' }
+  /**
+   * Changes may have been missed (e.g. the Postgres LISTEN connection dropped): drop every
+   * cache. Sent when delivery is lost and again once it is restored.
+   */
+  | { readonly kind: 'resync' }
 
 export class ConflictError extends Error {
   override readonly name = 'ConflictError'
