@@ -1,0 +1,63 @@
+/**
+ * The SQLite schema, as an ordered list of migrations. A migration is never edited once
+ * released: a change is a new entry with the next version. `sqlite.ts` applies the pending
+ * ones in one transaction and records each version in `schema_migrations`.
+ *
+ * Times are epoch milliseconds (INTEGER); JSON columns hold TEXT. Tables are STRICT so a
+ * wrongly typed value fails loudly instead of being stored as whatever SQLite coerces.
+ */
+export interface Migration {
+  readonly version: number
+  readonly sql: string
+}
+
+export const sqliteMigrations: readonly Migration[] = [
+  {
+    version: 1,
+    sql: `
+      CREATE TABLE tenants (
+        id         TEXT PRIMARY KEY,
+        name       TEXT NOT NULL,
+        enabled    INTEGER NOT NULL DEFAULT 1 CHECK (enabled IN (0, 1)),
+        created_at INTEGER NOT NULL
+      ) STRICT;
+
+      -- token_hash is UNIQUE, which gives the index authentication looks tokens up by.
+      CREATE TABLE pats (
+        id           TEXT PRIMARY KEY,
+        token_hash   TEXT NOT NULL UNIQUE,
+        tenant_id    TEXT NOT NULL REFERENCES tenants (id),
+        subject      TEXT NOT NULL,
+        name         TEXT NOT NULL,
+        permissions  TEXT NOT NULL,
+        last4        TEXT NOT NULL,
+        created_at   INTEGER NOT NULL,
+        expires_at   INTEGER,
+        revoked_at   INTEGER,
+        last_used_at INTEGER,
+        rotated_from TEXT
+      ) STRICT;
+      CREATE INDEX pats_by_tenant_newest ON pats (tenant_id, created_at DESC, id DESC);
+
+      CREATE TABLE issuers (
+        issuer     TEXT PRIMARY KEY,
+        config     TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+      ) STRICT;
+
+      -- No foreign key on tenant_id: failed authentications name tenants that may not exist.
+      CREATE TABLE audit_events (
+        id             TEXT PRIMARY KEY,
+        time           INTEGER NOT NULL,
+        type           TEXT NOT NULL,
+        tenant_id      TEXT,
+        actor          TEXT,
+        outcome        TEXT NOT NULL,
+        client_address TEXT,
+        request_id     TEXT,
+        details        TEXT NOT NULL
+      ) STRICT;
+      CREATE INDEX audit_events_by_tenant_newest ON audit_events (tenant_id, time DESC, id DESC);
+    `,
+  },
+]

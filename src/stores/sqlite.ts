@@ -1,0 +1,487 @@
+/**
+ * The embedded store: one SQLite file through `node:sqlite` (the only module that imports
+ * it, since its API is still moving). Every method does synchronous work inside an async
+ * function, so failures always arrive as rejections.
+ *
+ * The CLI and the server are different processes on the same file, so the database runs in
+ * WAL mode (readers never block the writer) with a busy timeout (a writer waits for the
+ * other process's write instead of failing at once).
+ */
+import { DatabaseSync, type StatementSync } from 'node:sqlite'
+import type { IssuerConfig } from '../core/issuer.ts'
+import { type Clock, type PatRecord, systemClock, type Tenant } from '../core/ports.ts'
+import { checkPageLimit, decodeCursor, toPage } from './cursor.ts'
+import { sqliteMigrations } from './sqlite-migrations.ts'
+import {
+  type AuditEvent,
+  ConflictError,
+  type Page,
+  type PageRequest,
+  type Store,
+  type StoreChange,
+  type StoredIssuer,
+} from './store.ts'
+
+/** Options of `openSqliteStore`. */
+export interface SqliteStoreOptions {
+  /** Stamps `schema_migrations.applied_at`. Default: the system clock. */
+  readonly clock?: Clock | undefined
+  /** How long a write waits for another process's write lock, in ms. Default 5000. */
+  readonly busyTimeoutMs?: number | undefined
+}
+
+/**
+ * Opens (creating if needed) the SQLite database at `path`. It does NOT migrate: call
+ * `migrate()` before anything else (idempotent, safe when two processes race), so that
+ * opening a file never changes its schema behind the operator's back.
+ *
+ * @example
+ *   const store = openSqliteStore(join(dataDir, 'tokengate.db'))
+ *   await store.migrate()
+ */
+export function openSqliteStore(path: string, options: SqliteStoreOptions = {}): SqliteStore {
+  return new SqliteStore(path, options)
+}
+
+const LATEST_VERSION = Math.max(...sqliteMigrations.map((m) => m.version))
+
+// SQLite extended result codes for the constraint violations we translate.
+const SQLITE_CONSTRAINT_PRIMARYKEY = 1555
+const SQLITE_CONSTRAINT_UNIQUE = 2067
+const SQLITE_CONSTRAINT_FOREIGNKEY = 787
+
+interface TenantRow {
+  id: string
+  name: string
+  enabled: number
+  created_at: number
+}
+
+interface PatRow {
+  id: string
+  token_hash: string
+  tenant_id: string
+  subject: string
+  name: string
+  permissions: string
+  last4: string
+  created_at: number
+  expires_at: number | null
+  revoked_at: number | null
+  last_used_at: number | null
+  rotated_from: string | null
+}
+
+interface IssuerRow {
+  issuer: string
+  config: string
+  created_at: number
+}
+
+interface AuditRow {
+  id: string
+  time: number
+  type: string
+  tenant_id: string | null
+  actor: string | null
+  outcome: string
+  client_address: string | null
+  request_id: string | null
+  details: string
+}
+
+const PAT_COLUMNS = `id, token_hash, tenant_id, subject, name, permissions, last4, created_at,
+  expires_at, revoked_at, last_used_at, rotated_from`
+const AUDIT_COLUMNS =
+  'id, time, type, tenant_id, actor, outcome, client_address, request_id, details'
+const EXPIRING = 'AND expires_at IS NOT NULL AND expires_at < $before AND revoked_at IS NULL'
+const AFTER_PAT = 'AND (created_at, id) < ($at, $id)'
+
+function prepareStatements(db: DatabaseSync) {
+  const listPats = (where: string) =>
+    db.prepare(`SELECT ${PAT_COLUMNS} FROM pats WHERE tenant_id = $tenant ${where}
+      ORDER BY created_at DESC, id DESC LIMIT $limit`)
+  const listAudit = (where: string) =>
+    db.prepare(`SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE tenant_id = $tenant ${where}
+      ORDER BY time DESC, id DESC LIMIT $limit`)
+  return {
+    insertTenant: db.prepare(
+      'INSERT INTO tenants (id, name, enabled, created_at) VALUES (?, ?, 1, ?)',
+    ),
+    findTenant: db.prepare('SELECT id, name, enabled, created_at FROM tenants WHERE id = ?'),
+    listTenants: db.prepare('SELECT id, name, enabled, created_at FROM tenants ORDER BY id'),
+    setTenantEnabled: db.prepare(
+      'UPDATE tenants SET enabled = ? WHERE id = ? RETURNING id, name, enabled, created_at',
+    ),
+    insertPat: db.prepare(`INSERT INTO pats (${PAT_COLUMNS})
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    findPatByHash: db.prepare(`SELECT ${PAT_COLUMNS} FROM pats WHERE token_hash = ?`),
+    getPat: db.prepare(`SELECT ${PAT_COLUMNS} FROM pats WHERE id = ?`),
+    listPats: listPats(''),
+    listPatsAfter: listPats(AFTER_PAT),
+    listExpiring: listPats(EXPIRING),
+    listExpiringAfter: listPats(`${EXPIRING} ${AFTER_PAT}`),
+    // COALESCE keeps the first revocation time: revoking twice changes nothing.
+    revokePat: db.prepare(`UPDATE pats SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?
+      RETURNING ${PAT_COLUMNS}`),
+    recordPatUse: db.prepare(`UPDATE pats SET last_used_at = $at
+      WHERE id = $id AND (last_used_at IS NULL OR last_used_at < $at)`),
+    putIssuer: db.prepare(`INSERT INTO issuers (issuer, config, created_at) VALUES (?, ?, ?)
+      ON CONFLICT (issuer) DO UPDATE SET config = excluded.config`),
+    listIssuers: db.prepare('SELECT issuer, config, created_at FROM issuers ORDER BY issuer'),
+    removeIssuer: db.prepare('DELETE FROM issuers WHERE issuer = ?'),
+    // An id already stored is skipped: a retried batch that did commit is not duplicated.
+    appendAudit: db.prepare(`INSERT INTO audit_events (${AUDIT_COLUMNS})
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`),
+    listAudit: listAudit(''),
+    listAuditAfter: listAudit('AND (time, id) < ($at, $id)'),
+  }
+}
+
+type Statements = ReturnType<typeof prepareStatements>
+
+/** The SQLite `Store`. Create it with `openSqliteStore`. */
+export class SqliteStore implements Store {
+  readonly kind = 'sqlite'
+  readonly #db: DatabaseSync
+  readonly #clock: Clock
+  readonly #ping: StatementSync
+  readonly #listeners = new Set<(change: StoreChange) => void>()
+  #statements: Statements | undefined
+  #closed = false
+
+  constructor(path: string, options: SqliteStoreOptions = {}) {
+    this.#clock = options.clock ?? systemClock
+    this.#db = new DatabaseSync(path, { enableForeignKeyConstraints: true })
+    try {
+      // busy_timeout first: switching to WAL itself needs a lock another process may hold.
+      this.#db.exec(`PRAGMA busy_timeout = ${Math.trunc(options.busyTimeoutMs ?? 5000)}`)
+      this.#db.exec('PRAGMA journal_mode = WAL')
+      this.#db.exec('PRAGMA foreign_keys = ON')
+      // FULL, not WAL's usual NORMAL: a revocation the CLI reported as done must survive a
+      // power loss. Hot-path writes (last use, audit) are batched, so the fsync is rare.
+      this.#db.exec('PRAGMA synchronous = FULL')
+      this.#ping = this.#db.prepare('SELECT 1')
+    } catch (error) {
+      this.#db.close()
+      throw error
+    }
+  }
+
+  async migrate(): Promise<number[]> {
+    const db = this.#open()
+    const applied = this.#transaction(() => {
+      db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+        version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT`)
+      const done = new Set(
+        db
+          .prepare('SELECT version FROM schema_migrations')
+          .all()
+          .map((row) => row.version as number),
+      )
+      const newest = Math.max(0, ...done)
+      if (newest > LATEST_VERSION) {
+        throw new Error(
+          `database schema version ${newest} is newer than this tokengate supports (${LATEST_VERSION})`,
+        )
+      }
+      const record = db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)')
+      const now: number[] = []
+      for (const migration of [...sqliteMigrations].sort((a, b) => a.version - b.version)) {
+        if (done.has(migration.version)) continue
+        db.exec(migration.sql)
+        record.run(migration.version, this.#clock.now())
+        now.push(migration.version)
+      }
+      return now
+    })
+    this.#statements = undefined
+    return applied
+  }
+
+  async ping(): Promise<void> {
+    this.#open()
+    this.#ping.get()
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return
+    this.#closed = true
+    this.#listeners.clear()
+    this.#statements = undefined
+    this.#db.close()
+  }
+
+  async findPatByHash(tokenHash: string): Promise<PatRecord | undefined> {
+    const row = this.#s().findPatByHash.get(tokenHash) as PatRow | undefined
+    return row && toPat(row)
+  }
+
+  async findTenant(id: string): Promise<Tenant | undefined> {
+    const row = this.#s().findTenant.get(id) as TenantRow | undefined
+    return row && toTenant(row)
+  }
+
+  async createTenant(tenant: { id: string; name: string }, at: number): Promise<Tenant> {
+    const s = this.#s()
+    translateConstraint(() => s.insertTenant.run(tenant.id, tenant.name, at), `tenant ${tenant.id}`)
+    return { id: tenant.id, name: tenant.name, enabled: true, createdAt: at }
+  }
+
+  async listTenants(): Promise<readonly Tenant[]> {
+    return (this.#s().listTenants.all() as unknown as TenantRow[]).map(toTenant)
+  }
+
+  async setTenantEnabled(id: string, enabled: boolean): Promise<Tenant | undefined> {
+    const row = this.#s().setTenantEnabled.get(enabled ? 1 : 0, id) as TenantRow | undefined
+    if (!row) return undefined
+    this.#emit({ kind: 'tenant_changed', id })
+    return toTenant(row)
+  }
+
+  async insertPat(record: PatRecord): Promise<void> {
+    const s = this.#s()
+    translateConstraint(() => s.insertPat.run(...patValues(record)), `token ${record.id}`)
+  }
+
+  /**
+   * Inserts many tokens in one transaction (all or none): for imports, seeding and
+   * benchmarks. Not part of `Store`; emits no change (new tokens invalidate no cache).
+   */
+  async insertPats(records: readonly PatRecord[]): Promise<void> {
+    const s = this.#s()
+    this.#transaction(() => {
+      for (const record of records) {
+        translateConstraint(() => s.insertPat.run(...patValues(record)), `token ${record.id}`)
+      }
+    })
+  }
+
+  async getPat(id: string): Promise<PatRecord | undefined> {
+    const row = this.#s().getPat.get(id) as PatRow | undefined
+    return row && toPat(row)
+  }
+
+  async listPats(
+    tenantId: string,
+    page: PageRequest,
+    filter: { expiringBefore?: number } = {},
+  ): Promise<Page<PatRecord>> {
+    const s = this.#s()
+    const limit = checkPageLimit(page.limit)
+    const after = page.cursor === undefined ? undefined : decodeCursor(page.cursor)
+    const expiring = filter.expiringBefore !== undefined
+    const statement = expiring
+      ? after
+        ? s.listExpiringAfter
+        : s.listExpiring
+      : after
+        ? s.listPatsAfter
+        : s.listPats
+    const params: Record<string, number | string> = { tenant: tenantId, limit: limit + 1 }
+    if (after) Object.assign(params, { at: after.at, id: after.id })
+    if (expiring) params.before = filter.expiringBefore as number
+    const rows = statement.all(params) as unknown as PatRow[]
+    return toPage(rows.map(toPat), limit, (r) => ({ at: r.createdAt, id: r.id }))
+  }
+
+  async revokePat(id: string, at: number): Promise<PatRecord | undefined> {
+    const row = this.#s().revokePat.get(at, id) as PatRow | undefined
+    if (!row) return undefined
+    this.#emit({ kind: 'pat_changed', id, tokenHash: row.token_hash })
+    return toPat(row)
+  }
+
+  async recordPatUse(uses: ReadonlyMap<string, number>): Promise<void> {
+    const s = this.#s()
+    if (uses.size === 0) return
+    this.#transaction(() => {
+      for (const [id, at] of uses) s.recordPatUse.run({ id, at })
+    })
+  }
+
+  async putIssuer(issuer: IssuerConfig, at: number): Promise<void> {
+    const { issuer: name, ...config } = issuer
+    // A StoredIssuer passed back in keeps its creation time in the column, not the JSON.
+    delete (config as { createdAt?: unknown }).createdAt
+    this.#s().putIssuer.run(name, JSON.stringify(config), at)
+    this.#emit({ kind: 'issuers_changed' })
+  }
+
+  async listIssuers(): Promise<readonly StoredIssuer[]> {
+    const rows = this.#s().listIssuers.all() as unknown as IssuerRow[]
+    return rows.map((row) => ({
+      ...(JSON.parse(row.config) as Omit<IssuerConfig, 'issuer'>),
+      issuer: row.issuer,
+      createdAt: row.created_at,
+    }))
+  }
+
+  async removeIssuer(issuer: string): Promise<boolean> {
+    const removed = this.#s().removeIssuer.run(issuer).changes > 0
+    if (removed) this.#emit({ kind: 'issuers_changed' })
+    return removed
+  }
+
+  async appendAudit(events: readonly AuditEvent[]): Promise<void> {
+    const s = this.#s()
+    if (events.length === 0) return
+    this.#transaction(() => {
+      for (const e of events) {
+        s.appendAudit.run(
+          e.id,
+          e.time,
+          e.type,
+          e.tenantId,
+          e.actor,
+          e.outcome,
+          e.clientAddress,
+          e.requestId,
+          JSON.stringify(e.details),
+        )
+      }
+    })
+  }
+
+  async listAudit(tenantId: string, page: PageRequest): Promise<Page<AuditEvent>> {
+    const s = this.#s()
+    const limit = checkPageLimit(page.limit)
+    const after = page.cursor === undefined ? undefined : decodeCursor(page.cursor)
+    const rows = (after
+      ? s.listAuditAfter.all({ tenant: tenantId, limit: limit + 1, at: after.at, id: after.id })
+      : s.listAudit.all({ tenant: tenantId, limit: limit + 1 })) as unknown as AuditRow[]
+    return toPage(rows.map(toAudit), limit, (e) => ({ at: e.time, id: e.id }))
+  }
+
+  /**
+   * In-process notifications of changes made through THIS object. Changes another process
+   * makes to the same file (the CLI revoking a token) are not seen here; the auth cache's
+   * TTL bounds how long they take to apply.
+   */
+  watch(listener: (change: StoreChange) => void): () => void {
+    const wrapped = (change: StoreChange) => listener(change)
+    this.#listeners.add(wrapped)
+    return () => {
+      this.#listeners.delete(wrapped)
+    }
+  }
+
+  #open(): DatabaseSync {
+    if (this.#closed) throw new Error('sqlite store is closed')
+    return this.#db
+  }
+
+  /** Statements, prepared once on first use after migration. */
+  #s(): Statements {
+    const db = this.#open()
+    if (this.#statements) return this.#statements
+    const hasTable = db
+      .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'")
+      .get()
+    const version = hasTable
+      ? ((db.prepare('SELECT max(version) AS v FROM schema_migrations').get()?.v as
+          | number
+          | null) ?? 0)
+      : 0
+    if (version !== LATEST_VERSION) {
+      throw new Error(
+        `sqlite schema is at version ${version}, this tokengate needs ${LATEST_VERSION}: run migrate()`,
+      )
+    }
+    this.#statements = prepareStatements(db)
+    return this.#statements
+  }
+
+  #transaction<T>(work: () => T): T {
+    const db = this.#open()
+    // IMMEDIATE takes the write lock up front, so two processes migrating or writing at once
+    // queue on busy_timeout instead of failing halfway with SQLITE_BUSY on lock upgrade.
+    db.exec('BEGIN IMMEDIATE')
+    try {
+      const result = work()
+      db.exec('COMMIT')
+      return result
+    } catch (error) {
+      if (db.isTransaction) db.exec('ROLLBACK')
+      throw error
+    }
+  }
+
+  #emit(change: StoreChange): void {
+    for (const listener of [...this.#listeners]) {
+      try {
+        listener(change)
+      } catch (error) {
+        // A listener's bug must not fail the write that already committed.
+        process.emitWarning(`store watch listener threw: ${String(error)}`)
+      }
+    }
+  }
+}
+
+function patValues(r: PatRecord) {
+  return [
+    r.id,
+    r.tokenHash,
+    r.tenantId,
+    r.subject,
+    r.name,
+    JSON.stringify(r.permissions),
+    r.last4,
+    r.createdAt,
+    r.expiresAt,
+    r.revokedAt,
+    r.lastUsedAt,
+    r.rotatedFrom,
+  ] as const
+}
+
+function translateConstraint(run: () => unknown, what: string): void {
+  try {
+    run()
+  } catch (error) {
+    const code = (error as { errcode?: unknown }).errcode
+    if (code === SQLITE_CONSTRAINT_PRIMARYKEY || code === SQLITE_CONSTRAINT_UNIQUE) {
+      throw new ConflictError(`${what} conflicts with an existing row`, { cause: error })
+    }
+    if (code === SQLITE_CONSTRAINT_FOREIGNKEY) {
+      throw new Error(`${what} refers to an unknown tenant`, { cause: error })
+    }
+    throw error
+  }
+}
+
+function toTenant(row: TenantRow): Tenant {
+  return { id: row.id, name: row.name, enabled: row.enabled === 1, createdAt: row.created_at }
+}
+
+function toPat(row: PatRow): PatRecord {
+  return {
+    id: row.id,
+    tokenHash: row.token_hash,
+    tenantId: row.tenant_id,
+    subject: row.subject,
+    name: row.name,
+    permissions: JSON.parse(row.permissions) as string[],
+    last4: row.last4,
+    createdAt: row.created_at,
+    expiresAt: row.expires_at,
+    revokedAt: row.revoked_at,
+    lastUsedAt: row.last_used_at,
+    rotatedFrom: row.rotated_from,
+  }
+}
+
+function toAudit(row: AuditRow): AuditEvent {
+  return {
+    id: row.id,
+    time: row.time,
+    type: row.type,
+    tenantId: row.tenant_id,
+    actor: row.actor,
+    outcome: row.outcome,
+    clientAddress: row.client_address,
+    requestId: row.request_id,
+    details: JSON.parse(row.details) as Record<string, unknown>,
+  }
+}

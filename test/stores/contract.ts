@@ -1,0 +1,649 @@
+/**
+ * The behaviour every `Store` backend must have. A backend's test file calls
+ * `storeContract(name, makeStore)` and then adds its own, backend-specific cases.
+ *
+ * `makeStore` must return a store over an empty database that has NOT been migrated yet
+ * (each test migrates it), and a `cleanup` that closes the store (close is idempotent) and
+ * removes whatever the test created. Each test gets its own store.
+ *
+ * Beyond the TSDoc of `Store`, this suite fixes these details, so backends agree:
+ * - `migrate()` applies versions in ascending order and returns `[]` once up to date;
+ * - tenant ids are compared exactly (case-sensitive, no trimming); `listTenants` is by id;
+ * - `insertPat` for an unknown tenant rejects; `createdAt` of an issuer is kept on replace;
+ * - a page of exactly `limit` remaining rows has `nextCursor: null` (no empty last page);
+ *   a malformed cursor rejects;
+ * - `appendAudit` ignores an event whose id is already stored, so a retried batch whose
+ *   first attempt did commit (outcome unknown to the writer) is not duplicated;
+ * - `watch` delivery may be synchronous or asynchronous; the suite waits up to 5 s.
+ */
+import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
+import { describe, it, type TestContext } from 'node:test'
+import type { IssuerConfig } from '../../src/core/issuer.ts'
+import type { PatRecord } from '../../src/core/ports.ts'
+import {
+  type AuditEvent,
+  ConflictError,
+  type Store,
+  type StoreChange,
+} from '../../src/stores/store.ts'
+
+export type MakeStore = () => Promise<{ store: Store; cleanup: () => Promise<void> }>
+
+const T0 = Date.UTC(2026, 0, 1)
+
+function sha256(text: string): string {
+  return createHash('sha256').update(text).digest('hex')
+}
+
+function pat(id: string, tenantId: string, overrides: Partial<PatRecord> = {}): PatRecord {
+  return {
+    id,
+    tokenHash: sha256(`pat_${id}`),
+    tenantId,
+    subject: `user-${id}`,
+    name: `token ${id}`,
+    permissions: ['tokens:read'],
+    last4: id.slice(-4).padStart(4, 'x'),
+    createdAt: T0,
+    expiresAt: null,
+    revokedAt: null,
+    lastUsedAt: null,
+    rotatedFrom: null,
+    ...overrides,
+  }
+}
+
+function event(id: string, tenantId: string | null, time: number): AuditEvent {
+  return {
+    id,
+    time,
+    type: 'auth.failed',
+    tenantId,
+    actor: null,
+    outcome: 'invalid_token',
+    clientAddress: '203.0.113.7',
+    requestId: `req-${id}`,
+    details: {},
+  }
+}
+
+/** Resolves with the first change matching `predicate`, or rejects after `timeoutMs`. */
+function nextChange(
+  store: Store,
+  predicate: (change: StoreChange) => boolean,
+  timeoutMs = 5000,
+): Promise<StoreChange> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      unsubscribe()
+      reject(new Error('no matching change delivered'))
+    }, timeoutMs)
+    const unsubscribe = store.watch((change) => {
+      if (!predicate(change)) return
+      clearTimeout(timer)
+      unsubscribe()
+      resolve(change)
+    })
+  })
+}
+
+/** Follows `nextCursor` to the end; fails on a runaway loop. */
+async function allPages<T>(
+  list: (cursor: string | undefined) => Promise<{ items: readonly T[]; nextCursor: string | null }>,
+): Promise<{ pages: T[][]; items: T[] }> {
+  const pages: T[][] = []
+  let cursor: string | undefined
+  for (let i = 0; i < 100; i++) {
+    const page = await list(cursor)
+    pages.push([...page.items])
+    if (page.nextCursor === null) return { pages, items: pages.flat() }
+    cursor = page.nextCursor
+  }
+  throw new Error('pagination did not end')
+}
+
+export function storeContract(name: string, makeStore: MakeStore): void {
+  async function open(t: TestContext, { migrate = true } = {}): Promise<Store> {
+    const { store, cleanup } = await makeStore()
+    t.after(cleanup)
+    if (migrate) await store.migrate()
+    return store
+  }
+
+  async function withTenants(t: TestContext, ...ids: string[]): Promise<Store> {
+    const store = await open(t)
+    for (const id of ids) await store.createTenant({ id, name: `Tenant ${id}` }, T0)
+    return store
+  }
+
+  describe(`${name} store contract`, () => {
+    describe('migrations and health', () => {
+      it('migrate applies versions in ascending order once, then nothing', async (t) => {
+        const store = await open(t, { migrate: false })
+        const first = await store.migrate()
+        assert.ok(first.length > 0, 'a fresh database needs at least one migration')
+        assert.deepEqual(
+          first,
+          [...first].sort((a, b) => a - b),
+        )
+        assert.deepEqual(await store.migrate(), [])
+        assert.deepEqual(await store.migrate(), [])
+      })
+
+      it('ping resolves on a working store', async (t) => {
+        const store = await open(t)
+        await store.ping()
+      })
+
+      it('after close every method rejects, and close is idempotent', async (t) => {
+        const store = await withTenants(t, 'acme')
+        await store.insertPat(pat('p1', 'acme'))
+        await store.close()
+        const calls: [string, () => Promise<unknown>][] = [
+          ['ping', () => store.ping()],
+          ['findPatByHash', () => store.findPatByHash(sha256('pat_p1'))],
+          ['findTenant', () => store.findTenant('acme')],
+          ['createTenant', () => store.createTenant({ id: 'x', name: 'X' }, T0)],
+          ['listTenants', () => store.listTenants()],
+          ['setTenantEnabled', () => store.setTenantEnabled('acme', false)],
+          ['insertPat', () => store.insertPat(pat('p2', 'acme'))],
+          ['getPat', () => store.getPat('p1')],
+          ['listPats', () => store.listPats('acme', { limit: 10 })],
+          ['revokePat', () => store.revokePat('p1', T0)],
+          ['recordPatUse', () => store.recordPatUse(new Map([['p1', T0]]))],
+          ['putIssuer', () => store.putIssuer(issuerA, T0)],
+          ['listIssuers', () => store.listIssuers()],
+          ['removeIssuer', () => store.removeIssuer(issuerA.issuer)],
+          ['appendAudit', () => store.appendAudit([event('e1', 'acme', T0)])],
+          ['listAudit', () => store.listAudit('acme', { limit: 10 })],
+        ]
+        for (const [method, call] of calls) {
+          await assert.rejects(call(), Error, `${method} after close`)
+        }
+        await store.close()
+      })
+    })
+
+    describe('tenants', () => {
+      it('createTenant returns the enabled tenant and findTenant finds it', async (t) => {
+        const store = await open(t)
+        const created = await store.createTenant({ id: 'acme', name: 'Acme Inc.' }, T0 + 5)
+        const expected = { id: 'acme', name: 'Acme Inc.', enabled: true, createdAt: T0 + 5 }
+        assert.deepEqual({ ...created }, expected)
+        assert.deepEqual({ ...(await store.findTenant('acme')) }, expected)
+      })
+
+      it('a duplicate tenant id is a ConflictError and leaves the first unchanged', async (t) => {
+        const store = await open(t)
+        await store.createTenant({ id: 'acme', name: 'First' }, T0)
+        await assert.rejects(
+          store.createTenant({ id: 'acme', name: 'Second' }, T0 + 1),
+          ConflictError,
+        )
+        assert.equal((await store.findTenant('acme'))?.name, 'First')
+      })
+
+      it('tenant ids are exact: case and surrounding spaces make other tenants', async (t) => {
+        const store = await open(t)
+        await store.createTenant({ id: 'Acme', name: 'A' }, T0)
+        await store.createTenant({ id: 'acme', name: 'B' }, T0)
+        assert.equal((await store.findTenant('Acme'))?.name, 'A')
+        assert.equal((await store.findTenant('acme'))?.name, 'B')
+        assert.equal(await store.findTenant('ACME'), undefined)
+        assert.equal(await store.findTenant('acme '), undefined)
+        assert.equal(await store.findTenant(' acme'), undefined)
+      })
+
+      it('findTenant of an unknown id is undefined', async (t) => {
+        const store = await open(t)
+        assert.equal(await store.findTenant('nobody'), undefined)
+      })
+
+      it('listTenants lists every tenant, ordered by id', async (t) => {
+        const store = await open(t)
+        assert.deepEqual(await store.listTenants(), [])
+        await store.createTenant({ id: 'charlie', name: 'C' }, T0)
+        await store.createTenant({ id: 'alpha', name: 'A' }, T0 + 1)
+        await store.createTenant({ id: 'bravo', name: 'B' }, T0 + 2)
+        const tenants = await store.listTenants()
+        assert.deepEqual(
+          tenants.map((tenant) => tenant.id),
+          ['alpha', 'bravo', 'charlie'],
+        )
+        assert.deepEqual(
+          { ...tenants[0] },
+          { id: 'alpha', name: 'A', enabled: true, createdAt: T0 + 1 },
+        )
+      })
+
+      it('setTenantEnabled disables and re-enables; unknown id is undefined', async (t) => {
+        const store = await withTenants(t, 'acme', 'other')
+        const disabled = await store.setTenantEnabled('acme', false)
+        assert.equal(disabled?.enabled, false)
+        assert.equal(disabled?.id, 'acme')
+        assert.equal((await store.findTenant('acme'))?.enabled, false)
+        assert.equal((await store.findTenant('other'))?.enabled, true)
+        assert.equal((await store.setTenantEnabled('acme', true))?.enabled, true)
+        assert.equal((await store.findTenant('acme'))?.enabled, true)
+        assert.equal(await store.setTenantEnabled('nobody', false), undefined)
+      })
+    })
+
+    describe('personal access tokens', () => {
+      it('insertPat round-trips every field through getPat and findPatByHash', async (t) => {
+        const store = await withTenants(t, 'acme')
+        const old = pat('p-old', 'acme')
+        const record = pat('p-new', 'acme', {
+          subject: 'ci-bot',
+          name: 'deploy pipeline',
+          permissions: ['tokens:read', 'tokens:revoke', 'audit:read'],
+          last4: 'Zz09',
+          createdAt: T0 + 1,
+          expiresAt: T0 + 90 * 86_400_000,
+          rotatedFrom: 'p-old',
+        })
+        await store.insertPat(old)
+        await store.insertPat(record)
+        assert.deepEqual({ ...(await store.getPat('p-new')) }, record)
+        assert.deepEqual({ ...(await store.findPatByHash(record.tokenHash)) }, record)
+        assert.deepEqual({ ...(await store.getPat('p-old')) }, old)
+      })
+
+      it('an empty permission list round-trips as an empty list', async (t) => {
+        const store = await withTenants(t, 'acme')
+        await store.insertPat(pat('p1', 'acme', { permissions: [] }))
+        assert.deepEqual((await store.getPat('p1'))?.permissions, [])
+      })
+
+      it('unknown hash and unknown id are undefined', async (t) => {
+        const store = await withTenants(t, 'acme')
+        await store.insertPat(pat('p1', 'acme'))
+        assert.equal(await store.findPatByHash(sha256('pat_unknown')), undefined)
+        assert.equal(await store.findPatByHash(sha256('pat_p1').toUpperCase()), undefined)
+        assert.equal(await store.getPat('p2'), undefined)
+      })
+
+      it('a duplicate id or a duplicate hash is a ConflictError', async (t) => {
+        const store = await withTenants(t, 'acme')
+        const first = pat('p1', 'acme')
+        await store.insertPat(first)
+        await assert.rejects(
+          store.insertPat(pat('p1', 'acme', { tokenHash: sha256('other') })),
+          ConflictError,
+        )
+        await assert.rejects(
+          store.insertPat(pat('p2', 'acme', { tokenHash: first.tokenHash })),
+          ConflictError,
+        )
+        assert.deepEqual({ ...(await store.findPatByHash(first.tokenHash)) }, first)
+        assert.equal(await store.getPat('p2'), undefined)
+      })
+
+      it('insertPat for an unknown tenant rejects', async (t) => {
+        const store = await withTenants(t, 'acme')
+        await assert.rejects(store.insertPat(pat('p1', 'nobody')))
+        assert.equal(await store.getPat('p1'), undefined)
+      })
+
+      it('listPats pages newest first, ties by id, with no duplicates or gaps', async (t) => {
+        const store = await withTenants(t, 'acme', 'other')
+        const records: PatRecord[] = []
+        for (let i = 0; i < 25; i++) {
+          // Three tokens share each creation time, so the id tie-break is exercised.
+          const id = `p${String(i).padStart(3, '0')}`
+          records.push(pat(id, 'acme', { createdAt: T0 + Math.floor(i / 3) }))
+        }
+        // Insertion order differs from the listing order.
+        for (const record of [...records].reverse()) await store.insertPat(record)
+        for (let i = 0; i < 4; i++) await store.insertPat(pat(`q${i}`, 'other'))
+
+        const expected = [...records]
+          .sort((a, b) => b.createdAt - a.createdAt || (a.id < b.id ? 1 : -1))
+          .map((r) => r.id)
+        const { pages, items } = await allPages((cursor) =>
+          store.listPats('acme', { limit: 10, cursor }),
+        )
+        assert.deepEqual(
+          pages.map((page) => page.length),
+          [10, 10, 5],
+        )
+        assert.deepEqual(
+          items.map((r) => r.id),
+          expected,
+        )
+        const fromList = items.find((r) => r.id === 'p007')
+        assert.deepEqual({ ...fromList }, records[7])
+      })
+
+      it('a token created between two page requests causes no duplicate or gap', async (t) => {
+        const store = await withTenants(t, 'acme')
+        for (let i = 0; i < 6; i++) {
+          await store.insertPat(pat(`p${i}`, 'acme', { createdAt: T0 + i }))
+        }
+        const first = await store.listPats('acme', { limit: 3 })
+        await store.insertPat(pat('p-newest', 'acme', { createdAt: T0 + 100 }))
+        assert.ok(first.nextCursor)
+        const second = await store.listPats('acme', { limit: 3, cursor: first.nextCursor })
+        assert.deepEqual(
+          [...first.items, ...second.items].map((r) => r.id),
+          ['p5', 'p4', 'p3', 'p2', 'p1', 'p0'],
+        )
+        assert.equal(second.nextCursor, null)
+      })
+
+      it('a page holding exactly the remaining tokens has no next cursor', async (t) => {
+        const store = await withTenants(t, 'acme')
+        assert.deepEqual(await store.listPats('acme', { limit: 10 }), {
+          items: [],
+          nextCursor: null,
+        })
+        for (let i = 0; i < 10; i++) await store.insertPat(pat(`p${i}`, 'acme'))
+        const page = await store.listPats('acme', { limit: 10 })
+        assert.equal(page.items.length, 10)
+        assert.equal(page.nextCursor, null)
+      })
+
+      it('listPats is isolated by tenant', async (t) => {
+        const store = await withTenants(t, 'acme', 'other')
+        await store.insertPat(pat('a1', 'acme'))
+        await store.insertPat(pat('o1', 'other'))
+        await store.insertPat(pat('o2', 'other'))
+        const acme = await store.listPats('acme', { limit: 50 })
+        assert.deepEqual(
+          acme.items.map((r) => r.id),
+          ['a1'],
+        )
+        const other = await store.listPats('other', { limit: 50 })
+        assert.deepEqual(other.items.map((r) => r.id).sort(), ['o1', 'o2'])
+        assert.deepEqual((await store.listPats('nobody', { limit: 50 })).items, [])
+      })
+
+      it('a malformed cursor rejects', async (t) => {
+        const store = await withTenants(t, 'acme')
+        await store.insertPat(pat('p1', 'acme'))
+        await assert.rejects(store.listPats('acme', { limit: 10, cursor: 'not a cursor!' }))
+        await assert.rejects(store.listAudit('acme', { limit: 10, cursor: 'bm9wZQ' }))
+      })
+
+      it('expiringBefore keeps only unrevoked tokens of the tenant expiring before it', async (t) => {
+        const store = await withTenants(t, 'acme', 'other')
+        const soon = T0 + 1000
+        await store.insertPat(pat('expired', 'acme', { createdAt: T0, expiresAt: T0 - 10 }))
+        await store.insertPat(pat('soon', 'acme', { createdAt: T0 + 1, expiresAt: soon - 1 }))
+        await store.insertPat(pat('at-bound', 'acme', { createdAt: T0 + 2, expiresAt: soon }))
+        await store.insertPat(pat('later', 'acme', { createdAt: T0 + 3, expiresAt: soon + 1 }))
+        await store.insertPat(pat('never', 'acme', { createdAt: T0 + 4, expiresAt: null }))
+        await store.insertPat(
+          pat('revoked', 'acme', { createdAt: T0 + 5, expiresAt: T0 + 5, revokedAt: T0 + 6 }),
+        )
+        await store.insertPat(pat('other', 'other', { expiresAt: T0 + 5 }))
+        const soonA = pat('soon-2', 'acme', { createdAt: T0 + 6, expiresAt: T0 + 7 })
+        await store.insertPat(soonA)
+        await store.revokePat('soon-2', T0 + 8)
+
+        const { items } = await allPages((cursor) =>
+          store.listPats('acme', { limit: 1, cursor }, { expiringBefore: soon }),
+        )
+        assert.deepEqual(
+          items.map((r) => r.id),
+          ['soon', 'expired'],
+        )
+        const all = await store.listPats('acme', { limit: 50 }, {})
+        assert.equal(all.items.length, 7)
+      })
+
+      it('revokePat keeps the first revocation time; unknown id is undefined', async (t) => {
+        const store = await withTenants(t, 'acme')
+        await store.insertPat(pat('p1', 'acme'))
+        await store.insertPat(pat('p2', 'acme'))
+        const revoked = await store.revokePat('p1', T0 + 10)
+        assert.equal(revoked?.id, 'p1')
+        assert.equal(revoked?.revokedAt, T0 + 10)
+        const again = await store.revokePat('p1', T0 + 20)
+        assert.equal(again?.revokedAt, T0 + 10)
+        assert.equal((await store.getPat('p1'))?.revokedAt, T0 + 10)
+        assert.equal((await store.findPatByHash(sha256('pat_p1')))?.revokedAt, T0 + 10)
+        assert.equal((await store.getPat('p2'))?.revokedAt, null)
+        assert.equal(await store.revokePat('nobody', T0), undefined)
+      })
+
+      it('recordPatUse only moves last-used times forward and ignores unknown ids', async (t) => {
+        const store = await withTenants(t, 'acme')
+        await store.insertPat(pat('p1', 'acme'))
+        await store.insertPat(pat('p2', 'acme'))
+        await store.insertPat(pat('p3', 'acme'))
+        await store.recordPatUse(
+          new Map([
+            ['p1', T0 + 100],
+            ['p2', T0 + 200],
+            ['ghost', T0 + 300],
+          ]),
+        )
+        assert.equal((await store.getPat('p1'))?.lastUsedAt, T0 + 100)
+        assert.equal((await store.getPat('p2'))?.lastUsedAt, T0 + 200)
+        assert.equal((await store.getPat('p3'))?.lastUsedAt, null)
+        assert.equal(await store.getPat('ghost'), undefined)
+
+        await store.recordPatUse(
+          new Map([
+            ['p1', T0 + 50],
+            ['p2', T0 + 250],
+          ]),
+        )
+        assert.equal((await store.getPat('p1'))?.lastUsedAt, T0 + 100, 'never moves back')
+        assert.equal((await store.getPat('p2'))?.lastUsedAt, T0 + 250)
+        await store.recordPatUse(new Map())
+      })
+    })
+
+    describe('issuers', () => {
+      it('putIssuer stores the config as given, nested key sources included', async (t) => {
+        const store = await open(t)
+        assert.deepEqual(await store.listIssuers(), [])
+        await store.putIssuer(issuerA, T0)
+        await store.putIssuer(issuerB, T0 + 1)
+        await store.putIssuer(issuerC, T0 + 2)
+        const listed = [...(await store.listIssuers())].sort((a, b) =>
+          a.issuer < b.issuer ? -1 : 1,
+        )
+        assert.deepEqual(
+          listed.map((i) => ({ ...i })),
+          [
+            { ...issuerA, createdAt: T0 },
+            { ...issuerB, createdAt: T0 + 1 },
+            { ...issuerC, createdAt: T0 + 2 },
+          ],
+        )
+      })
+
+      it('putIssuer replaces by issuer, keeping the first creation time', async (t) => {
+        const store = await open(t)
+        await store.putIssuer(issuerA, T0)
+        await store.putIssuer(issuerB, T0)
+        const replaced: IssuerConfig = {
+          issuer: issuerA.issuer,
+          audiences: ['api-v2'],
+          keySource: { kind: 'jwks_url', url: 'https://idp.example/v2/jwks.json' },
+        }
+        await store.putIssuer(replaced, T0 + 50)
+        const listed = await store.listIssuers()
+        assert.equal(listed.length, 2)
+        const found = listed.find((i) => i.issuer === issuerA.issuer)
+        assert.deepEqual({ ...found }, { ...replaced, createdAt: T0 })
+      })
+
+      it('removeIssuer removes once, then reports false', async (t) => {
+        const store = await open(t)
+        await store.putIssuer(issuerA, T0)
+        await store.putIssuer(issuerB, T0)
+        assert.equal(await store.removeIssuer(issuerA.issuer), true)
+        assert.equal(await store.removeIssuer(issuerA.issuer), false)
+        assert.equal(await store.removeIssuer('https://never.example'), false)
+        assert.deepEqual(
+          (await store.listIssuers()).map((i) => i.issuer),
+          [issuerB.issuer],
+        )
+      })
+    })
+
+    describe('audit events', () => {
+      it('listAudit pages newest first, ties by id, isolated by tenant', async (t) => {
+        const store = await open(t)
+        await store.appendAudit([
+          event('e1', 'acme', T0 + 1),
+          event('e2', 'acme', T0 + 3),
+          event('e3', 'acme', T0 + 2),
+          event('e5', 'acme', T0 + 2),
+          event('e4', 'other', T0 + 4),
+          event('e6', null, T0 + 5),
+        ])
+        await store.appendAudit([event('e7', 'acme', T0 + 9)])
+        const { pages, items } = await allPages((cursor) =>
+          store.listAudit('acme', { limit: 2, cursor }),
+        )
+        assert.deepEqual(
+          pages.map((page) => page.map((e) => e.id)),
+          [['e7', 'e2'], ['e5', 'e3'], ['e1']],
+        )
+        assert.equal(items.length, 5)
+        const other = await store.listAudit('other', { limit: 10 })
+        assert.deepEqual(
+          other.items.map((e) => e.id),
+          ['e4'],
+        )
+        assert.deepEqual((await store.listAudit('nobody', { limit: 10 })).items, [])
+      })
+
+      it('every field, nested details included, round-trips', async (t) => {
+        const store = await open(t)
+        const full: AuditEvent = {
+          id: 'evt-1',
+          time: T0 + 42,
+          type: 'pat.revoked',
+          tenantId: 'acme',
+          actor: 'cli:alice',
+          outcome: 'ok',
+          clientAddress: '2001:db8::1',
+          requestId: 'req-77',
+          details: { patId: 'p1', reasons: ['rotated', 'leak'], nested: { n: 3, ok: true } },
+        }
+        const sparse: AuditEvent = {
+          ...event('evt-0', 'acme', T0),
+          actor: null,
+          clientAddress: null,
+          requestId: null,
+        }
+        await store.appendAudit([full, sparse])
+        const { items } = await store.listAudit('acme', { limit: 10 })
+        assert.deepEqual(
+          items.map((e) => ({ ...e })),
+          [full, sparse],
+        )
+      })
+
+      it('appending an already stored event id keeps one copy; empty batches are fine', async (t) => {
+        const store = await open(t)
+        await store.appendAudit([])
+        await store.appendAudit([event('e1', 'acme', T0), event('e2', 'acme', T0 + 1)])
+        await store.appendAudit([event('e1', 'acme', T0), event('e3', 'acme', T0 + 2)])
+        const { items } = await store.listAudit('acme', { limit: 10 })
+        assert.deepEqual(
+          items.map((e) => e.id),
+          ['e3', 'e2', 'e1'],
+        )
+      })
+    })
+
+    describe('watch', () => {
+      it('delivers pat_changed with id and hash when a token is revoked', async (t) => {
+        const store = await withTenants(t, 'acme')
+        const record = pat('p1', 'acme')
+        await store.insertPat(record)
+        const change = nextChange(store, (c) => c.kind === 'pat_changed')
+        await store.revokePat('p1', T0 + 1)
+        assert.deepEqual(
+          { ...(await change) },
+          {
+            kind: 'pat_changed',
+            id: 'p1',
+            tokenHash: record.tokenHash,
+          },
+        )
+      })
+
+      it('delivers tenant_changed when a tenant is disabled or enabled', async (t) => {
+        const store = await withTenants(t, 'acme')
+        const disabled = nextChange(store, (c) => c.kind === 'tenant_changed')
+        await store.setTenantEnabled('acme', false)
+        assert.deepEqual({ ...(await disabled) }, { kind: 'tenant_changed', id: 'acme' })
+        const enabled = nextChange(store, (c) => c.kind === 'tenant_changed')
+        await store.setTenantEnabled('acme', true)
+        assert.deepEqual({ ...(await enabled) }, { kind: 'tenant_changed', id: 'acme' })
+      })
+
+      it('delivers issuers_changed on put and on remove', async (t) => {
+        const store = await open(t)
+        const put = nextChange(store, (c) => c.kind === 'issuers_changed')
+        await store.putIssuer(issuerA, T0)
+        assert.deepEqual({ ...(await put) }, { kind: 'issuers_changed' })
+        const removed = nextChange(store, (c) => c.kind === 'issuers_changed')
+        await store.removeIssuer(issuerA.issuer)
+        assert.deepEqual({ ...(await removed) }, { kind: 'issuers_changed' })
+      })
+
+      it('an unsubscribed listener receives nothing more', async (t) => {
+        const store = await withTenants(t, 'acme')
+        await store.insertPat(pat('p1', 'acme'))
+        const seen: StoreChange[] = []
+        const unsubscribe = store.watch((change) => seen.push(change))
+        unsubscribe()
+        // A listener still subscribed tells us when delivery has happened.
+        const delivered = nextChange(store, (c) => c.kind === 'pat_changed')
+        await store.revokePat('p1', T0 + 1)
+        await delivered
+        assert.deepEqual(seen, [])
+      })
+    })
+  })
+}
+
+const issuerA: IssuerConfig = {
+  issuer: 'https://a.idp.example',
+  audiences: ['api'],
+  keySource: {
+    kind: 'jwks',
+    jwks: {
+      keys: [
+        { kty: 'EC', crv: 'P-256', x: 'f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU', alg: 'ES256' },
+        {
+          kty: 'OKP',
+          crv: 'Ed25519',
+          x: '11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo',
+          alg: 'EdDSA',
+        },
+      ],
+    },
+  },
+  algorithms: ['ES256', 'EdDSA'],
+  tenant: { claim: 'org_id' },
+  permissionsClaim: 'scope',
+}
+
+const issuerB: IssuerConfig = {
+  issuer: 'https://b.idp.example',
+  audiences: ['api', 'admin'],
+  keySource: {
+    kind: 'pem',
+    pem: '-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEA11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=\n-----END PUBLIC KEY-----\n',
+    algorithm: 'EdDSA',
+    kid: 'k1',
+  },
+  tenant: { fixed: 'acme' },
+}
+
+const issuerC: IssuerConfig = {
+  issuer: 'https://c.idp.example/realms/x',
+  audiences: ['api'],
+  keySource: { kind: 'jwks_url', url: 'https://c.idp.example/realms/x/certs' },
+}

@@ -1,0 +1,246 @@
+import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { DatabaseSync } from 'node:sqlite'
+import { after, describe, it } from 'node:test'
+import type { PatRecord } from '../../src/core/ports.ts'
+import { openSqliteStore } from '../../src/stores/sqlite.ts'
+import { storeContract } from './contract.ts'
+
+const root = mkdtempSync(join(tmpdir(), 'tokengate-sqlite-'))
+after(() => rmSync(root, { recursive: true, force: true }))
+let counter = 0
+
+function freshPath(): string {
+  counter += 1
+  return join(root, `store-${counter}.db`)
+}
+
+storeContract('sqlite', async () => {
+  const path = freshPath()
+  const store = openSqliteStore(path)
+  return {
+    store,
+    cleanup: async () => {
+      await store.close()
+      rmSync(path, { force: true })
+      rmSync(`${path}-wal`, { force: true })
+      rmSync(`${path}-shm`, { force: true })
+    },
+  }
+})
+
+const T0 = Date.UTC(2026, 0, 1)
+
+function record(i: number, tenantId = 'acme'): PatRecord {
+  return {
+    id: `pat-${i}`,
+    tokenHash: createHash('sha256').update(`pat_token_${i}`).digest('hex'),
+    tenantId,
+    subject: `user-${i % 97}`,
+    name: `token ${i}`,
+    permissions: ['tokens:read'],
+    last4: String(i % 10_000).padStart(4, '0'),
+    createdAt: T0 + i,
+    expiresAt: i % 2 === 0 ? T0 + 86_400_000 + i : null,
+    revokedAt: null,
+    lastUsedAt: null,
+    rotatedFrom: null,
+  }
+}
+
+describe('sqlite store specifics', () => {
+  it('puts the database in WAL mode, with foreign keys on', async (t) => {
+    const path = freshPath()
+    const store = openSqliteStore(path)
+    t.after(() => store.close())
+    await store.migrate()
+    // The journal mode is a property of the file: another connection sees it too.
+    const raw = new DatabaseSync(path, { readOnly: true })
+    t.after(() => raw.close())
+    assert.equal(raw.prepare('PRAGMA journal_mode').get()?.journal_mode, 'wal')
+    await assert.rejects(store.insertPat(record(1, 'no-such-tenant')), /unknown tenant/)
+  })
+
+  it('records the schema version in schema_migrations with the injected clock', async (t) => {
+    const path = freshPath()
+    const store = openSqliteStore(path, { clock: { now: () => 1234 } })
+    t.after(() => store.close())
+    const applied = await store.migrate()
+    const raw = new DatabaseSync(path, { readOnly: true })
+    t.after(() => raw.close())
+    const rows = raw.prepare('SELECT version, applied_at FROM schema_migrations').all()
+    assert.deepEqual(
+      rows.map((r) => ({ ...r })),
+      applied.map((version) => ({ version, applied_at: 1234 })),
+    )
+  })
+
+  it('refuses to work before migrate(), with a message that says so', async (t) => {
+    const store = openSqliteStore(freshPath())
+    t.after(() => store.close())
+    await store.ping()
+    await assert.rejects(store.findTenant('acme'), /run migrate\(\)/)
+    await store.migrate()
+    assert.equal(await store.findTenant('acme'), undefined)
+  })
+
+  it('refuses a database whose schema is newer than this code', async (t) => {
+    const path = freshPath()
+    const store = openSqliteStore(path)
+    t.after(() => store.close())
+    await store.migrate()
+    const raw = new DatabaseSync(path)
+    raw.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (999, 0)').run()
+    raw.close()
+    await assert.rejects(store.migrate(), /newer than this tokengate/)
+    const other = openSqliteStore(path)
+    t.after(() => other.close())
+    await assert.rejects(other.findTenant('acme'), /version 999/)
+  })
+
+  it('two store objects on one file (CLI and server) see each other’s writes', async (t) => {
+    const path = freshPath()
+    const server = openSqliteStore(path)
+    const cli = openSqliteStore(path)
+    t.after(() => server.close())
+    t.after(() => cli.close())
+    // Both race to migrate, as a CLI and a starting server may: exactly one applies.
+    const [a, b] = await Promise.all([server.migrate(), cli.migrate()])
+    assert.deepEqual([...a, ...b], [1])
+
+    await cli.createTenant({ id: 'acme', name: 'Acme' }, T0)
+    await cli.insertPat(record(1))
+    const seen = await server.findPatByHash(record(1).tokenHash)
+    assert.equal(seen?.id, 'pat-1')
+
+    await cli.revokePat('pat-1', T0 + 5)
+    assert.equal((await server.findPatByHash(record(1).tokenHash))?.revokedAt, T0 + 5)
+    await server.recordPatUse(new Map([['pat-1', T0 + 9]]))
+    assert.equal((await cli.getPat('pat-1'))?.lastUsedAt, T0 + 9)
+    await server.setTenantEnabled('acme', false)
+    assert.equal((await cli.findTenant('acme'))?.enabled, false)
+  })
+
+  it('watch reports only changes made through the same store object', async (t) => {
+    const path = freshPath()
+    const server = openSqliteStore(path)
+    const cli = openSqliteStore(path)
+    t.after(() => server.close())
+    t.after(() => cli.close())
+    await server.migrate()
+    await cli.createTenant({ id: 'acme', name: 'Acme' }, T0)
+    const onServer: string[] = []
+    const onCli: string[] = []
+    server.watch((c) => onServer.push(c.kind))
+    cli.watch((c) => onCli.push(c.kind))
+    await cli.setTenantEnabled('acme', false)
+    assert.deepEqual(onCli, ['tenant_changed'])
+    assert.deepEqual(onServer, [])
+  })
+
+  it('a listener that throws does not fail the write', async (t) => {
+    const store = openSqliteStore(freshPath())
+    t.after(() => store.close())
+    await store.migrate()
+    await store.createTenant({ id: 'acme', name: 'Acme' }, T0)
+    const warnings: string[] = []
+    const onWarning = (w: Error) => warnings.push(w.message)
+    process.on('warning', onWarning)
+    t.after(() => process.off('warning', onWarning))
+    store.watch(() => {
+      throw new Error('listener bug')
+    })
+    const seen: string[] = []
+    store.watch((c) => seen.push(c.kind))
+    assert.equal((await store.setTenantEnabled('acme', false))?.enabled, false)
+    assert.deepEqual(seen, ['tenant_changed'])
+    await new Promise((resolve) => setImmediate(resolve))
+    assert.ok(warnings.some((w) => w.includes('listener bug')))
+  })
+
+  it('insertPats is all or nothing', async (t) => {
+    const store = openSqliteStore(freshPath())
+    t.after(() => store.close())
+    await store.migrate()
+    await store.createTenant({ id: 'acme', name: 'Acme' }, T0)
+    await store.insertPat(record(3))
+    await assert.rejects(store.insertPats([record(1), record(2), record(3)]), {
+      name: 'ConflictError',
+    })
+    assert.equal(await store.getPat('pat-1'), undefined)
+    assert.equal(await store.getPat('pat-2'), undefined)
+  })
+
+  it('rejects page limits outside 1..1000', async (t) => {
+    const store = openSqliteStore(freshPath())
+    t.after(() => store.close())
+    await store.migrate()
+    for (const limit of [0, -1, 1.5, 1001, Number.NaN]) {
+      await assert.rejects(store.listPats('acme', { limit }), RangeError, String(limit))
+      await assert.rejects(store.listAudit('acme', { limit }), RangeError, String(limit))
+    }
+  })
+
+  it('uses the indexes for hash lookup and keyset pages', async (t) => {
+    const path = freshPath()
+    const store = openSqliteStore(path)
+    t.after(() => store.close())
+    await store.migrate()
+    const raw = new DatabaseSync(path, { readOnly: true })
+    t.after(() => raw.close())
+    const plan = (sql: string) =>
+      raw
+        .prepare(`EXPLAIN QUERY PLAN ${sql}`)
+        .all()
+        .map((r) => String(r.detail))
+        .join('\n')
+    assert.match(plan("SELECT * FROM pats WHERE token_hash = 'x'"), /USING INDEX/)
+    const pagePlan = plan(`SELECT * FROM pats WHERE tenant_id = 'a' AND (created_at, id) < (1, 'x')
+      ORDER BY created_at DESC, id DESC LIMIT 11`)
+    assert.match(pagePlan, /pats_by_tenant_newest/)
+    assert.doesNotMatch(pagePlan, /TEMP B-TREE/)
+    const auditPlan = plan(`SELECT * FROM audit_events WHERE tenant_id = 'a'
+      AND (time, id) < (1, 'x') ORDER BY time DESC, id DESC LIMIT 11`)
+    assert.match(auditPlan, /audit_events_by_tenant_newest/)
+    assert.doesNotMatch(auditPlan, /TEMP B-TREE/)
+  })
+
+  it('50,000 tokens: lookups by hash, by id and deep pages still work', async (t) => {
+    const store = openSqliteStore(freshPath())
+    t.after(() => store.close())
+    await store.migrate()
+    await store.createTenant({ id: 'acme', name: 'Acme' }, T0)
+    await store.createTenant({ id: 'other', name: 'Other' }, T0)
+    const total = 50_000
+    const batch: PatRecord[] = []
+    for (let i = 0; i < total; i++) {
+      batch.push(record(i, i % 10 === 0 ? 'other' : 'acme'))
+      if (batch.length === 5000) await store.insertPats(batch.splice(0))
+    }
+    for (const i of [0, 1, 12_345, 49_999]) {
+      const found = await store.findPatByHash(record(i).tokenHash)
+      assert.equal(found?.id, `pat-${i}`)
+      assert.equal(found?.tenantId, i % 10 === 0 ? 'other' : 'acme')
+    }
+    assert.equal(await store.findPatByHash(record(total).tokenHash), undefined)
+    assert.equal((await store.getPat('pat-31337'))?.subject, `user-${31_337 % 97}`)
+
+    // The first page is the newest; a cursor deep inside continues right after it.
+    const first = await store.listPats('other', { limit: 3 })
+    assert.deepEqual(
+      first.items.map((r) => r.id),
+      ['pat-49990', 'pat-49980', 'pat-49970'],
+    )
+    let cursor = first.nextCursor ?? undefined
+    let seen = first.items.length
+    while (cursor !== undefined) {
+      const page = await store.listPats('other', { limit: 1000, cursor })
+      seen += page.items.length
+      cursor = page.nextCursor ?? undefined
+    }
+    assert.equal(seen, total / 10)
+  })
+})
