@@ -82,7 +82,9 @@ function readConfigFile(file: string): Json {
     throw new ConfigError([`config file ${file}: ${(error as Error).message}`])
   }
   try {
-    const parsed: unknown = ['.yaml', '.yml'].includes(extname(file)) ? parseYaml(text) : JSON.parse(text)
+    const parsed: unknown = ['.yaml', '.yml'].includes(extname(file))
+      ? parseYaml(text)
+      : JSON.parse(text)
     if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
       throw new Error('the top level must be an object')
     }
@@ -116,7 +118,10 @@ function crossFieldProblems(config: Config): string[] {
   if (config.pagination.defaultLimit > config.pagination.maxLimit) {
     problems.push('/pagination/defaultLimit: must not exceed maxLimit')
   }
-  if (config.pat.maxExpiresInDays > 0 && config.pat.defaultExpiresInDays > config.pat.maxExpiresInDays) {
+  if (
+    config.pat.maxExpiresInDays > 0 &&
+    config.pat.defaultExpiresInDays > config.pat.maxExpiresInDays
+  ) {
     problems.push('/pat/defaultExpiresInDays: must not exceed maxExpiresInDays')
   }
   return problems
@@ -124,7 +129,9 @@ function crossFieldProblems(config: Config): string[] {
 
 function describeError(error: { instancePath: string; message: string }): string {
   const path = error.instancePath || '/'
-  return error.message === 'schema is false' ? `${path}: unknown setting` : `${path}: ${error.message}`
+  return error.message === 'schema is false'
+    ? `${path}: unknown setting`
+    : `${path}: ${error.message}`
 }
 
 export function setPath(target: Json, path: string, value: unknown): void {

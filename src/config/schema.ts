@@ -40,7 +40,9 @@ export const ConfigSchema = Type.Object(
             'Serve plain HTTP instead of HTTPS. Only for running behind a TLS-terminating proxy.',
         }),
         tlsCertFile: Type.Optional(
-          Type.String({ description: 'PEM certificate chain. Required with tlsKeyFile outside dev.' }),
+          Type.String({
+            description: 'PEM certificate chain. Required with tlsKeyFile outside dev.',
+          }),
         ),
         tlsKeyFile: Type.Optional(Type.String({ description: 'PEM private key.' })),
         trustProxy: Type.Boolean({
@@ -110,7 +112,11 @@ export const ConfigSchema = Type.Object(
           minimum: 0,
           description: 'Verified-JWT cache size (never serves a token past its exp).',
         }),
-        jwksTimeoutMs: Type.Integer({ default: 5_000, minimum: 1, description: 'JWKS fetch timeout.' }),
+        jwksTimeoutMs: Type.Integer({
+          default: 5_000,
+          minimum: 1,
+          description: 'JWKS fetch timeout.',
+        }),
         jwksCooldownMs: Type.Integer({
           default: 30_000,
           minimum: 0,
@@ -150,7 +156,8 @@ export const ConfigSchema = Type.Object(
         maxExpiresInDays: Type.Integer({
           default: 0,
           minimum: 0,
-          description: 'Operator policy: longest PAT lifetime allowed; 0 = no maximum (never allowed).',
+          description:
+            'Operator policy: longest PAT lifetime allowed; 0 = no maximum (never allowed).',
         }),
       },
       { default: {}, additionalProperties: false },

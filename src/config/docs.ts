@@ -1,0 +1,61 @@
+import { ENV_VARIABLES } from './load.ts'
+import { ConfigSchema } from './schema.ts'
+
+interface SchemaNode {
+  type?: string
+  description?: string
+  default?: unknown
+  properties?: Record<string, SchemaNode>
+  anyOf?: SchemaNode[]
+  const?: unknown
+  minimum?: number
+  maximum?: number
+  pattern?: string
+}
+
+/** Renders docs/configuration.md from the schema's descriptions, so the two never drift. */
+export function renderConfigurationDoc(): string {
+  const envByPath = new Map(Object.entries(ENV_VARIABLES).map(([name, path]) => [path, name]))
+  const rows: string[] = []
+  walk(ConfigSchema as unknown as SchemaNode, '', rows, envByPath)
+  return [
+    '# Configuration',
+    '',
+    'Generated from `src/config/schema.ts` by `npm run docs`; do not edit by hand.',
+    '',
+    'Sources, lowest to highest precedence: defaults, the config file (`--config FILE` or',
+    '`TOKENGATE_CONFIG`, JSON or YAML, same shape as the table), environment variables,',
+    'command-line flags. Every problem is reported at once, by path, and the server refuses',
+    'to start on any of them.',
+    '',
+    '| setting | type | default | environment | description |',
+    '| --- | --- | --- | --- | --- |',
+    ...rows,
+    '',
+  ].join('\n')
+}
+
+function walk(node: SchemaNode, path: string, rows: string[], env: Map<string, string>): void {
+  for (const [key, child] of Object.entries(node.properties ?? {})) {
+    const childPath = path ? `${path}.${key}` : key
+    if (child.properties) {
+      walk(child, childPath, rows, env)
+      continue
+    }
+    const type = child.anyOf
+      ? child.anyOf.map((c) => JSON.stringify(c.const)).join(' \\| ')
+      : (child.type ?? 'any')
+    const bounds = [
+      child.minimum !== undefined ? `≥ ${child.minimum}` : '',
+      child.maximum !== undefined ? `≤ ${child.maximum}` : '',
+      child.pattern ? `\`${child.pattern}\`` : '',
+    ]
+      .filter(Boolean)
+      .join(', ')
+    const def = child.default === undefined ? '' : `\`${JSON.stringify(child.default)}\``
+    const variable = env.get(childPath)
+    rows.push(
+      `| \`${childPath}\` | ${type}${bounds ? ` (${bounds})` : ''} | ${def} | ${variable ? `\`${variable}\`` : ''} | ${child.description ?? ''} |`,
+    )
+  }
+}

@@ -1,0 +1,83 @@
+import type { AddressInfo } from 'node:net'
+import type { DestinationStream, Logger } from 'pino'
+import type { Config } from './config/schema.ts'
+import { type Clock, systemClock } from './core/ports.ts'
+import { type DevSeed, seedDevData } from './dev/seed.ts'
+import { createLogger } from './logger.ts'
+import { createAuthContext } from './server/auth-context.ts'
+import { buildServer } from './server/server.ts'
+import { ensureDevCertificate, readTlsFiles, type TlsMaterial } from './server/tls.ts'
+import { openStore } from './stores/open-store.ts'
+
+export interface RunningTokengate {
+  /** e.g. `https://127.0.0.1:8443` */
+  readonly url: string
+  readonly devSeed: DevSeed | undefined
+  readonly logger: Logger
+  /** Graceful: stop accepting, finish in-flight requests, flush last-used times and audit. */
+  close(): Promise<void>
+}
+
+export interface StartOptions {
+  readonly clock?: Clock
+  /** Where log lines go (default stdout). */
+  readonly logDestination?: DestinationStream
+}
+
+/**
+ * The composition root: load nothing itself (config is given), open and migrate the store,
+ * seed dev data, wire the auth core, build the server and listen.
+ */
+export async function startTokengate(
+  config: Readonly<Config>,
+  options: StartOptions = {},
+): Promise<RunningTokengate> {
+  const clock = options.clock ?? systemClock
+  const logger = createLogger(config.log.level, options.logDestination)
+  const store = await openStore(
+    config.databaseUrl ? { databaseUrl: config.databaseUrl } : { dataDir: config.dataDir },
+  )
+  try {
+    await store.migrate()
+    const devSeed = config.dev ? await seedDevData(store, config.dataDir, clock.now()) : undefined
+    const tls = await tlsFor(config)
+    const auth = await createAuthContext(config, store, clock, logger)
+    const app = await buildServer({ config, auth, logger, tls })
+    await app.listen({ host: config.server.host, port: config.server.port })
+    const address = app.server.address() as AddressInfo
+    const host = address.family === 'IPv6' ? `[${address.address}]` : address.address
+    const url = `${tls ? 'https' : 'http'}://${host}:${address.port}`
+
+    let closing: Promise<void> | undefined
+    return {
+      url,
+      devSeed,
+      logger,
+      close() {
+        closing ??= (async () => {
+          const force = setTimeout(
+            () => app.server.closeAllConnections(),
+            config.server.shutdownTimeoutMs,
+          )
+          force.unref()
+          await app.close()
+          clearTimeout(force)
+          await auth.close()
+          await store.close()
+        })()
+        return closing
+      },
+    }
+  } catch (error) {
+    await store.close().catch(() => {})
+    throw error
+  }
+}
+
+async function tlsFor(config: Readonly<Config>): Promise<TlsMaterial | undefined> {
+  if (config.server.plainHttp) return undefined
+  if (config.server.tlsCertFile && config.server.tlsKeyFile) {
+    return readTlsFiles(config.server.tlsCertFile, config.server.tlsKeyFile)
+  }
+  return ensureDevCertificate(config.dataDir)
+}

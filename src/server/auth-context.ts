@@ -1,0 +1,95 @@
+import type { Config } from '../config/schema.ts'
+import { type Authenticate, createAuthenticator } from '../core/authenticate.ts'
+import type { Clock } from '../core/ports.ts'
+import { createCachedLookups } from '../stores/cached-lookups.ts'
+import type { Store, StoreChange } from '../stores/store.ts'
+import { createAuditWriter, createPatUseRecorder } from '../stores/write-behind.ts'
+import { createIssuerRegistry, type IssuerRegistry } from './issuer-registry.ts'
+
+export interface AuthContext {
+  readonly store: Store
+  readonly authenticate: Authenticate
+  readonly lookups: ReturnType<typeof createCachedLookups>
+  readonly issuers: IssuerRegistry
+  readonly patUse: ReturnType<typeof createPatUseRecorder>
+  readonly audit: ReturnType<typeof createAuditWriter>
+  readonly clock: Clock
+  /** Stops watching, flushes last-used times and audit events. */
+  close(): Promise<void>
+}
+
+export interface Warn {
+  warn(obj: object, msg: string): void
+}
+
+/**
+ * Wires the core to a store: cached lookups, the issuer registry, write-behind of last-used
+ * times and audit events, and cache invalidation from the store's change feed.
+ */
+export async function createAuthContext(
+  config: Readonly<Config>,
+  store: Store,
+  clock: Clock,
+  log: Warn,
+): Promise<AuthContext> {
+  const lookups = createCachedLookups(store, {
+    ttlMs: config.auth.lookupCacheTtlMs,
+    maxEntries: config.auth.lookupCacheMaxEntries,
+    clock,
+  })
+  const issuers = await createIssuerRegistry(
+    store,
+    {
+      clock,
+      clockToleranceSec: config.auth.clockToleranceSec,
+      maxLifetimeSec: config.auth.maxJwtLifetimeSec,
+      cacheMaxEntries: config.auth.jwtCacheMaxEntries,
+      jwks: {
+        timeoutMs: config.auth.jwksTimeoutMs,
+        cooldownMs: config.auth.jwksCooldownMs,
+        cacheMaxAgeMs: config.auth.jwksCacheMaxAgeMs,
+        staleWhileErrorMs: config.auth.jwksStaleMaxMs,
+      },
+    },
+    (error) =>
+      log.warn({ err: error }, 'reloading trusted issuers failed; keeping the previous set'),
+  )
+
+  const unwatch = store.watch((change: StoreChange) => {
+    switch (change.kind) {
+      case 'pat_changed':
+        lookups.invalidatePat(change.tokenHash)
+        break
+      case 'tenant_changed':
+        lookups.invalidateTenant(change.id)
+        break
+      case 'issuers_changed':
+        void issuers.reload()
+        break
+      default:
+        // 'resync' (and any kind added later): notifications may have been missed, so
+        // nothing cached can be trusted any more.
+        lookups.clear()
+        void issuers.reload()
+    }
+  })
+
+  const patUse = createPatUseRecorder(store, { flushIntervalMs: 1000, clock })
+  const audit = createAuditWriter(store, { flushIntervalMs: 200, maxBatch: 500, clock })
+  const authenticate = createAuthenticator({ lookups, jwt: issuers, clock })
+
+  return {
+    store,
+    authenticate,
+    lookups,
+    issuers,
+    patUse,
+    audit,
+    clock,
+    async close() {
+      unwatch()
+      await Promise.allSettled([patUse.close(), audit.close()])
+      issuers.close()
+    },
+  }
+}

@@ -1,0 +1,57 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { Config } from '../../config/schema.ts'
+import type { AuthContext } from '../auth-context.ts'
+
+/** What a built-in route handler may use. */
+export interface RouteContext {
+  readonly auth: AuthContext
+  readonly config: Readonly<Config>
+}
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
+
+/**
+ * One built-in `/api/v1` endpoint: its contract (used both by Fastify for validation and by
+ * the OpenAPI generator) and its handler. One file per endpoint under `routes/v1/`.
+ */
+export interface V1Route {
+  readonly operationId: string
+  readonly method: HttpMethod
+  /** Path below `/api/v1`, Fastify syntax (`/tokens/:id`). */
+  readonly path: string
+  readonly summary: string
+  readonly description?: string
+  /** Permissions enforced by the plugin before the handler (403 otherwise). */
+  readonly permissions: readonly string[]
+  readonly schema: {
+    readonly params?: object
+    readonly querystring?: object
+    readonly response: Readonly<Record<number, object>>
+  }
+  readonly handler: (
+    context: RouteContext,
+  ) => (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>
+}
+
+/** Reads `request.principal`, which the auth plugin guarantees for every `/api/v1` route. */
+export function principalOf(request: FastifyRequest) {
+  const principal = request.principal
+  if (!principal) throw new Error('bug: /api/v1 route reached without a principal')
+  return principal
+}
+
+/** Wraps a store call so an unreachable store becomes 503, never a 500 with its message. */
+export async function fromStore<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call()
+  } catch (error) {
+    throw new StoreUnavailableError(error)
+  }
+}
+
+export class StoreUnavailableError extends Error {
+  override readonly name = 'StoreUnavailableError'
+  constructor(cause: unknown) {
+    super('store unavailable', { cause })
+  }
+}

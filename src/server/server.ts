@@ -1,0 +1,172 @@
+import { randomUUID } from 'node:crypto'
+import http from 'node:http'
+import https from 'node:https'
+import Fastify, {
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify'
+import type { Logger } from 'pino'
+import type { Config } from '../config/schema.ts'
+import { parseAuthorization } from '../core/credentials.ts'
+import type { AuthFailure } from '../core/failure.ts'
+import { fingerprintToken } from '../core/fingerprint.ts'
+import { readAuthHeaders } from '../core/raw-headers.ts'
+import { problem } from '../http/problem.ts'
+import type { AuthContext } from './auth-context.ts'
+import { registerHealthRoutes } from './health.ts'
+import { tokengatePlugin } from './plugin.ts'
+import { RequestFieldError } from './routes/pagination.ts'
+import { StoreUnavailableError } from './routes/route.ts'
+import { v1Routes } from './routes/v1/index.ts'
+import type { TlsMaterial } from './tls.ts'
+
+export interface BuildServerOptions {
+  readonly config: Readonly<Config>
+  readonly auth: AuthContext
+  readonly logger: Logger
+  /** HTTPS material; omitted only for the explicit plain-HTTP listener. */
+  readonly tls?: TlsMaterial | undefined
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+
+/**
+ * Builds the Fastify app without listening (tests use `inject` or listen on 127.0.0.1:0).
+ * HTTPS unless `tls` is omitted; request ids on every response; HSTS over HTTPS; every
+ * error as problem+json; per-request log lines carry a token fingerprint, never a token.
+ */
+export async function buildServer(options: BuildServerOptions): Promise<FastifyInstance> {
+  const { config, auth, logger, tls } = options
+  const serverOptions = {
+    maxHeaderSize: config.server.maxHeaderBytes,
+    requestTimeout: config.server.requestTimeoutMs,
+  }
+  // One instance type for both listeners: handlers never depend on which one it is.
+  const app = Fastify({
+    loggerInstance: logger,
+    disableRequestLogging: true,
+    bodyLimit: config.server.bodyLimitBytes,
+    trustProxy: config.server.trustProxy,
+    requestIdHeader: false,
+    genReqId: (req) => {
+      const incoming = req.headers['x-request-id']
+      return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID()
+    },
+    serverFactory: (handler) =>
+      tls
+        ? https.createServer(
+            { ...serverOptions, cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' },
+            handler,
+          )
+        : http.createServer(serverOptions, handler),
+  }) as unknown as FastifyInstance
+
+  const hsts =
+    tls && config.server.hstsMaxAgeSec > 0 ? `max-age=${config.server.hstsMaxAgeSec}` : undefined
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id)
+    if (hsts) reply.header('strict-transport-security', hsts)
+  })
+
+  await app.register(tokengatePlugin, {
+    authenticate: auth.authenticate,
+    onAuthenticated: (_request, principal) => {
+      if (principal.tokenType === 'pat' && principal.tokenId) {
+        auth.patUse.record(principal.tokenId, auth.clock.now())
+      }
+    },
+    onFailure: (request, failure) => recordFailure(auth, request, failure),
+  })
+
+  app.addHook('onResponse', async (request, reply) => {
+    request.log.info(
+      {
+        method: request.method,
+        path: request.url.split('?', 1)[0],
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime * 100) / 100,
+        auth: request.principal?.fingerprint,
+        tenant: request.principal?.tenantId,
+        code: request.authFailure?.code,
+      },
+      'request',
+    )
+  })
+
+  const context = { auth, config }
+  for (const route of v1Routes) {
+    app.route({
+      method: route.method,
+      url: `/api/v1${route.path}`,
+      schema: route.schema,
+      config: { permissions: route.permissions },
+      handler: route.handler(context),
+    })
+  }
+  registerHealthRoutes(app, auth)
+
+  app.setNotFoundHandler((request, reply) =>
+    sendProblem(reply, problem(404, 'not_found', 'No such endpoint.', String(request.id))),
+  )
+  app.setErrorHandler((error: FastifyError, request, reply) => handleError(error, request, reply))
+  return app
+}
+
+function recordFailure(auth: AuthContext, request: FastifyRequest, failure: AuthFailure): void {
+  if (failure.code === 'unavailable') return
+  const parsed = parseAuthorization(readAuthHeaders(request.raw.rawHeaders).authorization)
+  auth.audit.write({
+    type: failure.code === 'insufficient_permission' ? 'auth.forbidden' : 'auth.failed',
+    tenantId: request.principal?.tenantId ?? null,
+    actor: parsed.ok ? fingerprintToken(parsed.token) : null,
+    outcome: failure.code,
+    clientAddress: request.ip,
+    requestId: String(request.id),
+    details: { method: request.method, path: request.url.split('?', 1)[0] },
+  })
+}
+
+function handleError(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
+  const id = String(request.id)
+  if (error.validation) {
+    const errors = error.validation.map((v) => ({
+      field: `${error.validationContext ?? 'request'}${v.instancePath || ''}`,
+      message: v.message ?? 'invalid',
+    }))
+    const first = errors[0]
+    const detail = first ? `${first.field}: ${first.message}` : 'Invalid request.'
+    return sendProblem(reply, problem(400, 'validation_failed', detail, id, { errors }))
+  }
+  if (error instanceof RequestFieldError) {
+    const detail = `${error.field}: ${error.message}`
+    return sendProblem(
+      reply,
+      problem(400, 'validation_failed', detail, id, {
+        errors: [{ field: error.field, message: error.message }],
+      }),
+    )
+  }
+  if (error instanceof StoreUnavailableError) {
+    request.log.warn({ err: error.cause }, 'store unavailable')
+    reply.header('retry-after', '5')
+    return sendProblem(reply, problem(503, 'unavailable', 'The store is not reachable.', id))
+  }
+  // Fastify's own client errors (body too large, bad JSON, unsupported media type) carry a
+  // safe message and a 4xx status; anything else is a bug: log it, answer a generic 500.
+  if (
+    typeof error.statusCode === 'number' &&
+    error.statusCode >= 400 &&
+    error.statusCode < 500 &&
+    error.code?.startsWith('FST_')
+  ) {
+    return sendProblem(reply, problem(error.statusCode, 'validation_failed', error.message, id))
+  }
+  request.log.error({ err: error }, 'unhandled error')
+  return sendProblem(reply, problem(500, 'internal_error', 'An unexpected error occurred.', id))
+}
+
+function sendProblem(reply: FastifyReply, body: { status: number }) {
+  return reply.code(body.status).type('application/problem+json').send(body)
+}
