@@ -106,6 +106,11 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     })
   }
   registerHealthRoutes(app, auth)
+  if (config.gateway) {
+    // Imported only in gateway mode: a server without an upstream never loads the proxy.
+    const { registerGateway } = await import('../gateway/register.ts')
+    await registerGateway(app, { gateway: config.gateway, auth, dataDir: config.dataDir })
+  }
 
   app.setNotFoundHandler((request, reply) =>
     sendProblem(reply, problem(404, 'not_found', 'No such endpoint.', String(request.id))),
