@@ -1,0 +1,281 @@
+/**
+ * Verification keys, each bound to exactly one JWS algorithm.
+ *
+ * Every key tokengate trusts is imported once, up front, as a WebCrypto `CryptoKey` whose
+ * WebCrypto algorithm is fixed by the one JWS `alg` it is bound to (a JWK's `alg`, or the
+ * algorithm configured beside a PEM or a secret). jose refuses to verify with a CryptoKey
+ * whose algorithm does not match the token's `alg`, and key selection below only ever
+ * offers the key bound to the token's `alg`, so:
+ * - an RS256 key never verifies a PS256 or RS512 token, and
+ * - a public key is never used as an HMAC secret (the classic RS256 → HS256 confusion):
+ *   HMAC keys come only from an explicit `secret` key source, and public JWKs of type
+ *   `oct` are refused.
+ */
+import { Buffer } from 'node:buffer'
+import {
+  createPublicKey,
+  createSecretKey,
+  type KeyObject,
+  type JsonWebKey as NodeJwk,
+} from 'node:crypto'
+import type { AuthFailure } from './failure.ts'
+
+/** A verification key and the single algorithm it may be used with. */
+export interface BoundKey {
+  readonly kid: string | undefined
+  readonly alg: string
+  readonly key: CryptoKey
+}
+
+interface AsymmetricAlgorithm {
+  /** `KeyObject.asymmetricKeyType` the key must have. */
+  readonly keyType: 'rsa' | 'ec' | 'ed25519'
+  /** `KeyObject.asymmetricKeyDetails.namedCurve` for EC keys. */
+  readonly curve?: string
+  readonly params: RsaHashedImportParams | EcKeyImportParams | Algorithm
+}
+
+const rsa = (name: string, hash: string): AsymmetricAlgorithm => ({
+  keyType: 'rsa',
+  params: { name, hash },
+})
+const ec = (curve: string, namedCurve: string): AsymmetricAlgorithm => ({
+  keyType: 'ec',
+  curve,
+  params: { name: 'ECDSA', namedCurve },
+})
+const ed25519: AsymmetricAlgorithm = { keyType: 'ed25519', params: { name: 'Ed25519' } }
+
+const ASYMMETRIC: ReadonlyMap<string, AsymmetricAlgorithm> = new Map(
+  Object.entries({
+    RS256: rsa('RSASSA-PKCS1-v1_5', 'SHA-256'),
+    RS384: rsa('RSASSA-PKCS1-v1_5', 'SHA-384'),
+    RS512: rsa('RSASSA-PKCS1-v1_5', 'SHA-512'),
+    PS256: rsa('RSA-PSS', 'SHA-256'),
+    PS384: rsa('RSA-PSS', 'SHA-384'),
+    PS512: rsa('RSA-PSS', 'SHA-512'),
+    ES256: ec('prime256v1', 'P-256'),
+    ES384: ec('secp384r1', 'P-384'),
+    ES512: ec('secp521r1', 'P-521'),
+    EdDSA: ed25519,
+    Ed25519: ed25519,
+  }),
+)
+
+/**
+ * HMAC algorithms and their minimum secret size. RFC 7518 §3.2: the key must be at least as
+ * long as the hash output; a shorter secret is brute-forceable offline from one token.
+ */
+const HMAC: ReadonlyMap<string, { hash: string; minBytes: number }> = new Map(
+  Object.entries({
+    HS256: { hash: 'SHA-256', minBytes: 32 },
+    HS384: { hash: 'SHA-384', minBytes: 48 },
+    HS512: { hash: 'SHA-512', minBytes: 64 },
+  }),
+)
+
+/** RSA keys below 2048 bits are refused (jose refuses them at verification too). */
+const MIN_RSA_BITS = 2048
+
+export function isAsymmetricAlgorithm(alg: string): boolean {
+  return ASYMMETRIC.get(alg) !== undefined
+}
+
+export function isHmacAlgorithm(alg: string): boolean {
+  return HMAC.get(alg) !== undefined
+}
+
+/** True for `none` in any spelling (`None`, `NONE`, `nOnE`, ...). */
+export function isNoneAlgorithm(alg: string): boolean {
+  return alg.toLowerCase() === 'none'
+}
+
+/** Binds a public `KeyObject` to `alg`, checking that the key's type and curve fit it. */
+function bindPublicKey(keyObject: KeyObject, alg: string, kid: string | undefined): BoundKey {
+  const spec = ASYMMETRIC.get(alg)
+  if (spec === undefined)
+    throw new Error(`algorithm ${alg} is not a supported public-key JWS algorithm`)
+  if (keyObject.type !== 'public') throw new Error('only public keys are accepted')
+  if (keyObject.asymmetricKeyType !== spec.keyType) {
+    throw new Error(`a ${keyObject.asymmetricKeyType} key cannot be used with ${alg}`)
+  }
+  const details = keyObject.asymmetricKeyDetails
+  if (spec.curve !== undefined && details?.namedCurve !== spec.curve) {
+    throw new Error(`the key's curve does not match ${alg}`)
+  }
+  if (spec.keyType === 'rsa' && (details?.modulusLength ?? 0) < MIN_RSA_BITS) {
+    throw new Error(`RSA keys must have at least ${MIN_RSA_BITS} bits`)
+  }
+  const key = keyObject.toCryptoKey(spec.params, false, ['verify']) as CryptoKey
+  return Object.freeze({ kid, alg, key })
+}
+
+/**
+ * Derives the algorithm of a JWK that has no `alg`, only where exactly one algorithm fits.
+ *
+ * Why: a JWK without `alg` would otherwise be usable with any algorithm of its key type, and
+ * an attacker would pick. OKP/Ed25519 admits only EdDSA and each EC curve only one ECDSA
+ * algorithm, so those are derived; an RSA key fits RS256..PS512 and is refused without `alg`.
+ */
+function deriveJwkAlgorithm(jwk: Record<string, unknown>): string | undefined {
+  if (jwk.kty === 'OKP' && jwk.crv === 'Ed25519') return 'EdDSA'
+  if (jwk.kty === 'EC') {
+    if (jwk.crv === 'P-256') return 'ES256'
+    if (jwk.crv === 'P-384') return 'ES384'
+    if (jwk.crv === 'P-521') return 'ES512'
+  }
+  return undefined
+}
+
+/**
+ * Binds one public JWK to its algorithm. Throws (with a config-safe message) when the JWK is
+ * not a usable public signature key: private material, `kty: oct`, `use` other than `sig`,
+ * `key_ops` without `verify`, an RSA key without `alg`, or an `alg` that does not fit the key.
+ */
+export function bindJwk(jwk: Record<string, unknown>): BoundKey {
+  if (jwk === null || typeof jwk !== 'object') throw new Error('a JWK must be an object')
+  if (jwk.kid !== undefined && typeof jwk.kid !== 'string')
+    throw new Error('"kid" must be a string')
+  if (jwk.kty === 'oct') throw new Error('symmetric (oct) keys are not accepted in a JWKS')
+  if (jwk.d !== undefined || jwk.p !== undefined || jwk.priv !== undefined) {
+    throw new Error('private key material is not accepted in a JWKS')
+  }
+  if (jwk.use !== undefined && jwk.use !== 'sig')
+    throw new Error('"use" must be "sig" when present')
+  if (jwk.key_ops !== undefined) {
+    if (!Array.isArray(jwk.key_ops) || !jwk.key_ops.includes('verify')) {
+      throw new Error('"key_ops" must include "verify" when present')
+    }
+  }
+  const alg = jwk.alg === undefined ? deriveJwkAlgorithm(jwk) : jwk.alg
+  if (typeof alg !== 'string') {
+    throw new Error('"alg" is required on this JWK (only Ed25519 and EC keys may omit it)')
+  }
+  if (isNoneAlgorithm(alg) || isHmacAlgorithm(alg)) throw new Error(`"alg" ${alg} is not accepted`)
+  const { alg: _alg, use: _use, key_ops: _ops, ...material } = jwk
+  let keyObject: KeyObject
+  try {
+    keyObject = createPublicKey({ key: material as NodeJwk, format: 'jwk' })
+  } catch {
+    throw new Error('the JWK is not a valid public key')
+  }
+  return bindPublicKey(keyObject, alg, jwk.kid as string | undefined)
+}
+
+/** Binds an SPKI PEM public key to the one configured algorithm. */
+export function bindPem(pem: string, alg: string, kid: string | undefined): BoundKey {
+  let keyObject: KeyObject
+  try {
+    keyObject = createPublicKey({ key: pem, format: 'pem', type: 'spki' })
+  } catch {
+    throw new Error('the PEM is not a valid SPKI public key')
+  }
+  return bindPublicKey(keyObject, alg, kid)
+}
+
+const BASE64URL = /^[A-Za-z0-9_-]+$/
+
+/**
+ * Binds a base64url shared secret to one HMAC algorithm. Only HS256/384/512 are accepted,
+ * and the secret must be at least as long as the hash output.
+ */
+export function bindSecret(secret: string, alg: string): BoundKey {
+  const spec = HMAC.get(alg)
+  if (spec === undefined)
+    throw new Error(`a shared secret can only be used with HS256, HS384 or HS512`)
+  if (!BASE64URL.test(secret)) throw new Error('the secret must be base64url (no padding)')
+  const bytes = Buffer.from(secret, 'base64url')
+  if (bytes.length < spec.minBytes) {
+    throw new Error(`an ${alg} secret must be at least ${spec.minBytes} bytes`)
+  }
+  const key = createSecretKey(bytes).toCryptoKey({ name: 'HMAC', hash: spec.hash }, false, [
+    'verify',
+  ]) as CryptoKey
+  return Object.freeze({ kid: undefined, alg, key })
+}
+
+/** Outcome of choosing a key for a token's `alg` and `kid`. */
+export type KeySelection =
+  | { readonly ok: true; readonly key: BoundKey }
+  | { readonly ok: false; readonly reason: 'unknown_key' | 'algorithm_not_allowed' | 'ambiguous' }
+
+/**
+ * Picks the one key for `alg` (and `kid`, when the token names one). A `kid` that names no
+ * key is `unknown_key`; a known `kid` bound to another algorithm is `algorithm_not_allowed`;
+ * no `kid` and several keys for `alg` is `ambiguous` (we do not try keys one by one: that
+ * multiplies the signature work an anonymous caller can cause).
+ */
+export function selectKey(
+  keys: readonly BoundKey[],
+  alg: string,
+  kid: string | undefined,
+): KeySelection {
+  let named = 0
+  let found: BoundKey | undefined
+  let matches = 0
+  for (const key of keys) {
+    if (kid !== undefined && key.kid !== kid) continue
+    named++
+    if (key.alg !== alg) continue
+    matches++
+    found = key
+  }
+  if (named === 0) return { ok: false, reason: 'unknown_key' }
+  if (found === undefined) return { ok: false, reason: 'algorithm_not_allowed' }
+  if (matches > 1) return { ok: false, reason: 'ambiguous' }
+  return { ok: true, key: found }
+}
+
+/** The result of looking up the key for one token. */
+export type KeyLookup =
+  | { readonly ok: true; readonly key: BoundKey }
+  | { readonly ok: false; readonly failure: AuthFailure }
+
+/** Where one issuer's verification keys come from: inline, PEM, secret, or a remote JWKS. */
+export interface IssuerKeys {
+  /** Finds the key for a token's `alg` and `kid`. Never throws: failures are values. */
+  resolve(alg: string, kid: string | undefined): Promise<KeyLookup>
+  close(): void
+}
+
+/** Turns a failed key selection into the `invalid_token` failure a client sees. */
+export function selectionFailure(
+  reason: 'unknown_key' | 'algorithm_not_allowed' | 'ambiguous',
+): AuthFailure {
+  switch (reason) {
+    case 'unknown_key':
+      return {
+        code: 'invalid_token',
+        reason: 'unknown_key',
+        detail: 'the signing key is not known',
+      }
+    case 'ambiguous':
+      return {
+        code: 'invalid_token',
+        reason: 'unknown_key',
+        detail: 'the token names no key id and the issuer has several keys',
+      }
+    case 'algorithm_not_allowed':
+      return {
+        code: 'invalid_token',
+        reason: 'algorithm_not_allowed',
+        detail: 'the signing key is not bound to the token algorithm',
+      }
+    default:
+      return reason satisfies never
+  }
+}
+
+/**
+ * Keys known at configuration time. `ignoreKid` is for a single PEM or secret configured
+ * without a key id: the token's `kid` is then irrelevant, as there is only one key.
+ */
+export function createStaticKeys(keys: readonly BoundKey[], ignoreKid: boolean): IssuerKeys {
+  return {
+    async resolve(alg, kid) {
+      const selection = selectKey(keys, alg, ignoreKid ? undefined : kid)
+      return selection.ok ? selection : { ok: false, failure: selectionFailure(selection.reason) }
+    },
+    close() {},
+  }
+}
