@@ -1,0 +1,69 @@
+/**
+ * The Postgres schema, as ordered migrations. Applied by `PostgresStore.migrate()` in one
+ * transaction under an advisory lock (see `postgres.ts`), so a version is recorded in
+ * `schema_migrations` exactly when its DDL committed. Append new versions; never edit one
+ * that has shipped.
+ *
+ * The logical schema matches the SQLite store: times are bigint epoch milliseconds (what
+ * the `Store` interface speaks, and no time-zone conversions), PATs are found by a unique
+ * index on their SHA-256, lists are served newest first by `(tenant, time, id)` indexes.
+ * Ids are `COLLATE "C"` so keyset pagination orders ties by bytes, as SQLite does, whatever
+ * the database's default collation.
+ */
+
+/** One schema step. `sql` may hold several statements; it must be valid in a transaction. */
+export interface PostgresMigration {
+  readonly version: number
+  readonly sql: string
+}
+
+export const postgresMigrations: readonly PostgresMigration[] = [
+  {
+    version: 1,
+    sql: `
+      CREATE TABLE tenants (
+        id text COLLATE "C" PRIMARY KEY,
+        name text NOT NULL,
+        enabled boolean NOT NULL DEFAULT true,
+        created_at bigint NOT NULL
+      );
+
+      CREATE TABLE pats (
+        id text COLLATE "C" PRIMARY KEY,
+        token_hash text COLLATE "C" NOT NULL,
+        tenant_id text COLLATE "C" NOT NULL REFERENCES tenants (id),
+        subject text NOT NULL,
+        name text NOT NULL,
+        permissions text[] NOT NULL,
+        last4 text NOT NULL,
+        created_at bigint NOT NULL,
+        expires_at bigint,
+        revoked_at bigint,
+        last_used_at bigint,
+        rotated_from text COLLATE "C"
+      );
+      CREATE UNIQUE INDEX pats_token_hash ON pats (token_hash);
+      CREATE INDEX pats_tenant_created ON pats (tenant_id, created_at, id);
+
+      CREATE TABLE issuers (
+        issuer text COLLATE "C" PRIMARY KEY,
+        config jsonb NOT NULL,
+        created_at bigint NOT NULL
+      );
+
+      -- No foreign key on tenant_id: failed authentications name tenants that may not exist.
+      CREATE TABLE audit_events (
+        id text COLLATE "C" PRIMARY KEY,
+        time bigint NOT NULL,
+        type text NOT NULL,
+        tenant_id text COLLATE "C",
+        actor text,
+        outcome text NOT NULL,
+        client_address text,
+        request_id text,
+        details jsonb NOT NULL DEFAULT '{}'
+      );
+      CREATE INDEX audit_events_tenant_time ON audit_events (tenant_id, time, id);
+    `,
+  },
+]

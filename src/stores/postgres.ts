@@ -1,0 +1,547 @@
+/**
+ * The Postgres store, for running many stateless instances on one database. Only this
+ * file, `postgres-notify.ts` and `postgres-migrations.ts` import `pg`.
+ *
+ * Queries go through a `pg.Pool` as plain parameterized statements. A mutation that other
+ * instances cache (revoke, tenant enable/disable, issuer put/remove) carries its
+ * `pg_notify` in the same statement, so the notification is sent exactly when, and only if,
+ * the change commits; each instance's `ChangeFeed` turns notifications into `watch` events.
+ *
+ * @example
+ *   const store = await openPostgresStore('postgres://tokengate@db/tokengate')
+ *   await store.migrate()
+ */
+import { randomUUID } from 'node:crypto'
+import pg from 'pg'
+import type { IssuerConfig } from '../core/issuer.ts'
+import { type Clock, type PatRecord, systemClock, type Tenant } from '../core/ports.ts'
+import { checkPageLimit, decodeCursor, toPage } from './cursor.ts'
+import { postgresMigrations } from './postgres-migrations.ts'
+import {
+  CHANGES_CHANNEL,
+  type ChangeFeed,
+  startChangeFeed,
+  type WarnLogger,
+} from './postgres-notify.ts'
+import {
+  type AuditEvent,
+  ConflictError,
+  type Page,
+  type PageRequest,
+  type Store,
+  type StoreChange,
+  type StoredIssuer,
+} from './store.ts'
+
+export interface PostgresStoreOptions {
+  /** Maximum pooled connections per instance (the listener uses one more). Default 10. */
+  readonly poolSize?: number | undefined
+  /** Used for migration timestamps. Default: the system clock. */
+  readonly clock?: Clock | undefined
+  readonly logger?: WarnLogger | undefined
+  /**
+   * Listen for changes made by other instances. Default true; a one-shot CLI command that
+   * never calls `watch` can pass false to save the connection.
+   */
+  readonly listen?: boolean | undefined
+  /** Change feed tuning (heartbeat, timeouts, backoff); see `ChangeFeedOptions`. */
+  readonly changeFeed?:
+    | {
+        readonly heartbeatMs?: number
+        readonly timeoutMs?: number
+        readonly reconnectInitialMs?: number
+        readonly reconnectMaxMs?: number
+      }
+    | undefined
+}
+
+/** State of the cross-instance change feed, for health checks and tests. */
+export interface ChangeFeedStatus {
+  /** True while changes from other instances are being received. */
+  readonly connected: boolean
+  /** Server pid of the listening connection, when connected. */
+  readonly backendPid: number | undefined
+}
+
+export interface PostgresStore extends Store {
+  readonly kind: 'postgres'
+  readonly changeFeed: ChangeFeedStatus
+}
+
+/**
+ * Opens a pool on `url` and subscribes to changes from other instances. Rejects when the
+ * database cannot be reached. Call `migrate()` before use.
+ */
+export async function openPostgresStore(
+  url: string,
+  options: PostgresStoreOptions = {},
+): Promise<PostgresStore> {
+  const store = new PgStore(url, options)
+  try {
+    await store.start(url, options)
+  } catch (error) {
+    await store.close()
+    throw error
+  }
+  return store
+}
+
+// Any constant works: it only has to be the same for every instance. ASCII "tokeng".
+const MIGRATION_LOCK_KEY = 0x746f6b656e67
+
+const LATEST_VERSION = Math.max(...postgresMigrations.map((m) => m.version))
+
+const UNIQUE_VIOLATION = '23505'
+const FOREIGN_KEY_VIOLATION = '23503'
+
+const notFeedConnected: ChangeFeedStatus = { connected: false, backendPid: undefined }
+
+class PgStore implements PostgresStore {
+  readonly kind = 'postgres' as const
+  readonly #pool: pg.Pool
+  readonly #clock: Clock
+  readonly #logger: WarnLogger | undefined
+  readonly #listeners = new Set<(change: StoreChange) => void>()
+  // Tags our notifications: our own changes are delivered in-process, synchronously,
+  // before the mutating call resolves, so their echo through NOTIFY is skipped.
+  readonly #origin = randomUUID()
+  #feed: ChangeFeed | undefined
+  #closed = false
+
+  constructor(url: string, options: PostgresStoreOptions) {
+    this.#clock = options.clock ?? systemClock
+    this.#logger = options.logger
+    this.#pool = new pg.Pool({
+      connectionString: url,
+      max: options.poolSize ?? 10,
+      connectionTimeoutMillis: 5000,
+      idleTimeoutMillis: 30_000,
+      keepAlive: true,
+      application_name: 'tokengate',
+    })
+    // An idle pooled connection that breaks (server restart) is discarded by the pool; the
+    // event must be handled or it would crash the process. The next query reconnects.
+    this.#pool.on('error', (error) => {
+      this.#logger?.warn({ err: error }, 'idle postgres connection lost')
+    })
+  }
+
+  async start(url: string, options: PostgresStoreOptions): Promise<void> {
+    if (options.listen === false) {
+      await this.ping()
+      return
+    }
+    this.#feed = await startChangeFeed({
+      ...options.changeFeed,
+      connectionString: url,
+      logger: this.#logger,
+      onChange: (change, origin) => {
+        if (origin !== this.#origin) this.#emit(change)
+      },
+    })
+  }
+
+  get changeFeed(): ChangeFeedStatus {
+    const feed = this.#feed
+    if (!feed) return notFeedConnected
+    return { connected: feed.connected, backendPid: feed.backendPid }
+  }
+
+  async migrate(): Promise<number[]> {
+    this.#checkOpen()
+    const client = await this.#pool.connect()
+    let failure: Error | undefined
+    try {
+      // One transaction under a transaction-scoped advisory lock: N instances starting at
+      // once queue here; the first applies, the rest then see nothing pending. Postgres DDL
+      // is transactional, so a failed migration leaves neither tables nor a version row,
+      // and the lock is released even if this connection dies.
+      await client.query('BEGIN')
+      await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY])
+      await client.query(
+        'CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at bigint NOT NULL)',
+      )
+      const { rows } = await client.query<{ version: number }>(
+        'SELECT version FROM schema_migrations',
+      )
+      const done = new Set(rows.map((row) => row.version))
+      const newest = Math.max(0, ...done)
+      if (newest > LATEST_VERSION) {
+        // A newer instance migrated already (rolling upgrade gone backwards): refuse rather
+        // than run against a schema we do not know.
+        throw new Error(
+          `database schema version ${newest} is newer than this tokengate supports (${LATEST_VERSION})`,
+        )
+      }
+      const applied: number[] = []
+      for (const migration of [...postgresMigrations].sort((a, b) => a.version - b.version)) {
+        if (done.has(migration.version)) continue
+        await client.query(migration.sql)
+        await client.query('INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)', [
+          migration.version,
+          this.#clock.now(),
+        ])
+        applied.push(migration.version)
+      }
+      await client.query('COMMIT')
+      return applied
+    } catch (error) {
+      failure = error instanceof Error ? error : new Error(String(error))
+      await client.query('ROLLBACK').catch(() => {})
+      throw translate(error)
+    } finally {
+      // A client that failed mid-transaction is destroyed rather than reused.
+      client.release(failure)
+    }
+  }
+
+  async ping(): Promise<void> {
+    await this.#query('SELECT 1')
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return
+    this.#closed = true
+    this.#listeners.clear()
+    await this.#feed?.close()
+    await this.#pool.end()
+  }
+
+  async createTenant(tenant: { id: string; name: string }, at: number): Promise<Tenant> {
+    const rows = await this.#query<TenantRow>(
+      'INSERT INTO tenants (id, name, enabled, created_at) VALUES ($1, $2, true, $3) RETURNING *',
+      [tenant.id, tenant.name, at],
+    )
+    return toTenant(rows[0] as TenantRow)
+  }
+
+  async listTenants(): Promise<readonly Tenant[]> {
+    const rows = await this.#query<TenantRow>('SELECT * FROM tenants ORDER BY id')
+    return rows.map(toTenant)
+  }
+
+  async findTenant(id: string): Promise<Tenant | undefined> {
+    const rows = await this.#query<TenantRow>('SELECT * FROM tenants WHERE id = $1', [id])
+    return rows[0] && toTenant(rows[0])
+  }
+
+  async setTenantEnabled(id: string, enabled: boolean): Promise<Tenant | undefined> {
+    const rows = await this.#query<TenantRow>(
+      `WITH changed AS (UPDATE tenants SET enabled = $2 WHERE id = $1 RETURNING *)
+       SELECT changed.*, pg_notify($3, json_build_object(
+         'kind', 'tenant_changed', 'id', changed.id, 'origin', $4::text)::text)
+       FROM changed`,
+      [id, enabled, CHANGES_CHANNEL, this.#origin],
+    )
+    if (!rows[0]) return undefined
+    const tenant = toTenant(rows[0])
+    this.#emit({ kind: 'tenant_changed', id: tenant.id })
+    return tenant
+  }
+
+  async insertPat(record: PatRecord): Promise<void> {
+    await this.#query(
+      `INSERT INTO pats (id, token_hash, tenant_id, subject, name, permissions, last4,
+         created_at, expires_at, revoked_at, last_used_at, rotated_from)
+       VALUES ($1, $2, $3, $4, $5, $6::text[], $7, $8, $9, $10, $11, $12)`,
+      [
+        record.id,
+        record.tokenHash,
+        record.tenantId,
+        record.subject,
+        record.name,
+        record.permissions,
+        record.last4,
+        record.createdAt,
+        record.expiresAt,
+        record.revokedAt,
+        record.lastUsedAt,
+        record.rotatedFrom,
+      ],
+    )
+  }
+
+  async getPat(id: string): Promise<PatRecord | undefined> {
+    const rows = await this.#query<PatRow>('SELECT * FROM pats WHERE id = $1', [id])
+    return rows[0] && toPat(rows[0])
+  }
+
+  async findPatByHash(tokenHash: string): Promise<PatRecord | undefined> {
+    const rows = await this.#query<PatRow>('SELECT * FROM pats WHERE token_hash = $1', [tokenHash])
+    return rows[0] && toPat(rows[0])
+  }
+
+  async listPats(
+    tenantId: string,
+    page: PageRequest,
+    filter: { expiringBefore?: number } = {},
+  ): Promise<Page<PatRecord>> {
+    const limit = checkPageLimit(page.limit)
+    const params: unknown[] = [tenantId]
+    const where = ['tenant_id = $1']
+    if (page.cursor !== undefined) {
+      const after = decodeCursor(page.cursor)
+      params.push(after.at, after.id)
+      where.push(`(created_at, id) < ($${params.length - 1}::bigint, $${params.length}::text)`)
+    }
+    if (filter.expiringBefore !== undefined) {
+      params.push(filter.expiringBefore)
+      where.push(`revoked_at IS NULL AND expires_at < $${params.length}::bigint`)
+    }
+    params.push(limit + 1)
+    const rows = await this.#query<PatRow>(
+      `SELECT * FROM pats WHERE ${where.join(' AND ')}
+       ORDER BY created_at DESC, id DESC LIMIT $${params.length}`,
+      params,
+    )
+    return toPage(rows.map(toPat), limit, (pat) => ({ at: pat.createdAt, id: pat.id }))
+  }
+
+  async revokePat(id: string, at: number): Promise<PatRecord | undefined> {
+    // COALESCE keeps the first revocation time: revoking twice is a no-op that still
+    // answers with the record (and re-notifies, which is harmless).
+    const rows = await this.#query<PatRow>(
+      `WITH changed AS (
+         UPDATE pats SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1 RETURNING *)
+       SELECT changed.*, pg_notify($3, json_build_object(
+         'kind', 'pat_changed', 'id', changed.id, 'tokenHash', changed.token_hash,
+         'origin', $4::text)::text)
+       FROM changed`,
+      [id, at, CHANGES_CHANNEL, this.#origin],
+    )
+    if (!rows[0]) return undefined
+    const pat = toPat(rows[0])
+    this.#emit({ kind: 'pat_changed', id: pat.id, tokenHash: pat.tokenHash })
+    return pat
+  }
+
+  async recordPatUse(uses: ReadonlyMap<string, number>): Promise<void> {
+    this.#checkOpen()
+    if (uses.size === 0) return
+    // One statement for the whole batch; the WHERE makes it forward-only, so a late,
+    // older batch from another instance never moves a time back.
+    await this.#query(
+      `UPDATE pats SET last_used_at = u.at
+       FROM unnest($1::text[], $2::bigint[]) AS u(id, at)
+       WHERE pats.id = u.id AND (pats.last_used_at IS NULL OR pats.last_used_at < u.at)`,
+      [[...uses.keys()], [...uses.values()]],
+    )
+  }
+
+  async putIssuer(issuer: IssuerConfig, at: number): Promise<void> {
+    // The name and the creation time live in columns; a StoredIssuer passed back in keeps
+    // its original creation time (a replace changes the configuration only).
+    const { issuer: name, ...config } = issuer
+    delete (config as { createdAt?: unknown }).createdAt
+    await this.#query(
+      `WITH written AS (
+         INSERT INTO issuers (issuer, config, created_at) VALUES ($1, $2::jsonb, $3)
+         ON CONFLICT (issuer) DO UPDATE SET config = excluded.config
+         RETURNING issuer)
+       SELECT pg_notify($4, json_build_object('kind', 'issuers_changed', 'origin', $5::text)::text)
+       FROM written`,
+      [name, JSON.stringify(config), at, CHANGES_CHANNEL, this.#origin],
+    )
+    this.#emit({ kind: 'issuers_changed' })
+  }
+
+  async listIssuers(): Promise<readonly StoredIssuer[]> {
+    const rows = await this.#query<IssuerRow>(
+      'SELECT issuer, config, created_at FROM issuers ORDER BY issuer',
+    )
+    return rows.map((row) => ({
+      ...row.config,
+      issuer: row.issuer,
+      createdAt: Number(row.created_at),
+    }))
+  }
+
+  async removeIssuer(issuer: string): Promise<boolean> {
+    const rows = await this.#query(
+      `WITH removed AS (DELETE FROM issuers WHERE issuer = $1 RETURNING issuer)
+       SELECT pg_notify($2, json_build_object('kind', 'issuers_changed', 'origin', $3::text)::text)
+       FROM removed`,
+      [issuer, CHANGES_CHANNEL, this.#origin],
+    )
+    if (rows.length === 0) return false
+    this.#emit({ kind: 'issuers_changed' })
+    return true
+  }
+
+  async appendAudit(events: readonly AuditEvent[]): Promise<void> {
+    this.#checkOpen()
+    if (events.length === 0) return
+    // One multi-row statement: the batch is stored entirely or not at all. An id already
+    // stored is skipped, so a retried batch that did commit is not duplicated.
+    await this.#query(
+      `INSERT INTO audit_events (id, time, type, tenant_id, actor, outcome, client_address,
+         request_id, details)
+       SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[],
+         $6::text[], $7::text[], $8::text[], $9::jsonb[])
+       ON CONFLICT (id) DO NOTHING`,
+      [
+        events.map((e) => e.id),
+        events.map((e) => e.time),
+        events.map((e) => e.type),
+        events.map((e) => e.tenantId),
+        events.map((e) => e.actor),
+        events.map((e) => e.outcome),
+        events.map((e) => e.clientAddress),
+        events.map((e) => e.requestId),
+        events.map((e) => JSON.stringify(e.details)),
+      ],
+    )
+  }
+
+  async listAudit(tenantId: string, page: PageRequest): Promise<Page<AuditEvent>> {
+    const limit = checkPageLimit(page.limit)
+    const params: unknown[] = [tenantId]
+    let after = ''
+    if (page.cursor !== undefined) {
+      const position = decodeCursor(page.cursor)
+      params.push(position.at, position.id)
+      after = 'AND (time, id) < ($2::bigint, $3::text)'
+    }
+    params.push(limit + 1)
+    const rows = await this.#query<AuditRow>(
+      `SELECT * FROM audit_events WHERE tenant_id = $1 ${after}
+       ORDER BY time DESC, id DESC LIMIT $${params.length}`,
+      params,
+    )
+    return toPage(rows.map(toAudit), limit, (event) => ({ at: event.time, id: event.id }))
+  }
+
+  watch(listener: (change: StoreChange) => void): () => void {
+    // Wrapped so the same function may subscribe twice and unsubscribe each separately.
+    const entry = (change: StoreChange) => listener(change)
+    this.#listeners.add(entry)
+    return () => {
+      this.#listeners.delete(entry)
+    }
+  }
+
+  #emit(change: StoreChange): void {
+    for (const listener of [...this.#listeners]) {
+      try {
+        listener(change)
+      } catch (error) {
+        this.#logger?.warn({ err: error, change: change.kind }, 'store watch listener threw')
+      }
+    }
+  }
+
+  #checkOpen(): void {
+    if (this.#closed) throw new Error('postgres store is closed')
+  }
+
+  async #query<R extends pg.QueryResultRow = pg.QueryResultRow>(
+    sql: string,
+    params?: unknown[],
+  ): Promise<R[]> {
+    this.#checkOpen()
+    try {
+      const result = await this.#pool.query<R>(sql, params)
+      return result.rows
+    } catch (error) {
+      throw translate(error)
+    }
+  }
+}
+
+/**
+ * Unique violations become ConflictError, as in the SQLite store; everything else (outages
+ * included) propagates as it is.
+ */
+function translate(error: unknown): unknown {
+  if (!(error instanceof pg.DatabaseError)) return error
+  if (error.code === UNIQUE_VIOLATION) {
+    return new ConflictError(`conflicts with an existing row (${error.constraint})`, {
+      cause: error,
+    })
+  }
+  if (error.code === FOREIGN_KEY_VIOLATION) {
+    return new Error('refers to an unknown tenant', { cause: error })
+  }
+  return error
+}
+
+// bigint columns arrive as strings (pg does not assume they fit a JS number); every time
+// we store is epoch milliseconds, well inside Number.MAX_SAFE_INTEGER.
+type Int8 = string
+
+interface TenantRow {
+  id: string
+  name: string
+  enabled: boolean
+  created_at: Int8
+}
+
+interface PatRow {
+  id: string
+  token_hash: string
+  tenant_id: string
+  subject: string
+  name: string
+  permissions: string[]
+  last4: string
+  created_at: Int8
+  expires_at: Int8 | null
+  revoked_at: Int8 | null
+  last_used_at: Int8 | null
+  rotated_from: string | null
+}
+
+interface IssuerRow {
+  issuer: string
+  config: Omit<IssuerConfig, 'issuer'>
+  created_at: Int8
+}
+
+interface AuditRow {
+  id: string
+  time: Int8
+  type: string
+  tenant_id: string | null
+  actor: string | null
+  outcome: string
+  client_address: string | null
+  request_id: string | null
+  details: Record<string, unknown>
+}
+
+const toMs = (value: Int8 | null): number | null => (value === null ? null : Number(value))
+
+function toTenant(row: TenantRow): Tenant {
+  return { id: row.id, name: row.name, enabled: row.enabled, createdAt: Number(row.created_at) }
+}
+
+function toPat(row: PatRow): PatRecord {
+  return {
+    id: row.id,
+    tokenHash: row.token_hash,
+    tenantId: row.tenant_id,
+    subject: row.subject,
+    name: row.name,
+    permissions: row.permissions,
+    last4: row.last4,
+    createdAt: Number(row.created_at),
+    expiresAt: toMs(row.expires_at),
+    revokedAt: toMs(row.revoked_at),
+    lastUsedAt: toMs(row.last_used_at),
+    rotatedFrom: row.rotated_from,
+  }
+}
+
+function toAudit(row: AuditRow): AuditEvent {
+  return {
+    id: row.id,
+    time: Number(row.time),
+    type: row.type,
+    tenantId: row.tenant_id,
+    actor: row.actor,
+    outcome: row.outcome,
+    clientAddress: row.client_address,
+    requestId: row.request_id,
+    details: row.details,
+  }
+}

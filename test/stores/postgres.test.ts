@@ -1,0 +1,372 @@
+import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
+import { after, before, describe, it, type TestContext } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import pg from 'pg'
+import type { PatRecord } from '../../src/core/ports.ts'
+import {
+  openPostgresStore,
+  type PostgresStore,
+  type PostgresStoreOptions,
+} from '../../src/stores/postgres.ts'
+import type { StoreChange } from '../../src/stores/store.ts'
+import { type PostgresServer, skipReason, startPostgres } from '../helpers/services.ts'
+import { storeContract } from './contract.ts'
+
+const T0 = Date.UTC(2026, 0, 1)
+
+function pat(id: string, tenantId = 'acme'): PatRecord {
+  return {
+    id,
+    tokenHash: createHash('sha256').update(`pat_${id}`).digest('hex'),
+    tenantId,
+    subject: `user-${id}`,
+    name: `token ${id}`,
+    permissions: ['tokens:read'],
+    last4: id.slice(-4).padStart(4, 'x'),
+    createdAt: T0,
+    expiresAt: null,
+    revokedAt: null,
+    lastUsedAt: null,
+    rotatedFrom: null,
+  }
+}
+
+/** Records every change a store delivers, and lets a test wait for a particular one. */
+function recorder(store: PostgresStore) {
+  const seen: { change: StoreChange; at: number }[] = []
+  const waiters = new Set<() => void>()
+  store.watch((change) => {
+    seen.push({ change, at: performance.now() })
+    for (const wake of [...waiters]) wake()
+  })
+  return {
+    seen,
+    /** Resolves with the arrival time of the first matching change at index >= `from`. */
+    async waitFor(
+      predicate: (change: StoreChange) => boolean,
+      { from = 0, timeoutMs = 5000 } = {},
+    ): Promise<number> {
+      const deadline = performance.now() + timeoutMs
+      for (;;) {
+        const hit = seen.slice(from).find((entry) => predicate(entry.change))
+        if (hit) return hit.at
+        const left = deadline - performance.now()
+        if (left <= 0) throw new Error('expected change was not delivered')
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(done, left)
+          function done() {
+            clearTimeout(timer)
+            waiters.delete(done)
+            resolve()
+          }
+          waiters.add(done)
+        })
+      }
+    },
+  }
+}
+
+async function until(check: () => Promise<boolean> | boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time')
+    await sleep(25)
+  }
+}
+
+async function adminQuery(url: string, sql: string, params: unknown[] = []) {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    return (await client.query(sql, params)).rows
+  } finally {
+    await client.end()
+  }
+}
+
+const skip = skipReason('postgres')
+
+describe('postgres', { skip }, () => {
+  let server: PostgresServer
+  before(async () => {
+    server = await startPostgres()
+  })
+  after(() => server?.stop())
+
+  async function freshDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
+    const url = await server.createDatabase()
+    const name = new URL(url).pathname.slice(1)
+    return {
+      url,
+      drop: async () => {
+        await adminQuery(server.url, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+      },
+    }
+  }
+
+  storeContract('postgres', async () => {
+    const { url, drop } = await freshDatabase()
+    const store = await openPostgresStore(url, { poolSize: 4 })
+    return {
+      store,
+      cleanup: async () => {
+        await store.close()
+        await drop()
+      },
+    }
+  })
+
+  /** Opens `count` stores ("instances") on one fresh, migrated database. */
+  async function instances(
+    t: TestContext,
+    count: number,
+    options: PostgresStoreOptions = {},
+  ): Promise<{ url: string; stores: PostgresStore[] }> {
+    const { url, drop } = await freshDatabase()
+    const stores: PostgresStore[] = []
+    t.after(async () => {
+      for (const store of stores) await store.close()
+      await drop()
+    })
+    for (let i = 0; i < count; i++) stores.push(await openPostgresStore(url, options))
+    await stores[0]?.migrate()
+    return { url, stores }
+  }
+
+  describe('postgres store across instances', () => {
+    it('a revocation on instance A reaches instance B within 1 s', async (t) => {
+      const { stores } = await instances(t, 2)
+      const [a, b] = stores as [PostgresStore, PostgresStore]
+      await a.createTenant({ id: 'acme', name: 'Acme' }, T0)
+      const record = pat('p1')
+      await a.insertPat(record)
+      const onB = recorder(b)
+      const start = performance.now()
+      await a.revokePat('p1', T0 + 1)
+      const arrived = await onB.waitFor((c) => c.kind === 'pat_changed')
+      assert.ok(arrived - start < 1000, `took ${arrived - start} ms`)
+      assert.deepEqual(
+        onB.seen.map((entry) => entry.change),
+        [{ kind: 'pat_changed', id: 'p1', tokenHash: record.tokenHash }],
+      )
+    })
+
+    it('a tenant disable on A reaches B within 1 s', async (t) => {
+      const { stores } = await instances(t, 2)
+      const [a, b] = stores as [PostgresStore, PostgresStore]
+      await a.createTenant({ id: 'acme', name: 'Acme' }, T0)
+      const onB = recorder(b)
+      const start = performance.now()
+      await a.setTenantEnabled('acme', false)
+      const arrived = await onB.waitFor((c) => c.kind === 'tenant_changed' && c.id === 'acme')
+      assert.ok(arrived - start < 1000, `took ${arrived - start} ms`)
+      assert.equal((await b.findTenant('acme'))?.enabled, false)
+    })
+
+    it('issuer put and remove on A reach B within 1 s each', async (t) => {
+      const { stores } = await instances(t, 2)
+      const [a, b] = stores as [PostgresStore, PostgresStore]
+      const onB = recorder(b)
+      const issuer = {
+        issuer: 'https://idp.example',
+        audiences: ['api'],
+        keySource: { kind: 'jwks_url', url: 'https://idp.example/jwks' },
+      } as const
+      let start = performance.now()
+      await a.putIssuer(issuer, T0)
+      let arrived = await onB.waitFor((c) => c.kind === 'issuers_changed')
+      assert.ok(arrived - start < 1000, `put took ${arrived - start} ms`)
+      start = performance.now()
+      await a.removeIssuer(issuer.issuer)
+      arrived = await onB.waitFor((c) => c.kind === 'issuers_changed', { from: 1 })
+      assert.ok(arrived - start < 1000, `remove took ${arrived - start} ms`)
+      assert.equal(onB.seen.length, 2)
+    })
+
+    it("an instance's own change is delivered once, not again as a NOTIFY echo", async (t) => {
+      const { stores } = await instances(t, 2)
+      const [a, b] = stores as [PostgresStore, PostgresStore]
+      await a.createTenant({ id: 'acme', name: 'Acme' }, T0)
+      const onA = recorder(a)
+      const onB = recorder(b)
+      await a.setTenantEnabled('acme', false)
+      // Delivered in-process before the call resolved.
+      assert.equal(onA.seen.length, 1)
+      // Once B has the notification, A's listening connection has had it too.
+      await onB.waitFor((c) => c.kind === 'tenant_changed')
+      await sleep(100)
+      assert.deepEqual(
+        onA.seen.map((entry) => entry.change),
+        [{ kind: 'tenant_changed', id: 'acme' }],
+      )
+    })
+
+    it('a change that does not commit is not notified', async (t) => {
+      const { stores } = await instances(t, 2)
+      const [a, b] = stores as [PostgresStore, PostgresStore]
+      await a.createTenant({ id: 'acme', name: 'Acme' }, T0)
+      const onA = recorder(a)
+      const onB = recorder(b)
+      assert.equal(await a.setTenantEnabled('nobody', false), undefined)
+      assert.equal(await a.revokePat('nobody', T0), undefined)
+      assert.equal(await a.removeIssuer('https://nobody.example'), false)
+      // A later change proves delivery happened; nothing before it may have arrived.
+      await a.setTenantEnabled('acme', false)
+      await onB.waitFor(() => true)
+      assert.deepEqual(
+        onB.seen.map((entry) => entry.change),
+        [{ kind: 'tenant_changed', id: 'acme' }],
+      )
+      assert.equal(onA.seen.length, 1)
+    })
+
+    it('a killed listen connection: B resyncs at once, re-subscribes, and hears A again', async (t) => {
+      const { url, stores } = await instances(t, 2)
+      const [a, b] = stores as [PostgresStore, PostgresStore]
+      await a.createTenant({ id: 'acme', name: 'Acme' }, T0)
+      await a.insertPat(pat('p1'))
+      await a.insertPat(pat('p2'))
+      const onB = recorder(b)
+      const pid = b.changeFeed.backendPid
+      assert.ok(pid, 'B is listening')
+      assert.equal(b.changeFeed.connected, true)
+
+      const killedAt = performance.now()
+      const [row] = await adminQuery(url, 'SELECT pg_terminate_backend($1) AS ok', [pid])
+      assert.equal(row?.ok, true)
+      const lost = await onB.waitFor((c) => c.kind === 'resync')
+      assert.ok(lost - killedAt < 1000, `resync after ${lost - killedAt} ms`)
+
+      // The second resync says: subscribed again, and whatever was missed is dropped.
+      await onB.waitFor((c) => c.kind === 'resync', { from: 1 })
+      assert.equal(b.changeFeed.connected, true)
+      assert.notEqual(b.changeFeed.backendPid, pid)
+
+      const from = onB.seen.length
+      await a.revokePat('p2', T0 + 1)
+      await onB.waitFor((c) => c.kind === 'pat_changed' && c.id === 'p2', { from, timeoutMs: 1000 })
+    })
+
+    it('concurrent migrate() from 3 instances applies each version exactly once', async (t) => {
+      const { url, drop } = await freshDatabase()
+      const stores = await Promise.all([1, 2, 3].map(() => openPostgresStore(url)))
+      t.after(async () => {
+        for (const store of stores) await store.close()
+        await drop()
+      })
+      const results = await Promise.all(stores.map((store) => store.migrate()))
+      const applied = results.flat().sort((x, y) => x - y)
+      const [first] = results.filter((r) => r.length > 0)
+      assert.ok(first, 'one instance applied the migrations')
+      assert.deepEqual(applied, first, 'no version applied twice')
+      assert.equal(results.filter((r) => r.length === 0).length, 2)
+      const rows = await adminQuery(url, 'SELECT version FROM schema_migrations ORDER BY version')
+      assert.deepEqual(
+        rows.map((r) => r.version),
+        first,
+      )
+      // Every instance can use the schema right away.
+      for (const [i, store] of stores.entries()) {
+        await store.createTenant({ id: `tenant-${i}`, name: 'T' }, T0)
+      }
+    })
+
+    it('migrate refuses a database migrated by a newer version', async (t) => {
+      const { url, stores } = await instances(t, 1)
+      await adminQuery(url, 'INSERT INTO schema_migrations (version, applied_at) VALUES (999, 0)')
+      await assert.rejects((stores[0] as PostgresStore).migrate(), /newer/)
+    })
+
+    it('revocation propagation over 100 revocations (median and max)', async (t) => {
+      const { stores } = await instances(t, 2)
+      const [a, b] = stores as [PostgresStore, PostgresStore]
+      await a.createTenant({ id: 'acme', name: 'Acme' }, T0)
+      for (let i = 0; i < 100; i++) await a.insertPat(pat(`p${i}`))
+      const onB = recorder(b)
+      const latencies: number[] = []
+      for (let i = 0; i < 100; i++) {
+        const from = onB.seen.length
+        const start = performance.now()
+        await a.revokePat(`p${i}`, T0 + i)
+        const arrived = await onB.waitFor((c) => c.kind === 'pat_changed' && c.id === `p${i}`, {
+          from,
+        })
+        latencies.push(arrived - start)
+      }
+      latencies.sort((x, y) => x - y)
+      const median = ((latencies[49] as number) + (latencies[50] as number)) / 2
+      const max = latencies[99] as number
+      t.diagnostic(
+        `revocation A -> B over 100 revocations: median ${median.toFixed(2)} ms, max ${max.toFixed(2)} ms`,
+      )
+      assert.ok(max < 1000, `slowest propagation ${max} ms`)
+    })
+  })
+
+  describe('postgres store through a server outage', () => {
+    // A server of its own: halting the shared one would disturb the other suites.
+    let outage: PostgresServer
+    before(async () => {
+      outage = await startPostgres()
+    })
+    after(() => outage?.stop())
+
+    it('methods reject while the server is down, and the same store recovers after', async (t) => {
+      const url = await outage.createDatabase()
+      const options = { changeFeed: { reconnectMaxMs: 500 } }
+      const a = await openPostgresStore(url, options)
+      const b = await openPostgresStore(url, options)
+      t.after(async () => {
+        await outage.start()
+        await a.close()
+        await b.close()
+      })
+      await a.migrate()
+      await a.createTenant({ id: 'acme', name: 'Acme' }, T0)
+      await a.insertPat(pat('p1'))
+      await a.insertPat(pat('p2'))
+      const onB = recorder(b)
+
+      await outage.halt('fast')
+      await assert.rejects(a.ping())
+      await assert.rejects(a.findTenant('acme'))
+      await assert.rejects(a.revokePat('p1', T0 + 1))
+      await assert.rejects(b.findPatByHash(pat('p1').tokenHash))
+      await onB.waitFor((c) => c.kind === 'resync')
+      assert.equal(b.changeFeed.connected, false)
+
+      await outage.start()
+      await until(async () => {
+        try {
+          await a.ping()
+          return true
+        } catch {
+          return false
+        }
+      })
+      assert.equal((await a.findTenant('acme'))?.name, 'Acme')
+      assert.equal((await b.findPatByHash(pat('p1').tokenHash))?.revokedAt, null)
+
+      // B's feed re-subscribed by itself (a second resync) and hears A again.
+      await until(() => b.changeFeed.connected)
+      const from = onB.seen.length
+      await a.revokePat('p2', T0 + 2)
+      await onB.waitFor((c) => c.kind === 'pat_changed' && c.id === 'p2', { from })
+      assert.ok(onB.seen.filter((entry) => entry.change.kind === 'resync').length >= 2)
+    })
+
+    it('opening a store while the server is down rejects', async () => {
+      const url = await outage.createDatabase()
+      await outage.halt('fast')
+      try {
+        await assert.rejects(openPostgresStore(url))
+      } finally {
+        await outage.start()
+      }
+      const store = await openPostgresStore(url)
+      await store.ping()
+      await store.close()
+    })
+  })
+})
