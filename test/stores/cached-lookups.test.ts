@@ -1,0 +1,317 @@
+import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, it } from 'node:test'
+import type { AuthLookups, PatRecord, Tenant } from '../../src/core/ports.ts'
+import { createCachedLookups } from '../../src/stores/cached-lookups.ts'
+import { openSqliteStore } from '../../src/stores/sqlite.ts'
+
+const T0 = Date.UTC(2026, 0, 1)
+
+function hashOf(name: string): string {
+  return createHash('sha256').update(name).digest('hex')
+}
+
+function pat(name: string, revokedAt: number | null = null): PatRecord {
+  return {
+    id: name,
+    tokenHash: hashOf(name),
+    tenantId: 'acme',
+    subject: 'alice',
+    name,
+    permissions: [],
+    last4: 'abcd',
+    createdAt: T0,
+    expiresAt: null,
+    revokedAt,
+    lastUsedAt: null,
+    rotatedFrom: null,
+  }
+}
+
+function manualClock(start = T0) {
+  let now = start
+  return {
+    now: () => now,
+    advance(ms: number) {
+      now += ms
+    },
+  }
+}
+
+/** An in-memory AuthLookups that counts calls; `pats` and `tenants` may be changed by tests. */
+function countingLookups(initial: PatRecord[] = [], tenantList: Tenant[] = []) {
+  const pats = new Map(initial.map((p) => [p.tokenHash, p]))
+  const tenants = new Map(tenantList.map((t) => [t.id, t]))
+  const calls = { pats: 0, tenants: 0 }
+  const lookups: AuthLookups = {
+    async findPatByHash(hash) {
+      calls.pats++
+      return pats.get(hash)
+    },
+    async findTenant(id) {
+      calls.tenants++
+      return tenants.get(id)
+    },
+  }
+  return { lookups, pats, tenants, calls }
+}
+
+function deferred<T>() {
+  let resolve!: (value: T) => void
+  let reject!: (error: unknown) => void
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res
+    reject = rej
+  })
+  return { promise, resolve, reject }
+}
+
+const acme: Tenant = { id: 'acme', name: 'Acme', enabled: true, createdAt: T0 }
+
+describe('cached lookups', () => {
+  it('serves a found PAT from memory until the TTL passes, then asks again', async () => {
+    const clock = manualClock()
+    const inner = countingLookups([pat('a')])
+    const cache = createCachedLookups(inner.lookups, { ttlMs: 2000, clock })
+    assert.equal((await cache.findPatByHash(hashOf('a')))?.id, 'a')
+    clock.advance(1999)
+    assert.equal((await cache.findPatByHash(hashOf('a')))?.id, 'a')
+    assert.equal(inner.calls.pats, 1)
+    clock.advance(1)
+    assert.equal((await cache.findPatByHash(hashOf('a')))?.id, 'a')
+    assert.equal(inner.calls.pats, 2)
+    assert.deepEqual(cache.stats(), { hits: 1, misses: 2, size: 1 })
+  })
+
+  it('remembers an unknown hash for the shorter negative TTL', async () => {
+    const clock = manualClock()
+    const inner = countingLookups()
+    const cache = createCachedLookups(inner.lookups, { ttlMs: 2000, negativeTtlMs: 300, clock })
+    assert.equal(await cache.findPatByHash(hashOf('x')), undefined)
+    clock.advance(299)
+    assert.equal(await cache.findPatByHash(hashOf('x')), undefined)
+    assert.equal(inner.calls.pats, 1)
+    clock.advance(1)
+    inner.pats.set(hashOf('x'), pat('x'))
+    assert.equal((await cache.findPatByHash(hashOf('x')))?.id, 'x')
+    assert.equal(inner.calls.pats, 2)
+  })
+
+  it('defaults the negative TTL to 500 ms', async () => {
+    const clock = manualClock()
+    const inner = countingLookups()
+    const cache = createCachedLookups(inner.lookups, { clock })
+    await cache.findPatByHash(hashOf('x'))
+    clock.advance(499)
+    await cache.findPatByHash(hashOf('x'))
+    assert.equal(inner.calls.pats, 1)
+    clock.advance(1)
+    await cache.findPatByHash(hashOf('x'))
+    assert.equal(inner.calls.pats, 2)
+  })
+
+  it('a flood of unknown tokens stays bounded and does not evict real tokens', async () => {
+    const clock = manualClock()
+    const inner = countingLookups([pat('real')])
+    const cache = createCachedLookups(inner.lookups, {
+      maxEntries: 5,
+      maxNegativeEntries: 10,
+      clock,
+    })
+    await cache.findPatByHash(hashOf('real'))
+    for (let i = 0; i < 1000; i++) await cache.findPatByHash(hashOf(`junk-${i}`))
+    assert.equal(cache.stats().size, 11)
+    const before = inner.calls.pats
+    assert.equal((await cache.findPatByHash(hashOf('real')))?.id, 'real')
+    assert.equal(inner.calls.pats, before, 'the real token is still cached')
+    // The newest unknown ones are kept, the oldest were evicted.
+    await cache.findPatByHash(hashOf('junk-999'))
+    assert.equal(inner.calls.pats, before)
+    await cache.findPatByHash(hashOf('junk-0'))
+    assert.equal(inner.calls.pats, before + 1)
+  })
+
+  it('evicts the least recently used found entry beyond maxEntries', async () => {
+    const clock = manualClock()
+    const inner = countingLookups([pat('a'), pat('b'), pat('c')])
+    const cache = createCachedLookups(inner.lookups, { maxEntries: 2, clock })
+    await cache.findPatByHash(hashOf('a'))
+    await cache.findPatByHash(hashOf('b'))
+    await cache.findPatByHash(hashOf('a')) // a is now more recent than b
+    await cache.findPatByHash(hashOf('c')) // evicts b
+    assert.equal(inner.calls.pats, 3)
+    await cache.findPatByHash(hashOf('a'))
+    await cache.findPatByHash(hashOf('c'))
+    assert.equal(inner.calls.pats, 3)
+    await cache.findPatByHash(hashOf('b'))
+    assert.equal(inner.calls.pats, 4)
+  })
+
+  it('concurrent lookups of one key share a single store call', async () => {
+    const gate = deferred<PatRecord | undefined>()
+    let calls = 0
+    const cache = createCachedLookups(
+      {
+        findPatByHash: () => {
+          calls++
+          return gate.promise
+        },
+        findTenant: async () => undefined,
+      },
+      { clock: manualClock() },
+    )
+    const lookups = Array.from({ length: 20 }, () => cache.findPatByHash(hashOf('a')))
+    const other = cache.findPatByHash(hashOf('b'))
+    assert.equal(calls, 2)
+    gate.resolve(pat('a'))
+    const results = await Promise.all(lookups)
+    assert.ok(results.every((r) => r?.id === 'a'))
+    await other
+    assert.deepEqual(cache.stats(), { hits: 19, misses: 2, size: 2 })
+  })
+
+  it('a store error reaches every waiting caller and is not cached', async () => {
+    let fail = true
+    let calls = 0
+    const gate = deferred<void>()
+    const cache = createCachedLookups(
+      {
+        async findPatByHash() {
+          calls++
+          await gate.promise
+          if (fail) throw new Error('database is locked')
+          return pat('a')
+        },
+        async findTenant() {
+          throw new Error('store down')
+        },
+      },
+      { clock: manualClock() },
+    )
+    const first = cache.findPatByHash(hashOf('a'))
+    const second = cache.findPatByHash(hashOf('a'))
+    gate.resolve()
+    await assert.rejects(first, /database is locked/)
+    await assert.rejects(second, /database is locked/)
+    fail = false
+    assert.equal((await cache.findPatByHash(hashOf('a')))?.id, 'a')
+    assert.equal(calls, 2)
+    await assert.rejects(cache.findTenant('acme'), /store down/)
+    await assert.rejects(cache.findTenant('acme'), /store down/)
+    assert.equal(cache.stats().size, 1)
+  })
+
+  it('invalidatePat makes the next lookup read the store', async () => {
+    const clock = manualClock()
+    const inner = countingLookups([pat('a')])
+    const cache = createCachedLookups(inner.lookups, { clock })
+    assert.equal((await cache.findPatByHash(hashOf('a')))?.revokedAt, null)
+    inner.pats.set(hashOf('a'), pat('a', T0 + 1))
+    assert.equal((await cache.findPatByHash(hashOf('a')))?.revokedAt, null, 'still cached')
+    cache.invalidatePat(hashOf('a'))
+    assert.equal((await cache.findPatByHash(hashOf('a')))?.revokedAt, T0 + 1)
+  })
+
+  it('a read in flight when the token is revoked is not cached, nor joined', async () => {
+    const reads: ReturnType<typeof deferred<PatRecord | undefined>>[] = []
+    const cache = createCachedLookups(
+      {
+        findPatByHash: () => {
+          const read = deferred<PatRecord | undefined>()
+          reads.push(read)
+          return read.promise
+        },
+        findTenant: async () => undefined,
+      },
+      { clock: manualClock() },
+    )
+    const stale = cache.findPatByHash(hashOf('a'))
+    cache.invalidatePat(hashOf('a')) // the revocation commits while the read is in flight
+    const fresh = cache.findPatByHash(hashOf('a'))
+    assert.equal(reads.length, 2, 'the second caller does not join the stale read')
+    reads[0]?.resolve(pat('a'))
+    reads[1]?.resolve(pat('a', T0 + 1))
+    assert.equal((await stale)?.revokedAt, null)
+    assert.equal((await fresh)?.revokedAt, T0 + 1)
+    assert.equal((await cache.findPatByHash(hashOf('a')))?.revokedAt, T0 + 1)
+    assert.equal(reads.length, 2, 'the fresh result was cached, the stale one was not')
+  })
+
+  it('caches tenants, including unknown ones; invalidateTenant and clear forget them', async () => {
+    const clock = manualClock()
+    const inner = countingLookups([pat('a')], [acme])
+    const cache = createCachedLookups(inner.lookups, { clock })
+    assert.equal((await cache.findTenant('acme'))?.enabled, true)
+    assert.equal(await cache.findTenant('nobody'), undefined)
+    await cache.findTenant('acme')
+    await cache.findTenant('nobody')
+    assert.equal(inner.calls.tenants, 2)
+
+    inner.tenants.set('acme', { ...acme, enabled: false })
+    cache.invalidateTenant('acme')
+    assert.equal((await cache.findTenant('acme'))?.enabled, false)
+    assert.equal(inner.calls.tenants, 3)
+
+    await cache.findPatByHash(hashOf('a'))
+    assert.equal(cache.stats().size, 3)
+    cache.clear()
+    assert.equal(cache.stats().size, 0)
+    await cache.findTenant('acme')
+    await cache.findTenant('nobody')
+    await cache.findPatByHash(hashOf('a'))
+    assert.equal(inner.calls.tenants, 5)
+    assert.equal(inner.calls.pats, 2)
+  })
+
+  it('ttlMs 0 disables caching but still shares concurrent lookups', async () => {
+    const inner = countingLookups([pat('a')])
+    const cache = createCachedLookups(inner.lookups, { ttlMs: 0, clock: manualClock() })
+    await Promise.all([cache.findPatByHash(hashOf('a')), cache.findPatByHash(hashOf('a'))])
+    await cache.findPatByHash(hashOf('a'))
+    await cache.findPatByHash(hashOf('zz'))
+    await cache.findPatByHash(hashOf('zz'))
+    assert.equal(inner.calls.pats, 4)
+    assert.equal(cache.stats().size, 0)
+  })
+
+  it('rejects invalid options', () => {
+    const { lookups } = countingLookups()
+    assert.throws(() => createCachedLookups(lookups, { ttlMs: -1 }), RangeError)
+    assert.throws(() => createCachedLookups(lookups, { maxEntries: 0 }), RangeError)
+    assert.throws(() => createCachedLookups(lookups, { maxNegativeEntries: 1.5 }), RangeError)
+    assert.throws(() => createCachedLookups(lookups, { negativeTtlMs: Number.NaN }), RangeError)
+  })
+
+  it('a CLI revoke in another process is seen once the TTL has passed (real SQLite)', async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'tokengate-cache-'))
+    t.after(() => rmSync(dir, { recursive: true, force: true }))
+    const path = join(dir, 'tokengate.db')
+    const server = openSqliteStore(path)
+    const cli = openSqliteStore(path)
+    t.after(() => server.close())
+    t.after(() => cli.close())
+    await server.migrate()
+    await cli.createTenant({ id: 'acme', name: 'Acme' }, T0)
+    await cli.insertPat(pat('a'))
+
+    const clock = manualClock()
+    const cache = createCachedLookups(server, { ttlMs: 2000, clock })
+    server.watch((c) => c.kind === 'pat_changed' && cache.invalidatePat(c.tokenHash))
+    assert.equal((await cache.findPatByHash(hashOf('a')))?.revokedAt, null)
+
+    await cli.revokePat('a', T0 + 5) // no notification reaches the server's store object
+    clock.advance(1999)
+    assert.equal((await cache.findPatByHash(hashOf('a')))?.revokedAt, null)
+    clock.advance(1)
+    assert.equal((await cache.findPatByHash(hashOf('a')))?.revokedAt, T0 + 5)
+
+    // A revoke through the server's own store object is seen at once.
+    await cli.insertPat(pat('b'))
+    assert.equal((await cache.findPatByHash(hashOf('b')))?.revokedAt, null)
+    await server.revokePat('b', T0 + 6)
+    assert.equal((await cache.findPatByHash(hashOf('b')))?.revokedAt, T0 + 6)
+  })
+})
