@@ -1,0 +1,245 @@
+/**
+ * Write-behind for the two writes the request path causes: a PAT's last-used time and audit
+ * events. The request only touches memory (O(1), no I/O); a timer writes batches, and
+ * `close()` writes what is left, so a graceful shutdown loses nothing.
+ *
+ * A failed write keeps its data for the next attempt. Timers are unref()'d: they never keep
+ * the process alive on their own.
+ */
+import { randomUUID } from 'node:crypto'
+import { type Clock, systemClock } from '../core/ports.ts'
+import type { AuditEvent, Store } from './store.ts'
+
+/** Called when a timer-driven flush fails (the data is kept and retried). */
+export type FlushErrorHandler = (error: unknown) => void
+
+export interface PatUseRecorderOptions {
+  /** Interval between flushes, in ms. Default 1000; 0 disables the timer (flush by hand). */
+  readonly flushIntervalMs?: number | undefined
+  /** Supplies `at` when `record` is called without it. */
+  readonly clock?: Clock | undefined
+  /** Default: a process warning, at most one a minute. */
+  readonly onError?: FlushErrorHandler | undefined
+}
+
+export interface PatUseRecorder {
+  /** Notes that token `id` was used at `at` (epoch ms, default now). Memory only, O(1). */
+  record(id: string, at?: number): void
+  /** Writes everything recorded so far; rejects (keeping the data) when the store fails. */
+  flush(): Promise<void>
+  /** Stops the timer and flushes. Later `record` calls are kept for an explicit `flush()`. */
+  close(): Promise<void>
+  /** Tokens waiting to be written. */
+  pending(): number
+}
+
+/**
+ * Coalesces last-used times per token (only the latest survives) and writes them with
+ * `store.recordPatUse` every `flushIntervalMs`. Memory is bounded by the number of distinct
+ * tokens used between two successful flushes, which is at most the number of tokens issued.
+ *
+ * @example
+ *   const patUse = createPatUseRecorder(store, { flushIntervalMs: 1000 })
+ *   patUse.record(principal.tokenId)   // on every authenticated PAT request
+ *   await patUse.close()               // on shutdown
+ */
+export function createPatUseRecorder(
+  store: Pick<Store, 'recordPatUse'>,
+  options: PatUseRecorderOptions = {},
+): PatUseRecorder {
+  const clock = options.clock ?? systemClock
+  let pending = new Map<string, number>()
+
+  const keepLatest = (id: string, at: number) => {
+    const known = pending.get(id)
+    if (known === undefined || at > known) pending.set(id, at)
+  }
+
+  const runner = createFlushRunner(
+    async () => {
+      if (pending.size === 0) return
+      const batch = pending
+      pending = new Map()
+      try {
+        await store.recordPatUse(batch)
+      } catch (error) {
+        // Put the batch back, merged with what was recorded meanwhile.
+        for (const [id, at] of batch) keepLatest(id, at)
+        throw error
+      }
+    },
+    options.flushIntervalMs ?? 1000,
+    options.onError,
+  )
+
+  return {
+    record(id, at = clock.now()) {
+      keepLatest(id, at)
+    },
+    flush: runner.flush,
+    close: runner.close,
+    pending: () => pending.size,
+  }
+}
+
+/** An audit event as the caller writes it: `id` and `time` are assigned when missing. */
+export type AuditEventInput = Omit<AuditEvent, 'id' | 'time'> &
+  Partial<Pick<AuditEvent, 'id' | 'time'>>
+
+export interface AuditWriterOptions {
+  /** Interval between flushes, in ms. Default 200; 0 disables the timer. */
+  readonly flushIntervalMs?: number | undefined
+  /** Events per `appendAudit` call; a full batch also starts a flush at once. Default 500. */
+  readonly maxBatch?: number | undefined
+  /** Events held in memory while the store is failing. Default 100,000. */
+  readonly maxQueue?: number | undefined
+  /** Assigns `time` to events written without one. */
+  readonly clock?: Clock | undefined
+  /** Default: a process warning, at most one a minute. */
+  readonly onError?: FlushErrorHandler | undefined
+}
+
+export interface AuditWriterStats {
+  /** Events waiting to be written. */
+  readonly queued: number
+  /** Events refused since start because the queue was full. */
+  readonly dropped: number
+}
+
+export interface AuditWriter {
+  /** Queues one event (memory only). Never throws for a store problem. */
+  write(event: AuditEventInput): void
+  /** Writes every queued event; rejects (keeping the rest queued) when the store fails. */
+  flush(): Promise<void>
+  /** Stops the timer and flushes. Later `write` calls are kept for an explicit `flush()`. */
+  close(): Promise<void>
+  stats(): AuditWriterStats
+}
+
+/**
+ * Queues audit events and appends them in batches of at most `maxBatch`, in order.
+ *
+ * Nothing is lost while the store is briefly down: a failed batch stays at the head of the
+ * queue and is retried (stores skip event ids they already hold, so a retried batch that did
+ * commit is not duplicated). A long outage would grow the queue without limit, so it is
+ * bounded by `maxQueue`: once full, NEW events are refused and counted in `stats().dropped`.
+ * Refusing the newest keeps memory bounded and preserves the beginning of the incident;
+ * the gap itself is then recorded as an `audit.dropped` event (details: `{ count }`) once
+ * the store accepts writes again, so the audit trail shows that it is incomplete.
+ */
+export function createAuditWriter(
+  store: Pick<Store, 'appendAudit'>,
+  options: AuditWriterOptions = {},
+): AuditWriter {
+  const clock = options.clock ?? systemClock
+  const maxBatch = positiveInteger('maxBatch', options.maxBatch ?? 500)
+  const maxQueue = positiveInteger('maxQueue', options.maxQueue ?? 100_000)
+  const queue: AuditEvent[] = []
+  let dropped = 0
+  let droppedUnreported = 0
+
+  const runner = createFlushRunner(
+    async () => {
+      while (queue.length > 0) {
+        const batch = queue.slice(0, maxBatch)
+        await store.appendAudit(batch)
+        // Only this loop removes from the head; writes during the await were appended.
+        queue.splice(0, batch.length)
+      }
+      if (droppedUnreported > 0) {
+        const count = droppedUnreported
+        await store.appendAudit([
+          {
+            id: randomUUID(),
+            time: clock.now(),
+            type: 'audit.dropped',
+            tenantId: null,
+            actor: null,
+            outcome: 'dropped',
+            clientAddress: null,
+            requestId: null,
+            details: { count },
+          },
+        ])
+        droppedUnreported -= count
+      }
+    },
+    options.flushIntervalMs ?? 200,
+    options.onError,
+  )
+
+  return {
+    write(event) {
+      if (queue.length >= maxQueue) {
+        dropped++
+        droppedUnreported++
+        return
+      }
+      queue.push({ ...event, id: event.id ?? randomUUID(), time: event.time ?? clock.now() })
+      if (queue.length === maxBatch) runner.flushSoon()
+    },
+    flush: runner.flush,
+    close: runner.close,
+    stats: () => ({ queued: queue.length, dropped }),
+  }
+}
+
+interface FlushRunner {
+  flush(): Promise<void>
+  /** Starts a flush unless one is running; failures go to the error handler. */
+  flushSoon(): void
+  close(): Promise<void>
+}
+
+/** Serialises flushes (one at a time, in order) and drives them from an unref()'d timer. */
+function createFlushRunner(
+  drain: () => Promise<void>,
+  intervalMs: number,
+  onError: FlushErrorHandler | undefined,
+): FlushRunner {
+  if (!Number.isFinite(intervalMs) || intervalMs < 0) {
+    throw new RangeError('flushIntervalMs must be >= 0')
+  }
+  const report = onError ?? warnOncePerOutage()
+  let tail: Promise<void> = Promise.resolve()
+  let running = 0
+
+  const flush = (): Promise<void> => {
+    running++
+    const run = tail.then(drain).finally(() => {
+      running--
+    })
+    tail = run.catch(() => {})
+    return run
+  }
+  const flushSoon = () => {
+    if (running === 0) flush().catch(report)
+  }
+  const timer = intervalMs > 0 ? setInterval(flushSoon, intervalMs) : undefined
+  timer?.unref()
+
+  return {
+    flush,
+    flushSoon,
+    async close() {
+      if (timer !== undefined) clearInterval(timer)
+      await flush()
+    },
+  }
+}
+
+function warnOncePerOutage(): FlushErrorHandler {
+  let lastWarnedAt = 0
+  return (error) => {
+    // At most one warning a minute: a store that is down fails every flush.
+    const now = Date.now()
+    if (now - lastWarnedAt < 60_000) return
+    lastWarnedAt = now
+    process.emitWarning(`write-behind flush failed; data kept for retry: ${String(error)}`)
+  }
+}
+
+function positiveInteger(name: string, value: number): number {
+  if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`${name} must be >= 1`)
+  return value
+}
