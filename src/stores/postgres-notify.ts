@@ -91,6 +91,7 @@ export class ChangeFeed {
   #reconnect: NodeJS.Timeout | undefined
   #attempt = 0
   #closed = false
+  #beating = false
 
   constructor(options: ChangeFeedOptions) {
     this.#options = options
@@ -207,14 +208,21 @@ export class ChangeFeed {
   }
 
   #beat(client: pg.Client): void {
+    // One heartbeat at a time: a slow one is already racing its own timeout.
+    if (this.#beating) return
+    this.#beating = true
     let timer: NodeJS.Timeout | undefined
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error('heartbeat timed out')), this.#timeoutMs)
     })
     Promise.race([client.query('SELECT 1'), timeout]).then(
-      () => clearTimeout(timer),
+      () => {
+        clearTimeout(timer)
+        this.#beating = false
+      },
       (error: unknown) => {
         clearTimeout(timer)
+        this.#beating = false
         this.#lost(client, error instanceof Error ? error : new Error(String(error)))
       },
     )

@@ -98,7 +98,9 @@ export async function startPostgres(): Promise<PostgresServer> {
   const start = async (): Promise<void> => {
     if (child) return
     stderr = ''
-    // Durability is irrelevant for a throwaway cluster; fsync off makes DDL-heavy tests fast.
+    // fsync off makes DDL-heavy tests fast and loses nothing unless the machine itself
+    // crashes. synchronous_commit stays on: with it off, halt('immediate') would lose the
+    // last commits, and outage tests must find committed data after a restart.
     const proc = spawn(
       join(bin, 'postgres'),
       [
@@ -112,8 +114,6 @@ export async function startPostgres(): Promise<PostgresServer> {
         `unix_socket_directories=${root}`,
         '-c',
         'fsync=off',
-        '-c',
-        'synchronous_commit=off',
         '-c',
         'full_page_writes=off',
         '-c',
