@@ -1,0 +1,331 @@
+import type { IssuerConfig, KeySource } from '../../core/issuer.ts'
+import type { StoredIssuer } from '../../stores/store.ts'
+import {
+  optionalString,
+  type ParsedArgs,
+  requiredPositional,
+  requiredString,
+  stringList,
+} from '../args.ts'
+import { ADMIN_OVERRIDES, auditCli, type CommandDef, withStore } from '../context.ts'
+import { CommandFailure, UsageError } from '../errors.ts'
+import {
+  ASYMMETRIC_ALGORITHMS,
+  checkJwksUrl,
+  HMAC_ALGORITHMS,
+  readJwksFile,
+  readPemFile,
+  readSecretFile,
+} from '../key-source.ts'
+import { formatTime, isoTime } from '../output.ts'
+import { checkTenantId, printable } from '../validate.ts'
+
+const KEY_SOURCE_FLAGS = ['jwks-url', 'jwks-file', 'pem-file', 'secret-file'] as const
+const CLAIM_NAME = /^[A-Za-z0-9_.:/-]{1,128}$/
+
+/** An issuer as output shows it: key material summarised, a shared secret never shown. */
+export function issuerJson(issuer: StoredIssuer) {
+  return {
+    issuer: issuer.issuer,
+    audiences: issuer.audiences,
+    keySource: keySourceSummary(issuer.keySource),
+    algorithms: issuer.algorithms ?? null,
+    tenant: issuer.tenant ?? null,
+    permissionsClaim: issuer.permissionsClaim ?? null,
+    createdAt: isoTime(issuer.createdAt),
+  }
+}
+
+function keySourceSummary(source: KeySource) {
+  switch (source.kind) {
+    case 'jwks':
+      return {
+        kind: source.kind,
+        keys: source.jwks.keys.map((k) => ({ kid: k.kid ?? null, kty: k.kty, alg: k.alg })),
+      }
+    case 'jwks_url':
+      return { kind: source.kind, url: source.url }
+    case 'pem':
+      return { kind: source.kind, algorithm: source.algorithm, kid: source.kid ?? null }
+    case 'secret':
+      return { kind: source.kind, algorithm: source.algorithm }
+    default:
+      return source satisfies never
+  }
+}
+
+function describeKeySource(source: KeySource): string {
+  switch (source.kind) {
+    case 'jwks':
+      return `jwks (${source.jwks.keys.length} key${source.jwks.keys.length === 1 ? '' : 's'})`
+    case 'jwks_url':
+      return source.url
+    case 'pem':
+      return `pem (${source.algorithm})`
+    case 'secret':
+      return `secret (${source.algorithm})`
+    default:
+      return source satisfies never
+  }
+}
+
+function readKeySource(args: ParsedArgs): KeySource {
+  const given = KEY_SOURCE_FLAGS.filter((name) => args.values[name] !== undefined)
+  if (given.length !== 1) {
+    throw new UsageError(
+      `expected exactly one key source: --jwks-url, --jwks-file, --pem-file or --secret-file (got ${given.length === 0 ? 'none' : given.map((f) => `--${f}`).join(' and ')})`,
+    )
+  }
+  const algorithm = optionalString(args, 'algorithm')
+  const source = given[0] as (typeof KEY_SOURCE_FLAGS)[number]
+  const value = requiredString(args, source, 'a value')
+  if (algorithm !== undefined && (source === 'jwks-url' || source === 'jwks-file')) {
+    throw new UsageError(
+      `--algorithm applies to --pem-file and --secret-file only (a JWKS names each key's "alg"); use --algorithms for an allowlist`,
+    )
+  }
+  switch (source) {
+    case 'jwks-url':
+      return checkJwksUrl(value)
+    case 'jwks-file':
+      return readJwksFile(value)
+    case 'pem-file':
+      return readPemFile(value, algorithm)
+    case 'secret-file':
+      return readSecretFile(value, algorithm)
+  }
+}
+
+/**
+ * The algorithm allowlist. `none` is refused outright; HMAC only with a shared secret (so a
+ * public key can never be used as an HMAC secret: the classic algorithm-confusion attack).
+ */
+function readAlgorithms(args: ParsedArgs, source: KeySource): readonly string[] | undefined {
+  const text = optionalString(args, 'algorithms')
+  const given = text?.split(',').map((a) => a.trim())
+  const allowed: readonly string[] =
+    source.kind === 'secret' ? HMAC_ALGORITHMS : ASYMMETRIC_ALGORITHMS
+  for (const alg of given ?? []) {
+    if (!allowed.includes(alg)) {
+      throw new UsageError(
+        `--algorithms: '${printable(alg)}' is not allowed with this key source (expected a comma-separated list of ${allowed.join(', ')})`,
+      )
+    }
+  }
+  if (source.kind === 'pem' || source.kind === 'secret') {
+    if (given?.some((alg) => alg !== source.algorithm)) {
+      throw new UsageError(
+        `--algorithms: this key is bound to --algorithm ${source.algorithm} only`,
+      )
+    }
+    return [source.algorithm]
+  }
+  if (source.kind === 'jwks') {
+    const keyAlgs = [...new Set(source.jwks.keys.map((k) => String(k.alg)))]
+    const outside = keyAlgs.filter((alg) => given && !given.includes(alg))
+    if (outside.length > 0) {
+      throw new UsageError(
+        `--algorithms: the JWKS has keys for ${outside.join(', ')}, which the list leaves out`,
+      )
+    }
+    return given ?? keyAlgs
+  }
+  return given
+}
+
+function readClaim(args: ParsedArgs, name: string): string | undefined {
+  const value = optionalString(args, name)
+  if (value !== undefined && !CLAIM_NAME.test(value)) {
+    throw new UsageError(
+      `--${name}: '${printable(value)}' is not a claim name (expected 1-128 of A-Z a-z 0-9 _ . : / -)`,
+    )
+  }
+  return value
+}
+
+function readIssuerConfig(args: ParsedArgs): IssuerConfig {
+  const issuer = requiredString(args, 'issuer', "the exact 'iss' value of the issuer's tokens")
+  const audiences = [...new Set(stringList(args, 'audience'))]
+  if (audiences.length === 0) {
+    throw new UsageError(
+      "missing --audience: expected an 'aud' value the tokens must carry (repeatable)",
+    )
+  }
+  const keySource = readKeySource(args)
+  const algorithms = readAlgorithms(args, keySource)
+  const fixedTenant = optionalString(args, 'tenant')
+  const tenantClaim = readClaim(args, 'tenant-claim')
+  if (fixedTenant !== undefined && tenantClaim !== undefined) {
+    throw new UsageError(
+      'give either --tenant (a fixed tenant) or --tenant-claim (a claim name), not both',
+    )
+  }
+  const tenant =
+    fixedTenant !== undefined
+      ? { fixed: checkTenantId(fixedTenant, '--tenant') }
+      : tenantClaim !== undefined
+        ? { claim: tenantClaim }
+        : undefined
+  const permissionsClaim = readClaim(args, 'permissions-claim')
+  return {
+    issuer,
+    audiences,
+    keySource,
+    ...(algorithms ? { algorithms } : {}),
+    ...(tenant ? { tenant } : {}),
+    ...(permissionsClaim ? { permissionsClaim } : {}),
+  }
+}
+
+const add: CommandDef = {
+  path: ['issuer', 'add'],
+  summary: 'Trust a JWT issuer (insert, or replace one with the same --issuer)',
+  synopsis:
+    '--issuer ISS --audience AUD (--jwks-url URL | --jwks-file F | --pem-file F --algorithm ALG | --secret-file F --algorithm HS256) [options]',
+  description:
+    'Exactly one key source. A JWKS URL must be https (http only for localhost/127.0.0.1). Every\nJWKS key needs "alg" unless its type allows only one algorithm (EC, Ed25519). A PEM file must\nhold a public key. The tenant comes from the claim tenant_id unless --tenant or --tenant-claim.',
+  options: {
+    issuer: { type: 'string', value: 'ISS', description: "Exact 'iss' value." },
+    audience: {
+      type: 'string',
+      multiple: true,
+      value: 'AUD',
+      description: "Accepted 'aud' (repeatable).",
+    },
+    'jwks-url': { type: 'string', value: 'URL', description: 'Fetch keys from this JWKS URL.' },
+    'jwks-file': {
+      type: 'string',
+      value: 'FILE',
+      description: 'Keys from a local JWKS (JSON) file.',
+    },
+    'pem-file': {
+      type: 'string',
+      value: 'FILE',
+      description: 'One PEM public key (needs --algorithm).',
+    },
+    'secret-file': {
+      type: 'string',
+      value: 'FILE',
+      description: 'Shared secret (HS256/384/512; needs --algorithm).',
+    },
+    algorithm: {
+      type: 'string',
+      value: 'ALG',
+      description: 'Algorithm of the PEM key or the secret.',
+    },
+    algorithms: {
+      type: 'string',
+      value: 'A,B',
+      description:
+        "Algorithm allowlist (default: the keys' algorithms, or RS256,PS256,ES256,EdDSA).",
+    },
+    tenant: {
+      type: 'string',
+      value: 'ID',
+      description: 'Every token of this issuer acts for this tenant.',
+    },
+    'tenant-claim': {
+      type: 'string',
+      value: 'NAME',
+      description: 'Claim holding the tenant (default tenant_id).',
+    },
+    'permissions-claim': {
+      type: 'string',
+      value: 'NAME',
+      description:
+        'Claim holding permissions (default permissions; scope/scp are read as OAuth scopes).',
+    },
+  },
+  examples: [
+    'tokengate issuer add --issuer https://login.example.com/ --audience api://tokengate --jwks-url https://login.example.com/.well-known/jwks.json',
+    'tokengate issuer add --issuer local --audience tokengate --pem-file issuer.pub.pem --algorithm ES256 --tenant acme',
+  ],
+  async run(ctx) {
+    const issuer = readIssuerConfig(ctx.args)
+    const replaced = await withStore(ctx.config(ADMIN_OVERRIDES), async (store) => {
+      const fixed = issuer.tenant && 'fixed' in issuer.tenant ? issuer.tenant.fixed : undefined
+      if (fixed !== undefined && !(await store.findTenant(fixed))) {
+        throw new CommandFailure(
+          `no tenant ${fixed} (create it with: tokengate tenant create ${fixed})`,
+        )
+      }
+      const existed = (await store.listIssuers()).some((i) => i.issuer === issuer.issuer)
+      await store.putIssuer(issuer, ctx.now())
+      await auditCli(ctx, store, {
+        type: 'issuer.added',
+        tenantId: fixed ?? null,
+        details: {
+          issuer: issuer.issuer,
+          audiences: issuer.audiences,
+          keySource: issuer.keySource.kind,
+          algorithms: issuer.algorithms ?? null,
+          replaced: existed,
+        },
+      })
+      return existed
+    })
+    const stored: StoredIssuer = { ...issuer, createdAt: ctx.now() }
+    if (ctx.json) ctx.out.json({ ...issuerJson(stored), replaced })
+    else {
+      ctx.out.line(`${replaced ? 'Replaced' : 'Added'} issuer ${issuer.issuer}.`)
+      ctx.out.line(`  audiences:   ${issuer.audiences.join(', ')}`)
+      ctx.out.line(`  keys:        ${describeKeySource(issuer.keySource)}`)
+      ctx.out.line(`  algorithms:  ${issuer.algorithms?.join(', ') ?? 'default'}`)
+    }
+    return 0
+  },
+}
+
+const list: CommandDef = {
+  path: ['issuer', 'list'],
+  summary: 'List trusted JWT issuers',
+  options: {},
+  async run(ctx) {
+    const issuers = await withStore(ctx.config(ADMIN_OVERRIDES), (store) => store.listIssuers())
+    if (ctx.json) {
+      ctx.out.json({ issuers: issuers.map(issuerJson) })
+      return 0
+    }
+    ctx.out.table(
+      ['ISSUER', 'AUDIENCES', 'KEYS', 'ALGORITHMS', 'TENANT', 'PERMISSIONS CLAIM', 'ADDED'],
+      issuers.map((i) => [
+        i.issuer,
+        i.audiences.join(','),
+        describeKeySource(i.keySource),
+        i.algorithms?.join(',') ?? 'default',
+        !i.tenant
+          ? 'claim tenant_id'
+          : 'fixed' in i.tenant
+            ? i.tenant.fixed
+            : `claim ${i.tenant.claim}`,
+        i.permissionsClaim ?? 'permissions',
+        formatTime(i.createdAt),
+      ]),
+    )
+    return 0
+  },
+}
+
+const remove: CommandDef = {
+  path: ['issuer', 'remove'],
+  summary: 'Stop trusting a JWT issuer',
+  synopsis: 'ISS',
+  options: {},
+  positionals: 1,
+  examples: ['tokengate issuer remove https://login.example.com/'],
+  async run(ctx) {
+    const issuer = requiredPositional(ctx.args, 0, 'ISS')
+    await withStore(ctx.config(ADMIN_OVERRIDES), async (store) => {
+      if (!(await store.removeIssuer(issuer))) {
+        throw new CommandFailure(`no issuer ${printable(issuer)} (see: tokengate issuer list)`)
+      }
+      await auditCli(ctx, store, { type: 'issuer.removed', tenantId: null, details: { issuer } })
+    })
+    if (ctx.json) ctx.out.json({ issuer, removed: true })
+    else ctx.out.line(`Removed issuer ${issuer}.`)
+    return 0
+  },
+}
+
+/** `issuer add|list|remove`. */
+export const issuerCommands: readonly CommandDef[] = [add, list, remove]

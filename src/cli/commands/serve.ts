@@ -1,0 +1,112 @@
+import { flag, optionalString } from '../args.ts'
+import type { CommandDef } from '../context.ts'
+import { devCommands, formatDevBanner } from '../dev-banner.ts'
+import { UsageError } from '../errors.ts'
+import type { TextSink } from '../io.ts'
+
+/** `HOST:PORT` (`[::1]:8443` for IPv6) into config overrides; port 0-65535. */
+export function parseListen(text: string): { host: string; port: number } {
+  const match = /^(\[[0-9A-Fa-f:.]+\]|[^:[\]\s]+):([0-9]{1,5})$/.exec(text)
+  const port = Number(match?.[2])
+  if (!match || port > 65535) {
+    throw new UsageError(
+      `--listen: '${text}' is not HOST:PORT (expected e.g. 127.0.0.1:8443, 0.0.0.0:443 or [::1]:8443)`,
+    )
+  }
+  return { host: (match[1] as string).replace(/^\[(.*)\]$/, '$1'), port }
+}
+
+const serve: CommandDef = {
+  path: ['serve'],
+  summary: 'Start the server (HTTPS; applies migrations first)',
+  synopsis: '[--listen HOST:PORT] [--dev] [--http]',
+  description:
+    'Runs until SIGINT or SIGTERM, then finishes in-flight requests and exits 0. In dev mode a new\ndata directory gets a demo tenant, a demo PAT, a local JWT issuer and a self-signed\ncertificate, and ready-to-paste curl commands are printed.',
+  options: {
+    listen: {
+      type: 'string',
+      value: 'HOST:PORT',
+      description: 'Address (default 127.0.0.1:8443).',
+    },
+    dev: { type: 'boolean', description: 'Dev mode (never in production).' },
+    http: {
+      type: 'boolean',
+      description: 'Plain HTTP, only behind a TLS-terminating proxy (server.plainHttp).',
+    },
+  },
+  examples: [
+    'tokengate serve --dev',
+    'tokengate serve --config /etc/tokengate.yaml --listen 0.0.0.0:8443',
+  ],
+  async run(ctx) {
+    const listen = optionalString(ctx.args, 'listen')
+    const server: Record<string, unknown> = listen === undefined ? {} : parseListen(listen)
+    if (flag(ctx.args, 'http')) server.plainHttp = true
+    const config = ctx.config({ server, ...(flag(ctx.args, 'dev') ? { dev: true } : {}) })
+    const { startTokengate } = await import('../../main.ts')
+    // With --json, stdout carries only the one JSON document; the log goes to stderr.
+    const log = ctx.io.log ?? (ctx.json ? ctx.io.stderr : undefined)
+    const running = await startTokengate(config, log ? { logDestination: toDestination(log) } : {})
+    try {
+      const seed = running.devSeed
+      const commands =
+        config.dev && seed ? await devCommands(config, seed, running.url, ctx.now()) : undefined
+      if (ctx.json) {
+        ctx.out.json({
+          url: running.url,
+          dev: config.dev,
+          store: config.databaseUrl ? 'postgres' : 'sqlite',
+          ...(commands && seed
+            ? { devSeed: { tenantId: seed.tenantId, demoPat: seed.demoPat ?? null, commands } }
+            : {}),
+        })
+      } else {
+        ctx.out.line(`tokengate is listening on ${running.url}`)
+        if (commands) ctx.out.line(`\n${formatDevBanner(commands, config)}`)
+        ctx.out.line('Press Ctrl+C to stop.')
+      }
+      const reason = await waitForShutdown(ctx.io.signal)
+      ctx.out.note(`tokengate: ${reason}, shutting down`)
+    } finally {
+      await closeForcibly(running.close)
+    }
+    return 0
+  },
+}
+
+function toDestination(sink: TextSink) {
+  return { write: (line: string) => void sink.write(line) }
+}
+
+/** Resolves with the signal's name on SIGINT/SIGTERM, or when `signal` aborts. */
+function waitForShutdown(signal: AbortSignal | undefined): Promise<string> {
+  return new Promise((resolve) => {
+    const finish = (reason: string) => {
+      process.off('SIGINT', onInt)
+      process.off('SIGTERM', onTerm)
+      signal?.removeEventListener('abort', onAbort)
+      resolve(reason)
+    }
+    const onInt = () => finish('SIGINT')
+    const onTerm = () => finish('SIGTERM')
+    const onAbort = () => finish('stop requested')
+    process.once('SIGINT', onInt)
+    process.once('SIGTERM', onTerm)
+    if (signal?.aborted) onAbort()
+    else signal?.addEventListener('abort', onAbort, { once: true })
+  })
+}
+
+/** Graceful close; a second Ctrl+C while it runs exits at once (130). */
+async function closeForcibly(close: () => Promise<void>): Promise<void> {
+  const force = () => process.exit(130)
+  process.once('SIGINT', force)
+  try {
+    await close()
+  } finally {
+    process.off('SIGINT', force)
+  }
+}
+
+/** `serve`. */
+export const serveCommands: readonly CommandDef[] = [serve]

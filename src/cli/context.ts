@@ -1,0 +1,137 @@
+import { randomUUID } from 'node:crypto'
+import { userInfo } from 'node:os'
+import { loadConfig } from '../config/load.ts'
+import type { Config } from '../config/schema.ts'
+import type { AuditEvent, Store } from '../stores/store.ts'
+import { type OptionDefs, optionalString, type ParsedArgs } from './args.ts'
+import type { CliIo } from './io.ts'
+import type { Output } from './output.ts'
+
+/** What a command runs with: its parsed arguments, output, clock and config access. */
+export interface CommandContext {
+  readonly io: CliIo
+  readonly out: Output
+  readonly args: ParsedArgs
+  /** `--json` was given: write exactly one JSON document to stdout. */
+  readonly json: boolean
+  now(): number
+  /**
+   * Loads the configuration: file + environment + global flags + `overrides` (in the
+   * schema's shape). Throws ConfigError listing every problem.
+   */
+  config(overrides?: Record<string, unknown>): Readonly<Config>
+}
+
+/** A command: its place in the command tree, its help, its options and what it does. */
+export interface CommandDef {
+  /** Command words, e.g. `['pat', 'issue']`. */
+  readonly path: readonly string[]
+  /** One line for command lists. */
+  readonly summary: string
+  /** Argument synopsis after the command words, e.g. `TOKEN_ID`. */
+  readonly synopsis?: string
+  /** Paragraphs shown in the command's help after the usage line. */
+  readonly description?: string
+  readonly options: OptionDefs
+  /** Number of positional arguments accepted. */
+  readonly positionals?: number
+  readonly examples?: readonly string[]
+  /** Returns the exit code (0 when undefined). Throws UsageError / CommandFailure. */
+  run(ctx: CommandContext): Promise<number | undefined>
+}
+
+/** Builds the context for one command invocation. */
+export function createContext(io: CliIo, out: Output, args: ParsedArgs): CommandContext {
+  return {
+    io,
+    out,
+    args,
+    json: args.values.json === true,
+    now: io.now ?? Date.now,
+    config(overrides = {}) {
+      const fromFlags: Record<string, unknown> = {}
+      const dataDir = optionalString(args, 'data-dir')
+      const databaseUrl = optionalString(args, 'database-url')
+      if (dataDir !== undefined) fromFlags.dataDir = dataDir
+      if (databaseUrl !== undefined) fromFlags.databaseUrl = databaseUrl
+      return loadConfig({
+        file: optionalString(args, 'config'),
+        env: io.env,
+        overrides: mergeShallow(fromFlags, overrides),
+      })
+    },
+  }
+}
+
+function mergeShallow(a: Record<string, unknown>, b: Record<string, unknown>) {
+  const out = { ...a }
+  for (const [key, value] of Object.entries(b)) {
+    const prior = out[key]
+    out[key] =
+      prior && typeof prior === 'object' && value && typeof value === 'object'
+        ? { ...prior, ...value }
+        : value
+  }
+  return out
+}
+
+/**
+ * Overrides for commands that manage the store but do not serve: the server's TLS settings
+ * do not apply to them, so a config without certificates (checked by `serve`) is not an
+ * error here.
+ */
+export const ADMIN_OVERRIDES: Readonly<Record<string, unknown>> = { server: { plainHttp: true } }
+
+/**
+ * Opens the store the configuration names (SQLite in the data directory, or Postgres),
+ * applies pending migrations, runs `use` and always closes the store.
+ */
+export async function withStore<T>(
+  config: Readonly<Config>,
+  use: (store: Store, applied: readonly number[]) => Promise<T>,
+): Promise<T> {
+  const { openStore } = await import('../stores/open-store.ts')
+  const store = await openStore(
+    config.databaseUrl ? { databaseUrl: config.databaseUrl } : { dataDir: config.dataDir },
+  )
+  try {
+    const applied = await store.migrate()
+    return await use(store, applied)
+  } finally {
+    await store.close()
+  }
+}
+
+/** `cli:<os user>`: the actor recorded on audit events for operator actions. */
+export function cliActor(env: Readonly<Record<string, string | undefined>>): string {
+  let name: string | undefined
+  try {
+    name = userInfo().username
+  } catch {
+    name = env.USER ?? env.USERNAME
+  }
+  return `cli:${name || 'unknown'}`
+}
+
+/**
+ * Appends one successful operator action to the audit log. `details` must be log-safe:
+ * never a token, a hash, or a secret.
+ */
+export async function auditCli(
+  ctx: CommandContext,
+  store: Store,
+  event: { type: string; tenantId: string | null; details: Record<string, unknown> },
+): Promise<void> {
+  const record: AuditEvent = {
+    id: randomUUID(),
+    time: ctx.now(),
+    type: event.type,
+    tenantId: event.tenantId,
+    actor: cliActor(ctx.io.env),
+    outcome: 'ok',
+    clientAddress: null,
+    requestId: null,
+    details: event.details,
+  }
+  await store.appendAudit([record])
+}

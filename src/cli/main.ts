@@ -1,0 +1,159 @@
+import { readFileSync, realpathSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import { ConfigError } from '../config/load.ts'
+import { ConflictError } from '../stores/store.ts'
+import { parseCommandArgs, takeCommandWords } from './args.ts'
+import { issuerCommands } from './commands/issuer.ts'
+import { jwtCommands } from './commands/jwt.ts'
+import { migrateCommands } from './commands/migrate.ts'
+import { openapiCommands } from './commands/openapi.ts'
+import { patCommands } from './commands/pat.ts'
+import { serveCommands } from './commands/serve.ts'
+import { tenantCommands } from './commands/tenant.ts'
+import { type CommandDef, createContext } from './context.ts'
+import { CommandFailure, UsageError } from './errors.ts'
+import { commandHelp, GROUPS, groupHelp, mainHelp } from './help.ts'
+import type { CliIo } from './io.ts'
+import { createOutput } from './output.ts'
+
+export type { CliIo } from './io.ts'
+
+/** Every command, in the order help lists them. */
+export const COMMANDS: readonly CommandDef[] = [
+  ...serveCommands,
+  ...migrateCommands,
+  ...tenantCommands,
+  ...patCommands,
+  ...issuerCommands,
+  ...jwtCommands,
+  ...openapiCommands,
+]
+
+/** The package version, for `--version`. */
+export function cliVersion(): string {
+  const text = readFileSync(new URL('../../package.json', import.meta.url), 'utf8')
+  return (JSON.parse(text) as { version: string }).version
+}
+
+function isCommandWord(words: readonly string[], candidate: string): boolean {
+  if (words[0] === 'help') return words.length < 3
+  if (words.length === 0) {
+    return (
+      candidate === 'help' || candidate in GROUPS || COMMANDS.some((c) => c.path[0] === candidate)
+    )
+  }
+  return (
+    words.length === 1 &&
+    (words[0] as string) in GROUPS &&
+    COMMANDS.some((c) => c.path[0] === words[0] && c.path[1] === candidate)
+  )
+}
+
+function findCommand(words: readonly string[]): CommandDef | undefined {
+  return COMMANDS.find(
+    (c) => c.path.length === words.length && c.path.every((word, i) => word === words[i]),
+  )
+}
+
+/**
+ * Runs the CLI with `argv` (without node and script) and returns the exit code: 0 ok,
+ * 1 operation failed (not found, conflict, invalid config, store unreachable), 2 usage error.
+ * Expected errors print one message to stderr, never a stack trace.
+ *
+ * @example
+ * const code = await run(['tenant', 'list', '--json'], { stdout, stderr, env: process.env })
+ */
+export async function run(argv: readonly string[], io: CliIo): Promise<number> {
+  const out = createOutput(io)
+  const { words, rest, refused } = takeCommandWords(argv, isCommandWord)
+  const wantsHelp = rest.includes('--help') || rest.includes('-h')
+  try {
+    if (words[0] === 'help') return showHelp(words.slice(1), io)
+    if (words.length === 0) {
+      if (rest.includes('--version')) {
+        io.stdout.write(`${cliVersion()}\n`)
+        return 0
+      }
+      if (wantsHelp) return showHelp([], io)
+      if (refused !== undefined) throw new UsageError(`unknown command '${refused}'`)
+      if (rest.length > 0) throw new UsageError('missing command (e.g. serve, tenant list)')
+      io.stderr.write(mainHelp(COMMANDS, cliVersion()))
+      return 2
+    }
+    const command = findCommand(words)
+    if (!command) {
+      const group = words[0] as string
+      if (wantsHelp) return showHelp([group], io)
+      const next = refused
+      const names = COMMANDS.filter((c) => c.path[0] === group).map((c) => c.path[1])
+      throw new UsageError(
+        next === undefined
+          ? `missing ${group} command (expected one of: ${names.join(', ')})`
+          : `unknown ${group} command '${next}' (expected one of: ${names.join(', ')})`,
+      )
+    }
+    if (wantsHelp) return showHelp(words, io)
+    const args = parseCommandArgs(rest, command.options, command.positionals ?? 0)
+    return (await command.run(createContext(io, out, args))) ?? 0
+  } catch (error) {
+    return report(error, words, io)
+  }
+}
+
+function showHelp(words: readonly string[], io: CliIo): number {
+  if (words.length === 0) {
+    io.stdout.write(mainHelp(COMMANDS, cliVersion()))
+    return 0
+  }
+  const command = findCommand(words)
+  if (command) io.stdout.write(commandHelp(command))
+  else if (words.length === 1 && (words[0] as string) in GROUPS) {
+    io.stdout.write(groupHelp(words[0] as string, COMMANDS))
+  } else throw new UsageError(`no help for unknown command '${words.join(' ')}'`)
+  return 0
+}
+
+function report(error: unknown, words: readonly string[], io: CliIo): number {
+  const name = words.filter((w) => w !== 'help').join(' ')
+  if (error instanceof UsageError) {
+    const helpCommand = name && findCommand(words) ? `tokengate ${name} --help` : 'tokengate --help'
+    io.stderr.write(`tokengate: ${error.message}\nRun '${helpCommand}' for usage.\n`)
+    return 2
+  }
+  if (error instanceof ConfigError) {
+    io.stderr.write(
+      `tokengate: invalid configuration:\n${error.problems.map((p) => `  - ${p}`).join('\n')}\n`,
+    )
+    return 1
+  }
+  if (error instanceof CommandFailure || error instanceof ConflictError) {
+    io.stderr.write(`tokengate: ${error.message}\n`)
+    return 1
+  }
+  // Unexpected: an unreachable store, a full disk, or a bug. A TypeError or ReferenceError
+  // is a bug, and its stack is what a bug report needs; everything else gets one line.
+  const err = error instanceof Error ? error : new Error(String(error))
+  const bug = err instanceof TypeError || err instanceof ReferenceError
+  io.stderr.write(`tokengate: ${name || 'command'} failed: ${bug ? err.stack : err.message}\n`)
+  return 1
+}
+
+/** Whether this module is the process entry: `node src/cli/main.ts` or the `tokengate` bin. */
+function isEntryModule(): boolean {
+  if (import.meta.main) return true
+  const entry = process.argv[1]
+  if (entry === undefined) return false
+  try {
+    return realpathSync(entry) === fileURLToPath(new URL('../../bin/tokengate.js', import.meta.url))
+  } catch {
+    return false
+  }
+}
+
+if (isEntryModule()) {
+  process.exitCode = await run(process.argv.slice(2), {
+    stdout: process.stdout,
+    stderr: process.stderr,
+    env: process.env,
+  })
+}
