@@ -232,10 +232,11 @@ describe('cached lookups', () => {
     cache.invalidatePat(hashOf('a')) // the revocation commits while the read is in flight
     const fresh = cache.findPatByHash(hashOf('a'))
     assert.equal(reads.length, 2, 'the second caller does not join the stale read')
-    reads[0]?.resolve(pat('a'))
+    // The slow, stale read finishes last: it must not overwrite the fresh entry.
     reads[1]?.resolve(pat('a', T0 + 1))
-    assert.equal((await stale)?.revokedAt, null)
     assert.equal((await fresh)?.revokedAt, T0 + 1)
+    reads[0]?.resolve(pat('a'))
+    assert.equal((await stale)?.revokedAt, null)
     assert.equal((await cache.findPatByHash(hashOf('a')))?.revokedAt, T0 + 1)
     assert.equal(reads.length, 2, 'the fresh result was cached, the stale one was not')
   })

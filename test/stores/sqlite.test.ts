@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
 import { after, describe, it } from 'node:test'
+import { Worker } from 'node:worker_threads'
 import type { PatRecord } from '../../src/core/ports.ts'
 import { openSqliteStore } from '../../src/stores/sqlite.ts'
 import { storeContract } from './contract.ts'
@@ -48,6 +49,20 @@ function record(i: number, tenantId = 'acme'): PatRecord {
     revokedAt: null,
     lastUsedAt: null,
     rotatedFrom: null,
+  }
+}
+
+function auditEvent(id: string) {
+  return {
+    id,
+    time: T0,
+    type: 'auth.failed',
+    tenantId: 'acme',
+    actor: null,
+    outcome: 'invalid_token',
+    clientAddress: null,
+    requestId: null,
+    details: {},
   }
 }
 
@@ -107,7 +122,7 @@ describe('sqlite store specifics', () => {
     const cli = openSqliteStore(path)
     t.after(() => server.close())
     t.after(() => cli.close())
-    // Both race to migrate, as a CLI and a starting server may: exactly one applies.
+    // Both migrate, as a CLI and a starting server may: only the first applies anything.
     const [a, b] = await Promise.all([server.migrate(), cli.migrate()])
     assert.deepEqual([...a, ...b], [1])
 
@@ -122,6 +137,50 @@ describe('sqlite store specifics', () => {
     assert.equal((await cli.getPat('pat-1'))?.lastUsedAt, T0 + 9)
     await server.setTenantEnabled('acme', false)
     assert.equal((await cli.findTenant('acme'))?.enabled, false)
+  })
+
+  it('a write waits for another connection’s write lock instead of failing', async (t) => {
+    const path = freshPath()
+    const store = openSqliteStore(path)
+    t.after(() => store.close())
+    await store.migrate()
+    // Another "process" (a worker thread with its own connection) holds the write lock
+    // for 200 ms, as the CLI may while the server runs.
+    const worker = new Worker(
+      `const { DatabaseSync } = require('node:sqlite')
+      const { parentPort, workerData } = require('node:worker_threads')
+      const db = new DatabaseSync(workerData)
+      db.exec('BEGIN IMMEDIATE')
+      db.exec("INSERT INTO tenants (id, name, enabled, created_at) VALUES ('cli', 'CLI', 1, 0)")
+      parentPort.postMessage('locked')
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200)
+      db.exec('COMMIT')
+      db.close()`,
+      { eval: true, workerData: path },
+    )
+    t.after(() => worker.terminate())
+    await new Promise((resolve) => worker.once('message', resolve))
+    await store.createTenant({ id: 'server', name: 'Server' }, T0)
+    assert.deepEqual(
+      (await store.listTenants()).map((tenant) => tenant.id),
+      ['cli', 'server'],
+    )
+  })
+
+  it('a write lock held longer than the busy timeout is a rejection, not a hang', async (t) => {
+    const path = freshPath()
+    const store = openSqliteStore(path, { busyTimeoutMs: 20 })
+    t.after(() => store.close())
+    await store.migrate()
+    const other = new DatabaseSync(path)
+    other.exec('BEGIN IMMEDIATE')
+    await assert.rejects(store.createTenant({ id: 'a', name: 'A' }, T0), /locked/)
+    await assert.rejects(store.appendAudit([auditEvent('e1')]), /locked/)
+    other.exec('ROLLBACK')
+    other.close()
+    await store.createTenant({ id: 'a', name: 'A' }, T0)
+    await store.appendAudit([auditEvent('e1')])
+    assert.equal((await store.listAudit('acme', { limit: 5 })).items.length, 1)
   })
 
   it('watch reports only changes made through the same store object', async (t) => {
