@@ -74,8 +74,17 @@ export async function createAuthContext(
     }
   })
 
-  const patUse = createPatUseRecorder(store, { flushIntervalMs: 1000, clock })
-  const audit = createAuditWriter(store, { flushIntervalMs: 200, maxBatch: 500, clock })
+  const patUse = createPatUseRecorder(store, {
+    flushIntervalMs: 1000,
+    clock,
+    onError: (error) => log.warn({ err: error }, 'writing last-used times failed; will retry'),
+  })
+  const audit = createAuditWriter(store, {
+    flushIntervalMs: 200,
+    maxBatch: 500,
+    clock,
+    onError: (error) => log.warn({ err: error }, 'writing audit events failed; will retry'),
+  })
   const authenticate = createAuthenticator({ lookups, jwt: issuers, clock })
 
   return {

@@ -6,6 +6,7 @@ import Fastify, {
   type FastifyInstance,
   type FastifyReply,
   type FastifyRequest,
+  LogController,
 } from 'fastify'
 import type { Logger } from 'pino'
 import type { Config } from '../config/schema.ts'
@@ -46,7 +47,8 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   // One instance type for both listeners: handlers never depend on which one it is.
   const app = Fastify({
     loggerInstance: logger,
-    disableRequestLogging: true,
+    // One log line per request is written by our onResponse hook, with the token fingerprint.
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: config.server.bodyLimitBytes,
     trustProxy: config.server.trustProxy,
     requestIdHeader: false,

@@ -1,6 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Config } from '../../config/schema.ts'
+import { InvalidCursorError } from '../../stores/cursor.ts'
 import type { AuthContext } from '../auth-context.ts'
+import { RequestFieldError } from './pagination.ts'
 
 /** What a built-in route handler may use. */
 export interface RouteContext {
@@ -40,11 +42,17 @@ export function principalOf(request: FastifyRequest) {
   return principal
 }
 
-/** Wraps a store call so an unreachable store becomes 503, never a 500 with its message. */
+/**
+ * Wraps a store call so an unreachable store becomes 503, never a 500 with its message;
+ * a cursor the store did not issue is the caller's mistake (400).
+ */
 export async function fromStore<T>(call: () => Promise<T>): Promise<T> {
   try {
     return await call()
   } catch (error) {
+    if (error instanceof InvalidCursorError) {
+      throw new RequestFieldError('querystring/cursor', 'is not a cursor this API returned')
+    }
     throw new StoreUnavailableError(error)
   }
 }
