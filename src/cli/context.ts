@@ -4,6 +4,7 @@ import { loadConfig } from '../config/load.ts'
 import type { Config } from '../config/schema.ts'
 import type { AuditEvent, Store } from '../stores/store.ts'
 import { type OptionDefs, optionalString, type ParsedArgs } from './args.ts'
+import { UsageError } from './errors.ts'
 import type { CliIo } from './io.ts'
 import type { Output } from './output.ts'
 
@@ -53,11 +54,18 @@ export function createContext(io: CliIo, out: Output, args: ParsedArgs): Command
       const dataDir = optionalString(args, 'data-dir')
       const databaseUrl = optionalString(args, 'database-url')
       if (dataDir !== undefined) fromFlags.dataDir = dataDir
-      if (databaseUrl !== undefined) fromFlags.databaseUrl = databaseUrl
+      if (databaseUrl !== undefined) {
+        if (!/^postgres(ql)?:\/\//.test(databaseUrl)) {
+          // The value is not echoed: a database URL usually carries a password.
+          throw new UsageError('--database-url: expected a postgres:// or postgresql:// URL')
+        }
+        fromFlags.databaseUrl = databaseUrl
+      }
       return loadConfig({
         file: optionalString(args, 'config'),
         env: io.env,
-        overrides: mergeShallow(fromFlags, overrides),
+        // A deep copy: loadConfig fills defaults into, and freezes, objects it is handed.
+        overrides: structuredClone(mergeShallow(fromFlags, overrides)),
       })
     },
   }
