@@ -202,7 +202,7 @@ describe('postgres', { skip }, () => {
       )
     })
 
-    it('a change that does not commit is not notified', async (t) => {
+    it('a mutation that matches no row sends no notification', async (t) => {
       const { stores } = await instances(t, 2)
       const [a, b] = stores as [PostgresStore, PostgresStore]
       await a.createTenant({ id: 'acme', name: 'Acme' }, T0)
@@ -276,6 +276,44 @@ describe('postgres', { skip }, () => {
       const { url, stores } = await instances(t, 1)
       await adminQuery(url, 'INSERT INTO schema_migrations (version, applied_at) VALUES (999, 0)')
       await assert.rejects((stores[0] as PostgresStore).migrate(), /newer/)
+    })
+
+    it('a throwing watch listener neither fails the write nor starves other listeners', async (t) => {
+      const warnings: string[] = []
+      const logger = { warn: (_obj: object, msg: string) => warnings.push(msg) }
+      const { stores } = await instances(t, 2, { logger })
+      const [a, b] = stores as [PostgresStore, PostgresStore]
+      await a.createTenant({ id: 'acme', name: 'Acme' }, T0)
+      for (const store of [a, b]) {
+        store.watch(() => {
+          throw new Error('listener bug')
+        })
+      }
+      const onA = recorder(a)
+      const onB = recorder(b)
+      assert.equal((await a.setTenantEnabled('acme', false))?.enabled, false)
+      assert.equal(onA.seen.length, 1)
+      await onB.waitFor((c) => c.kind === 'tenant_changed')
+      assert.deepEqual(warnings, ['store watch listener threw', 'store watch listener threw'])
+    })
+
+    it('listen: false opens no listening connection; own changes are still delivered', async (t) => {
+      const { url, stores } = await instances(t, 1)
+      const [a] = stores as [PostgresStore]
+      const quiet = await openPostgresStore(url, { listen: false })
+      t.after(() => quiet.close())
+      assert.deepEqual(quiet.changeFeed, { connected: false, backendPid: undefined })
+      await quiet.ping()
+      const onQuiet = recorder(quiet)
+      const onA = recorder(a)
+      await quiet.createTenant({ id: 'acme', name: 'Acme' }, T0)
+      await quiet.setTenantEnabled('acme', false)
+      assert.deepEqual(
+        onQuiet.seen.map((entry) => entry.change),
+        [{ kind: 'tenant_changed', id: 'acme' }],
+      )
+      // The notification still goes out to instances that do listen.
+      await onA.waitFor((c) => c.kind === 'tenant_changed')
     })
 
     it('revocation propagation over 100 revocations (median and max)', async (t) => {
