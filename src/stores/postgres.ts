@@ -1,6 +1,6 @@
 /**
  * The Postgres store, for running many stateless instances on one database. Only this
- * file, `postgres-notify.ts` and `postgres-migrations.ts` import `pg`.
+ * file and `postgres-notify.ts` import `pg`; `open-store.ts` loads it on demand.
  *
  * Queries go through a `pg.Pool` as plain parameterized statements. A mutation that other
  * instances cache (revoke, tenant enable/disable, issuer put/remove) carries its
