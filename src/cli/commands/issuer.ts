@@ -316,10 +316,12 @@ const remove: CommandDef = {
   async run(ctx) {
     const issuer = requiredPositional(ctx.args, 0, 'ISS')
     await withStore(ctx.config(ADMIN_OVERRIDES), async (store) => {
-      if (!(await store.removeIssuer(issuer))) {
+      const existing = (await store.listIssuers()).find((i) => i.issuer === issuer)
+      if (!existing || !(await store.removeIssuer(issuer))) {
         throw new CommandFailure(`no issuer ${printable(issuer)} (see: tokengate issuer list)`)
       }
-      await auditCli(ctx, store, { type: 'issuer.removed', tenantId: null, details: { issuer } })
+      const fixed = existing.tenant && 'fixed' in existing.tenant ? existing.tenant.fixed : null
+      await auditCli(ctx, store, { type: 'issuer.removed', tenantId: fixed, details: { issuer } })
     })
     if (ctx.json) ctx.out.json({ issuer, removed: true })
     else ctx.out.line(`Removed issuer ${issuer}.`)
