@@ -42,8 +42,7 @@ export async function devCommands(
   const jwt = await mint(['tokens:read'])
   const jwtWithout = await mint([])
   const bearer = (token: string) => `-H 'Authorization: Bearer ${token}'`
-  const dataDirFlag =
-    config.dataDir === DEFAULT_DATA_DIR ? '' : ` --data-dir ${shellQuote(config.dataDir)}`
+  const dataDirFlag = dataDirOption(config)
   const commands: DevCommand[] = []
   if (seed.demoPat !== undefined) {
     commands.push({
@@ -96,10 +95,15 @@ export function formatDevBanner(commands: readonly DevCommand[], config: Readonl
   }
   lines.push(
     'The JWTs above expire in 1 hour. Mint more with:',
-    '  npm run tokengate -- jwt mint --dev --tenant demo --subject me --permission tokens:read',
+    `  npm run tokengate --${dataDirOption(config)} jwt mint --dev --tenant demo --subject me --permission tokens:read`,
     '',
   )
   return lines.join('\n')
+}
+
+/** ` --data-dir DIR` when the data directory is not the default, so hints act on the same store. */
+function dataDirOption(config: Readonly<Config>): string {
+  return config.dataDir === DEFAULT_DATA_DIR ? '' : ` --data-dir ${shellQuote(config.dataDir)}`
 }
 
 /** The URL curl should call: a wildcard listen address is reached through loopback. */

@@ -1,0 +1,132 @@
+import assert from 'node:assert/strict'
+import { request } from 'node:https'
+import { after, describe, it } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { run } from '../../src/cli/main.ts'
+import { cli, sink, tempDataDir } from './helpers.ts'
+
+interface Served {
+  stdout: ReturnType<typeof sink>
+  stderr: ReturnType<typeof sink>
+  log: ReturnType<typeof sink>
+  stop(): Promise<number>
+}
+
+/** Starts `serve` in-process and waits until `ready` matches its stdout. */
+async function serve(args: string[], ready: RegExp): Promise<Served> {
+  const stdout = sink()
+  const stderr = sink()
+  const log = sink()
+  const controller = new AbortController()
+  const running = run(args, { stdout, stderr, env: {}, signal: controller.signal, log })
+  let exited: number | undefined
+  void running.then((code) => {
+    exited = code
+  })
+  for (let i = 0; i < 200 && !ready.test(stdout.text()) && exited === undefined; i++)
+    await sleep(25)
+  assert.match(stdout.text(), ready, `serve did not start: ${stderr.text()}`)
+  return {
+    stdout,
+    stderr,
+    log,
+    stop: () => {
+      controller.abort()
+      return running
+    },
+  }
+}
+
+/** Runs one of the banner's curl lines with node:https and returns the status. */
+function runCurl(line: string): Promise<number> {
+  const url = /\s(https:\/\/\S+)\s/.exec(` ${line} `)?.[1]
+  assert.ok(url, line)
+  const headers: Record<string, string> = {}
+  for (const [, name, value] of line.matchAll(/-H '([^:]+): ([^']*)'/g)) {
+    headers[name as string] = value as string
+  }
+  return new Promise((resolve, reject) => {
+    const req = request(url, { headers, rejectUnauthorized: false }, (res) => {
+      res.resume()
+      res.on('end', () => resolve(res.statusCode ?? 0))
+    })
+    req.on('error', reject)
+    req.end()
+  })
+}
+
+describe('tokengate serve', () => {
+  const data = tempDataDir()
+  after(() => data.cleanup())
+  const args = ['serve', '--dev', '--listen', '127.0.0.1:0', '--data-dir', data.dir]
+
+  it('in dev mode prints curl commands that answer 200, 200, 401 and 403, and stops on request', async () => {
+    const served = await serve(args, /Press Ctrl\+C to stop/)
+    const text = served.stdout.text()
+    assert.match(text, /tokengate is listening on https:\/\/127\.0\.0\.1:\d+/)
+    const lines = text.split('\n')
+    const expectations: [string, number][] = []
+    lines.forEach((line, i) => {
+      const expected = /^# .* -> (\d{3})$/.exec(line)?.[1]
+      if (expected) expectations.push([lines[i + 1] as string, Number(expected)])
+    })
+    assert.deepEqual(
+      expectations.map(([, status]) => status),
+      [200, 200, 401, 403],
+    )
+    assert.match(
+      expectations[0]?.[0] ?? '',
+      /^curl -k -i https:\/\/.*\/api\/v1\/me -H 'Authorization: Bearer pat_/,
+    )
+    assert.match(expectations[1]?.[0] ?? '', /\/api\/v1\/tokens .*-H 'X-Tenant-Id: demo'$/)
+    assert.doesNotMatch(expectations[2]?.[0] ?? '', /X-Tenant-Id/)
+    assert.match(expectations[3]?.[0] ?? '', /\/api\/v1\/audit-events/)
+    for (const [line, status] of expectations) assert.equal(await runCurl(line), status, line)
+
+    assert.equal(await served.stop(), 0)
+    const tokens = [...text.matchAll(/Bearer ([^']+)'/g)].map((m) => m[1] as string)
+    assert.ok(tokens.length >= 4)
+    for (const token of tokens) {
+      assert.equal(served.log.text().includes(token), false, 'a token reached the log')
+      assert.equal(served.stderr.text().includes(token), false, 'a token reached stderr')
+    }
+  })
+
+  it('a second start reuses the data directory and does not print the demo PAT again', async () => {
+    const served = await serve([...args, '--json'], /\}\n$/)
+    const document = JSON.parse(served.stdout.text()) as {
+      url: string
+      devSeed: { demoPat: string | null; commands: { command: string; expect: number | null }[] }
+    }
+    assert.match(document.url, /^https:\/\/127\.0\.0\.1:\d+$/)
+    assert.equal(document.devSeed.demoPat, null)
+    assert.doesNotMatch(served.stdout.text(), /pat_[0-9A-Za-z]{38}/)
+    assert.match(
+      document.devSeed.commands[0]?.command ?? '',
+      /npm run tokengate -- --data-dir \S+ pat issue --tenant demo/,
+    )
+    const statuses = []
+    for (const { command, expect } of document.devSeed.commands) {
+      if (expect !== null && !command.includes('pat_...')) statuses.push(await runCurl(command))
+    }
+    assert.deepEqual(statuses, [200, 401, 403])
+    assert.equal(await served.stop(), 0)
+  })
+
+  it('outside dev mode without certificates, serve exits 1 explaining the TLS settings', async () => {
+    const result = await cli(['serve', '--listen', '127.0.0.1:0'], { dataDir: data.dir })
+    assert.equal(result.code, 1)
+    assert.match(result.stderr, /HTTPS needs tlsCertFile and tlsKeyFile/)
+  })
+
+  it('a malformed --listen exits 2 with the expected form', async () => {
+    for (const bad of ['8443', 'localhost:99999', 'a b:1', '::1:8443']) {
+      const result = await cli(['serve', '--dev', '--listen', bad], { dataDir: data.dir })
+      assert.equal(result.code, 2, bad)
+      assert.match(
+        result.stderr,
+        /--listen: .* is not HOST:PORT \(expected e\.g\. 127\.0\.0\.1:8443/,
+      )
+    }
+  })
+})
