@@ -28,6 +28,11 @@ export interface SqliteStoreOptions {
   readonly clock?: Clock | undefined
   /** How long a write waits for another process's write lock, in ms. Default 5000. */
   readonly busyTimeoutMs?: number | undefined
+  /**
+   * How often `watch` checks for commits by other processes (the CLI), in ms. Default 500;
+   * 0 disables it (then only this object's own changes are delivered).
+   */
+  readonly externalChangePollMs?: number | undefined
 }
 
 /**
@@ -147,11 +152,15 @@ export class SqliteStore implements Store {
   readonly #clock: Clock
   readonly #ping: StatementSync
   readonly #listeners = new Set<(change: StoreChange) => void>()
+  readonly #externalChangePollMs: number
+  #externalChangeTimer: NodeJS.Timeout | undefined
+  #dataVersion: number | undefined
   #statements: Statements | undefined
   #closed = false
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.#clock = options.clock ?? systemClock
+    this.#externalChangePollMs = options.externalChangePollMs ?? 500
     this.#db = new DatabaseSync(path, { enableForeignKeyConstraints: true })
     try {
       // busy_timeout first: switching to WAL itself needs a lock another process may hold.
@@ -208,6 +217,7 @@ export class SqliteStore implements Store {
     if (this.#closed) return
     this.#closed = true
     this.#listeners.clear()
+    clearInterval(this.#externalChangeTimer)
     this.#statements = undefined
     this.#db.close()
   }
@@ -354,16 +364,41 @@ export class SqliteStore implements Store {
   }
 
   /**
-   * In-process notifications of changes made through THIS object. Changes another process
-   * makes to the same file (the CLI revoking a token) are not seen here; the auth cache's
-   * TTL bounds how long they take to apply.
+   * Changes made through THIS object are delivered as they commit. Changes another process
+   * makes to the same file (the CLI revoking a token or adding an issuer) are detected by
+   * polling `PRAGMA data_version`, which moves only when another connection commits; they
+   * arrive as one `resync` (drop every cache) within `externalChangePollMs`.
    */
   watch(listener: (change: StoreChange) => void): () => void {
     const wrapped = (change: StoreChange) => listener(change)
     this.#listeners.add(wrapped)
+    this.#startExternalChangePolling()
     return () => {
       this.#listeners.delete(wrapped)
+      if (this.#listeners.size === 0) {
+        clearInterval(this.#externalChangeTimer)
+        this.#externalChangeTimer = undefined
+      }
     }
+  }
+
+  #startExternalChangePolling(): void {
+    if (this.#externalChangeTimer || this.#externalChangePollMs <= 0 || this.#closed) return
+    const dataVersion = this.#db.prepare('PRAGMA data_version')
+    this.#dataVersion = dataVersion.get()?.data_version as number
+    this.#externalChangeTimer = setInterval(() => {
+      if (this.#closed) return
+      try {
+        const now = dataVersion.get()?.data_version as number
+        if (now !== this.#dataVersion) {
+          this.#dataVersion = now
+          this.#emit({ kind: 'resync' })
+        }
+      } catch (error) {
+        process.emitWarning(`sqlite change polling failed: ${String(error)}`)
+      }
+    }, this.#externalChangePollMs)
+    this.#externalChangeTimer.unref()
   }
 
   #open(): DatabaseSync {

@@ -139,6 +139,31 @@ describe('sqlite store specifics', () => {
     assert.equal((await cli.findTenant('acme'))?.enabled, false)
   })
 
+  it('watch reports another connection’s commit as one resync, and not its own writes', async (t) => {
+    const path = freshPath()
+    const server = openSqliteStore(path, { externalChangePollMs: 20 })
+    const cli = openSqliteStore(path)
+    t.after(() => server.close())
+    t.after(() => cli.close())
+    await server.migrate()
+    const changes: string[] = []
+    const unwatch = server.watch((change) => changes.push(change.kind))
+    await server.createTenant({ id: 'acme', name: 'Acme' }, T0)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    assert.deepEqual(changes, [], 'own writes are not reported as external')
+
+    await cli.insertPat(record(1))
+    await cli.revokePat('pat-1', T0 + 1)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    assert.ok(changes.length >= 1 && changes.every((kind) => kind === 'resync'), String(changes))
+
+    unwatch()
+    changes.length = 0
+    await cli.setTenantEnabled('acme', false)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    assert.deepEqual(changes, [], 'no polling once the last listener is gone')
+  })
+
   it('a write waits for another connection’s write lock instead of failing', async (t) => {
     const path = freshPath()
     const store = openSqliteStore(path)
