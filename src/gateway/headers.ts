@@ -1,0 +1,137 @@
+/**
+ * Header rewriting between the caller and the upstream: hop-by-hop headers (RFC 9110
+ * §7.6.1) are dropped in both directions; towards the upstream, caller-supplied identity
+ * headers are removed and the gateway's own are added.
+ */
+import type { Principal } from '../core/principal.ts'
+
+/** Headers as Node and undici hand them over: lower-case names. */
+export type HeaderMap = Record<string, string | string[] | number | undefined>
+
+/** Prefix of every identity header the gateway sends; any incoming one is removed. */
+export const IDENTITY_PREFIX = 'x-auth-'
+
+/**
+ * RFC 9110 §7.6.1 hop-by-hop fields, plus the obsolete `Proxy-Connection` and `Keep-Alive`
+ * that intermediaries still meet. Every `Proxy-*` field is dropped as well (below).
+ * `Expect` is answered by Node itself (100-continue) and must not be repeated upstream.
+ */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'proxy-connection',
+])
+
+/** Removes hop-by-hop fields and every field the `Connection` header names. Mutates `headers`. */
+export function dropHopByHop(headers: HeaderMap): HeaderMap {
+  const connection = headers.connection
+  if (connection !== undefined) {
+    const listed = Array.isArray(connection) ? connection.join(',') : String(connection)
+    for (const token of listed.split(',')) {
+      const name = token.trim().toLowerCase()
+      if (name) delete headers[name]
+    }
+  }
+  for (const name of Object.keys(headers)) {
+    if (HOP_BY_HOP.has(name) || name.startsWith('proxy-')) delete headers[name]
+  }
+  return headers
+}
+
+export interface ForwardContext {
+  readonly principal: Principal
+  readonly requestId: string
+  readonly stripAuthorization: boolean
+  /**
+   * The client address chain for `X-Forwarded-For`, furthest first, ending with the
+   * immediate peer: only the peer's address, unless the server trusts proxies in front of it.
+   */
+  readonly forwardedFor: readonly string[]
+  /** Whether the server trusts proxy headers in front of it (`server.trustProxy`). */
+  readonly trustProxy: boolean
+  /** `http` or `https`, as the server saw the request (or a trusted proxy reported it). */
+  readonly protocol: string
+  /** The host the caller addressed. */
+  readonly host: string
+  /** Optional internal token for the upstream (`X-Auth-Token`). */
+  readonly internalToken?: string | undefined
+}
+
+/**
+ * The headers sent upstream: the caller's, minus hop-by-hop fields, `Expect`, every
+ * `X-Auth-*` field, `Authorization` (when configured) and untrusted forwarding fields; plus
+ * the identity headers, `X-Request-Id` and `X-Forwarded-For/Proto/Host`. Mutates `headers`.
+ */
+export function upstreamRequestHeaders(headers: HeaderMap, context: ForwardContext): HeaderMap {
+  dropHopByHop(headers)
+  delete headers.expect
+  if (context.stripAuthorization) delete headers.authorization
+  for (const name of Object.keys(headers)) {
+    // Why drop every X-Auth-* field: the upstream trusts these headers as the gateway's word.
+    // A caller sending its own `X-Auth-Tenant: other` must not reach the upstream with it,
+    // whatever its case or however many times it is repeated (Node folds them into one key).
+    if (name.startsWith(IDENTITY_PREFIX)) delete headers[name]
+    // Without a trusted proxy in front, forwarding fields came from the caller and are lies
+    // until proven otherwise; the gateway states what it saw itself.
+    else if (!context.trustProxy && (name.startsWith('x-forwarded-') || name === 'forwarded')) {
+      delete headers[name]
+    }
+  }
+
+  const { principal } = context
+  headers['x-auth-tenant'] = encodeHeaderValue(principal.tenantId)
+  headers['x-auth-subject'] = encodeHeaderValue(principal.subject)
+  headers['x-auth-token-type'] = principal.tokenType
+  if (principal.tokenId !== undefined) {
+    headers['x-auth-token-id'] = encodeHeaderValue(principal.tokenId)
+  }
+  headers['x-auth-permissions'] = principal.permissions.map(encodeListItem).join(',')
+  if (context.internalToken !== undefined) headers['x-auth-token'] = context.internalToken
+  headers['x-request-id'] = context.requestId
+
+  headers['x-forwarded-for'] = context.forwardedFor.join(', ')
+  headers['x-forwarded-proto'] = context.protocol
+  headers['x-forwarded-host'] = context.host
+  return headers
+}
+
+/**
+ * The upstream's response headers as passed to the caller: hop-by-hop fields dropped, and
+ * `X-Request-Id` left to the gateway (its id is the one in its logs). Mutates `headers`.
+ */
+export function callerResponseHeaders(headers: HeaderMap): HeaderMap {
+  dropHopByHop(headers)
+  delete headers['x-request-id']
+  return headers
+}
+
+/**
+ * Makes an identity value safe and unambiguous as a header value: every character outside
+ * visible ASCII, and `%` itself, is percent-encoded as UTF-8 (decode with
+ * `decodeURIComponent`). Ordinary ids (`acme`, `user-1`, `tok_...`) pass unchanged.
+ *
+ * Why: a JWT `sub` is attacker-influenced JSON and may hold CR/LF or non-ASCII text; sent raw
+ * it would be refused by the HTTP client or, worse, read differently by the upstream.
+ */
+export function encodeHeaderValue(value: string): string {
+  return /^[\x21-\x24\x26-\x7e]*$/.test(value) ? value : value.replace(UNSAFE, encodeChar)
+}
+
+/** As `encodeHeaderValue`, and also `,` (the list separator of `X-Auth-Permissions`). */
+function encodeListItem(value: string): string {
+  return /^[\x21-\x24\x26-\x2b\x2d-\x7e]*$/.test(value)
+    ? value
+    : value.replace(UNSAFE_ITEM, encodeChar)
+}
+
+const UNSAFE = /[^\x21-\x24\x26-\x7e]/gu
+const UNSAFE_ITEM = /[^\x21-\x24\x26-\x2b\x2d-\x7e]/gu
+
+function encodeChar(char: string): string {
+  // encodeURIComponent throws on a lone surrogate; U+FFFD keeps the value well-formed.
+  return char.isWellFormed() ? encodeURIComponent(char) : '%EF%BF%BD'
+}

@@ -1,0 +1,162 @@
+import { sameTenantId } from '../core/authenticate.ts'
+import { authorize } from '../core/authorize.ts'
+import type { AuthFailure } from '../core/failure.ts'
+import type { Principal } from '../core/principal.ts'
+import type { Policy, PolicyRule } from './policy.ts'
+
+/** What the policy says about one authenticated request. */
+export type PolicyDecision =
+  /** Proxy it. `rule` is undefined when the default applied. */
+  | { readonly outcome: 'allow'; readonly rule: PolicyRule | undefined }
+  /** A `deny` rule, or `default: deny` (rule undefined): answered like an unknown path. */
+  | { readonly outcome: 'deny'; readonly rule: PolicyRule | undefined }
+  /** The rule's `tenantParam` segment is not the caller's tenant. */
+  | { readonly outcome: 'tenant_mismatch'; readonly rule: PolicyRule }
+  /** A permission the rule requires is not held. */
+  | { readonly outcome: 'forbidden'; readonly rule: PolicyRule; readonly failure: AuthFailure }
+  /** A path the gateway refuses to interpret (see `splitRequestPath`). */
+  | { readonly outcome: 'bad_path'; readonly reason: string }
+
+export interface PolicyMatcher {
+  /**
+   * Decides for one request. `path` is the raw request path, without the query string.
+   * The first rule whose methods and path match decides; no match means `policy.default`.
+   */
+  decide(method: string, path: string, principal: Principal): PolicyDecision
+}
+
+type Segment = { readonly literal: string } | { readonly param: string }
+
+interface CompiledRule {
+  readonly rule: PolicyRule
+  /** null: every method. */
+  readonly methods: ReadonlySet<string> | null
+  readonly segments: readonly Segment[]
+  /** The pattern ends in `*`: any number of further segments, including none. */
+  readonly rest: boolean
+  /** Index in `segments` of the `tenantParam` segment, or -1. */
+  readonly tenantIndex: number
+}
+
+/**
+ * Compiles a validated policy into a matcher. Rules are pre-split once; a decision is a
+ * linear scan comparing segment arrays, with no regular expressions on the request path.
+ *
+ * @example
+ * const matcher = createPolicyMatcher(await loadPolicy('policy.yaml'))
+ * const decision = matcher.decide('GET', '/api/v1/projects/42', principal)
+ */
+export function createPolicyMatcher(policy: Policy): PolicyMatcher {
+  const fold = policy.caseSensitive ? (s: string) => s : (s: string) => s.toLowerCase()
+  const rules = policy.rules.map((rule) => compileRule(rule, fold))
+  const denyByDefault = policy.default === 'deny'
+
+  return {
+    decide(method, path, principal) {
+      const split = splitRequestPath(path)
+      if (!split.ok) return { outcome: 'bad_path', reason: split.reason }
+      const segments = split.segments
+      const folded = segments.map(fold)
+      for (const compiled of rules) {
+        if (!methodMatches(compiled.methods, method)) continue
+        if (!pathMatches(compiled, folded)) continue
+        const rule = compiled.rule
+        if (rule.deny) return { outcome: 'deny', rule }
+        if (compiled.tenantIndex >= 0) {
+          // Why exact, unfolded comparison: tenant ids are compared byte for byte everywhere
+          // (DESIGN rule 6); case-folding here would let `/tenants/ACME` act for `acme`.
+          const named = segments[compiled.tenantIndex] as string
+          if (!sameTenantId(named, principal.tenantId)) return { outcome: 'tenant_mismatch', rule }
+        }
+        const failure = authorize(principal, rule.permissions)
+        if (failure) return { outcome: 'forbidden', rule, failure }
+        return { outcome: 'allow', rule }
+      }
+      return denyByDefault
+        ? { outcome: 'deny', rule: undefined }
+        : { outcome: 'allow', rule: undefined }
+    },
+  }
+}
+
+function compileRule(rule: PolicyRule, fold: (s: string) => string): CompiledRule {
+  const parts = rule.path.slice(1).split('/')
+  const rest = parts[parts.length - 1] === '*'
+  if (rest || parts[parts.length - 1] === '') parts.pop()
+  const segments: Segment[] = parts.map((part) =>
+    part.startsWith(':') ? { param: part.slice(1) } : { literal: fold(part) },
+  )
+  const tenantIndex =
+    rule.tenantParam === undefined
+      ? -1
+      : segments.findIndex((s) => 'param' in s && s.param === rule.tenantParam)
+  let methods: Set<string> | null = null
+  if (rule.methods !== '*') {
+    methods = new Set(rule.methods)
+    // HEAD is GET without a body, and upstream frameworks answer it with the GET handler;
+    // without this a GET-only rule would let HEAD fall through to a weaker default.
+    if (methods.has('GET')) methods.add('HEAD')
+  }
+  return { rule, methods, segments, rest, tenantIndex }
+}
+
+function methodMatches(methods: ReadonlySet<string> | null, method: string): boolean {
+  return methods === null || methods.has(method)
+}
+
+function pathMatches(compiled: CompiledRule, folded: readonly string[]): boolean {
+  const { segments, rest } = compiled
+  if (rest ? folded.length < segments.length : folded.length !== segments.length) return false
+  for (let i = 0; i < segments.length; i++) {
+    const segment = segments[i] as Segment
+    if ('literal' in segment && segment.literal !== folded[i]) return false
+  }
+  return true
+}
+
+export type SplitPath =
+  | { readonly ok: true; readonly segments: readonly string[] }
+  | { readonly ok: false; readonly reason: string }
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds
+const CONTROL = /[\x00-\x1f\x7f]/
+
+/**
+ * Splits a raw request path into percent-decoded segments, refusing every spelling that two
+ * HTTP stacks may read differently: a backslash, an encoded `/` or `\`, a `.` or `..`
+ * segment (raw or encoded), an empty segment (`//`), invalid percent-encoding, control
+ * characters. One trailing slash is ignored.
+ *
+ * Why refuse instead of normalising: the policy is only as good as the agreement between
+ * the gateway and the upstream about which resource a path names. If the gateway decided on
+ * `/api/v1/public/../admin` as "public" and the upstream normalised it to `/admin`, the rule
+ * for `/admin` would be bypassed. Refusing the ambiguous spellings leaves nothing to disagree on.
+ */
+export function splitRequestPath(path: string): SplitPath {
+  if (!path.startsWith('/') || path.includes('\\')) {
+    return { ok: false, reason: 'the path must start with / and contain no backslash' }
+  }
+  const parts = path.slice(1).split('/')
+  if (parts.length > 1 && parts[parts.length - 1] === '') parts.pop()
+  const segments: string[] = []
+  for (const part of parts) {
+    let segment = part
+    if (part.includes('%')) {
+      try {
+        segment = decodeURIComponent(part)
+      } catch {
+        return { ok: false, reason: 'the path contains invalid percent-encoding' }
+      }
+      if (segment.includes('/') || segment.includes('\\')) {
+        return { ok: false, reason: 'the path contains an encoded / or \\' }
+      }
+    }
+    if (segment === '') return { ok: false, reason: 'the path contains an empty segment (//)' }
+    if (segment === '.' || segment === '..') {
+      return { ok: false, reason: 'the path contains a . or .. segment' }
+    }
+    if (CONTROL.test(segment)) return { ok: false, reason: 'the path contains control characters' }
+    segments.push(segment)
+  }
+  return { ok: true, segments }
+}

@@ -1,0 +1,194 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { AuthFailure } from '../core/failure.ts'
+import type { Principal } from '../core/principal.ts'
+import { bearerChallenge } from '../http/challenge.ts'
+import { failureResponse } from '../http/failure-response.ts'
+import { PROBLEM_CONTENT_TYPE, type ProblemDetails, problem } from '../http/problem.ts'
+import { callerResponseHeaders, type HeaderMap, upstreamRequestHeaders } from './headers.ts'
+import type { PolicyDecision, PolicyMatcher } from './policy-matcher.ts'
+
+export interface ProxyOptions {
+  /** Upstream path prefix prepended to the request path (`''` for none). */
+  readonly basePath: string
+  /** Time allowed for the upstream's response headers, and between body chunks. */
+  readonly timeoutMs: number
+  readonly stripAuthorization: boolean
+  readonly matcher: PolicyMatcher
+  /** First path segments (after `/api/v1/`) that belong to tokengate's built-in routes. */
+  readonly reserved: ReadonlySet<string>
+  /** A short-lived token vouching for the request, sent as `X-Auth-Token`; optional. */
+  readonly internalToken?:
+    | ((principal: Principal, requestId: string) => Promise<string>)
+    | undefined
+  /** Called when the policy refuses an authenticated request (audit). */
+  readonly onRefused?: (request: FastifyRequest, decision: PolicyDecision) => void
+}
+
+const DETAIL = {
+  notFound: 'No such endpoint.',
+  tenant: "The path names a tenant other than the caller's; a token acts only for its own tenant.",
+  badGateway: 'The upstream service could not be reached or sent an invalid response.',
+  timeout: 'The upstream service did not answer in time.',
+} as const
+
+/**
+ * The catch-all handler of gateway mode: policy, then proxy. The auth plugin has already
+ * authenticated the request (every path under `/api/v1/` is authenticated before routing),
+ * so a 401 is always decided before anything here runs.
+ *
+ * Steps: a built-in name → 404; the policy decision (400 ambiguous path, 404 deny, 403 tenant or
+ * permission); then `reply.from` with the rewritten headers, the body streamed both ways,
+ * and a 502/504 problem when the upstream fails or is late.
+ */
+export function createProxyHandler(options: ProxyOptions) {
+  return async function proxy(request: FastifyRequest, reply: FastifyReply) {
+    const principal = request.principal
+    // Fail closed: reaching the proxy without a principal is a wiring bug, never a pass.
+    if (!principal) throw new Error('bug: gateway route reached without a principal')
+    const requestId = String(request.id)
+    const path = pathOf(request.url)
+
+    // Built-in names stay tokengate's whatever the method: the upstream cannot shadow them.
+    if (isReserved(path, options.reserved)) {
+      return sendProblem(reply, problem(404, 'not_found', DETAIL.notFound, requestId))
+    }
+    const decision = options.matcher.decide(request.method, path, principal)
+    switch (decision.outcome) {
+      case 'bad_path':
+        return sendProblem(reply, problem(400, 'validation_failed', decision.reason, requestId))
+      case 'deny':
+        // A denied route answers exactly like one that does not exist, so the policy never
+        // reveals which upstream routes exist.
+        options.onRefused?.(request, decision)
+        return sendProblem(reply, problem(404, 'not_found', DETAIL.notFound, requestId))
+      case 'tenant_mismatch':
+        options.onRefused?.(request, decision)
+        return sendTenantMismatch(reply, requestId)
+      case 'forbidden':
+        options.onRefused?.(request, decision)
+        return sendFailure(reply, decision.failure, requestId)
+      case 'allow':
+        break
+      default:
+        return decision satisfies never
+    }
+    const internalToken = options.internalToken
+      ? await options.internalToken(principal, requestId)
+      : undefined
+    return forward(request, reply, options, principal, requestId, internalToken)
+  }
+}
+
+function forward(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  options: ProxyOptions,
+  principal: Principal,
+  requestId: string,
+  internalToken: string | undefined,
+): FastifyReply {
+  // Our own timer, not only undici's: undici rounds timeouts above one second to its
+  // coarse timer tick, and the caller is promised an answer within `timeoutMs`.
+  let settled = false
+  const timer = setTimeout(() => {
+    if (settled) return
+    settled = true
+    request.log.warn({ timeoutMs: options.timeoutMs }, 'upstream timed out')
+    sendProblem(reply, problem(504, 'gateway_timeout', DETAIL.timeout, requestId))
+  }, options.timeoutMs)
+  reply.raw.once('close', () => clearTimeout(timer))
+
+  const source = options.basePath + pathOf(request.url)
+  return reply.from(source, {
+    timeout: options.timeoutMs,
+    rewriteRequestHeaders: (_request, headers) =>
+      upstreamRequestHeaders({ ...headers } as HeaderMap, {
+        principal,
+        requestId,
+        stripAuthorization: options.stripAuthorization,
+        // Fastify defines `ips` only when `trustProxy` is on: it is then the trusted chain,
+        // nearest first, stopping at the first untrusted address.
+        forwardedFor: request.ips ? [...request.ips].reverse() : [request.ip ?? 'unknown'],
+        trustProxy: request.ips !== undefined,
+        protocol: request.protocol,
+        host: request.host,
+        internalToken,
+      }) as never,
+    rewriteHeaders: (headers) => callerResponseHeaders({ ...headers } as HeaderMap) as never,
+    onResponse: (_request, rep, response) => {
+      if (settled) {
+        // Too late: the caller already has its 504. Release the upstream connection.
+        response.stream.destroy()
+        return
+      }
+      settled = true
+      clearTimeout(timer)
+      rep.send(response.stream)
+    },
+    onError: (rep, { error }) => {
+      if (settled) return
+      settled = true
+      clearTimeout(timer)
+      // Why a fixed detail: upstream error messages name hosts, ports and internals; they
+      // go to the log, the caller gets a stable problem body.
+      const cause = (error as { cause?: { code?: string } }).cause
+      const timedOut = (error as { statusCode?: number }).statusCode === 504
+      request.log.warn(
+        { code: cause?.code ?? (error as { code?: string }).code },
+        'upstream failed',
+      )
+      sendProblem(
+        rep as FastifyReply,
+        timedOut
+          ? problem(504, 'gateway_timeout', DETAIL.timeout, requestId)
+          : problem(502, 'bad_gateway', DETAIL.badGateway, requestId),
+      )
+    },
+  })
+}
+
+function isReserved(path: string, reserved: ReadonlySet<string>): boolean {
+  const rest = path.slice('/api/v1/'.length)
+  const slash = rest.indexOf('/')
+  const first = slash === -1 ? rest : rest.slice(0, slash)
+  let decoded = first
+  try {
+    decoded = decodeURIComponent(first)
+  } catch {
+    // splitRequestPath has already refused invalid encodings; keep the raw segment.
+  }
+  return reserved.has(decoded.toLowerCase())
+}
+
+function sendFailure(reply: FastifyReply, failure: AuthFailure, requestId: string): FastifyReply {
+  const response = failureResponse(failure, requestId)
+  return reply.code(response.status).headers(response.headers).send(response.body)
+}
+
+/**
+ * 403 for a `tenantParam` mismatch: the `insufficient_permission` answer of the core's
+ * mapping, with a detail that says what is wrong and no `scope` (no permission would help).
+ */
+function sendTenantMismatch(reply: FastifyReply, requestId: string): FastifyReply {
+  const response = failureResponse({ code: 'insufficient_permission', required: [] }, requestId)
+  return reply
+    .code(response.status)
+    .headers({
+      ...response.headers,
+      'www-authenticate': bearerChallenge({ error: 'insufficient_scope' }),
+    })
+    .send(problem(403, 'insufficient_permission', DETAIL.tenant, requestId))
+}
+
+function sendProblem(reply: FastifyReply, body: ProblemDetails): FastifyReply {
+  return reply
+    .code(body.status)
+    .header('content-type', PROBLEM_CONTENT_TYPE)
+    .header('cache-control', 'no-store')
+    .send(body)
+}
+
+function pathOf(url: string): string {
+  const q = url.indexOf('?')
+  return q === -1 ? url : url.slice(0, q)
+}

@@ -1,0 +1,111 @@
+import replyFrom from '@fastify/reply-from'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { Config } from '../config/schema.ts'
+import type { AuthContext } from '../server/auth-context.ts'
+import { v1Routes } from '../server/routes/v1/index.ts'
+import { DEFAULT_POLICY, loadPolicy } from './policy.ts'
+import { createPolicyMatcher, type PolicyDecision } from './policy-matcher.ts'
+import { createProxyHandler } from './proxy.ts'
+
+export type GatewayConfig = NonNullable<Config['gateway']>
+
+export interface RegisterGatewayOptions {
+  readonly gateway: Readonly<GatewayConfig>
+  readonly auth: AuthContext
+  /** The data directory (keys of the optional internal token live there). */
+  readonly dataDir: string
+}
+
+/**
+ * Mounts gateway mode on a server built by `buildServer`: every `/api/v1/*` request that no
+ * built-in route answers is checked against the route policy and proxied to the upstream.
+ *
+ * - The policy file is loaded and validated here, so a bad file stops the start-up with
+ *   every problem and its line (`PolicyError`); no policy file means the secure default
+ *   (authentication required, no permission).
+ * - The proxy lives in its own encapsulated context whose only body parser passes the raw
+ *   request stream through: uploads are streamed to the upstream, never buffered, and the
+ *   built-in routes keep their JSON parsing and body limit.
+ * - `@fastify/reply-from` over an undici keep-alive pool; certificates of an `https`
+ *   upstream are verified; no retries (a retry on a loaded upstream only adds load).
+ *
+ * Throws when the policy file is invalid or the upstream URL is unusable.
+ */
+export async function registerGateway(
+  app: FastifyInstance,
+  options: RegisterGatewayOptions,
+): Promise<void> {
+  const { gateway, auth } = options
+  const policy = gateway.policyFile ? await loadPolicy(gateway.policyFile) : DEFAULT_POLICY
+  const upstream = parseUpstream(gateway.upstream)
+  const reserved = new Set(v1Routes.map((route) => firstSegment(route.path)))
+
+  const handler = createProxyHandler({
+    basePath: upstream.pathname === '/' ? '' : upstream.pathname.replace(/\/$/, ''),
+    timeoutMs: gateway.timeoutMs,
+    stripAuthorization: gateway.stripAuthorization,
+    matcher: createPolicyMatcher(policy),
+    reserved,
+    onRefused: (request, decision) => auditRefusal(auth, request, decision),
+  })
+
+  await app.register(async (scope) => {
+    scope.removeAllContentTypeParsers()
+    // The body stays the raw request stream; reply-from pipes it to the upstream.
+    scope.addContentTypeParser('*', (_request, payload, done) => done(null, payload))
+    await scope.register(replyFrom, {
+      base: upstream.origin,
+      disableRequestLogging: true,
+      destroyAgent: true,
+      retryMethods: [],
+      undici: {
+        connections: 128,
+        pipelining: 1,
+        keepAliveTimeout: 60_000,
+        // Why explicit: reply-from defaults `rejectUnauthorized` to false (in `tls`, which
+        // `connect` overrides), which would let anyone on the path impersonate an https
+        // upstream and receive callers' identities.
+        connect: { timeout: gateway.timeoutMs, rejectUnauthorized: true },
+      },
+    })
+    scope.all('/api/v1/*', handler)
+  })
+}
+
+function parseUpstream(value: string): URL {
+  let url: URL
+  try {
+    url = new URL(value)
+  } catch {
+    throw new Error('gateway.upstream is not a valid URL')
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new Error('gateway.upstream must be an http:// or https:// URL')
+  }
+  if (url.search || url.hash || url.username || url.password) {
+    throw new Error('gateway.upstream must not carry a query, fragment or credentials')
+  }
+  return url
+}
+
+function firstSegment(path: string): string {
+  return path.split('/')[1]?.toLowerCase() ?? ''
+}
+
+function auditRefusal(auth: AuthContext, request: FastifyRequest, decision: PolicyDecision): void {
+  const principal = request.principal
+  auth.audit.write({
+    type: 'auth.forbidden',
+    tenantId: principal?.tenantId ?? null,
+    actor: principal?.fingerprint ?? null,
+    outcome:
+      decision.outcome === 'forbidden' ? 'insufficient_permission' : `gateway_${decision.outcome}`,
+    clientAddress: request.ip,
+    requestId: String(request.id),
+    details: {
+      method: request.method,
+      path: request.url.split('?', 1)[0],
+      ...('rule' in decision && decision.rule ? { policyLine: decision.rule.line } : {}),
+    },
+  })
+}
