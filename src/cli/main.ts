@@ -76,7 +76,10 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
       }
       if (wantsHelp) return showHelp([], io)
       if (refused !== undefined) throw new UsageError(`unknown command '${refused}'`)
-      if (rest.length > 0) throw new UsageError('missing command (e.g. serve, tenant list)')
+      if (rest.length > 0) {
+        parseCommandArgs(rest, {}, 0) // names an unknown option, if there is one
+        throw new UsageError('missing command (e.g. serve, tenant list)')
+      }
       io.stderr.write(mainHelp(COMMANDS, cliVersion()))
       return 2
     }

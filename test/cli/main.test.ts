@@ -115,6 +115,25 @@ describe('tokengate CLI: help, version and usage errors', () => {
     assert.doesNotMatch(result.stderr, /\n\s+at /)
   })
 
+  it('an unknown option before any command exits 2 naming it', async () => {
+    const result = await cli(['--bogus'])
+    assert.equal(result.code, 2)
+    assert.match(result.stderr, /unknown option '--bogus'/)
+  })
+
+  it('an unreachable store exits 1 with one line and no stack trace', async () => {
+    const result = await cli([
+      'tenant',
+      'list',
+      '--database-url',
+      'postgres://u:secret@127.0.0.1:1/x',
+    ])
+    assert.equal(result.code, 1)
+    assert.match(result.stderr, /^tokengate: tenant list failed: .*ECONNREFUSED/)
+    assert.doesNotMatch(result.stderr, /\n\s+at /)
+    assert.doesNotMatch(result.stderr, /secret/)
+  })
+
   it('a missing config file exits 1 with the file named', async () => {
     const result = await cli(['tenant', 'list', '--config', '/nonexistent/tokengate.yaml'])
     assert.equal(result.code, 1)
