@@ -43,7 +43,13 @@ export async function startTokengate(
     const tls = await tlsFor(config)
     const auth = await createAuthContext(config, store, clock, logger)
     const app = await buildServer({ config, auth, logger, tls })
-    await app.listen({ host: config.server.host, port: config.server.port })
+    await app.listen({
+      host: config.server.host,
+      port: config.server.port,
+      // Fastify cannot tell that our own serverFactory made an HTTPS server.
+      listenTextResolver: (address) =>
+        `listening on ${tls ? address.replace(/^http:/, 'https:') : address}`,
+    })
     const address = app.server.address() as AddressInfo
     const host = address.family === 'IPv6' ? `[${address.address}]` : address.address
     const url = `${tls ? 'https' : 'http'}://${host}:${address.port}`

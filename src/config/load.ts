@@ -56,16 +56,33 @@ export function loadConfig(options: LoadOptions = {}): Readonly<Config> {
   let merged: Json = {}
   if (file) merged = deepMerge(merged, readConfigFile(file))
   merged = deepMerge(merged, fromEnv(env))
-  if (options.overrides) merged = deepMerge(merged, options.overrides)
+  // Copied: defaults are filled in place below, and the caller's object must stay untouched.
+  if (options.overrides) merged = deepMerge(merged, structuredClone(options.overrides))
 
   const converted = Value.Convert(ConfigSchema, merged)
   const withDefaults = Value.Default(ConfigSchema, converted) as Json
   if (!Value.Check(ConfigSchema, withDefaults)) {
-    const problems = [...Value.Errors(ConfigSchema, withDefaults)]
-      // Each unknown key is reported at its own path ("schema is false"); the parent's
-      // summary line would only repeat it.
-      .filter((error) => error.keyword !== 'additionalProperties')
-      .map(describeError)
+    const errors = [...Value.Errors(ConfigSchema, withDefaults)]
+    // A value outside an enumeration yields one `const` error per allowed value: fold them
+    // into "must be one of ...". Each unknown key is reported at its own path ("schema is
+    // false"); the parent's additionalProperties line would only repeat it.
+    const allowed = new Map<string, unknown[]>()
+    for (const error of errors) {
+      if (error.keyword !== 'const') continue
+      const list = allowed.get(error.instancePath) ?? []
+      list.push((error.params as { allowedValue?: unknown }).allowedValue)
+      allowed.set(error.instancePath, list)
+    }
+    const problems = [
+      ...errors
+        .filter((e) => !['additionalProperties', 'const'].includes(e.keyword))
+        .filter((e) => !(e.keyword === 'anyOf' && allowed.has(e.instancePath)))
+        .map(describeError),
+      ...[...allowed].map(
+        ([path, values]) =>
+          `${path}: must be one of ${values.map((v) => JSON.stringify(v)).join(', ')}`,
+      ),
+    ]
     throw new ConfigError([...new Set(problems)])
   }
   const config = withDefaults as Config

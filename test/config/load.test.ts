@@ -61,6 +61,26 @@ describe('loadConfig', () => {
     }
   })
 
+  it('names the allowed values of an enumeration, alongside other problems', () => {
+    assert.throws(
+      () =>
+        loadConfig({
+          env: { TOKENGATE_DEV: 'true', TOKENGATE_PORT: 'x', TOKENGATE_LOG_LEVEL: 'loud' },
+        }),
+      (error: ConfigError) =>
+        error.problems.includes('/server/port: must be integer') &&
+        error.problems.some((p) => p.startsWith('/log/level: must be one of "fatal", "error"')) &&
+        error.problems.length === 2,
+    )
+  })
+
+  it('leaves the caller’s overrides object untouched', () => {
+    const overrides = { dev: true, server: { host: '0.0.0.0' } }
+    loadConfig({ env: {}, overrides })
+    assert.deepEqual(overrides, { dev: true, server: { host: '0.0.0.0' } })
+    assert.equal(Object.isFrozen(overrides.server), false)
+  })
+
   it('refuses HTTPS without certificate outside dev mode, and half a TLS pair', () => {
     assert.throws(() => loadConfig({ env: {} }), /HTTPS needs tlsCertFile/)
     assert.throws(
