@@ -1,0 +1,112 @@
+/**
+ * `tokengate/express`: the auth core as Express 5 middleware.
+ *
+ * Only types are imported from Express, so this module loads without it; `express` is an
+ * optional peer dependency.
+ *
+ * @example
+ * import express from 'express'
+ * import { requirePermission, tokengate } from 'tokengate/express'
+ * const app = express()
+ * app.use(tokengate({ authenticate, prefix: '/api/v1/' }))
+ * app.get('/api/v1/projects', requirePermission('projects:read'), (req, res) => {
+ *   res.json({ tenant: req.principal?.tenantId })
+ * })
+ */
+import type { NextFunction, Request, RequestHandler, Response } from 'express'
+import type { Authenticate } from '../core/authenticate.ts'
+import { authorize } from '../core/authorize.ts'
+import type { AuthFailure } from '../core/failure.ts'
+import type { Principal } from '../core/principal.ts'
+import { readAuthHeaders } from '../core/raw-headers.ts'
+import { failureResponse } from '../http/failure-response.ts'
+import { failureHeaders, requestIdFrom } from './wire.ts'
+
+export type { Authenticate } from '../core/authenticate.ts'
+export type { AuthFailure } from '../core/failure.ts'
+export type { Principal } from '../core/principal.ts'
+
+declare global {
+  namespace Express {
+    interface Request {
+      /** The authenticated caller, set by the `tokengate()` middleware. */
+      principal?: Principal
+    }
+  }
+}
+
+export interface TokengateExpressOptions {
+  /** The authentication pipeline (`createAuthenticator`). */
+  readonly authenticate: Authenticate
+  /**
+   * Authenticate only requests whose path (`req.originalUrl` without the query) starts with
+   * this, e.g. `/api/v1/`; others pass untouched. Default: every request reaching it.
+   */
+  readonly prefix?: string
+  /** Called after a successful authentication. */
+  readonly onAuthenticated?: (req: Request, principal: Principal) => void
+  /** Called for every failure answered (401, 403, 503). */
+  readonly onFailure?: (req: Request, failure: AuthFailure) => void
+}
+
+/**
+ * Authenticates each request from its raw headers and sets `req.principal`; a failure is
+ * answered at once with the server's problem body and headers (status, `WWW-Authenticate`,
+ * `Cache-Control: no-store`, `X-Request-Id`). Every response it sees gets `X-Request-Id`.
+ */
+export function tokengate(options: TokengateExpressOptions): RequestHandler {
+  const { authenticate, prefix } = options
+  return function tokengateMiddleware(req: Request, res: Response, next: NextFunction) {
+    if (prefix !== undefined && !pathOf(req.originalUrl).startsWith(prefix)) return next()
+    const requestId = ensureRequestId(req, res)
+    // rawHeaders, not req.headers: Node keeps only the first of two Authorization lines and
+    // joins repeated X-Tenant-Id values, which would hide a request carrying two of them.
+    authenticate(readAuthHeaders(req.rawHeaders)).then((result) => {
+      if (!result.ok) {
+        options.onFailure?.(req, result.failure)
+        return sendFailure(res, result.failure, requestId)
+      }
+      req.principal = result.principal
+      options.onAuthenticated?.(req, result.principal)
+      next()
+    }, next)
+  }
+}
+
+/**
+ * Route middleware: 403 unless `req.principal` holds every permission. Used without the
+ * `tokengate()` middleware before it, it fails closed: the request reaches Express' error
+ * handler (500) instead of the route.
+ */
+export function requirePermission(...permissions: string[]): RequestHandler {
+  const required = Object.freeze([...permissions])
+  return function requirePermissionMiddleware(req: Request, res: Response, next: NextFunction) {
+    if (!req.principal) {
+      return next(new Error('requirePermission: no principal; mount tokengate() before it'))
+    }
+    const failure = authorize(req.principal, required)
+    if (failure) return sendFailure(res, failure, ensureRequestId(req, res))
+    next()
+  }
+}
+
+/** Answers an `AuthFailure` with the project's single wire mapping (`failureResponse`). */
+export function sendFailure(res: Response, failure: AuthFailure, requestId: string): void {
+  const response = failureResponse(failure, requestId)
+  // `end`, not `send`: no ETag or content negotiation on an error, exactly as the server.
+  res.status(response.status).set(failureHeaders(response, requestId))
+  res.end(JSON.stringify(response.body))
+}
+
+function ensureRequestId(req: Request, res: Response): string {
+  const existing = res.getHeader('x-request-id')
+  if (typeof existing === 'string') return existing
+  const id = requestIdFrom(req.headers['x-request-id'])
+  res.setHeader('x-request-id', id)
+  return id
+}
+
+function pathOf(url: string): string {
+  const q = url.indexOf('?')
+  return q === -1 ? url : url.slice(0, q)
+}

@@ -1,0 +1,114 @@
+/**
+ * `tokengate/hono`: the auth core as Hono middleware.
+ *
+ * Only types are imported from Hono, so this module loads without it; `hono` is an optional
+ * peer dependency.
+ *
+ * Raw headers: on `@hono/node-server` the Node request is reachable as `c.env.incoming`, and
+ * its `rawHeaders` are read, exactly as the server does. On other runtimes (Bun, Deno,
+ * workers) only the Fetch `Headers` exist, where duplicates are already joined with `", "`:
+ * two `Authorization` headers are still refused (the joined value is not a valid bearer
+ * token), and two `X-Tenant-Id` values still fail the exact comparison unless a tenant id
+ * itself contains `", "`. See `authInputFromHeaders` for the details of that weaker guarantee.
+ *
+ * @example
+ * import { Hono } from 'hono'
+ * import { requirePermission, tokengate, type TokengateEnv } from 'tokengate/hono'
+ * const app = new Hono<TokengateEnv>()
+ * app.use('/api/v1/*', tokengate({ authenticate }))
+ * app.get('/api/v1/projects', requirePermission('projects:read'), (c) =>
+ *   c.json({ tenant: c.get('principal').tenantId }))
+ */
+import type { IncomingMessage } from 'node:http'
+import type { Context, MiddlewareHandler } from 'hono'
+import type { Authenticate } from '../core/authenticate.ts'
+import { authorize } from '../core/authorize.ts'
+import type { AuthFailure } from '../core/failure.ts'
+import type { Principal } from '../core/principal.ts'
+import { type AuthInput, authInputFromHeaders, readAuthHeaders } from '../core/raw-headers.ts'
+import { failureResponse } from '../http/failure-response.ts'
+import { failureHeaders, requestIdFrom } from './wire.ts'
+
+export type { Authenticate } from '../core/authenticate.ts'
+export type { AuthFailure } from '../core/failure.ts'
+export type { Principal } from '../core/principal.ts'
+
+/** Context variables set by the middleware: `c.get('principal')`, `c.get('requestId')`. */
+export interface TokengateVariables {
+  principal: Principal
+  requestId: string
+}
+
+/** The Hono `Env` to declare on the app: `new Hono<TokengateEnv>()`. */
+export interface TokengateEnv {
+  Variables: TokengateVariables
+}
+
+export interface TokengateHonoOptions {
+  /** The authentication pipeline (`createAuthenticator`). */
+  readonly authenticate: Authenticate
+  /** Called after a successful authentication. */
+  readonly onAuthenticated?: (c: Context, principal: Principal) => void
+  /** Called for every failure answered (401, 403, 503). */
+  readonly onFailure?: (c: Context, failure: AuthFailure) => void
+}
+
+/**
+ * Authenticates each request and sets `principal` (and `requestId`) on the context; a
+ * failure is answered at once with the server's problem body and headers. Mount it on the
+ * paths to protect: `app.use('/api/v1/*', tokengate({ authenticate }))`.
+ */
+export function tokengate(options: TokengateHonoOptions): MiddlewareHandler<TokengateEnv> {
+  const { authenticate } = options
+  return async function tokengateMiddleware(c, next) {
+    const requestId = ensureRequestId(c)
+    const result = await authenticate(authInputOf(c))
+    if (!result.ok) {
+      options.onFailure?.(c, result.failure)
+      return failureAsResponse(result.failure, requestId)
+    }
+    c.set('principal', result.principal)
+    options.onAuthenticated?.(c, result.principal)
+    await next()
+  }
+}
+
+/**
+ * Route middleware: 403 unless the principal holds every permission. Without `tokengate()`
+ * before it, it fails closed: it throws, and Hono answers 500 instead of running the route.
+ */
+export function requirePermission(...permissions: string[]): MiddlewareHandler<TokengateEnv> {
+  const required = Object.freeze([...permissions])
+  return async function requirePermissionMiddleware(c, next) {
+    const principal = c.get('principal') as Principal | undefined
+    if (!principal) throw new Error('requirePermission: no principal; mount tokengate() before it')
+    const failure = authorize(principal, required)
+    if (failure) return failureAsResponse(failure, ensureRequestId(c))
+    await next()
+  }
+}
+
+/** An `AuthFailure` as a Fetch `Response`, through the project's single wire mapping. */
+export function failureAsResponse(failure: AuthFailure, requestId: string): Response {
+  const response = failureResponse(failure, requestId)
+  return new Response(JSON.stringify(response.body), {
+    status: response.status,
+    headers: failureHeaders(response, requestId),
+  })
+}
+
+/** Raw Node headers when running on `@hono/node-server`, otherwise the Fetch headers. */
+function authInputOf(c: Context): AuthInput {
+  const incoming = (c.env as { incoming?: Partial<IncomingMessage> } | undefined)?.incoming
+  if (Array.isArray(incoming?.rawHeaders)) return readAuthHeaders(incoming.rawHeaders)
+  return authInputFromHeaders((name) => c.req.raw.headers.get(name))
+}
+
+function ensureRequestId(c: Context<TokengateEnv>): string {
+  const existing = c.get('requestId') as string | undefined
+  if (existing) return existing
+  const id = requestIdFrom(c.req.header('x-request-id'))
+  c.set('requestId', id)
+  c.header('x-request-id', id)
+  return id
+}

@@ -1,0 +1,66 @@
+import assert from 'node:assert/strict'
+import type { Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { test } from 'node:test'
+import express from 'express'
+import { requirePermission, tokengate } from '../../src/adapters/express.ts'
+import { PROTECTED_PATH, REQUIRED_PERMISSION, runSpecTable, send } from './spec-table.ts'
+
+async function listen(app: express.Express): Promise<{ url: string; close(): Promise<void> }> {
+  const server: Server = await new Promise((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s))
+  })
+  const { port } = server.address() as AddressInfo
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
+  }
+}
+
+runSpecTable('express', async (authenticate) => {
+  const app = express()
+  app.use(tokengate({ authenticate, prefix: '/api/v1/' }))
+  app.get(PROTECTED_PATH, requirePermission(REQUIRED_PERMISSION), (req, res) => {
+    res.json({ tenantId: req.principal?.tenantId, subject: req.principal?.subject })
+  })
+  return listen(app)
+})
+
+test('express: paths outside the prefix are not authenticated', async () => {
+  const app = express()
+  app.use(tokengate({ authenticate: () => assert.fail('must not authenticate'), prefix: '/api/' }))
+  app.get('/healthz', (_req, res) => {
+    res.send('ok')
+  })
+  const running = await listen(app)
+  try {
+    const response = await send(running.url, '/healthz', [])
+    assert.equal(response.status, 200)
+  } finally {
+    await running.close()
+  }
+})
+
+test('express: requirePermission without tokengate() fails closed (500)', async () => {
+  const app = express()
+  app.get('/x', requirePermission('a'), (_req, res) => {
+    res.send('reached')
+  })
+  app.use(
+    (_error: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+      res.status(500).send('error')
+    },
+  )
+  const running = await listen(app)
+  try {
+    const response = await send(running.url, '/x', [])
+    assert.equal(response.status, 500)
+    assert.notEqual(response.body, 'reached')
+  } finally {
+    await running.close()
+  }
+})

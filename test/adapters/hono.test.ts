@@ -1,0 +1,48 @@
+import assert from 'node:assert/strict'
+import type { AddressInfo } from 'node:net'
+import { test } from 'node:test'
+import { serve } from '@hono/node-server'
+import { Hono } from 'hono'
+import { requirePermission, type TokengateEnv, tokengate } from '../../src/adapters/hono.ts'
+import {
+  createSpecFixture,
+  PROTECTED_PATH,
+  REQUIRED_PERMISSION,
+  runSpecTable,
+} from './spec-table.ts'
+
+function buildApp(authenticate: Parameters<typeof tokengate>[0]['authenticate']) {
+  const app = new Hono<TokengateEnv>()
+  app.use('/api/v1/*', tokengate({ authenticate }))
+  app.get(PROTECTED_PATH, requirePermission(REQUIRED_PERMISSION), (c) =>
+    c.json({ tenantId: c.get('principal').tenantId, subject: c.get('principal').subject }),
+  )
+  return app
+}
+
+runSpecTable('hono (node-server)', async (authenticate) => {
+  const app = buildApp(authenticate)
+  const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
+    const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s))
+  })
+  const { port } = server.address() as AddressInfo
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  }
+})
+
+test('hono without node-server (Fetch headers only) still refuses two Authorization headers', async () => {
+  const fixture = await createSpecFixture()
+  const app = buildApp(fixture.authenticate)
+  const headers = new Headers()
+  headers.append('authorization', `Bearer ${fixture.tokens.pat}`)
+  headers.append('authorization', `Bearer ${fixture.tokens.pat}`)
+  const duplicate = await app.request(PROTECTED_PATH, { headers })
+  assert.equal(duplicate.status, 401)
+  assert.equal(((await duplicate.json()) as { code: string }).code, 'malformed_authorization')
+  const ok = await app.request(PROTECTED_PATH, {
+    headers: { authorization: `Bearer ${fixture.tokens.pat}` },
+  })
+  assert.equal(ok.status, 200)
+})
