@@ -68,8 +68,11 @@ export async function createAuthContext(
         break
       default:
         // 'resync' (and any kind added later): notifications may have been missed, so
-        // nothing cached can be trusted any more.
-        lookups.clear()
+        // nothing cached can be trusted any more. Only the last-known tenants survive: they
+        // are served solely while the store is failing, so that JWTs keep working through
+        // a Postgres outage (the feed resyncs exactly when Postgres goes away); PATs then
+        // fail closed. See cached-lookups.ts.
+        lookups.resync()
         void issuers.reload()
     }
   })

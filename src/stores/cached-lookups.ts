@@ -13,7 +13,28 @@
  * (default 2 s): the cache only needs to absorb request bursts, not to last.
  *
  * Failures. An error from the store is never cached and is passed to every caller waiting
- * on that lookup, so the core answers 503 rather than deciding without the store.
+ * on that lookup, so the core answers 503 rather than deciding without the store. One
+ * exception, for tenants only: stale-if-error, below.
+ *
+ * Stale-if-error for tenants. A JWT needs the store only for its tenant check, so during a
+ * store outage JWT callers should keep working (issue #5). Each tenant's last successful read
+ * is kept in a separate, bounded "last known" map that is consulted ONLY when the store
+ * throws, and only while that read is younger than `tenantStaleIfErrorMs` (default 1 h).
+ * The trade-off, accepted deliberately: a tenant disabled while this instance could not hear
+ * about it (its notification lost with the change feed) and could not read the store keeps
+ * working for JWTs until the store answers again, and never longer than that maximum
+ * staleness. A `tenant_changed` notification (`invalidateTenant`) drops the last-known state
+ * too, since it is then known to be outdated: such a tenant fails closed until the store
+ * answers. PATs are never served stale: an unreachable store means 503 for every PAT, so a
+ * revocation can never be bypassed by taking the database down.
+ *
+ * Resync. When notifications may have been missed (the Postgres change feed lost its
+ * connection), `resync()` drops every entry that is served without asking the store: every
+ * PAT, found or not, and every fresh tenant; only the last-known tenants survive, as they are
+ * never served while the store answers. Between the feed's two resyncs (lost, re-subscribed)
+ * the caches refill from the pool: those are fresh reads, but a change made in that gap sends
+ * a notification nobody hears, so each such entry may be outdated for at most `ttlMs`, and the
+ * second resync drops them all anyway.
  */
 import type { AuthLookups, Clock, PatRecord, Tenant } from '../core/ports.ts'
 import { systemClock } from '../core/ports.ts'
@@ -27,6 +48,12 @@ export interface CachedLookupsOptions {
   readonly maxEntries?: number | undefined
   /** Bound on "not found" entries, per kind. Default min(maxEntries, 10,000). */
   readonly maxNegativeEntries?: number | undefined
+  /**
+   * Stale-if-error for tenants, in ms: when the store throws, a tenant read successfully no
+   * longer ago than this is answered from that last read. Default 3,600,000 (1 h); 0 disables.
+   * Never applies to PATs.
+   */
+  readonly tenantStaleIfErrorMs?: number | undefined
   readonly clock?: Clock | undefined
 }
 
@@ -37,6 +64,8 @@ export interface CacheStats {
   readonly misses: number
   /** Entries held now, found and "not found", PATs and tenants together. */
   readonly size: number
+  /** Tenant lookups answered from the last-known state because the store threw. */
+  readonly stale: number
 }
 
 export interface CachedLookups extends AuthLookups {
@@ -44,7 +73,12 @@ export interface CachedLookups extends AuthLookups {
   invalidatePat(tokenHash: string): void
   /** Forget one tenant, e.g. on a `tenant_changed` notification. */
   invalidateTenant(id: string): void
-  /** Forget everything, e.g. when notifications may have been missed. */
+  /**
+   * Notifications may have been missed (a `resync` change): forget every PAT and every fresh
+   * tenant, keeping only the last-known tenants used when the store throws.
+   */
+  resync(): void
+  /** Forget everything, the last-known tenants included. */
   clear(): void
   stats(): CacheStats
 }
@@ -55,6 +89,7 @@ export interface CachedLookups extends AuthLookups {
  * @example
  *   const lookups = createCachedLookups(store, { ttlMs: 2000, clock })
  *   store.watch((c) => c.kind === 'pat_changed' && lookups.invalidatePat(c.tokenHash))
+ *   store.watch((c) => c.kind === 'resync' && lookups.resync())
  */
 export function createCachedLookups(
   inner: AuthLookups,
@@ -72,14 +107,29 @@ export function createCachedLookups(
     ),
     clock: options.clock ?? systemClock,
   }
-  const counters = { hits: 0, misses: 0 }
+  const staleIfErrorMs = nonNegative(
+    'tenantStaleIfErrorMs',
+    options.tenantStaleIfErrorMs ?? 3_600_000,
+  )
+  const counters = { hits: 0, misses: 0, stale: 0 }
+  // Why PATs get no last-known map: serving a PAT without the store would let a revoked
+  // token through for as long as the store is down. Fail closed (503) instead.
   const pats = new TtlCache<PatRecord>(settings, counters, (hash) => inner.findPatByHash(hash))
-  const tenants = new TtlCache<Tenant>(settings, counters, (id) => inner.findTenant(id))
+  const tenants = new TtlCache<Tenant>(
+    settings,
+    counters,
+    (id) => inner.findTenant(id),
+    staleIfErrorMs > 0 ? new LastKnown<Tenant>(staleIfErrorMs, maxEntries) : undefined,
+  )
   return {
     findPatByHash: (tokenHash) => pats.get(tokenHash),
     findTenant: (id) => tenants.get(id),
     invalidatePat: (tokenHash) => pats.invalidate(tokenHash),
     invalidateTenant: (id) => tenants.invalidate(id),
+    resync() {
+      pats.clearFresh()
+      tenants.clearFresh()
+    },
     clear() {
       pats.clear()
       tenants.clear()
@@ -101,10 +151,61 @@ interface Entry<V> {
   readonly expiresAt: number
 }
 
+interface Counters {
+  hits: number
+  misses: number
+  stale: number
+}
+
+/**
+ * The last value each key was successfully read as, with the time of that read: consulted
+ * only when the store throws, and only while the read is at most `maxAgeMs` old.
+ */
+class LastKnown<V> {
+  readonly #maxAgeMs: number
+  readonly #maxEntries: number
+  // Insertion order = order of the last successful read: the first key is the oldest.
+  readonly #entries = new Map<string, { readonly value: V; readonly readAt: number }>()
+
+  constructor(maxAgeMs: number, maxEntries: number) {
+    this.#maxAgeMs = maxAgeMs
+    this.#maxEntries = maxEntries
+  }
+
+  /** A successful read: `undefined` (not found) forgets the key. */
+  record(key: string, value: V | undefined, now: number): void {
+    this.#entries.delete(key)
+    if (value === undefined) return
+    this.#entries.set(key, { value, readAt: now })
+    evictOldest(this.#entries, this.#maxEntries)
+  }
+
+  /** The last-known value and until when it may still be served, if not too old. */
+  lookup(key: string, now: number): { value: V; usableUntil: number } | undefined {
+    const entry = this.#entries.get(key)
+    if (entry === undefined) return undefined
+    const usableUntil = entry.readAt + this.#maxAgeMs
+    if (usableUntil < now) {
+      this.#entries.delete(key)
+      return undefined
+    }
+    return { value: entry.value, usableUntil }
+  }
+
+  forget(key: string): void {
+    this.#entries.delete(key)
+  }
+
+  clear(): void {
+    this.#entries.clear()
+  }
+}
+
 class TtlCache<V> {
   readonly #settings: Settings
-  readonly #counters: { hits: number; misses: number }
+  readonly #counters: Counters
   readonly #load: (key: string) => Promise<V | undefined>
+  readonly #lastKnown: LastKnown<V> | undefined
   // Map iteration order is insertion order: the first key is the least recently used.
   readonly #found = new Map<string, Entry<V>>()
   readonly #missing = new Map<string, number>()
@@ -113,12 +214,14 @@ class TtlCache<V> {
 
   constructor(
     settings: Settings,
-    counters: { hits: number; misses: number },
+    counters: Counters,
     load: (key: string) => Promise<V | undefined>,
+    lastKnown?: LastKnown<V>,
   ) {
     this.#settings = settings
     this.#counters = counters
     this.#load = load
+    this.#lastKnown = lastKnown
   }
 
   get size(): number {
@@ -156,17 +259,26 @@ class TtlCache<V> {
   invalidate(key: string): void {
     // A read that started before the change may return the old row (a revoked token still
     // unrevoked): the epoch stops it from being cached, and later callers do not join it.
+    // The last-known value is outdated too: serving it during an outage would undo the
+    // very change (e.g. a tenant disable) this call reports.
     this.#epoch++
     this.#found.delete(key)
     this.#missing.delete(key)
     this.#inFlight.delete(key)
+    this.#lastKnown?.forget(key)
   }
 
-  clear(): void {
+  /** Drops everything served without asking the store; keeps the last-known values. */
+  clearFresh(): void {
     this.#epoch++
     this.#found.clear()
     this.#missing.clear()
     this.#inFlight.clear()
+  }
+
+  clear(): void {
+    this.clearFresh()
+    this.#lastKnown?.clear()
   }
 
   #fetch(key: string): Promise<V | undefined> {
@@ -174,12 +286,30 @@ class TtlCache<V> {
     const promise = this.#load(key).then(
       (value) => {
         if (this.#inFlight.get(key) === promise) this.#inFlight.delete(key)
-        if (epoch === this.#epoch) this.#remember(key, value)
+        if (epoch === this.#epoch) {
+          this.#remember(key, value)
+          this.#lastKnown?.record(key, value, this.#settings.clock.now())
+        }
         return value
       },
       (error: unknown) => {
         if (this.#inFlight.get(key) === promise) this.#inFlight.delete(key)
-        throw error
+        const now = this.#settings.clock.now()
+        const stale = this.#lastKnown?.lookup(key, now)
+        if (stale === undefined) throw error
+        this.#counters.stale++
+        // Served as a found entry for one TTL, so that an outage costs one failing store
+        // call per tenant per TTL rather than one per request (N instances retrying a
+        // recovering database on every request would hold it down), never past the
+        // maximum staleness.
+        if (epoch === this.#epoch) {
+          this.#rememberFound(
+            key,
+            stale.value,
+            Math.min(now + this.#settings.ttlMs, stale.usableUntil),
+          )
+        }
+        return stale.value
       },
     )
     this.#inFlight.set(key, promise)
@@ -187,7 +317,7 @@ class TtlCache<V> {
   }
 
   #remember(key: string, value: V | undefined): void {
-    const { clock, ttlMs, negativeTtlMs, maxEntries, maxNegativeEntries } = this.#settings
+    const { clock, ttlMs, negativeTtlMs, maxNegativeEntries } = this.#settings
     const now = clock.now()
     if (value === undefined) {
       if (negativeTtlMs === 0) return
@@ -195,11 +325,15 @@ class TtlCache<V> {
       this.#missing.set(key, now + negativeTtlMs)
       evictOldest(this.#missing, maxNegativeEntries)
     } else {
-      if (ttlMs === 0) return
-      this.#found.delete(key)
-      this.#found.set(key, { value, expiresAt: now + ttlMs })
-      evictOldest(this.#found, maxEntries)
+      this.#rememberFound(key, value, now + ttlMs)
     }
+  }
+
+  #rememberFound(key: string, value: V, expiresAt: number): void {
+    if (this.#settings.ttlMs === 0) return
+    this.#found.delete(key)
+    this.#found.set(key, { value, expiresAt })
+    evictOldest(this.#found, this.#settings.maxEntries)
   }
 }
 

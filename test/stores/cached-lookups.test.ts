@@ -59,6 +59,28 @@ function countingLookups(initial: PatRecord[] = [], tenantList: Tenant[] = []) {
   return { lookups, pats, tenants, calls }
 }
 
+/** Like `countingLookups`, but every lookup throws while `down` is true. */
+function failingLookups(initial: PatRecord[] = [], tenantList: Tenant[] = []) {
+  const base = countingLookups(initial, tenantList)
+  const state = {
+    ...base,
+    down: false,
+    lookups: {
+      findPatByHash: async (hash: string) => {
+        base.calls.pats++
+        if (state.down) throw new Error('store down')
+        return base.pats.get(hash)
+      },
+      findTenant: async (id: string) => {
+        base.calls.tenants++
+        if (state.down) throw new Error('store down')
+        return base.tenants.get(id)
+      },
+    } satisfies AuthLookups,
+  }
+  return state
+}
+
 function deferred<T>() {
   let resolve!: (value: T) => void
   let reject!: (error: unknown) => void
@@ -83,7 +105,7 @@ describe('cached lookups', () => {
     clock.advance(1)
     assert.equal((await cache.findPatByHash(hashOf('a')))?.id, 'a')
     assert.equal(inner.calls.pats, 2)
-    assert.deepEqual(cache.stats(), { hits: 1, misses: 2, size: 1 })
+    assert.deepEqual(cache.stats(), { hits: 1, misses: 2, size: 1, stale: 0 })
   })
 
   it('remembers an unknown hash for the shorter negative TTL', async () => {
@@ -170,7 +192,7 @@ describe('cached lookups', () => {
     const results = await Promise.all(lookups)
     assert.ok(results.every((r) => r?.id === 'a'))
     await other
-    assert.deepEqual(cache.stats(), { hits: 19, misses: 2, size: 2 })
+    assert.deepEqual(cache.stats(), { hits: 19, misses: 2, size: 2, stale: 0 })
   })
 
   it('a store error reaches every waiting caller and is not cached', async () => {
@@ -284,6 +306,139 @@ describe('cached lookups', () => {
     assert.throws(() => createCachedLookups(lookups, { maxEntries: 0 }), RangeError)
     assert.throws(() => createCachedLookups(lookups, { maxNegativeEntries: 1.5 }), RangeError)
     assert.throws(() => createCachedLookups(lookups, { negativeTtlMs: Number.NaN }), RangeError)
+    assert.throws(() => createCachedLookups(lookups, { tenantStaleIfErrorMs: -1 }), RangeError)
+  })
+
+  it('store down: a tenant read before is served from its last-known state, up to the maximum staleness', async () => {
+    const clock = manualClock()
+    const inner = failingLookups([pat('a')], [acme])
+    const cache = createCachedLookups(inner.lookups, {
+      ttlMs: 2000,
+      tenantStaleIfErrorMs: 60_000,
+      clock,
+    })
+    assert.equal((await cache.findTenant('acme'))?.enabled, true)
+    inner.down = true
+    clock.advance(2000) // the fresh entry has expired: the store is asked, and throws
+    assert.equal((await cache.findTenant('acme'))?.enabled, true)
+    assert.equal(cache.stats().stale, 1)
+    await assert.rejects(cache.findTenant('never-seen'), /store down/)
+    clock.advance(58_000) // exactly the maximum staleness since the last successful read
+    assert.equal((await cache.findTenant('acme'))?.enabled, true)
+    clock.advance(1)
+    await assert.rejects(cache.findTenant('acme'), /store down/)
+    // Recovery: the store answers again and its answer wins over the last-known state.
+    inner.down = false
+    inner.tenants.set('acme', { ...acme, enabled: false })
+    assert.equal((await cache.findTenant('acme'))?.enabled, false)
+  })
+
+  it('store down: a disabled tenant stays disabled (its last-known state is served as it was)', async () => {
+    const clock = manualClock()
+    const inner = failingLookups([], [{ ...acme, enabled: false }])
+    const cache = createCachedLookups(inner.lookups, { clock })
+    assert.equal((await cache.findTenant('acme'))?.enabled, false)
+    inner.down = true
+    cache.resync()
+    assert.equal((await cache.findTenant('acme'))?.enabled, false)
+  })
+
+  it('store down: a PAT is never served stale, even one read a moment ago', async () => {
+    const clock = manualClock()
+    const inner = failingLookups([pat('a')], [acme])
+    const cache = createCachedLookups(inner.lookups, { clock })
+    assert.equal((await cache.findPatByHash(hashOf('a')))?.id, 'a')
+    inner.down = true
+    clock.advance(2000)
+    await assert.rejects(cache.findPatByHash(hashOf('a')), /store down/)
+    await cache.findTenant('acme').catch(() => {})
+    assert.equal(cache.stats().stale, 0)
+  })
+
+  it('resync drops every PAT (found or not) and fresh tenant, and keeps only the last-known tenants', async () => {
+    const clock = manualClock()
+    const inner = failingLookups([pat('a')], [acme])
+    const cache = createCachedLookups(inner.lookups, { ttlMs: 60_000, clock })
+    await cache.findPatByHash(hashOf('a'))
+    await cache.findPatByHash(hashOf('unknown'))
+    await cache.findTenant('acme')
+    assert.equal(cache.stats().size, 3)
+    inner.pats.set(hashOf('a'), pat('a', T0 + 1)) // revoked; its notification was lost
+    inner.pats.set(hashOf('unknown'), pat('unknown'))
+    cache.resync()
+    assert.equal(cache.stats().size, 0)
+    assert.equal((await cache.findPatByHash(hashOf('a')))?.revokedAt, T0 + 1)
+    assert.equal((await cache.findPatByHash(hashOf('unknown')))?.id, 'unknown')
+    assert.equal(inner.calls.pats, 4)
+    inner.down = true
+    cache.resync()
+    await assert.rejects(cache.findPatByHash(hashOf('a')), /store down/)
+    assert.equal((await cache.findTenant('acme'))?.id, 'acme', 'last-known tenant survives')
+    cache.clear()
+    await assert.rejects(cache.findTenant('acme'), /store down/, 'clear() forgets it too')
+  })
+
+  it('a tenant_changed notification drops the last-known state: that tenant fails closed while the store is down', async () => {
+    const clock = manualClock()
+    const inner = failingLookups([], [acme])
+    const cache = createCachedLookups(inner.lookups, { clock })
+    await cache.findTenant('acme')
+    inner.down = true
+    cache.invalidateTenant('acme')
+    await assert.rejects(cache.findTenant('acme'), /store down/)
+  })
+
+  it('a tenant read as not found forgets its last-known state', async () => {
+    const clock = manualClock()
+    const inner = failingLookups([], [acme])
+    const cache = createCachedLookups(inner.lookups, { clock })
+    await cache.findTenant('acme')
+    inner.tenants.delete('acme')
+    cache.resync()
+    assert.equal(await cache.findTenant('acme'), undefined)
+    inner.down = true
+    cache.resync()
+    await assert.rejects(cache.findTenant('acme'), /store down/)
+  })
+
+  it('during an outage the store is asked once per TTL per tenant, not once per request', async () => {
+    const clock = manualClock()
+    const inner = failingLookups([], [acme])
+    const cache = createCachedLookups(inner.lookups, {
+      ttlMs: 2000,
+      tenantStaleIfErrorMs: 5000,
+      clock,
+    })
+    await cache.findTenant('acme')
+    inner.down = true
+    cache.resync()
+    for (let i = 0; i < 10; i++) assert.equal((await cache.findTenant('acme'))?.id, 'acme')
+    assert.equal(inner.calls.tenants, 2)
+    clock.advance(2000)
+    await cache.findTenant('acme')
+    assert.equal(inner.calls.tenants, 3)
+    // The re-served entry never outlives the maximum staleness (read at T0, + 5000).
+    clock.advance(2000)
+    await cache.findTenant('acme')
+    assert.equal(inner.calls.tenants, 4)
+    clock.advance(999)
+    await cache.findTenant('acme')
+    assert.equal(inner.calls.tenants, 4, 'served until T0 + 5000, not T0 + 6000')
+    clock.advance(2)
+    await assert.rejects(cache.findTenant('acme'), /store down/)
+    assert.equal(inner.calls.tenants, 5)
+  })
+
+  it('tenantStaleIfErrorMs 0 disables stale-if-error', async () => {
+    const inner = failingLookups([], [acme])
+    const cache = createCachedLookups(inner.lookups, {
+      tenantStaleIfErrorMs: 0,
+      clock: manualClock(),
+    })
+    await cache.findTenant('acme')
+    inner.down = true
+    cache.resync()
+    await assert.rejects(cache.findTenant('acme'), /store down/)
   })
 
   it('a CLI revoke in another process is seen once the TTL has passed (real SQLite)', async (t) => {
