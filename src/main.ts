@@ -8,12 +8,18 @@ import { createAuthContext } from './server/auth-context.ts'
 import { buildServer } from './server/server.ts'
 import { ensureDevCertificate, readTlsFiles, type TlsMaterial } from './server/tls.ts'
 import { openStore } from './stores/open-store.ts'
+import type { ChangeFeedStatus, PostgresStore } from './stores/postgres.ts'
 
 export interface RunningTokengate {
   /** e.g. `https://127.0.0.1:8443` */
   readonly url: string
   readonly devSeed: DevSeed | undefined
   readonly logger: Logger
+  /**
+   * The Postgres change feed (cross-instance cache invalidation) right now; undefined on
+   * SQLite. For health checks and tests, e.g. to `pg_terminate_backend` its connection.
+   */
+  readonly changeFeed: ChangeFeedStatus | undefined
   /** Graceful: stop accepting, finish in-flight requests, flush last-used times and audit. */
   close(): Promise<void>
 }
@@ -59,6 +65,9 @@ export async function startTokengate(
       url,
       devSeed,
       logger,
+      get changeFeed() {
+        return store.kind === 'postgres' ? (store as PostgresStore).changeFeed : undefined
+      },
       close() {
         closing ??= (async () => {
           const force = setTimeout(
