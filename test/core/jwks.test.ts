@@ -1,0 +1,354 @@
+import assert from 'node:assert/strict'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { afterEach, describe, test } from 'node:test'
+import type { AuthFailure } from '../../src/core/failure.ts'
+import type { IssuerConfig } from '../../src/core/issuer.ts'
+import { checkJwksUrl } from '../../src/core/jwks.ts'
+import { createJwtVerifier, type JwtVerifierOptions } from '../../src/core/jwt.ts'
+import type { JwtOutcome, JwtVerifier } from '../../src/core/ports.ts'
+import {
+  createManualClock,
+  createTestIssuer,
+  generateTestKeyPair,
+  type KeyServer,
+  type ManualClock,
+  startKeyServer,
+  type TestIssuer,
+} from '../helpers/jwt.ts'
+
+const cleanups: (() => unknown)[] = []
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+})
+
+interface Remote {
+  readonly clock: ManualClock
+  readonly server: KeyServer
+  readonly issuer: TestIssuer
+  readonly verifier: JwtVerifier
+}
+
+/** An issuer whose public key is served by a local JWKS server, and a verifier fetching it. */
+async function remote(options: JwtVerifierOptions = {}): Promise<Remote> {
+  const clock = createManualClock()
+  const issuer = createTestIssuer({ clock, kid: 'key-1' })
+  const server = await startKeyServer({ keys: [issuer.publicJwk] })
+  const config: IssuerConfig = {
+    ...issuer.config,
+    keySource: { kind: 'jwks_url', url: server.url },
+  }
+  const verifier = createJwtVerifier([config], { clock, ...options })
+  cleanups.push(
+    () => server.close(),
+    () => verifier.close(),
+  )
+  return { clock, server, issuer, verifier }
+}
+
+function failureOf(outcome: JwtOutcome): AuthFailure {
+  assert.equal(outcome.ok, false, 'expected the token to be refused')
+  return (outcome as { failure: AuthFailure }).failure
+}
+
+function assertOk(outcome: JwtOutcome) {
+  if (!outcome.ok) assert.fail(`expected success, got ${JSON.stringify(outcome.failure)}`)
+}
+
+/** A second key for the same issuer, signing with kid `kid`. */
+function rotatedKey(issuer: TestIssuer, kid: string) {
+  const next = createTestIssuer({ alg: issuer.alg, kid })
+  return { jwk: next.publicJwk, sign: (claims = {}) => next.sign(issuer.claims(claims)) }
+}
+
+describe('remote JWKS', () => {
+  test('keys are fetched once and cached across tokens', async () => {
+    const { server, issuer, verifier } = await remote()
+    for (const jti of ['a', 'b', 'c']) assertOk(await verifier.verify(await issuer.sign({ jti })))
+    assert.equal(server.requests, 1)
+  })
+
+  test('concurrent first verifications share one JWKS request', async () => {
+    const { server, issuer, verifier } = await remote()
+    const tokens = await Promise.all([1, 2, 3, 4, 5].map((n) => issuer.sign({ jti: `t${n}` })))
+    const outcomes = await Promise.all(tokens.map((token) => verifier.verify(token)))
+    for (const outcome of outcomes) assertOk(outcome)
+    assert.equal(server.requests, 1)
+  })
+
+  test('an unknown kid triggers one refetch, then the cooldown holds further refetches', async () => {
+    const { clock, server, issuer, verifier } = await remote({ jwks: { cooldownMs: 30_000 } })
+    assertOk(await verifier.verify(await issuer.sign()))
+    assert.equal(server.requests, 1)
+    clock.advance(30_000)
+    const unknown = (kid: string) => issuer.sign({}, { header: { kid } })
+    assert.equal(failureOf(await verifier.verify(await unknown('nope-1'))).code, 'invalid_token')
+    assert.equal(server.requests, 2)
+    const failure = failureOf(await verifier.verify(await unknown('nope-2')))
+    assert.deepEqual(failure, {
+      code: 'invalid_token',
+      reason: 'unknown_key',
+      detail: 'the signing key is not known',
+    })
+    clock.advance(29_999)
+    failureOf(await verifier.verify(await unknown('nope-3')))
+    assert.equal(server.requests, 2)
+    clock.advance(1)
+    failureOf(await verifier.verify(await unknown('nope-4')))
+    assert.equal(server.requests, 3)
+  })
+
+  test('a rotated key (new kid published) is picked up on the first token that uses it', async () => {
+    const { clock, server, issuer, verifier } = await remote()
+    assertOk(await verifier.verify(await issuer.sign()))
+    const next = rotatedKey(issuer, 'key-2')
+    server.setJwks({ keys: [issuer.publicJwk, next.jwk] })
+    clock.advance(30_000)
+    assertOk(await verifier.verify(await next.sign()))
+    assert.equal(server.requests, 2)
+    assertOk(await verifier.verify(await next.sign({ jti: 'again' })))
+    assertOk(await verifier.verify(await issuer.sign({ jti: 'old key' })))
+    assert.equal(server.requests, 2)
+  })
+
+  test('a removed key stops verifying once the cache max age has passed', async () => {
+    const { clock, server, issuer, verifier } = await remote({ jwks: { cacheMaxAgeMs: 60_000 } })
+    assertOk(await verifier.verify(await issuer.sign({ jti: '1' })))
+    const next = rotatedKey(issuer, 'key-2')
+    server.setJwks({ keys: [next.jwk] })
+    clock.advance(59_000)
+    assertOk(await verifier.verify(await issuer.sign({ jti: '2' })))
+    assert.equal(server.requests, 1)
+    clock.advance(1000)
+    assert.equal(
+      failureOf(await verifier.verify(await issuer.sign({ jti: '3' }))).code,
+      'invalid_token',
+    )
+    assert.equal(server.requests, 2)
+  })
+
+  test('server down with a fresh cache: tokens still verify, with no request', async () => {
+    const { clock, server, issuer, verifier } = await remote()
+    assertOk(await verifier.verify(await issuer.sign({ jti: '1' })))
+    await server.close()
+    clock.advance(599_000)
+    assertOk(await verifier.verify(await issuer.sign({ jti: '2' })))
+  })
+
+  test('server failing past the max age: stale keys serve until staleWhileErrorMs, then 503', async () => {
+    const jwks = { cacheMaxAgeMs: 600_000, staleWhileErrorMs: 3_600_000, cooldownMs: 30_000 }
+    const { clock, server, issuer, verifier } = await remote({ jwks })
+    assertOk(await verifier.verify(await issuer.sign({ jti: '1' })))
+    server.setMode('error')
+    clock.advance(600_000)
+    const sign = (jti: string) => issuer.sign({ jti }, { nowMs: clock.now() })
+    assertOk(await verifier.verify(await sign('2')))
+    assert.equal(server.requests, 2, 'the expired cache triggered one refetch')
+    clock.advance(10_000)
+    assertOk(await verifier.verify(await sign('3')))
+    assert.equal(server.requests, 2, 'no refetch during the cooldown')
+    clock.set(clock.now() + 3_590_000 - 1)
+    assertOk(await verifier.verify(await sign('4')))
+    clock.advance(1)
+    const failure = failureOf(await verifier.verify(await sign('5')))
+    assert.equal(failure.code, 'unavailable')
+  })
+
+  test('server down with no keys → unavailable (503) with Retry-After, never invalid_token or a throw', async () => {
+    const { server, issuer, verifier } = await remote()
+    await server.close()
+    assert.deepEqual(failureOf(await verifier.verify(await issuer.sign())), {
+      code: 'unavailable',
+      dependency: 'jwks',
+      retryAfterSeconds: 30,
+    })
+  })
+
+  test('a failing JWKS is retried at most once per cooldown, and recovery is picked up', async () => {
+    const { clock, server, issuer, verifier } = await remote()
+    server.setMode('error')
+    assert.equal(
+      failureOf(await verifier.verify(await issuer.sign({ jti: '1' }))).code,
+      'unavailable',
+    )
+    assert.equal(server.requests, 1)
+    clock.advance(20_000)
+    const failure = failureOf(await verifier.verify(await issuer.sign({ jti: '2' })))
+    assert.deepEqual(failure, { code: 'unavailable', dependency: 'jwks', retryAfterSeconds: 10 })
+    assert.equal(server.requests, 1)
+    server.setMode('ok')
+    clock.advance(10_000)
+    assertOk(await verifier.verify(await issuer.sign({ jti: '3' })))
+    assert.equal(server.requests, 2)
+  })
+
+  test('an unknown kid whose refetch fails → unavailable, not invalid_token', async () => {
+    const { clock, server, issuer, verifier } = await remote()
+    assertOk(await verifier.verify(await issuer.sign()))
+    server.setMode('error')
+    clock.advance(30_000)
+    const token = await issuer.sign({}, { header: { kid: 'fresh-key' } })
+    assert.equal(failureOf(await verifier.verify(token)).code, 'unavailable')
+  })
+
+  test('the fetch timeout is honoured: a hanging JWKS → unavailable within the timeout', async () => {
+    const { server, issuer, verifier } = await remote({ jwks: { timeoutMs: 150 } })
+    server.setMode('hang')
+    const started = performance.now()
+    assert.equal(failureOf(await verifier.verify(await issuer.sign())).code, 'unavailable')
+    const elapsed = performance.now() - started
+    assert.ok(elapsed >= 140 && elapsed < 2000, `took ${elapsed} ms`)
+    assert.equal(server.requests, 1)
+  })
+
+  test('the injected fetch is used', async () => {
+    const clock = createManualClock()
+    const issuer = createTestIssuer({ clock })
+    const urls: string[] = []
+    const fetch: typeof globalThis.fetch = async (input) => {
+      urls.push(String(input))
+      return new Response(JSON.stringify({ keys: [issuer.publicJwk] }), { status: 200 })
+    }
+    const config: IssuerConfig = {
+      ...issuer.config,
+      keySource: { kind: 'jwks_url', url: 'https://idp.example/jwks' },
+    }
+    const verifier = createJwtVerifier([config], { clock, fetch })
+    assertOk(await verifier.verify(await issuer.sign()))
+    assert.deepEqual(urls, ['https://idp.example/jwks'])
+  })
+
+  test('a throwing fetch → unavailable, not a throw', async () => {
+    const issuer = createTestIssuer()
+    const config: IssuerConfig = {
+      ...issuer.config,
+      keySource: { kind: 'jwks_url', url: 'https://idp.example/jwks' },
+    }
+    const verifier = createJwtVerifier([config], {
+      fetch: async () => {
+        throw new TypeError('fetch failed')
+      },
+    })
+    assert.equal(failureOf(await verifier.verify(await issuer.sign())).code, 'unavailable')
+  })
+
+  test('unusable keys in a JWKS are skipped; a JWKS with none usable counts as a failed fetch', async () => {
+    const { clock, server, issuer, verifier } = await remote()
+    const rsa = generateTestKeyPair('RS256')
+    server.setJwks({
+      keys: [
+        { ...rsa.publicJwk, kid: 'rsa-no-alg' },
+        {
+          kty: 'oct',
+          k: 'c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA',
+          alg: 'HS256',
+          kid: 'oct',
+        },
+        'not a key',
+        issuer.publicJwk,
+      ],
+    })
+    assertOk(await verifier.verify(await issuer.sign()))
+    server.setJwks({ keys: [{ ...rsa.publicJwk, kid: 'rsa-no-alg' }] })
+    clock.advance(600_000)
+    assertOk(
+      await verifier.verify(await issuer.sign({ jti: 'stale keys kept' }, { nowMs: clock.now() })),
+    )
+    assert.equal(server.requests, 2)
+  })
+
+  test('a JWKS that is not JSON, not a key set, or too large (even with a good key) → unavailable', async () => {
+    const clock = createManualClock()
+    const issuer = createTestIssuer({ clock })
+    const bodies = [
+      'not json',
+      JSON.stringify({ keys: 'x' }),
+      JSON.stringify([issuer.publicJwk]),
+      JSON.stringify({ keys: [issuer.publicJwk], pad: 'x'.repeat(300_000) }),
+    ]
+    for (const body of bodies) {
+      const fetch: typeof globalThis.fetch = async () => new Response(body, { status: 200 })
+      const config: IssuerConfig = {
+        ...issuer.config,
+        keySource: { kind: 'jwks_url', url: 'https://idp.example/jwks' },
+      }
+      const verifier = createJwtVerifier([config], { clock, fetch })
+      assert.equal(failureOf(await verifier.verify(await issuer.sign())).code, 'unavailable')
+    }
+    const fetch: typeof globalThis.fetch = async () =>
+      new Response(JSON.stringify({ keys: [issuer.publicJwk], pad: 'x'.repeat(200_000) }))
+    const config: IssuerConfig = {
+      ...issuer.config,
+      keySource: { kind: 'jwks_url', url: 'https://idp.example/jwks' },
+    }
+    assertOk(await createJwtVerifier([config], { clock, fetch }).verify(await issuer.sign()))
+  })
+
+  test('a redirect from the JWKS URL is not followed', async () => {
+    const clock = createManualClock()
+    const issuer = createTestIssuer({ clock })
+    const target = await startKeyServer({ keys: [issuer.publicJwk] })
+    const redirector = createServer((_request, response) => {
+      response.writeHead(302, { location: target.url }).end()
+    })
+    await new Promise<void>((resolve) => redirector.listen(0, '127.0.0.1', resolve))
+    cleanups.push(
+      () => target.close(),
+      () => new Promise((resolve) => redirector.close(resolve)),
+    )
+    const { port } = redirector.address() as AddressInfo
+    const config: IssuerConfig = {
+      ...issuer.config,
+      keySource: { kind: 'jwks_url', url: `http://127.0.0.1:${port}/jwks` },
+    }
+    const verifier = createJwtVerifier([config], { clock })
+    assert.equal(failureOf(await verifier.verify(await issuer.sign())).code, 'unavailable')
+    assert.equal(target.requests, 0)
+  })
+
+  test('HS256 tokens are refused for a JWKS URL issuer without fetching keys', async () => {
+    const { server, verifier } = await remote()
+    const hmac = createTestIssuer({ alg: 'HS256' })
+    const failure = failureOf(await verifier.verify(await hmac.sign()))
+    assert.equal((failure as { reason?: string }).reason, 'algorithm_not_allowed')
+    assert.equal(server.requests, 0)
+  })
+
+  test('unknown issuers never cause a JWKS request', async () => {
+    const { server, issuer, verifier } = await remote()
+    failureOf(await verifier.verify(await issuer.sign({ iss: 'https://elsewhere.test' })))
+    assert.equal(server.requests, 0)
+  })
+
+  test('close() makes later lookups fail closed as unavailable', async () => {
+    const { issuer, verifier } = await remote()
+    verifier.close()
+    assert.equal(failureOf(await verifier.verify(await issuer.sign())).code, 'unavailable')
+  })
+})
+
+describe('JWKS URL', () => {
+  test('https is required, except http on a loopback host', () => {
+    assert.equal(checkJwksUrl('https://idp.example/jwks').host, 'idp.example')
+    assert.equal(checkJwksUrl('http://127.0.0.1:8080/jwks').port, '8080')
+    assert.equal(checkJwksUrl('http://localhost/jwks').hostname, 'localhost')
+    assert.equal(checkJwksUrl('http://[::1]/jwks').hostname, '[::1]')
+    for (const url of [
+      'http://idp.example/jwks',
+      'ftp://idp.example/jwks',
+      'file:///etc/jwks',
+      'nope',
+    ]) {
+      assert.throws(() => checkJwksUrl(url))
+    }
+  })
+
+  test('a verifier with a plain-http JWKS URL on a public host is refused at configuration', () => {
+    const issuer = createTestIssuer()
+    const config: IssuerConfig = {
+      ...issuer.config,
+      keySource: { kind: 'jwks_url', url: 'http://idp.example/jwks' },
+    }
+    assert.throws(() => createJwtVerifier([config]), /https/)
+  })
+})

@@ -1,0 +1,110 @@
+import assert from 'node:assert/strict'
+import { Buffer } from 'node:buffer'
+import { describe, test } from 'node:test'
+import {
+  type BoundKey,
+  bindJwk,
+  bindPem,
+  bindSecret,
+  isNoneAlgorithm,
+  selectKey,
+} from '../../src/core/jwt-keys.ts'
+import { generateTestKeyPair } from '../helpers/jwt.ts'
+
+const rsa = generateTestKeyPair('RS256')
+const ec = generateTestKeyPair('ES256')
+
+describe('key binding', () => {
+  test('a JWK is bound to its alg, and the CryptoKey is fixed to that algorithm', () => {
+    const rs = bindJwk({ ...rsa.publicJwk, alg: 'RS256', kid: 'r' })
+    assert.equal(rs.alg, 'RS256')
+    assert.equal(rs.kid, 'r')
+    assert.deepEqual(rs.key.algorithm, {
+      name: 'RSASSA-PKCS1-v1_5',
+      modulusLength: 2048,
+      publicExponent: new Uint8Array([1, 0, 1]),
+      hash: { name: 'SHA-256' },
+    })
+    assert.deepEqual(rs.key.usages, ['verify'])
+    const ps = bindJwk({ ...rsa.publicJwk, alg: 'PS256' })
+    assert.equal(ps.key.algorithm.name, 'RSA-PSS')
+  })
+
+  test('a JWK without alg: EC curves and Ed25519 are derived, RSA is refused', () => {
+    assert.equal(bindJwk({ ...ec.publicJwk }).alg, 'ES256')
+    assert.equal(bindJwk({ ...generateTestKeyPair('ES384').publicJwk }).alg, 'ES384')
+    assert.equal(bindJwk({ ...generateTestKeyPair('EdDSA').publicJwk }).alg, 'EdDSA')
+    assert.throws(() => bindJwk({ ...rsa.publicJwk }), /"alg" is required/)
+  })
+
+  test('JWKs that are not public signature keys are refused, each for its own reason', () => {
+    const cases: [Record<string, unknown>, RegExp][] = [
+      [{ kty: 'oct', k: Buffer.alloc(32).toString('base64url'), alg: 'HS256' }, /symmetric/],
+      [{ ...(rsa.privateKey.export({ format: 'jwk' }) as object), alg: 'RS256' }, /private/],
+      [{ ...rsa.publicJwk, alg: 'RS256', use: 'enc' }, /"use"/],
+      [{ ...rsa.publicJwk, alg: 'RS256', key_ops: ['encrypt'] }, /"key_ops"/],
+      [{ ...rsa.publicJwk, alg: 'ES256' }, /cannot be used with ES256/],
+      [{ ...ec.publicJwk, alg: 'ES384' }, /curve/],
+      [{ ...ec.publicJwk, alg: 'HS256' }, /not accepted/],
+      [{ ...ec.publicJwk, alg: 'none' }, /not accepted/],
+      [{ ...ec.publicJwk, kid: 5 }, /"kid"/],
+      [{ kty: 'RSA', n: 'AQAB', e: 'AQAB', alg: 'RS256' }, /2048|valid/],
+      [{ kty: 'EC', crv: 'P-256', x: 'AA', y: 'AA', alg: 'ES256' }, /not a valid public key/],
+    ]
+    for (const [jwk, message] of cases) assert.throws(() => bindJwk(jwk), message)
+  })
+
+  test('a PEM is bound to the configured algorithm only if the key fits it', () => {
+    assert.equal(bindPem(rsa.publicPem, 'PS384', undefined).alg, 'PS384')
+    assert.throws(() => bindPem(rsa.publicPem, 'ES256', undefined), /cannot be used/)
+    assert.throws(() => bindPem(ec.publicPem, 'HS256', undefined), /not a supported/)
+    assert.throws(() =>
+      bindPem('-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----', 'RS256', undefined),
+    )
+  })
+
+  test('a secret is bound to one HMAC algorithm with a minimum length', () => {
+    const secret = Buffer.alloc(48, 3).toString('base64url')
+    assert.deepEqual(bindSecret(secret, 'HS384').key.algorithm, {
+      name: 'HMAC',
+      hash: { name: 'SHA-384' },
+      length: 384,
+    })
+    assert.throws(() => bindSecret(secret, 'HS512'), /at least 64 bytes/)
+    assert.throws(() => bindSecret(secret, 'RS256'), /HS256, HS384 or HS512/)
+  })
+
+  test('none is recognised in every spelling', () => {
+    for (const alg of ['none', 'None', 'NONE', 'nOnE', 'NoNe'])
+      assert.equal(isNoneAlgorithm(alg), true)
+    for (const alg of ['', 'non', 'nonee', 'HS256']) assert.equal(isNoneAlgorithm(alg), false)
+  })
+})
+
+describe('key selection', () => {
+  const key = (kid: string | undefined, alg: string) => ({ kid, alg }) as BoundKey
+
+  test('the key is chosen by kid and must be bound to the token algorithm', () => {
+    const keys = [key('a', 'RS256'), key('b', 'ES256')]
+    assert.deepEqual(selectKey(keys, 'RS256', 'a'), { ok: true, key: keys[0] })
+    assert.deepEqual(selectKey(keys, 'PS256', 'a'), { ok: false, reason: 'algorithm_not_allowed' })
+    assert.deepEqual(selectKey(keys, 'RS256', 'b'), { ok: false, reason: 'algorithm_not_allowed' })
+    assert.deepEqual(selectKey(keys, 'RS256', 'c'), { ok: false, reason: 'unknown_key' })
+  })
+
+  test('one kid may carry keys for several algorithms', () => {
+    const keys = [key('a', 'RS256'), key('a', 'PS256')]
+    assert.deepEqual(selectKey(keys, 'PS256', 'a'), { ok: true, key: keys[1] })
+  })
+
+  test('without a kid, exactly one key for the algorithm is required', () => {
+    const keys = [key('a', 'RS256'), key('b', 'ES256'), key('c', 'ES256')]
+    assert.deepEqual(selectKey(keys, 'RS256', undefined), { ok: true, key: keys[0] })
+    assert.deepEqual(selectKey(keys, 'ES256', undefined), { ok: false, reason: 'ambiguous' })
+    assert.deepEqual(selectKey(keys, 'EdDSA', undefined), {
+      ok: false,
+      reason: 'algorithm_not_allowed',
+    })
+    assert.deepEqual(selectKey([], 'EdDSA', undefined), { ok: false, reason: 'unknown_key' })
+  })
+})
