@@ -19,7 +19,7 @@ export function parseListen(text: string): { host: string; port: number } {
 const serve: CommandDef = {
   path: ['serve'],
   summary: 'Start the server (HTTPS; applies migrations first)',
-  synopsis: '[--listen HOST:PORT] [--dev] [--http]',
+  synopsis: '[--listen HOST:PORT] [--dev] [--http] [--upstream URL [--policy FILE]]',
   description:
     'Runs until SIGINT or SIGTERM, then finishes in-flight requests and exits 0. In dev mode a new\ndata directory gets a demo tenant, a demo PAT, a local JWT issuer and a self-signed\ncertificate, and ready-to-paste curl commands are printed.',
   options: {
@@ -33,16 +33,36 @@ const serve: CommandDef = {
       type: 'boolean',
       description: 'Plain HTTP, only behind a TLS-terminating proxy (server.plainHttp).',
     },
+    upstream: {
+      type: 'string',
+      value: 'URL',
+      description: 'Gateway mode: proxy other /api/v1 requests to URL (gateway.upstream).',
+    },
+    policy: {
+      type: 'string',
+      value: 'FILE',
+      description: 'Gateway route policy, YAML or JSON (gateway.policyFile).',
+    },
   },
   examples: [
     'tokengate serve --dev',
     'tokengate serve --config /etc/tokengate.yaml --listen 0.0.0.0:8443',
+    'tokengate serve --upstream http://127.0.0.1:3000 --policy gateway-policy.yaml',
   ],
   async run(ctx) {
     const listen = optionalString(ctx.args, 'listen')
     const server: Record<string, unknown> = listen === undefined ? {} : parseListen(listen)
     if (flag(ctx.args, 'http')) server.plainHttp = true
-    const config = ctx.config({ server, ...(flag(ctx.args, 'dev') ? { dev: true } : {}) })
+    const gateway: Record<string, unknown> = {}
+    const upstream = optionalString(ctx.args, 'upstream')
+    const policy = optionalString(ctx.args, 'policy')
+    if (upstream !== undefined) gateway.upstream = upstream
+    if (policy !== undefined) gateway.policyFile = policy
+    const config = ctx.config({
+      server,
+      ...(Object.keys(gateway).length > 0 ? { gateway } : {}),
+      ...(flag(ctx.args, 'dev') ? { dev: true } : {}),
+    })
     const { startTokengate } = await import('../../main.ts')
     // With --json, stdout carries only the one JSON document; the log goes to stderr.
     const log = ctx.io.log ?? (ctx.json ? ctx.io.stderr : undefined)
