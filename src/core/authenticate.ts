@@ -1,0 +1,219 @@
+import { Buffer } from 'node:buffer'
+import { timingSafeEqual } from 'node:crypto'
+import { parseAuthorization } from './credentials.ts'
+import type { AuthFailure } from './failure.ts'
+import { fingerprintToken } from './fingerprint.ts'
+import { checkPatFormat, hashPat, isPatToken } from './pat.ts'
+import type { AuthLookups, Clock, JwtVerifier, PatRecord, VerifiedJwt } from './ports.ts'
+import type { AuthResult, Principal } from './principal.ts'
+import type { AuthInput } from './raw-headers.ts'
+
+/** Authenticates one request's headers: a `Principal`, or the first failing rule. */
+export type Authenticate = (input: AuthInput) => Promise<AuthResult>
+
+export interface AuthenticatorDeps {
+  readonly lookups: AuthLookups
+  readonly jwt: JwtVerifier
+  readonly clock: Clock
+}
+
+/** Seconds a client should wait before retrying when the store is unreachable. */
+export const STORE_RETRY_AFTER_SECONDS = 5
+
+/**
+ * Builds the authentication pipeline (DESIGN "Authentication, precisely" rules 1–6):
+ *
+ * 1. `parseAuthorization`: missing or malformed header;
+ * 2. classify: `pat_` prefix → PAT path, anything else → JWT path;
+ * 3. PAT: `checkPatFormat` (no store access) → `findPatByHash` → revoked → expired →
+ *    tenant exists and is enabled → optional `X-Tenant-Id` equals the PAT's tenant;
+ * 4. JWT: `jwt.verify` → `X-Tenant-Id` required and equal to the tenant claim → tenant
+ *    exists and is enabled;
+ * 5. the `Principal`.
+ *
+ * Permissions are checked afterwards with `authorize`, so every 401 is decided before a 403.
+ * The returned function never rejects for a bad request: a store that throws becomes
+ * `unavailable` (503, fail closed). It rejects only if `jwt.verify` breaks its own contract.
+ *
+ * @example
+ * const authenticate = createAuthenticator({ lookups: store, jwt: verifier, clock: systemClock })
+ * const result = await authenticate(readAuthHeaders(req.rawHeaders))
+ */
+export function createAuthenticator(deps: AuthenticatorDeps): Authenticate {
+  const { lookups, jwt, clock } = deps
+  return async function authenticate(input: AuthInput): Promise<AuthResult> {
+    const parsed = parseAuthorization(input.authorization)
+    if (!parsed.ok) return parsed
+    return isPatToken(parsed.token)
+      ? authenticatePat(parsed.token, input.tenantIds, lookups, clock)
+      : authenticateJwt(parsed.token, input.tenantIds, lookups, jwt)
+  }
+}
+
+async function authenticatePat(
+  token: string,
+  tenantIds: readonly string[],
+  lookups: AuthLookups,
+  clock: Clock,
+): Promise<AuthResult> {
+  const format = checkPatFormat(token)
+  if (!format.ok) {
+    return fail({
+      code: 'invalid_token',
+      reason: format.reason,
+      detail: 'The personal access token is malformed (wrong length, characters or checksum).',
+    })
+  }
+
+  const tokenHash = hashPat(token)
+  let record: PatRecord | undefined
+  try {
+    record = await lookups.findPatByHash(tokenHash)
+  } catch {
+    return fail(storeUnavailable())
+  }
+  // Why re-check the hash: a store bug (a case-insensitive collation, a wrong index) must not
+  // turn one token into another tenant's credential. The check costs one string comparison.
+  if (record === undefined || record.tokenHash !== tokenHash) return fail(unknown())
+  const recordFailure = checkPatRecord(record, clock.now())
+  if (recordFailure !== undefined) return fail(recordFailure)
+
+  const tenantFailure = await checkTenantActive(lookups, record.tenantId)
+  if (tenantFailure !== undefined) return fail(tenantFailure)
+
+  const headerFailure = checkOptionalTenantHeader(tenantIds, record.tenantId)
+  if (headerFailure !== undefined) return fail(headerFailure)
+
+  return succeed({
+    tokenType: 'pat',
+    tenantId: record.tenantId,
+    subject: record.subject,
+    permissions: record.permissions,
+    tokenId: record.id,
+    expiresAt: record.expiresAt,
+    fingerprint: fingerprintToken(token),
+  })
+}
+
+async function authenticateJwt(
+  token: string,
+  tenantIds: readonly string[],
+  lookups: AuthLookups,
+  verifier: JwtVerifier,
+): Promise<AuthResult> {
+  const outcome = await verifier.verify(token)
+  if (!outcome.ok) return fail(outcome.failure)
+  const verified: VerifiedJwt = outcome.jwt
+
+  const headerFailure = checkRequiredTenantHeader(tenantIds, verified.tenantId)
+  if (headerFailure !== undefined) return fail(headerFailure)
+
+  const tenantFailure = await checkTenantActive(lookups, verified.tenantId)
+  if (tenantFailure !== undefined) return fail(tenantFailure)
+
+  return succeed({
+    tokenType: 'jwt',
+    tenantId: verified.tenantId,
+    subject: verified.subject,
+    permissions: verified.permissions,
+    tokenId: verified.tokenId,
+    expiresAt: verified.expiresAt,
+    issuer: verified.issuer,
+    fingerprint: fingerprintToken(token),
+  })
+}
+
+/**
+ * Revoked and expired PATs. Revoked shares the unknown token's client-facing detail:
+ * telling a caller that a token *was* valid once helps whoever holds a list of leaked
+ * strings; the precise `reason` still reaches the log.
+ */
+function checkPatRecord(record: PatRecord, now: number): AuthFailure | undefined {
+  if (record.revokedAt !== null) {
+    return { code: 'invalid_token', reason: 'revoked', detail: INVALID_TOKEN_DETAIL }
+  }
+  if (record.expiresAt !== null && record.expiresAt <= now) {
+    return { code: 'token_expired', detail: 'The access token has expired.' }
+  }
+  return undefined
+}
+
+/** The tenant must exist and be enabled; a store failure fails closed (503). */
+async function checkTenantActive(
+  lookups: AuthLookups,
+  tenantId: string,
+): Promise<AuthFailure | undefined> {
+  let tenant: Awaited<ReturnType<AuthLookups['findTenant']>>
+  try {
+    tenant = await lookups.findTenant(tenantId)
+  } catch {
+    return storeUnavailable()
+  }
+  if (tenant === undefined) {
+    return { code: 'invalid_token', reason: 'tenant_unknown', detail: TENANT_INACTIVE_DETAIL }
+  }
+  if (!tenant.enabled) {
+    return { code: 'invalid_token', reason: 'tenant_disabled', detail: TENANT_INACTIVE_DETAIL }
+  }
+  return undefined
+}
+
+/**
+ * PAT (DESIGN rule 4): `X-Tenant-Id` is optional, but a caller who names a tenant must get
+ * that tenant or nothing; naming it twice is refused rather than resolved.
+ */
+function checkOptionalTenantHeader(
+  tenantIds: readonly string[],
+  tenantId: string,
+): AuthFailure | undefined {
+  if (tenantIds.length === 0) return undefined
+  return checkRequiredTenantHeader(tenantIds, tenantId)
+}
+
+/** JWT (SPEC §5.3 rule 1, DESIGN rule 6): exactly one `X-Tenant-Id`, exactly equal. */
+function checkRequiredTenantHeader(
+  tenantIds: readonly string[],
+  tenantId: string,
+): AuthFailure | undefined {
+  if (tenantIds.length === 0) return { code: 'tenant_header_required' }
+  if (tenantIds.length > 1) {
+    return { code: 'tenant_mismatch', detail: 'Send at most one X-Tenant-Id header.' }
+  }
+  if (!sameTenantId(tenantIds[0] as string, tenantId)) {
+    return { code: 'tenant_mismatch', detail: "X-Tenant-Id does not match the token's tenant." }
+  }
+  return undefined
+}
+
+/**
+ * Exact, case-sensitive equality with no trimming or normalisation (DESIGN rule 6).
+ *
+ * Why constant-time: tenant ids are not secrets, but comparing in constant time costs
+ * nothing and removes any question of a timing oracle on the tenant of a stolen token.
+ * The length check up front does leak the length, which is harmless for a non-secret.
+ * UTF-16 code units are compared, so the result is exactly `a === b` for every JS string
+ * (a UTF-8 encoding would map distinct lone surrogates to the same U+FFFD bytes).
+ */
+export function sameTenantId(a: string, b: string): boolean {
+  if (a.length !== b.length) return false
+  return timingSafeEqual(Buffer.from(a, 'utf16le'), Buffer.from(b, 'utf16le'))
+}
+
+const INVALID_TOKEN_DETAIL = 'The access token is not valid.'
+const TENANT_INACTIVE_DETAIL = "The token's tenant is unknown or disabled."
+
+function unknown(): AuthFailure {
+  return { code: 'invalid_token', reason: 'unknown_token', detail: INVALID_TOKEN_DETAIL }
+}
+
+function storeUnavailable(): AuthFailure {
+  return { code: 'unavailable', dependency: 'store', retryAfterSeconds: STORE_RETRY_AFTER_SECONDS }
+}
+
+function fail(failure: AuthFailure): AuthResult {
+  return { ok: false, failure }
+}
+
+function succeed(principal: Principal): AuthResult {
+  return { ok: true, principal: Object.freeze(principal) }
+}

@@ -1,0 +1,59 @@
+import { Buffer } from 'node:buffer'
+import { createHash } from 'node:crypto'
+import { checkPatFormat, isPatToken, patLast4 } from './pat.ts'
+
+/** Tokens longer than this are not decoded for a fingerprint (the parse work stays bounded). */
+const MAX_DECODED_TOKEN_LENGTH = 8_192
+/** Each claim shown in a fingerprint is cut to this many characters. */
+const MAX_FIELD_LENGTH = 64
+/** Characters allowed in a fingerprint field; anything else becomes `_`. */
+const UNSAFE_FIELD_CHARS = /[^A-Za-z0-9._:/@+-]/g
+const JWS_COMPACT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/
+
+/**
+ * A log-safe identifier of a bearer token: enough to correlate requests and find the token,
+ * never enough to use it (SPEC §5.5: never log a full token).
+ *
+ * - well-formed PAT: `pat_…` + its last 4 characters (what the operator CLI displays);
+ * - JWT (compact JWS): `jwt:iss=<iss>;kid=<kid>;sub=<sub>` read from the *unverified*
+ *   header and payload (`-` when absent), or `jwt:unparseable`;
+ * - anything else: `sha256:` + the first 8 hex digits of the token's SHA-256.
+ *
+ * Why these choices: the JWT signature is the only secret part of a JWT, so it is never
+ * included; the claims are attacker-controlled until verified, so each is restricted to a
+ * small character set and cut to 64 characters, which keeps log lines injection-free and
+ * bounded. A malformed `pat_` string may be a real PAT with a typo, so its characters are
+ * never shown; a 32-bit hash prefix cannot be reversed into a 190-bit secret.
+ */
+export function fingerprintToken(token: string): string {
+  if (isPatToken(token) && checkPatFormat(token).ok) return `pat_…${patLast4(token)}`
+  if (!isPatToken(token) && token.length <= MAX_DECODED_TOKEN_LENGTH && JWS_COMPACT.test(token)) {
+    return fingerprintJwt(token)
+  }
+  return `sha256:${createHash('sha256').update(token, 'utf8').digest('hex').slice(0, 8)}`
+}
+
+function fingerprintJwt(token: string): string {
+  const [headerPart = '', payloadPart = ''] = token.split('.')
+  const header = decodeJsonObject(headerPart)
+  const payload = decodeJsonObject(payloadPart)
+  if (header === undefined || payload === undefined) return 'jwt:unparseable'
+  return `jwt:iss=${field(payload.iss)};kid=${field(header.kid)};sub=${field(payload.sub)}`
+}
+
+function decodeJsonObject(part: string): Record<string, unknown> | undefined {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(part, 'base64url').toString('utf8'))
+    return typeof value === 'object' && value !== null && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : undefined
+  } catch {
+    return undefined
+  }
+}
+
+function field(value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0) return '-'
+  const safe = value.slice(0, MAX_FIELD_LENGTH).replace(UNSAFE_FIELD_CHARS, '_')
+  return value.length > MAX_FIELD_LENGTH ? `${safe}…` : safe
+}

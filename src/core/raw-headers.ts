@@ -1,0 +1,82 @@
+/**
+ * The request headers authentication reads, with every occurrence kept in arrival order.
+ * Duplicates matter: two `Authorization` headers, or two `X-Tenant-Id` headers, are refused
+ * rather than resolved, so the core must see all of them.
+ */
+export interface AuthInput {
+  /** Every `Authorization` value, in arrival order. */
+  readonly authorization: readonly string[]
+  /** Every `X-Tenant-Id` value, in arrival order. */
+  readonly tenantIds: readonly string[]
+}
+
+const AUTHORIZATION = 'authorization'
+const TENANT_ID = 'x-tenant-id'
+
+/**
+ * Reads `Authorization` and `X-Tenant-Id` from Node's `req.rawHeaders` (a flat
+ * `[name, value, name, value, ...]` list), matching names case-insensitively and keeping
+ * every occurrence.
+ *
+ * Why raw headers: Node folds duplicates in `req.headers`; for `Authorization` the first
+ * value silently wins and the others disappear, and `X-Tenant-Id` values are joined with
+ * `", "`. Either would let a request carrying two credentials or two tenants look like a
+ * request carrying one. Values are not trimmed (Node has already removed the optional
+ * whitespace around field values that HTTP allows).
+ *
+ * @example
+ * const input = readAuthHeaders(req.rawHeaders)
+ * const result = await authenticate(input)
+ */
+export function readAuthHeaders(rawHeaders: readonly string[]): AuthInput {
+  const authorization: string[] = []
+  const tenantIds: string[] = []
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i] as string
+    const value = rawHeaders[i + 1] as string
+    if (equalsAsciiLowercase(name, AUTHORIZATION)) authorization.push(value)
+    else if (equalsAsciiLowercase(name, TENANT_ID)) tenantIds.push(value)
+  }
+  return { authorization, tenantIds }
+}
+
+/** A folded-header getter: Fetch `Headers#get`, Node `IncomingHttpHeaders`, Express `req.get`. */
+export type HeaderGetter = (name: string) => string | readonly string[] | null | undefined
+
+/**
+ * Builds an `AuthInput` for frameworks that only expose folded headers (e.g. Fetch `Headers`
+ * in Hono, where `headers.get(name)` joins duplicates with `", "`).
+ *
+ * Weaker guarantee than `readAuthHeaders`: duplicates may already have been merged or
+ * dropped before this function sees them. Two `Authorization` headers joined as
+ * `"Bearer a, Bearer b"` are still refused (a comma and a space are not b64token
+ * characters), and two `X-Tenant-Id` values joined as `"t1, t2"` still fail the exact
+ * comparison unless a tenant id itself contains `", "`. But a getter that keeps only the
+ * first value (Node's `req.headers.authorization`) hides a second header entirely. Prefer
+ * `readAuthHeaders(req.rawHeaders)` whenever raw headers are available.
+ *
+ * @param get Returns a header's value by lowercase name; `null`/`undefined` when absent.
+ */
+export function authInputFromHeaders(get: HeaderGetter): AuthInput {
+  return { authorization: valuesOf(get(AUTHORIZATION)), tenantIds: valuesOf(get(TENANT_ID)) }
+}
+
+function valuesOf(value: string | readonly string[] | null | undefined): readonly string[] {
+  if (value === null || value === undefined) return []
+  return typeof value === 'string' ? [value] : [...value]
+}
+
+/**
+ * ASCII-only case-insensitive comparison against a lowercase name. `String#toLowerCase` is
+ * not used because it maps some non-ASCII characters onto ASCII letters (U+212A KELVIN SIGN
+ * becomes `k`), which would let a header named with look-alikes count as a real one.
+ */
+function equalsAsciiLowercase(name: string, lowercase: string): boolean {
+  if (name.length !== lowercase.length) return false
+  for (let i = 0; i < name.length; i++) {
+    let c = name.charCodeAt(i)
+    if (c >= 0x41 && c <= 0x5a) c += 0x20
+    if (c !== lowercase.charCodeAt(i)) return false
+  }
+  return true
+}

@@ -1,0 +1,96 @@
+import type { AuthFailure } from '../core/failure.ts'
+import { bearerChallenge } from './challenge.ts'
+import { PROBLEM_CONTENT_TYPE, type ProblemDetails, problem } from './problem.ts'
+
+/** An HTTP error response, framework-free: adapters copy it onto their reply object. */
+export interface FailureResponse {
+  readonly status: number
+  /** Lowercase header names. */
+  readonly headers: Record<string, string>
+  readonly body: ProblemDetails
+}
+
+const DETAIL = {
+  missing: 'Send an Authorization header: "Bearer <token>".',
+  tenantRequired: 'A JWT access token must be sent with an X-Tenant-Id header naming its tenant.',
+  unavailable:
+    'A service needed to authenticate this request is temporarily unavailable. Retry later.',
+} as const
+
+/**
+ * Turns an `AuthFailure` into status, headers and an RFC 9457 body: the only place a failure
+ * becomes wire format (STYLE.md §6, docs/errors.md).
+ *
+ * - 401s carry `WWW-Authenticate: Bearer realm="tokengate"` and, except for a missing header
+ *   (RFC 6750 §3.1: no error code when no credentials were sent), an `error` code;
+ * - 403 carries `error="insufficient_scope"` and the required permissions as `scope`;
+ * - 503 carries `Retry-After` and no challenge: the credentials may be fine.
+ *
+ * The body's `detail` is the failure's client-safe detail; `reason`, the dependency name and
+ * anything else internal stay out of the response. `cache-control: no-store` keeps shared
+ * caches from replaying a per-credential answer.
+ */
+export function failureResponse(failure: AuthFailure, requestId: string): FailureResponse {
+  switch (failure.code) {
+    case 'missing_authorization':
+      return unauthorized(failure.code, DETAIL.missing, bearerChallenge(), requestId)
+    case 'malformed_authorization':
+      return unauthorized(
+        failure.code,
+        failure.detail,
+        bearerChallenge({ error: 'invalid_request', errorDescription: failure.detail }),
+        requestId,
+      )
+    case 'invalid_token':
+    case 'token_expired':
+    case 'tenant_mismatch':
+      return unauthorized(failure.code, failure.detail, invalidToken(failure.detail), requestId)
+    case 'tenant_header_required':
+      return unauthorized(
+        failure.code,
+        DETAIL.tenantRequired,
+        invalidToken(DETAIL.tenantRequired),
+        requestId,
+      )
+    case 'insufficient_permission': {
+      const scope = failure.required.join(' ')
+      const detail = `This request requires the permission(s): ${scope}.`
+      return {
+        status: 403,
+        headers: errorHeaders({
+          'www-authenticate': bearerChallenge({ error: 'insufficient_scope', scope }),
+        }),
+        body: problem(403, failure.code, detail, requestId, { required: [...failure.required] }),
+      }
+    }
+    case 'unavailable':
+      return {
+        status: 503,
+        headers: errorHeaders({ 'retry-after': String(failure.retryAfterSeconds) }),
+        body: problem(503, failure.code, DETAIL.unavailable, requestId),
+      }
+    default:
+      return failure satisfies never
+  }
+}
+
+function invalidToken(description: string): string {
+  return bearerChallenge({ error: 'invalid_token', errorDescription: description })
+}
+
+function unauthorized(
+  code: AuthFailure['code'],
+  detail: string,
+  challenge: string,
+  requestId: string,
+): FailureResponse {
+  return {
+    status: 401,
+    headers: errorHeaders({ 'www-authenticate': challenge }),
+    body: problem(401, code, detail, requestId),
+  }
+}
+
+function errorHeaders(extra: Record<string, string>): Record<string, string> {
+  return { 'content-type': PROBLEM_CONTENT_TYPE, 'cache-control': 'no-store', ...extra }
+}

@@ -1,0 +1,59 @@
+/**
+ * `tokengate` as a library: the framework-free auth core and its wire format.
+ *
+ * @example
+ * import { createAuthenticator, authorize, failureResponse, readAuthHeaders } from 'tokengate'
+ * const authenticate = createAuthenticator({ lookups: store, jwt: verifier, clock: systemClock })
+ * const result = await authenticate(readAuthHeaders(req.rawHeaders))
+ * const failure = result.ok ? authorize(result.principal, ['tokens:read']) : result.failure
+ * if (failure) { const { status, headers, body } = failureResponse(failure, requestId); ... }
+ */
+
+export {
+  type Authenticate,
+  type AuthenticatorDeps,
+  createAuthenticator,
+  STORE_RETRY_AFTER_SECONDS,
+} from './core/authenticate.ts'
+export { authorize } from './core/authorize.ts'
+export {
+  MAX_TOKEN_LENGTH,
+  type ParsedAuthorization,
+  parseAuthorization,
+} from './core/credentials.ts'
+export type { AuthFailure, FailureCode, InvalidTokenReason } from './core/failure.ts'
+export { fingerprintToken } from './core/fingerprint.ts'
+export type { IssuerConfig, KeySource } from './core/issuer.ts'
+// JWT verification: the `createJwtVerifier` export from './core/jwt.ts' goes here.
+export {
+  checkPatFormat,
+  generatePat,
+  hashPat,
+  type IssuePatInput,
+  isPatToken,
+  issuePat,
+  PAT_LENGTH,
+  PAT_PATTERN,
+  PAT_PREFIX,
+  type PatFormatCheck,
+  patLast4,
+} from './core/pat.ts'
+export { holdsAll, missingPermissions } from './core/permissions.ts'
+export {
+  type AuthLookups,
+  type Clock,
+  type JwtOutcome,
+  type JwtVerifier,
+  type PatRecord,
+  systemClock,
+  type Tenant,
+  type VerifiedJwt,
+} from './core/ports.ts'
+export type { AuthResult, Principal, TokenType } from './core/principal.ts'
+export {
+  type AuthInput,
+  authInputFromHeaders,
+  type HeaderGetter,
+  readAuthHeaders,
+} from './core/raw-headers.ts'
+export * from './http/index.ts'
