@@ -59,7 +59,8 @@ export interface JwtVerifierOptions {
 
 interface TrustedIssuer {
   readonly issuer: string
-  readonly audiences: readonly string[]
+  /** Mutable only because jose's option type is; never changed. */
+  readonly audiences: string[]
   readonly algorithms: ReadonlySet<string>
   readonly keys: IssuerKeys
   readonly rules: ClaimRules
@@ -97,7 +98,10 @@ export function createJwtVerifier(
     maxLifetimeSec: nonNegative('maxLifetimeSec', options.maxLifetimeSec ?? 86_400),
     maxTokenLength: nonNegative('maxTokenLength', options.maxTokenLength ?? 8192),
   }
-  const jwks: JwksOptions = { ...DEFAULT_JWKS_OPTIONS, ...options.jwks }
+  const jwks: JwksOptions = { ...DEFAULT_JWKS_OPTIONS }
+  for (const [name, value] of Object.entries(options.jwks ?? {})) {
+    if (value !== undefined) Object.assign(jwks, { [name]: value })
+  }
   for (const [name, value] of Object.entries(jwks)) nonNegative(`jwks.${name}`, value)
   const deps: RemoteJwksDeps = {
     clock: settings.clock,
@@ -196,7 +200,7 @@ async function verifySigned(
     const result = await jwtVerify(token, key.key, {
       algorithms: [key.alg],
       issuer: trusted.issuer,
-      audience: [...trusted.audiences],
+      audience: trusted.audiences,
       requiredClaims: ['exp'],
       clockTolerance: settings.toleranceSec,
       currentDate: new Date(nowMs),
@@ -303,7 +307,7 @@ function trustIssuer(config: IssuerConfig, jwks: JwksOptions, deps: RemoteJwksDe
   if (permissionsClaim === '') fail('"permissionsClaim" must be non-empty')
   return Object.freeze({
     issuer: config.issuer,
-    audiences: Object.freeze([...audiences]),
+    audiences: [...audiences],
     algorithms: new Set(algorithms),
     keys,
     rules: { tenant, permissionsClaim },

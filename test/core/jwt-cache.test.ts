@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
 import { describe, test } from 'node:test'
+import fc from 'fast-check'
 import { type CachedJwt, createJwtCache } from '../../src/core/jwt-cache.ts'
 import type { VerifiedJwt } from '../../src/core/ports.ts'
 
@@ -46,16 +47,45 @@ describe('verified-token cache', () => {
     assert.equal(cache.size, 1)
   })
 
-  test('the cache holds at most maxEntries, evicting the least recently used', () => {
-    const cache = createJwtCache(3)
-    for (const k of ['a', 'b', 'c']) cache.set(k, entry(k))
-    cache.get('a', 1000, 0)
-    cache.set('d', entry('d'))
-    assert.equal(cache.size, 3)
+  test('the cache never holds more than maxEntries, whatever the sequence of operations', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 12 }),
+        fc.array(fc.tuple(fc.boolean(), fc.integer({ min: 0, max: 30 })), { maxLength: 200 }),
+        (maxEntries, operations) => {
+          const cache = createJwtCache(maxEntries)
+          for (const [isSet, n] of operations) {
+            if (isSet) cache.set(`k${n}`, entry(`k${n}`))
+            else cache.get(`k${n}`, 1000, 0)
+            assert.ok(cache.size <= maxEntries)
+          }
+        },
+      ),
+    )
+  })
+
+  test('the last entry set is always cached, and an entry is evicted after maxEntries newer ones', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 12 }), (maxEntries) => {
+        const cache = createJwtCache(maxEntries)
+        cache.set('first', entry('first'))
+        for (let i = 0; i < maxEntries; i++) {
+          cache.set(`k${i}`, entry(`k${i}`))
+          assert.equal(cache.get(`k${i}`, 1000, 0)?.subject, `k${i}`)
+        }
+        assert.equal(cache.get('first', 1000, 0), undefined)
+      }),
+    )
+  })
+
+  test('a recently used entry outlives older unused ones (least recently used evicted first)', () => {
+    const cache = createJwtCache(10)
+    for (const k of ['a', 'b', 'c', 'd', 'e']) cache.set(k, entry(k))
+    assert.equal(cache.get('a', 1000, 0)?.subject, 'a')
+    for (const k of ['f', 'g', 'h', 'i']) cache.set(k, entry(k))
+    assert.equal(cache.get('a', 1000, 0)?.subject, 'a')
     assert.equal(cache.get('b', 1000, 0), undefined)
-    for (const k of ['a', 'c', 'd']) assert.equal(cache.get(k, 1000, 0)?.subject, k)
-    for (let i = 0; i < 100; i++) cache.set(`x${i}`, entry('x'))
-    assert.equal(cache.size, 3)
+    for (const k of ['f', 'g', 'h', 'i']) assert.equal(cache.get(k, 1000, 0)?.subject, k)
   })
 
   test('maxEntries 0 stores nothing; clear() empties', () => {
