@@ -58,7 +58,7 @@ export function checkJwksUrl(url: string): URL {
   try {
     parsed = new URL(url)
   } catch {
-    throw new Error(`JWKS URL is not a valid URL`)
+    throw new Error('JWKS URL is not a valid URL')
   }
   const loopback = ['127.0.0.1', '[::1]', 'localhost'].includes(parsed.hostname)
   if (parsed.protocol !== 'https:' && !(parsed.protocol === 'http:' && loopback)) {

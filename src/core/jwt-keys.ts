@@ -93,8 +93,9 @@ export function isNoneAlgorithm(alg: string): boolean {
 /** Binds a public `KeyObject` to `alg`, checking that the key's type and curve fit it. */
 function bindPublicKey(keyObject: KeyObject, alg: string, kid: string | undefined): BoundKey {
   const spec = ASYMMETRIC.get(alg)
-  if (spec === undefined)
+  if (spec === undefined) {
     throw new Error(`algorithm ${alg} is not a supported public-key JWS algorithm`)
+  }
   if (keyObject.type !== 'public') throw new Error('only public keys are accepted')
   if (keyObject.asymmetricKeyType !== spec.keyType) {
     throw new Error(`a ${keyObject.asymmetricKeyType} key cannot be used with ${alg}`)
@@ -134,14 +135,16 @@ function deriveJwkAlgorithm(jwk: Record<string, unknown>): string | undefined {
  */
 export function bindJwk(jwk: Record<string, unknown>): BoundKey {
   if (jwk === null || typeof jwk !== 'object') throw new Error('a JWK must be an object')
-  if (jwk.kid !== undefined && typeof jwk.kid !== 'string')
+  if (jwk.kid !== undefined && typeof jwk.kid !== 'string') {
     throw new Error('"kid" must be a string')
+  }
   if (jwk.kty === 'oct') throw new Error('symmetric (oct) keys are not accepted in a JWKS')
   if (jwk.d !== undefined || jwk.p !== undefined || jwk.priv !== undefined) {
     throw new Error('private key material is not accepted in a JWKS')
   }
-  if (jwk.use !== undefined && jwk.use !== 'sig')
+  if (jwk.use !== undefined && jwk.use !== 'sig') {
     throw new Error('"use" must be "sig" when present')
+  }
   if (jwk.key_ops !== undefined) {
     if (!Array.isArray(jwk.key_ops) || !jwk.key_ops.includes('verify')) {
       throw new Error('"key_ops" must include "verify" when present')
@@ -181,8 +184,9 @@ const BASE64URL = /^[A-Za-z0-9_-]+$/
  */
 export function bindSecret(secret: string, alg: string): BoundKey {
   const spec = HMAC.get(alg)
-  if (spec === undefined)
-    throw new Error(`a shared secret can only be used with HS256, HS384 or HS512`)
+  if (spec === undefined) {
+    throw new Error('a shared secret can only be used with HS256, HS384 or HS512')
+  }
   if (!BASE64URL.test(secret)) throw new Error('the secret must be base64url (no padding)')
   const bytes = Buffer.from(secret, 'base64url')
   if (bytes.length < spec.minBytes) {

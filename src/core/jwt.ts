@@ -160,15 +160,17 @@ async function verifyUncached(
   if (typeof alg !== 'string' || alg === '') return invalid('malformed', 'the token has no "alg"')
   // `alg: none` means "no signature": anyone could write any claims. Refused in every
   // spelling, whatever an issuer's configuration says, before anything else is looked at.
-  if (isNoneAlgorithm(alg))
+  if (isNoneAlgorithm(alg)) {
     return invalid('algorithm_not_allowed', 'unsigned tokens are not accepted')
+  }
   // RFC 7797 unencoded payloads are not JWTs (RFC 7519 requires base64url); refusing them
   // here keeps the signed bytes and the parsed claims the same bytes.
   if (header.b64 !== undefined && header.b64 !== true) {
     return invalid('malformed', 'unencoded payloads are not accepted')
   }
-  if (kid !== undefined && typeof kid !== 'string')
+  if (kid !== undefined && typeof kid !== 'string') {
     return invalid('malformed', 'the "kid" must be a string')
+  }
   // The unverified `iss` only chooses whose keys to try; jose then checks it again, signed.
   const iss = unverified.iss
   if (typeof iss !== 'string') return invalid('claims', 'the "iss" claim is missing or invalid')
@@ -237,8 +239,9 @@ const REGISTERED_CLAIMS = new Set(['iss', 'aud', 'exp', 'nbf', 'iat', 'sub'])
  */
 export function translateJoseError(error: unknown): AuthFailure {
   if (!(error instanceof errors.JOSEError)) throw error
-  if (error instanceof errors.JWTExpired)
+  if (error instanceof errors.JWTExpired) {
     return { code: 'token_expired', detail: 'the token has expired' }
+  }
   if (error instanceof errors.JWTClaimValidationFailed) {
     if (error.claim === 'nbf' && error.reason === 'check_failed') {
       return {
@@ -275,8 +278,9 @@ function trustIssuer(config: IssuerConfig, jwks: JwksOptions, deps: RemoteJwksDe
   const fail = (message: string): never => {
     throw new Error(`issuer ${JSON.stringify(config.issuer)}: ${message}`)
   }
-  if (typeof config.issuer !== 'string' || config.issuer === '')
+  if (typeof config.issuer !== 'string' || config.issuer === '') {
     fail('"issuer" must be a non-empty string')
+  }
   const audiences = config.audiences ?? []
   if (audiences.length === 0 || audiences.some((a) => typeof a !== 'string' || a === '')) {
     fail('"audiences" must list at least one non-empty string')
@@ -301,8 +305,9 @@ function trustIssuer(config: IssuerConfig, jwks: JwksOptions, deps: RemoteJwksDe
   }
   const tenant = config.tenant ?? { claim: DEFAULT_TENANT_CLAIM }
   const tenantName = 'fixed' in tenant ? tenant.fixed : tenant.claim
-  if (typeof tenantName !== 'string' || tenantName === '')
+  if (typeof tenantName !== 'string' || tenantName === '') {
     fail('the tenant claim or fixed tenant must be non-empty')
+  }
   const permissionsClaim = config.permissionsClaim ?? DEFAULT_PERMISSIONS_CLAIM
   if (permissionsClaim === '') fail('"permissionsClaim" must be non-empty')
   return Object.freeze({
@@ -336,22 +341,25 @@ function buildKeys(
       const seen = new Set<string>()
       for (const key of keys) {
         const id = `${key.kid ?? ''}\u0000${key.alg}`
-        if (seen.has(id))
+        if (seen.has(id)) {
           throw new Error(`two JWKS keys share kid ${key.kid ?? '(none)'} and ${key.alg}`)
+        }
         seen.add(id)
       }
       return createStaticKeys(keys, false)
     }
     case 'pem':
-      if (!algorithms.includes(source.algorithm))
+      if (!algorithms.includes(source.algorithm)) {
         throw new Error(`${source.algorithm} is not in "algorithms"`)
+      }
       return createStaticKeys(
         [bindPem(source.pem, source.algorithm, source.kid)],
         source.kid === undefined,
       )
     case 'secret':
-      if (!algorithms.includes(source.algorithm))
+      if (!algorithms.includes(source.algorithm)) {
         throw new Error(`${source.algorithm} is not in "algorithms"`)
+      }
       return createStaticKeys([bindSecret(source.secret, source.algorithm)], true)
     default:
       return source satisfies never
