@@ -1,0 +1,169 @@
+/**
+ * Helpers for the scale-out suites: real tokengate instances (`startTokengate`, plain HTTP on
+ * 127.0.0.1:0, as behind a TLS-terminating proxy) sharing one throwaway Postgres, an admin
+ * store for setup and for changes that bypass tokengate, the operator CLI run in-process
+ * against the same database, and a poller that measures how long a condition takes.
+ *
+ * @example
+ * const pg = await startPostgres()
+ * const url = await pg.createDatabase()
+ * const a = await startInstance(url)
+ * const r = await a.request('/api/v1/me', { authorization: `Bearer ${token}` })
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Writable } from 'node:stream'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { run } from '../../src/cli/main.ts'
+import { loadConfig } from '../../src/config/load.ts'
+import { issuePat } from '../../src/core/pat.ts'
+import { type RunningTokengate, startTokengate } from '../../src/main.ts'
+import { openPostgresStore, type PostgresStore } from '../../src/stores/postgres.ts'
+
+export interface Reply {
+  readonly status: number
+  readonly headers: Headers
+  readonly json: Record<string, unknown>
+}
+
+/** One running tokengate instance. */
+export interface Instance {
+  readonly url: string
+  readonly running: RunningTokengate
+  /** Every log line so far (JSON strings). */
+  readonly logs: string[]
+  request(path: string, headers?: Record<string, string>, method?: string): Promise<Reply>
+  close(): Promise<void>
+}
+
+/**
+ * Starts tokengate on `databaseUrl` with its own data directory. `overrides` are merged
+ * over the defaults in the configuration's shape, e.g. `{ auth: { lookupCacheTtlMs: 0 } }`.
+ */
+export async function startInstance(
+  databaseUrl: string,
+  overrides: Record<string, unknown> = {},
+): Promise<Instance> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'tg-scale-'))
+  const logs: string[] = []
+  const sink = new Writable({
+    write(chunk, _encoding, done) {
+      logs.push(...String(chunk).split('\n').filter(Boolean))
+      done()
+    },
+  })
+  const { server, ...rest } = overrides
+  const config = loadConfig({
+    env: {},
+    overrides: {
+      dataDir,
+      databaseUrl,
+      server: { port: 0, plainHttp: true, shutdownTimeoutMs: 1000, ...(server as object) },
+      log: { level: 'warn' },
+      ...rest,
+    },
+  })
+  const running = await startTokengate(config, { logDestination: sink })
+  return {
+    url: running.url,
+    running,
+    logs,
+    async request(path, headers = {}, method = 'GET') {
+      const response = await fetch(`${running.url}${path}`, {
+        method,
+        headers,
+        signal: AbortSignal.timeout(10_000),
+      })
+      const text = await response.text()
+      let json: Record<string, unknown> = {}
+      try {
+        json = JSON.parse(text)
+      } catch {}
+      return { status: response.status, headers: response.headers, json }
+    },
+    async close() {
+      await running.close()
+      rmSync(dataDir, { recursive: true, force: true })
+    },
+  }
+}
+
+/** `Authorization` for a token, plus `X-Tenant-Id` when given (JWTs need it). */
+export function bearer(token: string, tenantId?: string): Record<string, string> {
+  return tenantId === undefined
+    ? { authorization: `Bearer ${token}` }
+    : { authorization: `Bearer ${token}`, 'x-tenant-id': tenantId }
+}
+
+/** A store for test setup, without a change-feed connection of its own. Migrated. */
+export async function openAdminStore(databaseUrl: string): Promise<PostgresStore> {
+  const store = await openPostgresStore(databaseUrl, { listen: false })
+  await store.migrate()
+  return store
+}
+
+/** Inserts a fresh PAT straight into the store; returns its plaintext and id. */
+export async function insertPat(
+  store: PostgresStore,
+  tenantId: string,
+  permissions: readonly string[] = [],
+): Promise<{ token: string; id: string }> {
+  const now = Date.now()
+  const { token, record } = issuePat({
+    tenantId,
+    subject: 'scale-test',
+    name: 'scale test',
+    permissions,
+    expiresAt: now + 86_400_000,
+    now,
+  })
+  await store.insertPat(record)
+  return { token, id: record.id }
+}
+
+/** Runs the operator CLI in-process with `DATABASE_URL` set, as an operator's shell would. */
+export async function cli(
+  databaseUrl: string,
+  ...args: string[]
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = ''
+  let stderr = ''
+  const code = await run(args, {
+    stdout: { write: (s: string) => (stdout += s) },
+    stderr: { write: (s: string) => (stderr += s) },
+    env: { DATABASE_URL: databaseUrl },
+  })
+  return { code, stdout, stderr }
+}
+
+/**
+ * Calls `probe` every `intervalMs` until it returns true; resolves with the milliseconds
+ * from `since` (default: now) to the successful probe's answer. Rejects after `timeoutMs`.
+ */
+export async function waitFor(
+  probe: () => Promise<boolean>,
+  what: string,
+  options: { timeoutMs?: number; intervalMs?: number; since?: number } = {},
+): Promise<number> {
+  const since = options.since ?? performance.now()
+  const deadline = performance.now() + (options.timeoutMs ?? 5000)
+  for (;;) {
+    if (await probe()) return performance.now() - since
+    if (performance.now() > deadline) {
+      throw new Error(`${what}: not true after ${options.timeoutMs ?? 5000} ms`)
+    }
+    await sleep(options.intervalMs ?? 20)
+  }
+}
+
+/** Median and maximum of a list of numbers. */
+export function summarize(values: readonly number[]): { median: number; max: number } {
+  const sorted = [...values].sort((a, b) => a - b)
+  const middle = Math.floor(sorted.length / 2)
+  const median =
+    sorted.length % 2 === 1
+      ? (sorted[middle] as number)
+      : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2
+  return { median, max: sorted[sorted.length - 1] as number }
+}

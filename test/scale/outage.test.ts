@@ -1,0 +1,103 @@
+import assert from 'node:assert/strict'
+import { after, before, describe, it } from 'node:test'
+import type { PostgresStore } from '../../src/stores/postgres.ts'
+import { createTestIssuer, type TestIssuer } from '../helpers/jwt.ts'
+import { startTestServer, type TestServer } from '../helpers/server.ts'
+import { type PostgresServer, skipReason, startPostgres } from '../helpers/services.ts'
+import { insertPat, openAdminStore, waitFor } from './cluster.ts'
+
+/**
+ * Postgres stopped under a running instance (HTTPS, dev certificate), then started again
+ * (issue #5 "Store outage behaviour"): PATs fail closed with 503, JWTs of a tenant the
+ * instance has seen keep working from its last-known tenant state, /readyz reports the
+ * outage, and everything recovers without restarting tokengate.
+ */
+describe('Postgres stopped mid-run, then started again', { skip: skipReason('postgres') }, () => {
+  let pg: PostgresServer
+  let admin: PostgresStore
+  let server: TestServer
+  let idp: TestIssuer
+  let pat: { token: string; id: string }
+
+  before(async () => {
+    pg = await startPostgres()
+    const databaseUrl = await pg.createDatabase()
+    admin = await openAdminStore(databaseUrl)
+    const now = Date.now()
+    await admin.createTenant({ id: 'acme', name: 'Acme' }, now)
+    await admin.createTenant({ id: 'unseen', name: 'Never looked up before the outage' }, now)
+    idp = createTestIssuer({ issuer: 'https://idp.outage.test' })
+    await admin.putIssuer(idp.config, now)
+    pat = await insertPat(admin, 'acme')
+    // A short TTL: fresh entries would have expired long before the checks below.
+    server = await startTestServer({
+      databaseUrl,
+      log: { level: 'warn' },
+      auth: { lookupCacheTtlMs: 300 },
+    })
+  })
+
+  after(async () => {
+    await server?.close()
+    await admin?.close()
+    await pg?.stop()
+  })
+
+  const withPat = () => ['Authorization', `Bearer ${pat.token}`]
+  const withJwt = async (tenantId: string) => [
+    'Authorization',
+    `Bearer ${await idp.sign({ tenant_id: tenantId })}`,
+    'X-Tenant-Id',
+    tenantId,
+  ]
+
+  it('PAT → 503 with Retry-After, JWT → 200, /readyz → 503; then recovery without a restart', async (t) => {
+    assert.equal((await server.request('/api/v1/me', withPat())).status, 200)
+    assert.equal((await server.request('/api/v1/me', await withJwt('acme'))).status, 200)
+    assert.equal((await server.request('/readyz')).status, 200)
+
+    await pg.halt('fast')
+    await waitFor(async () => server.running.changeFeed?.connected === false, 'feed lost')
+
+    const patDown = await server.request('/api/v1/me', withPat())
+    assert.equal(patDown.status, 503, patDown.text)
+    assert.equal(patDown.json.code, 'unavailable')
+    assert.ok(Number(patDown.headers['retry-after']) > 0)
+
+    const jwtDown = await server.request('/api/v1/me', await withJwt('acme'))
+    assert.equal(jwtDown.status, 200, jwtDown.text)
+    assert.equal(jwtDown.json.tenantId, 'acme')
+    // Still so once every fresh entry is long expired: served from the last-known state.
+    await new Promise((resolve) => setTimeout(resolve, 700))
+    assert.equal((await server.request('/api/v1/me', await withJwt('acme'))).status, 200)
+    // Fail closed for a tenant the instance has no last-known state for.
+    assert.equal((await server.request('/api/v1/me', await withJwt('unseen'))).status, 503)
+    // A route that needs the store itself is 503 even for a JWT caller.
+    assert.equal((await server.request('/api/v1/tokens', await withJwt('acme'))).status, 503)
+    const ready = await server.request('/readyz')
+    assert.equal(ready.status, 503)
+    assert.ok(Number(ready.headers['retry-after']) > 0)
+
+    const stoppedAt = performance.now()
+    await pg.start()
+    const startedIn = performance.now() - stoppedAt
+    const patBack = await waitFor(
+      async () => (await server.request('/api/v1/me', withPat())).status === 200,
+      'PAT accepted again',
+      { timeoutMs: 10_000, intervalMs: 50 },
+    )
+    t.diagnostic(
+      `pg.start() took ${startedIn.toFixed(0)} ms; PATs accepted again ${patBack.toFixed(0)} ms later`,
+    )
+    assert.equal((await server.request('/readyz')).status, 200)
+    assert.equal((await server.request('/api/v1/me', await withJwt('unseen'))).status, 200)
+
+    // The change feed re-subscribes by itself (backoff ≤ 5 s), without a restart.
+    const feedBack = await waitFor(
+      async () => server.running.changeFeed?.connected === true,
+      'feed re-subscribed',
+      { timeoutMs: 10_000, intervalMs: 50 },
+    )
+    t.diagnostic(`change feed re-subscribed ${feedBack.toFixed(0)} ms after Postgres was up`)
+  })
+})
