@@ -48,15 +48,24 @@ describe('problem', () => {
 
   test('docs/errors.md documents every code with its status and type URI', () => {
     const docs = readFileSync(new URL('../../docs/errors.md', import.meta.url), 'utf8')
+    const rows = docs
+      .split('\n')
+      .filter((line) => line.startsWith('|'))
+      .map((line) =>
+        line
+          .split('|')
+          .slice(1, -1)
+          .map((cell) => cell.trim()),
+      )
     for (const [code, { status, title }] of Object.entries(PROBLEMS) as [
       ProblemCode,
       { status: number; title: string },
     ][]) {
-      const row = docs.split('\n').find((line) => line.startsWith(`| \`${code}\` |`))
+      const row = rows.find((cells) => cells[0] === `\`${code}\``)
       assert.ok(row, `docs/errors.md has no row for ${code}`)
-      assert.ok(row.includes(`| ${status} |`), `${code}: status ${status}`)
-      assert.ok(row.includes(`https://tokengate.dev/problems/${code}`), `${code}: type URI`)
-      assert.ok(row.includes(title), `${code}: title`)
+      assert.equal(row[1], String(status), `${code}: status`)
+      assert.equal(row[2], `\`https://tokengate.dev/problems/${code}\``, `${code}: type URI`)
+      assert.equal(row[3], title, `${code}: title`)
     }
   })
 })
