@@ -442,3 +442,31 @@ function rawRequest(base: string, path: string, headers: [string, string][]): Pr
     req.end()
   })
 }
+
+describe('gateway: upstream URL with a path', () => {
+  test('the path prefixes every proxied path; the query string is kept', async () => {
+    const upstream = await startUpstream()
+    const gateway = await startGateway({ upstream: `${upstream.url}/internal/` })
+    try {
+      const token = await gateway.pat([])
+      const response = await fetch(`${gateway.url}/api/v1/things/1?a=b&c=d`, {
+        headers: auth(token),
+      })
+      assert.equal(response.status, 200)
+      assert.equal(upstream.seen.at(-1)?.url, '/internal/api/v1/things/1?a=b&c=d')
+    } finally {
+      await gateway.close()
+      await upstream.close()
+    }
+  })
+
+  test('an invalid policy file stops the start with the line of each problem', async () => {
+    await assert.rejects(
+      startGateway({
+        upstream: 'http://127.0.0.1:9',
+        policy: 'rules:\n  - methods: [GET]\n    path: /not-api\n',
+      }),
+      /policy\.yaml:3:11: rules\[0\]\.path: must start with \/api\/v1\//,
+    )
+  })
+})
