@@ -24,7 +24,7 @@ export {
 export type { AuthFailure, FailureCode, InvalidTokenReason } from './core/failure.ts'
 export { fingerprintToken } from './core/fingerprint.ts'
 export type { IssuerConfig, KeySource } from './core/issuer.ts'
-// JWT verification: the `createJwtVerifier` export from './core/jwt.ts' goes here.
+export { createJwtVerifier, type JwtVerifierOptions } from './core/jwt.ts'
 export {
   checkPatFormat,
   generatePat,

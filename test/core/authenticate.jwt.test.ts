@@ -1,0 +1,114 @@
+/**
+ * The authenticator with the real JWT verifier (src/core/jwt.ts) and real signed tokens:
+ * the SPEC §5.3 JWT rules end to end, and the wire response never echoing the token.
+ */
+import assert from 'node:assert/strict'
+import { Buffer } from 'node:buffer'
+import { after, describe, test } from 'node:test'
+import fc from 'fast-check'
+import { createAuthenticator } from '../../src/core/authenticate.ts'
+import type { AuthFailure } from '../../src/core/failure.ts'
+import { createJwtVerifier } from '../../src/core/jwt.ts'
+import type { AuthResult } from '../../src/core/principal.ts'
+import { failureResponse } from '../../src/http/failure-response.ts'
+import { addTenant, bearer, fakeLookups } from '../helpers/core-fakes.ts'
+import {
+  createManualClock,
+  createTestIssuer,
+  signCompact,
+  TEST_ISSUER,
+  TEST_TENANT,
+} from '../helpers/jwt.ts'
+
+const clock = createManualClock()
+const issuer = createTestIssuer({ alg: 'ES256', clock })
+const verifier = createJwtVerifier([issuer.config], { clock })
+const lookups = fakeLookups()
+addTenant(lookups, TEST_TENANT)
+addTenant(lookups, 'tenant-b')
+const authenticate = createAuthenticator({ lookups, jwt: verifier, clock })
+after(() => verifier.close())
+
+function failureOf(result: AuthResult): AuthFailure {
+  assert.equal(result.ok, false, 'expected a failure')
+  if (result.ok) throw new Error('unreachable')
+  return result.failure
+}
+
+describe('authenticate with the real JWT verifier', () => {
+  test('a signed JWT with the right X-Tenant-Id → principal with issuer, subject and a log-safe fingerprint', async () => {
+    const token = await issuer.sign({ permissions: ['audit:read'], jti: 'j-1' })
+    const result = await authenticate({ authorization: bearer(token), tenantIds: [TEST_TENANT] })
+    assert.ok(result.ok, JSON.stringify(result))
+    assert.equal(result.principal.tokenType, 'jwt')
+    assert.equal(result.principal.tenantId, TEST_TENANT)
+    assert.equal(result.principal.issuer, TEST_ISSUER)
+    assert.equal(result.principal.subject, 'user-1')
+    assert.deepEqual(result.principal.permissions, ['audit:read'])
+    assert.equal(result.principal.tokenId, 'j-1')
+    assert.equal(
+      result.principal.fingerprint,
+      `jwt:iss=${TEST_ISSUER};kid=${issuer.kid};sub=user-1`,
+    )
+    assert.ok(!result.principal.fingerprint.includes(token.split('.')[2] as string))
+  })
+
+  test('SPEC 5.3 rule 1 with a real JWT: no X-Tenant-Id → tenant_header_required; another tenant → tenant_mismatch', async () => {
+    const token = await issuer.sign()
+    assert.deepEqual(
+      failureOf(await authenticate({ authorization: bearer(token), tenantIds: [] })),
+      {
+        code: 'tenant_header_required',
+      },
+    )
+    const mismatch = await authenticate({ authorization: bearer(token), tenantIds: ['tenant-b'] })
+    assert.equal(failureOf(mismatch).code, 'tenant_mismatch')
+  })
+
+  test('SPEC 5.3 rule 4 with real JWTs: expired → token_expired; tampered or alg none → invalid_token', async () => {
+    const expired = await issuer.sign({}, { nowMs: clock.now() - 3_600_000, expiresInSec: 60 })
+    const valid = await issuer.sign()
+    const [header, payload] = valid.split('.') as [string, string]
+    const forgedPayload = Buffer.from(
+      JSON.stringify({ ...issuer.claims(), permissions: ['tokens:revoke'] }),
+    ).toString('base64url')
+    const tampered = `${header}.${forgedPayload}.${valid.split('.')[2]}`
+    const none = signCompact({ alg: 'none' }, issuer.claims(), undefined)
+    const cases: [string, string][] = [
+      [expired, 'token_expired'],
+      [tampered, 'invalid_token'],
+      [none, 'invalid_token'],
+      [`${header}.${payload}.`, 'invalid_token'],
+    ]
+    for (const [token, code] of cases) {
+      const result = await authenticate({ authorization: bearer(token), tenantIds: [TEST_TENANT] })
+      const failure = failureOf(result)
+      assert.equal(failure.code, code)
+      const wire = JSON.stringify(failureResponse(failure, 'r'))
+      assert.equal(failureResponse(failure, 'r').status, 401)
+      assert.ok(!wire.includes(token), 'token echoed')
+      assert.ok(!wire.includes(issuer.kid ?? '\u0000'), 'kid echoed')
+    }
+  })
+
+  test('arbitrary JWT-ish input through the real verifier: never throws, never echoed', async () => {
+    const segment = fc
+      .string({ unit: 'binary-ascii', maxLength: 40 })
+      .map((text) => Buffer.from(text).toString('base64url'))
+    const tokenArb = fc.oneof(
+      fc.tuple(segment, segment, segment).map((parts) => parts.join('.')),
+      fc.stringMatching(/^[A-Za-z0-9\-._~+/]{9,80}$/),
+    )
+    await fc.assert(
+      fc.asyncProperty(tokenArb, async (token) => {
+        const result = await authenticate({
+          authorization: bearer(token),
+          tenantIds: [TEST_TENANT],
+        })
+        const failure = failureOf(result)
+        assert.ok(!JSON.stringify(failureResponse(failure, 'r')).includes(token))
+      }),
+      { numRuns: 300 },
+    )
+  })
+})
