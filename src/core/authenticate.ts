@@ -2,9 +2,9 @@ import { Buffer } from 'node:buffer'
 import { timingSafeEqual } from 'node:crypto'
 import { parseAuthorization } from './credentials.ts'
 import type { AuthFailure } from './failure.ts'
-import { fingerprintToken } from './fingerprint.ts'
-import { checkPatFormat, hashPat, isPatToken } from './pat.ts'
-import type { AuthLookups, Clock, JwtVerifier, PatRecord, VerifiedJwt } from './ports.ts'
+import { jwtFingerprint, patFingerprint } from './fingerprint.ts'
+import { checkPatFormat, hashPat, isPatToken, patLast4 } from './pat.ts'
+import type { AuthLookups, Clock, JwtVerifier, PatRecord, Tenant, VerifiedJwt } from './ports.ts'
 import type { AuthResult, Principal } from './principal.ts'
 import type { AuthInput } from './raw-headers.ts'
 
@@ -91,7 +91,7 @@ async function authenticatePat(
     permissions: record.permissions,
     tokenId: record.id,
     expiresAt: record.expiresAt,
-    fingerprint: fingerprintToken(token),
+    fingerprint: patFingerprint(patLast4(token)),
   })
 }
 
@@ -119,18 +119,32 @@ async function authenticateJwt(
     tokenId: verified.tokenId,
     expiresAt: verified.expiresAt,
     issuer: verified.issuer,
-    fingerprint: fingerprintToken(token),
+    fingerprint: jwtFingerprint(verified.issuer, verified.keyId, verified.subject),
   })
 }
 
 /**
- * Revoked and expired PATs. Revoked shares the unknown token's client-facing detail:
- * telling a caller that a token *was* valid once helps whoever holds a list of leaked
- * strings; the precise `reason` still reaches the log.
+ * Revoked, rotated-out and expired PATs. Revoked shares the unknown token's client-facing
+ * detail: telling a caller that a token *was* valid once helps whoever holds a list of
+ * leaked strings; the precise `reason` still reaches the log.
+ *
+ * Rotation: a rotated-out token works until `graceUntil` (the operator's grace period, so
+ * deployments can switch over), then fails with reason `rotated` and its `tokenId`. It is
+ * checked before expiry on purpose: presenting a replaced token after its grace is the
+ * signal that it leaked (GitLab's reuse detection), and the server answers it by revoking
+ * the whole rotation family. The core only decides; the revocation is the caller's effect.
  */
 function checkPatRecord(record: PatRecord, now: number): AuthFailure | undefined {
   if (record.revokedAt !== null) {
     return { code: 'invalid_token', reason: 'revoked', detail: INVALID_TOKEN_DETAIL }
+  }
+  if (record.supersededAt != null && !(record.graceUntil != null && now < record.graceUntil)) {
+    return {
+      code: 'invalid_token',
+      reason: 'rotated',
+      detail: INVALID_TOKEN_DETAIL,
+      tokenId: record.id,
+    }
   }
   if (record.expiresAt !== null && record.expiresAt <= now) {
     return { code: 'token_expired', detail: 'The access token has expired.' }
@@ -143,7 +157,7 @@ async function checkTenantActive(
   lookups: AuthLookups,
   tenantId: string,
 ): Promise<AuthFailure | undefined> {
-  let tenant: Awaited<ReturnType<AuthLookups['findTenant']>>
+  let tenant: Tenant | undefined
   try {
     tenant = await lookups.findTenant(tenantId)
   } catch {

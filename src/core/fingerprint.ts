@@ -26,7 +26,7 @@ const JWS_COMPACT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/
  * never shown; a 32-bit hash prefix cannot be reversed into a 190-bit secret.
  */
 export function fingerprintToken(token: string): string {
-  if (isPatToken(token) && checkPatFormat(token).ok) return `pat_…${patLast4(token)}`
+  if (isPatToken(token) && checkPatFormat(token).ok) return patFingerprint(patLast4(token))
   if (!isPatToken(token) && token.length <= MAX_DECODED_TOKEN_LENGTH && JWS_COMPACT.test(token)) {
     return fingerprintJwt(token)
   }
@@ -38,7 +38,20 @@ function fingerprintJwt(token: string): string {
   const header = decodeJsonObject(headerPart)
   const payload = decodeJsonObject(payloadPart)
   if (header === undefined || payload === undefined) return 'jwt:unparseable'
-  return `jwt:iss=${field(payload.iss)};kid=${field(header.kid)};sub=${field(payload.sub)}`
+  return jwtFingerprint(payload.iss, header.kid, payload.sub)
+}
+
+/** The fingerprint of a PAT from its last four characters: `pat_…abcd`. */
+export function patFingerprint(last4: string): string {
+  return `pat_…${field(last4)}`
+}
+
+/**
+ * The fingerprint of a JWT from its `iss`, `kid` and `sub` (verified values when the caller
+ * has them, which saves decoding the token again). Each is sanitised and cut as above.
+ */
+export function jwtFingerprint(iss: unknown, kid: unknown, sub: unknown): string {
+  return `jwt:iss=${field(iss)};kid=${field(kid)};sub=${field(sub)}`
 }
 
 function decodeJsonObject(part: string): Record<string, unknown> | undefined {

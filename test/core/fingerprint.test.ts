@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { Buffer } from 'node:buffer'
 import { describe, test } from 'node:test'
-import { fingerprintToken } from '../../src/core/fingerprint.ts'
+import { fingerprintToken, jwtFingerprint, patFingerprint } from '../../src/core/fingerprint.ts'
 import { generatePat } from '../../src/core/pat.ts'
 import { jwtLike } from '../helpers/core-fakes.ts'
 
@@ -65,6 +65,14 @@ describe('fingerprintToken', () => {
   test('an over-long JWT-shaped token is not decoded', () => {
     const token = jwtLike(undefined, { iss: 'i', sub: 's', pad: 'p'.repeat(9_000) })
     assert.match(fingerprintToken(token), /^sha256:[0-9a-f]{8}$/)
+  })
+
+  test('jwtFingerprint and patFingerprint sanitise the values they are given', () => {
+    assert.equal(
+      jwtFingerprint('https://i.example', undefined, 'a b'),
+      'jwt:iss=https://i.example;kid=-;sub=a_b',
+    )
+    assert.equal(patFingerprint('ab\ncd'), 'pat_…ab_cd')
   })
 
   test('PAT_ (uppercase) is not fingerprinted as a PAT', () => {
