@@ -14,7 +14,16 @@ export type AuthFailure =
   /** DESIGN rule 2: not exactly `Bearer <b64token>`, or more than one header. */
   | { code: 'malformed_authorization'; detail: string }
   /** SPEC §5.3 rule 4: unknown, revoked, forged, or otherwise unacceptable token. */
-  | { code: 'invalid_token'; reason: InvalidTokenReason; detail: string }
+  | {
+      code: 'invalid_token'
+      reason: InvalidTokenReason
+      detail: string
+      /**
+       * The stored token's id, set only with reason `rotated`, so the caller outside the
+       * core can revoke the token's rotation family (reuse detection) as a side effect.
+       */
+      tokenId?: string
+    }
   /** SPEC §5.3 rule 4: a token past its expiry. */
   | { code: 'token_expired'; detail: string }
   /** SPEC §5.3 rule 1: a JWT without `X-Tenant-Id`. */
@@ -31,6 +40,8 @@ export type InvalidTokenReason =
   | 'bad_checksum'
   | 'unknown_token'
   | 'revoked'
+  /** A PAT rotated out and used after its grace period: treated as reuse of a leaked token. */
+  | 'rotated'
   | 'bad_signature'
   | 'unknown_issuer'
   | 'unknown_key'

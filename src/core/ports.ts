@@ -35,6 +35,16 @@ export interface PatRecord {
   readonly lastUsedAt: number | null
   /** Id of the token this one replaced by rotation, if any (rotation family). */
   readonly rotatedFrom: string | null
+  /**
+   * When this token was rotated out (replaced by a token whose `rotatedFrom` is this id);
+   * null or absent while it is current. Stores always return it.
+   */
+  readonly supersededAt?: number | null | undefined
+  /**
+   * End of the rotation grace period: a rotated-out token keeps working while `now` is
+   * before it, then is refused with `invalid_token` / `rotated` (reuse detection).
+   */
+  readonly graceUntil?: number | null | undefined
 }
 
 /**
