@@ -65,7 +65,10 @@ export async function startTestServer(
           method,
           agent,
           // A raw header list is sent as given, so Node adds no Host header of its own.
-          headers: ['Host', new URL(running.url).host, ...headers] as unknown as Record<string, string>,
+          headers: ['Host', new URL(running.url).host, ...headers] as unknown as Record<
+            string,
+            string
+          >,
         },
         (res) => {
           let text = ''
