@@ -28,8 +28,19 @@ export type KeySource =
   | { readonly kind: 'jwks'; readonly jwks: { readonly keys: readonly Record<string, unknown>[] } }
   /** A remote JWKS, fetched and cached (max age, cooldown on unknown `kid`, stale on error). */
   | { readonly kind: 'jwks_url'; readonly url: string }
+  /**
+   * A remote JWKS found through OpenID Connect discovery from the issuer URL alone: its
+   * `/.well-known/openid-configuration` must name exactly this issuer, and its `jwks_uri` is
+   * fetched and cached like `jwks_url`. The issuer must be https (http on loopback only).
+   */
+  | { readonly kind: 'oidc_discovery' }
   /** One SPKI PEM public key, bound to exactly one algorithm. */
-  | { readonly kind: 'pem'; readonly pem: string; readonly algorithm: string; readonly kid?: string }
+  | {
+      readonly kind: 'pem'
+      readonly pem: string
+      readonly algorithm: string
+      readonly kid?: string
+    }
   /** A shared secret (base64url), for HS256/384/512 only, bound to exactly one algorithm. */
   | { readonly kind: 'secret'; readonly secret: string; readonly algorithm: string }
 

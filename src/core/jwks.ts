@@ -1,11 +1,12 @@
 /**
- * A remote JSON Web Key Set: fetched on first use, cached for `cacheMaxAgeMs`, refetched at
- * most once per `cooldownMs` (on expiry or on an unknown `kid`), and kept for
- * `staleWhileErrorMs` more while the URL is down.
+ * Remote key sources: a JSON Web Key Set at a URL, or found through OpenID Connect discovery
+ * from the issuer URL alone. Keys are fetched on first use (or by `warm`), cached for
+ * `cacheMaxAgeMs`, refetched at most once per `cooldownMs` (on expiry or on an unknown
+ * `kid`), and kept for `staleWhileErrorMs` more while the source is down.
  *
  * Fail closed, but honestly: when no usable keys can be had, the answer is an `unavailable`
  * failure (503 with `Retry-After`), never a pass and never `invalid_token` (the token may be
- * fine; we cannot tell). Nothing here throws.
+ * fine; we cannot tell). Nothing here throws on a request.
  */
 import { Buffer } from 'node:buffer'
 import type { AuthFailure } from './failure.ts'
@@ -21,9 +22,9 @@ import type { Clock } from './ports.ts'
 
 /** Remote JWKS timings, all in milliseconds. */
 export interface JwksOptions {
-  /** Abort a JWKS request after this long. Default 5000. */
+  /** Abort a JWKS (or discovery) request after this long. Default 5000. */
   readonly timeoutMs: number
-  /** Minimum time between two requests to the same JWKS URL. Default 30000. */
+  /** Minimum time between two refreshes of the same key source. Default 30000. */
   readonly cooldownMs: number
   /** Refetch keys older than this (on the next token that needs them). Default 600000. */
   readonly cacheMaxAgeMs: number
@@ -38,16 +39,51 @@ export const DEFAULT_JWKS_OPTIONS: JwksOptions = Object.freeze({
   staleWhileErrorMs: 3_600_000,
 })
 
-/** A JWKS document larger than this is refused: key sets are a few kilobytes. */
-const MAX_JWKS_BYTES = 256 * 1024
+/** A JWKS or discovery document larger than this is refused: both are a few kilobytes. */
+const MAX_DOCUMENT_BYTES = 256 * 1024
+
+/** OpenID Connect Discovery 1.0 §4: appended to the issuer URL (without a trailing slash). */
+export const DISCOVERY_PATH = '/.well-known/openid-configuration'
 
 export interface RemoteJwksDeps {
   readonly clock: Clock
   readonly fetch: typeof globalThis.fetch
+  /**
+   * Keeps key sources alive across verifier generations (see {@link createJwksPool}).
+   * Without one, every verifier owns its key sources and closes them.
+   */
+  readonly pool?: JwksPool | undefined
 }
 
 /**
- * Checks a JWKS URL: `https:`, or `http:` on a loopback host only.
+ * Where a remote key source stands, for readiness reports and logs:
+ * - `fresh`: keys fetched less than `cacheMaxAgeMs` ago;
+ * - `stale`: older, but within `staleWhileErrorMs` (still verifying; a refresh is due or failing);
+ * - `unavailable`: no usable keys (never loaded, or past staleness): tokens of this issuer
+ *   get 503 until a fetch succeeds.
+ */
+export interface JwksStatus {
+  readonly issuer: string
+  readonly state: 'fresh' | 'stale' | 'unavailable'
+  /** Epoch ms of the last successful fetch, or null if none succeeded. */
+  readonly loadedAt: number | null
+  /** Epoch ms of the last failed fetch after the last success, or null. */
+  readonly failingSince: number | null
+}
+
+/** A remote key source: {@link IssuerKeys} plus what readiness needs. */
+export interface RemoteJwks extends IssuerKeys {
+  readonly issuer: string
+  status(): JwksStatus
+  /**
+   * Refreshes in the background when keys are missing or past `cacheMaxAgeMs` and no cooldown
+   * applies; otherwise does nothing. Resolves when that refresh ends. Never rejects.
+   */
+  warm(): Promise<void>
+}
+
+/**
+ * Checks a JWKS or issuer URL: `https:`, or `http:` on a loopback host only.
  *
  * Why: keys fetched over plain HTTP can be replaced by anyone on the path, and whoever
  * supplies the keys can mint any token. Loopback is allowed for local identity providers
@@ -67,21 +103,95 @@ export function checkJwksUrl(url: string): URL {
   return parsed
 }
 
+/**
+ * The discovery document URL of an issuer (OpenID Connect Discovery 1.0 §4): the issuer
+ * with `/.well-known/openid-configuration` appended. Throws when the issuer is not an https
+ * URL (http on loopback only), has a query or fragment, or carries credentials.
+ */
+export function discoveryUrl(issuer: string): URL {
+  let parsed: URL
+  try {
+    parsed = new URL(issuer)
+  } catch {
+    throw new Error('discovery needs an issuer that is a URL')
+  }
+  if (parsed.search !== '' || parsed.hash !== '' || parsed.username || parsed.password) {
+    throw new Error('a discovery issuer URL has no query, fragment or credentials')
+  }
+  try {
+    checkJwksUrl(issuer)
+  } catch {
+    throw new Error('a discovery issuer must use https (http is allowed on loopback only)')
+  }
+  return new URL(`${issuer.replace(/\/$/, '')}${DISCOVERY_PATH}`)
+}
+
 /** Creates the key source of one issuer whose keys live at `url`. */
 export function createRemoteJwks(
   url: string,
   options: JwksOptions,
   deps: RemoteJwksDeps,
+  issuer = url,
 ): IssuerKeys {
   const target = checkJwksUrl(url)
+  return pooled(deps, `${issuer}\u0000jwks_url\u0000${target.href}`, () =>
+    createKeySource(issuer, async () => target, options, deps),
+  )
+}
+
+/**
+ * Creates the key source of an issuer known only by its URL: each refresh reads
+ * `<issuer>/.well-known/openid-configuration`, checks that its `issuer` is exactly the
+ * configured one, and fetches the `jwks_uri` it names.
+ *
+ * Why the exact `issuer` check (OpenID Connect Discovery §4.3): a document that names
+ * another issuer is either a misconfiguration or an attempt to have us trust one issuer's
+ * keys for another's tokens. Why re-read the document on each refresh: a provider that moves
+ * its `jwks_uri` is then followed without a restart; refreshes are bounded by the cooldown.
+ */
+export function createDiscoveredJwks(
+  issuer: string,
+  options: JwksOptions,
+  deps: RemoteJwksDeps,
+): IssuerKeys {
+  const document = discoveryUrl(issuer)
+  const locate = async (signal: AbortSignal): Promise<URL> => {
+    const metadata = await fetchJson(document, signal, deps.fetch, 'application/json')
+    const { issuer: named, jwks_uri: jwksUri } = (metadata ?? {}) as Record<string, unknown>
+    if (named !== issuer) throw new Error('the discovery document names another issuer')
+    if (typeof jwksUri !== 'string') throw new Error('the discovery document has no jwks_uri')
+    return checkJwksUrl(jwksUri)
+  }
+  return pooled(deps, `${issuer}\u0000oidc_discovery`, () =>
+    createKeySource(issuer, locate, options, deps),
+  )
+}
+
+function pooled(deps: RemoteJwksDeps, key: string, create: () => RemoteJwks): IssuerKeys {
+  return deps.pool === undefined ? create() : deps.pool.acquire(key, create)
+}
+
+/** Finds the JWKS URL for one refresh: fixed, or read from a discovery document. */
+type Locate = (signal: AbortSignal) => Promise<URL>
+
+function createKeySource(
+  issuer: string,
+  locate: Locate,
+  options: JwksOptions,
+  deps: RemoteJwksDeps,
+): RemoteJwks {
   const { clock } = deps
   const closer = new AbortController()
   let keys: readonly BoundKey[] | undefined
   let fetchedAt = Number.NEGATIVE_INFINITY
   let attemptedAt = Number.NEGATIVE_INFINITY
+  let failingSince: number | null = null
   let inflight: Promise<boolean> | undefined
 
   const coolingDown = (now: number) => now - attemptedAt < options.cooldownMs
+  const usableUntil = () => fetchedAt + options.cacheMaxAgeMs + options.staleWhileErrorMs
+  const due = (now: number) =>
+    (keys === undefined || now - fetchedAt >= options.cacheMaxAgeMs) && !coolingDown(now)
 
   function unavailable(): KeyLookup {
     const waitMs = Math.max(attemptedAt + options.cooldownMs - clock.now(), 0)
@@ -96,12 +206,15 @@ export function createRemoteJwks(
   async function load(): Promise<boolean> {
     attemptedAt = clock.now()
     try {
-      const fetched = await fetchKeySet(target, options.timeoutMs, closer.signal, deps.fetch)
+      const signal = AbortSignal.any([AbortSignal.timeout(options.timeoutMs), closer.signal])
+      const fetched = await fetchKeySet(await locate(signal), signal, deps.fetch)
       if (closer.signal.aborted) return false
       keys = fetched
       fetchedAt = clock.now()
+      failingSince = null
       return true
     } catch {
+      failingSince ??= clock.now()
       return false
     }
   }
@@ -115,19 +228,12 @@ export function createRemoteJwks(
   }
 
   return {
+    issuer,
     async resolve(alg, kid) {
       if (closer.signal.aborted) return unavailable()
-      const now = clock.now()
-      if (inflight !== undefined) {
-        await inflight
-      } else if (
-        (keys === undefined || now - fetchedAt >= options.cacheMaxAgeMs) &&
-        !coolingDown(now)
-      ) {
-        await refresh()
-      }
-      const usableUntil = fetchedAt + options.cacheMaxAgeMs + options.staleWhileErrorMs
-      if (keys === undefined || clock.now() >= usableUntil) return unavailable()
+      if (inflight !== undefined) await inflight
+      else if (due(clock.now())) await refresh()
+      if (keys === undefined || clock.now() >= usableUntil()) return unavailable()
       let selection = selectKey(keys, alg, kid)
       // An unknown kid may be a freshly rotated key: look again, at most once per cooldown.
       if (!selection.ok && selection.reason === 'unknown_key' && !coolingDown(clock.now())) {
@@ -136,9 +242,94 @@ export function createRemoteJwks(
       }
       return selection.ok ? selection : { ok: false, failure: selectionFailure(selection.reason) }
     },
+    status() {
+      const now = clock.now()
+      const state =
+        keys === undefined || now >= usableUntil()
+          ? 'unavailable'
+          : now - fetchedAt < options.cacheMaxAgeMs
+            ? 'fresh'
+            : 'stale'
+      const loadedAt = keys === undefined ? null : fetchedAt
+      return { issuer, state, loadedAt, failingSince }
+    },
+    async warm() {
+      if (closer.signal.aborted) return
+      if (inflight !== undefined) await inflight
+      else if (due(clock.now())) await refresh()
+    },
     close() {
       closer.abort()
       keys = undefined
+    },
+  }
+}
+
+/**
+ * Remote key sources shared by successive verifiers of one registry. Issuers are re-read
+ * whenever an operator changes one, and each change builds a new verifier; without a pool
+ * every change would drop every issuer's cached keys, so adding issuer B while issuer A's
+ * identity provider is down would turn A's stale-but-valid keys into 503s, and every change
+ * would refetch every JWKS at once.
+ *
+ * Key sources are matched by issuer and location (a changed URL is a new source). Verifiers
+ * cannot close pooled sources; {@link JwksPool.retain} closes the ones no verifier uses.
+ */
+export interface JwksPool {
+  /** The live key source for `key`, created on first use. */
+  acquire(key: string, create: () => RemoteJwks): IssuerKeys
+  /**
+   * Runs `build` (which creates one verifier), then closes every pooled source it did not
+   * acquire. Returns what `build` returned.
+   */
+  retain<T>(build: () => T): T
+  /** Every live source's status, in acquisition order. */
+  statuses(): readonly JwksStatus[]
+  /** Starts a background refresh of every source that is due (see `RemoteJwks.warm`). */
+  warm(): Promise<void>
+  close(): void
+}
+
+export function createJwksPool(): JwksPool {
+  let live = new Map<string, RemoteJwks>()
+  let used: Set<string> | undefined
+  return {
+    acquire(key, create) {
+      used?.add(key)
+      let source = live.get(key)
+      if (source === undefined) {
+        source = create()
+        live.set(key, source)
+      }
+      const shared = source
+      // The verifier's close() must not close a source the next verifier shares.
+      return { resolve: (alg, kid) => shared.resolve(alg, kid), close() {} }
+    },
+    retain(build) {
+      used = new Set()
+      let result: ReturnType<typeof build>
+      try {
+        result = build()
+      } catch (error) {
+        used = undefined
+        throw error
+      }
+      const next = new Map<string, RemoteJwks>()
+      for (const [key, source] of live) {
+        if (used.has(key)) next.set(key, source)
+        else source.close()
+      }
+      live = next
+      used = undefined
+      return result
+    },
+    statuses: () => [...live.values()].map((source) => source.status()),
+    async warm() {
+      await Promise.all([...live.values()].map((source) => source.warm()))
+    },
+    close() {
+      for (const source of live.values()) source.close()
+      live = new Map()
     },
   }
 }
@@ -151,21 +342,15 @@ export function createRemoteJwks(
  */
 async function fetchKeySet(
   url: URL,
-  timeoutMs: number,
-  closed: AbortSignal,
+  signal: AbortSignal,
   fetchImpl: typeof globalThis.fetch,
 ): Promise<readonly BoundKey[]> {
-  const signal = AbortSignal.any([AbortSignal.timeout(timeoutMs), closed])
-  const response = await fetchImpl(url, {
+  const document = await fetchJson(
+    url,
     signal,
-    redirect: 'manual',
-    headers: { accept: 'application/jwk-set+json, application/json' },
-  })
-  if (response.status !== 200) {
-    await response.body?.cancel()
-    throw new Error(`JWKS answered ${response.status}`)
-  }
-  const document: unknown = JSON.parse(await readCapped(response, MAX_JWKS_BYTES))
+    fetchImpl,
+    'application/jwk-set+json, application/json',
+  )
   const listed = (document as { keys?: unknown } | null)?.keys
   if (!Array.isArray(listed)) throw new Error('not a JWKS')
   const bound: BoundKey[] = []
@@ -180,6 +365,24 @@ async function fetchKeySet(
   return bound
 }
 
+/**
+ * GETs a JSON document: 200 only, redirects not followed (a redirect could lead anywhere,
+ * including to plain http), at most {@link MAX_DOCUMENT_BYTES}.
+ */
+async function fetchJson(
+  url: URL,
+  signal: AbortSignal,
+  fetchImpl: typeof globalThis.fetch,
+  accept: string,
+): Promise<unknown> {
+  const response = await fetchImpl(url, { signal, redirect: 'manual', headers: { accept } })
+  if (response.status !== 200) {
+    await response.body?.cancel()
+    throw new Error(`${url.pathname} answered ${response.status}`)
+  }
+  return JSON.parse(await readCapped(response, MAX_DOCUMENT_BYTES))
+}
+
 async function readCapped(response: Response, maxBytes: number): Promise<string> {
   if (response.body === null) return ''
   const reader = response.body.getReader()
@@ -191,7 +394,7 @@ async function readCapped(response: Response, maxBytes: number): Promise<string>
     total += value.byteLength
     if (total > maxBytes) {
       await reader.cancel()
-      throw new Error('JWKS too large')
+      throw new Error('document too large')
     }
     chunks.push(value)
   }

@@ -16,9 +16,11 @@ import {
   type IssuerConfig,
 } from './issuer.ts'
 import {
+  createDiscoveredJwks,
   createRemoteJwks,
   DEFAULT_JWKS_OPTIONS,
   type JwksOptions,
+  type JwksPool,
   type RemoteJwksDeps,
 } from './jwks.ts'
 import { type CachedJwt, createJwtCache } from './jwt-cache.ts'
@@ -55,6 +57,8 @@ export interface JwtVerifierOptions {
   readonly jwks?: Partial<JwksOptions>
   /** `fetch` used for remote JWKS. Default the global `fetch`. */
   readonly fetch?: typeof globalThis.fetch
+  /** Remote key sources shared across verifiers (`createJwksPool`). Default: none shared. */
+  readonly jwksPool?: JwksPool
 }
 
 interface TrustedIssuer {
@@ -106,6 +110,7 @@ export function createJwtVerifier(
   const deps: RemoteJwksDeps = {
     clock: settings.clock,
     fetch: options.fetch ?? ((input, init) => globalThis.fetch(input, init)),
+    pool: options.jwksPool,
   }
   const cache = createJwtCache(nonNegative('cacheMaxEntries', options.cacheMaxEntries ?? 10_000))
   const registry = new Map<string, TrustedIssuer>()
@@ -328,7 +333,9 @@ function buildKeys(
   const source = config.keySource
   switch (source.kind) {
     case 'jwks_url':
-      return createRemoteJwks(source.url, jwks, deps)
+      return createRemoteJwks(source.url, jwks, deps, config.issuer)
+    case 'oidc_discovery':
+      return createDiscoveredJwks(config.issuer, jwks, deps)
     case 'jwks': {
       const keys = source.jwks.keys.map((jwk, index) => {
         try {

@@ -1,4 +1,5 @@
 import type { IssuerConfig } from '../core/issuer.ts'
+import { createJwksPool, type JwksStatus } from '../core/jwks.ts'
 import { createJwtVerifier, type JwtVerifierOptions } from '../core/jwt.ts'
 import type { JwtOutcome, JwtVerifier } from '../core/ports.ts'
 import type { Store } from '../stores/store.ts'
@@ -7,20 +8,36 @@ export interface IssuerRegistry extends JwtVerifier {
   /** Re-reads the trusted issuers from the store and swaps in a fresh verifier. */
   reload(): Promise<void>
   issuers(): readonly IssuerConfig[]
+  /**
+   * The state of every remote key source (JWKS URL or discovery), one per such issuer, and
+   * a background refresh of those that are due. Issuers with static keys are always ready
+   * and not listed. For `/readyz`.
+   */
+  keyStatus(): readonly JwksStatus[]
 }
 
 /**
  * The JWT verifier for the issuers registered in the store. Issuers change rarely (an
  * operator's `issuer add/remove`), so the whole verifier is rebuilt on change rather than
- * patched: its caches then never hold a key or a token of a removed issuer.
+ * patched: its token cache then never holds a token of a removed issuer. Remote key sources
+ * are pooled across rebuilds (see `createJwksPool`): a change to one issuer neither drops
+ * another issuer's cached keys nor refetches every JWKS.
  */
 export async function createIssuerRegistry(
   store: Pick<Store, 'listIssuers'>,
   options: JwtVerifierOptions,
   onReloadError: (error: unknown) => void = () => {},
 ): Promise<IssuerRegistry> {
+  const pool = createJwksPool()
+  const build = (configs: readonly IssuerConfig[]) => {
+    const verifier = pool.retain(() => createJwtVerifier(configs, { ...options, jwksPool: pool }))
+    // Load keys now rather than on the first token: readiness then tells the truth early,
+    // and the first caller does not wait for the identity provider.
+    void pool.warm()
+    return verifier
+  }
   let issuers: readonly IssuerConfig[] = await store.listIssuers()
-  let current = createJwtVerifier(issuers, options)
+  let current = build(issuers)
   let reloading: Promise<void> | undefined
   let reloadAgain = false
 
@@ -28,8 +45,8 @@ export async function createIssuerRegistry(
     try {
       const next = await store.listIssuers()
       const previous = current
+      current = build(next)
       issuers = next
-      current = createJwtVerifier(next, options)
       previous.close()
     } catch (error) {
       // Keep verifying with the last known issuers: removing trust because the store blinked
@@ -58,6 +75,13 @@ export async function createIssuerRegistry(
       return reloading
     },
     issuers: () => issuers,
-    close: () => current.close(),
+    keyStatus() {
+      void pool.warm()
+      return pool.statuses()
+    },
+    close: () => {
+      current.close()
+      pool.close()
+    },
   }
 }

@@ -1,4 +1,5 @@
 import type { IssuerConfig, KeySource } from '../../core/issuer.ts'
+import { discoveryUrl } from '../../core/jwks.ts'
 import type { StoredIssuer } from '../../stores/store.ts'
 import {
   optionalString,
@@ -20,7 +21,7 @@ import {
 import { formatTime, isoTime } from '../output.ts'
 import { checkTenantId, printable } from '../validate.ts'
 
-const KEY_SOURCE_FLAGS = ['jwks-url', 'jwks-file', 'pem-file', 'secret-file'] as const
+const KEY_SOURCE_FLAGS = ['jwks-url', 'jwks-file', 'pem-file', 'secret-file', 'discovery'] as const
 const CLAIM_NAME = /^[A-Za-z0-9_.:/-]{1,128}$/
 
 /** An issuer as output shows it: key material summarised, a shared secret never shown. */
@@ -45,6 +46,8 @@ function keySourceSummary(source: KeySource) {
       }
     case 'jwks_url':
       return { kind: source.kind, url: source.url }
+    case 'oidc_discovery':
+      return { kind: source.kind }
     case 'pem':
       return { kind: source.kind, algorithm: source.algorithm, kid: source.kid ?? null }
     case 'secret':
@@ -60,6 +63,8 @@ function describeKeySource(source: KeySource): string {
       return `jwks (${source.jwks.keys.length} key${source.jwks.keys.length === 1 ? '' : 's'})`
     case 'jwks_url':
       return source.url
+    case 'oidc_discovery':
+      return 'discovery (/.well-known/openid-configuration)'
     case 'pem':
       return `pem (${source.algorithm})`
     case 'secret':
@@ -69,15 +74,21 @@ function describeKeySource(source: KeySource): string {
   }
 }
 
-function readKeySource(args: ParsedArgs): KeySource {
+function readKeySource(args: ParsedArgs, issuer: string): KeySource {
   const given = KEY_SOURCE_FLAGS.filter((name) => args.values[name] !== undefined)
   if (given.length !== 1) {
     throw new UsageError(
-      `expected exactly one key source: --jwks-url, --jwks-file, --pem-file or --secret-file (got ${given.length === 0 ? 'none' : given.map((f) => `--${f}`).join(' and ')})`,
+      `expected exactly one key source: --jwks-url, --jwks-file, --pem-file, --secret-file or --discovery (got ${given.length === 0 ? 'none' : given.map((f) => `--${f}`).join(' and ')})`,
     )
   }
   const algorithm = optionalString(args, 'algorithm')
   const source = given[0] as (typeof KEY_SOURCE_FLAGS)[number]
+  if (source === 'discovery') {
+    if (algorithm !== undefined) {
+      throw new UsageError('--algorithm applies to --pem-file and --secret-file only')
+    }
+    return readDiscovery(issuer)
+  }
   const value = requiredString(args, source, 'a value')
   if (algorithm !== undefined && (source === 'jwks-url' || source === 'jwks-file')) {
     throw new UsageError(
@@ -94,6 +105,20 @@ function readKeySource(args: ParsedArgs): KeySource {
     case 'secret-file':
       return readSecretFile(value, algorithm)
   }
+}
+
+/**
+ * `--discovery`: keys found from the issuer URL alone, at run time (not now: the provider
+ * may be down while the operator registers it, and may move its `jwks_uri` later). The
+ * issuer must be a URL discovery can use: https, or http on localhost/127.0.0.1 only.
+ */
+function readDiscovery(issuer: string): KeySource {
+  try {
+    discoveryUrl(issuer)
+  } catch (error) {
+    throw new UsageError(`--discovery: --issuer ${printable(issuer)}: ${(error as Error).message}`)
+  }
+  return { kind: 'oidc_discovery' }
 }
 
 /**
@@ -151,7 +176,7 @@ function readIssuerConfig(args: ParsedArgs): IssuerConfig {
       "missing --audience: expected an 'aud' value the tokens must carry (repeatable)",
     )
   }
-  const keySource = readKeySource(args)
+  const keySource = readKeySource(args, issuer)
   const algorithms = readAlgorithms(args, keySource)
   const fixedTenant = optionalString(args, 'tenant')
   const tenantClaim = readClaim(args, 'tenant-claim')
@@ -181,7 +206,7 @@ const add: CommandDef = {
   path: ['issuer', 'add'],
   summary: 'Trust a JWT issuer (insert, or replace one with the same --issuer)',
   synopsis:
-    '--issuer ISS --audience AUD (--jwks-url URL | --jwks-file F | --pem-file F --algorithm ALG | --secret-file F --algorithm HS256) [options]',
+    '--issuer ISS --audience AUD (--jwks-url URL | --discovery | --jwks-file F | --pem-file F --algorithm ALG | --secret-file F --algorithm HS256) [options]',
   description:
     'Exactly one key source. A JWKS URL must be https (http only for localhost/127.0.0.1). Every\nJWKS key needs "alg" unless its type allows only one algorithm (EC, Ed25519). A PEM file must\nhold a public key. The tenant comes from the claim tenant_id unless --tenant or --tenant-claim.',
   options: {
@@ -193,6 +218,11 @@ const add: CommandDef = {
       description: "Accepted 'aud' (repeatable).",
     },
     'jwks-url': { type: 'string', value: 'URL', description: 'Fetch keys from this JWKS URL.' },
+    discovery: {
+      type: 'boolean',
+      description:
+        "Find the JWKS from ISS/.well-known/openid-configuration at run time (its 'issuer' must equal ISS).",
+    },
     'jwks-file': {
       type: 'string',
       value: 'FILE',
@@ -238,6 +268,7 @@ const add: CommandDef = {
   },
   examples: [
     'tokengate issuer add --issuer https://login.example.com/ --audience api://tokengate --jwks-url https://login.example.com/.well-known/jwks.json',
+    'tokengate issuer add --issuer https://login.example.com --audience tokengate --discovery',
     'tokengate issuer add --issuer local --audience tokengate --pem-file issuer.pub.pem --algorithm ES256 --tenant acme',
   ],
   async run(ctx) {
