@@ -1,7 +1,10 @@
 /**
- * The claim rules tokengate adds on top of jose's (which has already checked the signature,
- * `iss`, `aud`, `exp`, `nbf` and the claim types): future `iat`, maximum lifetime, `sub`,
- * tenant and permissions. Turns a verified payload into a `VerifiedJwt`.
+ * The claim rules, applied to a payload whose signature has been checked:
+ * - `checkRegisteredClaims`: `iss`, `aud`, `exp`, `nbf` and the types of the time claims,
+ *   exactly as jose's `jwtVerify` checks them (same order, same comparisons, so the same
+ *   failure for the same token: test/core/jwt-differential.test.ts);
+ * - `checkClaims`: the rules tokengate adds: future `iat`, maximum lifetime, `sub`, tenant
+ *   and permissions. Turns the payload into a `VerifiedJwt`.
  */
 import type { AuthFailure } from './failure.ts'
 import type { VerifiedJwt } from './ports.ts'
@@ -29,9 +32,61 @@ const invalid = (
   detail: string,
 ): ClaimsOutcome => ({ ok: false, failure: { code: 'invalid_token', reason, detail } })
 
+/** Claims whose names may appear in a failure detail; others are "a claim". */
+const REGISTERED_CLAIMS = new Set(['iss', 'aud', 'exp', 'nbf', 'iat', 'sub'])
+
+function claimFailure(claim: string): AuthFailure {
+  const name = REGISTERED_CLAIMS.has(claim) ? `the "${claim}" claim` : 'a claim'
+  return { code: 'invalid_token', reason: 'claims', detail: `${name} is missing or invalid` }
+}
+
 /**
- * Applies the remaining claim rules to a payload whose signature and registered time claims
- * jose has verified (`exp` is present and a number, `iat`/`nbf` are numbers when present).
+ * jose's `validateClaimsSet` for the options tokengate uses (`issuer`, `audience`,
+ * `requiredClaims: ['exp']`, `clockTolerance`, `currentDate`), in jose's order: presence of
+ * `iss`, `aud`, `exp`; `iss` equal; `aud` (a string, or an array containing an accepted
+ * audience); `iat` and `nbf` numbers when present; `nbf` not after now + tolerance; `exp` a
+ * number after now - tolerance. Undefined when all hold.
+ */
+export function checkRegisteredClaims(
+  payload: Readonly<Record<string, unknown>>,
+  issuer: string,
+  audiences: readonly string[],
+  nowSec: number,
+  toleranceSec: number,
+): AuthFailure | undefined {
+  for (const claim of ['iss', 'aud', 'exp']) {
+    if (!Object.hasOwn(payload, claim)) return claimFailure(claim)
+  }
+  if (payload.iss !== issuer) return claimFailure('iss')
+  const aud = payload.aud
+  const audienceOk =
+    typeof aud === 'string'
+      ? audiences.includes(aud)
+      : Array.isArray(aud) && audiences.some((accepted) => aud.includes(accepted))
+  if (!audienceOk) return claimFailure('aud')
+  if (payload.iat !== undefined && typeof payload.iat !== 'number') return claimFailure('iat')
+  const nbf = payload.nbf
+  if (nbf !== undefined) {
+    if (typeof nbf !== 'number') return claimFailure('nbf')
+    if (nbf > nowSec + toleranceSec) {
+      return {
+        code: 'invalid_token',
+        reason: 'not_yet_valid',
+        detail: 'the token is not valid yet',
+      }
+    }
+  }
+  const exp = payload.exp
+  if (typeof exp !== 'number') return claimFailure('exp')
+  if (exp <= nowSec - toleranceSec)
+    return { code: 'token_expired', detail: 'the token has expired' }
+  return undefined
+}
+
+/**
+ * Applies the remaining claim rules to a payload whose signature and registered claims have
+ * been verified by `checkRegisteredClaims` (`exp` is present and a number, `iat`/`nbf` are
+ * numbers when present).
  */
 export function checkClaims(
   payload: Readonly<Record<string, unknown>>,

@@ -1,11 +1,13 @@
 /**
  * Verification keys, each bound to exactly one JWS algorithm.
  *
- * Every key tokengate trusts is imported once, up front, as a WebCrypto `CryptoKey` whose
- * WebCrypto algorithm is fixed by the one JWS `alg` it is bound to (a JWK's `alg`, or the
- * algorithm configured beside a PEM or a secret). jose refuses to verify with a CryptoKey
- * whose algorithm does not match the token's `alg`, and key selection below only ever
- * offers the key bound to the token's `alg`, so:
+ * Every key tokengate trusts is imported once, up front, and bound to the one JWS `alg` it
+ * may verify (a JWK's `alg`, or the algorithm configured beside a PEM or a secret). Binding
+ * prepares two equivalent forms, both fixed to that algorithm:
+ * - `verify`, the node:crypto signature check the verifier uses (jwt-signature.ts), and
+ * - `key`, a WebCrypto `CryptoKey` whose algorithm jose enforces (the reference path the
+ *   differential test compares against).
+ * Key selection below only ever offers the key bound to the token's `alg`, so:
  * - an RS256 key never verifies a PS256 or RS512 token, and
  * - a public key is never used as an HMAC secret (the classic RS256 → HS256 confusion):
  *   HMAC keys come only from an explicit `secret` key source, and public JWKs of type
@@ -19,12 +21,16 @@ import {
   type JsonWebKey as NodeJwk,
 } from 'node:crypto'
 import type { AuthFailure } from './failure.ts'
+import { createSignatureCheck, type SignatureCheck } from './jwt-signature.ts'
 
 /** A verification key and the single algorithm it may be used with. */
 export interface BoundKey {
   readonly kid: string | undefined
   readonly alg: string
+  /** The key as WebCrypto sees it, fixed to `alg` (for jose). */
   readonly key: CryptoKey
+  /** The prepared node:crypto check of a signature under `alg` with this key. */
+  readonly verify: SignatureCheck
 }
 
 interface AsymmetricAlgorithm {
@@ -108,7 +114,7 @@ function bindPublicKey(keyObject: KeyObject, alg: string, kid: string | undefine
     throw new Error(`RSA keys must have at least ${MIN_RSA_BITS} bits`)
   }
   const key = keyObject.toCryptoKey(spec.params, false, ['verify']) as CryptoKey
-  return Object.freeze({ kid, alg, key })
+  return Object.freeze({ kid, alg, key, verify: createSignatureCheck(alg, keyObject) })
 }
 
 /**
@@ -192,10 +198,11 @@ export function bindSecret(secret: string, alg: string): BoundKey {
   if (bytes.length < spec.minBytes) {
     throw new Error(`an ${alg} secret must be at least ${spec.minBytes} bytes`)
   }
-  const key = createSecretKey(bytes).toCryptoKey({ name: 'HMAC', hash: spec.hash }, false, [
+  const secretKey = createSecretKey(bytes)
+  const key = secretKey.toCryptoKey({ name: 'HMAC', hash: spec.hash }, false, [
     'verify',
   ]) as CryptoKey
-  return Object.freeze({ kid: undefined, alg, key })
+  return Object.freeze({ kid: undefined, alg, key, verify: createSignatureCheck(alg, secretKey) })
 }
 
 /** Outcome of choosing a key for a token's `alg` and `kid`. */
@@ -237,8 +244,12 @@ export type KeyLookup =
 
 /** Where one issuer's verification keys come from: inline, PEM, secret, or a remote JWKS. */
 export interface IssuerKeys {
-  /** Finds the key for a token's `alg` and `kid`. Never throws: failures are values. */
-  resolve(alg: string, kid: string | undefined): Promise<KeyLookup>
+  /**
+   * Finds the key for a token's `alg` and `kid`. Never throws: failures are values. Keys
+   * known at configuration time answer synchronously (no promise on the hot path); a remote
+   * JWKS may have to fetch and answers with a promise.
+   */
+  resolve(alg: string, kid: string | undefined): KeyLookup | Promise<KeyLookup>
   close(): void
 }
 
@@ -276,7 +287,7 @@ export function selectionFailure(
  */
 export function createStaticKeys(keys: readonly BoundKey[], ignoreKid: boolean): IssuerKeys {
   return {
-    async resolve(alg, kid) {
+    resolve(alg, kid) {
       const selection = selectKey(keys, alg, ignoreKid ? undefined : kid)
       return selection.ok ? selection : { ok: false, failure: selectionFailure(selection.reason) }
     },

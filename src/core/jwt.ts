@@ -3,11 +3,18 @@
  * keys, algorithm allowlist, audiences, tenant claim and permissions claim.
  *
  * Order of work for a token, cheapest and least trusting first:
- *   size bound → cache → compact-JWS shape → header (`alg`, `b64`, `kid`) → unverified `iss`
- *   picks the issuer → `alg` on that issuer's allowlist → key bound to that `alg` → jose
- *   verifies signature, `iss`, `aud`, `exp`, `nbf` → tokengate's claim rules.
+ *   size bound → cache → compact-JWS shape (strict base64url, JSON objects) → header (`alg`,
+ *   `b64`, `kid`, `crit`) → unverified `iss` picks the issuer → `alg` on that issuer's
+ *   allowlist → key bound to that `alg` → signature → registered claims (`iss`, `aud`,
+ *   `exp`, `nbf`) → tokengate's claim rules.
+ *
+ * Which path production uses: this one. Signatures are checked with node:crypto on prepared
+ * KeyObjects (jwt-signature.ts), synchronously; nothing here calls jose. jose's `jwtVerify`
+ * on the same bound keys is the reference implementation: test/core/jwt-differential.test.ts
+ * shows both accept the same tokens with the same claims, and the JWT test table runs
+ * against this verifier. Key fetching and caching are jwks.ts's, unchanged.
  */
-import { decodeJwt, decodeProtectedHeader, errors, jwtVerify } from 'jose'
+import { Buffer } from 'node:buffer'
 import type { AuthFailure } from './failure.ts'
 import {
   DEFAULT_ALGORITHMS,
@@ -24,7 +31,8 @@ import {
   type RemoteJwksDeps,
 } from './jwks.ts'
 import { type CachedJwt, createJwtCache } from './jwt-cache.ts'
-import { type ClaimRules, checkClaims } from './jwt-claims.ts'
+import { type ClaimRules, checkClaims, checkRegisteredClaims } from './jwt-claims.ts'
+import { decodeBase64url, type ParsedJws, parseCompactJws } from './jwt-jws.ts'
 import {
   type BoundKey,
   bindJwk,
@@ -35,6 +43,7 @@ import {
   isAsymmetricAlgorithm,
   isHmacAlgorithm,
   isNoneAlgorithm,
+  type KeyLookup,
 } from './jwt-keys.ts'
 import { type Clock, type JwtVerifier, systemClock } from './ports.ts'
 
@@ -63,8 +72,7 @@ export interface JwtVerifierOptions {
 
 interface TrustedIssuer {
   readonly issuer: string
-  /** Mutable only because jose's option type is; never changed. */
-  readonly audiences: string[]
+  readonly audiences: readonly string[]
   readonly algorithms: ReadonlySet<string>
   readonly keys: IssuerKeys
   readonly rules: ClaimRules
@@ -77,12 +85,13 @@ interface Settings {
   readonly maxTokenLength: number
 }
 
-type Verified = { ok: true; entry: CachedJwt } | { ok: false; failure: AuthFailure }
+type Failed = { ok: false; failure: AuthFailure }
+type Verified = { ok: true; entry: CachedJwt } | Failed
 
 const invalid = (
   reason: Extract<AuthFailure, { code: 'invalid_token' }>['reason'],
   detail: string,
-): Verified => ({ ok: false, failure: { code: 'invalid_token', reason, detail } })
+): Failed => ({ ok: false, failure: { code: 'invalid_token', reason, detail } })
 
 /**
  * Creates the JWT verifier for a set of trusted issuers. Validates every issuer and imports
@@ -132,7 +141,17 @@ export function createJwtVerifier(
       const key = cache.keyOf(token)
       const hit = cache.get(key, epochSeconds(settings.clock.now()), settings.toleranceSec)
       if (hit !== undefined) return { ok: true, jwt: hit }
-      const verified = await verifyUncached(token, registry, settings)
+      const checked = checkUnverified(token, registry)
+      if (!checked.ok) return checked
+      const { jws, trusted, alg, kid } = checked
+      // Keys are found by `alg` and `kid` only. The header's `jwk`, `jku`, `x5u` and `x5c`
+      // are never read: a key the token brings with it proves nothing about who signed it,
+      // and following a URL from it would let any caller make us fetch arbitrary addresses.
+      // Static keys answer synchronously; only a remote JWKS costs an await.
+      let lookup: KeyLookup | Promise<KeyLookup> = trusted.keys.resolve(alg, kid)
+      if (lookup instanceof Promise) lookup = await lookup
+      if (!lookup.ok) return lookup
+      const verified = verifySigned(jws, trusted, lookup.key, kid, settings)
       if (!verified.ok) return verified
       cache.set(key, verified.entry)
       return { ok: true, jwt: verified.entry.jwt }
@@ -144,23 +163,21 @@ export function createJwtVerifier(
   } satisfies JwtVerifier
 }
 
-async function verifyUncached(
-  token: string,
-  registry: ReadonlyMap<string, TrustedIssuer>,
-  settings: Settings,
-): Promise<Verified> {
-  // Only compact JWS: a JWE (5 segments) or a JSON serialization is not an access token.
-  const segments = token.split('.').length
-  if (segments === 5) return invalid('malformed', 'encrypted tokens (JWE) are not accepted')
-  if (segments !== 3) return invalid('malformed', 'the token is not a compact JWS')
-  let header: Record<string, unknown>
-  let unverified: Record<string, unknown>
-  try {
-    header = decodeProtectedHeader(token) as Record<string, unknown>
-    unverified = decodeJwt(token)
-  } catch {
-    return invalid('malformed', 'the token is not a well-formed JWT')
-  }
+type Unverified =
+  | {
+      ok: true
+      jws: ParsedJws
+      trusted: TrustedIssuer
+      alg: string
+      kid: string | undefined
+    }
+  | Failed
+
+/** Everything decided before a key is needed: shape, header rules, issuer, allowlist. */
+function checkUnverified(token: string, registry: ReadonlyMap<string, TrustedIssuer>): Unverified {
+  const parsed = parseCompactJws(token)
+  if (!parsed.ok) return invalid('malformed', parsed.detail)
+  const { header, payload } = parsed.jws
   const { alg, kid } = header
   if (typeof alg !== 'string' || alg === '') return invalid('malformed', 'the token has no "alg"')
   // `alg: none` means "no signature": anyone could write any claims. Refused in every
@@ -176,47 +193,64 @@ async function verifyUncached(
   if (kid !== undefined && typeof kid !== 'string') {
     return invalid('malformed', 'the "kid" must be a string')
   }
-  // The unverified `iss` only chooses whose keys to try; jose then checks it again, signed.
-  const iss = unverified.iss
+  const crit = checkCrit(header)
+  if (crit !== undefined) return { ok: false, failure: crit }
+  // The unverified `iss` only chooses whose keys to try; it is checked again once signed.
+  const iss = payload.iss
   if (typeof iss !== 'string') return invalid('claims', 'the "iss" claim is missing or invalid')
   const trusted = registry.get(iss)
   if (trusted === undefined) return invalid('unknown_issuer', 'the token issuer is not trusted')
   if (!trusted.algorithms.has(alg)) {
     return invalid('algorithm_not_allowed', 'the token algorithm is not allowed for its issuer')
   }
-  // Keys are found by `alg` and `kid` only. The header's `jwk`, `jku`, `x5u` and `x5c` are
-  // never read: a key the token brings with it proves nothing about who signed it, and
-  // following a URL from it would let any caller make us fetch arbitrary addresses.
-  const lookup = await trusted.keys.resolve(alg, kid)
-  if (!lookup.ok) return lookup
-  return verifySigned(token, trusted, lookup.key, kid, settings)
+  return { ok: true, jws: parsed.jws, trusted, alg, kid }
 }
 
-async function verifySigned(
-  token: string,
+/**
+ * RFC 7515 §4.1.11 `crit`: a recipient must refuse a token naming an extension it does not
+ * implement, since the issuer declared the token meaningless without it. The only extension
+ * understood is `b64` (and only as `true`, see above), as in jose.
+ */
+function checkCrit(header: Readonly<Record<string, unknown>>): AuthFailure | undefined {
+  const crit = header.crit
+  if (crit === undefined) return undefined
+  if (
+    !Array.isArray(crit) ||
+    crit.length === 0 ||
+    crit.some((name) => typeof name !== 'string' || name === '')
+  ) {
+    return malformed('the token is not a well-formed JWT')
+  }
+  for (const name of crit) {
+    if (name !== 'b64') return malformed('the token uses an unsupported JOSE feature')
+    if (header.b64 === undefined) return malformed('the token is not a well-formed JWT')
+  }
+  return undefined
+}
+
+function verifySigned(
+  jws: ParsedJws,
   trusted: TrustedIssuer,
   key: BoundKey,
   kid: string | undefined,
   settings: Settings,
-): Promise<Verified> {
-  const nowMs = settings.clock.now()
-  let payload: Record<string, unknown>
-  try {
-    // A CryptoKey (never a resolver function) and exactly one algorithm: the one this key
-    // is bound to. jose also refuses unknown `crit` parameters.
-    const result = await jwtVerify(token, key.key, {
-      algorithms: [key.alg],
-      issuer: trusted.issuer,
-      audience: trusted.audiences,
-      requiredClaims: ['exp'],
-      clockTolerance: settings.toleranceSec,
-      currentDate: new Date(nowMs),
-    })
-    payload = result.payload as Record<string, unknown>
-  } catch (error) {
-    return { ok: false, failure: translateJoseError(error) }
+): Verified {
+  const signature = decodeBase64url(jws.signature)
+  if (signature === undefined) return invalid('malformed', 'the token is not a well-formed JWT')
+  // The key checks with exactly the one algorithm it is bound to (jwt-keys.ts).
+  if (!key.verify(Buffer.from(jws.signingInput, 'latin1'), signature)) {
+    return invalid('bad_signature', 'the signature is not valid')
   }
-  const nowSec = epochSeconds(nowMs)
+  const { payload } = jws
+  const nowSec = epochSeconds(settings.clock.now())
+  const registered = checkRegisteredClaims(
+    payload,
+    trusted.issuer,
+    trusted.audiences,
+    nowSec,
+    settings.toleranceSec,
+  )
+  if (registered !== undefined) return { ok: false, failure: registered }
   const checked = checkClaims(payload, trusted.rules, {
     issuer: trusted.issuer,
     keyId: kid ?? key.kid,
@@ -225,53 +259,14 @@ async function verifySigned(
     maxLifetimeSec: settings.maxLifetimeSec,
   })
   if (!checked.ok) return checked
-  const times = [payload.nbf, payload.iat].filter((t): t is number => typeof t === 'number')
+  const nbf = typeof payload.nbf === 'number' ? payload.nbf : undefined
+  const iat = typeof payload.iat === 'number' ? payload.iat : undefined
   const entry: CachedJwt = {
     jwt: checked.jwt,
     expSec: payload.exp as number,
-    notBeforeSec: times.length === 0 ? undefined : Math.max(...times),
+    notBeforeSec: nbf === undefined ? iat : iat === undefined ? nbf : Math.max(nbf, iat),
   }
   return { ok: true, entry }
-}
-
-/** Names jose reports in claim failures; anything else is described generically. */
-const REGISTERED_CLAIMS = new Set(['iss', 'aud', 'exp', 'nbf', 'iat', 'sub'])
-
-/**
- * Translates a jose error where it enters (STYLE §6). Messages are ours, fixed and
- * client-safe; jose's messages and the token never reach a client. Anything that is not a
- * jose error is a bug and is rethrown.
- */
-export function translateJoseError(error: unknown): AuthFailure {
-  if (!(error instanceof errors.JOSEError)) throw error
-  if (error instanceof errors.JWTExpired) {
-    return { code: 'token_expired', detail: 'the token has expired' }
-  }
-  if (error instanceof errors.JWTClaimValidationFailed) {
-    if (error.claim === 'nbf' && error.reason === 'check_failed') {
-      return {
-        code: 'invalid_token',
-        reason: 'not_yet_valid',
-        detail: 'the token is not valid yet',
-      }
-    }
-    const name = REGISTERED_CLAIMS.has(error.claim) ? `the "${error.claim}" claim` : 'a claim'
-    return { code: 'invalid_token', reason: 'claims', detail: `${name} is missing or invalid` }
-  }
-  if (error instanceof errors.JWSSignatureVerificationFailed) {
-    return { code: 'invalid_token', reason: 'bad_signature', detail: 'the signature is not valid' }
-  }
-  if (error instanceof errors.JOSEAlgNotAllowed) {
-    return {
-      code: 'invalid_token',
-      reason: 'algorithm_not_allowed',
-      detail: 'the token algorithm is not allowed',
-    }
-  }
-  if (error instanceof errors.JOSENotSupported) {
-    return malformed('the token uses an unsupported JOSE feature')
-  }
-  return malformed('the token is not a well-formed JWT')
 }
 
 function malformed(detail: string): AuthFailure {
