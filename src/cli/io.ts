@@ -16,6 +16,8 @@ export interface CliIo {
   readonly signal?: AbortSignal | undefined
   /** Where `serve` writes its log lines (default: stdout, or stderr with `--json`). */
   readonly log?: TextSink | undefined
+  /** Standard input, read by commands that accept `-` (e.g. `pat revoke-leaked -`). */
+  readonly stdin?: AsyncIterable<string | Uint8Array> | undefined
   /** Epoch milliseconds; defaults to `Date.now`. */
   readonly now?: (() => number) | undefined
 }

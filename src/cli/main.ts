@@ -157,6 +157,7 @@ if (isEntryModule()) {
   process.exitCode = await run(process.argv.slice(2), {
     stdout: process.stdout,
     stderr: process.stderr,
+    stdin: process.stdin,
     env: process.env,
   })
 }

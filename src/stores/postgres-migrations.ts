@@ -66,4 +66,14 @@ export const postgresMigrations: readonly PostgresMigration[] = [
       CREATE INDEX audit_events_tenant_time ON audit_events (tenant_id, time, id);
     `,
   },
+  {
+    // PAT rotation with a grace period (issue #7): the old token records when it was
+    // replaced and until when it keeps working; families are walked by rotated_from.
+    version: 2,
+    sql: `
+      ALTER TABLE pats ADD COLUMN superseded_at bigint;
+      ALTER TABLE pats ADD COLUMN grace_until bigint;
+      CREATE INDEX pats_rotated_from ON pats (rotated_from) WHERE rotated_from IS NOT NULL;
+    `,
+  },
 ]

@@ -26,6 +26,7 @@ import {
 import {
   type AuditEvent,
   ConflictError,
+  checkReplacement,
   type Page,
   type PageRequest,
   type Store,
@@ -241,24 +242,67 @@ class PgStore implements PostgresStore {
 
   async insertPat(record: PatRecord): Promise<void> {
     await this.#query(
-      `INSERT INTO pats (id, token_hash, tenant_id, subject, name, permissions, last4,
-         created_at, expires_at, revoked_at, last_used_at, rotated_from)
-       VALUES ($1, $2, $3, $4, $5, $6::text[], $7, $8, $9, $10, $11, $12)`,
-      [
-        record.id,
-        record.tokenHash,
-        record.tenantId,
-        record.subject,
-        record.name,
-        record.permissions,
-        record.last4,
-        record.createdAt,
-        record.expiresAt,
-        record.revokedAt,
-        record.lastUsedAt,
-        record.rotatedFrom,
-      ],
+      `INSERT INTO pats (${PAT_INSERT_COLUMNS})
+       VALUES ($1, $2, $3, $4, $5, $6::text[], $7, $8, $9, $10, $11, $12, $13, $14)`,
+      patValues(record),
     )
+  }
+
+  async rotatePat(
+    oldId: string,
+    replacement: PatRecord,
+    at: number,
+    graceUntil: number,
+  ): Promise<PatRecord | undefined> {
+    checkReplacement(oldId, replacement, at, graceUntil)
+    // One statement, so atomic: the replacement is inserted only if the old token was still
+    // current (not revoked, not already rotated), and the notify goes out only on commit.
+    const rows = await this.#query<PatRow>(
+      `WITH old AS (
+         UPDATE pats SET superseded_at = $15, grace_until = $16
+         WHERE id = $17 AND revoked_at IS NULL AND superseded_at IS NULL RETURNING *),
+       inserted AS (
+         INSERT INTO pats (${PAT_INSERT_COLUMNS})
+         SELECT $1, $2, $3, $4, $5, $6::text[], $7, $8::bigint, $9::bigint, $10::bigint,
+           $11::bigint, $12, $13::bigint, $14::bigint
+         FROM old RETURNING id)
+       SELECT old.*, pg_notify($18, json_build_object(
+         'kind', 'pat_changed', 'id', old.id, 'tokenHash', old.token_hash,
+         'origin', $19::text)::text)
+       FROM old`,
+      [...patValues(replacement), at, graceUntil, oldId, CHANGES_CHANNEL, this.#origin],
+    )
+    if (!rows[0]) return undefined
+    const pat = toPat(rows[0])
+    this.#emit({ kind: 'pat_changed', id: pat.id, tokenHash: pat.tokenHash })
+    return pat
+  }
+
+  async revokePatFamily(id: string, at: number): Promise<readonly PatRecord[]> {
+    // The family is a tree (one parent each): every ancestor, then everything descending
+    // from any of them. UNION (not UNION ALL) ends the walk even on a corrupt cycle. Row
+    // locks make concurrent callers disagree on nothing: each row is revoked by one of them.
+    const rows = await this.#query<PatRow>(
+      `WITH RECURSIVE
+         up (id, parent) AS (
+           SELECT id, rotated_from FROM pats WHERE id = $1
+           UNION SELECT p.id, p.rotated_from FROM pats p JOIN up ON p.id = up.parent),
+         down (id) AS (
+           SELECT id FROM up
+           UNION SELECT p.id FROM pats p JOIN down ON p.rotated_from = down.id),
+         changed AS (
+           UPDATE pats SET revoked_at = $2
+           WHERE id IN (SELECT id FROM down) AND revoked_at IS NULL RETURNING *)
+       SELECT changed.*, pg_notify($3, json_build_object(
+         'kind', 'pat_changed', 'id', changed.id, 'tokenHash', changed.token_hash,
+         'origin', $4::text)::text)
+       FROM changed`,
+      [id, at, CHANGES_CHANNEL, this.#origin],
+    )
+    const pats = rows.map(toPat)
+    for (const pat of pats)
+      this.#emit({ kind: 'pat_changed', id: pat.id, tokenHash: pat.tokenHash })
+    return pats
   }
 
   async getPat(id: string): Promise<PatRecord | undefined> {
@@ -489,6 +533,8 @@ interface PatRow {
   revoked_at: Int8 | null
   last_used_at: Int8 | null
   rotated_from: string | null
+  superseded_at: Int8 | null
+  grace_until: Int8 | null
 }
 
 interface IssuerRow {
@@ -507,6 +553,29 @@ interface AuditRow {
   client_address: string | null
   request_id: string | null
   details: Record<string, unknown>
+}
+
+const PAT_INSERT_COLUMNS = `id, token_hash, tenant_id, subject, name, permissions, last4,
+  created_at, expires_at, revoked_at, last_used_at, rotated_from, superseded_at, grace_until`
+
+/** Parameters $1..$14 in the order of PAT_INSERT_COLUMNS. */
+function patValues(record: PatRecord): unknown[] {
+  return [
+    record.id,
+    record.tokenHash,
+    record.tenantId,
+    record.subject,
+    record.name,
+    record.permissions,
+    record.last4,
+    record.createdAt,
+    record.expiresAt,
+    record.revokedAt,
+    record.lastUsedAt,
+    record.rotatedFrom,
+    record.supersededAt ?? null,
+    record.graceUntil ?? null,
+  ]
 }
 
 const toMs = (value: Int8 | null): number | null => (value === null ? null : Number(value))
@@ -529,6 +598,8 @@ function toPat(row: PatRow): PatRecord {
     revokedAt: toMs(row.revoked_at),
     lastUsedAt: toMs(row.last_used_at),
     rotatedFrom: row.rotated_from,
+    supersededAt: toMs(row.superseded_at),
+    graceUntil: toMs(row.grace_until),
   }
 }
 

@@ -60,4 +60,14 @@ export const sqliteMigrations: readonly Migration[] = [
       CREATE INDEX audit_events_by_tenant_newest ON audit_events (tenant_id, time DESC, id DESC);
     `,
   },
+  {
+    // PAT rotation with a grace period (issue #7): the old token records when it was
+    // replaced and until when it keeps working; families are walked by rotated_from.
+    version: 2,
+    sql: `
+      ALTER TABLE pats ADD COLUMN superseded_at INTEGER;
+      ALTER TABLE pats ADD COLUMN grace_until INTEGER;
+      CREATE INDEX pats_by_rotated_from ON pats (rotated_from) WHERE rotated_from IS NOT NULL;
+    `,
+  },
 ]

@@ -15,6 +15,7 @@ import { sqliteMigrations } from './sqlite-migrations.ts'
 import {
   type AuditEvent,
   ConflictError,
+  checkReplacement,
   type Page,
   type PageRequest,
   type Store,
@@ -75,6 +76,8 @@ interface PatRow {
   revoked_at: number | null
   last_used_at: number | null
   rotated_from: string | null
+  superseded_at: number | null
+  grace_until: number | null
 }
 
 interface IssuerRow {
@@ -96,7 +99,7 @@ interface AuditRow {
 }
 
 const PAT_COLUMNS = `id, token_hash, tenant_id, subject, name, permissions, last4, created_at,
-  expires_at, revoked_at, last_used_at, rotated_from`
+  expires_at, revoked_at, last_used_at, rotated_from, superseded_at, grace_until`
 const AUDIT_COLUMNS =
   'id, time, type, tenant_id, actor, outcome, client_address, request_id, details'
 const EXPIRING = 'AND expires_at IS NOT NULL AND expires_at < $before AND revoked_at IS NULL'
@@ -119,7 +122,7 @@ function prepareStatements(db: DatabaseSync) {
       'UPDATE tenants SET enabled = ? WHERE id = ? RETURNING id, name, enabled, created_at',
     ),
     insertPat: db.prepare(`INSERT INTO pats (${PAT_COLUMNS})
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     findPatByHash: db.prepare(`SELECT ${PAT_COLUMNS} FROM pats WHERE token_hash = ?`),
     getPat: db.prepare(`SELECT ${PAT_COLUMNS} FROM pats WHERE id = ?`),
     listPats: listPats(''),
@@ -128,6 +131,22 @@ function prepareStatements(db: DatabaseSync) {
     listExpiringAfter: listPats(`${EXPIRING} ${AFTER_PAT}`),
     // COALESCE keeps the first revocation time: revoking twice changes nothing.
     revokePat: db.prepare(`UPDATE pats SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?
+      RETURNING ${PAT_COLUMNS}`),
+    // Only a current token can be rotated: revoked or already replaced ones match no row.
+    supersedePat: db.prepare(`UPDATE pats SET superseded_at = $at, grace_until = $graceUntil
+      WHERE id = $id AND revoked_at IS NULL AND superseded_at IS NULL
+      RETURNING ${PAT_COLUMNS}`),
+    // The family is a tree (one parent each): every ancestor, then everything descending
+    // from any of them. UNION (not UNION ALL) ends the walk even on a corrupt cycle.
+    revokePatFamily: db.prepare(`WITH RECURSIVE
+        up (id, parent) AS (
+          SELECT id, rotated_from FROM pats WHERE id = $id
+          UNION SELECT p.id, p.rotated_from FROM pats p JOIN up ON p.id = up.parent),
+        down (id) AS (
+          SELECT id FROM up
+          UNION SELECT p.id FROM pats p JOIN down ON p.rotated_from = down.id)
+      UPDATE pats SET revoked_at = $at
+      WHERE id IN (SELECT id FROM down) AND revoked_at IS NULL
       RETURNING ${PAT_COLUMNS}`),
     recordPatUse: db.prepare(`UPDATE pats SET last_used_at = $at
       WHERE id = $id AND (last_used_at IS NULL OR last_used_at < $at)`),
@@ -302,6 +321,36 @@ export class SqliteStore implements Store {
     return toPat(row)
   }
 
+  async rotatePat(
+    oldId: string,
+    replacement: PatRecord,
+    at: number,
+    graceUntil: number,
+  ): Promise<PatRecord | undefined> {
+    checkReplacement(oldId, replacement, at, graceUntil)
+    const s = this.#s()
+    const row = this.#transaction(() => {
+      const old = s.supersedePat.get({ id: oldId, at, graceUntil }) as PatRow | undefined
+      if (!old) return undefined
+      translateConstraint(
+        () => s.insertPat.run(...patValues(replacement)),
+        `token ${replacement.id}`,
+      )
+      return old
+    })
+    if (!row) return undefined
+    this.#emit({ kind: 'pat_changed', id: row.id, tokenHash: row.token_hash })
+    return toPat(row)
+  }
+
+  async revokePatFamily(id: string, at: number): Promise<readonly PatRecord[]> {
+    const s = this.#s()
+    const rows = this.#transaction(() => s.revokePatFamily.all({ id, at }) as unknown as PatRow[])
+    for (const row of rows)
+      this.#emit({ kind: 'pat_changed', id: row.id, tokenHash: row.token_hash })
+    return rows.map(toPat)
+  }
+
   async recordPatUse(uses: ReadonlyMap<string, number>): Promise<void> {
     const s = this.#s()
     if (uses.size === 0) return
@@ -468,6 +517,8 @@ function patValues(r: PatRecord) {
     r.revokedAt,
     r.lastUsedAt,
     r.rotatedFrom,
+    r.supersededAt ?? null,
+    r.graceUntil ?? null,
   ] as const
 }
 
@@ -504,6 +555,8 @@ function toPat(row: PatRow): PatRecord {
     revokedAt: row.revoked_at,
     lastUsedAt: row.last_used_at,
     rotatedFrom: row.rotated_from,
+    supersededAt: row.superseded_at,
+    graceUntil: row.grace_until,
   }
 }
 

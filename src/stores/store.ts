@@ -80,6 +80,25 @@ export interface Store extends AuthLookups {
   revokePat(id: string, at: number): Promise<PatRecord | undefined>
   /** Write-behind of last-used times: id -> epoch ms; only ever moves a time forward. */
   recordPatUse(uses: ReadonlyMap<string, number>): Promise<void>
+  /**
+   * Rotation, atomically: inserts `replacement` (whose `rotatedFrom` must be `oldId`) and
+   * marks the old token superseded at `at`, working until `graceUntil` (= `at` for none).
+   * Returns the updated old record; undefined (and nothing written) when the old token does
+   * not exist, is revoked, or was already rotated. Emits `pat_changed` for the old token.
+   */
+  rotatePat(
+    oldId: string,
+    replacement: PatRecord,
+    at: number,
+    graceUntil: number,
+  ): Promise<PatRecord | undefined>
+  /**
+   * Revokes every unrevoked token of `id`'s rotation family (all tokens linked to it by
+   * `rotatedFrom`, in both directions) at `at`. Returns the tokens revoked by THIS call
+   * (empty when all were already revoked or the id is unknown), so that concurrent callers
+   * can tell who did it. Emits `pat_changed` for each.
+   */
+  revokePatFamily(id: string, at: number): Promise<readonly PatRecord[]>
 
   /** Insert or replace by `issuer`. */
   putIssuer(issuer: IssuerConfig, at: number): Promise<void>
@@ -92,4 +111,19 @@ export interface Store extends AuthLookups {
 
   /** Subscribe to changes made through any connection to this store; returns unsubscribe. */
   watch(listener: (change: StoreChange) => void): () => void
+}
+
+/** Programming errors in a rotation request: thrown before anything is written. */
+export function checkReplacement(
+  oldId: string,
+  replacement: PatRecord,
+  at: number,
+  graceUntil: number,
+): void {
+  if (replacement.rotatedFrom !== oldId) {
+    throw new RangeError('rotatePat: the replacement must have rotatedFrom = the old id')
+  }
+  if (!Number.isFinite(at) || !Number.isFinite(graceUntil) || graceUntil < at) {
+    throw new RangeError('rotatePat: graceUntil must be a time at or after `at`')
+  }
 }

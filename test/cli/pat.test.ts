@@ -291,7 +291,7 @@ describe('tokengate pat', () => {
     assert.match(missing.stderr, /missing argument TOKEN_ID/)
   })
 
-  it('pat rotate issues a new token with the same grants and revokes the old one', async () => {
+  it('pat rotate issues a new token with the same grants; the old one is rotated out at once', async () => {
     const old = await cliJson<IssuedJson>(
       [
         'pat',
@@ -321,7 +321,10 @@ describe('tokengate pat', () => {
       await store.findPatByHash(hashPat(old.token)),
       await store.findPatByHash(hashPat(fresh)),
     ])
-    assert.equal(oldRecord?.revokedAt, later)
+    assert.equal(oldRecord?.supersededAt, later)
+    assert.equal(oldRecord?.graceUntil, later, 'default grace 0: refused from now on')
+    assert.equal(oldRecord?.revokedAt, null, 'rotated out, not revoked: reuse stays detectable')
+    assert.match(result.stdout, /is refused from now on/)
     assert.equal(newRecord?.rotatedFrom, old.id)
     assert.equal(newRecord?.revokedAt, null)
     assert.equal(newRecord?.subject, 'rot')
@@ -330,7 +333,7 @@ describe('tokengate pat', () => {
     assert.equal(newRecord?.expiresAt, later + 90 * DAY)
   })
 
-  it('pat rotate --json prints the new token; a revoked token cannot be rotated', async () => {
+  it('pat rotate --json prints the new token; a rotated or revoked token cannot be rotated', async () => {
     const old = await cliJson<IssuedJson>(
       ['pat', 'issue', '--tenant', 'acme', '--subject', 'rj'],
       opts,
@@ -341,7 +344,11 @@ describe('tokengate pat', () => {
     assert.equal(rotated.expiresAt, new Date(NOW + 2 * DAY).toISOString())
     const again = await cli(['pat', 'rotate', old.id], opts)
     assert.equal(again.code, 1)
-    assert.match(again.stderr, /is revoked/)
+    assert.match(again.stderr, /was already rotated/)
+    await cliJson(['pat', 'revoke', rotated.id], opts)
+    const revoked = await cli(['pat', 'rotate', rotated.id], opts)
+    assert.equal(revoked.code, 1)
+    assert.match(revoked.stderr, /is revoked/)
   })
 
   it('issue, revoke and rotate are audited without any token in the details', async () => {

@@ -50,6 +50,8 @@ function pat(id: string, tenantId: string, overrides: Partial<PatRecord> = {}): 
     revokedAt: null,
     lastUsedAt: null,
     rotatedFrom: null,
+    supersededAt: null,
+    graceUntil: null,
     ...overrides,
   }
 }
@@ -152,6 +154,11 @@ export function storeContract(name: string, makeStore: MakeStore): void {
           ['listPats', () => store.listPats('acme', { limit: 10 })],
           ['revokePat', () => store.revokePat('p1', T0)],
           ['recordPatUse', () => store.recordPatUse(new Map([['p1', T0]]))],
+          [
+            'rotatePat',
+            () => store.rotatePat('p1', pat('p9', 'acme', { rotatedFrom: 'p1' }), T0, T0),
+          ],
+          ['revokePatFamily', () => store.revokePatFamily('p1', T0)],
           ['putIssuer', () => store.putIssuer(issuerA, T0)],
           ['listIssuers', () => store.listIssuers()],
           ['removeIssuer', () => store.removeIssuer(issuerA.issuer)],
@@ -434,6 +441,115 @@ export function storeContract(name: string, makeStore: MakeStore): void {
         assert.equal((await store.getPat('p1'))?.lastUsedAt, T0 + 100, 'never moves back')
         assert.equal((await store.getPat('p2'))?.lastUsedAt, T0 + 250)
         await store.recordPatUse(new Map())
+      })
+    })
+
+    describe('rotation', () => {
+      it('rotatePat inserts the replacement and marks the old token superseded with its grace', async (t) => {
+        const store = await withTenants(t, 'acme')
+        await store.insertPat(pat('p1', 'acme'))
+        const next = pat('p2', 'acme', { rotatedFrom: 'p1', createdAt: T0 + 5 })
+        const changed = nextChange(store, (c) => c.kind === 'pat_changed')
+        const old = await store.rotatePat('p1', next, T0 + 5, T0 + 3_600_005)
+        assert.equal(old?.id, 'p1')
+        assert.equal(old?.supersededAt, T0 + 5)
+        assert.equal(old?.graceUntil, T0 + 3_600_005)
+        assert.equal(old?.revokedAt, null)
+        assert.deepEqual(
+          { ...(await changed) },
+          {
+            kind: 'pat_changed',
+            id: 'p1',
+            tokenHash: sha256('pat_p1'),
+          },
+        )
+        assert.deepEqual({ ...(await store.getPat('p2')) }, next)
+        const stored = await store.findPatByHash(sha256('pat_p1'))
+        assert.equal(stored?.supersededAt, T0 + 5)
+        assert.equal(stored?.graceUntil, T0 + 3_600_005)
+      })
+
+      it('only a current token rotates: rotated, revoked or unknown ones write nothing', async (t) => {
+        const store = await withTenants(t, 'acme')
+        await store.insertPat(pat('p1', 'acme'))
+        await store.insertPat(pat('r1', 'acme', { revokedAt: T0 }))
+        assert.ok(await store.rotatePat('p1', pat('p2', 'acme', { rotatedFrom: 'p1' }), T0, T0))
+        const twice = await store.rotatePat('p1', pat('p3', 'acme', { rotatedFrom: 'p1' }), T0, T0)
+        assert.equal(twice, undefined)
+        assert.equal(await store.getPat('p3'), undefined, 'no second replacement')
+        const revoked = await store.rotatePat(
+          'r1',
+          pat('p4', 'acme', { rotatedFrom: 'r1' }),
+          T0,
+          T0,
+        )
+        assert.equal(revoked, undefined)
+        assert.equal(await store.getPat('p4'), undefined)
+        const ghost = await store.rotatePat(
+          'ghost',
+          pat('p5', 'acme', { rotatedFrom: 'ghost' }),
+          T0,
+          T0,
+        )
+        assert.equal(ghost, undefined)
+        assert.equal(await store.getPat('p5'), undefined)
+      })
+
+      it('a replacement that conflicts leaves the old token current (all or nothing)', async (t) => {
+        const store = await withTenants(t, 'acme')
+        await store.insertPat(pat('p1', 'acme'))
+        await store.insertPat(pat('p2', 'acme'))
+        const clash = pat('p3', 'acme', { rotatedFrom: 'p1', tokenHash: sha256('pat_p2') })
+        await assert.rejects(store.rotatePat('p1', clash, T0, T0), ConflictError)
+        assert.equal((await store.getPat('p1'))?.supersededAt, null)
+        assert.equal(await store.getPat('p3'), undefined)
+      })
+
+      it('rotatePat rejects a replacement not linked to the old id, or a grace before now', async (t) => {
+        const store = await withTenants(t, 'acme')
+        await store.insertPat(pat('p1', 'acme'))
+        await assert.rejects(store.rotatePat('p1', pat('p2', 'acme'), T0, T0), RangeError)
+        const linked = pat('p2', 'acme', { rotatedFrom: 'p1' })
+        await assert.rejects(store.rotatePat('p1', linked, T0, T0 - 1), RangeError)
+        assert.equal((await store.getPat('p1'))?.supersededAt, null)
+      })
+
+      it('revokePatFamily revokes ancestors, descendants and siblings, once', async (t) => {
+        const store = await withTenants(t, 'acme')
+        // a -> b -> c, a -> x (a sibling branch), d unrelated, c2 already revoked under c.
+        await store.insertPat(pat('a', 'acme'))
+        await store.insertPat(pat('b', 'acme', { rotatedFrom: 'a' }))
+        await store.insertPat(pat('c', 'acme', { rotatedFrom: 'b' }))
+        await store.insertPat(pat('c2', 'acme', { rotatedFrom: 'c', revokedAt: T0 + 1 }))
+        await store.insertPat(pat('x', 'acme', { rotatedFrom: 'a' }))
+        await store.insertPat(pat('d', 'acme'))
+        const seen: string[] = []
+        const unwatch = store.watch((c) => {
+          if (c.kind === 'pat_changed') seen.push(c.id)
+        })
+        t.after(unwatch)
+        const revoked = await store.revokePatFamily('b', T0 + 50)
+        assert.deepEqual(revoked.map((r) => r.id).sort(), ['a', 'b', 'c', 'x'])
+        for (const r of revoked) assert.equal(r.revokedAt, T0 + 50)
+        assert.equal((await store.getPat('c2'))?.revokedAt, T0 + 1, 'first revocation kept')
+        assert.equal((await store.getPat('d'))?.revokedAt, null, 'other families untouched')
+        for (let i = 0; i < 100 && seen.length < 4; i++) await new Promise((r) => setTimeout(r, 50))
+        assert.deepEqual([...new Set(seen)].sort(), ['a', 'b', 'c', 'x'])
+        assert.deepEqual(await store.revokePatFamily('c', T0 + 60), [])
+        assert.deepEqual(await store.revokePatFamily('ghost', T0 + 60), [])
+        assert.equal((await store.getPat('a'))?.revokedAt, T0 + 50)
+      })
+
+      it('revokePatFamily of a token never rotated revokes just that token', async (t) => {
+        const store = await withTenants(t, 'acme')
+        await store.insertPat(pat('solo', 'acme'))
+        await store.insertPat(pat('other', 'acme'))
+        const revoked = await store.revokePatFamily('solo', T0 + 1)
+        assert.deepEqual(
+          revoked.map((r) => r.id),
+          ['solo'],
+        )
+        assert.equal((await store.getPat('other'))?.revokedAt, null)
       })
     })
 

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { openStore, SQLITE_FILE_NAME } from '../../src/stores/open-store.ts'
+import { sqliteMigrations } from '../../src/stores/sqlite-migrations.ts'
 
 describe('openStore', () => {
   it('opens SQLite in a new data directory created with mode 0700, not migrated', async (t) => {
@@ -16,7 +17,10 @@ describe('openStore', () => {
     assert.equal(statSync(dataDir).mode & 0o777, 0o700)
     assert.ok(existsSync(join(dataDir, SQLITE_FILE_NAME)))
     await assert.rejects(store.listTenants(), /run migrate\(\)/)
-    assert.deepEqual(await store.migrate(), [1])
+    assert.deepEqual(
+      await store.migrate(),
+      sqliteMigrations.map((m) => m.version),
+    )
     assert.deepEqual(await store.listTenants(), [])
   })
 

@@ -8,6 +8,7 @@ import { after, describe, it } from 'node:test'
 import { Worker } from 'node:worker_threads'
 import type { PatRecord } from '../../src/core/ports.ts'
 import { openSqliteStore } from '../../src/stores/sqlite.ts'
+import { sqliteMigrations } from '../../src/stores/sqlite-migrations.ts'
 import { storeContract } from './contract.ts'
 
 const root = mkdtempSync(join(tmpdir(), 'tokengate-sqlite-'))
@@ -124,7 +125,10 @@ describe('sqlite store specifics', () => {
     t.after(() => cli.close())
     // Both migrate, as a CLI and a starting server may: only the first applies anything.
     const [a, b] = await Promise.all([server.migrate(), cli.migrate()])
-    assert.deepEqual([...a, ...b], [1])
+    assert.deepEqual(
+      [...a, ...b],
+      sqliteMigrations.map((m) => m.version),
+    )
 
     await cli.createTenant({ id: 'acme', name: 'Acme' }, T0)
     await cli.insertPat(record(1))

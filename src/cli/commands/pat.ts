@@ -1,5 +1,7 @@
+import { Buffer } from 'node:buffer'
 import type { Config } from '../../config/schema.ts'
-import { checkPatFormat, hashPat, issuePat } from '../../core/pat.ts'
+import { fingerprintToken } from '../../core/fingerprint.ts'
+import { checkPatFormat, hashPat, issuePat, PAT_PATTERN } from '../../core/pat.ts'
 import type { PatRecord } from '../../core/ports.ts'
 import type { Store } from '../../stores/store.ts'
 import {
@@ -9,7 +11,13 @@ import {
   requiredString,
   stringList,
 } from '../args.ts'
-import { ADMIN_OVERRIDES, auditCli, type CommandDef, withStore } from '../context.ts'
+import {
+  ADMIN_OVERRIDES,
+  auditCli,
+  type CommandContext,
+  type CommandDef,
+  withStore,
+} from '../context.ts'
 import { DAY_MS, parseDuration } from '../durations.ts'
 import { CommandFailure, UsageError } from '../errors.ts'
 import { formatTime, isoTime, type Output } from '../output.ts'
@@ -40,11 +48,19 @@ export function patJson(record: PatRecord, now: number) {
     lastUsedAt: isoTime(record.lastUsedAt),
     revokedAt: isoTime(record.revokedAt),
     rotatedFrom: record.rotatedFrom,
+    supersededAt: isoTime(record.supersededAt ?? null),
+    graceUntil: isoTime(record.graceUntil ?? null),
   }
 }
 
-function patStatus(record: PatRecord, now: number): 'active' | 'revoked' | 'expired' {
+function patStatus(
+  record: PatRecord,
+  now: number,
+): 'active' | 'revoked' | 'expired' | 'rotated' | 'grace' {
   if (record.revokedAt !== null) return 'revoked'
+  if (record.supersededAt != null) {
+    return record.graceUntil != null && now < record.graceUntil ? 'grace' : 'rotated'
+  }
   if (record.expiresAt !== null && record.expiresAt <= now) return 'expired'
   return 'active'
 }
@@ -278,26 +294,62 @@ async function findByRef(store: Store, ref: string): Promise<PatRecord> {
   return found
 }
 
+/** Longest `--grace`: a rotation that leaves the old token working for longer is not one. */
+const MAX_GRACE_MS = 30 * DAY_MS
+
+/** `--grace`: 0 (the default: the old token is refused at once) up to 30 days. */
+function resolveGrace(args: ParsedArgs): number {
+  const text = optionalString(args, 'grace')
+  if (text === undefined || text === '0' || text === '0s') return 0
+  const ms = parseDuration(text)
+  if (ms === undefined) {
+    throw new UsageError(
+      `--grace: '${printable(text)}' is not a duration (expected e.g. 0, 30m, 1h, 7d)`,
+    )
+  }
+  if (ms > MAX_GRACE_MS) {
+    throw new UsageError(`--grace ${text} is longer than the maximum of 30d`)
+  }
+  return ms
+}
+
 const rotate: CommandDef = {
   path: ['pat', 'rotate'],
-  summary: 'Replace a PAT with a new one and revoke the old one',
-  synopsis: 'TOKEN_ID [--expires-in DURATION]',
+  summary: 'Replace a PAT with a new one; the old one stops working after a grace period',
+  synopsis: 'TOKEN_ID [--grace DURATION] [--expires-in DURATION]',
   description:
-    'Issues a new token with the same tenant, subject, name and permissions and a fresh expiry,\nthen revokes the old one immediately. The new token is printed once.',
-  options: { 'expires-in': EXPIRES_IN },
+    'Issues a new token with the same tenant, subject, name and permissions and a fresh expiry.\nThe old token keeps working for --grace (default 0: refused at once), then is refused.\nUsing the old token after its grace is treated as a leak (reuse detection): the server\nrevokes every token of the rotation family, the new one included, and audits\npat.reuse_detected. The new token is printed once.',
+  options: {
+    grace: {
+      type: 'string',
+      value: 'DURATION',
+      description: 'How long the old token keeps working: 0 (default) up to 30d, e.g. 1h.',
+    },
+    'expires-in': EXPIRES_IN,
+  },
   positionals: 1,
-  examples: ['tokengate pat rotate tok_5Hq2x9... --expires-in 30d'],
+  examples: [
+    'tokengate pat rotate tok_5Hq2x9... --expires-in 30d',
+    'tokengate pat rotate tok_5Hq2x9... --grace 1h',
+  ],
   async run(ctx) {
     const id = requiredPositional(ctx.args, 0, 'TOKEN_ID')
+    const graceMs = resolveGrace(ctx.args)
     const config = ctx.config(ADMIN_OVERRIDES)
     const now = ctx.now()
     const expiresAt = resolveExpiry(ctx.args, config, now)
+    const graceUntil = now + graceMs
     const { token, record } = await withStore(config, async (store) => {
       const old = await store.getPat(id)
       if (!old) throw new CommandFailure(`no token ${printable(id)}`)
       if (old.revokedAt !== null) {
         throw new CommandFailure(
           `${id} is revoked (at ${formatTime(old.revokedAt)}); issue a new token with: tokengate pat issue`,
+        )
+      }
+      if (old.supersededAt != null) {
+        throw new CommandFailure(
+          `${id} was already rotated (at ${formatTime(old.supersededAt)}); rotate its replacement instead (see: tokengate pat list --tenant ${old.tenantId})`,
         )
       }
       await requireEnabledTenant(store, old.tenantId)
@@ -310,21 +362,138 @@ const rotate: CommandDef = {
         now,
         rotatedFrom: old.id,
       })
-      // New first, then revoke: a failure in between leaves the old token working, never none.
-      await store.insertPat(issued.record)
-      await store.revokePat(old.id, now)
+      // One atomic step: the new token exists exactly when the old one is marked rotated.
+      const rotated = await store.rotatePat(old.id, issued.record, now, graceUntil)
+      if (!rotated)
+        throw new CommandFailure(`${id} was revoked or rotated meanwhile; nothing changed`)
       await auditCli(ctx, store, {
         type: 'pat.rotated',
         tenantId: old.tenantId,
-        details: { tokenId: issued.record.id, rotatedFrom: old.id, expiresAt: isoTime(expiresAt) },
+        details: {
+          tokenId: issued.record.id,
+          rotatedFrom: old.id,
+          graceUntil: isoTime(graceUntil),
+          expiresAt: isoTime(expiresAt),
+        },
       })
       return issued
     })
-    if (ctx.json) ctx.out.json({ token, ...patJson(record, now) })
-    else printNewToken(ctx.out, token, record, `Rotated ${id} -> ${record.id}; ${id} is revoked.`)
+    if (ctx.json) {
+      ctx.out.json({ token, ...patJson(record, now), oldTokenGraceUntil: isoTime(graceUntil) })
+    } else {
+      const oldState =
+        graceMs === 0
+          ? `${id} is refused from now on`
+          : `${id} keeps working until ${formatTime(graceUntil)}`
+      printNewToken(ctx.out, token, record, `Rotated ${id} -> ${record.id}; ${oldState}.`)
+    }
     return 0
   },
 }
 
-/** `pat issue|list|revoke|rotate`. */
-export const patCommands: readonly CommandDef[] = [issue, list, revoke, rotate]
+/** What `pat revoke-leaked` did with one input. */
+type LeakOutcome = 'revoked' | 'already_revoked' | 'unknown' | 'not_a_pat'
+
+/**
+ * Tokens from the arguments, or from stdin for `-`: every PAT-shaped string in the input
+ * (so a secret-scanning alert can be piped in as it is).
+ */
+async function leakedTokens(ctx: CommandContext): Promise<string[]> {
+  const tokens: string[] = []
+  for (const arg of ctx.args.positionals) {
+    if (arg !== '-') {
+      tokens.push(arg)
+      continue
+    }
+    if (!ctx.io.stdin) throw new UsageError('- (read tokens from stdin): no stdin available')
+    let text = ''
+    for await (const chunk of ctx.io.stdin) {
+      text += typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8')
+      if (text.length > MAX_STDIN_CHARS) throw new UsageError('stdin: more than 10 MB of input')
+    }
+    const found = [...text.matchAll(new RegExp(PAT_PATTERN.source, 'g'))].map((m) => m[0])
+    if (found.length === 0) throw new CommandFailure('stdin: no pat_ token found in the input')
+    tokens.push(...found)
+  }
+  if (tokens.length === 0) throw new UsageError('missing argument TOKEN (or - to read stdin)')
+  return [...new Set(tokens)]
+}
+
+const MAX_STDIN_CHARS = 10 * 1024 * 1024
+
+const revokeLeaked: CommandDef = {
+  path: ['pat', 'revoke-leaked'],
+  summary: 'Revoke tokens found in plaintext (secret-scanning alerts), audited',
+  synopsis: 'TOKEN... | -',
+  description:
+    'Each TOKEN is a plaintext PAT (pat_...), looked up by its SHA-256 and revoked at once.\nWith -, every PAT-shaped string on stdin is taken (pipe a scanner alert in as it is).\nEach revocation is audited as pat.leak_revoked with the token fingerprint (pat_…last4),\nnever the token. Tokens are reported as revoked, already revoked, unknown, or not a\ntokengate PAT (bad format or checksum). Exit 0 when every token given is now revoked\n(or was already), 1 when any was unknown or not a PAT.',
+  options: {},
+  positionals: 10_000,
+  examples: [
+    'tokengate pat revoke-leaked pat_3kq9...',
+    'gh api /repos/o/r/secret-scanning/alerts --jq ".[].secret" | tokengate pat revoke-leaked -',
+  ],
+  async run(ctx) {
+    const tokens = await leakedTokens(ctx)
+    const now = ctx.now()
+    const results = await withStore(ctx.config(ADMIN_OVERRIDES), async (store) => {
+      const out: {
+        fingerprint: string
+        outcome: LeakOutcome
+        record: PatRecord | undefined
+      }[] = []
+      for (const token of tokens) {
+        // The fingerprint is all that is ever shown or stored: the plaintext of a leaked
+        // token must not spread further (into our output, logs or the audit trail).
+        const fingerprint = fingerprintToken(token)
+        if (!checkPatFormat(token).ok) {
+          out.push({ fingerprint, outcome: 'not_a_pat', record: undefined })
+          continue
+        }
+        const found = await store.findPatByHash(hashPat(token))
+        if (!found) {
+          out.push({ fingerprint, outcome: 'unknown', record: undefined })
+          continue
+        }
+        if (found.revokedAt !== null) {
+          out.push({ fingerprint, outcome: 'already_revoked', record: found })
+          continue
+        }
+        const revoked = (await store.revokePat(found.id, now)) ?? found
+        await auditCli(ctx, store, {
+          type: 'pat.leak_revoked',
+          tenantId: found.tenantId,
+          details: { tokenId: found.id, fingerprint, subject: found.subject },
+        })
+        out.push({ fingerprint, outcome: 'revoked', record: revoked })
+      }
+      return out
+    })
+    const failed = results.some((r) => r.outcome === 'unknown' || r.outcome === 'not_a_pat')
+    if (ctx.json) {
+      ctx.out.json({
+        results: results.map((r) => ({
+          fingerprint: r.fingerprint,
+          outcome: r.outcome,
+          tokenId: r.record?.id ?? null,
+          tenantId: r.record?.tenantId ?? null,
+        })),
+      })
+      return failed ? 1 : 0
+    }
+    for (const r of results) {
+      const where = r.record ? ` ${r.record.id} (tenant ${r.record.tenantId})` : ''
+      const what = {
+        revoked: 'revoked',
+        already_revoked: `already revoked at ${formatTime(r.record?.revokedAt ?? null)}`,
+        unknown: 'unknown: no such token in this store',
+        not_a_pat: 'not a tokengate PAT (wrong format or checksum)',
+      }[r.outcome]
+      ctx.out.line(`${r.fingerprint}${where}: ${what}`)
+    }
+    return failed ? 1 : 0
+  },
+}
+
+/** `pat issue|list|revoke|rotate|revoke-leaked`. */
+export const patCommands: readonly CommandDef[] = [issue, list, revoke, rotate, revokeLeaked]
