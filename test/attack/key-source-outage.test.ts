@@ -1,0 +1,276 @@
+import assert from 'node:assert/strict'
+import { after, before, describe, it } from 'node:test'
+import { createTestIssuer, type TestIssuer } from '../helpers/jwt.ts'
+import {
+  bearer,
+  eventually,
+  type Gate,
+  type GateResponse,
+  type KeyHost,
+  startGate,
+  startKeyHost,
+  tenantHeader,
+} from './harness.ts'
+
+/**
+ * Key-source outages over the wire: the real server over TLS, a real local JWKS endpoint per
+ * issuer, issuers registered through the CLI, and tokengate's clock moved forward instead of
+ * waiting. Timings are the defaults (max age 10 min, cooldown 30 s, stale 1 h) except the
+ * fetch timeout (1 s, so a hanging endpoint is quick to show).
+ */
+describe('key-source outages (over HTTPS, real JWKS endpoints)', () => {
+  let gate: Gate
+  const hosts: KeyHost[] = []
+  let serial = 0
+
+  const MAX_AGE = 600_000
+  const COOLDOWN = 30_000
+  const STALE = 3_600_000
+
+  before(async () => {
+    gate = await startGate({ auth: { jwksTimeoutMs: 1000 } })
+    assert.equal((await gate.cli('tenant', 'create', 'acme')).code, 0)
+  })
+
+  after(async () => {
+    await gate?.close()
+    for (const host of hosts) await host.close()
+  })
+
+  interface Remote {
+    readonly issuer: TestIssuer
+    readonly host: KeyHost
+    /** A fresh token (new jti: never served from the verified-token cache). */
+    token(header?: Record<string, unknown>, signer?: TestIssuer): Promise<string>
+    call(token: string): Promise<GateResponse>
+  }
+
+  /** Registers a new issuer whose keys are served by a new local endpoint. */
+  async function remote(options: { mode?: 'ok' | 'error' } = {}) {
+    const iss = `https://idp-${++serial}.outage.test`
+    const issuer = createTestIssuer({ issuer: iss, kid: 'k1', clock: gate.clock })
+    const host = await startKeyHost({ keys: [issuer.publicJwk] })
+    hosts.push(host)
+    host.setMode(options.mode ?? 'ok')
+    const added = await gate.cli(
+      'issuer',
+      'add',
+      '--issuer',
+      iss,
+      '--audience',
+      'tokengate',
+      '--jwks-url',
+      host.url,
+    )
+    assert.equal(added.code, 0, added.stderr)
+    let jti = 0
+    const r: Remote = {
+      issuer,
+      host,
+      token: (header = {}, signer = issuer) =>
+        signer.sign({ iss, tenant_id: 'acme', jti: `${serial}-${++jti}` }, { header }),
+      call: (token) => gate.request('/api/v1/me', [...bearer(token), ...tenantHeader('acme')]),
+    }
+    // The server learns of the issuer through its store, then loads its keys at once.
+    const expected = (options.mode ?? 'ok') === 'ok' ? 200 : 503
+    await eventually(async () => (await r.call(await r.token())).status === expected, 5000, iss)
+    return r
+  }
+
+  async function readiness() {
+    const r = await gate.request('/readyz')
+    assert.equal(r.status, 200, r.text)
+    return r.json as {
+      status: string
+      checks: { issuers: { remote: number; notLoaded: string[]; stale: string[] } }
+    }
+  }
+
+  function assertUnavailable(r: GateResponse) {
+    assert.equal(r.status, 503, r.text)
+    assert.equal(r.json.code, 'unavailable')
+    assert.match(String(r.headers['retry-after']), /^[1-9]\d*$/)
+    assert.equal(r.headers['www-authenticate'], undefined, 'a 503 carries no challenge')
+  }
+
+  it('keys are fetched once and cached: 20 distinct tokens cost no JWKS request beyond the first load', async () => {
+    const idp = await remote()
+    const before = idp.host.requests
+    for (let i = 0; i < 20; i++) assert.equal((await idp.call(await idp.token())).status, 200)
+    assert.equal(idp.host.requests, before)
+    assert.equal(before, 1, 'one load when the issuer was added')
+  })
+
+  it('keys past the max age are refetched on the next token, once', async () => {
+    const idp = await remote()
+    gate.clock.advance(MAX_AGE)
+    for (let i = 0; i < 5; i++) assert.equal((await idp.call(await idp.token())).status, 200)
+    assert.equal(idp.host.requests, 2)
+  })
+
+  it('32 concurrent requests needing keys share one JWKS request (in-flight de-duplication)', async () => {
+    const idp = await remote({ mode: 'error' })
+    await eventually(async () => idp.host.requests >= 1, 5000, 'the failed first load')
+    gate.clock.advance(COOLDOWN)
+    idp.host.setMode('ok')
+    idp.host.setDelay(300)
+    const before = idp.host.requests
+    const tokens = await Promise.all(Array.from({ length: 32 }, () => idp.token()))
+    const answers = await Promise.all(tokens.map((t) => idp.call(t)))
+    assert.deepEqual(
+      answers.map((a) => a.status),
+      tokens.map(() => 200),
+    )
+    assert.equal(idp.host.requests - before, 1)
+  })
+
+  it('an unknown kid causes one refetch, then the cooldown holds: 401 invalid_token, no more fetches', async () => {
+    const idp = await remote()
+    gate.clock.advance(COOLDOWN)
+    const before = idp.host.requests
+    for (let i = 0; i < 10; i++) {
+      const r = await idp.call(await idp.token({ kid: `nope-${i}` }))
+      assert.equal(r.status, 401, r.text)
+      assert.equal(r.json.code, 'invalid_token')
+    }
+    assert.equal(idp.host.requests - before, 1)
+    gate.clock.advance(COOLDOWN)
+    await idp.call(await idp.token({ kid: 'nope-after-cooldown' }))
+    assert.equal(idp.host.requests - before, 2)
+  })
+
+  it('key rotation (new kid published, old one removed) is picked up without restart and without a false 401', async () => {
+    const idp = await remote()
+    const next = createTestIssuer({
+      issuer: idp.issuer.config.issuer,
+      kid: 'k2',
+      clock: gate.clock,
+    })
+    // The provider rotates, and a token with the new kid arrives long before the cached
+    // keys' max age: the unknown kid must trigger a refetch, not a 401.
+    idp.host.setJwks({ keys: [next.publicJwk] })
+    gate.clock.advance(COOLDOWN)
+    const first = await idp.call(await idp.token({ kid: 'k2' }, next))
+    assert.equal(first.status, 200, first.text)
+    for (let i = 0; i < 5; i++)
+      assert.equal((await idp.call(await idp.token({ kid: 'k2' }, next))).status, 200)
+    // The old key is gone from the provider: its tokens are refused.
+    const old = await idp.call(await idp.token())
+    assert.equal(old.status, 401)
+    assert.equal(old.json.code, 'invalid_token')
+  })
+
+  it('a rotation announced ahead (new key published before use) keeps every token of either key valid', async () => {
+    const idp = await remote()
+    const next = createTestIssuer({
+      issuer: idp.issuer.config.issuer,
+      kid: 'k2',
+      clock: gate.clock,
+    })
+    idp.host.setJwks({ keys: [idp.issuer.publicJwk, next.publicJwk] })
+    const statuses: number[] = []
+    // The provider starts signing with k2 some time after publishing it (here: past the
+    // cooldown of the last fetch); old-key tokens keep working meanwhile.
+    gate.clock.advance(COOLDOWN)
+    for (let step = 0; step < 6; step++) {
+      gate.clock.advance(COOLDOWN / 2)
+      statuses.push((await idp.call(await idp.token())).status)
+      statuses.push((await idp.call(await idp.token({ kid: 'k2' }, next))).status)
+    }
+    assert.deepEqual(statuses, Array(12).fill(200))
+  })
+
+  // KNOWN ISSUE (reported, not fixed here: the fix changes the key-lookup signature in
+  // jwt.ts/jwt-keys.ts, owned by the JWT-path engineer). A token signed with a key the
+  // provider published less than `jwksCooldownMs` (30 s) after tokengate's last JWKS fetch
+  // gets 401 until the cooldown ends: a window of false 401s that anyone can hold open by
+  // sending one token with a made-up kid every 30 s. Proposed fix: pass the token's
+  // (unverified) `iat` to the key lookup; for an unknown kid during the cooldown, answer
+  // 401 only when the last fetch is newer than `iat`, else 503 `unavailable` with
+  // Retry-After = the rest of the cooldown ("cannot tell yet", as for any key outage).
+  it('a token with a newly published kid arriving within the cooldown of the last fetch is not refused with 401', {
+    todo: 'known issue: 401 window of up to jwksCooldownMs after a fetch (see comment)',
+  }, async () => {
+    const idp = await remote()
+    const next = createTestIssuer({
+      issuer: idp.issuer.config.issuer,
+      kid: 'k2',
+      clock: gate.clock,
+    })
+    idp.host.setJwks({ keys: [idp.issuer.publicJwk, next.publicJwk] })
+    gate.clock.advance(COOLDOWN / 2)
+    const r = await idp.call(await idp.token({ kid: 'k2' }, next))
+    assert.notEqual(r.status, 401, 'a valid token must not be refused as invalid')
+  })
+
+  it('JWKS failing: cached keys keep verifying past the max age for up to the staleness bound, one refetch per cooldown', async () => {
+    const idp = await remote()
+    idp.host.setMode('error')
+    gate.clock.advance(MAX_AGE)
+    const before = idp.host.requests
+    assert.equal((await idp.call(await idp.token())).status, 200)
+    assert.equal(idp.host.requests - before, 1, 'one refetch attempt')
+    for (let i = 0; i < 5; i++) assert.equal((await idp.call(await idp.token())).status, 200)
+    assert.equal(idp.host.requests - before, 1, 'no refetch during the cooldown')
+    const { status, checks } = await readiness()
+    assert.equal(status, 'degraded')
+    assert.ok(checks.issuers.stale.includes(idp.issuer.config.issuer))
+    gate.clock.advance(STALE - COOLDOWN)
+    assert.equal((await idp.call(await idp.token())).status, 200, 'still within staleness')
+  })
+
+  it('beyond the staleness bound: 503 unavailable with Retry-After (never 401, never 500), and recovery is picked up', async () => {
+    const idp = await remote()
+    idp.host.setMode('error')
+    gate.clock.advance(MAX_AGE + STALE)
+    for (let i = 0; i < 3; i++) assertUnavailable(await idp.call(await idp.token()))
+    const { status, checks } = await readiness()
+    assert.equal(status, 'degraded')
+    assert.ok(checks.issuers.notLoaded.includes(idp.issuer.config.issuer))
+    idp.host.setMode('ok')
+    gate.clock.advance(COOLDOWN)
+    assert.equal((await idp.call(await idp.token())).status, 200)
+    assert.ok(!(await readiness()).checks.issuers.notLoaded.includes(idp.issuer.config.issuer))
+  })
+
+  it('keys never loaded: 503 unavailable with Retry-After, /readyz stays 200 and lists the issuer', async () => {
+    const idp = await remote({ mode: 'error' })
+    assertUnavailable(await idp.call(await idp.token()))
+    const ready = await readiness()
+    assert.equal(ready.status, 'degraded')
+    assert.ok(ready.checks.issuers.notLoaded.includes(idp.issuer.config.issuer))
+  })
+
+  it('a JWKS endpoint that never answers is bounded by the fetch timeout: 503, not a hung request', async () => {
+    const idp = await remote({ mode: 'error' })
+    await eventually(async () => idp.host.requests >= 1, 5000, 'the failed first load')
+    idp.host.setMode('hang')
+    gate.clock.advance(COOLDOWN)
+    const started = performance.now()
+    assertUnavailable(await idp.call(await idp.token()))
+    const elapsed = performance.now() - started
+    assert.ok(elapsed < 3000, `took ${Math.round(elapsed)} ms`)
+  })
+
+  it("registering another issuer does not drop a failing issuer's stale keys", async () => {
+    const idp = await remote()
+    idp.host.setMode('error')
+    gate.clock.advance(MAX_AGE + COOLDOWN)
+    assert.equal((await idp.call(await idp.token())).status, 200)
+    // The registry rebuilds its verifier on every issuer change; keys must survive it.
+    const other = await remote()
+    assert.equal((await other.call(await other.token())).status, 200)
+    assert.equal((await idp.call(await idp.token())).status, 200)
+  })
+
+  it('one issuer down leaves PATs and the other issuers working', async () => {
+    const down = await remote({ mode: 'error' })
+    const up = await remote()
+    const pat = JSON.parse(
+      (await gate.cli('pat', 'issue', '--tenant', 'acme', '--subject', 'svc', '--json')).stdout,
+    ) as { token: string }
+    assertUnavailable(await down.call(await down.token()))
+    assert.equal((await up.call(await up.token())).status, 200)
+    assert.equal((await gate.request('/api/v1/me', bearer(pat.token))).status, 200)
+  })
+})
