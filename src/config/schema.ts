@@ -162,6 +162,44 @@ export const ConfigSchema = Type.Object(
       },
       { default: {}, additionalProperties: false },
     ),
+    rateLimit: Type.Object(
+      {
+        enabled: Type.Boolean({
+          default: true,
+          description:
+            'Rate limiting on /api/v1 (per token, per tenant, failed authentications per address).',
+        }),
+        perToken: rateLimitPolicy(
+          1_200,
+          'Requests per token per window: a PAT by its id, a JWT by issuer, tenant and subject (so a refreshed JWT shares its allowance). 0 disables.',
+        ),
+        perTenant: rateLimitPolicy(
+          12_000,
+          'Requests per tenant per window, across all its tokens. 0 disables.',
+        ),
+        failedAuth: rateLimitPolicy(
+          60,
+          'Failed authentications (401) per client address (IPv6: per /64) per window; beyond it, unauthenticated attempts from that address get 429 without verification. 0 disables.',
+        ),
+        localMaxKeys: Type.Integer({
+          default: 100_000,
+          minimum: 100,
+          description:
+            'In-process counters kept per policy (least recently used dropped first); used without Redis or while Redis is down.',
+        }),
+        redisPrefix: Type.String({
+          default: 'tokengate:rl:',
+          description: 'Prefix of the counter keys in Redis (redisUrl).',
+        }),
+        redisTimeoutMs: Type.Integer({
+          default: 250,
+          minimum: 1,
+          description:
+            'Redis command timeout; on timeout or error the request is counted in-process instead (never a 5xx).',
+        }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
     pagination: Type.Object(
       {
         defaultLimit: Type.Integer({ default: 50, minimum: 1, description: 'Default page size.' }),
@@ -197,3 +235,19 @@ export const ConfigSchema = Type.Object(
 )
 
 export type Config = Type.Static<typeof ConfigSchema>
+
+/** One rate-limit policy: `max` requests per `windowSec` (fixed window). */
+function rateLimitPolicy(max: number, description: string) {
+  return Type.Object(
+    {
+      max: Type.Integer({ default: max, minimum: 0, description }),
+      windowSec: Type.Integer({
+        default: 60,
+        minimum: 1,
+        maximum: 86_400,
+        description: 'Window length of this policy, in seconds.',
+      }),
+    },
+    { default: {}, additionalProperties: false },
+  )
+}
