@@ -18,6 +18,8 @@ import { problem } from '../http/problem.ts'
 import type { AuthContext } from './auth-context.ts'
 import { registerHealthRoutes } from './health.ts'
 import { tokengatePlugin } from './plugin.ts'
+import { rateLimitPlugin } from './rate-limit.ts'
+import { createReuseDetector, type ReuseDetector } from './rotation-reuse.ts'
 import { RequestFieldError } from './routes/pagination.ts'
 import { StoreUnavailableError } from './routes/route.ts'
 import { v1Routes } from './routes/v1/index.ts'
@@ -72,6 +74,16 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     if (hsts) reply.header('strict-transport-security', hsts)
   })
 
+  // Before the auth plugin: the failed-authentication limit is checked ahead of verification.
+  await app.register(rateLimitPlugin, { config: config.rateLimit, redisUrl: config.redisUrl })
+  // Reuse of a rotated-out PAT revokes its rotation family (rotation-reuse.ts).
+  const reuse = createReuseDetector({
+    store: auth.store,
+    audit: auth.audit,
+    clock: auth.clock,
+    log: logger,
+  })
+  app.addHook('onClose', () => reuse.settled())
   await app.register(tokengatePlugin, {
     authenticate: auth.authenticate,
     onAuthenticated: (_request, principal) => {
@@ -79,7 +91,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
         auth.patUse.record(principal.tokenId, auth.clock.now())
       }
     },
-    onFailure: (request, failure) => recordFailure(auth, request, failure),
+    onFailure: (request, failure) => recordFailure(auth, request, failure, reuse),
   })
 
   app.addHook('onResponse', async (request, reply) => {
@@ -121,18 +133,30 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   return app
 }
 
-function recordFailure(auth: AuthContext, request: FastifyRequest, failure: AuthFailure): void {
+function recordFailure(
+  auth: AuthContext,
+  request: FastifyRequest,
+  failure: AuthFailure,
+  reuse: ReuseDetector,
+): void {
   if (failure.code === 'unavailable') return
   const parsed = parseAuthorization(readAuthHeaders(request.raw.rawHeaders).authorization)
+  const actor = parsed.ok ? fingerprintToken(parsed.token) : null
+  const requestId = String(request.id)
   auth.audit.write({
     type: failure.code === 'insufficient_permission' ? 'auth.forbidden' : 'auth.failed',
     tenantId: request.principal?.tenantId ?? null,
-    actor: parsed.ok ? fingerprintToken(parsed.token) : null,
+    actor,
     outcome: failure.code,
     clientAddress: request.ip,
-    requestId: String(request.id),
-    details: { method: request.method, path: request.url.split('?', 1)[0] },
+    requestId,
+    details: {
+      method: request.method,
+      path: request.url.split('?', 1)[0],
+      ...(failure.code === 'invalid_token' ? { reason: failure.reason } : {}),
+    },
   })
+  reuse.onFailure(failure, { actor, clientAddress: request.ip, requestId })
 }
 
 function handleError(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
@@ -159,6 +183,10 @@ function handleError(error: FastifyError, request: FastifyRequest, reply: Fastif
     request.log.warn({ err: error.cause }, 'store unavailable')
     reply.header('retry-after', '5')
     return sendProblem(reply, problem(503, 'unavailable', 'The store is not reachable.', id))
+  }
+  if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+    const detail = 'The request body is larger than this server accepts.'
+    return sendProblem(reply, problem(413, 'payload_too_large', detail, id))
   }
   // Fastify's own client errors (body too large, bad JSON, unsupported media type) carry a
   // safe message and a 4xx status; anything else is a bug: log it, answer a generic 500.

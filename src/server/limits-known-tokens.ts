@@ -1,0 +1,53 @@
+import { createHash } from 'node:crypto'
+
+/**
+ * Digests of `Authorization` values that authenticated recently on this instance, bounded
+ * in count and age (least recently used dropped first).
+ *
+ * Why it exists: once an address is over its failed-authentication limit, its unverified
+ * attempts are refused before any signature check or store lookup. A legitimate caller
+ * behind the same address (a shared NAT, a proxy) is told apart by presenting a credential
+ * this instance has already verified; that request still goes through full authentication
+ * (revocation, expiry, tenant), so this set only decides who may *try*, never who is let in.
+ *
+ * Why digests: a heap dump or debugger must not reveal usable tokens. A SHA-256 of a
+ * high-entropy secret cannot be reversed, and a collision would only buy an attacker one
+ * ordinary verification attempt.
+ */
+export class KnownCredentials {
+  readonly #maxEntries: number
+  readonly #maxAgeMs: number
+  readonly #seen = new Map<string, number>()
+
+  constructor(maxEntries: number, maxAgeMs: number) {
+    this.#maxEntries = maxEntries
+    this.#maxAgeMs = maxAgeMs
+  }
+
+  /** Records a header value whose credential authenticated just now. */
+  remember(authorization: string, now: number): void {
+    const digest = digestOf(authorization)
+    this.#seen.delete(digest)
+    this.#seen.set(digest, now)
+    if (this.#seen.size > this.#maxEntries) {
+      const oldest = this.#seen.keys().next()
+      if (!oldest.done) this.#seen.delete(oldest.value)
+    }
+  }
+
+  /** Whether this header value authenticated within the maximum age. */
+  has(authorization: string, now: number): boolean {
+    const digest = digestOf(authorization)
+    const at = this.#seen.get(digest)
+    if (at === undefined) return false
+    if (now - at > this.#maxAgeMs) {
+      this.#seen.delete(digest)
+      return false
+    }
+    return true
+  }
+}
+
+function digestOf(value: string): string {
+  return createHash('sha256').update(value, 'utf8').digest('base64url')
+}
