@@ -27,6 +27,13 @@ export interface Reply {
   readonly json: Record<string, unknown>
 }
 
+/**
+ * Switches rate limiting off: these suites poll an instance hard from one address until it
+ * answers 401, and the failed-authentication throttle would turn those 401s into 429s.
+ * What they measure is cache coherence, not limits.
+ */
+export const NO_RATE_LIMITS = { rateLimit: { enabled: false } } as const
+
 /** One running tokengate instance. */
 export interface Instance {
   readonly url: string
@@ -38,8 +45,9 @@ export interface Instance {
 }
 
 /**
- * Starts tokengate on `databaseUrl` with its own data directory. `overrides` are merged
- * over the defaults in the configuration's shape, e.g. `{ auth: { lookupCacheTtlMs: 0 } }`.
+ * Starts tokengate on `databaseUrl` with its own data directory and without rate limits.
+ * `overrides` are merged over the defaults in the configuration's shape, e.g.
+ * `{ auth: { lookupCacheTtlMs: 0 } }`.
  */
 export async function startInstance(
   databaseUrl: string,
@@ -61,6 +69,7 @@ export async function startInstance(
       databaseUrl,
       server: { port: 0, plainHttp: true, shutdownTimeoutMs: 1000, ...(server as object) },
       log: { level: 'warn' },
+      ...NO_RATE_LIMITS,
       ...rest,
     },
   })
