@@ -1,0 +1,181 @@
+/**
+ * Benchmark fixtures: one key per algorithm, token pools (single and 10,000 distinct JWTs per
+ * algorithm, PATs), and the files servers and wrk read. Signing 10,000 RS256 tokens takes
+ * seconds, so fixtures are cached in a directory and reused while their tokens stay valid.
+ */
+import { Buffer } from 'node:buffer'
+import { generateKeyPairSync, type KeyObject, randomBytes } from 'node:crypto'
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { issuePat } from '../src/core/pat.ts'
+import type { PatRecord } from '../src/core/ports.ts'
+import { signCompact } from '../test/helpers/jwt.ts'
+
+export const BENCH_ALGORITHMS = ['RS256', 'ES256', 'EdDSA', 'HS256'] as const
+export type BenchAlgorithm = (typeof BENCH_ALGORITHMS)[number]
+
+export const BENCH_TENANT = 'bench-tenant'
+export const BENCH_AUDIENCE = 'tokengate'
+export const POOL_SIZE = 10_000
+/** Fixture tokens live this long; fixtures are regenerated when less than half remains. */
+const LIFETIME_SEC = 20 * 3600
+const FORMAT = 3
+
+export const issuerOf = (alg: string) => `https://bench-${alg.toLowerCase()}.test`
+
+/** Everything a server or a load generator needs, as plain JSON. */
+export interface Fixtures {
+  readonly format: number
+  readonly createdSec: number
+  readonly poolSize: number
+  readonly dir: string
+  /** Per algorithm: the public JWK (or base64url secret for HS256) and token files. */
+  readonly algs: Record<
+    BenchAlgorithm,
+    {
+      readonly publicJwk?: Record<string, unknown>
+      readonly publicPem?: string
+      /** HS256: the secret as base64url (tokengate's `secret` key source). */
+      readonly secret?: string
+      /** HS256: the same secret as the text whose UTF-8 bytes it is (what the peers take). */
+      readonly secretText?: string
+      readonly single: string
+      /** File with one token per line. */
+      readonly poolFile: string
+    }
+  >
+  /** A JWT (RS256) without the permission the 403 route requires. */
+  readonly forbiddenJwt: string
+  readonly patSingle: string
+  readonly patPoolFile: string
+  /** File of PAT records (JSON lines) to seed a store with. */
+  readonly patRecordsFile: string
+  /** A PAT without `tokens:read`, for the 403 case. */
+  readonly patForbidden: string
+  readonly patGarbage: string
+  readonly patBadChecksum: string
+}
+
+export function fixturesDir(): string {
+  return join(tmpdir(), 'tokengate-bench-fixtures')
+}
+
+/** Loads cached fixtures, or generates them (a few seconds, RS256 signing dominates). */
+export function loadFixtures(dir = fixturesDir(), poolSize = POOL_SIZE): Fixtures {
+  const index = join(dir, 'fixtures.json')
+  const nowSec = Math.floor(Date.now() / 1000)
+  if (existsSync(index)) {
+    const cached = JSON.parse(readFileSync(index, 'utf8')) as Fixtures
+    const fresh = nowSec - cached.createdSec < LIFETIME_SEC / 2
+    if (cached.format === FORMAT && cached.poolSize === poolSize && fresh) return cached
+  }
+  mkdirSync(dir, { recursive: true })
+  const fixtures = generate(dir, nowSec, poolSize)
+  writeFileSync(index, JSON.stringify(fixtures))
+  return fixtures
+}
+
+function keyPair(alg: BenchAlgorithm): { privateKey: KeyObject; publicKey: KeyObject } {
+  if (alg === 'RS256') return generateKeyPairSync('rsa', { modulusLength: 2048 })
+  if (alg === 'ES256') return generateKeyPairSync('ec', { namedCurve: 'P-256' })
+  return generateKeyPairSync('ed25519')
+}
+
+function generate(dir: string, nowSec: number, poolSize: number): Fixtures {
+  const claims = (alg: string, extra: Record<string, unknown> = {}) => ({
+    iss: issuerOf(alg),
+    aud: BENCH_AUDIENCE,
+    sub: 'bench-user',
+    tenant_id: BENCH_TENANT,
+    permissions: ['tokens:read'],
+    iat: nowSec,
+    exp: nowSec + LIFETIME_SEC,
+    ...extra,
+  })
+  const algs = {} as Record<BenchAlgorithm, Fixtures['algs'][BenchAlgorithm]>
+  let forbiddenJwt = ''
+  for (const alg of BENCH_ALGORITHMS) {
+    const kid = `${alg.toLowerCase()}-bench`
+    let signingKey: KeyObject | Uint8Array
+    let entry: Omit<Fixtures['algs'][BenchAlgorithm], 'single' | 'poolFile'>
+    if (alg === 'HS256') {
+      // A text secret, because hono/jwt and jsonwebtoken take a string's UTF-8 bytes.
+      const secretText = randomBytes(32).toString('base64url')
+      signingKey = Buffer.from(secretText)
+      entry = { secret: Buffer.from(secretText).toString('base64url'), secretText }
+    } else {
+      const pair = keyPair(alg)
+      signingKey = pair.privateKey
+      entry = {
+        publicJwk: {
+          ...(pair.publicKey.export({ format: 'jwk' }) as object),
+          kid,
+          alg,
+          use: 'sig',
+        },
+        publicPem: pair.publicKey.export({ format: 'pem', type: 'spki' }).toString(),
+      }
+    }
+    const header = alg === 'HS256' ? { alg, typ: 'JWT' } : { alg, typ: 'JWT', kid }
+    const pool = Array.from({ length: poolSize }, (_, i) =>
+      signCompact(header, claims(alg, { jti: `${alg}-${i}` }), signingKey),
+    )
+    const poolFile = join(dir, `jwt-${alg}.txt`)
+    writeFileSync(poolFile, `${pool.join('\n')}\n`)
+    const single = signCompact(header, claims(alg, { jti: `${alg}-single` }), signingKey)
+    if (alg === 'RS256') {
+      forbiddenJwt = signCompact(
+        header,
+        claims(alg, { jti: 'forbidden', permissions: [] }),
+        signingKey,
+      )
+    }
+    algs[alg] = { ...entry, single, poolFile }
+  }
+  const records: PatRecord[] = []
+  const pats: string[] = []
+  const issue = (permissions: string[]) => {
+    const issued = issuePat({
+      tenantId: BENCH_TENANT,
+      subject: 'bench-bot',
+      name: 'bench',
+      permissions,
+      expiresAt: (nowSec + LIFETIME_SEC) * 1000,
+      now: nowSec * 1000,
+    })
+    records.push(issued.record)
+    return issued.token
+  }
+  for (let i = 0; i < poolSize; i++) pats.push(issue(['tokens:read']))
+  const patSingle = issue(['tokens:read'])
+  const patForbidden = issue([])
+  const patPoolFile = join(dir, 'pat-pool.txt')
+  writeFileSync(patPoolFile, `${pats.join('\n')}\n`)
+  const patRecordsFile = join(dir, 'pat-records.jsonl')
+  writeFileSync(patRecordsFile, `${records.map((r) => JSON.stringify(r)).join('\n')}\n`)
+  // Right length and alphabet, wrong checksum: refused by the format check, no store access.
+  const badChecksum = `${patSingle.slice(0, -6)}${patSingle.slice(-6) === 'AAAAAA' ? 'BBBBBB' : 'AAAAAA'}`
+  return {
+    format: FORMAT,
+    createdSec: nowSec,
+    poolSize,
+    dir,
+    algs,
+    forbiddenJwt,
+    patSingle,
+    patPoolFile,
+    patRecordsFile,
+    patForbidden,
+    patGarbage: `pat_${Buffer.from('garbage').toString('hex')}`,
+    patBadChecksum: badChecksum,
+  }
+}
+
+/** PAT records from the fixtures file. */
+export function readPatRecords(fixtures: Fixtures): PatRecord[] {
+  return readFileSync(fixtures.patRecordsFile, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as PatRecord)
+}

@@ -1,0 +1,511 @@
+/**
+ * The load benchmark: tokengate against the no-auth ceiling and the peers, in one run.
+ *
+ * Every server runs in its own process pinned to CPU 0 (`taskset`, when present); the load
+ * generator (`wrk`, or autocannon when wrk is absent) runs pinned to CPU 1. Each case is run
+ * on every server that can answer it, repeated, servers interleaved within a repeat so that
+ * drift on a shared machine hits all of them alike; the table shows medians and ratios from
+ * this run only. See bench/README.md.
+ *
+ * Usage: npm run bench [-- --quick] [-- --duration 5] [-- --repeats 3] [-- --only tokengate]
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { cpus } from 'node:os'
+import { join } from 'node:path'
+import { BENCH_TENANT, type BenchAlgorithm, type Fixtures, loadFixtures } from './fixtures.ts'
+import { type LoadRequest, type LoadResult, loadTool, runLoad } from './load.ts'
+
+const args = process.argv.slice(2)
+const quick = args.includes('--quick')
+const option = (name: string, fallback: number) => {
+  const at = args.indexOf(`--${name}`)
+  return at === -1 ? fallback : Number(args[at + 1])
+}
+const DURATION_SEC = option('duration', quick ? 1 : 5)
+const REPEATS = option('repeats', quick ? 1 : 3)
+const CONNECTIONS = option('connections', 32)
+const started = Date.now()
+const QUICK_PEER_CASES = /single|RS256 distinct|garbage|PAT/
+
+/** Issue #6's HAProxy `jwt_verify` figures, as shares of no-auth Fastify on the same machine. */
+const HAPROXY_SHARE: Partial<Record<BenchAlgorithm, number>> = {
+  RS256: 0.39,
+  ES256: 0.16,
+  HS256: 0.94,
+}
+
+const node = process.execPath
+const haveTaskset = commandExists('taskset') && cpus().length >= 2
+const pin = (cpu: number, command: string, argv: string[]): [string, string[]] =>
+  haveTaskset ? ['taskset', ['-c', String(cpu), command, ...argv]] : [command, argv]
+
+function commandExists(command: string): boolean {
+  try {
+    execFileSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' })
+    return true
+  } catch {
+    return false
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Servers
+
+interface Server {
+  readonly id: string
+  /** Peers with a verifier count for "best peer"; ceilings and tokengate do not. */
+  readonly role: 'tokengate' | 'ceiling' | 'peer' | 'upstream'
+  readonly argv: string[]
+  port: number
+  child?: ChildProcess
+}
+
+let nextPort = 19_100 + Math.floor(Math.random() * 500)
+const peerArgv = (kind: string, alg: string, fixtures: Fixtures) => [
+  'bench/servers/peer.ts',
+  kind,
+  alg,
+  fixtures.dir,
+]
+
+function defineServers(fixtures: Fixtures): Server[] {
+  const servers: Server[] = []
+  const add = (id: string, role: Server['role'], argv: string[]) =>
+    servers.push({ id, role, argv, port: nextPort++ })
+  add('upstream', 'upstream', peerArgv('upstream', 'RS256', fixtures))
+  add('tokengate', 'tokengate', ['bench/servers/tokengate.ts', fixtures.dir])
+  add('tokengate-gateway', 'tokengate', ['bench/servers/tokengate.ts', fixtures.dir])
+  add('fastify-noauth', 'ceiling', peerArgv('fastify-noauth', 'RS256', fixtures))
+  add('node-http', 'ceiling', peerArgv('node-http', 'RS256', fixtures))
+  add('fastify-naive-pat', 'peer', peerArgv('fastify-naive', 'RS256', fixtures))
+  for (const alg of ['RS256', 'ES256', 'EdDSA', 'HS256']) {
+    add(`@fastify/jwt ${alg}`, 'peer', peerArgv('fastify-jwt', alg, fixtures))
+    // jsonwebtoken (under express-jwt) has no EdDSA.
+    if (alg !== 'EdDSA') add(`express-jwt ${alg}`, 'peer', peerArgv('express-jwt', alg, fixtures))
+    add(`hono/jwt ${alg}`, 'peer', peerArgv('hono-jwt', alg, fixtures))
+  }
+  return servers
+}
+
+async function startServer(server: Server, servers: readonly Server[]): Promise<void> {
+  const argv = [...server.argv, String(server.port)]
+  if (server.id === 'tokengate-gateway') {
+    const upstream = servers.find((s) => s.id === 'upstream') as Server
+    argv.push(`http://127.0.0.1:${upstream.port}`)
+  }
+  const [command, commandArgs] = pin(0, node, argv)
+  const child = spawn(command, commandArgs, { stdio: ['ignore', 'pipe', 'pipe'] })
+  server.child = child
+  let errors = ''
+  child.stderr?.on('data', (chunk) => {
+    errors += chunk
+  })
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`${server.id} did not start: ${errors}`)),
+      30_000,
+    )
+    let output = ''
+    child.stdout?.on('data', (chunk) => {
+      output += chunk
+      if (output.includes('READY')) {
+        clearTimeout(timer)
+        resolve()
+      }
+    })
+    child.on('exit', (code) => {
+      clearTimeout(timer)
+      reject(new Error(`${server.id} exited with ${code}: ${errors}`))
+    })
+  })
+  child.removeAllListeners('exit')
+}
+
+function stopServers(servers: readonly Server[]): void {
+  for (const server of servers) server.child?.kill('SIGTERM')
+}
+
+// ---------------------------------------------------------------------------------------
+// Cases
+
+interface Case {
+  readonly id: string
+  readonly request: Omit<LoadRequest, 'url' | 'durationSec' | 'connections'>
+  readonly expect: number
+  /** Servers that can answer this case (tokengate always). */
+  readonly servers: (server: Server) => boolean
+  /** tokengate's target, as a rate, given this run's measurements. */
+  readonly target?: (m: Measured) => { rate: number; label: string } | undefined
+  /** Which ceiling measurement this case is compared with. */
+  readonly ceiling: 'single' | 'pool'
+}
+
+interface Measured {
+  ceiling: number
+  crypto: Record<string, number>
+}
+
+const JWT_PEERS = (alg: string) => (s: Server) =>
+  s.id === `@fastify/jwt ${alg}` || s.id === `express-jwt ${alg}` || s.id === `hono/jwt ${alg}`
+const ONLY =
+  (...ids: string[]) =>
+  (s: Server) =>
+    ids.includes(s.id)
+
+function defineCases(f: Fixtures): Case[] {
+  const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
+  const jwtHeaders = (token: string) => ({ ...bearer(token), 'x-tenant-id': BENCH_TENANT })
+  const cases: Case[] = [
+    {
+      id: 'no-auth ceiling',
+      request: { path: '/api/v1/me', headers: jwtHeaders(f.algs.RS256.single) },
+      expect: 200,
+      servers: ONLY('fastify-noauth', 'node-http'),
+      ceiling: 'single',
+    },
+    {
+      id: 'no-auth ceiling (pool)',
+      request: {
+        path: '/api/v1/me',
+        headers: {},
+        pool: { file: f.algs.RS256.poolFile, tenant: BENCH_TENANT },
+      },
+      expect: 200,
+      servers: ONLY('fastify-noauth'),
+      ceiling: 'pool',
+    },
+    {
+      id: 'PAT single',
+      request: { path: '/api/v1/me', headers: bearer(f.patSingle) },
+      expect: 200,
+      servers: ONLY('tokengate', 'fastify-naive-pat'),
+      target: (m) => ({ rate: 0.9 * m.ceiling, label: '0.90 no-auth' }),
+      ceiling: 'single',
+    },
+    {
+      id: 'PAT distinct (10k)',
+      request: { path: '/api/v1/me', headers: {}, pool: { file: f.patPoolFile } },
+      expect: 200,
+      servers: ONLY('tokengate', 'fastify-naive-pat'),
+      target: (m) => ({ rate: 0.9 * m.ceiling, label: '0.90 no-auth' }),
+      ceiling: 'pool',
+    },
+  ]
+  for (const alg of ['RS256', 'ES256', 'EdDSA', 'HS256'] as const) {
+    cases.push({
+      id: `JWT ${alg} single`,
+      request: { path: '/api/v1/me', headers: jwtHeaders(f.algs[alg].single) },
+      expect: 200,
+      servers: (s) => s.id === 'tokengate' || JWT_PEERS(alg)(s),
+      target: (m) => ({ rate: 0.9 * m.ceiling, label: '0.90 no-auth' }),
+      ceiling: 'single',
+    })
+    cases.push({
+      id: `JWT ${alg} distinct (10k)`,
+      request: {
+        path: '/api/v1/me',
+        headers: {},
+        pool: { file: f.algs[alg].poolFile, tenant: BENCH_TENANT },
+      },
+      expect: 200,
+      servers: (s) => s.id === 'tokengate' || JWT_PEERS(alg)(s),
+      target: (m) => {
+        const verifies = m.crypto[alg]
+        if (!verifies) return undefined
+        const implied = 1 / (1 / m.ceiling + 1 / verifies)
+        const haproxy = HAPROXY_SHARE[alg]
+        const rate = Math.max(0.75 * implied, alg === 'HS256' ? 0 : (haproxy ?? 0) * m.ceiling)
+        const label =
+          alg === 'HS256' || haproxy === undefined
+            ? '0.75 implied'
+            : `max(0.75 implied, HAProxy ${haproxy})`
+        return { rate, label }
+      },
+      ceiling: 'pool',
+    })
+  }
+  cases.push(
+    {
+      id: 'JWT RS256 wrong X-Tenant-Id → 401',
+      request: {
+        path: '/api/v1/me',
+        headers: { ...bearer(f.algs.RS256.single), 'x-tenant-id': 'other-tenant' },
+      },
+      expect: 401,
+      servers: (s) => s.id === 'tokengate' || JWT_PEERS('RS256')(s),
+      ceiling: 'single',
+    },
+    {
+      id: '401 garbage',
+      request: { path: '/api/v1/me', headers: bearer(f.patGarbage) },
+      expect: 401,
+      servers: (s) => s.id === 'tokengate' || s.id === 'fastify-naive-pat' || JWT_PEERS('RS256')(s),
+      target: (m) => ({ rate: 0.85 * m.ceiling, label: '0.85 no-auth' }),
+      ceiling: 'single',
+    },
+    {
+      id: '401 bad checksum',
+      request: { path: '/api/v1/me', headers: bearer(f.patBadChecksum) },
+      expect: 401,
+      servers: ONLY('tokengate', 'fastify-naive-pat'),
+      target: (m) => ({ rate: 0.85 * m.ceiling, label: '0.85 no-auth' }),
+      ceiling: 'single',
+    },
+    {
+      id: '403 (JWT RS256 without the permission)',
+      request: { path: '/api/v1/tokens', headers: jwtHeaders(f.forbiddenJwt) },
+      expect: 403,
+      servers: (s) => s.id === 'tokengate' || JWT_PEERS('RS256')(s),
+      ceiling: 'single',
+    },
+    {
+      id: 'gateway: proxied (PAT) vs direct upstream',
+      request: { path: '/api/v1/echo', headers: bearer(f.patSingle) },
+      expect: 200,
+      servers: ONLY('tokengate-gateway', 'upstream'),
+      ceiling: 'single',
+    },
+  )
+  return cases
+}
+
+// ---------------------------------------------------------------------------------------
+// Run
+
+interface Row {
+  case: string
+  server: string
+  role: Server['role']
+  rps: number
+  p50Ms: number
+  p99Ms: number
+  repeats: number[]
+  vsNoAuth?: number
+  vsBestPeer?: number
+  target?: string
+  targetRps?: number
+  met?: boolean
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length % 2
+    ? (sorted[mid] as number)
+    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
+}
+
+function cryptoCeiling(): Record<string, number> {
+  const [command, argv] = pin(0, node, [
+    'bench/crypto.bench.ts',
+    '--json',
+    ...(quick ? ['--quick'] : []),
+  ])
+  return JSON.parse(execFileSync(command, argv, { encoding: 'utf8' })) as Record<string, number>
+}
+
+function coreMicro(): unknown {
+  const [command, argv] = pin(0, node, [
+    'bench/authenticate.bench.ts',
+    '--json',
+    ...(quick ? ['--quick'] : []),
+  ])
+  try {
+    return JSON.parse(execFileSync(command, argv, { encoding: 'utf8' }))
+  } catch (error) {
+    // The table is the point of the run: a failing micro-benchmark must not lose it.
+    return { error: String(error) }
+  }
+}
+
+async function check(url: string, request: Case['request'], expect: number, id: string) {
+  const headers: Record<string, string> = { ...request.headers }
+  if (request.pool) {
+    const { readFileSync } = await import('node:fs')
+    headers.authorization = `Bearer ${readFileSync(request.pool.file, 'utf8').split('\n', 1)[0]}`
+    if (request.pool.tenant) headers['x-tenant-id'] = request.pool.tenant
+  }
+  const response = await fetch(url + request.path, { headers })
+  await response.arrayBuffer()
+  if (response.status !== expect) {
+    throw new Error(`${id}: expected ${expect}, got ${response.status} from ${url}`)
+  }
+}
+
+async function main() {
+  const tool = loadTool()
+  console.error(
+    `load: ${tool}; pinning: ${haveTaskset ? 'taskset (server CPU 0, load CPU 1)' : 'none'}`,
+  )
+  const fixtures = loadFixtures()
+  const servers = defineServers(fixtures)
+  const cases = defineCases(fixtures)
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      stopServers(servers)
+      process.exit(130)
+    })
+  }
+  try {
+    for (const server of servers) await startServer(server, servers)
+    console.error('crypto ceiling (one core, tight loop)…')
+    const crypto = cryptoCeiling()
+    const results = new Map<string, LoadResult[]>()
+    const key = (c: Case, s: Server) => `${c.id}\u0000${s.id}`
+    // Warm every server's JIT on its first case before anything is measured (not in --quick,
+    // a smoke run whose numbers are indicative only).
+    for (const server of quick ? [] : servers) {
+      const first = cases.find(
+        (c) => c.servers(server) || (c.id !== 'no-auth ceiling' && server.role === 'tokengate'),
+      )
+      if (first === undefined) continue
+      await runLoad(
+        tool,
+        {
+          ...first.request,
+          url: `http://127.0.0.1:${server.port}`,
+          durationSec: 1,
+          connections: CONNECTIONS,
+        },
+        haveTaskset ? 1 : undefined,
+      )
+    }
+    for (let repeat = 0; repeat < REPEATS; repeat++) {
+      for (const c of cases) {
+        for (const server of servers) {
+          const applies =
+            c.servers(server) ||
+            (server.id === 'tokengate' &&
+              !c.id.startsWith('no-auth') &&
+              !c.id.startsWith('gateway'))
+          if (!applies) continue
+          // --quick keeps CI under a minute: peers run the single-token cases, RS256 distinct
+          // and 401 garbage only; tokengate runs every case.
+          if (quick && server.role === 'peer' && !QUICK_PEER_CASES.test(c.id)) continue
+          const url = `http://127.0.0.1:${server.port}`
+          if (repeat === 0) await check(url, c.request, c.expect, `${c.id} on ${server.id}`)
+          const result = await runLoad(
+            tool,
+            { ...c.request, url, durationSec: DURATION_SEC, connections: CONNECTIONS },
+            haveTaskset ? 1 : undefined,
+          )
+          const unexpected = c.expect === 200 ? result.non2xx : result.requests - result.non2xx
+          if (unexpected > 0) {
+            throw new Error(`${c.id} on ${server.id}: ${unexpected} responses not ${c.expect}`)
+          }
+          const list = results.get(key(c, server)) ?? []
+          list.push(result)
+          results.set(key(c, server), list)
+          console.error(
+            `  [${repeat + 1}/${REPEATS}] ${c.id} · ${server.id}: ${Math.round(result.rps)} req/s`,
+          )
+        }
+      }
+    }
+    const ceilingOf = (which: 'single' | 'pool') => {
+      const c = cases.find(
+        (x) => x.id === (which === 'single' ? 'no-auth ceiling' : 'no-auth ceiling (pool)'),
+      ) as Case
+      const noauth = servers.find((s) => s.id === 'fastify-noauth') as Server
+      return median((results.get(key(c, noauth)) ?? []).map((r) => r.rps))
+    }
+    const rows: Row[] = []
+    for (const c of cases) {
+      const ceiling = ceilingOf(c.ceiling)
+      const caseRows: Row[] = []
+      for (const server of servers) {
+        const list = results.get(key(c, server))
+        if (!list) continue
+        caseRows.push({
+          case: c.id,
+          server: server.id,
+          role: server.role,
+          rps: median(list.map((r) => r.rps)),
+          p50Ms: median(list.map((r) => r.p50Ms)),
+          p99Ms: median(list.map((r) => r.p99Ms)),
+          repeats: list.map((r) => Math.round(r.rps)),
+          vsNoAuth: ceiling > 0 ? median(list.map((r) => r.rps)) / ceiling : undefined,
+        })
+      }
+      const bestPeer = Math.max(0, ...caseRows.filter((r) => r.role === 'peer').map((r) => r.rps))
+      for (const row of caseRows) {
+        if (row.role === 'tokengate') {
+          if (bestPeer > 0) row.vsBestPeer = row.rps / bestPeer
+          const target = c.target?.({ ceiling, crypto })
+          if (target) {
+            row.target = target.label
+            row.targetRps = target.rate
+            row.met = row.rps >= target.rate && (bestPeer === 0 || row.rps > bestPeer)
+          } else if (bestPeer > 0) {
+            row.target = 'faster than peers'
+            row.met = row.rps > bestPeer
+          }
+        }
+        rows.push(row)
+      }
+    }
+    const micro = coreMicro()
+    report(rows, crypto, micro, tool)
+  } finally {
+    stopServers(servers)
+  }
+}
+
+function report(rows: Row[], crypto: Record<string, number>, micro: unknown, tool: string) {
+  const fmt = (n: number | undefined, digits = 2) => (n === undefined ? '—' : n.toFixed(digits))
+  const lines = [
+    '| case | server | req/s | p50 ms | p99 ms | × no-auth | × best peer | tokengate target | met |',
+    '|---|---|---:|---:|---:|---:|---:|---|:-:|',
+  ]
+  for (const r of rows) {
+    lines.push(
+      `| ${r.case} | ${r.server} | ${Math.round(r.rps)} | ${fmt(r.p50Ms)} | ${fmt(r.p99Ms)} | ${fmt(r.vsNoAuth)} | ${fmt(r.vsBestPeer)} | ${r.target ? `${r.target}${r.targetRps ? ` (${Math.round(r.targetRps)})` : ''}` : ''} | ${r.met === undefined ? '' : r.met ? 'yes' : '**no**'} |`,
+    )
+  }
+  const cryptoLines = [
+    '| algorithm | verifies/s (one core, tight loop) |',
+    '|---|---:|',
+    ...Object.entries(crypto).map(([alg, rate]) => `| ${alg} | ${Math.round(rate)} |`),
+  ]
+  const facts = {
+    date: new Date().toISOString(),
+    node: process.version,
+    cpu: cpus()[0]?.model ?? 'unknown',
+    cores: cpus().length,
+    command: `npm run bench${args.length ? ` -- ${args.join(' ')}` : ''}`,
+    loadTool: tool,
+    pinned: haveTaskset,
+    durationSec: DURATION_SEC,
+    repeats: REPEATS,
+    connections: CONNECTIONS,
+    elapsedSec: Math.round((Date.now() - started) / 1000),
+  }
+  const markdown = [
+    `Node ${facts.node} · ${facts.cpu} · ${facts.cores} cores · ${facts.date}`,
+    `\`${facts.command}\` · ${tool}, ${CONNECTIONS} connections, ${DURATION_SEC} s × ${REPEATS} repeats (median) · servers pinned to CPU 0, load to CPU 1: ${haveTaskset ? 'yes' : 'no'} · ${facts.elapsedSec} s`,
+    '',
+    ...lines,
+    '',
+    ...cryptoLines,
+    '',
+    '`authenticate` micro-benchmark (ns/op):',
+    '',
+    '```',
+    JSON.stringify(micro, null, 2),
+    '```',
+  ].join('\n')
+  console.log(markdown)
+  const dir = join('bench', 'results')
+  mkdirSync(dir, { recursive: true })
+  const stamp = facts.date.replace(/[:]/g, '-').replace(/\..*/, '')
+  const name = `${stamp}${quick ? '-quick' : ''}`
+  writeFileSync(
+    join(dir, `${name}.json`),
+    `${JSON.stringify({ facts, rows, crypto, micro }, null, 2)}\n`,
+  )
+  writeFileSync(join(dir, `${name}.md`), `${markdown}\n`)
+  console.error(`written: bench/results/${name}.json, .md`)
+}
+
+await main()

@@ -1,0 +1,72 @@
+/**
+ * tokengate as the benchmark runs it: production defaults (rate limiting, audit, last-used
+ * tracking on; embedded SQLite store), except per-request logging at `warn` (the peers log
+ * nothing), plain HTTP (the peers speak plain HTTP too) and rate-limit quotas raised so the
+ * load generator's few tokens and one address are never throttled (the limiter still runs
+ * on every request; only its thresholds change).
+ *
+ * Usage: node bench/servers/tokengate.ts <fixturesDir> <port> [upstreamUrl]
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { loadConfig } from '../../src/config/load.ts'
+import { startTokengate } from '../../src/main.ts'
+import { openStore } from '../../src/stores/open-store.ts'
+import type { SqliteStore } from '../../src/stores/sqlite.ts'
+import {
+  BENCH_ALGORITHMS,
+  BENCH_AUDIENCE,
+  BENCH_TENANT,
+  issuerOf,
+  loadFixtures,
+  readPatRecords,
+} from '../fixtures.ts'
+
+const [fixturesDir, portText, upstream] = process.argv.slice(2)
+const fixtures = loadFixtures(fixturesDir)
+const dataDir = mkdtempSync(join(tmpdir(), 'tg-bench-'))
+
+const store = (await openStore({ dataDir })) as SqliteStore
+await store.migrate()
+const now = Date.now()
+await store.createTenant({ id: BENCH_TENANT, name: 'Bench' }, now)
+await store.insertPats(readPatRecords(fixtures))
+for (const alg of BENCH_ALGORITHMS) {
+  const entry = fixtures.algs[alg]
+  await store.putIssuer(
+    {
+      issuer: issuerOf(alg),
+      audiences: [BENCH_AUDIENCE],
+      keySource:
+        alg === 'HS256'
+          ? { kind: 'secret', secret: entry.secret as string, algorithm: 'HS256' }
+          : { kind: 'jwks', jwks: { keys: [entry.publicJwk as Record<string, unknown>] } },
+      algorithms: [alg],
+    },
+    now,
+  )
+}
+await store.close()
+
+const unlimited = { max: 1_000_000_000, windowSec: 60 }
+const config = loadConfig({
+  env: {},
+  overrides: {
+    dataDir,
+    server: { host: '127.0.0.1', port: Number(portText), plainHttp: true },
+    log: { level: 'warn' },
+    rateLimit: { perToken: unlimited, perTenant: unlimited, failedAuth: unlimited },
+    ...(upstream ? { gateway: { upstream } } : {}),
+  },
+})
+const running = await startTokengate(config)
+console.log(`READY ${new URL(running.url).port}`)
+
+const stop = async () => {
+  await running.close()
+  rmSync(dataDir, { recursive: true, force: true })
+  process.exit(0)
+}
+process.on('SIGTERM', stop)
+process.on('SIGINT', stop)

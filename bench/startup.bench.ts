@@ -1,0 +1,88 @@
+/**
+ * Start-up to first served request, embedded store, two ways:
+ * - spawn: `node src/cli/main.ts serve --http` on a prepared (migrated, seeded) data
+ *   directory, timed from spawn until the first 200 from /healthz (process start, module
+ *   loading, store open, listen);
+ * - in-process: `startTokengate(config)` until the first 200 (modules already loaded).
+ * Plain HTTP, so no certificate is generated or read. Target: under 500 ms.
+ *
+ * Run: `node bench/startup.bench.ts [--repeats 5]`
+ */
+import { spawn } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { loadConfig } from '../src/config/load.ts'
+import { startTokengate } from '../src/main.ts'
+import { openStore } from '../src/stores/open-store.ts'
+
+const at = process.argv.indexOf('--repeats')
+const REPEATS = at === -1 ? 5 : Number(process.argv[at + 1])
+
+async function waitForHealth(url: string, deadline: number): Promise<void> {
+  for (;;) {
+    try {
+      const response = await fetch(`${url}/healthz`)
+      await response.arrayBuffer()
+      if (response.status === 200) return
+    } catch {}
+    if (performance.now() > deadline) throw new Error('no 200 from /healthz')
+    await new Promise((resolve) => setTimeout(resolve, 2))
+  }
+}
+
+const dataDir = mkdtempSync(join(tmpdir(), 'tg-start-'))
+const store = await openStore({ dataDir })
+await store.migrate()
+await store.createTenant({ id: 'start', name: 'Start' }, Date.now())
+await store.close()
+
+const median = (values: number[]) =>
+  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number
+const spawned: number[] = []
+const inProcess: number[] = []
+try {
+  for (let i = 0; i < REPEATS; i++) {
+    const port = 19_800 + i
+    const started = performance.now()
+    const child = spawn(
+      process.execPath,
+      [
+        'src/cli/main.ts',
+        'serve',
+        '--http',
+        '--listen',
+        `127.0.0.1:${port}`,
+        '--data-dir',
+        dataDir,
+      ],
+      { stdio: 'ignore' },
+    )
+    await waitForHealth(`http://127.0.0.1:${port}`, started + 10_000)
+    spawned.push(performance.now() - started)
+    child.kill('SIGTERM')
+    await new Promise((resolve) => child.once('exit', resolve))
+  }
+  for (let i = 0; i < REPEATS; i++) {
+    const config = loadConfig({
+      env: {},
+      overrides: {
+        dataDir,
+        server: { host: '127.0.0.1', port: 0, plainHttp: true },
+        log: { level: 'warn' },
+      },
+    })
+    const started = performance.now()
+    const running = await startTokengate(config)
+    await waitForHealth(running.url, started + 10_000)
+    inProcess.push(performance.now() - started)
+    await running.close()
+  }
+} finally {
+  rmSync(dataDir, { recursive: true, force: true })
+}
+const show = (values: number[]) => values.map((v) => Math.round(v)).join(', ')
+console.log(`spawn → first 200: median ${Math.round(median(spawned))} ms (${show(spawned)})`)
+console.log(
+  `in-process startTokengate → first 200: median ${Math.round(median(inProcess))} ms (${show(inProcess)}; the first includes module loading)`,
+)

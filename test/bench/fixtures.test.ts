@@ -1,0 +1,74 @@
+/**
+ * The load benchmark measures what its table says only if its tokens are what the case names
+ * claim: every pooled JWT verifies with the production verifier (so "distinct" cases measure
+ * signature checks, not 401s), the pools hold distinct tokens, the PATs match their stored
+ * records, and the rejection cases fail for the named reason.
+ */
+import assert from 'node:assert/strict'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, test } from 'node:test'
+import {
+  BENCH_ALGORITHMS,
+  BENCH_AUDIENCE,
+  BENCH_TENANT,
+  issuerOf,
+  loadFixtures,
+  readPatRecords,
+} from '../../bench/fixtures.ts'
+import { createJwtVerifier } from '../../src/core/jwt.ts'
+import { checkPatFormat, hashPat } from '../../src/core/pat.ts'
+
+const dir = mkdtempSync(join(tmpdir(), 'tg-bench-fixtures-'))
+after(() => rmSync(dir, { recursive: true, force: true }))
+const fixtures = loadFixtures(dir, 25)
+const lines = (file: string) => readFileSync(file, 'utf8').split('\n').filter(Boolean)
+
+test('every pooled and single JWT verifies, for its tenant, and the pools hold distinct tokens', async () => {
+  const verifier = createJwtVerifier(
+    BENCH_ALGORITHMS.map((alg) => {
+      const entry = fixtures.algs[alg]
+      return {
+        issuer: issuerOf(alg),
+        audiences: [BENCH_AUDIENCE],
+        algorithms: [alg],
+        keySource:
+          alg === 'HS256'
+            ? { kind: 'secret' as const, secret: entry.secret as string, algorithm: alg }
+            : {
+                kind: 'jwks' as const,
+                jwks: { keys: [entry.publicJwk as Record<string, unknown>] },
+              },
+      }
+    }),
+    { cacheMaxEntries: 0 },
+  )
+  for (const alg of BENCH_ALGORITHMS) {
+    const pool = lines(fixtures.algs[alg].poolFile)
+    assert.equal(pool.length, 25)
+    assert.equal(new Set(pool).size, pool.length)
+    for (const token of [...pool, fixtures.algs[alg].single]) {
+      const outcome = await verifier.verify(token)
+      if (!outcome.ok) assert.fail(`${alg}: ${JSON.stringify(outcome.failure)}`)
+      assert.equal(outcome.jwt.tenantId, BENCH_TENANT)
+      assert.deepEqual(outcome.jwt.permissions, ['tokens:read'])
+    }
+  }
+  const forbidden = await verifier.verify(fixtures.forbiddenJwt)
+  assert.ok(forbidden.ok && forbidden.jwt.permissions.length === 0)
+  verifier.close()
+})
+
+test('PATs are well-formed and stored; the rejection cases fail for their named reason', () => {
+  const stored = new Map(readPatRecords(fixtures).map((r) => [r.tokenHash, r]))
+  const pool = lines(fixtures.patPoolFile)
+  assert.equal(new Set(pool).size, 25)
+  for (const token of [...pool, fixtures.patSingle, fixtures.patForbidden]) {
+    assert.deepEqual(checkPatFormat(token), { ok: true })
+    assert.equal(stored.get(hashPat(token))?.tenantId, BENCH_TENANT)
+  }
+  assert.deepEqual(stored.get(hashPat(fixtures.patForbidden))?.permissions, [])
+  assert.deepEqual(checkPatFormat(fixtures.patBadChecksum), { ok: false, reason: 'bad_checksum' })
+  assert.deepEqual(checkPatFormat(fixtures.patGarbage), { ok: false, reason: 'malformed' })
+})
