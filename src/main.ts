@@ -41,7 +41,9 @@ export async function startTokengate(
   const clock = options.clock ?? systemClock
   const logger = createLogger(config.log.level, options.logDestination)
   const store = await openStore(
-    config.databaseUrl ? { databaseUrl: config.databaseUrl } : { dataDir: config.dataDir },
+    config.databaseUrl
+      ? { databaseUrl: config.databaseUrl, logger }
+      : { dataDir: config.dataDir, logger },
   )
   try {
     await store.migrate()

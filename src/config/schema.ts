@@ -138,6 +138,12 @@ export const ConfigSchema = Type.Object(
           description:
             'In-process PAT/tenant cache TTL; bounds how long a revoke made by another process takes to apply without notifications.',
         }),
+        tenantStaleIfErrorMs: Type.Integer({
+          default: 3_600_000,
+          minimum: 0,
+          description:
+            'While the store is unreachable, a tenant read within this window is still trusted, so JWT callers keep working; PATs always fail closed (503).',
+        }),
         lookupCacheMaxEntries: Type.Integer({
           default: 100_000,
           minimum: 0,

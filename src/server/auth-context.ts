@@ -35,6 +35,7 @@ export async function createAuthContext(
   const lookups = createCachedLookups(store, {
     ttlMs: config.auth.lookupCacheTtlMs,
     maxEntries: config.auth.lookupCacheMaxEntries,
+    tenantStaleIfErrorMs: config.auth.tenantStaleIfErrorMs,
     clock,
   })
   const issuers = await createIssuerRegistry(

@@ -72,16 +72,22 @@ describe('server lifecycle and failure modes', () => {
   })
 
   it('graceful shutdown finishes in-flight requests and loses no audit event', async () => {
-    const server = await startTestServer()
+    // Rate limiting off: 300 failures from one address would otherwise be throttled (429)
+    // before they are audited one by one, which is not what this test is about.
+    const server = await startTestServer({ rateLimit: { enabled: false } })
     const failures = 300
     const requests: Array<Promise<unknown>> = []
     for (let i = 0; i < failures; i++) {
       requests.push(server.request('/api/v1/me', ['Authorization', `Bearer garbage-${i}`]))
     }
-    const results = (await Promise.all(requests)) as Array<{ status: number }>
+    let results: Array<{ status: number }>
+    try {
+      results = (await Promise.all(requests)) as Array<{ status: number }>
+    } finally {
+      // Close immediately: the audit writer has not flushed most of these yet.
+      await server.close()
+    }
     assert.ok(results.every((r) => r.status === 401))
-    // Close immediately: the audit writer has not flushed most of these yet.
-    await server.close()
     const db = new DatabaseSync(join(server.dataDir, 'tokengate.db'), { readOnly: true })
     const row = db
       .prepare("SELECT count(*) AS n FROM audit_events WHERE type = 'auth.failed'")
