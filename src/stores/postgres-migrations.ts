@@ -76,4 +76,22 @@ export const postgresMigrations: readonly PostgresMigration[] = [
       CREATE INDEX pats_rotated_from ON pats (rotated_from) WHERE rotated_from IS NOT NULL;
     `,
   },
+  {
+    // Webhook delivery outbox (issue #7): appendAudit queues each new event here in the same
+    // statement, so an event is stored exactly when it is queued; delivered rows are
+    // deleted. seq orders delivery (roughly: ids are taken before commit); claimed_until is
+    // a worker's lease, claimed with FOR UPDATE SKIP LOCKED so instances never share a row.
+    version: 3,
+    sql: `
+      CREATE TABLE event_outbox (
+        seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        event_id text COLLATE "C" NOT NULL UNIQUE REFERENCES audit_events (id) ON DELETE CASCADE,
+        attempts integer NOT NULL DEFAULT 0,
+        next_attempt_at bigint NOT NULL DEFAULT 0,
+        claimed_until bigint,
+        last_error text
+      );
+      CREATE INDEX event_outbox_due ON event_outbox (next_attempt_at, seq);
+    `,
+  },
 ]

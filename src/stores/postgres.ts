@@ -27,6 +27,8 @@ import {
   type AuditEvent,
   ConflictError,
   checkReplacement,
+  type OutboxEntry,
+  type OutboxStats,
   type Page,
   type PageRequest,
   type Store,
@@ -415,14 +417,21 @@ class PgStore implements PostgresStore {
   async appendAudit(events: readonly AuditEvent[]): Promise<void> {
     this.#checkOpen()
     if (events.length === 0) return
-    // One multi-row statement: the batch is stored entirely or not at all. An id already
-    // stored is skipped, so a retried batch that did commit is not duplicated.
+    // One statement: the batch is stored entirely or not at all. An id already stored is
+    // skipped, so a retried batch that did commit is not duplicated; only the rows stored
+    // now are queued in the outbox (in batch order), so delivered events are not re-queued.
     await this.#query(
-      `INSERT INTO audit_events (id, time, type, tenant_id, actor, outcome, client_address,
-         request_id, details)
-       SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[],
-         $6::text[], $7::text[], $8::text[], $9::jsonb[])
-       ON CONFLICT (id) DO NOTHING`,
+      `WITH inserted AS (
+         INSERT INTO audit_events (id, time, type, tenant_id, actor, outcome, client_address,
+           request_id, details)
+         SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[],
+           $6::text[], $7::text[], $8::text[], $9::jsonb[])
+         ON CONFLICT (id) DO NOTHING
+         RETURNING id)
+       INSERT INTO event_outbox (event_id)
+       SELECT inserted.id FROM inserted
+       JOIN unnest($1::text[]) WITH ORDINALITY AS batch (id, n) ON batch.id = inserted.id
+       ORDER BY batch.n`,
       [
         events.map((e) => e.id),
         events.map((e) => e.time),
@@ -435,6 +444,59 @@ class PgStore implements PostgresStore {
         events.map((e) => JSON.stringify(e.details)),
       ],
     )
+  }
+
+  async claimOutbox(now: number, limit: number, leaseMs: number): Promise<readonly OutboxEntry[]> {
+    // SKIP LOCKED: instances claiming at once each take different rows instead of waiting.
+    const rows = await this.#query<AuditRow & { attempts: number; seq: Int8 }>(
+      `WITH due AS (
+         SELECT seq FROM event_outbox
+         WHERE next_attempt_at <= $1 AND (claimed_until IS NULL OR claimed_until <= $1)
+         ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED),
+       claimed AS (
+         UPDATE event_outbox o SET claimed_until = $1::bigint + $3::bigint
+         FROM due WHERE o.seq = due.seq RETURNING o.seq, o.event_id, o.attempts)
+       SELECT claimed.seq, claimed.attempts, a.*
+       FROM claimed JOIN audit_events a ON a.id = claimed.event_id
+       ORDER BY claimed.seq`,
+      [now, limit, leaseMs],
+    )
+    return rows.map((row) => ({ event: toAudit(row), attempts: row.attempts }))
+  }
+
+  async completeOutbox(eventIds: readonly string[]): Promise<void> {
+    this.#checkOpen()
+    if (eventIds.length === 0) return
+    await this.#query('DELETE FROM event_outbox WHERE event_id = ANY($1::text[])', [[...eventIds]])
+  }
+
+  async retryOutbox(
+    eventIds: readonly string[],
+    nextAttemptAt: number,
+    error: string,
+  ): Promise<void> {
+    this.#checkOpen()
+    if (eventIds.length === 0) return
+    await this.#query(
+      `UPDATE event_outbox SET attempts = attempts + 1, next_attempt_at = $2,
+         claimed_until = NULL, last_error = $3
+       WHERE event_id = ANY($1::text[])`,
+      [[...eventIds], nextAttemptAt, error.slice(0, 500)],
+    )
+  }
+
+  async outboxStats(): Promise<OutboxStats> {
+    const rows = await this.#query<{ pending: Int8; oldest: Int8 | null }>(
+      `SELECT count(*) AS pending, min(a.time) AS oldest
+       FROM event_outbox o JOIN audit_events a ON a.id = o.event_id`,
+    )
+    const row = rows[0] as { pending: Int8; oldest: Int8 | null }
+    return { pending: Number(row.pending), oldestTime: toMs(row.oldest) }
+  }
+
+  async clearOutbox(): Promise<number> {
+    const rows = await this.#query('DELETE FROM event_outbox RETURNING seq')
+    return rows.length
   }
 
   async listAudit(tenantId: string, page: PageRequest): Promise<Page<AuditEvent>> {

@@ -70,4 +70,21 @@ export const sqliteMigrations: readonly Migration[] = [
       CREATE INDEX pats_by_rotated_from ON pats (rotated_from) WHERE rotated_from IS NOT NULL;
     `,
   },
+  {
+    // Webhook delivery outbox (issue #7): appendAudit queues each new event here in the same
+    // transaction, so an event is stored exactly when it is queued; delivered rows are
+    // deleted. seq (the rowid) orders delivery; claimed_until is a worker's lease.
+    version: 3,
+    sql: `
+      CREATE TABLE event_outbox (
+        seq             INTEGER PRIMARY KEY,
+        event_id        TEXT NOT NULL UNIQUE REFERENCES audit_events (id) ON DELETE CASCADE,
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at INTEGER NOT NULL DEFAULT 0,
+        claimed_until   INTEGER,
+        last_error      TEXT
+      ) STRICT;
+      CREATE INDEX event_outbox_due ON event_outbox (next_attempt_at, seq);
+    `,
+  },
 ]

@@ -16,6 +16,8 @@ import {
   type AuditEvent,
   ConflictError,
   checkReplacement,
+  type OutboxEntry,
+  type OutboxStats,
   type Page,
   type PageRequest,
   type Store,
@@ -157,6 +159,20 @@ function prepareStatements(db: DatabaseSync) {
     // An id already stored is skipped: a retried batch that did commit is not duplicated.
     appendAudit: db.prepare(`INSERT INTO audit_events (${AUDIT_COLUMNS})
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`),
+    queueOutbox: db.prepare('INSERT INTO event_outbox (event_id) VALUES (?)'),
+    dueOutbox: db.prepare(`SELECT o.seq AS seq, o.attempts AS attempts,
+        a.id, a.time, a.type, a.tenant_id, a.actor, a.outcome, a.client_address, a.request_id,
+        a.details
+      FROM event_outbox o JOIN audit_events a ON a.id = o.event_id
+      WHERE o.next_attempt_at <= $now AND (o.claimed_until IS NULL OR o.claimed_until <= $now)
+      ORDER BY o.seq LIMIT $limit`),
+    claimOutbox: db.prepare('UPDATE event_outbox SET claimed_until = ? WHERE seq = ?'),
+    completeOutbox: db.prepare('DELETE FROM event_outbox WHERE event_id = ?'),
+    retryOutbox: db.prepare(`UPDATE event_outbox SET attempts = attempts + 1,
+      next_attempt_at = ?, claimed_until = NULL, last_error = ? WHERE event_id = ?`),
+    outboxStats: db.prepare(`SELECT count(*) AS pending, min(a.time) AS oldest
+      FROM event_outbox o JOIN audit_events a ON a.id = o.event_id`),
+    clearOutbox: db.prepare('DELETE FROM event_outbox'),
     listAudit: listAudit(''),
     listAuditAfter: listAudit('AND (time, id) < ($at, $id)'),
   }
@@ -387,7 +403,7 @@ export class SqliteStore implements Store {
     if (events.length === 0) return
     this.#transaction(() => {
       for (const e of events) {
-        s.appendAudit.run(
+        const stored = s.appendAudit.run(
           e.id,
           e.time,
           e.type,
@@ -398,8 +414,52 @@ export class SqliteStore implements Store {
           e.requestId,
           JSON.stringify(e.details),
         )
+        // Queued only when stored now: a retried batch does not re-queue delivered events.
+        if (stored.changes > 0) s.queueOutbox.run(e.id)
       }
     })
+  }
+
+  async claimOutbox(now: number, limit: number, leaseMs: number): Promise<readonly OutboxEntry[]> {
+    const s = this.#s()
+    const rows = this.#transaction(() => {
+      const due = s.dueOutbox.all({ now, limit }) as unknown as (AuditRow & {
+        seq: number
+        attempts: number
+      })[]
+      for (const row of due) s.claimOutbox.run(now + leaseMs, row.seq)
+      return due
+    })
+    return rows.map((row) => ({ event: toAudit(row), attempts: row.attempts }))
+  }
+
+  async completeOutbox(eventIds: readonly string[]): Promise<void> {
+    const s = this.#s()
+    if (eventIds.length === 0) return
+    this.#transaction(() => {
+      for (const id of eventIds) s.completeOutbox.run(id)
+    })
+  }
+
+  async retryOutbox(
+    eventIds: readonly string[],
+    nextAttemptAt: number,
+    error: string,
+  ): Promise<void> {
+    const s = this.#s()
+    if (eventIds.length === 0) return
+    this.#transaction(() => {
+      for (const id of eventIds) s.retryOutbox.run(nextAttemptAt, error.slice(0, 500), id)
+    })
+  }
+
+  async outboxStats(): Promise<OutboxStats> {
+    const row = this.#s().outboxStats.get() as { pending: number; oldest: number | null }
+    return { pending: row.pending, oldestTime: row.oldest }
+  }
+
+  async clearOutbox(): Promise<number> {
+    return Number(this.#s().clearOutbox.run().changes)
   }
 
   async listAudit(tenantId: string, page: PageRequest): Promise<Page<AuditEvent>> {

@@ -29,6 +29,19 @@ export interface AuditEvent {
   readonly details: Readonly<Record<string, unknown>>
 }
 
+/** An audit event waiting in the delivery outbox. */
+export interface OutboxEntry {
+  readonly event: AuditEvent
+  /** Failed delivery attempts so far. */
+  readonly attempts: number
+}
+
+export interface OutboxStats {
+  readonly pending: number
+  /** `time` of the oldest waiting event, or null when none waits. */
+  readonly oldestTime: number | null
+}
+
 export interface StoredIssuer extends IssuerConfig {
   readonly createdAt: number
 }
@@ -105,9 +118,28 @@ export interface Store extends AuthLookups {
   listIssuers(): Promise<readonly StoredIssuer[]>
   removeIssuer(issuer: string): Promise<boolean>
 
+  /**
+   * Stores the events; each one not already stored is also queued in the delivery outbox,
+   * in the same transaction (an event is queued exactly once, when it is first stored).
+   */
   appendAudit(events: readonly AuditEvent[]): Promise<void>
   /** Newest first. */
   listAudit(tenantId: string, page: PageRequest): Promise<Page<AuditEvent>>
+
+  /**
+   * Claims up to `limit` due outbox entries, oldest first, for `leaseMs`: until the lease
+   * ends no other claim (in any process) returns them. Due: `nextAttemptAt <= now` and not
+   * claimed, or the claim expired (a worker that died mid-delivery).
+   */
+  claimOutbox(now: number, limit: number, leaseMs: number): Promise<readonly OutboxEntry[]>
+  /** Delivered: removes the entries (unknown ids are ignored). */
+  completeOutbox(eventIds: readonly string[]): Promise<void>
+  /** Delivery failed: releases the claim, counts the attempt and sets the next one. */
+  retryOutbox(eventIds: readonly string[], nextAttemptAt: number, error: string): Promise<void>
+  /** Entries waiting for delivery, and the time of the oldest one's event. */
+  outboxStats(): Promise<OutboxStats>
+  /** Removes every entry (delivery is not configured); returns how many. */
+  clearOutbox(): Promise<number>
 
   /** Subscribe to changes made through any connection to this store; returns unsubscribe. */
   watch(listener: (change: StoreChange) => void): () => void

@@ -159,6 +159,11 @@ export function storeContract(name: string, makeStore: MakeStore): void {
             () => store.rotatePat('p1', pat('p9', 'acme', { rotatedFrom: 'p1' }), T0, T0),
           ],
           ['revokePatFamily', () => store.revokePatFamily('p1', T0)],
+          ['claimOutbox', () => store.claimOutbox(T0, 10, 1000)],
+          ['completeOutbox', () => store.completeOutbox(['e1'])],
+          ['retryOutbox', () => store.retryOutbox(['e1'], T0, 'x')],
+          ['outboxStats', () => store.outboxStats()],
+          ['clearOutbox', () => store.clearOutbox()],
           ['putIssuer', () => store.putIssuer(issuerA, T0)],
           ['listIssuers', () => store.listIssuers()],
           ['removeIssuer', () => store.removeIssuer(issuerA.issuer)],
@@ -668,6 +673,115 @@ export function storeContract(name: string, makeStore: MakeStore): void {
           items.map((e) => e.id),
           ['e3', 'e2', 'e1'],
         )
+      })
+    })
+
+    describe('event outbox', () => {
+      it('appendAudit queues every new event once, in order, with every field', async (t) => {
+        const store = await open(t)
+        const full: AuditEvent = {
+          ...event('e1', 'acme', T0),
+          actor: 'pat_…abcd',
+          details: { nested: { list: [1, 'two'] }, reason: 'revoked' },
+        }
+        await store.appendAudit([full, event('e2', null, T0 + 1)])
+        await store.appendAudit([event('e3', 'other', T0 - 5)])
+        assert.deepEqual(await store.outboxStats(), { pending: 3, oldestTime: T0 - 5 })
+        const claimed = await store.claimOutbox(T0, 10, 60_000)
+        assert.deepEqual(
+          claimed.map((c) => c.event.id),
+          ['e1', 'e2', 'e3'],
+          'queue order, not event time',
+        )
+        assert.deepEqual({ ...claimed[0]?.event }, full)
+        assert.deepEqual(
+          claimed.map((c) => c.attempts),
+          [0, 0, 0],
+        )
+      })
+
+      it('a retried batch re-queues nothing: neither a waiting nor a delivered event', async (t) => {
+        const store = await open(t)
+        await store.appendAudit([event('e1', 'acme', T0), event('e2', 'acme', T0)])
+        await store.completeOutbox(['e1'])
+        await store.appendAudit([event('e1', 'acme', T0), event('e2', 'acme', T0)])
+        const claimed = await store.claimOutbox(T0, 10, 1000)
+        assert.deepEqual(
+          claimed.map((c) => c.event.id),
+          ['e2'],
+        )
+      })
+
+      it('a claim hides entries until its lease ends; limit bounds a claim', async (t) => {
+        const store = await open(t)
+        await store.appendAudit(['e1', 'e2', 'e3'].map((id) => event(id, 'acme', T0)))
+        const first = await store.claimOutbox(T0, 2, 1000)
+        assert.deepEqual(
+          first.map((c) => c.event.id),
+          ['e1', 'e2'],
+        )
+        const second = await store.claimOutbox(T0 + 10, 10, 1000)
+        assert.deepEqual(
+          second.map((c) => c.event.id),
+          ['e3'],
+        )
+        assert.deepEqual(await store.claimOutbox(T0 + 999, 10, 1000), [])
+        // The first worker died: its lease ends and the entries are claimable again.
+        const reclaimed = await store.claimOutbox(T0 + 1000, 10, 1000)
+        assert.deepEqual(
+          reclaimed.map((c) => c.event.id),
+          ['e1', 'e2'],
+        )
+      })
+
+      it('concurrent claims never return the same entry', async (t) => {
+        const store = await open(t)
+        const ids = Array.from({ length: 40 }, (_, i) => `e${String(i).padStart(2, '0')}`)
+        await store.appendAudit(ids.map((id) => event(id, 'acme', T0)))
+        const claims = await Promise.all(
+          Array.from({ length: 4 }, () => store.claimOutbox(T0, 15, 60_000)),
+        )
+        const got = claims.flatMap((c) => c.map((e) => e.event.id))
+        assert.equal(new Set(got).size, got.length, 'no entry claimed twice')
+        assert.deepEqual([...got].sort(), ids)
+      })
+
+      it('retryOutbox counts the attempt and defers the entry; completeOutbox removes it', async (t) => {
+        const store = await open(t)
+        await store.appendAudit([event('e1', 'acme', T0), event('e2', 'acme', T0)])
+        await store.claimOutbox(T0, 10, 60_000)
+        await store.retryOutbox(['e1', 'e2'], T0 + 5000, 'HTTP 503')
+        assert.deepEqual(await store.claimOutbox(T0 + 4999, 10, 60_000), [], 'not due yet')
+        const due = await store.claimOutbox(T0 + 5000, 10, 60_000)
+        assert.deepEqual(
+          due.map((c) => [c.event.id, c.attempts]),
+          [
+            ['e1', 1],
+            ['e2', 1],
+          ],
+        )
+        await store.completeOutbox(['e1', 'ghost'])
+        await store.retryOutbox(['e2'], T0 + 6000, 'x'.repeat(10_000))
+        assert.deepEqual(await store.outboxStats(), { pending: 1, oldestTime: T0 })
+        const last = await store.claimOutbox(T0 + 6000, 10, 60_000)
+        assert.deepEqual(
+          last.map((c) => [c.event.id, c.attempts]),
+          [['e2', 2]],
+        )
+        await store.completeOutbox(['e2'])
+        await store.completeOutbox([])
+        await store.retryOutbox([], T0, 'nothing')
+        assert.deepEqual(await store.outboxStats(), { pending: 0, oldestTime: null })
+        assert.equal((await store.listAudit('acme', { limit: 10 })).items.length, 2, 'audit kept')
+      })
+
+      it('clearOutbox empties the queue and keeps the audit log', async (t) => {
+        const store = await open(t)
+        await store.appendAudit([event('e1', 'acme', T0), event('e2', 'acme', T0)])
+        assert.equal(await store.clearOutbox(), 2)
+        assert.equal(await store.clearOutbox(), 0)
+        assert.deepEqual(await store.claimOutbox(T0, 10, 1000), [])
+        assert.equal((await store.listAudit('acme', { limit: 10 })).items.length, 2)
       })
     })
 
