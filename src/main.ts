@@ -3,8 +3,10 @@ import type { DestinationStream, Logger } from 'pino'
 import type { Config } from './config/schema.ts'
 import { type Clock, systemClock } from './core/ports.ts'
 import { type DevSeed, seedDevData } from './dev/seed.ts'
+import { type EventDelivery, startEventDelivery } from './events/start.ts'
 import { createLogger } from './logger.ts'
 import { createAuthContext } from './server/auth-context.ts'
+import { createMetrics, type MetricsListener, startMetricsListener } from './server/metrics.ts'
 import { buildServer } from './server/server.ts'
 import { ensureDevCertificate, readTlsFiles, type TlsMaterial } from './server/tls.ts'
 import { openStore } from './stores/open-store.ts'
@@ -20,6 +22,8 @@ export interface RunningTokengate {
    * SQLite. For health checks and tests, e.g. to `pg_terminate_backend` its connection.
    */
   readonly changeFeed: ChangeFeedStatus | undefined
+  /** `http://host:port/metrics` when `metrics.enabled`, else undefined. */
+  readonly metricsUrl: string | undefined
   /** Graceful: stop accepting, finish in-flight requests, flush last-used times and audit. */
   close(): Promise<void>
 }
@@ -45,12 +49,27 @@ export async function startTokengate(
       ? { databaseUrl: config.databaseUrl, logger }
       : { dataDir: config.dataDir, logger },
   )
+  let events: EventDelivery | undefined
+  let metricsListener: MetricsListener | undefined
   try {
     await store.migrate()
     const devSeed = config.dev ? await seedDevData(store, config.dataDir, clock.now()) : undefined
     const tls = await tlsFor(config)
     const auth = await createAuthContext(config, store, clock, logger)
-    const app = await buildServer({ config, auth, logger, tls })
+    events = startEventDelivery(config.events, store, clock, logger)
+    const metrics = config.metrics.enabled
+      ? createMetrics({
+          clock,
+          lookupCache: auth.lookups,
+          audit: auth.audit,
+          jwks: auth.issuers,
+          outbox: events.worker ? () => store.outboxStats() : undefined,
+          webhook: events.worker,
+          changeFeed: () =>
+            store.kind === 'postgres' ? (store as PostgresStore).changeFeed : undefined,
+        })
+      : undefined
+    const app = await buildServer({ config, auth, logger, tls, metrics })
     await app.listen({
       host: config.server.host,
       port: config.server.port,
@@ -61,12 +80,21 @@ export async function startTokengate(
     const address = app.server.address() as AddressInfo
     const host = address.family === 'IPv6' ? `[${address.address}]` : address.address
     const url = `${tls ? 'https' : 'http'}://${host}:${address.port}`
+    if (metrics) {
+      metricsListener = await startMetricsListener(
+        metrics,
+        config.metrics.host,
+        config.metrics.port,
+      )
+    }
+    const started = { events, metricsListener }
 
     let closing: Promise<void> | undefined
     return {
       url,
       devSeed,
       logger,
+      metricsUrl: metricsListener?.url,
       get changeFeed() {
         return store.kind === 'postgres' ? (store as PostgresStore).changeFeed : undefined
       },
@@ -78,6 +106,9 @@ export async function startTokengate(
           )
           force.unref()
           await app.close()
+          await started.metricsListener?.close()
+          // Before the audit flush: events flushed now stay queued for the next start.
+          await started.events.close()
           clearTimeout(force)
           await auth.close()
           await store.close()
@@ -86,6 +117,8 @@ export async function startTokengate(
       },
     }
   } catch (error) {
+    await metricsListener?.close()
+    await events?.close()
     await store.close().catch(() => {})
     throw error
   }

@@ -42,6 +42,11 @@ export const ENV_VARIABLES: Readonly<Record<string, string>> = {
   TOKENGATE_TLS_KEY_FILE: 'server.tlsKeyFile',
   TOKENGATE_TRUST_PROXY: 'server.trustProxy',
   TOKENGATE_LOG_LEVEL: 'log.level',
+  TOKENGATE_EVENTS_WEBHOOK_URL: 'events.webhookUrl',
+  TOKENGATE_EVENTS_WEBHOOK_SECRET: 'events.webhookSecret',
+  TOKENGATE_METRICS_ENABLED: 'metrics.enabled',
+  TOKENGATE_METRICS_HOST: 'metrics.host',
+  TOKENGATE_METRICS_PORT: 'metrics.port',
   TOKENGATE_UPSTREAM: 'gateway.upstream',
   TOKENGATE_POLICY_FILE: 'gateway.policyFile',
 }
@@ -131,6 +136,10 @@ function crossFieldProblems(config: Config): string[] {
     problems.push(
       '/server: HTTPS needs tlsCertFile and tlsKeyFile (or --dev for a self-signed certificate, or --http behind a TLS proxy)',
     )
+  }
+  if (Boolean(config.events.webhookUrl) !== Boolean(config.events.webhookSecret)) {
+    // Unsigned delivery is not offered: a receiver could not tell our events from forgeries.
+    problems.push('/events: webhookUrl and webhookSecret must be given together')
   }
   if (config.pagination.defaultLimit > config.pagination.maxLimit) {
     problems.push('/pagination/defaultLimit: must not exceed maxLimit')

@@ -206,6 +206,72 @@ export const ConfigSchema = Type.Object(
       },
       { default: {}, additionalProperties: false },
     ),
+    events: Type.Object(
+      {
+        webhookUrl: Type.Optional(
+          Type.String({
+            pattern: '^https?://',
+            description:
+              'Deliver every audit event to this URL (POST, JSON, signed; see docs/events.md). Unset: no delivery. Prefer https://.',
+          }),
+        ),
+        webhookSecret: Type.Optional(
+          Type.String({
+            minLength: 16,
+            description:
+              'HMAC-SHA256 key for X-Tokengate-Signature; required with webhookUrl. Set it through TOKENGATE_EVENTS_WEBHOOK_SECRET rather than a file.',
+          }),
+        ),
+        timeoutMs: Type.Integer({
+          default: 5_000,
+          minimum: 1,
+          description: 'Webhook request timeout; a receiver that hangs fails the attempt.',
+        }),
+        batchSize: Type.Integer({
+          default: 100,
+          minimum: 1,
+          maximum: 1_000,
+          description: 'Events per webhook request.',
+        }),
+        pollIntervalMs: Type.Integer({
+          default: 1_000,
+          minimum: 10,
+          description: 'How often the outbox is checked for new events while it is empty.',
+        }),
+        retryInitialMs: Type.Integer({
+          default: 1_000,
+          minimum: 1,
+          description: 'First retry delay after a failed delivery; doubles per failure (jittered).',
+        }),
+        retryMaxMs: Type.Integer({
+          default: 300_000,
+          minimum: 1,
+          description: 'Longest retry delay. Events are retried until delivered, never dropped.',
+        }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
+    metrics: Type.Object(
+      {
+        enabled: Type.Boolean({
+          default: false,
+          description:
+            'Serve Prometheus metrics at /metrics on a separate listener (never on the API port).',
+        }),
+        host: Type.String({
+          default: '127.0.0.1',
+          description:
+            'Metrics listener address. It has no authentication: keep it on loopback or a private network.',
+        }),
+        port: Type.Integer({
+          default: 9464,
+          minimum: 0,
+          maximum: 65535,
+          description: 'Metrics listener port (plain HTTP).',
+        }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
     pagination: Type.Object(
       {
         defaultLimit: Type.Integer({ default: 50, minimum: 1, description: 'Default page size.' }),

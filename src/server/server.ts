@@ -17,6 +17,7 @@ import { readAuthHeaders } from '../core/raw-headers.ts'
 import { problem } from '../http/problem.ts'
 import type { AuthContext } from './auth-context.ts'
 import { registerHealthRoutes } from './health.ts'
+import type { Metrics } from './metrics.ts'
 import { tokengatePlugin } from './plugin.ts'
 import { rateLimitPlugin } from './rate-limit.ts'
 import { createReuseDetector, type ReuseDetector } from './rotation-reuse.ts'
@@ -31,6 +32,8 @@ export interface BuildServerOptions {
   readonly logger: Logger
   /** HTTPS material; omitted only for the explicit plain-HTTP listener. */
   readonly tls?: TlsMaterial | undefined
+  /** Prometheus metrics to record into (served on their own listener, see metrics.ts). */
+  readonly metrics?: Metrics | undefined
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -41,7 +44,7 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
  * error as problem+json; per-request log lines carry a token fingerprint, never a token.
  */
 export async function buildServer(options: BuildServerOptions): Promise<FastifyInstance> {
-  const { config, auth, logger, tls } = options
+  const { config, auth, logger, tls, metrics } = options
   const serverOptions = {
     maxHeaderSize: config.server.maxHeaderBytes,
     requestTimeout: config.server.requestTimeoutMs,
@@ -84,8 +87,9 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     log: logger,
   })
   app.addHook('onClose', () => reuse.settled())
+  metrics?.instrument(app)
   await app.register(tokengatePlugin, {
-    authenticate: auth.authenticate,
+    authenticate: metrics ? metrics.timeAuthenticate(auth.authenticate) : auth.authenticate,
     onAuthenticated: (_request, principal) => {
       if (principal.tokenType === 'pat' && principal.tokenId) {
         auth.patUse.record(principal.tokenId, auth.clock.now())

@@ -1,0 +1,335 @@
+/**
+ * Prometheus metrics, served at `/metrics` on a listener of their own.
+ *
+ * Why a separate listener and not a route on the API port: metrics reveal traffic shape,
+ * tenants' error rates and cache sizes, and the API port faces the internet. The metrics
+ * listener is plain HTTP without authentication, off by default, and binds 127.0.0.1 unless
+ * the operator says otherwise (config `metrics`); scrape it from the host or a private
+ * network. No label ever holds a token, a fingerprint, a tenant id or a client address:
+ * labels are bounded sets (outcome codes, token types, statuses, policy names, and the
+ * operator-registered issuer identifiers).
+ *
+ * Each app gets its own `Registry` (never prom-client's global one), so several servers in
+ * one process (tests, embedding) do not collide.
+ */
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
+import type { Authenticate } from '../core/authenticate.ts'
+import type { JwksStatus } from '../core/jwks.ts'
+import type { Clock } from '../core/ports.ts'
+import type { CacheStats } from '../stores/cached-lookups.ts'
+import type { OutboxStats } from '../stores/store.ts'
+import type { AuditWriterStats } from '../stores/write-behind.ts'
+
+/** What the metrics read at scrape time; every source is optional. */
+export interface MetricsSources {
+  readonly clock: Clock
+  readonly lookupCache?: { stats(): CacheStats } | undefined
+  readonly audit?: { stats(): AuditWriterStats } | undefined
+  readonly jwks?: { keyStatus(): readonly JwksStatus[] } | undefined
+  readonly outbox?: (() => Promise<OutboxStats>) | undefined
+  readonly webhook?:
+    | { stats(): { delivered: number; failedAttempts: number; consecutiveFailures: number } }
+    | undefined
+  /** Postgres change feed: whether cross-instance invalidation is live. */
+  readonly changeFeed?: (() => { connected: boolean } | undefined) | undefined
+}
+
+export interface Metrics {
+  readonly registry: Registry
+  /** Wraps the authenticator to time it (histogram by token type and outcome). */
+  timeAuthenticate(authenticate: Authenticate): Authenticate
+  /** Adds the per-response counters to an app (outcome code, status, rate-limit policy). */
+  instrument(app: FastifyInstance): void
+}
+
+/** Status-derived codes for responses that are not an authentication failure. */
+const STATUS_CODES: Readonly<Record<number, string>> = {
+  400: 'validation_failed',
+  404: 'not_found',
+  413: 'payload_too_large',
+  429: 'rate_limited',
+  500: 'internal_error',
+  502: 'bad_gateway',
+  503: 'unavailable',
+  504: 'gateway_timeout',
+}
+
+const POLICY_NAME = /^"([a-z-]{1,32})"/
+
+/**
+ * Creates the registry with every tokengate metric.
+ *
+ * @example
+ * const metrics = createMetrics({ clock, lookupCache: auth.lookups, audit: auth.audit })
+ * const listener = await startMetricsListener(metrics, '127.0.0.1', 9464)
+ */
+export function createMetrics(sources: MetricsSources): Metrics {
+  const registry = new Registry()
+  collectDefaultMetrics({ register: registry, prefix: 'tokengate_' })
+  const registers = [registry]
+
+  const requests = new Counter({
+    name: 'tokengate_http_requests_total',
+    help: 'Responses under /api/v1 by outcome code (ok, or the problem code) and status.',
+    labelNames: ['code', 'status'] as const,
+    registers,
+  })
+  const rateLimited = new Counter({
+    name: 'tokengate_rate_limit_rejections_total',
+    help: 'Requests answered 429 by the rate limiter, by policy (per-token, per-tenant, failed-auth).',
+    labelNames: ['policy'] as const,
+    registers,
+  })
+  const authDuration = new Histogram({
+    name: 'tokengate_auth_duration_seconds',
+    help: 'Time to authenticate one request (header parsing to principal or failure).',
+    labelNames: ['token_type', 'outcome'] as const,
+    buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1, 5],
+    registers,
+  })
+
+  const cache = sources.lookupCache
+  if (cache) {
+    counterFrom(
+      registry,
+      'tokengate_lookup_cache_hits_total',
+      'PAT/tenant lookups answered from the in-process cache.',
+      () => cache.stats().hits,
+    )
+    counterFrom(
+      registry,
+      'tokengate_lookup_cache_misses_total',
+      'PAT/tenant lookups that went to the store.',
+      () => cache.stats().misses,
+    )
+    counterFrom(
+      registry,
+      'tokengate_lookup_cache_stale_total',
+      'Tenant lookups answered from last-known state during a store outage.',
+      () => cache.stats().stale,
+    )
+    gaugeFrom(
+      registry,
+      'tokengate_lookup_cache_entries',
+      'Entries held by the PAT/tenant cache.',
+      () => cache.stats().size,
+    )
+    gaugeFrom(
+      registry,
+      'tokengate_lookup_cache_hit_ratio',
+      'hits / (hits + misses) since start (0 before any lookup).',
+      () => {
+        const { hits, misses } = cache.stats()
+        return hits + misses === 0 ? 0 : hits / (hits + misses)
+      },
+    )
+  }
+  const audit = sources.audit
+  if (audit) {
+    gaugeFrom(
+      registry,
+      'tokengate_audit_queue_events',
+      'Audit events waiting in memory to be written.',
+      () => audit.stats().queued,
+    )
+    counterFrom(
+      registry,
+      'tokengate_audit_dropped_total',
+      'Audit events refused because the in-memory queue was full (store outage).',
+      () => audit.stats().dropped,
+    )
+  }
+  const jwks = sources.jwks
+  if (jwks) {
+    new Gauge({
+      name: 'tokengate_jwks_key_age_seconds',
+      help: 'Seconds since the issuer’s JWKS was last fetched successfully (absent: never).',
+      labelNames: ['issuer'] as const,
+      registers,
+      collect() {
+        this.reset()
+        const now = sources.clock.now()
+        for (const s of jwks.keyStatus()) {
+          if (s.loadedAt !== null) this.set({ issuer: s.issuer }, (now - s.loadedAt) / 1000)
+        }
+      },
+    })
+    new Gauge({
+      name: 'tokengate_jwks_state',
+      help: '1 for the key state each remote issuer is in: fresh, stale (past max age, still verifying) or unavailable (503).',
+      labelNames: ['issuer', 'state'] as const,
+      registers,
+      collect() {
+        this.reset()
+        for (const s of jwks.keyStatus()) {
+          for (const state of ['fresh', 'stale', 'unavailable'] as const) {
+            this.set({ issuer: s.issuer, state }, s.state === state ? 1 : 0)
+          }
+        }
+      },
+    })
+  }
+  const outbox = sources.outbox
+  if (outbox) {
+    new Gauge({
+      name: 'tokengate_events_outbox_pending',
+      help: 'Audit events waiting for webhook delivery (in the store).',
+      registers,
+      async collect() {
+        this.set((await outbox()).pending)
+      },
+    })
+    new Gauge({
+      name: 'tokengate_events_outbox_oldest_age_seconds',
+      help: 'Age of the oldest event waiting for webhook delivery (0 when none waits).',
+      registers,
+      async collect() {
+        const { oldestTime } = await outbox()
+        this.set(oldestTime === null ? 0 : (sources.clock.now() - oldestTime) / 1000)
+      },
+    })
+  }
+  const webhook = sources.webhook
+  if (webhook) {
+    counterFrom(
+      registry,
+      'tokengate_events_delivered_total',
+      'Events delivered to the webhook (2xx).',
+      () => webhook.stats().delivered,
+    )
+    counterFrom(
+      registry,
+      'tokengate_events_delivery_failures_total',
+      'Webhook delivery attempts that failed (retried).',
+      () => webhook.stats().failedAttempts,
+    )
+  }
+  const feed = sources.changeFeed
+  if (feed) {
+    new Gauge({
+      name: 'tokengate_change_feed_connected',
+      help: '1 while Postgres LISTEN/NOTIFY delivers other instances’ revocations (Postgres only).',
+      registers,
+      collect() {
+        const status = feed()
+        if (status) this.set(status.connected ? 1 : 0)
+      },
+    })
+  }
+
+  return {
+    registry,
+    timeAuthenticate(authenticate) {
+      return async (input) => {
+        const started = process.hrtime.bigint()
+        const result = await authenticate(input)
+        const seconds = Number(process.hrtime.bigint() - started) / 1e9
+        const type = result.ok ? result.principal.tokenType : tokenTypeOf(input.authorization)
+        authDuration.observe(
+          { token_type: type, outcome: result.ok ? 'ok' : result.failure.code },
+          seconds,
+        )
+        return result
+      }
+    },
+    instrument(app) {
+      app.addHook('onResponse', async (request: FastifyRequest, reply: FastifyReply) => {
+        if (!request.url.startsWith('/api/v1')) return
+        const status = reply.statusCode
+        const code =
+          request.authFailure?.code ??
+          (status < 400 ? 'ok' : (STATUS_CODES[status] ?? `http_${status}`))
+        requests.inc({ code, status: String(status) })
+        if (status === 429) {
+          const policy = POLICY_NAME.exec(String(reply.getHeader('ratelimit-policy') ?? ''))
+          rateLimited.inc({ policy: policy?.[1] ?? 'unknown' })
+        }
+      })
+    },
+  }
+}
+
+/** The token type as far as the header tells, for failures (no principal to ask). */
+function tokenTypeOf(authorization: readonly string[]): 'pat' | 'jwt' | 'none' {
+  const first = authorization[0]
+  if (first === undefined) return 'none'
+  return first.startsWith('Bearer pat_') ? 'pat' : 'jwt'
+}
+
+/** A counter whose value is read from a monotonic source at scrape time. */
+function counterFrom(registry: Registry, name: string, help: string, read: () => number): void {
+  new Counter({
+    name,
+    help,
+    registers: [registry],
+    collect() {
+      this.reset()
+      this.inc(read())
+    },
+  })
+}
+
+function gaugeFrom(registry: Registry, name: string, help: string, read: () => number): void {
+  new Gauge({
+    name,
+    help,
+    registers: [registry],
+    collect() {
+      this.set(read())
+    },
+  })
+}
+
+export interface MetricsListener {
+  /** e.g. `http://127.0.0.1:9464/metrics` */
+  readonly url: string
+  close(): Promise<void>
+}
+
+/**
+ * Serves `GET /metrics` (Prometheus text format) on its own plain-HTTP server; every other
+ * path is 404. Resolves once listening.
+ */
+export async function startMetricsListener(
+  metrics: Metrics,
+  host: string,
+  port: number,
+): Promise<MetricsListener> {
+  const server = http.createServer((req, res) => {
+    const path = (req.url ?? '').split('?', 1)[0]
+    if (path !== '/metrics' || (req.method !== 'GET' && req.method !== 'HEAD')) {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n')
+      return
+    }
+    metrics.registry.metrics().then(
+      (text) => {
+        res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text)
+      },
+      () => {
+        // A failing source (the store behind the outbox gauge) must not hide the rest.
+        res.writeHead(500, { 'content-type': 'text/plain' }).end('collecting metrics failed\n')
+      },
+    )
+  })
+  server.keepAliveTimeout = 5000
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(port, host, () => {
+      server.off('error', reject)
+      resolve()
+    })
+  })
+  const address = server.address() as AddressInfo
+  const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address
+  return {
+    url: `http://${shown}:${address.port}/metrics`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
+  }
+}
