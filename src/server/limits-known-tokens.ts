@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 
 /**
- * Digests of `Authorization` values that authenticated recently on this instance, bounded
+ * Digests (`credentialDigest`) of `Authorization` values that authenticated recently on this instance, bounded
  * in count and age (least recently used dropped first).
  *
  * Why it exists: once an address is over its failed-authentication limit, its unverified
@@ -24,9 +24,8 @@ export class KnownCredentials {
     this.#maxAgeMs = maxAgeMs
   }
 
-  /** Records a header value whose credential authenticated just now. */
-  remember(authorization: string, now: number): void {
-    const digest = digestOf(authorization)
+  /** Records the digest of a header value whose credential authenticated just now. */
+  remember(digest: string, now: number): void {
     this.#seen.delete(digest)
     this.#seen.set(digest, now)
     if (this.#seen.size > this.#maxEntries) {
@@ -35,9 +34,13 @@ export class KnownCredentials {
     }
   }
 
-  /** Whether this header value authenticated within the maximum age. */
-  has(authorization: string, now: number): boolean {
-    const digest = digestOf(authorization)
+  /** Drops the digest of a header value whose credential failed (revoked or expired since). */
+  forget(digest: string): void {
+    this.#seen.delete(digest)
+  }
+
+  /** Whether the header value of this digest authenticated within the maximum age. */
+  has(digest: string, now: number): boolean {
     const at = this.#seen.get(digest)
     if (at === undefined) return false
     if (now - at > this.#maxAgeMs) {
@@ -48,6 +51,7 @@ export class KnownCredentials {
   }
 }
 
-function digestOf(value: string): string {
+/** The digest a header value is remembered by (SHA-256, base64url). */
+export function credentialDigest(value: string): string {
   return createHash('sha256').update(value, 'utf8').digest('base64url')
 }
