@@ -332,6 +332,24 @@ describe('tokengate over HTTPS (end to end)', () => {
     assertProblem(await server.request('/api/v1/me', bearer(victim.token)), 401, 'invalid_token')
   })
 
+  it('a PAT rotated through the CLI is listed as rotated and refused; its successor works', async () => {
+    const old = await issuePat('acme', 'tokens:read')
+    const out = await server.cli('pat', 'rotate', old.id, '--json')
+    assert.equal(out.code, 0, out.stderr)
+    const successor = JSON.parse(out.stdout) as { token: string; id: string }
+    tokens.push(successor.token)
+    assert.equal((await server.request('/api/v1/me', bearer(successor.token))).status, 200)
+    const view = await server.request(`/api/v1/tokens/${old.id}`, bearer(successor.token))
+    assert.equal(view.status, 200, view.text)
+    assert.equal(view.json.status, 'rotated')
+    let status = 200
+    for (let i = 0; i < 50 && status === 200; i++) {
+      status = (await server.request('/api/v1/me', bearer(old.token))).status
+      if (status === 200) await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+    assert.equal(status, 401)
+  })
+
   it('a PAT revoked through the CLI is rejected by the running server within the cache TTL', async () => {
     const victim = await issuePat('acme')
     assert.equal((await server.request('/api/v1/me', bearer(victim.token))).status, 200)
