@@ -10,14 +10,13 @@ import {
   type Authenticate,
   type AuthLookups,
   createAuthenticator,
+  createJwtVerifier,
   type IssuerConfig,
   issuePat,
   type PatRecord,
   systemClock,
   type Tenant,
 } from 'tokengate'
-// Not yet re-exported by the package root (src/index.ts); import it from there once it is.
-import { createJwtVerifier } from '../../src/core/jwt.ts'
 
 export const DEMO_TENANT = 'acme'
 export const DEMO_ISSUER = 'https://idp.example.test'
