@@ -2,7 +2,9 @@
  * Remote key sources: a JSON Web Key Set at a URL, or found through OpenID Connect discovery
  * from the issuer URL alone. Keys are fetched on first use (or by `warm`), cached for
  * `cacheMaxAgeMs`, refetched at most once per `cooldownMs` (on expiry or on an unknown
- * `kid`), and kept for `staleWhileErrorMs` more while the source is down.
+ * `kid`), and kept for `staleWhileErrorMs` more while the source is down. An unknown `kid`
+ * during the cooldown is 401 only when the keys held are newer than the token, else 503
+ * (see `resolve` below): key rotation never causes a false 401.
  *
  * Fail closed, but honestly: when no usable keys can be had, the answer is an `unavailable`
  * failure (503 with `Retry-After`), never a pass and never `invalid_token` (the token may be
@@ -184,6 +186,8 @@ function createKeySource(
   const closer = new AbortController()
   let keys: readonly BoundKey[] | undefined
   let fetchedAt = Number.NEGATIVE_INFINITY
+  /** When the request that fetched `keys` started: the key set is at least this recent. */
+  let keysAsOf = Number.NEGATIVE_INFINITY
   let attemptedAt = Number.NEGATIVE_INFINITY
   let failingSince: number | null = null
   let inflight: Promise<boolean> | undefined
@@ -204,13 +208,15 @@ function createKeySource(
   }
 
   async function load(): Promise<boolean> {
-    attemptedAt = clock.now()
+    const startedAt = clock.now()
+    attemptedAt = startedAt
     try {
       const signal = AbortSignal.any([AbortSignal.timeout(options.timeoutMs), closer.signal])
       const fetched = await fetchKeySet(await locate(signal), signal, deps.fetch)
       if (closer.signal.aborted) return false
       keys = fetched
       fetchedAt = clock.now()
+      keysAsOf = startedAt
       failingSince = null
       return true
     } catch {
@@ -229,16 +235,32 @@ function createKeySource(
 
   return {
     issuer,
-    async resolve(alg, kid) {
+    async resolve(alg, kid, signedBeforeMs = clock.now()) {
       if (closer.signal.aborted) return unavailable()
       if (inflight !== undefined) await inflight
       else if (due(clock.now())) await refresh()
       if (keys === undefined || clock.now() >= usableUntil()) return unavailable()
       let selection = selectKey(keys, alg, kid)
-      // An unknown kid may be a freshly rotated key: look again, at most once per cooldown.
-      if (!selection.ok && selection.reason === 'unknown_key' && !coolingDown(clock.now())) {
-        if (!(await refresh())) return unavailable()
-        selection = selectKey(keys, alg, kid)
+      if (!selection.ok && selection.reason === 'unknown_key') {
+        // An unknown kid may be a freshly rotated key: look again, at most once per cooldown.
+        if (!coolingDown(clock.now())) {
+          if (!(await refresh())) return unavailable()
+          selection = selectKey(keys, alg, kid)
+        }
+        // Still unknown. Why 401 only when the key set is newer than the token: a provider
+        // publishes a key before signing with it, so a set fetched after the token was signed
+        // would hold its key, and the kid is really unknown. A set fetched earlier (we are in
+        // the cooldown) may predate the key: "cannot tell yet" is 503 with Retry-After = the
+        // rest of the cooldown, as for any key outage, and the client's retry meets the next
+        // refetch. A refetch right here would close that window sooner, but `signedBeforeMs`
+        // rests on an unverified `iat`, so any budget of extra refetches could be spent by
+        // forged tokens (iat = now, made-up kid) just before the real one arrives: it would
+        // raise the request rate to the provider without shortening the worst case. Rather,
+        // the rate stays one per cooldown, and since any refetch after the key is published
+        // learns it, nobody can hold the window open longer than one cooldown.
+        if (!selection.ok && selection.reason === 'unknown_key' && keysAsOf < signedBeforeMs) {
+          return unavailable()
+        }
       }
       return selection.ok ? selection : { ok: false, failure: selectionFailure(selection.reason) }
     },
@@ -303,7 +325,10 @@ export function createJwksPool(): JwksPool {
       }
       const shared = source
       // The verifier's close() must not close a source the next verifier shares.
-      return { resolve: (alg, kid) => shared.resolve(alg, kid), close() {} }
+      return {
+        resolve: (alg, kid, signedBeforeMs) => shared.resolve(alg, kid, signedBeforeMs),
+        close() {},
+      }
     },
     retain(build) {
       used = new Set()

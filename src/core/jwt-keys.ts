@@ -248,8 +248,17 @@ export interface IssuerKeys {
    * Finds the key for a token's `alg` and `kid`. Never throws: failures are values. Keys
    * known at configuration time answer synchronously (no promise on the hot path); a remote
    * JWKS may have to fetch and answers with a promise.
+   *
+   * `signedBeforeMs` (epoch ms, this clock) is an instant the token was certainly signed
+   * before: when it arrived, or earlier per its unverified `iat` (see `signedBeforeMs` in
+   * jwt.ts). A remote JWKS uses it to tell a `kid` that is really unknown from one published
+   * after its last fetch; static keys ignore it. Omitted, the time of the call is used.
    */
-  resolve(alg: string, kid: string | undefined): KeyLookup | Promise<KeyLookup>
+  resolve(
+    alg: string,
+    kid: string | undefined,
+    signedBeforeMs?: number,
+  ): KeyLookup | Promise<KeyLookup>
   close(): void
 }
 

@@ -148,7 +148,11 @@ export function createJwtVerifier(
       // are never read: a key the token brings with it proves nothing about who signed it,
       // and following a URL from it would let any caller make us fetch arbitrary addresses.
       // Static keys answer synchronously; only a remote JWKS costs an await.
-      let lookup: KeyLookup | Promise<KeyLookup> = trusted.keys.resolve(alg, kid)
+      let lookup: KeyLookup | Promise<KeyLookup> = trusted.keys.resolve(
+        alg,
+        kid,
+        signedBeforeMs(jws.payload, settings),
+      )
       if (lookup instanceof Promise) lookup = await lookup
       if (!lookup.ok) return lookup
       const verified = verifySigned(jws, trusted, lookup.key, kid, settings)
@@ -267,6 +271,25 @@ function verifySigned(
     notBeforeSec: nbf === undefined ? iat : iat === undefined ? nbf : Math.max(nbf, iat),
   }
   return { ok: true, entry }
+}
+
+/**
+ * An instant (epoch ms, our clock) the token was certainly signed before: now, since it has
+ * arrived, or earlier when its unverified `iat` says so. `iat` is whole seconds (floored) of
+ * the issuer's clock, which may differ from ours by up to the clock tolerance, so the token
+ * was signed before `iat + 1 s + tolerance` by our clock.
+ *
+ * Why an unverified `iat` is good enough here: the value only helps a remote JWKS decide
+ * whether an unknown `kid` during its refetch cooldown is answered 401 (our keys are newer
+ * than the token) or 503 (the key may have been published after our last fetch; jwks.ts).
+ * A forger who moves `iat` forward gets a 503 instead of a 401 and no extra JWKS request;
+ * one who moves it back gets the 401 the token deserves anyway.
+ */
+function signedBeforeMs(payload: Readonly<Record<string, unknown>>, settings: Settings): number {
+  const nowMs = settings.clock.now()
+  const iat = payload.iat
+  if (typeof iat !== 'number' || !Number.isFinite(iat)) return nowMs
+  return Math.min(nowMs, (iat + 1 + settings.toleranceSec) * 1000)
 }
 
 function malformed(detail: string): AuthFailure {

@@ -40,8 +40,11 @@ describe('key-source outages (over HTTPS, real JWKS endpoints)', () => {
   interface Remote {
     readonly issuer: TestIssuer
     readonly host: KeyHost
-    /** A fresh token (new jti: never served from the verified-token cache). */
-    token(header?: Record<string, unknown>, signer?: TestIssuer): Promise<string>
+    /**
+     * A fresh token (new jti: never served from the verified-token cache), issued at `nowMs`
+     * (default: tokengate's clock now).
+     */
+    token(header?: Record<string, unknown>, signer?: TestIssuer, nowMs?: number): Promise<string>
     call(token: string): Promise<GateResponse>
   }
 
@@ -67,8 +70,8 @@ describe('key-source outages (over HTTPS, real JWKS endpoints)', () => {
     const r: Remote = {
       issuer,
       host,
-      token: (header = {}, signer = issuer) =>
-        signer.sign({ iss, tenant_id: 'acme', jti: `${serial}-${++jti}` }, { header }),
+      token: (header = {}, signer = issuer, nowMs = undefined) =>
+        signer.sign({ iss, tenant_id: 'acme', jti: `${serial}-${++jti}` }, { header, nowMs }),
       call: (token) => gate.request('/api/v1/me', [...bearer(token), ...tenantHeader('acme')]),
     }
     // The server learns of the issuer through its store, then loads its keys at once.
@@ -126,10 +129,14 @@ describe('key-source outages (over HTTPS, real JWKS endpoints)', () => {
 
   it('an unknown kid causes one refetch, then the cooldown holds: 401 invalid_token, no more fetches', async () => {
     const idp = await remote()
+    // Issued a minute before the refetch below (more than the 30 s clock tolerance): the keys
+    // tokengate then holds are newer than these tokens, so their made-up kids are known to be
+    // unknown (401) even during the cooldown.
+    const issuedMs = gate.clock.now() - COOLDOWN
     gate.clock.advance(COOLDOWN)
     const before = idp.host.requests
     for (let i = 0; i < 10; i++) {
-      const r = await idp.call(await idp.token({ kid: `nope-${i}` }))
+      const r = await idp.call(await idp.token({ kid: `nope-${i}` }, idp.issuer, issuedMs))
       assert.equal(r.status, 401, r.text)
       assert.equal(r.json.code, 'invalid_token')
     }
@@ -137,6 +144,26 @@ describe('key-source outages (over HTTPS, real JWKS endpoints)', () => {
     gate.clock.advance(COOLDOWN)
     await idp.call(await idp.token({ kid: 'nope-after-cooldown' }))
     assert.equal(idp.host.requests - before, 2)
+  })
+
+  it('made-up kids with a forged fresh iat get 503 during the cooldown and no more than one JWKS request per cooldown', async () => {
+    const idp = await remote()
+    const before = idp.host.requests
+    const statuses: number[] = []
+    // Two minutes of one forged token (iat = now, new made-up kid) every second.
+    for (let second = 1; second <= 120; second++) {
+      gate.clock.advance(1000)
+      const r = await idp.call(await idp.token({ kid: `forged-${second}` }))
+      if (r.status === 503) assertUnavailable(r)
+      statuses.push(r.status)
+    }
+    assert.ok(
+      statuses.every((status) => status === 401 || status === 503),
+      statuses.join(' '),
+    )
+    const fetches = idp.host.requests - before
+    assert.ok(fetches >= 3 && fetches <= 120_000 / COOLDOWN, `${fetches} JWKS requests in 120 s`)
+    assert.equal(statuses.filter((status) => status === 401).length, fetches, 'a 401 per refetch')
   })
 
   it('key rotation (new kid published, old one removed) is picked up without restart and without a false 401', async () => {
@@ -149,13 +176,16 @@ describe('key-source outages (over HTTPS, real JWKS endpoints)', () => {
     // The provider rotates, and a token with the new kid arrives long before the cached
     // keys' max age: the unknown kid must trigger a refetch, not a 401.
     idp.host.setJwks({ keys: [next.publicJwk] })
+    // An old-key token issued a minute before tokengate's refetch, presented after it.
+    const oldToken = await idp.token({}, idp.issuer, gate.clock.now() - COOLDOWN)
     gate.clock.advance(COOLDOWN)
     const first = await idp.call(await idp.token({ kid: 'k2' }, next))
     assert.equal(first.status, 200, first.text)
     for (let i = 0; i < 5; i++)
       assert.equal((await idp.call(await idp.token({ kid: 'k2' }, next))).status, 200)
-    // The old key is gone from the provider: its tokens are refused.
-    const old = await idp.call(await idp.token())
+    // The old key is gone from the provider: its tokens, issued before tokengate's last
+    // fetch, are refused at once (not 503: the keys held are newer than the token).
+    const old = await idp.call(oldToken)
     assert.equal(old.status, 401)
     assert.equal(old.json.code, 'invalid_token')
   })
@@ -180,27 +210,35 @@ describe('key-source outages (over HTTPS, real JWKS endpoints)', () => {
     assert.deepEqual(statuses, Array(12).fill(200))
   })
 
-  // KNOWN ISSUE (reported, not fixed here: the fix changes the key-lookup signature in
-  // jwt.ts/jwt-keys.ts, owned by the JWT-path engineer). A token signed with a key the
-  // provider published less than `jwksCooldownMs` (30 s) after tokengate's last JWKS fetch
-  // gets 401 until the cooldown ends: a window of false 401s that anyone can hold open by
-  // sending one token with a made-up kid every 30 s. Proposed fix: pass the token's
-  // (unverified) `iat` to the key lookup; for an unknown kid during the cooldown, answer
-  // 401 only when the last fetch is newer than `iat`, else 503 `unavailable` with
-  // Retry-After = the rest of the cooldown ("cannot tell yet", as for any key outage).
-  it('a token with a newly published kid arriving within the cooldown of the last fetch is not refused with 401', {
-    todo: 'known issue: 401 window of up to jwksCooldownMs after a fetch (see comment)',
-  }, async () => {
+  // Formerly a known issue: a token signed with a key published less than the cooldown after
+  // tokengate's last JWKS fetch got 401 until the cooldown ended, and a made-up kid every
+  // 30 s kept that window open. Now an unknown kid during the cooldown is 401 only when the
+  // keys held are newer than the token's iat; otherwise 503 with Retry-After = the rest of
+  // the cooldown, and the retry meets the next refetch (src/core/jwks.ts, `resolve`).
+  it('a token with a newly published kid arriving within the cooldown of the last fetch gets 503 with Retry-After, then 200 (never 401)', async () => {
     const idp = await remote()
     const next = createTestIssuer({
       issuer: idp.issuer.config.issuer,
       kid: 'k2',
       clock: gate.clock,
     })
+    // Someone arms the cooldown with a made-up kid: that refetch is the last one for 30 s.
+    gate.clock.advance(COOLDOWN)
+    const armed = await idp.call(await idp.token({ kid: 'made-up' }))
+    assert.equal(armed.status, 401, armed.text)
+    // The provider publishes k2 and signs with it at once, within that cooldown.
     idp.host.setJwks({ keys: [idp.issuer.publicJwk, next.publicJwk] })
     gate.clock.advance(COOLDOWN / 2)
-    const r = await idp.call(await idp.token({ kid: 'k2' }, next))
-    assert.notEqual(r.status, 401, 'a valid token must not be refused as invalid')
+    const token = await idp.token({ kid: 'k2' }, next)
+    const r = await idp.call(token)
+    assertUnavailable(r)
+    assert.ok(Number(r.headers['retry-after']) <= COOLDOWN / 2000, 'the rest of the cooldown')
+    // The attacker spends the next refetch just before the client retries: it learns k2 too.
+    gate.clock.advance(COOLDOWN / 2)
+    const again = await idp.call(await idp.token({ kid: 'made-up-2' }))
+    assert.equal(again.status, 401, again.text)
+    const retried = await idp.call(token)
+    assert.equal(retried.status, 200, retried.text)
   })
 
   it('JWKS failing: cached keys keep verifying past the max age for up to the staleness bound, one refetch per cooldown', async () => {

@@ -327,6 +327,121 @@ describe('remote JWKS', () => {
   })
 })
 
+describe('remote JWKS: an unknown kid during the refetch cooldown', () => {
+  const COOLDOWN = 30_000
+
+  test('a kid published right after a fetch → 503 with the rest of the cooldown as Retry-After, then 200 (never 401)', async () => {
+    const { clock, server, issuer, verifier } = await remote({ jwks: { cooldownMs: COOLDOWN } })
+    assertOk(await verifier.verify(await issuer.sign({ jti: 'first load' })))
+    assert.equal(server.requests, 1)
+    const next = rotatedKey(issuer, 'key-2')
+    server.setJwks({ keys: [issuer.publicJwk, next.jwk] })
+    clock.advance(12_000)
+    const token = await next.sign()
+    assert.deepEqual(failureOf(await verifier.verify(token)), {
+      code: 'unavailable',
+      dependency: 'jwks',
+      retryAfterSeconds: 18,
+    })
+    assert.equal(server.requests, 1, 'no refetch inside the cooldown')
+    clock.advance(17_999)
+    assert.equal(failureOf(await verifier.verify(token)).code, 'unavailable')
+    assert.equal(server.requests, 1)
+    clock.advance(1)
+    assertOk(await verifier.verify(token))
+    assert.equal(server.requests, 2)
+  })
+
+  test('a made-up kid that arms the cooldown cannot turn a newly published key into a 401', async () => {
+    const { clock, server, issuer, verifier } = await remote({ jwks: { cooldownMs: COOLDOWN } })
+    assertOk(await verifier.verify(await issuer.sign({ jti: 'first load' })))
+    clock.advance(COOLDOWN)
+    const madeUp = failureOf(await verifier.verify(await issuer.sign({}, { header: { kid: 'x' } })))
+    assert.equal(madeUp.code, 'invalid_token', 'refetched just now: the kid is really unknown')
+    assert.equal(server.requests, 2)
+    const next = rotatedKey(issuer, 'key-2')
+    server.setJwks({ keys: [issuer.publicJwk, next.jwk] })
+    clock.advance(1000)
+    const token = await next.sign()
+    assert.equal(failureOf(await verifier.verify(token)).code, 'unavailable')
+    clock.advance(COOLDOWN - 1000)
+    assertOk(await verifier.verify(token))
+    assert.equal(server.requests, 3)
+  })
+
+  test('a token issued before the last fetch, with an unknown kid → 401 unknown_key at once, no request', async () => {
+    const { clock, server, issuer, verifier } = await remote({ jwks: { cooldownMs: COOLDOWN } })
+    const fetchedAt = clock.now()
+    assertOk(await verifier.verify(await issuer.sign({ jti: 'first load' })))
+    clock.advance(5000)
+    // The issuer's clock may be 30 s (the clock tolerance) behind ours, and iat is floored:
+    // a token is known to predate the fetch only when iat + 1 s + 30 s <= the fetch time.
+    const oldToken = (nowMs: number) =>
+      issuer.sign({ jti: String(nowMs) }, { header: { kid: 'retired' }, nowMs })
+    assert.deepEqual(failureOf(await verifier.verify(await oldToken(fetchedAt - 31_000))), {
+      code: 'invalid_token',
+      reason: 'unknown_key',
+      detail: 'the signing key is not known',
+    })
+    assert.equal(
+      failureOf(await verifier.verify(await oldToken(fetchedAt - 30_000))).code,
+      'unavailable',
+      'within the clock tolerance of the fetch: cannot tell yet',
+    )
+    assert.equal(server.requests, 1)
+  })
+
+  test('a token without iat and an unknown kid → 503 during the cooldown, 401 once a refetch confirms it', async () => {
+    const { clock, server, issuer, verifier } = await remote({ jwks: { cooldownMs: COOLDOWN } })
+    assertOk(await verifier.verify(await issuer.sign({ jti: 'first load' })))
+    clock.advance(10_000)
+    const token = await issuer.sign({ iat: undefined }, { header: { kid: 'unknown' } })
+    assert.deepEqual(failureOf(await verifier.verify(token)), {
+      code: 'unavailable',
+      dependency: 'jwks',
+      retryAfterSeconds: 20,
+    })
+    clock.advance(20_000)
+    assert.equal(
+      (failureOf(await verifier.verify(token)) as { reason?: string }).reason,
+      'unknown_key',
+    )
+    assert.equal(server.requests, 2)
+  })
+
+  test('forged tokens (made-up kid, iat now, in the future or absent) cannot raise the refetch rate above one per cooldown', async () => {
+    const { clock, server, issuer, verifier } = await remote({ jwks: { cooldownMs: COOLDOWN } })
+    assertOk(await verifier.verify(await issuer.sign({ jti: 'first load' })))
+    const iats = [
+      (nowMs: number) => Math.floor(nowMs / 1000),
+      (nowMs: number) => Math.floor(nowMs / 1000) + 3600,
+      () => undefined,
+      () => 1e308,
+    ]
+    const codes = new Map<string, number>()
+    // Five minutes of four forged tokens every 250 ms, concurrently.
+    for (let tick = 1; tick <= 1200; tick++) {
+      clock.advance(250)
+      const tokens = await Promise.all(
+        iats.map((iat, n) =>
+          issuer.sign(
+            { iat: iat(clock.now()), jti: `${tick}-${n}` },
+            { header: { kid: `f${tick}-${n}` } },
+          ),
+        ),
+      )
+      for (const outcome of await Promise.all(tokens.map((t) => verifier.verify(t)))) {
+        const { code } = failureOf(outcome)
+        codes.set(code, (codes.get(code) ?? 0) + 1)
+      }
+    }
+    assert.equal(server.requests - 1, 300_000 / COOLDOWN, 'one refetch per cooldown, no more')
+    assert.deepEqual([...codes.keys()].sort(), ['invalid_token', 'unavailable'])
+    // The valid token keeps verifying throughout.
+    assertOk(await verifier.verify(await issuer.sign({ jti: 'still fine' })))
+  })
+})
+
 describe('JWKS URL', () => {
   test('https is required, except http on a loopback host', () => {
     assert.equal(checkJwksUrl('https://idp.example/jwks').host, 'idp.example')
