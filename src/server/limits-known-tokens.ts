@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { hash } from 'node:crypto'
 
 /**
  * Digests (`credentialDigest`) of `Authorization` values that authenticated recently on this instance, bounded
@@ -51,7 +51,10 @@ export class KnownCredentials {
   }
 }
 
-/** The digest a header value is remembered by (SHA-256, base64url). */
+/**
+ * The digest a header value is remembered by (SHA-256, base64url). One-shot `crypto.hash`:
+ * no Hash object per call, measurably cheaper than `createHash().update().digest()`.
+ */
 export function credentialDigest(value: string): string {
-  return createHash('sha256').update(value, 'utf8').digest('base64url')
+  return hash('sha256', value, 'base64url')
 }
