@@ -48,12 +48,13 @@ export interface PatRecord {
 }
 
 /**
- * The lookups authentication needs. Implementations may throw when the backing store is
- * unreachable; the core turns that into an `unavailable` failure (503), never a pass.
+ * The lookups authentication needs. Implementations may throw (or reject) when the backing
+ * store is unreachable; the core turns that into an `unavailable` failure (503), never a
+ * pass. They may answer synchronously (a cache hit) or with a promise; the core takes both.
  */
 export interface AuthLookups {
-  findPatByHash(tokenHash: string): Promise<PatRecord | undefined>
-  findTenant(id: string): Promise<Tenant | undefined>
+  findPatByHash(tokenHash: string): PatRecord | undefined | Promise<PatRecord | undefined>
+  findTenant(id: string): Tenant | undefined | Promise<Tenant | undefined>
 }
 
 /** What a verified JWT vouches for, after every signature and claim rule has passed. */

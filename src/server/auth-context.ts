@@ -1,5 +1,5 @@
 import type { Config } from '../config/schema.ts'
-import { type Authenticate, createAuthenticator } from '../core/authenticate.ts'
+import { type AuthenticateMaybeSync, createMaybeSyncAuthenticator } from '../core/authenticate.ts'
 import type { Clock } from '../core/ports.ts'
 import { createCachedLookups } from '../stores/cached-lookups.ts'
 import type { Store, StoreChange } from '../stores/store.ts'
@@ -8,7 +8,8 @@ import { createIssuerRegistry, type IssuerRegistry } from './issuer-registry.ts'
 
 export interface AuthContext {
   readonly store: Store
-  readonly authenticate: Authenticate
+  /** Answers cache hits synchronously: callers take a value or a promise. */
+  readonly authenticate: AuthenticateMaybeSync
   readonly lookups: ReturnType<typeof createCachedLookups>
   readonly issuers: IssuerRegistry
   readonly patUse: ReturnType<typeof createPatUseRecorder>
@@ -89,7 +90,11 @@ export async function createAuthContext(
     clock,
     onError: (error) => log.warn({ err: error }, 'writing audit events failed; will retry'),
   })
-  const authenticate = createAuthenticator({ lookups, jwt: issuers, clock })
+  const authenticate = createMaybeSyncAuthenticator({
+    lookups: lookups.maybeSync,
+    jwt: issuers,
+    clock,
+  })
 
   return {
     store,

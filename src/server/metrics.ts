@@ -16,9 +16,10 @@ import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
-import type { Authenticate } from '../core/authenticate.ts'
+import { type AuthenticateMaybeSync, isPromiseLike } from '../core/authenticate.ts'
 import type { JwksStatus } from '../core/jwks.ts'
 import type { Clock } from '../core/ports.ts'
+import type { AuthResult } from '../core/principal.ts'
 import type { CacheStats } from '../stores/cached-lookups.ts'
 import type { OutboxStats } from '../stores/store.ts'
 import type { AuditWriterStats } from '../stores/write-behind.ts'
@@ -40,7 +41,7 @@ export interface MetricsSources {
 export interface Metrics {
   readonly registry: Registry
   /** Wraps the authenticator to time it (histogram by token type and outcome). */
-  timeAuthenticate(authenticate: Authenticate): Authenticate
+  timeAuthenticate(authenticate: AuthenticateMaybeSync): AuthenticateMaybeSync
   /** Adds the per-response counters to an app (outcome code, status, rate-limit policy). */
   instrument(app: FastifyInstance): void
 }
@@ -223,16 +224,20 @@ export function createMetrics(sources: MetricsSources): Metrics {
   return {
     registry,
     timeAuthenticate(authenticate) {
-      return async (input) => {
+      return (input) => {
         const started = process.hrtime.bigint()
-        const result = await authenticate(input)
-        const seconds = Number(process.hrtime.bigint() - started) / 1e9
-        const type = result.ok ? result.principal.tokenType : tokenTypeOf(input.authorization)
-        authDuration.observe(
-          { token_type: type, outcome: result.ok ? 'ok' : result.failure.code },
-          seconds,
-        )
-        return result
+        const observe = (result: AuthResult) => {
+          const seconds = Number(process.hrtime.bigint() - started) / 1e9
+          const type = result.ok ? result.principal.tokenType : tokenTypeOf(input.authorization)
+          authDuration.observe(
+            { token_type: type, outcome: result.ok ? 'ok' : result.failure.code },
+            seconds,
+          )
+          return result
+        }
+        // Synchronous answers stay synchronous (see createMaybeSyncAuthenticator).
+        const result = authenticate(input)
+        return isPromiseLike(result) ? Promise.resolve(result).then(observe) : observe(result)
       }
     },
     instrument(app) {

@@ -1,9 +1,9 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import type { Authenticate } from '../core/authenticate.ts'
+import { type AuthenticateMaybeSync, isPromiseLike } from '../core/authenticate.ts'
 import { authorize } from '../core/authorize.ts'
 import type { AuthFailure } from '../core/failure.ts'
-import type { Principal } from '../core/principal.ts'
+import type { AuthResult, Principal } from '../core/principal.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
 import { failureResponse } from '../http/failure-response.ts'
 
@@ -21,7 +21,8 @@ declare module 'fastify' {
 }
 
 export interface TokengatePluginOptions {
-  readonly authenticate: Authenticate
+  /** `createAuthenticator` (a promise) or `createMaybeSyncAuthenticator` (a value when it can). */
+  readonly authenticate: AuthenticateMaybeSync
   /** Requests whose path starts with this are authenticated before routing. Default `/api/v1/`. */
   readonly prefix?: string
   /** Called after a successful authentication (last-used tracking, metrics). */
@@ -44,30 +45,70 @@ const plugin: FastifyPluginAsync<TokengatePluginOptions> = async (fastify, optio
   fastify.decorateRequest('principal', null)
   fastify.decorateRequest('authFailure', null)
 
-  fastify.addHook('onRequest', async (request, reply) => {
-    const path = pathOf(request.url)
-    if (!path.startsWith(prefix) && path !== exact) return
-    // rawHeaders, not request.headers: Node keeps only the first of two Authorization lines
-    // and joins repeated X-Tenant-Id values, which would hide DESIGN rule 2 violations.
-    const result = await options.authenticate(readAuthHeaders(request.raw.rawHeaders))
-    if (!result.ok) return sendFailure(request, reply, result.failure, options.onFailure)
+  const authenticated = (request: FastifyRequest, reply: FastifyReply, result: AuthResult) => {
+    if (!result.ok) {
+      sendFailure(request, reply, result.failure, options.onFailure)
+      return false
+    }
     request.principal = result.principal
     options.onAuthenticated?.(request, result.principal)
+    return true
+  }
+
+  // Callback-style hooks: `authenticate` answers cache hits synchronously (a value, not a
+  // promise), and the request then goes on without a promise hop; a store or JWKS round trip
+  // continues it when it completes. A hook that answered does not call `done`.
+  fastify.addHook('onRequest', (request, reply, done) => {
+    const path = pathOf(request.url)
+    if (!path.startsWith(prefix) && path !== exact) return done()
+    // rawHeaders, not request.headers: Node keeps only the first of two Authorization lines
+    // and joins repeated X-Tenant-Id values, which would hide DESIGN rule 2 violations.
+    const result = options.authenticate(readAuthHeaders(request.raw.rawHeaders))
+    if (!isPromiseLike(result)) {
+      if (authenticated(request, reply, result)) done()
+      return
+    }
+    result.then((r) => {
+      let ok: boolean
+      try {
+        ok = authenticated(request, reply, r)
+      } catch (error) {
+        return done(error as Error)
+      }
+      if (ok) done()
+    }, done)
   })
 
-  fastify.addHook('preHandler', async (request, reply) => {
+  fastify.addHook('preHandler', (request, reply, done) => {
     // Defence in depth: a route declared under the prefix but reached through a URL that the
     // prefix test above did not match (e.g. an encoding quirk) is authenticated here.
     if (!request.principal && request.routeOptions.url?.startsWith(prefix)) {
-      const result = await options.authenticate(readAuthHeaders(request.raw.rawHeaders))
-      if (!result.ok) return sendFailure(request, reply, result.failure, options.onFailure)
-      request.principal = result.principal
+      const result = options.authenticate(readAuthHeaders(request.raw.rawHeaders))
+      const then = (r: AuthResult) => {
+        if (!r.ok) return void sendFailure(request, reply, r.failure, options.onFailure)
+        request.principal = r.principal
+        checkPermissions(request, reply, done)
+      }
+      if (!isPromiseLike(result)) return then(result)
+      result.then((r) => {
+        try {
+          then(r)
+        } catch (error) {
+          done(error as Error)
+        }
+      }, done)
+      return
     }
-    const required = request.routeOptions.config.permissions
-    if (!required || required.length === 0 || !request.principal) return
-    const failure = authorize(request.principal, required)
-    if (failure) return sendFailure(request, reply, failure, options.onFailure)
+    checkPermissions(request, reply, done)
   })
+
+  const checkPermissions = (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
+    const required = request.routeOptions.config.permissions
+    if (!required || required.length === 0 || !request.principal) return done()
+    const failure = authorize(request.principal, required)
+    if (failure) return void sendFailure(request, reply, failure, options.onFailure)
+    done()
+  }
 }
 
 /** Answers a failure with the core's single wire mapping; exported for route-level checks. */

@@ -68,6 +68,9 @@ export class ConflictError extends Error {
  */
 export interface Store extends AuthLookups {
   readonly kind: 'sqlite' | 'postgres'
+  /** The PAT with this token hash (lowercase hex SHA-256), if any. */
+  findPatByHash(tokenHash: string): Promise<PatRecord | undefined>
+  findTenant(id: string): Promise<Tenant | undefined>
   /** Applies pending migrations; returns the versions applied now. */
   migrate(): Promise<number[]>
   /** Resolves when the backend answers a trivial query; throws otherwise. */
