@@ -2,11 +2,11 @@ import type { AddressInfo } from 'node:net'
 import type { DestinationStream, Logger } from 'pino'
 import type { Config } from './config/schema.ts'
 import { type Clock, systemClock } from './core/ports.ts'
-import { type DevSeed, seedDevData } from './dev/seed.ts'
+import type { DevSeed } from './dev/seed.ts'
 import { type EventDelivery, startEventDelivery } from './events/start.ts'
 import { createLogger } from './logger.ts'
 import { createAuthContext } from './server/auth-context.ts'
-import { createMetrics, type MetricsListener, startMetricsListener } from './server/metrics.ts'
+import type { MetricsListener } from './server/metrics.ts'
 import { buildServer } from './server/server.ts'
 import { ensureDevCertificate, readTlsFiles, type TlsMaterial } from './server/tls.ts'
 import { openStore } from './stores/open-store.ts'
@@ -53,12 +53,17 @@ export async function startTokengate(
   let metricsListener: MetricsListener | undefined
   try {
     await store.migrate()
-    const devSeed = config.dev ? await seedDevData(store, config.dataDir, clock.now()) : undefined
+    // Dev seeding (jose, for the dev issuer) and metrics (prom-client) are loaded only when
+    // configured: every module skipped is start-up time saved (bench/startup.bench.ts).
+    const devSeed = config.dev
+      ? await (await import('./dev/seed.ts')).seedDevData(store, config.dataDir, clock.now())
+      : undefined
     const tls = await tlsFor(config)
     const auth = await createAuthContext(config, store, clock, logger)
     events = startEventDelivery(config.events, store, clock, logger)
-    const metrics = config.metrics.enabled
-      ? createMetrics({
+    const metricsModule = config.metrics.enabled ? await import('./server/metrics.ts') : undefined
+    const metrics = metricsModule
+      ? metricsModule.createMetrics({
           clock,
           lookupCache: auth.lookups,
           audit: auth.audit,
@@ -80,8 +85,8 @@ export async function startTokengate(
     const address = app.server.address() as AddressInfo
     const host = address.family === 'IPv6' ? `[${address.address}]` : address.address
     const url = `${tls ? 'https' : 'http'}://${host}:${address.port}`
-    if (metrics) {
-      metricsListener = await startMetricsListener(
+    if (metrics && metricsModule) {
+      metricsListener = await metricsModule.startMetricsListener(
         metrics,
         config.metrics.host,
         config.metrics.port,

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import { extname } from 'node:path'
 import Value from 'typebox/value'
-import { parse as parseYaml } from 'yaml'
 import { type Config, ConfigSchema } from './schema.ts'
 
 /** Thrown with every problem found, one per line, so an operator fixes them in one pass. */
@@ -191,4 +191,13 @@ function deepFreeze<T>(value: T): T {
     Object.freeze(value)
   }
   return value
+}
+
+/**
+ * YAML, loaded on the first YAML config file: the parser is ~70 modules, and a server
+ * configured by environment or JSON never needs it (start-up time, bench/startup.bench.ts).
+ */
+function parseYaml(text: string): unknown {
+  const yaml = createRequire(import.meta.url)('yaml') as typeof import('yaml')
+  return yaml.parse(text)
 }

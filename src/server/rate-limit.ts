@@ -2,7 +2,7 @@ import { hash } from 'node:crypto'
 import { normalizeIP } from '@fastify/rate-limit'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
 import type { Config } from '../config/schema.ts'
 import type { Principal } from '../core/principal.ts'
 import { PROBLEM_CONTENT_TYPE, problem } from '../http/problem.ts'
@@ -280,6 +280,8 @@ async function connectRedis(
   timeoutMs: number,
   log: { warn(obj: object, msg: string): void },
 ): Promise<Redis> {
+  // Loaded on demand: a server without `redisUrl` never loads the Redis client.
+  const { Redis } = await import('ioredis')
   const redis = new Redis(url, {
     lazyConnect: true,
     enableOfflineQueue: false,

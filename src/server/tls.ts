@@ -1,6 +1,5 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { generate } from 'selfsigned'
 
 export interface TlsMaterial {
   readonly cert: string
@@ -28,6 +27,8 @@ export async function ensureDevCertificate(dataDir: string): Promise<TlsMaterial
   }
   const notBeforeDate = new Date()
   const notAfterDate = new Date(notBeforeDate.getTime() + 825 * 86_400_000)
+  // Loaded on demand: selfsigned and its X.509 stack are ~200 modules, needed only here.
+  const { generate } = await import('selfsigned')
   const pems = await generate([{ name: 'commonName', value: 'tokengate dev' }], {
     keyType: 'ec',
     curve: 'P-256',
