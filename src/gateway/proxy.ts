@@ -1,4 +1,6 @@
+import { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { Dispatcher } from 'undici'
 import type { AuthFailure } from '../core/failure.ts'
 import type { Principal } from '../core/principal.ts'
 import { bearerChallenge } from '../http/challenge.ts'
@@ -6,6 +8,7 @@ import { failureResponse } from '../http/failure-response.ts'
 import { PROBLEM_CONTENT_TYPE, type ProblemDetails, problem } from '../http/problem.ts'
 import { callerResponseHeaders, type HeaderMap, upstreamRequestHeaders } from './headers.ts'
 import type { PolicyDecision, PolicyMatcher } from './policy-matcher.ts'
+import { sendUpstream } from './upstream.ts'
 
 export interface ProxyOptions {
   /** Upstream path prefix prepended to the request path (`''` for none). */
@@ -22,6 +25,10 @@ export interface ProxyOptions {
     | undefined
   /** Called when the policy refuses an authenticated request (audit). */
   readonly onRefused?: (request: FastifyRequest, decision: PolicyDecision) => void
+  /** The keep-alive pool to the upstream (`createUpstreamPool`). */
+  readonly pool: Dispatcher
+  /** The upstream URL: its `host` is sent as `Host`; its path is `basePath`. */
+  readonly upstream: URL
 }
 
 const DETAIL = {
@@ -37,7 +44,7 @@ const DETAIL = {
  * so a 401 is always decided before anything here runs.
  *
  * Steps: a built-in name → 404; the policy decision (400 ambiguous path, 404 deny, 403 tenant or
- * permission); then `reply.from` with the rewritten headers, the body streamed both ways,
+ * permission); then the upstream exchange with the rewritten headers, the body streamed both ways,
  * and a 502/504 problem when the upstream fails or is late.
  */
 export function createProxyHandler(options: ProxyOptions) {
@@ -93,59 +100,98 @@ function forward(
   const timer = setTimeout(() => {
     if (settled) return
     settled = true
+    exchange.abort(new Error('gateway timeout'))
     request.log.warn({ timeoutMs: options.timeoutMs }, 'upstream timed out')
     sendProblem(reply, problem(504, 'gateway_timeout', DETAIL.timeout, requestId))
   }, options.timeoutMs)
   reply.raw.once('close', () => clearTimeout(timer))
 
-  const source = options.basePath + pathOf(request.url)
-  return reply.from(source, {
-    timeout: options.timeoutMs,
-    rewriteRequestHeaders: (_request, headers) =>
-      upstreamRequestHeaders({ ...headers } as HeaderMap, {
-        principal,
-        requestId,
-        stripAuthorization: options.stripAuthorization,
-        // Fastify defines `ips` only when `trustProxy` is on: it is then the trusted chain,
-        // nearest first, stopping at the first untrusted address.
-        forwardedFor: request.ips ? [...request.ips].reverse() : [request.ip ?? 'unknown'],
-        trustProxy: request.ips !== undefined,
-        protocol: request.protocol,
-        host: request.host,
-        internalToken,
-      }) as never,
-    rewriteHeaders: (headers) => callerResponseHeaders({ ...headers } as HeaderMap) as never,
-    onResponse: (_request, rep, response) => {
-      if (settled) {
-        // Too late: the caller already has its 504. Release the upstream connection.
-        response.stream.destroy()
-        return
-      }
-      settled = true
-      clearTimeout(timer)
-      rep.send(response.stream)
-    },
-    onError: (rep, { error }) => {
-      if (settled) return
-      settled = true
-      clearTimeout(timer)
-      // Why a fixed detail: upstream error messages name hosts, ports and internals; they
-      // go to the log, the caller gets a stable problem body.
-      const cause = (error as { cause?: { code?: string } }).cause
-      const timedOut = (error as { statusCode?: number }).statusCode === 504
-      request.log.warn(
-        { code: cause?.code ?? (error as { code?: string }).code },
-        'upstream failed',
-      )
-      sendProblem(
-        rep as FastifyReply,
-        timedOut
-          ? problem(504, 'gateway_timeout', DETAIL.timeout, requestId)
-          : problem(502, 'bad_gateway', DETAIL.badGateway, requestId),
-      )
-    },
+  const headers = upstreamRequestHeaders({ ...request.headers } as HeaderMap, {
+    principal,
+    requestId,
+    stripAuthorization: options.stripAuthorization,
+    // Fastify defines `ips` only when `trustProxy` is on: it is then the trusted chain,
+    // nearest first, stopping at the first untrusted address.
+    forwardedFor: request.ips ? [...request.ips].reverse() : [request.ip ?? 'unknown'],
+    trustProxy: request.ips !== undefined,
+    protocol: request.protocol,
+    host: request.host,
+    internalToken,
   })
+  headers.host = options.upstream.host
+  // The body parser of the gateway's scope hands over the raw request stream; requests
+  // without a body (GET, or no length and no chunks) have none.
+  const body = request.body instanceof Readable ? request.body : null
+
+  const exchange = sendUpstream(
+    options.pool,
+    { method: request.method, path: upstreamPath(options, request.url), headers, body },
+    {
+      onResponse(statusCode, responseHeaders, stream) {
+        if (settled) {
+          // Too late: the caller already has its 504. Release the upstream connection.
+          stream.destroy()
+          return
+        }
+        settled = true
+        clearTimeout(timer)
+        if (reply.raw.destroyed) {
+          // The caller went away while the upstream was answering.
+          stream.destroy()
+          return
+        }
+        try {
+          reply.code(statusCode)
+        } catch {
+          stream.destroy()
+          request.log.warn({ statusCode }, 'upstream sent an invalid status code')
+          sendProblem(reply, problem(502, 'bad_gateway', DETAIL.badGateway, requestId))
+          return
+        }
+        reply.headers(callerResponseHeaders(responseHeaders))
+        // An HTTP/1 connection cannot be reused until its request body has been read; the
+        // upstream answered before that, so the caller's connection is closed after this.
+        if (!request.raw.complete) reply.header('connection', 'close')
+        reply.send(stream)
+      },
+      onError(error) {
+        if (settled) return
+        settled = true
+        clearTimeout(timer)
+        // Why a fixed detail: upstream error messages name hosts, ports and internals; they
+        // go to the log, the caller gets a stable problem body.
+        request.log.warn({ code: error.code }, 'upstream failed')
+        sendProblem(
+          reply,
+          error.code === 'UND_ERR_HEADERS_TIMEOUT'
+            ? problem(504, 'gateway_timeout', DETAIL.timeout, requestId)
+            : problem(502, 'bad_gateway', DETAIL.badGateway, requestId),
+        )
+      },
+    },
+  )
+  return reply
 }
+
+/**
+ * The request line's target at the upstream: the upstream's path prefix, the caller's path,
+ * the caller's query unchanged. Ordinary paths are used as they are; a path with characters
+ * a URL parser would percent-encode (or a dot segment, already refused by the policy) is
+ * passed through WHATWG URL resolution, as the proxy library used before did.
+ */
+function upstreamPath(options: ProxyOptions, url: string): string {
+  const q = url.indexOf('?')
+  const path = options.basePath + (q === -1 ? url : url.slice(0, q))
+  const query = q === -1 ? '' : url.slice(q)
+  if (PLAIN_PATH.test(path)) return path + query
+  return new URL(path, options.upstream.origin).pathname + query
+}
+
+/**
+ * Visible ASCII except what WHATWG URL parsing rewrites in a path (double quote, `#`, `<`,
+ * `>`, `?`, `^`, backquote, braces, backslash), and no segment starting with `.` or `%2e`.
+ */
+const PLAIN_PATH = /^(?!.*\/(?:\.|%2e))[\x21\x24-\x3b\x3d\x40-\x5b\x5d\x5f\x61-\x7a\x7c\x7e]*$/i
 
 function isReserved(path: string, reserved: ReadonlySet<string>): boolean {
   const rest = path.slice('/api/v1/'.length)

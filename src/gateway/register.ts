@@ -1,4 +1,3 @@
-import replyFrom from '@fastify/reply-from'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Config } from '../config/schema.ts'
 import type { AuthContext } from '../server/auth-context.ts'
@@ -6,6 +5,7 @@ import { v1Routes } from '../server/routes/v1/index.ts'
 import { DEFAULT_POLICY, loadPolicy } from './policy.ts'
 import { createPolicyMatcher, type PolicyDecision } from './policy-matcher.ts'
 import { createProxyHandler } from './proxy.ts'
+import { createUpstreamPool } from './upstream.ts'
 
 export type GatewayConfig = NonNullable<Config['gateway']>
 
@@ -26,8 +26,8 @@ export interface RegisterGatewayOptions {
  * - The proxy lives in its own encapsulated context whose only body parser passes the raw
  *   request stream through: uploads are streamed to the upstream, never buffered, and the
  *   built-in routes keep their JSON parsing and body limit.
- * - `@fastify/reply-from` over an undici keep-alive pool; certificates of an `https`
- *   upstream are verified; no retries (a retry on a loaded upstream only adds load).
+ * - An undici keep-alive pool (`upstream.ts`), dispatched to directly; certificates of an
+ *   `https` upstream are verified; no retries (a retry on a loaded upstream only adds load).
  *
  * Throws when the policy file is invalid or the upstream URL is unusable.
  */
@@ -39,6 +39,8 @@ export async function registerGateway(
   const policy = gateway.policyFile ? await loadPolicy(gateway.policyFile) : DEFAULT_POLICY
   const upstream = parseUpstream(gateway.upstream)
   const reserved = new Set(v1Routes.map((route) => firstSegment(route.path)))
+  const pool = createUpstreamPool(upstream.origin, { timeoutMs: gateway.timeoutMs })
+  app.addHook('onClose', () => pool.destroy())
 
   const handler = createProxyHandler({
     basePath: upstream.pathname === '/' ? '' : upstream.pathname.replace(/\/$/, ''),
@@ -47,27 +49,14 @@ export async function registerGateway(
     matcher: createPolicyMatcher(policy),
     reserved,
     onRefused: (request, decision) => auditRefusal(auth, request, decision),
+    pool,
+    upstream,
   })
 
   await app.register(async (scope) => {
     scope.removeAllContentTypeParsers()
-    // The body stays the raw request stream; reply-from pipes it to the upstream.
+    // The body stays the raw request stream; the upstream exchange pipes it through.
     scope.addContentTypeParser('*', (_request, payload, done) => done(null, payload))
-    await scope.register(replyFrom, {
-      base: upstream.origin,
-      disableRequestLogging: true,
-      destroyAgent: true,
-      retryMethods: [],
-      undici: {
-        connections: 128,
-        pipelining: 1,
-        keepAliveTimeout: 60_000,
-        // Why explicit: reply-from defaults `rejectUnauthorized` to false (in `tls`, which
-        // `connect` overrides), which would let anyone on the path impersonate an https
-        // upstream and receive callers' identities.
-        connect: { timeout: gateway.timeoutMs, rejectUnauthorized: true },
-      },
-    })
     scope.all('/api/v1/*', handler)
   })
 }
