@@ -9,7 +9,7 @@ export interface CounterResult {
 
 type Callback = (error: Error | null, result?: CounterResult) => void
 
-/** The store contract @fastify/rate-limit calls (`incr`, `read`, `child`). */
+/** The store contract of @fastify/rate-limit's stores (`incr`, `read`, `child`), called by rate-limit.ts. */
 export interface CounterStore {
   incr(key: string, callback: Callback, timeWindow: number, max: number): void
   read(key: string, callback: Callback, timeWindow: number, max: number): void
@@ -90,7 +90,7 @@ class RedisHealth {
 }
 
 /**
- * The counter store given to @fastify/rate-limit: the library's RedisStore when a client is
+ * The counter store rate-limit.ts counts with: the library's RedisStore when a client is
  * configured and healthy, else the library's LocalStore. Why fall back instead of the
  * library's `skipOnError` (which stops limiting): a Redis outage must neither answer 5xx
  * nor switch abuse protection off, so each instance keeps limiting on its own until Redis
