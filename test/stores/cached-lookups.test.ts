@@ -162,6 +162,8 @@ describe('cached lookups', () => {
     const cache = createCachedLookups(inner.lookups, { maxEntries: 2, clock })
     await cache.findPatByHash(hashOf('a'))
     await cache.findPatByHash(hashOf('b'))
+    // Recency is refreshed at most once per second per entry (approximate LRU).
+    clock.advance(1000)
     await cache.findPatByHash(hashOf('a')) // a is now more recent than b
     await cache.findPatByHash(hashOf('c')) // evicts b
     assert.equal(inner.calls.pats, 3)
@@ -169,6 +171,24 @@ describe('cached lookups', () => {
     await cache.findPatByHash(hashOf('c'))
     assert.equal(inner.calls.pats, 3)
     await cache.findPatByHash(hashOf('b'))
+    assert.equal(inner.calls.pats, 4)
+  })
+
+  it('refreshes recency at most once per second (approximate LRU), still bounded', async () => {
+    const clock = manualClock()
+    const inner = countingLookups([pat('a'), pat('b'), pat('c')])
+    const cache = createCachedLookups(inner.lookups, { maxEntries: 2, clock })
+    await cache.findPatByHash(hashOf('a'))
+    await cache.findPatByHash(hashOf('b'))
+    clock.advance(999)
+    await cache.findPatByHash(hashOf('a')) // within a second of its insert: not moved
+    await cache.findPatByHash(hashOf('c')) // evicts a, the oldest insert
+    assert.equal(inner.calls.pats, 3)
+    assert.equal(cache.stats().size, 2)
+    await cache.findPatByHash(hashOf('b'))
+    await cache.findPatByHash(hashOf('c'))
+    assert.equal(inner.calls.pats, 3)
+    await cache.findPatByHash(hashOf('a'))
     assert.equal(inner.calls.pats, 4)
   })
 
