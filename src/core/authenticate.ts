@@ -69,7 +69,7 @@ export function createMaybeSyncAuthenticator(deps: AuthenticatorDeps): Authentic
     const parsed = parseAuthorization(input.authorization)
     if (!parsed.ok) return parsed
     return isPatToken(parsed.token)
-      ? authenticatePat(parsed.token, input.tenantIds, lookups, clock)
+      ? authenticatePat(parsed.token, input, lookups, clock)
       : authenticateJwt(parsed.token, input.tenantIds, lookups, jwt)
   }
 }
@@ -81,10 +81,11 @@ export function isPromiseLike<T>(value: T | PromiseLike<T>): value is PromiseLik
 
 function authenticatePat(
   token: string,
-  tenantIds: readonly string[],
+  input: AuthInput,
   lookups: AuthLookups,
   clock: Clock,
 ): AuthResult | Promise<AuthResult> {
+  const tenantIds = input.tenantIds
   const format = checkPatFormat(token)
   if (!format.ok) {
     return fail({
@@ -94,7 +95,10 @@ function authenticatePat(
     })
   }
 
-  const tokenHash = hashPat(token)
+  // Why the hint: the server's rate limiter has hashed this very token already (one SHA-256
+  // per request instead of two). It is used only for the identical token string.
+  const hint = input.patHash
+  const tokenHash = hint !== undefined && hint.token === token ? hint.hash : hashPat(token)
   let found: PatRecord | undefined | PromiseLike<PatRecord | undefined>
   try {
     found = lookups.findPatByHash(tokenHash)

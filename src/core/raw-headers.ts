@@ -8,6 +8,18 @@ export interface AuthInput {
   readonly authorization: readonly string[]
   /** Every `X-Tenant-Id` value, in arrival order. */
   readonly tenantIds: readonly string[]
+  /**
+   * Internal: `hashPat(token)` already computed for this request (the server's rate limiter
+   * keys its known-credentials set by it), so the PAT is hashed once, not twice. The core
+   * uses it only for exactly this `token`; anything else is hashed as usual.
+   */
+  readonly patHash?: PatHashHint | undefined
+}
+
+/** A PAT and its `hashPat` digest, computed together (see `AuthInput.patHash`). */
+export interface PatHashHint {
+  readonly token: string
+  readonly hash: string
 }
 
 const AUTHORIZATION = 'authorization'

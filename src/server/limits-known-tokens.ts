@@ -1,8 +1,9 @@
 import { hash } from 'node:crypto'
 
 /**
- * Digests (`credentialDigest`) of `Authorization` values that authenticated recently on this instance, bounded
- * in count and age (least recently used dropped first).
+ * Digests of `Authorization` values that authenticated recently on this instance, bounded
+ * in count and age (least recently used dropped first): a PAT's store hash for `Bearer pat_…`
+ * (shared with authentication, see server/pat-hash.ts), `credentialDigest` for anything else.
  *
  * Why it exists: once an address is over its failed-authentication limit, its unverified
  * attempts are refused before any signature check or store lookup. A legitimate caller

@@ -4,8 +4,9 @@ import { type AuthenticateMaybeSync, isPromiseLike } from '../core/authenticate.
 import { authorize } from '../core/authorize.ts'
 import type { AuthFailure } from '../core/failure.ts'
 import type { AuthResult, Principal } from '../core/principal.ts'
-import { readAuthHeaders } from '../core/raw-headers.ts'
+import { type AuthInput, readAuthHeaders } from '../core/raw-headers.ts'
 import { failureResponse } from '../http/failure-response.ts'
+import { patHashOf } from './pat-hash.ts'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -61,9 +62,7 @@ const plugin: FastifyPluginAsync<TokengatePluginOptions> = async (fastify, optio
   fastify.addHook('onRequest', (request, reply, done) => {
     const path = pathOf(request.url)
     if (!path.startsWith(prefix) && path !== exact) return done()
-    // rawHeaders, not request.headers: Node keeps only the first of two Authorization lines
-    // and joins repeated X-Tenant-Id values, which would hide DESIGN rule 2 violations.
-    const result = options.authenticate(readAuthHeaders(request.raw.rawHeaders))
+    const result = options.authenticate(authInputOf(request))
     if (!isPromiseLike(result)) {
       if (authenticated(request, reply, result)) done()
       return
@@ -83,7 +82,7 @@ const plugin: FastifyPluginAsync<TokengatePluginOptions> = async (fastify, optio
     // Defence in depth: a route declared under the prefix but reached through a URL that the
     // prefix test above did not match (e.g. an encoding quirk) is authenticated here.
     if (!request.principal && request.routeOptions.url?.startsWith(prefix)) {
-      const result = options.authenticate(readAuthHeaders(request.raw.rawHeaders))
+      const result = options.authenticate(authInputOf(request))
       const then = (r: AuthResult) => {
         if (!r.ok) return void sendFailure(request, reply, r.failure, options.onFailure)
         request.principal = r.principal
@@ -126,6 +125,18 @@ export function sendFailure(
     .headers(response.headers)
     .type('application/problem+json')
     .send(response.body)
+}
+
+/**
+ * rawHeaders, not request.headers: Node keeps only the first of two Authorization lines and
+ * joins repeated X-Tenant-Id values, which would hide DESIGN rule 2 violations. The PAT hash
+ * the rate limiter computed is handed on, so the token is hashed once per request.
+ */
+function authInputOf(request: FastifyRequest): AuthInput {
+  const input = readAuthHeaders(request.raw.rawHeaders)
+  const patHash = patHashOf(request)
+  if (patHash === undefined) return input
+  return { authorization: input.authorization, tenantIds: input.tenantIds, patHash }
 }
 
 function pathOf(url: string): string {

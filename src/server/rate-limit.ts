@@ -9,6 +9,7 @@ import { PROBLEM_CONTENT_TYPE, problem } from '../http/problem.ts'
 import { mostConstraining, type PolicyState, rateLimitHeaders } from './limits-headers.ts'
 import { credentialDigest, KnownCredentials } from './limits-known-tokens.ts'
 import { type CounterResult, FallbackStore } from './limits-store.ts'
+import { patHashOf } from './pat-hash.ts'
 
 export type RateLimitConfig = Config['rateLimit']
 
@@ -241,12 +242,17 @@ function tokenKey(principal: Principal | null): string {
   return `jwt:${hash('sha256', identity, 'base64url').slice(0, 27)}`
 }
 
-/** The request's credential digest, computed at most once per request. */
+/**
+ * The request's credential digest, computed at most once per request. For a `Bearer pat_…`
+ * value it is the PAT's store hash (hex), which authentication then reuses instead of hashing
+ * the token again; any other value gets `credentialDigest` (base64url, so the two kinds of
+ * key never collide).
+ */
 function digestOf(request: FastifyRequest): string | undefined {
   if (request[DIGEST] !== undefined) return request[DIGEST]
   const authorization = request.headers.authorization
   if (!authorization) return undefined
-  request[DIGEST] = credentialDigest(authorization)
+  request[DIGEST] = patHashOf(request)?.hash ?? credentialDigest(authorization)
   return request[DIGEST]
 }
 

@@ -43,6 +43,31 @@ describe('authenticate: header parsing', () => {
 })
 
 describe('authenticate: PAT', () => {
+  test('a patHash hint is used for exactly its token, ignored for any other', async () => {
+    const h = harness()
+    const { token } = addPat(h.lookups)
+    const hashes: string[] = []
+    const find = h.lookups.findPatByHash
+    h.lookups.findPatByHash = (hash) => {
+      hashes.push(hash)
+      return find(hash)
+    }
+    const used = await h.authenticate({
+      authorization: bearer(token),
+      tenantIds: [],
+      patHash: { token, hash: hashPat(token) },
+    })
+    assert.equal(used.ok, true)
+    // A hint for another token (a duplicated header Node folded) must not steer the lookup.
+    const other = await h.authenticate({
+      authorization: bearer(token),
+      tenantIds: [],
+      patHash: { token: `${token.slice(0, -1)}x`, hash: 'f'.repeat(64) },
+    })
+    assert.equal(other.ok, true)
+    assert.deepEqual(hashes, [hashPat(token), hashPat(token)])
+  })
+
   test('a valid PAT → its principal; looked up once by SHA-256; JWT verifier untouched', async () => {
     const h = harness()
     const { token, record } = addPat(h.lookups, { permissions: ['tokens:read', 'audit:read'] })
