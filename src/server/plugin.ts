@@ -8,12 +8,23 @@ import { type AuthInput, readAuthHeaders } from '../core/raw-headers.ts'
 import { failureResponse } from '../http/failure-response.ts'
 import { patHashOf } from './pat-hash.ts'
 
+/** The instance decoration this plugin calls right after a successful authentication. */
+export const LIMIT_PRINCIPAL = Symbol('tokengate.limitPrincipal')
+
 declare module 'fastify' {
   interface FastifyRequest {
     /** The authenticated caller; null outside the protected prefix. */
     principal: Principal | null
     /** The authentication failure, when one was answered (for logging). */
     authFailure: AuthFailure | null
+  }
+  interface FastifyInstance {
+    /** Set by the rate-limit plugin: per-token then per-tenant limit of an authenticated request. */
+    [LIMIT_PRINCIPAL]?: (
+      request: FastifyRequest,
+      reply: FastifyReply,
+      done: (error?: Error) => void,
+    ) => void
   }
   interface FastifyContextConfig {
     /** Permissions the route requires; all must be held (403 otherwise). */
@@ -56,6 +67,14 @@ const plugin: FastifyPluginAsync<TokengatePluginOptions> = async (fastify, optio
     return true
   }
 
+  // The rate-limit plugin (registered before this one) limits the principal right after
+  // authentication, in this same hook; without it, an authenticated request just continues.
+  const limit = fastify[LIMIT_PRINCIPAL]
+  const next = limit
+    ? (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) =>
+        limit(request, reply, done)
+    : (_request: FastifyRequest, _reply: FastifyReply, done: () => void) => done()
+
   // Callback-style hooks: `authenticate` answers cache hits synchronously (a value, not a
   // promise), and the request then goes on without a promise hop; a store or JWKS round trip
   // continues it when it completes. A hook that answered does not call `done`.
@@ -64,7 +83,7 @@ const plugin: FastifyPluginAsync<TokengatePluginOptions> = async (fastify, optio
     if (!path.startsWith(prefix) && path !== exact) return done()
     const result = options.authenticate(authInputOf(request))
     if (!isPromiseLike(result)) {
-      if (authenticated(request, reply, result)) done()
+      if (authenticated(request, reply, result)) next(request, reply, done)
       return
     }
     result.then((r) => {
@@ -74,7 +93,12 @@ const plugin: FastifyPluginAsync<TokengatePluginOptions> = async (fastify, optio
       } catch (error) {
         return done(error as Error)
       }
-      if (ok) done()
+      if (!ok) return
+      try {
+        next(request, reply, done)
+      } catch (error) {
+        done(error as Error)
+      }
     }, done)
   })
 
