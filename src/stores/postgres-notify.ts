@@ -199,6 +199,9 @@ export class ChangeFeed {
           this.#options.onChange({ kind: 'resync' }, undefined)
         },
         (error: unknown) => {
+          // An attempt already under way when close() was called may still fail: that is
+          // the close, not an outage, and nothing is retried.
+          if (this.#closed) return
           this.#options.logger?.warn({ err: error }, 'store change feed reconnect failed')
           this.#scheduleReconnect()
         },

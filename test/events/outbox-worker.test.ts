@@ -115,6 +115,15 @@ describe('outbox worker (SQLite store, real receiver)', () => {
     await receiver.start()
     await receiver.waitForEvents(3, 5000)
     assert.deepEqual([...new Set(receiver.eventIds())].sort(), ['x1', 'x2', 'x3'])
+    // The receiver has the events before the worker has read its 2xx and deleted them from
+    // the outbox: wait (bounded) for the worker to settle instead of racing it.
+    const settleBy = Date.now() + 5000
+    while (
+      (worker.stats().consecutiveFailures !== 0 || (await store.outboxStats()).pending !== 0) &&
+      Date.now() < settleBy
+    ) {
+      await new Promise((r) => setTimeout(r, 20))
+    }
     assert.equal(worker.stats().consecutiveFailures, 0)
     const pending = await store.outboxStats()
     assert.equal(pending.pending, 0)
