@@ -1,8 +1,9 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Config } from '../../config/schema.ts'
 import { InvalidCursorError } from '../../stores/cursor.ts'
+import type { Page, PageRequest } from '../../stores/store.ts'
 import type { AuthContext } from '../auth-context.ts'
-import { RequestFieldError } from './pagination.ts'
+import { pageRequest, RequestFieldError } from './pagination.ts'
 
 /** What a built-in route handler may use. */
 export interface RouteContext {
@@ -62,4 +63,21 @@ export class StoreUnavailableError extends Error {
   constructor(cause: unknown) {
     super('store unavailable', { cause })
   }
+}
+
+/**
+ * The body of a tenant-scoped list endpoint: the caller's tenant, the operator's page-size
+ * policy, one store call (503 / 400 as `fromStore` decides), and each item mapped to its
+ * public view.
+ */
+export async function listForTenant<T, V>(
+  request: FastifyRequest,
+  pagination: Config['pagination'],
+  list: (tenantId: string, page: PageRequest) => Promise<Page<T>>,
+  view: (item: T) => V,
+): Promise<{ items: V[]; nextCursor: string | null }> {
+  const { tenantId } = principalOf(request)
+  const page = pageRequest(request.query as { limit?: number; cursor?: string }, pagination)
+  const result = await fromStore(() => list(tenantId, page))
+  return { items: result.items.map(view), nextCursor: result.nextCursor }
 }

@@ -1,5 +1,4 @@
-import { pageRequest } from '../pagination.ts'
-import { fromStore, principalOf, type V1Route } from '../route.ts'
+import { listForTenant, type V1Route } from '../route.ts'
 import { AuditEventBody, PageQuery, pageOf } from './schemas.ts'
 
 export const auditEventsRoute: V1Route = {
@@ -12,16 +11,11 @@ export const auditEventsRoute: V1Route = {
   schema: { querystring: PageQuery, response: { 200: pageOf(AuditEventBody) } },
   handler:
     ({ auth, config }) =>
-    async (request) => {
-      const { tenantId } = principalOf(request)
-      const page = pageRequest(
-        request.query as { limit?: number; cursor?: string },
+    (request) =>
+      listForTenant(
+        request,
         config.pagination,
-      )
-      const result = await fromStore(() => auth.store.listAudit(tenantId, page))
-      return {
-        items: result.items.map((e) => ({ ...e, time: new Date(e.time).toISOString() })),
-        nextCursor: result.nextCursor,
-      }
-    },
+        (tenantId, page) => auth.store.listAudit(tenantId, page),
+        (event) => ({ ...event, time: new Date(event.time).toISOString() }),
+      ),
 }

@@ -1,5 +1,4 @@
-import { pageRequest } from '../pagination.ts'
-import { fromStore, principalOf, type V1Route } from '../route.ts'
+import { listForTenant, type V1Route } from '../route.ts'
 import { PageQuery, pageOf, TokenMetadata } from './schemas.ts'
 import { tokenView } from './token-view.ts'
 
@@ -13,14 +12,13 @@ export const tokensListRoute: V1Route = {
   schema: { querystring: PageQuery, response: { 200: pageOf(TokenMetadata) } },
   handler:
     ({ auth, config }) =>
-    async (request) => {
-      const { tenantId } = principalOf(request)
-      const page = pageRequest(
-        request.query as { limit?: number; cursor?: string },
-        config.pagination,
-      )
-      const result = await fromStore(() => auth.store.listPats(tenantId, page))
+    (request) => {
       const now = auth.clock.now()
-      return { items: result.items.map((r) => tokenView(r, now)), nextCursor: result.nextCursor }
+      return listForTenant(
+        request,
+        config.pagination,
+        (tenantId, page) => auth.store.listPats(tenantId, page),
+        (record) => tokenView(record, now),
+      )
     },
 }
