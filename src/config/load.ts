@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { extname } from 'node:path'
-import Value from 'typebox/value'
+import { applyDefaults, convert, validationErrors } from './json-schema.ts'
 import { type Config, ConfigSchema } from './schema.ts'
 
 /** Thrown with every problem found, one per line, so an operator fixes them in one pass. */
@@ -64,10 +64,10 @@ export function loadConfig(options: LoadOptions = {}): Readonly<Config> {
   // Copied: defaults are filled in place below, and the caller's object must stay untouched.
   if (options.overrides) merged = deepMerge(merged, structuredClone(options.overrides))
 
-  const converted = Value.Convert(ConfigSchema, merged)
-  const withDefaults = Value.Default(ConfigSchema, converted) as Json
-  if (!Value.Check(ConfigSchema, withDefaults)) {
-    const errors = [...Value.Errors(ConfigSchema, withDefaults)]
+  const converted = convert(ConfigSchema, merged)
+  const withDefaults = applyDefaults(ConfigSchema, converted) as Json
+  const errors = validationErrors(ConfigSchema, withDefaults)
+  if (errors.length > 0) {
     // A value outside an enumeration yields one `const` error per allowed value: fold them
     // into "must be one of ...". Each unknown key is reported at its own path ("schema is
     // false"); the parent's additionalProperties line would only repeat it.

@@ -1,4 +1,4 @@
-import Type from 'typebox'
+import { type Static, Type } from './json-schema.ts'
 
 /**
  * The one configuration schema. Every field has a default or is optional, and a description
@@ -306,7 +306,7 @@ export const ConfigSchema = Type.Object(
   { additionalProperties: false },
 )
 
-export type Config = Type.Static<typeof ConfigSchema>
+export type Config = Static<typeof ConfigSchema>
 
 /** One rate-limit policy: `max` requests per `windowSec` (fixed window). */
 function rateLimitPolicy(max: number, description: string) {
