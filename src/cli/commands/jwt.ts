@@ -1,4 +1,3 @@
-import { DEV_AUDIENCE, DEV_ISSUER, mintDevJwt } from '../../dev/issuer.ts'
 import { flag, optionalString, requiredString, stringList } from '../args.ts'
 import { ADMIN_OVERRIDES, type CommandDef, withStore } from '../context.ts'
 import { formatDuration, parseDuration } from '../durations.ts'
@@ -66,6 +65,9 @@ const mint: CommandDef = {
       )
     }
     const now = ctx.now()
+    // Loaded here, not at the top: the dev issuer brings jose (~50 modules), which every
+    // other command, `serve` included, would otherwise load at start-up.
+    const { DEV_AUDIENCE, DEV_ISSUER, mintDevJwt } = await import('../../dev/issuer.ts')
     await withStore(config, async (store) => {
       const tenant = await store.findTenant(tenantId)
       if (!tenant) ctx.out.note(`warning: no tenant ${tenantId}; the server will reject this token`)

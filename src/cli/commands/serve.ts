@@ -1,6 +1,5 @@
 import { flag, optionalString } from '../args.ts'
 import type { CommandDef } from '../context.ts'
-import { devCommands, formatDevBanner } from '../dev-banner.ts'
 import { UsageError } from '../errors.ts'
 import type { TextSink } from '../io.ts'
 
@@ -69,8 +68,10 @@ const serve: CommandDef = {
     const running = await startTokengate(config, log ? { logDestination: toDestination(log) } : {})
     try {
       const seed = running.devSeed
+      // Dev mode only: the banner mints a JWT with jose, which a production start never loads.
+      const banner = config.dev && seed ? await import('../dev-banner.ts') : undefined
       const commands =
-        config.dev && seed ? await devCommands(config, seed, running.url, ctx.now()) : undefined
+        banner && seed ? await banner.devCommands(config, seed, running.url, ctx.now()) : undefined
       if (ctx.json) {
         ctx.out.json({
           url: running.url,
@@ -82,7 +83,7 @@ const serve: CommandDef = {
         })
       } else {
         ctx.out.line(`tokengate is listening on ${running.url}`)
-        if (commands) ctx.out.line(`\n${formatDevBanner(commands, config)}`)
+        if (banner && commands) ctx.out.line(`\n${banner.formatDevBanner(commands, config)}`)
         ctx.out.line('Press Ctrl+C to stop.')
       }
       const reason = await waitForShutdown(ctx.io.signal)
