@@ -3,13 +3,6 @@ import { fileURLToPath } from 'node:url'
 import { ConfigError } from '../config/load.ts'
 import { ConflictError } from '../stores/store.ts'
 import { parseCommandArgs, takeCommandWords } from './args.ts'
-import { issuerCommands } from './commands/issuer.ts'
-import { jwtCommands } from './commands/jwt.ts'
-import { migrateCommands } from './commands/migrate.ts'
-import { openapiCommands } from './commands/openapi.ts'
-import { patCommands } from './commands/pat.ts'
-import { serveCommands } from './commands/serve.ts'
-import { tenantCommands } from './commands/tenant.ts'
 import { type CommandDef, createContext } from './context.ts'
 import { CommandFailure, UsageError } from './errors.ts'
 import { commandHelp, GROUPS, groupHelp, mainHelp } from './help.ts'
@@ -18,16 +11,32 @@ import { createOutput } from './output.ts'
 
 export type { CliIo } from './io.ts'
 
-/** Every command, in the order help lists them. */
-export const COMMANDS: readonly CommandDef[] = [
-  ...serveCommands,
-  ...migrateCommands,
-  ...tenantCommands,
-  ...patCommands,
-  ...issuerCommands,
-  ...jwtCommands,
-  ...openapiCommands,
-]
+/**
+ * The module of each first command word, in the order help lists them. Only the module of
+ * the command being run is loaded (all of them for the main help or an unknown word): the
+ * server's start-up does not pay for the other commands' code (bench/startup.bench.ts).
+ */
+const COMMAND_MODULES: Readonly<Record<string, () => Promise<readonly CommandDef[]>>> = {
+  serve: async () => (await import('./commands/serve.ts')).serveCommands,
+  migrate: async () => (await import('./commands/migrate.ts')).migrateCommands,
+  tenant: async () => (await import('./commands/tenant.ts')).tenantCommands,
+  pat: async () => (await import('./commands/pat.ts')).patCommands,
+  issuer: async () => (await import('./commands/issuer.ts')).issuerCommands,
+  jwt: async () => (await import('./commands/jwt.ts')).jwtCommands,
+  openapi: async () => (await import('./commands/openapi.ts')).openapiCommands,
+}
+
+/** The commands `argv` may name: those of its first command word, else every command. */
+async function loadCommands(argv: readonly string[]): Promise<readonly CommandDef[]> {
+  const [first] = takeCommandWords(
+    argv,
+    (words, candidate) => words.length === 0 && Object.hasOwn(COMMAND_MODULES, candidate),
+  ).words
+  const loaders = Object.entries(COMMAND_MODULES).filter(
+    ([word]) => first === undefined || word === first,
+  )
+  return (await Promise.all(loaders.map(([, load]) => load()))).flat()
+}
 
 /** The package version, for `--version`. */
 export function cliVersion(): string {
@@ -35,22 +44,27 @@ export function cliVersion(): string {
   return (JSON.parse(text) as { version: string }).version
 }
 
-function isCommandWord(words: readonly string[], candidate: string): boolean {
+function isCommandWord(
+  commands: readonly CommandDef[],
+  words: readonly string[],
+  candidate: string,
+): boolean {
   if (words[0] === 'help') return words.length < 3
   if (words.length === 0) {
-    return (
-      candidate === 'help' || candidate in GROUPS || COMMANDS.some((c) => c.path[0] === candidate)
-    )
+    return candidate === 'help' || candidate in GROUPS || Object.hasOwn(COMMAND_MODULES, candidate)
   }
   return (
     words.length === 1 &&
     (words[0] as string) in GROUPS &&
-    COMMANDS.some((c) => c.path[0] === words[0] && c.path[1] === candidate)
+    commands.some((c) => c.path[0] === words[0] && c.path[1] === candidate)
   )
 }
 
-function findCommand(words: readonly string[]): CommandDef | undefined {
-  return COMMANDS.find(
+function findCommand(
+  commands: readonly CommandDef[],
+  words: readonly string[],
+): CommandDef | undefined {
+  return commands.find(
     (c) => c.path.length === words.length && c.path.every((word, i) => word === words[i]),
   )
 }
@@ -65,61 +79,68 @@ function findCommand(words: readonly string[]): CommandDef | undefined {
  */
 export async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const out = createOutput(io)
-  const { words, rest, refused } = takeCommandWords(argv, isCommandWord)
+  const commands = await loadCommands(argv)
+  const { words, rest, refused } = takeCommandWords(argv, (w, c) => isCommandWord(commands, w, c))
   const wantsHelp = rest.includes('--help') || rest.includes('-h')
   try {
-    if (words[0] === 'help') return showHelp(words.slice(1), io)
+    if (words[0] === 'help') return showHelp(commands, words.slice(1), io)
     if (words.length === 0) {
       if (rest.includes('--version')) {
         io.stdout.write(`${cliVersion()}\n`)
         return 0
       }
-      if (wantsHelp) return showHelp([], io)
+      if (wantsHelp) return showHelp(commands, [], io)
       if (refused !== undefined) throw new UsageError(`unknown command '${refused}'`)
       if (rest.length > 0) {
         parseCommandArgs(rest, {}, 0) // names an unknown option, if there is one
         throw new UsageError('missing command (e.g. serve, tenant list)')
       }
-      io.stderr.write(mainHelp(COMMANDS, cliVersion()))
+      io.stderr.write(mainHelp(commands, cliVersion()))
       return 2
     }
-    const command = findCommand(words)
+    const command = findCommand(commands, words)
     if (!command) {
       const group = words[0] as string
-      if (wantsHelp) return showHelp([group], io)
+      if (wantsHelp) return showHelp(commands, [group], io)
       const next = refused
-      const names = COMMANDS.filter((c) => c.path[0] === group).map((c) => c.path[1])
+      const names = commands.filter((c) => c.path[0] === group).map((c) => c.path[1])
       throw new UsageError(
         next === undefined
           ? `missing ${group} command (expected one of: ${names.join(', ')})`
           : `unknown ${group} command '${next}' (expected one of: ${names.join(', ')})`,
       )
     }
-    if (wantsHelp) return showHelp(words, io)
+    if (wantsHelp) return showHelp(commands, words, io)
     const args = parseCommandArgs(rest, command.options, command.positionals ?? 0)
     return (await command.run(createContext(io, out, args))) ?? 0
   } catch (error) {
-    return report(error, words, io)
+    return report(commands, error, words, io)
   }
 }
 
-function showHelp(words: readonly string[], io: CliIo): number {
+function showHelp(commands: readonly CommandDef[], words: readonly string[], io: CliIo): number {
   if (words.length === 0) {
-    io.stdout.write(mainHelp(COMMANDS, cliVersion()))
+    io.stdout.write(mainHelp(commands, cliVersion()))
     return 0
   }
-  const command = findCommand(words)
+  const command = findCommand(commands, words)
   if (command) io.stdout.write(commandHelp(command))
   else if (words.length === 1 && (words[0] as string) in GROUPS) {
-    io.stdout.write(groupHelp(words[0] as string, COMMANDS))
+    io.stdout.write(groupHelp(words[0] as string, commands))
   } else throw new UsageError(`no help for unknown command '${words.join(' ')}'`)
   return 0
 }
 
-function report(error: unknown, words: readonly string[], io: CliIo): number {
+function report(
+  commands: readonly CommandDef[],
+  error: unknown,
+  words: readonly string[],
+  io: CliIo,
+): number {
   const name = words.filter((w) => w !== 'help').join(' ')
   if (error instanceof UsageError) {
-    const helpCommand = name && findCommand(words) ? `tokengate ${name} --help` : 'tokengate --help'
+    const helpCommand =
+      name && findCommand(commands, words) ? `tokengate ${name} --help` : 'tokengate --help'
     io.stderr.write(`tokengate: ${error.message}\nRun '${helpCommand}' for usage.\n`)
     return 2
   }
