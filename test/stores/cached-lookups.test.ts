@@ -192,6 +192,58 @@ describe('cached lookups', () => {
     assert.equal(inner.calls.pats, 4)
   })
 
+  it('a cached PAT has the store record’s values, frozen, with tenant and permissions shared', async () => {
+    const clock = manualClock()
+    const a = { ...pat('a'), permissions: ['tokens:read', 'audit:read'], expiresAt: T0 + 9 }
+    const b = { ...pat('b'), permissions: ['tokens:read', 'audit:read'], revokedAt: T0 + 1 }
+    const inner = countingLookups([a, b])
+    const cache = createCachedLookups(inner.lookups, { clock })
+    await cache.findPatByHash(hashOf('a'))
+    await cache.findPatByHash(hashOf('b'))
+    const cachedA = await cache.findPatByHash(hashOf('a'))
+    const cachedB = await cache.maybeSync.findPatByHash(hashOf('b'))
+    assert.equal(inner.calls.pats, 2)
+    // The optional rotation fields are always present on a cached record (null when absent).
+    assert.deepEqual(cachedA, { ...a, supersededAt: null, graceUntil: null })
+    assert.deepEqual(cachedB, { ...b, supersededAt: null, graceUntil: null })
+    assert.ok(Object.isFrozen(cachedA) && Object.isFrozen(cachedA?.permissions))
+    assert.equal(cachedA?.permissions, (cachedB as PatRecord).permissions)
+    // The store's own objects are neither shared nor frozen by the cache.
+    assert.notEqual(cachedA?.permissions, a.permissions)
+    assert.ok(!Object.isFrozen(a.permissions))
+  })
+
+  it('keeps the hash a buggy store returned, so the core can still refuse the record', async () => {
+    const wrong = { ...pat('a'), tokenHash: hashOf('other') }
+    const cache = createCachedLookups({
+      findPatByHash: async () => wrong,
+      findTenant: async () => undefined,
+    })
+    await cache.findPatByHash(hashOf('a'))
+    assert.equal((await cache.findPatByHash(hashOf('a')))?.tokenHash, hashOf('other'))
+  })
+
+  it('reused entry slots never mix up tokens (evictions, invalidations, expiry)', async () => {
+    const clock = manualClock()
+    const names = Array.from({ length: 40 }, (_, i) => `t${i}`)
+    const inner = countingLookups(names.map((n) => pat(n)))
+    const cache = createCachedLookups(inner.lookups, { maxEntries: 7, ttlMs: 50, clock })
+    let seed = 1
+    const random = () => {
+      seed = (seed * 48271) % 2147483647
+      return seed / 2147483647
+    }
+    for (let step = 0; step < 2000; step++) {
+      const name = names[Math.floor(random() * names.length)] as string
+      const roll = random()
+      if (roll < 0.1) cache.invalidatePat(hashOf(name))
+      else if (roll < 0.15) clock.advance(20)
+      else if (roll < 0.16) cache.resync()
+      else assert.equal((await cache.findPatByHash(hashOf(name)))?.id, name)
+      assert.ok(cache.stats().size <= 7)
+    }
+  })
+
   it('concurrent lookups of one key share a single store call', async () => {
     const gate = deferred<PatRecord | undefined>()
     let calls = 0
