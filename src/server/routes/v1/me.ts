@@ -1,16 +1,15 @@
-import Type from 'typebox'
 import { principalOf, type V1Route } from '../route.ts'
-import { iso } from './schemas.ts'
+import { array, iso, literals, nullable, object, string } from './schemas.ts'
 
-const Me = Type.Object(
+const Me = object(
   {
-    tenantId: Type.String(),
-    subject: Type.String(),
-    tokenType: Type.Union([Type.Literal('pat'), Type.Literal('jwt')]),
-    tokenId: Type.Union([Type.String(), Type.Null()]),
-    issuer: Type.Union([Type.String(), Type.Null()]),
-    permissions: Type.Array(Type.String()),
-    expiresAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+    tenantId: string(),
+    subject: string(),
+    tokenType: literals('pat', 'jwt'),
+    tokenId: nullable(string()),
+    issuer: nullable(string()),
+    permissions: array(string()),
+    expiresAt: nullable(string({ format: 'date-time' })),
   },
   { additionalProperties: false },
 )

@@ -1,5 +1,5 @@
-import Type from 'typebox'
 import type { V1Route } from '../route.ts'
+import { object } from './schemas.ts'
 
 export const openApiRoute: V1Route = {
   operationId: 'getOpenApiDocument',
@@ -7,7 +7,7 @@ export const openApiRoute: V1Route = {
   path: '/openapi.json',
   summary: 'This OpenAPI 3.1 document',
   permissions: [],
-  schema: { response: { 200: Type.Object({}, { additionalProperties: true }) } },
+  schema: { response: { 200: object({}, { additionalProperties: true }) } },
   handler: () => async () => {
     // Imported lazily: the document is built from the route table, which includes this route.
     const { openApiDocument } = await import('../../openapi.ts')

@@ -1,88 +1,127 @@
-import Type from 'typebox'
+/**
+ * Shared response and parameter schemas of the built-in API (JSON Schema 2020-12).
+ *
+ * Written with the small builders below rather than TypeBox: `import Type from 'typebox'`
+ * loads ~370 modules, 90–170 ms of start-up (issue #6), and the routes never used its
+ * inferred types (handlers return `unknown`). The builders emit exactly what TypeBox's
+ * `Type` did, key order included, so the OpenAPI document and Fastify's validators and
+ * serialisers are unchanged; test/server/routes/schemas.test.ts checks them against TypeBox.
+ */
 
-/** Shared response and parameter schemas of the built-in API (JSON Schema 2020-12). */
+type Json = { readonly [key: string]: unknown }
 
-export const Problem = Type.Object(
+/** The marker TypeBox's `Type.Optional` set: the property may be absent (non-enumerable). */
+const OPTIONAL = '~optional'
+
+export const string = (options: Json = {}) => ({ type: 'string', ...options })
+export const integer = (options: Json = {}) => ({ type: 'integer', ...options })
+export const array = (items: object) => ({ type: 'array', items })
+/** `anyOf` of string constants (TypeBox's union of literals). */
+export const literals = (...values: readonly string[]) => ({
+  anyOf: values.map((value) => ({ type: 'string', const: value })),
+})
+export const nullable = (schema: object) => ({ anyOf: [schema, { type: 'null' }] })
+/** Any JSON object (TypeBox's `Record(String(), Unknown())`). */
+export const record = () => ({ type: 'object', patternProperties: { '^.*$': {} } })
+
+/** Marks an object property optional: left out of the parent's `required`. */
+export function optional<S extends object>(schema: S): S {
+  const copy = { ...schema }
+  Object.defineProperty(copy, OPTIONAL, { value: true, enumerable: false })
+  return copy
+}
+
+/**
+ * `type`, `required` (the properties not marked optional, omitted when none), `properties`,
+ * then the options in their order: TypeBox's layout for `Type.Object`.
+ */
+export function object(
+  properties: Readonly<Record<string, object>>,
+  options: Json & { readonly additionalProperties: boolean },
+) {
+  const required = Object.keys(properties).filter(
+    (key) => (properties[key] as { [OPTIONAL]?: true })[OPTIONAL] !== true,
+  )
+  return {
+    type: 'object',
+    ...(required.length > 0 ? { required } : {}),
+    properties,
+    ...options,
+  }
+}
+
+export const Problem = object(
   {
-    type: Type.String({ format: 'uri' }),
-    title: Type.String(),
-    status: Type.Integer(),
-    detail: Type.String(),
-    code: Type.String(),
-    requestId: Type.String(),
+    type: string({ format: 'uri' }),
+    title: string(),
+    status: integer(),
+    detail: string(),
+    code: string(),
+    requestId: string(),
   },
   { $id: 'Problem', additionalProperties: true, description: 'RFC 9457 problem details' },
 )
 
-const Timestamp = Type.String({ format: 'date-time' })
-const NullableTimestamp = Type.Union([Timestamp, Type.Null()])
+const Timestamp = string({ format: 'date-time' })
+const NullableTimestamp = nullable(Timestamp)
 
-export const TokenMetadata = Type.Object(
+export const TokenMetadata = object(
   {
-    id: Type.String(),
-    name: Type.String(),
-    subject: Type.String(),
-    tenantId: Type.String(),
-    permissions: Type.Array(Type.String()),
-    hint: Type.String({ description: 'Display hint: `pat_…` and the last 4 characters.' }),
-    status: Type.Union([
-      Type.Literal('active'),
-      Type.Literal('revoked'),
-      Type.Literal('expired'),
-      Type.Literal('rotated'),
-      Type.Literal('grace'),
-    ]),
+    id: string(),
+    name: string(),
+    subject: string(),
+    tenantId: string(),
+    permissions: array(string()),
+    hint: string({ description: 'Display hint: `pat_…` and the last 4 characters.' }),
+    status: literals('active', 'revoked', 'expired', 'rotated', 'grace'),
     createdAt: Timestamp,
     expiresAt: NullableTimestamp,
     lastUsedAt: NullableTimestamp,
     revokedAt: NullableTimestamp,
-    rotatedFrom: Type.Union([Type.String(), Type.Null()]),
-    graceUntil: Type.Union([Timestamp, Type.Null()]),
+    rotatedFrom: nullable(string()),
+    graceUntil: nullable(Timestamp),
   },
   { additionalProperties: false },
 )
 
-export const AuditEventBody = Type.Object(
+export const AuditEventBody = object(
   {
-    id: Type.String(),
+    id: string(),
     time: Timestamp,
-    type: Type.String(),
-    tenantId: Type.Union([Type.String(), Type.Null()]),
-    actor: Type.Union([Type.String(), Type.Null()]),
-    outcome: Type.String(),
-    clientAddress: Type.Union([Type.String(), Type.Null()]),
-    requestId: Type.Union([Type.String(), Type.Null()]),
-    details: Type.Record(Type.String(), Type.Unknown()),
+    type: string(),
+    tenantId: nullable(string()),
+    actor: nullable(string()),
+    outcome: string(),
+    clientAddress: nullable(string()),
+    requestId: nullable(string()),
+    details: record(),
   },
   { additionalProperties: false },
 )
 
-export const PageQuery = Type.Object(
+export const PageQuery = object(
   {
-    limit: Type.Optional(
-      Type.Integer({
+    limit: optional(
+      integer({
         minimum: 1,
         description: 'Page size: default 50, at most 200 (both configurable by the operator).',
       }),
     ),
-    cursor: Type.Optional(
-      Type.String({ minLength: 1, maxLength: 512, description: 'From the previous page.' }),
+    cursor: optional(
+      string({ minLength: 1, maxLength: 512, description: 'From the previous page.' }),
     ),
   },
   { additionalProperties: false },
 )
 
-export const IdParams = Type.Object(
-  { id: Type.String({ minLength: 1, maxLength: 64 }) },
+export const IdParams = object(
+  { id: string({ minLength: 1, maxLength: 64 }) },
   { additionalProperties: false },
 )
 
-export function pageOf<T extends object>(item: T) {
-  return Type.Object(
-    {
-      items: Type.Array(item),
-      nextCursor: Type.Union([Type.String(), Type.Null()]),
-    },
+export function pageOf(item: object) {
+  return object(
+    { items: array(item), nextCursor: nullable(string()) },
     { additionalProperties: false },
   )
 }
