@@ -1,5 +1,5 @@
 import { Buffer } from 'node:buffer'
-import { createHash } from 'node:crypto'
+import { hash } from 'node:crypto'
 import { checkPatFormat, isPatToken, patLast4 } from './pat.ts'
 
 /** Tokens longer than this are not decoded for a fingerprint (the parse work stays bounded). */
@@ -30,7 +30,7 @@ export function fingerprintToken(token: string): string {
   if (!isPatToken(token) && token.length <= MAX_DECODED_TOKEN_LENGTH && JWS_COMPACT.test(token)) {
     return fingerprintJwt(token)
   }
-  return `sha256:${createHash('sha256').update(token, 'utf8').digest('hex').slice(0, 8)}`
+  return `sha256:${hash('sha256', token, 'hex').slice(0, 8)}`
 }
 
 function fingerprintJwt(token: string): string {

@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto'
+import { hash, randomBytes } from 'node:crypto'
 import { crc32 } from 'node:zlib'
 import type { PatRecord } from './ports.ts'
 
@@ -110,10 +110,11 @@ export function isPatToken(token: string): boolean {
  * cannot be replayed. Why plain SHA-256 and not a slow KDF: the token carries ~190 random
  * bits, so brute-forcing the hash is infeasible, and a fast, unsalted hash allows an indexed
  * lookup. Looking up by hash also avoids a timing-sensitive comparison of secrets: the
- * attacker-chosen input is hashed before it meets any stored value.
+ * attacker-chosen input is hashed before it meets any stored value. One-shot `crypto.hash`
+ * (UTF-8 input): no Hash object per request, the same digest as createHash's.
  */
 export function hashPat(token: string): string {
-  return createHash('sha256').update(token, 'utf8').digest('hex')
+  return hash('sha256', token, 'hex')
 }
 
 /** The last 4 characters, kept for display (`pat_…abcd`). They are checksum characters. */

@@ -75,8 +75,23 @@ export function failureResponse(failure: AuthFailure, requestId: string): Failur
 }
 
 function invalidToken(description: string): string {
-  return bearerChallenge({ error: 'invalid_token', errorDescription: description })
+  let challenge = invalidTokenChallenges.get(description)
+  if (challenge === undefined) {
+    challenge = bearerChallenge({ error: 'invalid_token', errorDescription: description })
+    // Details are our own fixed texts (a few dozen), so this never grows; the bound is a guard.
+    if (invalidTokenChallenges.size >= MAX_MEMOISED_CHALLENGES) invalidTokenChallenges.clear()
+    invalidTokenChallenges.set(description, challenge)
+  }
+  return challenge
 }
+
+/**
+ * `invalid_token` challenges by detail. Why: a flood of bad tokens is the 401 case that has
+ * to stay cheap, and quoting the same description for every request (two regular-expression
+ * passes) showed in its profile.
+ */
+const invalidTokenChallenges = new Map<string, string>()
+const MAX_MEMOISED_CHALLENGES = 256
 
 function unauthorized(
   code: AuthFailure['code'],
