@@ -14,11 +14,26 @@ export interface EventDelivery {
   close(): Promise<void>
 }
 
+type WebhookEvents = Readonly<Config['events']> & {
+  readonly webhookUrl: string
+  readonly webhookSecret: string
+}
+
+/**
+ * Whether audit events are delivered to a webhook: both its URL and its secret are set. The
+ * audit writer queues events in the outbox exactly when this holds (see `createAuthContext`).
+ */
+export function webhookConfigured(events: Readonly<Config['events']>): events is WebhookEvents {
+  return events.webhookUrl !== undefined && events.webhookSecret !== undefined
+}
+
 /**
  * Starts what the `events` configuration asks for. With a webhook: the outbox worker. Without
- * one: the outbox has no destination (every stored audit event is queued in it, see
- * `Store.appendAudit`), so it is emptied now and every minute, keeping it from growing.
- * All instances on one database must therefore agree on whether a webhook is configured.
+ * one: the server's audit writer queues nothing, but the outbox may still hold entries that
+ * nothing will deliver: left by an earlier run that had a webhook, or queued by the CLI
+ * (which does not read the events configuration and queues by default). So it is emptied now
+ * and every minute, keeping it from growing. All instances on one database must therefore
+ * agree on whether a webhook is configured.
  */
 export function startEventDelivery(
   events: Readonly<Config['events']>,
@@ -26,7 +41,7 @@ export function startEventDelivery(
   clock: Clock,
   log: { warn(obj: object, msg: string): void },
 ): EventDelivery {
-  if (events.webhookUrl === undefined || events.webhookSecret === undefined) {
+  if (!webhookConfigured(events)) {
     const clear = () => {
       store.clearOutbox().catch((error: unknown) => {
         log.warn({ err: error }, 'emptying the event outbox failed; will retry')

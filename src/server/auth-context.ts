@@ -1,6 +1,7 @@
 import type { Config } from '../config/schema.ts'
 import { type AuthenticateMaybeSync, createMaybeSyncAuthenticator } from '../core/authenticate.ts'
 import type { Clock } from '../core/ports.ts'
+import { webhookConfigured } from '../events/start.ts'
 import { createCachedLookups } from '../stores/cached-lookups.ts'
 import type { Store, StoreChange } from '../stores/store.ts'
 import { createAuditWriter, createPatUseRecorder } from '../stores/write-behind.ts'
@@ -87,6 +88,8 @@ export async function createAuthContext(
   const audit = createAuditWriter(store, {
     flushIntervalMs: 200,
     maxBatch: 500,
+    // Without a webhook nothing reads the outbox: store the events only.
+    queueForDelivery: webhookConfigured(config.events),
     clock,
     onError: (error) => log.warn({ err: error }, 'writing audit events failed; will retry'),
   })

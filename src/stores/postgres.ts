@@ -24,6 +24,7 @@ import {
   type WarnLogger,
 } from './postgres-notify.ts'
 import {
+  type AppendAuditOptions,
   type AuditEvent,
   ConflictError,
   checkReplacement,
@@ -93,6 +94,12 @@ export async function openPostgresStore(
 const MIGRATION_LOCK_KEY = 0x746f6b656e67
 
 const LATEST_VERSION = Math.max(...postgresMigrations.map((m) => m.version))
+
+/** Inserts a batch of audit events given as nine parallel arrays ($1..$9), in column order. */
+const INSERT_AUDIT = `INSERT INTO audit_events (id, time, type, tenant_id, actor, outcome,
+    client_address, request_id, details)
+  SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[],
+    $6::text[], $7::text[], $8::text[], $9::jsonb[])`
 
 const UNIQUE_VIOLATION = '23505'
 const FOREIGN_KEY_VIOLATION = '23503'
@@ -414,35 +421,38 @@ class PgStore implements PostgresStore {
     return true
   }
 
-  async appendAudit(events: readonly AuditEvent[]): Promise<void> {
+  async appendAudit(events: readonly AuditEvent[], options?: AppendAuditOptions): Promise<void> {
     this.#checkOpen()
     if (events.length === 0) return
+    const values = [
+      events.map((e) => e.id),
+      events.map((e) => e.time),
+      events.map((e) => e.type),
+      events.map((e) => e.tenantId),
+      events.map((e) => e.actor),
+      events.map((e) => e.outcome),
+      events.map((e) => e.clientAddress),
+      events.map((e) => e.requestId),
+      events.map((e) => JSON.stringify(e.details)),
+    ]
+    if (options?.queue === false) {
+      // No delivery configured: store only (one statement, all or nothing, ids deduplicated).
+      await this.#query(`${INSERT_AUDIT} ON CONFLICT (id) DO NOTHING`, values)
+      return
+    }
     // One statement: the batch is stored entirely or not at all. An id already stored is
     // skipped, so a retried batch that did commit is not duplicated; only the rows stored
     // now are queued in the outbox (in batch order), so delivered events are not re-queued.
     await this.#query(
       `WITH inserted AS (
-         INSERT INTO audit_events (id, time, type, tenant_id, actor, outcome, client_address,
-           request_id, details)
-         SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[],
-           $6::text[], $7::text[], $8::text[], $9::jsonb[])
+         ${INSERT_AUDIT}
          ON CONFLICT (id) DO NOTHING
          RETURNING id)
        INSERT INTO event_outbox (event_id)
        SELECT inserted.id FROM inserted
        JOIN unnest($1::text[]) WITH ORDINALITY AS batch (id, n) ON batch.id = inserted.id
        ORDER BY batch.n`,
-      [
-        events.map((e) => e.id),
-        events.map((e) => e.time),
-        events.map((e) => e.type),
-        events.map((e) => e.tenantId),
-        events.map((e) => e.actor),
-        events.map((e) => e.outcome),
-        events.map((e) => e.clientAddress),
-        events.map((e) => e.requestId),
-        events.map((e) => JSON.stringify(e.details)),
-      ],
+      values,
     )
   }
 

@@ -13,6 +13,7 @@ import { type Clock, type PatRecord, systemClock, type Tenant } from '../core/po
 import { checkPageLimit, decodeCursor, toPage } from './cursor.ts'
 import { sqliteMigrations } from './sqlite-migrations.ts'
 import {
+  type AppendAuditOptions,
   type AuditEvent,
   ConflictError,
   checkReplacement,
@@ -398,9 +399,10 @@ export class SqliteStore implements Store {
     return removed
   }
 
-  async appendAudit(events: readonly AuditEvent[]): Promise<void> {
+  async appendAudit(events: readonly AuditEvent[], options?: AppendAuditOptions): Promise<void> {
     const s = this.#s()
     if (events.length === 0) return
+    const queue = options?.queue ?? true
     this.#transaction(() => {
       for (const e of events) {
         const stored = s.appendAudit.run(
@@ -415,7 +417,7 @@ export class SqliteStore implements Store {
           JSON.stringify(e.details),
         )
         // Queued only when stored now: a retried batch does not re-queue delivered events.
-        if (stored.changes > 0) s.queueOutbox.run(e.id)
+        if (queue && stored.changes > 0) s.queueOutbox.run(e.id)
       }
     })
   }

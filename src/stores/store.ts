@@ -29,6 +29,15 @@ export interface AuditEvent {
   readonly details: Readonly<Record<string, unknown>>
 }
 
+export interface AppendAuditOptions {
+  /**
+   * Whether the events are queued for webhook delivery. Default true: a caller that cannot
+   * tell whether delivery is configured (the CLI) queues, and a start without a webhook
+   * empties the outbox (see `startEventDelivery`).
+   */
+  readonly queue?: boolean | undefined
+}
+
 /** An audit event waiting in the delivery outbox. */
 export interface OutboxEntry {
   readonly event: AuditEvent
@@ -122,10 +131,12 @@ export interface Store extends AuthLookups {
   removeIssuer(issuer: string): Promise<boolean>
 
   /**
-   * Stores the events; each one not already stored is also queued in the delivery outbox,
-   * in the same transaction (an event is queued exactly once, when it is first stored).
+   * Stores the events. With `queue` (the default), each one not already stored is also
+   * queued in the delivery outbox, in the same transaction (an event is queued exactly once,
+   * when it is first stored). `queue: false` stores only: for callers that know no webhook
+   * is configured, so the outbox has no reader and queuing would be work thrown away.
    */
-  appendAudit(events: readonly AuditEvent[]): Promise<void>
+  appendAudit(events: readonly AuditEvent[], options?: AppendAuditOptions): Promise<void>
   /** Newest first. */
   listAudit(tenantId: string, page: PageRequest): Promise<Page<AuditEvent>>
 

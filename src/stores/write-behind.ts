@@ -93,6 +93,12 @@ export interface AuditWriterOptions {
   readonly maxBatch?: number | undefined
   /** Events held in memory while the store is failing. Default 100,000. */
   readonly maxQueue?: number | undefined
+  /**
+   * Whether events are also queued for webhook delivery (`appendAudit`'s `queue`). Default
+   * true; pass false when no webhook is configured, so that every audited request (a flood
+   * of 401s included) skips the outbox insert and its two index updates.
+   */
+  readonly queueForDelivery?: boolean | undefined
   /** Assigns `time` to events written without one. */
   readonly clock?: Clock | undefined
   /** Default: a process warning, at most one a minute. */
@@ -134,6 +140,7 @@ export function createAuditWriter(
   const clock = options.clock ?? systemClock
   const maxBatch = positiveInteger('maxBatch', options.maxBatch ?? 500)
   const maxQueue = positiveInteger('maxQueue', options.maxQueue ?? 100_000)
+  const appendOptions = { queue: options.queueForDelivery ?? true }
   const queue: AuditEvent[] = []
   let dropped = 0
   let droppedUnreported = 0
@@ -142,25 +149,28 @@ export function createAuditWriter(
     async () => {
       while (queue.length > 0) {
         const batch = queue.slice(0, maxBatch)
-        await store.appendAudit(batch)
+        await store.appendAudit(batch, appendOptions)
         // Only this loop removes from the head; writes during the await were appended.
         queue.splice(0, batch.length)
       }
       if (droppedUnreported > 0) {
         const count = droppedUnreported
-        await store.appendAudit([
-          {
-            id: timeOrderedUuid(),
-            time: clock.now(),
-            type: 'audit.dropped',
-            tenantId: null,
-            actor: null,
-            outcome: 'dropped',
-            clientAddress: null,
-            requestId: null,
-            details: { count },
-          },
-        ])
+        await store.appendAudit(
+          [
+            {
+              id: timeOrderedUuid(),
+              time: clock.now(),
+              type: 'audit.dropped',
+              tenantId: null,
+              actor: null,
+              outcome: 'dropped',
+              clientAddress: null,
+              requestId: null,
+              details: { count },
+            },
+          ],
+          appendOptions,
+        )
         droppedUnreported -= count
       }
     },

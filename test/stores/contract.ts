@@ -775,6 +775,35 @@ export function storeContract(name: string, makeStore: MakeStore): void {
         assert.equal((await store.listAudit('acme', { limit: 10 })).items.length, 2, 'audit kept')
       })
 
+      it('queue: false stores the events (all fields) without queuing them', async (t) => {
+        const store = await open(t)
+        const full: AuditEvent = {
+          ...event('e1', 'acme', T0),
+          actor: 'pat_…abcd',
+          details: { nested: { list: [1, 'two'] } },
+        }
+        await store.appendAudit([full, event('e2', null, T0 + 1)], { queue: false })
+        await store.appendAudit([event('e3', 'acme', T0 + 2)], { queue: true })
+        await store.appendAudit([event('e4', 'acme', T0 + 3)], {})
+        const { items } = await store.listAudit('acme', { limit: 10 })
+        assert.deepEqual(
+          items.map((e) => e.id),
+          ['e4', 'e3', 'e1'],
+        )
+        assert.deepEqual({ ...items[2] }, full)
+        const claimed = await store.claimOutbox(T0, 10, 1000)
+        assert.deepEqual(
+          claimed.map((c) => c.event.id),
+          ['e3', 'e4'],
+          'queue: true and the default queue; queue: false does not',
+        )
+        // Retried (here with queue) after storing: already stored, so neither stored again
+        // nor queued now; an event is queued only when it is first stored.
+        await store.appendAudit([full], { queue: true })
+        assert.equal((await store.listAudit('acme', { limit: 10 })).items.length, 3)
+        assert.deepEqual(await store.outboxStats(), { pending: 2, oldestTime: T0 + 2 })
+      })
+
       it('clearOutbox empties the queue and keeps the audit log', async (t) => {
         const store = await open(t)
         await store.appendAudit([event('e1', 'acme', T0), event('e2', 'acme', T0)])

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 import { openSqliteStore, type SqliteStore } from '../../src/stores/sqlite.ts'
-import type { AuditEvent } from '../../src/stores/store.ts'
+import type { AppendAuditOptions, AuditEvent } from '../../src/stores/store.ts'
 import {
   type AuditEventInput,
   createAuditWriter,
@@ -20,6 +20,7 @@ const settle = () => new Promise((resolve) => setImmediate(resolve))
 function recordingStore() {
   const uses: Map<string, number>[] = []
   const audits: AuditEvent[][] = []
+  const appendOptions: (AppendAuditOptions | undefined)[] = []
   const state = { failNext: 0 }
   const maybeFail = () => {
     if (state.failNext > 0) {
@@ -30,14 +31,16 @@ function recordingStore() {
   return {
     uses,
     audits,
+    appendOptions,
     state,
     async recordPatUse(batch: ReadonlyMap<string, number>) {
       maybeFail()
       uses.push(new Map(batch))
     },
-    async appendAudit(events: readonly AuditEvent[]) {
+    async appendAudit(events: readonly AuditEvent[], options?: AppendAuditOptions) {
       maybeFail()
       audits.push([...events])
+      appendOptions.push(options)
     },
   }
 }
@@ -203,6 +206,30 @@ describe('audit writer', () => {
     assert.match(a?.id ?? '', /^[0-9a-f-]{36}$/)
     assert.notEqual(a?.id, b?.id)
     assert.deepEqual(c, { ...input(3), id: 'given', time: 7 })
+  })
+
+  it('queues for delivery by default; queueForDelivery: false says so on every append', async () => {
+    const queued = recordingStore()
+    const writer = createAuditWriter(queued, { flushIntervalMs: 0, maxBatch: 2 })
+    for (let i = 0; i < 3; i++) writer.write(input(i))
+    await writer.flush()
+    assert.deepEqual(queued.appendOptions, [{ queue: true }, { queue: true }])
+
+    const stored = recordingStore()
+    const storeOnly = createAuditWriter(stored, {
+      flushIntervalMs: 0,
+      maxBatch: 2,
+      maxQueue: 3,
+      queueForDelivery: false,
+    })
+    for (let i = 0; i < 4; i++) storeOnly.write(input(i))
+    await storeOnly.flush()
+    // Two batches, then the audit.dropped event for the one refused: none queued.
+    assert.deepEqual(
+      stored.audits.map((batch) => batch.map((e) => e.type)),
+      [['auth.failed', 'auth.failed'], ['auth.failed'], ['audit.dropped']],
+    )
+    assert.deepEqual(stored.appendOptions, [{ queue: false }, { queue: false }, { queue: false }])
   })
 
   it('writes in order, in batches of at most maxBatch', async () => {
