@@ -9,6 +9,7 @@ import {
   type PostgresStore,
   type PostgresStoreOptions,
 } from '../../src/stores/postgres.ts'
+import { postgresMigrations } from '../../src/stores/postgres-migrations.ts'
 import type { StoreChange } from '../../src/stores/store.ts'
 import { type PostgresServer, skipReason, startPostgres } from '../helpers/services.ts'
 import { storeContract } from './contract.ts'
@@ -276,6 +277,94 @@ describe('postgres', { skip }, () => {
       const { url, stores } = await instances(t, 1)
       await adminQuery(url, 'INSERT INTO schema_migrations (version, applied_at) VALUES (999, 0)')
       await assert.rejects((stores[0] as PostgresStore).migrate(), /newer/)
+    })
+
+    it('migration 4 makes the audit tenant index partial, keeping every event', async (t) => {
+      // A database at version 3, as the previous release left it, with events of both kinds.
+      const { url, drop } = await freshDatabase()
+      const client = new pg.Client({ connectionString: url })
+      await client.connect()
+      let store: PostgresStore | undefined
+      t.after(async () => {
+        await store?.close()
+        await client.end()
+        await drop()
+      })
+      await client.query(
+        'CREATE TABLE schema_migrations (version integer PRIMARY KEY, applied_at bigint NOT NULL)',
+      )
+      for (const migration of postgresMigrations.filter((m) => m.version <= 3)) {
+        await client.query(migration.sql)
+        await client.query('INSERT INTO schema_migrations VALUES ($1, 0)', [migration.version])
+      }
+      await client.query(
+        `INSERT INTO audit_events (id, time, type, tenant_id, outcome)
+        SELECT 'e' || lpad(i::text, 2, '0'), $1::bigint + i, 'auth.failed',
+          CASE WHEN i % 3 = 0 THEN 'acme' END, 'invalid_token'
+        FROM generate_series(0, 29) AS i`,
+        [T0],
+      )
+      store = await openPostgresStore(url)
+      assert.deepEqual(await store.migrate(), [4])
+      const [index] = await adminQuery(
+        url,
+        "SELECT indexdef FROM pg_indexes WHERE indexname = 'audit_events_tenant_time'",
+      )
+      assert.match(
+        String(index?.indexdef),
+        /\(tenant_id, "time", id\) WHERE \(tenant_id IS NOT NULL\)$/,
+      )
+      const { items } = await store.listAudit('acme', { limit: 100 })
+      assert.deepEqual(
+        items.map((e) => e.id),
+        ['e27', 'e24', 'e21', 'e18', 'e15', 'e12', 'e09', 'e06', 'e03', 'e00'],
+      )
+      const [count] = await adminQuery(url, 'SELECT count(*)::int AS n FROM audit_events')
+      assert.equal(count?.n, 30)
+    })
+
+    it('listAudit pages use the partial tenant index, generic plans included', async (t) => {
+      const { url, stores } = await instances(t, 1)
+      const store = stores[0] as PostgresStore
+      // Mostly tenant-less events (a 401 flood), a few per tenant.
+      const events = Array.from({ length: 5000 }, (_, i) => ({
+        id: `e${String(i).padStart(5, '0')}`,
+        time: T0 + i,
+        type: 'auth.failed',
+        tenantId: i % 50 === 0 ? `tenant-${i % 7}` : null,
+        actor: null,
+        outcome: 'invalid_token',
+        clientAddress: null,
+        requestId: null,
+        details: {},
+      }))
+      await store.appendAudit(events, { queue: false })
+      // Ended in this test: the database is dropped (WITH FORCE) by an earlier after-hook.
+      const client = new pg.Client({ connectionString: url })
+      await client.connect()
+      try {
+        await client.query('ANALYZE audit_events')
+        // Checked on generic plans, the hardest case: with no value for $1, only the strictness
+      // of `=` (NULL never matches) proves the WHERE tenant_id IS NOT NULL of the index.
+      // Custom plans (the store's unnamed statements) also see the value.
+      await client.query('SET plan_cache_mode = force_generic_plan')
+        await client.query(`PREPARE first_page (text, bigint) AS
+        SELECT * FROM audit_events WHERE tenant_id = $1 ORDER BY time DESC, id DESC LIMIT $2`)
+        await client.query(`PREPARE next_page (text, bigint, text, bigint) AS
+        SELECT * FROM audit_events WHERE tenant_id = $1 AND (time, id) < ($2::bigint, $3::text)
+        ORDER BY time DESC, id DESC LIMIT $4`)
+        for (const execute of [
+          "EXECUTE first_page ('tenant-1', 11)",
+          "EXECUTE next_page ('tenant-1', 1767225603000, 'e03000', 11)",
+        ]) {
+          const rows = await client.query(`EXPLAIN ${execute}`)
+          const plan = rows.rows.map((r) => r['QUERY PLAN']).join('\n')
+          assert.match(plan, /Index Scan Backward using audit_events_tenant_time/, plan)
+          assert.doesNotMatch(plan, /Sort|Seq Scan/, plan)
+        }
+      } finally {
+        await client.end()
+      }
     })
 
     it('a throwing watch listener neither fails the write nor starves other listeners', async (t) => {

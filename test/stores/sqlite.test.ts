@@ -290,10 +290,48 @@ describe('sqlite store specifics', () => {
       ORDER BY created_at DESC, id DESC LIMIT 11`)
     assert.match(pagePlan, /pats_by_tenant_newest/)
     assert.doesNotMatch(pagePlan, /TEMP B-TREE/)
-    const auditPlan = plan(`SELECT * FROM audit_events WHERE tenant_id = 'a'
-      AND (time, id) < (1, 'x') ORDER BY time DESC, id DESC LIMIT 11`)
-    assert.match(auditPlan, /audit_events_by_tenant_newest/)
-    assert.doesNotMatch(auditPlan, /TEMP B-TREE/)
+    // listAudit's two statements, parameters as the store binds them: `tenant_id = $tenant`
+    // implies NOT NULL, so the partial index (migration 4) serves both, already in order.
+    for (const after of ['', 'AND (time, id) < ($at, $id)']) {
+      const auditPlan = plan(`SELECT * FROM audit_events WHERE tenant_id = $tenant ${after}
+        ORDER BY time DESC, id DESC LIMIT $limit`)
+      assert.match(auditPlan, /SEARCH audit_events USING INDEX audit_events_by_tenant_newest/)
+      assert.doesNotMatch(auditPlan, /TEMP B-TREE/)
+    }
+  })
+
+  it('migration 4 makes the audit tenant index partial, keeping every event', async (t) => {
+    const path = freshPath()
+    // A database at version 3, as the previous release left it, with events of both kinds.
+    const old = new DatabaseSync(path)
+    old.exec(`CREATE TABLE schema_migrations (
+      version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT`)
+    for (const migration of sqliteMigrations.filter((m) => m.version <= 3)) {
+      old.exec(migration.sql)
+      old.prepare('INSERT INTO schema_migrations VALUES (?, 0)').run(migration.version)
+    }
+    const insert = old.prepare(`INSERT INTO audit_events
+      (id, time, type, tenant_id, actor, outcome, client_address, request_id, details)
+      VALUES (?, ?, 'auth.failed', ?, NULL, 'invalid_token', NULL, NULL, '{}')`)
+    for (let i = 0; i < 30; i++)
+      insert.run(`e${String(i).padStart(2, '0')}`, T0 + i, i % 3 ? null : 'acme')
+    old.close()
+
+    const store = openSqliteStore(path)
+    t.after(() => store.close())
+    assert.deepEqual(await store.migrate(), [4])
+    const raw = new DatabaseSync(path, { readOnly: true })
+    t.after(() => raw.close())
+    const index = raw
+      .prepare("SELECT sql FROM sqlite_master WHERE name = 'audit_events_by_tenant_newest'")
+      .get()
+    assert.match(String(index?.sql), /WHERE tenant_id IS NOT NULL$/)
+    assert.equal(raw.prepare('SELECT count(*) AS n FROM audit_events').get()?.n, 30)
+    const { items } = await store.listAudit('acme', { limit: 100 })
+    assert.deepEqual(
+      items.map((e) => e.id),
+      ['e27', 'e24', 'e21', 'e18', 'e15', 'e12', 'e09', 'e06', 'e03', 'e00'],
+    )
   })
 
   it('50,000 tokens: lookups by hash, by id and deep pages still work', async (t) => {
