@@ -345,9 +345,9 @@ describe('postgres', { skip }, () => {
       try {
         await client.query('ANALYZE audit_events')
         // Checked on generic plans, the hardest case: with no value for $1, only the strictness
-      // of `=` (NULL never matches) proves the WHERE tenant_id IS NOT NULL of the index.
-      // Custom plans (the store's unnamed statements) also see the value.
-      await client.query('SET plan_cache_mode = force_generic_plan')
+        // of `=` (NULL never matches) proves the WHERE tenant_id IS NOT NULL of the index.
+        // Custom plans (the store's unnamed statements) also see the value.
+        await client.query('SET plan_cache_mode = force_generic_plan')
         await client.query(`PREPARE first_page (text, bigint) AS
         SELECT * FROM audit_events WHERE tenant_id = $1 ORDER BY time DESC, id DESC LIMIT $2`)
         await client.query(`PREPARE next_page (text, bigint, text, bigint) AS
