@@ -74,8 +74,10 @@ function defineServers(fixtures: Fixtures): Server[] {
   const add = (id: string, role: Server['role'], argv: string[]) =>
     servers.push({ id, role, argv, port: nextPort++ })
   add('upstream', 'upstream', peerArgv('upstream', 'RS256', fixtures))
-  add('tokengate', 'tokengate', ['bench/servers/tokengate.ts', fixtures.dir])
-  add('tokengate-gateway', 'tokengate', ['bench/servers/tokengate.ts', fixtures.dir])
+  // The Node flag production starts with (bin/tokengate.js, `npm start`): production defaults.
+  const tokengate = ['--max-semi-space-size=8', 'bench/servers/tokengate.ts', fixtures.dir]
+  add('tokengate', 'tokengate', tokengate)
+  add('tokengate-gateway', 'tokengate', tokengate)
   add('fastify-noauth', 'ceiling', peerArgv('fastify-noauth', 'RS256', fixtures))
   add('node-http', 'ceiling', peerArgv('node-http', 'RS256', fixtures))
   add('fastify-naive-pat', 'peer', peerArgv('fastify-naive', 'RS256', fixtures))
