@@ -4,7 +4,15 @@ import { parseAuthorization } from './credentials.ts'
 import type { AuthFailure } from './failure.ts'
 import { jwtFingerprint, patFingerprint } from './fingerprint.ts'
 import { checkPatFormat, hashPat, isPatToken, patLast4 } from './pat.ts'
-import type { AuthLookups, Clock, JwtVerifier, PatRecord, Tenant, VerifiedJwt } from './ports.ts'
+import type {
+  AuthLookups,
+  Clock,
+  JwtOutcome,
+  JwtVerifier,
+  PatRecord,
+  Tenant,
+  VerifiedJwt,
+} from './ports.ts'
 import type { AuthResult, Principal } from './principal.ts'
 import type { AuthInput } from './raw-headers.ts'
 
@@ -147,8 +155,17 @@ function authenticateJwt(
   tenantIds: readonly string[],
   lookups: AuthLookups,
   verifier: JwtVerifier,
-): Promise<AuthResult> {
-  return verifier.verify(token).then((outcome) => {
+): AuthResult | Promise<AuthResult> {
+  let outcome: JwtOutcome | Promise<JwtOutcome>
+  try {
+    outcome = verifier.verifyMaybeSync ? verifier.verifyMaybeSync(token) : verifier.verify(token)
+  } catch (error) {
+    // As before the synchronous path existed: a verifier bug rejects, it never passes.
+    return Promise.reject(error)
+  }
+  return isPromiseLike(outcome) ? outcome.then(afterVerify) : afterVerify(outcome)
+
+  function afterVerify(outcome: JwtOutcome): AuthResult | Promise<AuthResult> {
     if (!outcome.ok) return fail(outcome.failure)
     const verified: VerifiedJwt = outcome.jwt
 
@@ -167,7 +184,7 @@ function authenticateJwt(
         fingerprint: jwtFingerprint(verified.issuer, verified.keyId, verified.subject),
       }),
     )
-  })
+  }
 }
 
 /** Fails with the tenant check's failure, or continues with `next` (without a hop when sync). */

@@ -45,7 +45,7 @@ import {
   isNoneAlgorithm,
   type KeyLookup,
 } from './jwt-keys.ts'
-import { type Clock, type JwtVerifier, systemClock } from './ports.ts'
+import { type Clock, type JwtOutcome, type JwtVerifier, systemClock } from './ports.ts'
 
 /** Options of {@link createJwtVerifier}; every field has a default. */
 export interface JwtVerifierOptions {
@@ -128,38 +128,39 @@ export function createJwtVerifier(
     registry.set(config.issuer, trustIssuer(config, jwks, deps))
   }
 
-  return {
-    async verify(token) {
-      // Bound the work an anonymous caller can cause before any decoding or hashing.
-      if (
-        typeof token !== 'string' ||
-        token.length === 0 ||
-        token.length > settings.maxTokenLength
-      ) {
-        return { ok: false, failure: malformed('the token is empty or too long') }
-      }
-      const key = cache.keyOf(token)
-      const hit = cache.get(key, epochSeconds(settings.clock.now()), settings.toleranceSec)
-      if (hit !== undefined) return { ok: true, jwt: hit }
-      const checked = checkUnverified(token, registry)
-      if (!checked.ok) return checked
-      const { jws, trusted, alg, kid } = checked
-      // Keys are found by `alg` and `kid` only. The header's `jwk`, `jku`, `x5u` and `x5c`
-      // are never read: a key the token brings with it proves nothing about who signed it,
-      // and following a URL from it would let any caller make us fetch arbitrary addresses.
-      // Static keys answer synchronously; only a remote JWKS costs an await.
-      let lookup: KeyLookup | Promise<KeyLookup> = trusted.keys.resolve(
-        alg,
-        kid,
-        signedBeforeMs(jws.payload, settings),
-      )
-      if (lookup instanceof Promise) lookup = await lookup
-      if (!lookup.ok) return lookup
-      const verified = verifySigned(jws, trusted, lookup.key, kid, settings)
+  const verifyMaybeSync = (token: string): JwtOutcome | Promise<JwtOutcome> => {
+    // Bound the work an anonymous caller can cause before any decoding or hashing.
+    if (typeof token !== 'string' || token.length === 0 || token.length > settings.maxTokenLength) {
+      return { ok: false, failure: malformed('the token is empty or too long') }
+    }
+    const key = cache.keyOf(token)
+    const hit = cache.get(key, epochSeconds(settings.clock.now()), settings.toleranceSec)
+    if (hit !== undefined) return { ok: true, jwt: hit }
+    const checked = checkUnverified(token, registry)
+    if (!checked.ok) return checked
+    const { jws, trusted, alg, kid } = checked
+    // Keys are found by `alg` and `kid` only. The header's `jwk`, `jku`, `x5u` and `x5c`
+    // are never read: a key the token brings with it proves nothing about who signed it,
+    // and following a URL from it would let any caller make us fetch arbitrary addresses.
+    // Static keys answer synchronously; only a remote JWKS costs an await.
+    const lookup: KeyLookup | Promise<KeyLookup> = trusted.keys.resolve(
+      alg,
+      kid,
+      signedBeforeMs(jws.payload, settings),
+    )
+    const withKey = (found: KeyLookup): JwtOutcome => {
+      if (!found.ok) return found
+      const verified = verifySigned(jws, trusted, found.key, kid, settings)
       if (!verified.ok) return verified
       cache.set(key, verified.entry)
       return { ok: true, jwt: verified.entry.jwt }
-    },
+    }
+    return lookup instanceof Promise ? lookup.then(withKey) : withKey(lookup)
+  }
+
+  return {
+    verify: async (token) => verifyMaybeSync(token),
+    verifyMaybeSync,
     close() {
       for (const trusted of registry.values()) trusted.keys.close()
       cache.clear()

@@ -77,6 +77,13 @@ export type JwtOutcome =
 /** Verifies JWT access tokens against the trusted issuers. Never throws for a bad token. */
 export interface JwtVerifier {
   verify(token: string): Promise<JwtOutcome>
+  /**
+   * The same verification, answered without a promise when nothing has to be awaited (a
+   * cache hit, a static key or a JWKS already loaded): the server's request path uses it so
+   * a JWT request goes on in the same tick, as a cached PAT does. Optional for custom
+   * verifiers; `verify` is used when it is absent.
+   */
+  verifyMaybeSync?(token: string): JwtOutcome | Promise<JwtOutcome>
   /** Stops timers and drops caches. */
   close(): void
 }

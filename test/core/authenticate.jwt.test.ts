@@ -6,9 +6,14 @@ import assert from 'node:assert/strict'
 import { Buffer } from 'node:buffer'
 import { after, describe, test } from 'node:test'
 import fc from 'fast-check'
-import { createAuthenticator } from '../../src/core/authenticate.ts'
+import {
+  createAuthenticator,
+  createMaybeSyncAuthenticator,
+  isPromiseLike,
+} from '../../src/core/authenticate.ts'
 import type { AuthFailure } from '../../src/core/failure.ts'
 import { createJwtVerifier } from '../../src/core/jwt.ts'
+import type { AuthLookups, JwtVerifier } from '../../src/core/ports.ts'
 import type { AuthResult } from '../../src/core/principal.ts'
 import { failureResponse } from '../../src/http/failure-response.ts'
 import { addTenant, bearer, fakeLookups } from '../helpers/core-fakes.ts'
@@ -110,5 +115,51 @@ describe('authenticate with the real JWT verifier', () => {
       }),
       { numRuns: 300 },
     )
+  })
+})
+
+describe('the maybe-synchronous JWT path (what the server calls)', () => {
+  // Lookups that answer at once, as the server's cached lookups do on a hit.
+  const syncLookups: AuthLookups = {
+    findPatByHash: () => undefined,
+    findTenant: (id) => lookups.tenants.get(id),
+  }
+  const maybeSync = createMaybeSyncAuthenticator({ lookups: syncLookups, jwt: verifier, clock })
+
+  test('a JWT with a static key is answered without a promise, cold and cached, with the async result', async () => {
+    const token = await issuer.sign({ permissions: ['audit:read'], jti: 'sync-1' })
+    const input = { authorization: bearer(token), tenantIds: [TEST_TENANT] }
+    const cold = verifier.verifyMaybeSync?.(token)
+    assert.ok(cold !== undefined && !isPromiseLike(cold), 'cold verification returned a promise')
+    const first = maybeSync(input)
+    assert.ok(!isPromiseLike(first), 'the cached verification returned a promise')
+    assert.deepEqual(first, await authenticate(input))
+    const wrongTenant = maybeSync({ authorization: bearer(token), tenantIds: ['tenant-b'] })
+    assert.ok(!isPromiseLike(wrongTenant))
+    assert.equal(failureOf(wrongTenant).code, 'tenant_mismatch')
+  })
+
+  test('a verifier that throws makes the result reject (fail closed), never throw or pass', async () => {
+    const broken: JwtVerifier = {
+      verify: () => Promise.reject(new Error('bug')),
+      verifyMaybeSync: () => {
+        throw new Error('bug')
+      },
+      close: () => {},
+    }
+    const auth = createMaybeSyncAuthenticator({ lookups: syncLookups, jwt: broken, clock })
+    const token = await issuer.sign()
+    const result = auth({ authorization: bearer(token), tenantIds: [TEST_TENANT] })
+    assert.ok(isPromiseLike(result))
+    await assert.rejects(Promise.resolve(result), /bug/)
+  })
+
+  test('a verifier without verifyMaybeSync is awaited through verify', async () => {
+    const token = await issuer.sign({ jti: 'sync-2' })
+    const plain: JwtVerifier = { verify: (t) => verifier.verify(t), close: () => {} }
+    const auth = createMaybeSyncAuthenticator({ lookups: syncLookups, jwt: plain, clock })
+    const result = auth({ authorization: bearer(token), tenantIds: [TEST_TENANT] })
+    assert.ok(isPromiseLike(result))
+    assert.equal((await result).ok, true)
   })
 })
