@@ -58,7 +58,9 @@ export function failureResponse(failure: AuthFailure, requestId: string): Failur
       return {
         status: 403,
         headers: errorHeaders({
-          'www-authenticate': bearerChallenge({ error: 'insufficient_scope', scope }),
+          'www-authenticate': memoised(`scope\n${scope}`, () =>
+            bearerChallenge({ error: 'insufficient_scope', scope }),
+          ),
         }),
         body: problem(403, failure.code, detail, requestId, { required: [...failure.required] }),
       }
@@ -75,22 +77,28 @@ export function failureResponse(failure: AuthFailure, requestId: string): Failur
 }
 
 function invalidToken(description: string): string {
-  let challenge = invalidTokenChallenges.get(description)
+  return memoised(`invalid_token\n${description}`, () =>
+    bearerChallenge({ error: 'invalid_token', errorDescription: description }),
+  )
+}
+
+/**
+ * Challenges by their inputs. Why: floods of bad tokens and of forbidden calls are the
+ * rejections that have to stay cheap, and quoting the same text for every request (two
+ * regular-expression passes) showed in their profiles. Details and scopes are our own fixed
+ * texts (a few dozen), so this never grows; the bound is a guard.
+ */
+function memoised(key: string, build: () => string): string {
+  let challenge = challenges.get(key)
   if (challenge === undefined) {
-    challenge = bearerChallenge({ error: 'invalid_token', errorDescription: description })
-    // Details are our own fixed texts (a few dozen), so this never grows; the bound is a guard.
-    if (invalidTokenChallenges.size >= MAX_MEMOISED_CHALLENGES) invalidTokenChallenges.clear()
-    invalidTokenChallenges.set(description, challenge)
+    challenge = build()
+    if (challenges.size >= MAX_MEMOISED_CHALLENGES) challenges.clear()
+    challenges.set(key, challenge)
   }
   return challenge
 }
 
-/**
- * `invalid_token` challenges by detail. Why: a flood of bad tokens is the 401 case that has
- * to stay cheap, and quoting the same description for every request (two regular-expression
- * passes) showed in its profile.
- */
-const invalidTokenChallenges = new Map<string, string>()
+const challenges = new Map<string, string>()
 const MAX_MEMOISED_CHALLENGES = 256
 
 function unauthorized(

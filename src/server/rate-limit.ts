@@ -243,8 +243,23 @@ function tokenKey(principal: Principal | null): string {
   if (!principal) return ''
   if (principal.tokenType === 'pat') return `pat:${principal.tokenId ?? principal.fingerprint}`
   const identity = `${principal.issuer ?? ''}\n${principal.tenantId}\n${principal.subject}`
-  return `jwt:${hash('sha256', identity, 'base64url').slice(0, 27)}`
+  let key = jwtKeys.get(identity)
+  if (key === undefined) {
+    key = `jwt:${hash('sha256', identity, 'base64url').slice(0, 27)}`
+    // Bounded like the verified-token cache; a full map starts over (one hash per caller).
+    if (jwtKeys.size >= MAX_JWT_KEYS) jwtKeys.clear()
+    jwtKeys.set(identity, key)
+  }
+  return key
 }
+
+/**
+ * Per-token keys of recent JWT callers by identity: a SHA-256 per request was a visible share
+ * of a cached JWT request's profile, a Map lookup of the same string is a fraction of it.
+ * Only digests and the (non-secret) identity are held, never a token.
+ */
+const jwtKeys = new Map<string, string>()
+const MAX_JWT_KEYS = 10_000
 
 /**
  * The failed-authentication key of the request's address, computed once per request (a 401

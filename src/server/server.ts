@@ -176,8 +176,9 @@ function recordFailure(
   reuse: ReuseDetector,
 ): void {
   if (failure.code === 'unavailable') return
-  const parsed = parseAuthorization(readAuthHeaders(request.raw.rawHeaders).authorization)
-  const actor = parsed.ok ? fingerprintToken(parsed.token) : null
+  // A 403's caller is authenticated, and its principal carries the verified fingerprint;
+  // only a 401 has to fingerprint the raw credential (decoding a JWT's claims again).
+  const actor = request.principal?.fingerprint ?? rawCredentialFingerprint(request)
   const requestId = String(request.id)
   auth.audit.write({
     type: failure.code === 'insufficient_permission' ? 'auth.forbidden' : 'auth.failed',
@@ -193,6 +194,11 @@ function recordFailure(
     },
   })
   reuse.onFailure(failure, { actor, clientAddress: request.ip, requestId })
+}
+
+function rawCredentialFingerprint(request: FastifyRequest): string | null {
+  const parsed = parseAuthorization(readAuthHeaders(request.raw.rawHeaders).authorization)
+  return parsed.ok ? fingerprintToken(parsed.token) : null
 }
 
 function handleError(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
