@@ -25,12 +25,14 @@ const JWS_COMPACT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/
  * bounded. A malformed `pat_` string may be a real PAT with a typo, so its characters are
  * never shown; a 32-bit hash prefix cannot be reversed into a 190-bit secret.
  */
-export function fingerprintToken(token: string): string {
+export function fingerprintToken(token: string, sha256Hex?: string): string {
   if (isPatToken(token) && checkPatFormat(token).ok) return patFingerprint(patLast4(token))
   if (!isPatToken(token) && token.length <= MAX_DECODED_TOKEN_LENGTH && JWS_COMPACT.test(token)) {
     return fingerprintJwt(token)
   }
-  return `sha256:${hash('sha256', token, 'hex').slice(0, 8)}`
+  // `sha256Hex`: the token's SHA-256 when the caller has it already (the server hashed a
+  // `pat_…` value for its lookup), so a flood of malformed PATs costs one hash each, not two.
+  return `sha256:${(sha256Hex ?? hash('sha256', token, 'hex')).slice(0, 8)}`
 }
 
 function fingerprintJwt(token: string): string {

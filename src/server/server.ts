@@ -18,6 +18,7 @@ import { problem } from '../http/problem.ts'
 import type { AuthContext } from './auth-context.ts'
 import { registerHealthRoutes } from './health.ts'
 import type { Metrics } from './metrics.ts'
+import { patHashOf } from './pat-hash.ts'
 import { tokengatePlugin } from './plugin.ts'
 import { rateLimitPlugin } from './rate-limit.ts'
 import { createRequestIdGenerator, lazyChildLogger } from './request-logger.ts'
@@ -198,7 +199,9 @@ function recordFailure(
 
 function rawCredentialFingerprint(request: FastifyRequest): string | null {
   const parsed = parseAuthorization(readAuthHeaders(request.raw.rawHeaders).authorization)
-  return parsed.ok ? fingerprintToken(parsed.token) : null
+  if (!parsed.ok) return null
+  const patHash = patHashOf(request)
+  return fingerprintToken(parsed.token, patHash?.token === parsed.token ? patHash.hash : undefined)
 }
 
 function handleError(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {

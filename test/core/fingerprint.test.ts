@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { Buffer } from 'node:buffer'
 import { describe, test } from 'node:test'
 import { fingerprintToken, jwtFingerprint, patFingerprint } from '../../src/core/fingerprint.ts'
-import { generatePat } from '../../src/core/pat.ts'
+import { generatePat, hashPat } from '../../src/core/pat.ts'
 import { jwtLike } from '../helpers/core-fakes.ts'
 
 describe('fingerprintToken', () => {
@@ -60,6 +60,12 @@ describe('fingerprintToken', () => {
       assert.equal(fingerprintToken(garbage), fingerprint)
     }
     assert.notEqual(fingerprintToken('token-one'), fingerprintToken('token-two'))
+  })
+
+  test('a malformed PAT fingerprinted with its store hash (hashPat) gives the same value', () => {
+    for (const bad of ['pat_ab', `pat_${'A'.repeat(38)}`, 'pat_\u00e9t\u00e9']) {
+      assert.equal(fingerprintToken(bad, hashPat(bad)), fingerprintToken(bad))
+    }
   })
 
   test('an over-long JWT-shaped token is not decoded', () => {
