@@ -172,20 +172,39 @@ function authenticateJwt(
     const headerFailure = checkRequiredTenantHeader(tenantIds, verified.tenantId)
     if (headerFailure !== undefined) return fail(headerFailure)
 
-    return afterTenantCheck(checkTenantActive(lookups, verified.tenantId), () =>
-      succeed({
-        tokenType: 'jwt',
-        tenantId: verified.tenantId,
-        subject: verified.subject,
-        permissions: verified.permissions,
-        tokenId: verified.tokenId,
-        expiresAt: verified.expiresAt,
-        issuer: verified.issuer,
-        fingerprint: jwtFingerprint(verified.issuer, verified.keyId, verified.subject),
-      }),
-    )
+    return afterTenantCheck(checkTenantActive(lookups, verified.tenantId), () => ({
+      ok: true,
+      principal: jwtPrincipal(verified),
+    }))
   }
 }
+
+/**
+ * The principal of a verified JWT, built once per verified token: the verifier's cache hands
+ * back the same `VerifiedJwt` object on every hit, and the principal is a pure function of it
+ * (the tenant check that can change is made per request, above). Saves building, sanitising
+ * the fingerprint and freezing on every request of a repeated token. Weakly held: an entry
+ * the verifier's cache drops takes its principal with it.
+ */
+function jwtPrincipal(verified: VerifiedJwt): Principal {
+  let principal = jwtPrincipals.get(verified)
+  if (principal === undefined) {
+    principal = Object.freeze({
+      tokenType: 'jwt',
+      tenantId: verified.tenantId,
+      subject: verified.subject,
+      permissions: verified.permissions,
+      tokenId: verified.tokenId,
+      expiresAt: verified.expiresAt,
+      issuer: verified.issuer,
+      fingerprint: jwtFingerprint(verified.issuer, verified.keyId, verified.subject),
+    } satisfies Principal)
+    jwtPrincipals.set(verified, principal)
+  }
+  return principal
+}
+
+const jwtPrincipals = new WeakMap<VerifiedJwt, Principal>()
 
 /** Fails with the tenant check's failure, or continues with `next` (without a hop when sync). */
 function afterTenantCheck(

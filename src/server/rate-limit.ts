@@ -242,6 +242,9 @@ const plugin: FastifyPluginAsync<RateLimitPluginOptions> = async (fastify, optio
 function tokenKey(principal: Principal | null): string {
   if (!principal) return ''
   if (principal.tokenType === 'pat') return `pat:${principal.tokenId ?? principal.fingerprint}`
+  // A repeated JWT has the same principal object each time (authenticate.ts jwtPrincipal).
+  const known = jwtPrincipalKeys.get(principal)
+  if (known !== undefined) return known
   const identity = `${principal.issuer ?? ''}\n${principal.tenantId}\n${principal.subject}`
   let key = jwtKeys.get(identity)
   if (key === undefined) {
@@ -250,8 +253,11 @@ function tokenKey(principal: Principal | null): string {
     if (jwtKeys.size >= MAX_JWT_KEYS) jwtKeys.clear()
     jwtKeys.set(identity, key)
   }
+  jwtPrincipalKeys.set(principal, key)
   return key
 }
+
+const jwtPrincipalKeys = new WeakMap<Principal, string>()
 
 /**
  * Per-token keys of recent JWT callers by identity: a SHA-256 per request was a visible share

@@ -139,6 +139,21 @@ describe('the maybe-synchronous JWT path (what the server calls)', () => {
     assert.equal(failureOf(wrongTenant).code, 'tenant_mismatch')
   })
 
+  test('a repeated JWT gets the same frozen principal object; another token its own', async () => {
+    const token = await issuer.sign({ jti: 'same-1' })
+    const other = await issuer.sign({ jti: 'same-2' })
+    const principalOf = async (t: string) => {
+      const result = await authenticate({ authorization: bearer(t), tenantIds: [TEST_TENANT] })
+      assert.ok(result.ok)
+      return result.principal
+    }
+    const first = await principalOf(token)
+    assert.equal(await principalOf(token), first)
+    assert.ok(Object.isFrozen(first))
+    assert.notEqual(await principalOf(other), first)
+    assert.equal((await principalOf(other)).tokenId, 'same-2')
+  })
+
   test('a verifier that throws makes the result reject (fail closed), never throw or pass', async () => {
     const broken: JwtVerifier = {
       verify: () => Promise.reject(new Error('bug')),
