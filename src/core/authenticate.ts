@@ -78,7 +78,13 @@ export function createMaybeSyncAuthenticator(deps: AuthenticatorDeps): Authentic
     if (!parsed.ok) return parsed
     return isPatToken(parsed.token)
       ? authenticatePat(parsed.token, input, lookups, clock)
-      : authenticateJwt(parsed.token, input.tenantIds, lookups, jwt)
+      : authenticateJwt(
+          parsed.token,
+          digestHint(input, parsed.token),
+          input.tenantIds,
+          lookups,
+          jwt,
+        )
   }
 }
 
@@ -105,8 +111,7 @@ function authenticatePat(
 
   // Why the hint: the server's rate limiter has hashed this very token already (one SHA-256
   // per request instead of two). It is used only for the identical token string.
-  const hint = input.patHash
-  const tokenHash = hint !== undefined && hint.token === token ? hint.hash : hashPat(token)
+  const tokenHash = digestHint(input, token) ?? hashPat(token)
   let found: PatRecord | undefined | PromiseLike<PatRecord | undefined>
   try {
     found = lookups.findPatByHash(tokenHash)
@@ -150,15 +155,24 @@ function checkPat(
   })
 }
 
+/** The request's precomputed SHA-256 of exactly this token (`AuthInput.tokenSha256`), if any. */
+function digestHint(input: AuthInput, token: string): string | undefined {
+  const hint = input.tokenSha256
+  return hint !== undefined && hint.token === token ? hint.sha256Hex : undefined
+}
+
 function authenticateJwt(
   token: string,
+  sha256Hex: string | undefined,
   tenantIds: readonly string[],
   lookups: AuthLookups,
   verifier: JwtVerifier,
 ): AuthResult | Promise<AuthResult> {
   let outcome: JwtOutcome | Promise<JwtOutcome>
   try {
-    outcome = verifier.verifyMaybeSync ? verifier.verifyMaybeSync(token) : verifier.verify(token)
+    outcome = verifier.verifyMaybeSync
+      ? verifier.verifyMaybeSync(token, sha256Hex)
+      : verifier.verify(token)
   } catch (error) {
     // As before the synchronous path existed: a verifier bug rejects, it never passes.
     return Promise.reject(error)

@@ -61,7 +61,8 @@ export function createJwtCache(maxEntries: number): JwtCache {
   }
 
   return {
-    keyOf: (token) => hash('sha256', token, 'base64url'),
+    // Lowercase hex, as the server's per-request token digest (AuthInput.tokenSha256).
+    keyOf: (token) => hash('sha256', token, 'hex'),
     get(key, nowSec, toleranceSec) {
       let entry = young.get(key)
       const promote = entry === undefined

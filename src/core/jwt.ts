@@ -128,12 +128,12 @@ export function createJwtVerifier(
     registry.set(config.issuer, trustIssuer(config, jwks, deps))
   }
 
-  const verifyMaybeSync = (token: string): JwtOutcome | Promise<JwtOutcome> => {
+  const verifyMaybeSync = (token: string, sha256Hex?: string): JwtOutcome | Promise<JwtOutcome> => {
     // Bound the work an anonymous caller can cause before any decoding or hashing.
     if (typeof token !== 'string' || token.length === 0 || token.length > settings.maxTokenLength) {
       return { ok: false, failure: malformed('the token is empty or too long') }
     }
-    const key = cache.keyOf(token)
+    const key = sha256Hex ?? cache.keyOf(token)
     const hit = cache.get(key, epochSeconds(settings.clock.now()), settings.toleranceSec)
     if (hit !== undefined) return { ok: true, jwt: hit }
     const checked = checkUnverified(token, registry)

@@ -81,9 +81,10 @@ export interface JwtVerifier {
    * The same verification, answered without a promise when nothing has to be awaited (a
    * cache hit, a static key or a JWKS already loaded): the server's request path uses it so
    * a JWT request goes on in the same tick, as a cached PAT does. Optional for custom
-   * verifiers; `verify` is used when it is absent.
+   * verifiers; `verify` is used when it is absent. `sha256Hex`: the token's SHA-256 when the
+   * caller has computed it already (the verified-token cache key), so it is not hashed again.
    */
-  verifyMaybeSync?(token: string): JwtOutcome | Promise<JwtOutcome>
+  verifyMaybeSync?(token: string, sha256Hex?: string): JwtOutcome | Promise<JwtOutcome>
   /** Stops timers and drops caches. */
   close(): void
 }

@@ -9,17 +9,19 @@ export interface AuthInput {
   /** Every `X-Tenant-Id` value, in arrival order. */
   readonly tenantIds: readonly string[]
   /**
-   * Internal: `hashPat(token)` already computed for this request (the server's rate limiter
-   * keys its known-credentials set by it), so the PAT is hashed once, not twice. The core
-   * uses it only for exactly this `token`; anything else is hashed as usual.
+   * Internal: the bearer token's SHA-256 already computed for this request (the server's
+   * rate limiter keys its known-credentials set by it), so the token is hashed once, not
+   * twice: it is a PAT's store key (`hashPat`) and a JWT's verified-token cache key. The core
+   * uses it only for exactly this `token`; anything else is hashed as usual. It must be the
+   * true digest of `token` (the server computes it from the same header), like any key.
    */
-  readonly patHash?: PatHashHint | undefined
+  readonly tokenSha256?: TokenDigest | undefined
 }
 
-/** A PAT and its `hashPat` digest, computed together (see `AuthInput.patHash`). */
-export interface PatHashHint {
+/** A bearer token and its SHA-256 (lowercase hex), computed together. */
+export interface TokenDigest {
   readonly token: string
-  readonly hash: string
+  readonly sha256Hex: string
 }
 
 const AUTHORIZATION = 'authorization'

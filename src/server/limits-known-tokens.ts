@@ -2,8 +2,8 @@ import { hash } from 'node:crypto'
 
 /**
  * Digests of `Authorization` values that authenticated recently on this instance, bounded
- * in count and age (least recently used dropped first): a PAT's store hash for `Bearer pat_…`
- * (shared with authentication, see server/pat-hash.ts), `credentialDigest` for anything else.
+ * in count and age (least recently used dropped first): the token's SHA-256 for `Bearer <token>`
+ * (shared with authentication, see server/token-digest.ts), `credentialDigest` for anything else.
  *
  * Why it exists: once an address is over its failed-authentication limit, its unverified
  * attempts are refused before any signature check or store lookup. A legitimate caller

@@ -6,7 +6,7 @@ import type { AuthFailure } from '../core/failure.ts'
 import type { AuthResult, Principal } from '../core/principal.ts'
 import { type AuthInput, readAuthHeaders } from '../core/raw-headers.ts'
 import { failureResponse } from '../http/failure-response.ts'
-import { patHashOf } from './pat-hash.ts'
+import { tokenDigestOf } from './token-digest.ts'
 
 /** The instance decoration this plugin calls right after a successful authentication. */
 export const LIMIT_PRINCIPAL = Symbol('tokengate.limitPrincipal')
@@ -158,9 +158,9 @@ export function sendFailure(
  */
 function authInputOf(request: FastifyRequest): AuthInput {
   const input = readAuthHeaders(request.raw.rawHeaders)
-  const patHash = patHashOf(request)
-  if (patHash === undefined) return input
-  return { authorization: input.authorization, tenantIds: input.tenantIds, patHash }
+  const tokenSha256 = tokenDigestOf(request)
+  if (tokenSha256 === undefined) return input
+  return { authorization: input.authorization, tenantIds: input.tenantIds, tokenSha256 }
 }
 
 function pathOf(url: string): string {

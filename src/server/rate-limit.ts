@@ -9,8 +9,8 @@ import { PROBLEM_CONTENT_TYPE, problem } from '../http/problem.ts'
 import { mostConstraining, type PolicyState, rateLimitHeaders } from './limits-headers.ts'
 import { credentialDigest, KnownCredentials } from './limits-known-tokens.ts'
 import { type CounterResult, FallbackStore } from './limits-store.ts'
-import { patHashOf } from './pat-hash.ts'
 import { LIMIT_PRINCIPAL } from './plugin.ts'
+import { tokenDigestOf } from './token-digest.ts'
 
 export type RateLimitConfig = Config['rateLimit']
 
@@ -284,16 +284,16 @@ function addressKeyOf(request: FastifyRequest): string {
 }
 
 /**
- * The request's credential digest, computed at most once per request. For a `Bearer pat_…`
- * value it is the PAT's store hash (hex), which authentication then reuses instead of hashing
- * the token again; any other value gets `credentialDigest` (base64url, so the two kinds of
- * key never collide).
+ * The request's credential digest, computed at most once per request. For a `Bearer <token>`
+ * value it is the token's SHA-256 (hex, token-digest.ts), which authentication then reuses
+ * as a PAT's store key or a JWT's cache key instead of hashing the token again; any other
+ * value gets `credentialDigest` (base64url, so the two kinds of key never collide).
  */
 function digestOf(request: FastifyRequest): string | undefined {
   if (request[DIGEST] !== undefined) return request[DIGEST]
   const authorization = request.headers.authorization
   if (!authorization) return undefined
-  request[DIGEST] = patHashOf(request)?.hash ?? credentialDigest(authorization)
+  request[DIGEST] = tokenDigestOf(request)?.sha256Hex ?? credentialDigest(authorization)
   return request[DIGEST]
 }
 

@@ -18,7 +18,6 @@ import { problem } from '../http/problem.ts'
 import type { AuthContext } from './auth-context.ts'
 import { registerHealthRoutes } from './health.ts'
 import type { Metrics } from './metrics.ts'
-import { patHashOf } from './pat-hash.ts'
 import { tokengatePlugin } from './plugin.ts'
 import { rateLimitPlugin } from './rate-limit.ts'
 import { createRequestIdGenerator, lazyChildLogger } from './request-logger.ts'
@@ -28,6 +27,7 @@ import { StoreUnavailableError } from './routes/route.ts'
 import { serializerSchema } from './routes/serializer-schema.ts'
 import { v1Routes } from './routes/v1/index.ts'
 import type { TlsMaterial } from './tls.ts'
+import { tokenDigestOf } from './token-digest.ts'
 
 export interface BuildServerOptions {
   readonly config: Readonly<Config>
@@ -200,8 +200,11 @@ function recordFailure(
 function rawCredentialFingerprint(request: FastifyRequest): string | null {
   const parsed = parseAuthorization(readAuthHeaders(request.raw.rawHeaders).authorization)
   if (!parsed.ok) return null
-  const patHash = patHashOf(request)
-  return fingerprintToken(parsed.token, patHash?.token === parsed.token ? patHash.hash : undefined)
+  const digest = tokenDigestOf(request)
+  return fingerprintToken(
+    parsed.token,
+    digest?.token === parsed.token ? digest.sha256Hex : undefined,
+  )
 }
 
 function handleError(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {

@@ -4,6 +4,7 @@
  */
 import assert from 'node:assert/strict'
 import { Buffer } from 'node:buffer'
+import { createHash } from 'node:crypto'
 import { after, describe, test } from 'node:test'
 import fc from 'fast-check'
 import {
@@ -152,6 +153,34 @@ describe('the maybe-synchronous JWT path (what the server calls)', () => {
     assert.ok(Object.isFrozen(first))
     assert.notEqual(await principalOf(other), first)
     assert.equal((await principalOf(other)).tokenId, 'same-2')
+  })
+
+  test('a tokenSha256 hint reaches the verifier for exactly its token (the cache key), never for another', async () => {
+    const token = await issuer.sign({ jti: 'hint-1' })
+    const seen: Array<string | undefined> = []
+    const spy: JwtVerifier = {
+      verify: (t) => verifier.verify(t),
+      verifyMaybeSync: (t, sha256Hex) => {
+        seen.push(sha256Hex)
+        return verifier.verifyMaybeSync?.(t, sha256Hex) ?? verifier.verify(t)
+      },
+      close: () => {},
+    }
+    const auth = createMaybeSyncAuthenticator({ lookups: syncLookups, jwt: spy, clock })
+    const digest = createHash('sha256').update(token).digest('hex')
+    const hinted = auth({
+      authorization: bearer(token),
+      tenantIds: [TEST_TENANT],
+      tokenSha256: { token, sha256Hex: digest },
+    })
+    assert.ok(!isPromiseLike(hinted) && hinted.ok)
+    const foreign = auth({
+      authorization: bearer(token),
+      tenantIds: [TEST_TENANT],
+      tokenSha256: { token: `${token}x`, sha256Hex: 'f'.repeat(64) },
+    })
+    assert.ok(!isPromiseLike(foreign) && foreign.ok)
+    assert.deepEqual(seen, [digest, undefined])
   })
 
   test('a verifier that throws makes the result reject (fail closed), never throw or pass', async () => {

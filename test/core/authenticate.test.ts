@@ -43,7 +43,7 @@ describe('authenticate: header parsing', () => {
 })
 
 describe('authenticate: PAT', () => {
-  test('a patHash hint is used for exactly its token, ignored for any other', async () => {
+  test('a tokenSha256 hint is used for exactly its token, ignored for any other', async () => {
     const h = harness()
     const { token } = addPat(h.lookups)
     const hashes: string[] = []
@@ -55,14 +55,14 @@ describe('authenticate: PAT', () => {
     const used = await h.authenticate({
       authorization: bearer(token),
       tenantIds: [],
-      patHash: { token, hash: hashPat(token) },
+      tokenSha256: { token, sha256Hex: hashPat(token) },
     })
     assert.equal(used.ok, true)
     // A hint for another token (a duplicated header Node folded) must not steer the lookup.
     const other = await h.authenticate({
       authorization: bearer(token),
       tenantIds: [],
-      patHash: { token: `${token.slice(0, -1)}x`, hash: 'f'.repeat(64) },
+      tokenSha256: { token: `${token.slice(0, -1)}x`, sha256Hex: 'f'.repeat(64) },
     })
     assert.equal(other.ok, true)
     assert.deepEqual(hashes, [hashPat(token), hashPat(token)])

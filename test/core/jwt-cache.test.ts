@@ -21,10 +21,10 @@ const entry = (subject: string, expSec = 2000, notBeforeSec?: number): CachedJwt
 })
 
 describe('verified-token cache', () => {
-  test('keys are SHA-256 digests, not tokens', () => {
+  test('keys are SHA-256 digests (hex, like the server token digest), not tokens', () => {
     const cache = createJwtCache(10)
     const key = cache.keyOf('header.payload.signature')
-    const expected = createHash('sha256').update('header.payload.signature').digest('base64url')
+    const expected = createHash('sha256').update('header.payload.signature').digest('hex')
     assert.equal(key, expected)
     assert.equal(key.includes('payload'), false)
   })

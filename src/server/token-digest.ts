@@ -1,0 +1,40 @@
+import { hash } from 'node:crypto'
+import type { FastifyRequest } from 'fastify'
+import type { TokenDigest } from '../core/raw-headers.ts'
+
+const TOKEN_DIGEST = Symbol('tokengate.tokenDigest')
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** `null`: computed, and the request carries no `Bearer <token>` credential. */
+    [TOKEN_DIGEST]?: TokenDigest | null
+  }
+}
+
+/**
+ * The request's bearer token and its SHA-256 (hex), computed at most once per request and
+ * shared by the rate limiter (its known-credentials key), authentication (a PAT's store key,
+ * `hashPat`; a JWT's verified-token cache key) and the audit fingerprint of a malformed token.
+ * Why: the token was hashed twice per request, once by the limiter and once by the core.
+ *
+ * Only an `Authorization` value of the form `Bearer <token>` qualifies; anything else returns
+ * `undefined` and the callers fall back to their own digests. Read from `request.headers`
+ * (Node keeps the first of duplicated lines): the core uses the hint only for the identical
+ * token it parsed from the raw headers, so a mismatch costs a second hash, never a wrong
+ * lookup. Only the digest outlives the request; the token stays on the request.
+ */
+export function tokenDigestOf(request: FastifyRequest): TokenDigest | undefined {
+  const memo = request[TOKEN_DIGEST]
+  if (memo !== undefined) return memo ?? undefined
+  const authorization = request.headers.authorization
+  let digest: TokenDigest | null = null
+  if (authorization?.startsWith(BEARER_PREFIX) && authorization.length > BEARER_PREFIX.length) {
+    const token = authorization.slice(BEARER_PREFIX.length)
+    // The same digest as hashPat(token): one-shot SHA-256 of the UTF-8 token, lowercase hex.
+    digest = { token, sha256Hex: hash('sha256', token, 'hex') }
+  }
+  request[TOKEN_DIGEST] = digest
+  return digest ?? undefined
+}
+
+const BEARER_PREFIX = 'Bearer '
