@@ -143,7 +143,20 @@ function checkPat(
     const headerFailure = checkOptionalTenantHeader(tenantIds, record.tenantId)
     if (headerFailure !== undefined) return fail(headerFailure)
 
-    return succeed({
+    return { ok: true, principal: patPrincipal(record, token) }
+  })
+}
+
+/**
+ * The principal of a PAT record, built once per record object: cached lookups hand back the
+ * same record on every hit until it is refreshed, and the principal is a pure function of it
+ * (the record's hash was just checked against this token, so the token's last four
+ * characters are the record's). Weakly held, like `jwtPrincipal` below.
+ */
+function patPrincipal(record: PatRecord, token: string): Principal {
+  let principal = patPrincipals.get(record)
+  if (principal === undefined) {
+    principal = Object.freeze({
       tokenType: 'pat',
       tenantId: record.tenantId,
       subject: record.subject,
@@ -151,9 +164,13 @@ function checkPat(
       tokenId: record.id,
       expiresAt: record.expiresAt,
       fingerprint: patFingerprint(patLast4(token)),
-    })
-  })
+    } satisfies Principal)
+    patPrincipals.set(record, principal)
+  }
+  return principal
 }
+
+const patPrincipals = new WeakMap<PatRecord, Principal>()
 
 /** The request's precomputed SHA-256 of exactly this token (`AuthInput.tokenSha256`), if any. */
 function digestHint(input: AuthInput, token: string): string | undefined {
@@ -337,8 +354,4 @@ function storeUnavailable(): AuthFailure {
 
 function fail(failure: AuthFailure): AuthResult {
   return { ok: false, failure }
-}
-
-function succeed(principal: Principal): AuthResult {
-  return { ok: true, principal: Object.freeze(principal) }
 }
