@@ -82,6 +82,9 @@ export async function createAuthContext(
 
   const patUse = createPatUseRecorder(store, {
     flushIntervalMs: 1000,
+    // Last-used times to the minute (docs/cli.md): one store write per busy token a minute,
+    // not one per token per flush.
+    resolutionMs: 60_000,
     clock,
     onError: (error) => log.warn({ err: error }, 'writing last-used times failed; will retry'),
   })

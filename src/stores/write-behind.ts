@@ -20,6 +20,12 @@ export interface PatUseRecorderOptions {
   readonly clock?: Clock | undefined
   /** Default: a process warning, at most one a minute. */
   readonly onError?: FlushErrorHandler | undefined
+  /**
+   * A use less than this many ms after the last one kept for the same token is dropped, so a
+   * token's stored last-used time is at most this much older than its real last use.
+   * Default 0: every use is kept (and coalesced per flush).
+   */
+  readonly resolutionMs?: number | undefined
 }
 
 export interface PatUseRecorder {
@@ -48,7 +54,13 @@ export function createPatUseRecorder(
   options: PatUseRecorderOptions = {},
 ): PatUseRecorder {
   const clock = options.clock ?? systemClock
+  const resolutionMs = options.resolutionMs ?? 0
   let pending = new Map<string, number>()
+  // The last use kept per token, for `resolutionMs`. Why: with many tokens each in steady use,
+  // keeping every use meant one UPDATE per token per flush, i.e. close to one store write per
+  // request; at a minute's resolution a busy token costs one write a minute. Bounded: when
+  // full it starts over, which at worst keeps one more use per token.
+  let kept = new Map<string, number>()
 
   const keepLatest = (id: string, at: number) => {
     const known = pending.get(id)
@@ -74,6 +86,12 @@ export function createPatUseRecorder(
 
   return {
     record(id, at = clock.now()) {
+      if (resolutionMs > 0) {
+        const last = kept.get(id)
+        if (last !== undefined && at >= last && at - last < resolutionMs) return
+        if (kept.size >= MAX_KEPT_TOKENS) kept = new Map()
+        kept.set(id, at)
+      }
       keepLatest(id, at)
     },
     flush: runner.flush,
@@ -81,6 +99,9 @@ export function createPatUseRecorder(
     pending: () => pending.size,
   }
 }
+
+/** Tokens whose last kept use `createPatUseRecorder` remembers (~10 MB at most). */
+const MAX_KEPT_TOKENS = 100_000
 
 /** An audit event as the caller writes it: `id` and `time` are assigned when missing. */
 export type AuditEventInput = Omit<AuditEvent, 'id' | 'time'> &

@@ -92,6 +92,26 @@ describe('PAT use recorder', () => {
     assert.equal(store.uses.length, 1, 'nothing to write, no write')
   })
 
+  it('with a resolution, a use within it of the last kept one is dropped; a later one kept', async () => {
+    const store = recordingStore()
+    const recorder = createPatUseRecorder(store, { flushIntervalMs: 0, resolutionMs: 60_000 })
+    recorder.record('a', T0)
+    recorder.record('a', T0 + 59_999)
+    recorder.record('b', T0 + 10)
+    await recorder.flush()
+    recorder.record('a', T0 + 30_000)
+    assert.equal(recorder.pending(), 0, 'within a minute of the kept use: nothing to write')
+    recorder.record('a', T0 + 60_000)
+    await recorder.flush()
+    assert.deepEqual(store.uses, [
+      new Map([
+        ['a', T0],
+        ['b', T0 + 10],
+      ]),
+      new Map([['a', T0 + 60_000]]),
+    ])
+  })
+
   it('uses the clock when no time is given', async () => {
     const store = recordingStore()
     const recorder = createPatUseRecorder(store, { flushIntervalMs: 0, clock: { now: () => 77 } })
