@@ -154,20 +154,15 @@ function checkPat(
  * characters are the record's). Weakly held, like `jwtPrincipal` below.
  */
 function patPrincipal(record: PatRecord, token: string): Principal {
-  let principal = patPrincipals.get(record)
-  if (principal === undefined) {
-    principal = Object.freeze({
-      tokenType: 'pat',
-      tenantId: record.tenantId,
-      subject: record.subject,
-      permissions: record.permissions,
-      tokenId: record.id,
-      expiresAt: record.expiresAt,
-      fingerprint: patFingerprint(patLast4(token)),
-    } satisfies Principal)
-    patPrincipals.set(record, principal)
-  }
-  return principal
+  return memoised(patPrincipals, record, () => ({
+    tokenType: 'pat',
+    tenantId: record.tenantId,
+    subject: record.subject,
+    permissions: record.permissions,
+    tokenId: record.id,
+    expiresAt: record.expiresAt,
+    fingerprint: patFingerprint(patLast4(token)),
+  }))
 }
 
 const patPrincipals = new WeakMap<PatRecord, Principal>()
@@ -218,24 +213,33 @@ function authenticateJwt(
  * the verifier's cache drops takes its principal with it.
  */
 function jwtPrincipal(verified: VerifiedJwt): Principal {
-  let principal = jwtPrincipals.get(verified)
-  if (principal === undefined) {
-    principal = Object.freeze({
-      tokenType: 'jwt',
-      tenantId: verified.tenantId,
-      subject: verified.subject,
-      permissions: verified.permissions,
-      tokenId: verified.tokenId,
-      expiresAt: verified.expiresAt,
-      issuer: verified.issuer,
-      fingerprint: jwtFingerprint(verified.issuer, verified.keyId, verified.subject),
-    } satisfies Principal)
-    jwtPrincipals.set(verified, principal)
-  }
-  return principal
+  return memoised(jwtPrincipals, verified, () => ({
+    tokenType: 'jwt',
+    tenantId: verified.tenantId,
+    subject: verified.subject,
+    permissions: verified.permissions,
+    tokenId: verified.tokenId,
+    expiresAt: verified.expiresAt,
+    issuer: verified.issuer,
+    fingerprint: jwtFingerprint(verified.issuer, verified.keyId, verified.subject),
+  }))
 }
 
 const jwtPrincipals = new WeakMap<VerifiedJwt, Principal>()
+
+/** The frozen principal `memo` holds for `key`, built by `build` the first time. */
+function memoised<K extends object>(
+  memo: WeakMap<K, Principal>,
+  key: K,
+  build: () => Principal,
+): Principal {
+  let principal = memo.get(key)
+  if (principal === undefined) {
+    principal = Object.freeze(build())
+    memo.set(key, principal)
+  }
+  return principal
+}
 
 /** Fails with the tenant check's failure, or continues with `next` (without a hop when sync). */
 function afterTenantCheck(
