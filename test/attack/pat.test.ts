@@ -1,6 +1,4 @@
 import assert from 'node:assert/strict'
-import { mkdtempSync } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
 import { after, before, describe, it } from 'node:test'
@@ -8,6 +6,7 @@ import { createAuthenticator } from '../../src/core/authenticate.ts'
 import { hashPat, issuePat } from '../../src/core/pat.ts'
 import type { AuthLookups, JwtVerifier } from '../../src/core/ports.ts'
 import { openSqliteStore } from '../../src/stores/sqlite.ts'
+import { tempDir } from '../helpers/temp-dir.ts'
 import { assertNoEcho, bearer, type Gate, startGate } from './harness.ts'
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
@@ -32,7 +31,7 @@ function toggleCase(token: string, index: number): string | undefined {
  * one exactly one indexed lookup by hash.
  */
 describe('PAT attacks at the core (real SQLite store, calls counted)', () => {
-  const path = join(mkdtempSync(join(tmpdir(), 'tg-pat-')), 'store.db')
+  const path = join(tempDir('tg-pat-'), 'store.db')
   const store = openSqliteStore(path)
   const calls: string[] = []
   const jwtCalls: string[] = []

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict'
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { renderConfigurationDoc } from '../../src/config/docs.ts'
 import { ConfigError, loadConfig } from '../../src/config/load.ts'
+import { tempDir } from '../helpers/temp-dir.ts'
 
 const dev = { env: { TOKENGATE_DEV: 'true' } }
 
@@ -23,7 +23,7 @@ describe('loadConfig', () => {
   })
 
   it('merges file < environment < overrides, converting strings from the environment', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tg-config-'))
+    const dir = tempDir('tg-config-')
     const file = join(dir, 'tokengate.yaml')
     writeFileSync(file, 'dev: true\nserver:\n  port: 9000\n  host: 0.0.0.0\nlog:\n  level: warn\n')
     const config = loadConfig({
@@ -38,7 +38,7 @@ describe('loadConfig', () => {
   })
 
   it('reads the file named by TOKENGATE_CONFIG, JSON too', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tg-config-'))
+    const dir = tempDir('tg-config-')
     const file = join(dir, 'tokengate.json')
     writeFileSync(file, JSON.stringify({ dev: true, pagination: { defaultLimit: 10 } }))
     assert.equal(loadConfig({ env: { TOKENGATE_CONFIG: file } }).pagination.defaultLimit, 10)
@@ -95,7 +95,7 @@ describe('loadConfig', () => {
       () => loadConfig({ env: { ...dev.env, DATABASE_URL: 'mysql://x' } }),
       /\/databaseUrl/,
     )
-    const dir = mkdtempSync(join(tmpdir(), 'tg-config-'))
+    const dir = tempDir('tg-config-')
     const file = join(dir, 'bad.json')
     writeFileSync(file, '{ not json')
     assert.throws(

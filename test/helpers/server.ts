@@ -13,9 +13,8 @@
  * - Every log line is captured in `logs`.
  */
 import { Buffer } from 'node:buffer'
-import { mkdtempSync, readFileSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import https from 'node:https'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import tls from 'node:tls'
@@ -23,6 +22,7 @@ import { run } from '../../src/cli/main.ts'
 import { loadConfig } from '../../src/config/load.ts'
 import type { Clock } from '../../src/core/ports.ts'
 import { type RunningTokengate, startTokengate } from '../../src/main.ts'
+import { tempDir } from './temp-dir.ts'
 
 export interface TestResponse {
   readonly status: number
@@ -78,7 +78,7 @@ export async function startTestServer(
   overrides: Record<string, unknown> = {},
   options: { readonly keepAlive?: boolean } = {},
 ): Promise<TestServer> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'tg-e2e-'))
+  const dataDir = tempDir('tg-e2e-')
   const logs: string[] = []
   const sink = new Writable({
     write(chunk, _encoding, done) {

@@ -1,6 +1,4 @@
 import assert from 'node:assert/strict'
-import { mkdtempSync } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
 import { describe, it } from 'node:test'
@@ -13,9 +11,10 @@ import { createAuthContext } from '../../src/server/auth-context.ts'
 import { buildServer } from '../../src/server/server.ts'
 import { openSqliteStore } from '../../src/stores/sqlite.ts'
 import { startTestServer } from '../helpers/server.ts'
+import { tempDir } from '../helpers/temp-dir.ts'
 
 function freshConfig() {
-  const dataDir = mkdtempSync(join(tmpdir(), 'tg-life-'))
+  const dataDir = tempDir('tg-life-')
   return loadConfig({ env: {}, overrides: { dev: true, dataDir, server: { plainHttp: true } } })
 }
 

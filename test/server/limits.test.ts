@@ -1,6 +1,4 @@
 import assert from 'node:assert/strict'
-import { mkdtempSync } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 import pino from 'pino'
@@ -12,6 +10,7 @@ import { createAuthContext } from '../../src/server/auth-context.ts'
 import { buildServer } from '../../src/server/server.ts'
 import { openSqliteStore } from '../../src/stores/sqlite.ts'
 import { startTestServer, type TestResponse } from '../helpers/server.ts'
+import { tempDir } from '../helpers/temp-dir.ts'
 
 /** Size bounds (issue #7 "Bounds"): request head, body, JWT, page size. */
 
@@ -30,7 +29,7 @@ function bigJwt(bytes: number): string {
 }
 
 async function injectApp(t: TestContext, overrides: Record<string, unknown>) {
-  const dataDir = mkdtempSync(join(tmpdir(), 'tg-limits-'))
+  const dataDir = tempDir('tg-limits-')
   const config = loadConfig({
     env: {},
     overrides: { dev: true, dataDir, server: { plainHttp: true }, ...overrides },

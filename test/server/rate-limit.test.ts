@@ -1,6 +1,4 @@
 import assert from 'node:assert/strict'
-import { mkdtempSync } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import { after, before, describe, it, type TestContext } from 'node:test'
@@ -17,6 +15,7 @@ import { buildServer } from '../../src/server/server.ts'
 import { openSqliteStore } from '../../src/stores/sqlite.ts'
 import type { Store } from '../../src/stores/store.ts'
 import { type RedisServer, skipReason, startRedis } from '../helpers/services.ts'
+import { tempDir } from '../helpers/temp-dir.ts'
 
 /** One store (a SQLite data directory in dev mode) that one or more app instances share. */
 interface Backend {
@@ -41,7 +40,7 @@ interface App {
 }
 
 async function openBackend(t: TestContext): Promise<Backend> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'tg-rl-'))
+  const dataDir = tempDir('tg-rl-')
   const store = openSqliteStore(join(dataDir, 'tokengate.db'))
   await store.migrate()
   await seedDevData(store, dataDir, Date.now())
