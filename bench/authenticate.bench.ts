@@ -13,9 +13,8 @@ import type { AuthInput } from '../src/core/raw-headers.ts'
 import { createCachedLookups } from '../src/stores/cached-lookups.ts'
 import {
   BENCH_ALGORITHMS,
-  BENCH_AUDIENCE,
   BENCH_TENANT,
-  issuerOf,
+  benchIssuers,
   loadFixtures,
   readPatRecords,
 } from './fixtures.ts'
@@ -30,20 +29,7 @@ const lookups = createCachedLookups({
   findPatByHash: async (hash) => pats.get(hash),
   findTenant: async (id) => (id === BENCH_TENANT ? tenant : undefined),
 })
-const verifier = createJwtVerifier(
-  BENCH_ALGORITHMS.map((alg) => {
-    const entry = fixtures.algs[alg]
-    return {
-      issuer: issuerOf(alg),
-      audiences: [BENCH_AUDIENCE],
-      algorithms: [alg],
-      keySource:
-        alg === 'HS256'
-          ? { kind: 'secret' as const, secret: entry.secret as string, algorithm: alg }
-          : { kind: 'jwks' as const, jwks: { keys: [entry.publicJwk as Record<string, unknown>] } },
-    }
-  }),
-)
+const verifier = createJwtVerifier(benchIssuers(fixtures))
 const authenticate = createAuthenticator({
   lookups,
   jwt: verifier,

@@ -8,6 +8,7 @@ import { generateKeyPairSync, type KeyObject, randomBytes } from 'node:crypto'
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import type { IssuerConfig } from '../src/core/issuer.ts'
 import { issuePat } from '../src/core/pat.ts'
 import type { PatRecord } from '../src/core/ports.ts'
 import { signCompact } from '../test/helpers/jwt.ts'
@@ -178,4 +179,24 @@ export function readPatRecords(fixtures: Fixtures): PatRecord[] {
     .split('\n')
     .filter(Boolean)
     .map((line) => JSON.parse(line) as PatRecord)
+}
+
+/**
+ * The trusted-issuer configuration of every benchmark algorithm: one issuer per algorithm,
+ * its public JWK inline (HS256: the shared secret). What tokengate's bench server stores and
+ * what the micro-benchmark and the fixture test verify against.
+ */
+export function benchIssuers(fixtures: Fixtures): IssuerConfig[] {
+  return BENCH_ALGORITHMS.map((alg) => {
+    const entry = fixtures.algs[alg]
+    return {
+      issuer: issuerOf(alg),
+      audiences: [BENCH_AUDIENCE],
+      algorithms: [alg],
+      keySource:
+        alg === 'HS256'
+          ? { kind: 'secret', secret: entry.secret as string, algorithm: alg }
+          : { kind: 'jwks', jwks: { keys: [entry.publicJwk as Record<string, unknown>] } },
+    }
+  })
 }

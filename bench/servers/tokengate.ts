@@ -14,14 +14,7 @@ import { loadConfig } from '../../src/config/load.ts'
 import { startTokengate } from '../../src/main.ts'
 import { openStore } from '../../src/stores/open-store.ts'
 import type { SqliteStore } from '../../src/stores/sqlite.ts'
-import {
-  BENCH_ALGORITHMS,
-  BENCH_AUDIENCE,
-  BENCH_TENANT,
-  issuerOf,
-  loadFixtures,
-  readPatRecords,
-} from '../fixtures.ts'
+import { BENCH_TENANT, benchIssuers, loadFixtures, readPatRecords } from '../fixtures.ts'
 
 const [fixturesDir, portText, upstream] = process.argv.slice(2)
 const fixtures = loadFixtures(fixturesDir)
@@ -32,21 +25,7 @@ await store.migrate()
 const now = Date.now()
 await store.createTenant({ id: BENCH_TENANT, name: 'Bench' }, now)
 await store.insertPats(readPatRecords(fixtures))
-for (const alg of BENCH_ALGORITHMS) {
-  const entry = fixtures.algs[alg]
-  await store.putIssuer(
-    {
-      issuer: issuerOf(alg),
-      audiences: [BENCH_AUDIENCE],
-      keySource:
-        alg === 'HS256'
-          ? { kind: 'secret', secret: entry.secret as string, algorithm: 'HS256' }
-          : { kind: 'jwks', jwks: { keys: [entry.publicJwk as Record<string, unknown>] } },
-      algorithms: [alg],
-    },
-    now,
-  )
-}
+for (const issuer of benchIssuers(fixtures)) await store.putIssuer(issuer, now)
 await store.close()
 
 const unlimited = { max: 1_000_000_000, windowSec: 60 }

@@ -11,9 +11,8 @@ import { join } from 'node:path'
 import { after, test } from 'node:test'
 import {
   BENCH_ALGORITHMS,
-  BENCH_AUDIENCE,
   BENCH_TENANT,
-  issuerOf,
+  benchIssuers,
   loadFixtures,
   readPatRecords,
 } from '../../bench/fixtures.ts'
@@ -26,24 +25,7 @@ const fixtures = loadFixtures(dir, 25)
 const lines = (file: string) => readFileSync(file, 'utf8').split('\n').filter(Boolean)
 
 test('every pooled and single JWT verifies, for its tenant, and the pools hold distinct tokens', async () => {
-  const verifier = createJwtVerifier(
-    BENCH_ALGORITHMS.map((alg) => {
-      const entry = fixtures.algs[alg]
-      return {
-        issuer: issuerOf(alg),
-        audiences: [BENCH_AUDIENCE],
-        algorithms: [alg],
-        keySource:
-          alg === 'HS256'
-            ? { kind: 'secret' as const, secret: entry.secret as string, algorithm: alg }
-            : {
-                kind: 'jwks' as const,
-                jwks: { keys: [entry.publicJwk as Record<string, unknown>] },
-              },
-      }
-    }),
-    { cacheMaxEntries: 0 },
-  )
+  const verifier = createJwtVerifier(benchIssuers(fixtures), { cacheMaxEntries: 0 })
   for (const alg of BENCH_ALGORITHMS) {
     const pool = lines(fixtures.algs[alg].poolFile)
     assert.equal(pool.length, 25)
