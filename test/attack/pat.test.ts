@@ -25,6 +25,19 @@ function toggleCase(token: string, index: number): string | undefined {
   return `${token.slice(0, index)}${flipped}${token.slice(index + 1)}`
 }
 
+/** A well-formed PAT (right checksum) that no store holds. */
+function unknownPat(): string {
+  const issued = issuePat({
+    tenantId: 'acme',
+    subject: 's',
+    name: 'n',
+    permissions: [],
+    expiresAt: null,
+    now: Date.now(),
+  })
+  return issued.token
+}
+
 /**
  * PAT attacks at the core, against the real SQLite store with every call counted: a
  * malformed or mis-checksummed PAT must cost no store access at all, a well-formed unknown
@@ -142,14 +155,7 @@ describe('PAT attacks at the core (real SQLite store, calls counted)', () => {
   })
 
   it('a valid-looking unknown PAT (right checksum) → 401 invalid_token after exactly one lookup by hash', async () => {
-    const unknown = issuePat({
-      tenantId: 'acme',
-      subject: 's',
-      name: 'n',
-      permissions: [],
-      expiresAt: null,
-      now: Date.now(),
-    }).token
+    const unknown = unknownPat()
     calls.length = 0
     const result = await attempt(unknown)
     assert.equal(result.ok, false)
@@ -196,14 +202,7 @@ describe('PAT attacks over HTTPS', () => {
   })
 
   it('every mutated, case-changed, unknown or revoked PAT → 401 invalid_token with a challenge, never echoed', async () => {
-    const unknown = issuePat({
-      tenantId: 'acme',
-      subject: 's',
-      name: 'n',
-      permissions: [],
-      expiresAt: null,
-      now: Date.now(),
-    }).token
+    const unknown = unknownPat()
     const variants = [unknown, revoked]
     for (let index = 4; index < valid.length; index += 3) variants.push(mutate(valid, index))
     for (let index = 4; index < valid.length; index += 5) {
@@ -221,14 +220,7 @@ describe('PAT attacks over HTTPS', () => {
   })
 
   it('unknown and revoked PATs take the same time within noise (medians, generous 3x bound)', async (t) => {
-    const unknown = issuePat({
-      tenantId: 'acme',
-      subject: 's',
-      name: 'n',
-      permissions: [],
-      expiresAt: null,
-      now: Date.now(),
-    }).token
+    const unknown = unknownPat()
     const samples: Record<'unknown' | 'revoked', number[]> = { unknown: [], revoked: [] }
     const time = async (kind: 'unknown' | 'revoked', token: string) => {
       const started = process.hrtime.bigint()
