@@ -17,7 +17,7 @@
  * Run: `./node_modules/.bin/node bench/gateway.bench.ts`
  * (options: `--duration 5 --connections 32 --runs 3`).
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
+import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -25,7 +25,7 @@ import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { parseArgs } from 'node:util'
-import { type LoadResult, loadTool, runLoad } from './load.ts'
+import { commandExists, type LoadResult, loadTool, runLoad } from './load.ts'
 
 const { values } = parseArgs({
   options: {
@@ -159,15 +159,6 @@ function report(message: object): void {
 }
 
 const haveTaskset = cpus().length >= 2 && commandExists('taskset')
-
-function commandExists(command: string): boolean {
-  try {
-    execFileSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' })
-    return true
-  } catch {
-    return false
-  }
-}
 
 /** Starts this file in a child role on `cpu`; resolves with the first JSON line it prints. */
 function startChild(

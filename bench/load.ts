@@ -31,11 +31,16 @@ export interface LoadResult {
 export type LoadTool = 'wrk' | 'autocannon'
 
 export function loadTool(): LoadTool {
+  return commandExists('wrk') ? 'wrk' : 'autocannon'
+}
+
+/** Whether `command` is on the PATH (wrk, taskset). */
+export function commandExists(command: string): boolean {
   try {
-    execFileSync('sh', ['-c', 'command -v wrk'], { stdio: 'ignore' })
-    return 'wrk'
+    execFileSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' })
+    return true
   } catch {
-    return 'autocannon'
+    return false
   }
 }
 

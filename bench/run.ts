@@ -14,7 +14,7 @@ import { mkdirSync, writeFileSync } from 'node:fs'
 import { cpus } from 'node:os'
 import { join } from 'node:path'
 import { BENCH_TENANT, type BenchAlgorithm, type Fixtures, loadFixtures } from './fixtures.ts'
-import { type LoadRequest, type LoadResult, loadTool, runLoad } from './load.ts'
+import { commandExists, type LoadRequest, type LoadResult, loadTool, runLoad } from './load.ts'
 
 const args = process.argv.slice(2)
 const quick = args.includes('--quick')
@@ -39,15 +39,6 @@ const node = process.execPath
 const haveTaskset = commandExists('taskset') && cpus().length >= 2
 const pin = (cpu: number, command: string, argv: string[]): [string, string[]] =>
   haveTaskset ? ['taskset', ['-c', String(cpu), command, ...argv]] : [command, argv]
-
-function commandExists(command: string): boolean {
-  try {
-    execFileSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' })
-    return true
-  } catch {
-    return false
-  }
-}
 
 // ---------------------------------------------------------------------------------------
 // Servers
