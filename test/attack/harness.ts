@@ -1,9 +1,8 @@
 /**
  * Helpers for the attack, identity-provider and fuzz suites: the shared end-to-end server
  * (test/helpers/server.ts) with rate limiting off, raw header builders, polling, an echo
- * check, and a local JWKS endpoint with failure modes.
+ * check (the local JWKS endpoint is test/helpers/jwt.ts startKeyServer).
  */
-import { createServer } from 'node:http'
 import {
   createMovableClock,
   type MovableClock,
@@ -69,58 +68,4 @@ function echoNeedles(secret: string): string[] {
   if (secret.length < 16) return [secret]
   const parts = secret.split('.').filter((part) => part.length >= 12)
   return [secret, ...parts]
-}
-
-export type KeyHostMode = 'ok' | 'error' | 'hang'
-
-/** A local identity provider's key endpoint: `/jwks.json`, with failure modes and a delay. */
-export interface KeyHost {
-  readonly url: string
-  /** JWKS requests received so far. */
-  readonly requests: number
-  setJwks(jwks: unknown): void
-  /** `ok` serves the JWKS, `error` answers 500, `hang` never answers. */
-  setMode(mode: KeyHostMode): void
-  /** Delay before each answer, in milliseconds. */
-  setDelay(ms: number): void
-  close(): Promise<void>
-}
-
-/** Starts a JWKS endpoint on 127.0.0.1 with a random port. */
-export async function startKeyHost(jwks: unknown): Promise<KeyHost> {
-  let body = JSON.stringify(jwks)
-  let mode: KeyHostMode = 'ok'
-  let delayMs = 0
-  let requests = 0
-  const server = createServer((_request, response) => {
-    requests++
-    if (mode === 'hang') return
-    const answer = mode
-    setTimeout(() => {
-      if (answer === 'error') response.writeHead(500).end()
-      else response.writeHead(200, { 'content-type': 'application/jwk-set+json' }).end(body)
-    }, delayMs)
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as { port: number }
-  return {
-    url: `http://127.0.0.1:${port}/jwks.json`,
-    get requests() {
-      return requests
-    },
-    setJwks(next) {
-      body = JSON.stringify(next)
-    },
-    setMode(next) {
-      mode = next
-    },
-    setDelay(ms) {
-      delayMs = ms
-    },
-    async close() {
-      const done = new Promise<void>((resolve) => server.close(() => resolve()))
-      server.closeAllConnections()
-      await done
-    },
-  }
 }

@@ -1,14 +1,17 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
-import { createTestIssuer, type TestIssuer } from '../helpers/jwt.ts'
+import {
+  createTestIssuer,
+  type KeyServer,
+  startKeyServer,
+  type TestIssuer,
+} from '../helpers/jwt.ts'
 import {
   bearer,
   eventually,
   type Gate,
   type GateResponse,
-  type KeyHost,
   startGate,
-  startKeyHost,
   tenantHeader,
 } from './harness.ts'
 
@@ -20,7 +23,7 @@ import {
  */
 describe('key-source outages (over HTTPS, real JWKS endpoints)', () => {
   let gate: Gate
-  const hosts: KeyHost[] = []
+  const hosts: KeyServer[] = []
   let serial = 0
 
   const MAX_AGE = 600_000
@@ -39,7 +42,7 @@ describe('key-source outages (over HTTPS, real JWKS endpoints)', () => {
 
   interface Remote {
     readonly issuer: TestIssuer
-    readonly host: KeyHost
+    readonly host: KeyServer
     /**
      * A fresh token (new jti: never served from the verified-token cache), issued at `nowMs`
      * (default: tokengate's clock now).
@@ -52,7 +55,7 @@ describe('key-source outages (over HTTPS, real JWKS endpoints)', () => {
   async function remote(options: { mode?: 'ok' | 'error' } = {}) {
     const iss = `https://idp-${++serial}.outage.test`
     const issuer = createTestIssuer({ issuer: iss, kid: 'k1', clock: gate.clock })
-    const host = await startKeyHost({ keys: [issuer.publicJwk] })
+    const host = await startKeyServer({ keys: [issuer.publicJwk] })
     hosts.push(host)
     host.setMode(options.mode ?? 'ok')
     const added = await gate.cli(

@@ -292,6 +292,8 @@ export interface KeyServer {
   setJwks(jwks: unknown): void
   /** `ok` serves the JWKS, `error` answers 500, `hang` never answers. */
   setMode(mode: KeyServerMode): void
+  /** Delay before each answer, in milliseconds (default 0: at once). */
+  setDelay(ms: number): void
   /** Stops listening and drops connections: later requests are refused. */
   close(): Promise<void>
 }
@@ -300,15 +302,18 @@ export interface KeyServer {
 export async function startKeyServer(jwks: unknown = { keys: [] }): Promise<KeyServer> {
   let body = JSON.stringify(jwks)
   let mode: KeyServerMode = 'ok'
+  let delayMs = 0
   let requests = 0
   const server = createServer((_request: IncomingMessage, response: ServerResponse) => {
     requests++
     if (mode === 'hang') return
-    if (mode === 'error') {
-      response.writeHead(500).end()
-      return
+    const current = mode // the mode when the request arrived, even if answered later
+    const answer = () => {
+      if (current === 'error') response.writeHead(500).end()
+      else response.writeHead(200, { 'content-type': 'application/jwk-set+json' }).end(body)
     }
-    response.writeHead(200, { 'content-type': 'application/jwk-set+json' }).end(body)
+    if (delayMs > 0) setTimeout(answer, delayMs)
+    else answer()
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const { port } = server.address() as AddressInfo
@@ -323,6 +328,9 @@ export async function startKeyServer(jwks: unknown = { keys: [] }): Promise<KeyS
     },
     setMode(next) {
       mode = next
+    },
+    setDelay(ms) {
+      delayMs = ms
     },
     async close() {
       if (closed) return
