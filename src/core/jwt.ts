@@ -104,7 +104,7 @@ const invalid = (
 export function createJwtVerifier(
   issuers: readonly IssuerConfig[],
   options: JwtVerifierOptions = {},
-): JwtVerifier {
+): Required<JwtVerifier> {
   const settings: Settings = {
     clock: options.clock ?? systemClock,
     toleranceSec: nonNegative('clockToleranceSec', options.clockToleranceSec ?? 30),
@@ -165,7 +165,7 @@ export function createJwtVerifier(
       for (const trusted of registry.values()) trusted.keys.close()
       cache.clear()
     },
-  } satisfies JwtVerifier
+  }
 }
 
 type Unverified =

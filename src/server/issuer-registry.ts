@@ -58,7 +58,7 @@ export async function createIssuerRegistry(
   return {
     verify: (token: string): Promise<JwtOutcome> => current.verify(token),
     verifyMaybeSync: (token: string, sha256Hex?: string): JwtOutcome | Promise<JwtOutcome> =>
-      current.verifyMaybeSync ? current.verifyMaybeSync(token, sha256Hex) : current.verify(token),
+      current.verifyMaybeSync(token, sha256Hex),
     reload() {
       // A change that arrives while a reload reads the store may not be in what it read:
       // run once more after it instead of joining it.
