@@ -24,7 +24,7 @@ import { delimiter, join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 
-export type Service = 'postgres' | 'redis'
+export type Service = 'postgres' | 'redis' | 'nginx' | 'caddy' | 'chromium'
 
 /** A running throwaway Postgres. */
 export interface PostgresServer {
@@ -59,7 +59,7 @@ const READY_TIMEOUT_MS = 30_000
  * Throws under `CI=true` when the service is unavailable.
  */
 export function skipReason(service: Service): string | false {
-  const reason = service === 'postgres' ? postgresUnavailable() : redisUnavailable()
+  const reason = unavailable[service]()
   if (reason === undefined) return false
   if (process.env.CI === 'true') {
     throw new Error(`CI=true but ${service} cannot be started: ${reason}`)
@@ -252,6 +252,26 @@ function postgresUnavailable(): string | undefined {
     return 'running as root and there is no `postgres` system user to run the server as'
   }
   return undefined
+}
+
+const unavailable: Record<Service, () => string | undefined> = {
+  postgres: postgresUnavailable,
+  redis: redisUnavailable,
+  nginx: () => (binaryPath('nginx') ? undefined : 'no nginx binary (apt-get install nginx)'),
+  caddy: () => (binaryPath('caddy') ? undefined : 'no caddy binary (apt-get install caddy)'),
+  chromium: () =>
+    binaryPath('chromium') ? undefined : 'no chromium binary (apt-get install chromium)',
+}
+
+/**
+ * The absolute path of a proxy or browser binary: PATH first, then the sbin directories
+ * Debian installs nginx into (absent from a non-root PATH).
+ */
+export function binaryPath(name: 'nginx' | 'caddy' | 'chromium'): string | undefined {
+  return (
+    findOnPath(name) ??
+    ['/usr/sbin', '/usr/bin'].map((dir) => join(dir, name)).find((path) => existsSync(path))
+  )
 }
 
 function redisUnavailable(): string | undefined {
