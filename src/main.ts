@@ -24,6 +24,8 @@ export interface RunningTokengate {
   readonly changeFeed: ChangeFeedStatus | undefined
   /** `http://host:port/metrics` when `metrics.enabled`, else undefined. */
   readonly metricsUrl: string | undefined
+  /** The admin listener (`https://host:port`, console at `/admin/`) when `admin.enabled`. */
+  readonly adminUrl: string | undefined
   /** Graceful: stop accepting, finish in-flight requests, flush last-used times and audit. */
   close(): Promise<void>
 }
@@ -51,6 +53,7 @@ export async function startTokengate(
   )
   let events: EventDelivery | undefined
   let metricsListener: MetricsListener | undefined
+  let adminListener: { url: string; close(): Promise<void> } | undefined
   try {
     await store.migrate()
     // Dev seeding (jose, for the dev issuer) and metrics (prom-client) are loaded only when
@@ -75,6 +78,16 @@ export async function startTokengate(
         })
       : undefined
     const app = await buildServer({ config, auth, logger, tls, metrics })
+    // The admin console's traffic chart counts the API listener's answers by status.
+    const traffic = config.admin.enabled
+      ? (await import('./admin/traffic.ts')).createTrafficRecorder(clock)
+      : undefined
+    if (traffic) {
+      app.addHook('onResponse', (_request, reply, done) => {
+        traffic.record(reply.statusCode)
+        done()
+      })
+    }
     await app.listen({
       host: config.server.host,
       port: config.server.port,
@@ -92,7 +105,22 @@ export async function startTokengate(
         config.metrics.port,
       )
     }
-    const started = { events, metricsListener }
+    if (traffic) {
+      const { startAdminListener } = await import('./admin/server.ts')
+      adminListener = await startAdminListener({
+        config,
+        store,
+        issuers: auth.issuers,
+        clock,
+        logger,
+        tls,
+        traffic,
+        changeFeed: () =>
+          store.kind === 'postgres' ? (store as PostgresStore).changeFeed : undefined,
+      })
+      logger.info({ url: `${adminListener.url}/admin/` }, 'admin console listening')
+    }
+    const started = { events, metricsListener, adminListener }
 
     let closing: Promise<void> | undefined
     return {
@@ -100,6 +128,7 @@ export async function startTokengate(
       devSeed,
       logger,
       metricsUrl: metricsListener?.url,
+      adminUrl: adminListener?.url,
       get changeFeed() {
         return store.kind === 'postgres' ? (store as PostgresStore).changeFeed : undefined
       },
@@ -111,6 +140,7 @@ export async function startTokengate(
           )
           force.unref()
           await app.close()
+          await started.adminListener?.close()
           await started.metricsListener?.close()
           // Before the audit flush: events flushed now stay queued for the next start.
           await started.events.close()
@@ -122,6 +152,7 @@ export async function startTokengate(
       },
     }
   } catch (error) {
+    await adminListener?.close()
     await metricsListener?.close()
     await events?.close()
     await store.close().catch(() => {})

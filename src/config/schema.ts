@@ -272,6 +272,65 @@ export const ConfigSchema = Type.Object(
       },
       { default: {}, additionalProperties: false },
     ),
+    admin: Type.Object(
+      {
+        enabled: Type.Boolean({
+          default: false,
+          description:
+            'Serve the admin API (/admin/api/v1) and web console (/admin/) on a listener of their own (never on the API port). See docs/console.md.',
+        }),
+        host: Type.String({
+          default: '127.0.0.1',
+          description: 'Admin listener address. Keep it on loopback or a private network.',
+        }),
+        port: Type.Integer({
+          default: 9443,
+          minimum: 0,
+          maximum: 65535,
+          description:
+            'Admin listener port. HTTPS with the server certificate unless server.plainHttp.',
+        }),
+        sessionTtlMs: Type.Integer({
+          default: 28_800_000,
+          minimum: 60_000,
+          description:
+            'Console session lifetime (never beyond the admin token or operator JWT expiry).',
+        }),
+        sessionIdleMs: Type.Integer({
+          default: 1_800_000,
+          minimum: 60_000,
+          description: 'A console session unused for this long ends.',
+        }),
+        oidc: Type.Optional(
+          Type.Object(
+            {
+              issuer: Type.String({
+                pattern: '^https?://',
+                description: 'Operator SSO: exact `iss` of operator JWTs.',
+              }),
+              audience: Type.String({
+                minLength: 1,
+                description: 'Operator SSO: required `aud` of operator JWTs.',
+              }),
+              jwksUrl: Type.Optional(
+                Type.String({
+                  pattern: '^https?://',
+                  description:
+                    'Operator SSO: JWKS URL; unset = OpenID Connect discovery from the issuer.',
+                }),
+              ),
+              roleClaim: Type.String({
+                default: 'tokengate_admin_roles',
+                description:
+                  'Operator SSO: claim (array of strings) holding `operator` or `read-only`.',
+              }),
+            },
+            { additionalProperties: false },
+          ),
+        ),
+      },
+      { default: {}, additionalProperties: false },
+    ),
     pagination: Type.Object(
       {
         defaultLimit: Type.Integer({ default: 50, minimum: 1, description: 'Default page size.' }),

@@ -15,7 +15,9 @@ import { randomUUID } from 'node:crypto'
 import pg from 'pg'
 import type { IssuerConfig } from '../core/issuer.ts'
 import { type Clock, type PatRecord, systemClock, type Tenant } from '../core/ports.ts'
+import type { AdminStore } from './admin-store.ts'
 import { checkPageLimit, decodeCursor, toPage } from './cursor.ts'
+import { createPostgresAdminStore } from './postgres-admin.ts'
 import { postgresMigrations } from './postgres-migrations.ts'
 import {
   CHANGES_CHANNEL,
@@ -117,6 +119,8 @@ class PgStore implements PostgresStore {
   readonly #origin = randomUUID()
   #feed: ChangeFeed | undefined
   #closed = false
+  /** Admin tokens and operator searches (postgres-admin.ts). */
+  readonly admin: AdminStore = createPostgresAdminStore((sql, params) => this.#query(sql, params))
 
   constructor(url: string, options: PostgresStoreOptions) {
     this.#clock = options.clock ?? systemClock
@@ -583,7 +587,7 @@ function translate(error: unknown): unknown {
 
 // bigint columns arrive as strings (pg does not assume they fit a JS number); every time
 // we store is epoch milliseconds, well inside Number.MAX_SAFE_INTEGER.
-type Int8 = string
+export type Int8 = string
 
 interface TenantRow {
   id: string
@@ -592,7 +596,7 @@ interface TenantRow {
   created_at: Int8
 }
 
-interface PatRow {
+export interface PatRow {
   id: string
   token_hash: string
   tenant_id: string
@@ -615,7 +619,7 @@ interface IssuerRow {
   created_at: Int8
 }
 
-interface AuditRow {
+export interface AuditRow {
   id: string
   time: Int8
   type: string
@@ -656,7 +660,7 @@ function toTenant(row: TenantRow): Tenant {
   return { id: row.id, name: row.name, enabled: row.enabled, createdAt: Number(row.created_at) }
 }
 
-function toPat(row: PatRow): PatRecord {
+export function toPat(row: PatRow): PatRecord {
   return {
     id: row.id,
     tokenHash: row.token_hash,
@@ -675,7 +679,7 @@ function toPat(row: PatRow): PatRecord {
   }
 }
 
-function toAudit(row: AuditRow): AuditEvent {
+export function toAudit(row: AuditRow): AuditEvent {
   return {
     id: row.id,
     time: Number(row.time),

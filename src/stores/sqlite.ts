@@ -10,7 +10,9 @@
 import { DatabaseSync, type StatementSync } from 'node:sqlite'
 import type { IssuerConfig } from '../core/issuer.ts'
 import { type Clock, type PatRecord, systemClock, type Tenant } from '../core/ports.ts'
+import type { AdminStore } from './admin-store.ts'
 import { checkPageLimit, decodeCursor, toPage } from './cursor.ts'
+import { createSqliteAdminStore } from './sqlite-admin.ts'
 import { sqliteMigrations } from './sqlite-migrations.ts'
 import {
   type AppendAuditOptions,
@@ -66,7 +68,7 @@ interface TenantRow {
   created_at: number
 }
 
-interface PatRow {
+export interface PatRow {
   id: string
   token_hash: string
   tenant_id: string
@@ -89,7 +91,7 @@ interface IssuerRow {
   created_at: number
 }
 
-interface AuditRow {
+export interface AuditRow {
   id: string
   time: number
   type: string
@@ -101,9 +103,9 @@ interface AuditRow {
   details: string
 }
 
-const PAT_COLUMNS = `id, token_hash, tenant_id, subject, name, permissions, last4, created_at,
+export const PAT_COLUMNS = `id, token_hash, tenant_id, subject, name, permissions, last4, created_at,
   expires_at, revoked_at, last_used_at, rotated_from, superseded_at, grace_until`
-const AUDIT_COLUMNS =
+export const AUDIT_COLUMNS =
   'id, time, type, tenant_id, actor, outcome, client_address, request_id, details'
 const EXPIRING = 'AND expires_at IS NOT NULL AND expires_at < $before AND revoked_at IS NULL'
 const AFTER_PAT = 'AND (created_at, id) < ($at, $id)'
@@ -193,6 +195,8 @@ export class SqliteStore implements Store {
   #dataVersion: number | undefined
   #statements: Statements | undefined
   #closed = false
+  /** Admin tokens and operator searches (sqlite-admin.ts). */
+  readonly admin: AdminStore = createSqliteAdminStore(() => this.#open())
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.#clock = options.clock ?? systemClock
@@ -603,7 +607,7 @@ function toTenant(row: TenantRow): Tenant {
   return { id: row.id, name: row.name, enabled: row.enabled === 1, createdAt: row.created_at }
 }
 
-function toPat(row: PatRow): PatRecord {
+export function toPat(row: PatRow): PatRecord {
   return {
     id: row.id,
     tokenHash: row.token_hash,
@@ -622,7 +626,7 @@ function toPat(row: PatRow): PatRecord {
   }
 }
 
-function toAudit(row: AuditRow): AuditEvent {
+export function toAudit(row: AuditRow): AuditEvent {
   return {
     id: row.id,
     time: row.time,

@@ -1,5 +1,6 @@
 import type { IssuerConfig } from '../core/issuer.ts'
 import type { AuthLookups, PatRecord, Tenant } from '../core/ports.ts'
+import type { AdminStore } from './admin-store.ts'
 
 /** Keyset pagination: `cursor` is opaque to callers; `nextCursor` is null on the last page. */
 export interface PageRequest {
@@ -154,6 +155,9 @@ export interface Store extends AuthLookups {
   outboxStats(): Promise<OutboxStats>
   /** Removes every entry (delivery is not configured); returns how many. */
   clearOutbox(): Promise<number>
+
+  /** Admin tokens and cross-tenant operator searches (the admin API). */
+  readonly admin: AdminStore
 
   /** Subscribe to changes made through any connection to this store; returns unsubscribe. */
   watch(listener: (change: StoreChange) => void): () => void

@@ -1,0 +1,103 @@
+import { hash } from 'node:crypto'
+import { randomBase62 } from '../core/pat.ts'
+import type { AdminRole, AdminStore, AdminTokenRecord } from '../stores/admin-store.ts'
+import type { AuditEvent } from '../stores/store.ts'
+import { type OperatorContext, operatorEvent } from './operator-audit.ts'
+
+/** Admin tokens start with `tga_`: never confused with a PAT (`pat_`), nor accepted as one. */
+export const ADMIN_TOKEN_PREFIX = 'tga_'
+const ADMIN_TOKEN_RANDOM_LENGTH = 40
+const ADMIN_TOKEN = /^tga_[0-9A-Za-z]{40}$/
+export const ADMIN_ROLES: readonly AdminRole[] = ['read-only', 'operator']
+/** Longest admin token lifetime: operator credentials must expire. */
+export const MAX_ADMIN_TOKEN_LIFETIME_MS = 366 * 86_400_000
+
+/** Lowercase hex SHA-256 of the whole token (lookup key; the token itself is never stored). */
+export function hashAdminToken(token: string): string {
+  return hash('sha256', token, 'hex')
+}
+
+interface AdminTokenStores {
+  readonly admin: AdminStore
+  appendAudit(events: readonly AuditEvent[]): Promise<void>
+}
+
+/**
+ * Issues an admin token. Returns the plaintext once, for the operator to hand over; only its
+ * SHA-256 is stored. Audited as `admin_token.issued` (name, role, expiry; never the token).
+ */
+export async function issueAdminToken(
+  store: AdminTokenStores,
+  input: { name: string; role: AdminRole; expiresAt: number },
+  op: OperatorContext,
+): Promise<{ token: string; record: AdminTokenRecord }> {
+  const now = op.now
+  if (!(input.expiresAt > now) || input.expiresAt - now > MAX_ADMIN_TOKEN_LIFETIME_MS) {
+    throw new RangeError('admin token expiry must be in the future and at most 366 days away')
+  }
+  const token = ADMIN_TOKEN_PREFIX + randomBase62(ADMIN_TOKEN_RANDOM_LENGTH)
+  const record: AdminTokenRecord = {
+    id: `adm_${randomBase62(16)}`,
+    tokenHash: hashAdminToken(token),
+    name: input.name,
+    role: input.role,
+    last4: token.slice(-4),
+    createdAt: now,
+    expiresAt: input.expiresAt,
+    revokedAt: null,
+  }
+  await store.admin.insertAdminToken(record)
+  await store.appendAudit([
+    operatorEvent(op, 'admin_token.issued', null, {
+      adminTokenId: record.id,
+      name: record.name,
+      role: record.role,
+      expiresAt: new Date(record.expiresAt).toISOString(),
+    }),
+  ])
+  return { token, record }
+}
+
+/** Revokes an admin token (idempotent); undefined when the id is unknown. */
+export async function revokeAdminToken(
+  store: AdminTokenStores,
+  id: string,
+  op: OperatorContext,
+): Promise<{ record: AdminTokenRecord; changed: boolean } | undefined> {
+  const before = (await store.admin.listAdminTokens()).find((t) => t.id === id)
+  if (!before) return undefined
+  if (before.revokedAt !== null) return { record: before, changed: false }
+  const record = (await store.admin.revokeAdminToken(id, op.now)) ?? before
+  await store.appendAudit([
+    operatorEvent(op, 'admin_token.revoked', null, { adminTokenId: id, name: record.name }),
+  ])
+  return { record, changed: true }
+}
+
+/** Why an admin token was refused (never shown to the caller beyond `invalid_token`). */
+export type AdminTokenCheck =
+  | { readonly ok: true; readonly record: AdminTokenRecord }
+  | { readonly ok: false; readonly reason: 'malformed' | 'unknown' | 'revoked' | 'expired' }
+
+/**
+ * Checks a presented admin token: shape first (no store access for garbage), then lookup by
+ * SHA-256, so the attacker-chosen input is hashed before it meets any stored value.
+ */
+export async function verifyAdminToken(
+  store: Pick<AdminStore, 'findAdminTokenByHash'>,
+  token: string,
+  now: number,
+): Promise<AdminTokenCheck> {
+  if (!ADMIN_TOKEN.test(token)) return { ok: false, reason: 'malformed' }
+  const record = await store.findAdminTokenByHash(hashAdminToken(token))
+  if (!record) return { ok: false, reason: 'unknown' }
+  if (record.revokedAt !== null) return { ok: false, reason: 'revoked' }
+  if (record.expiresAt <= now) return { ok: false, reason: 'expired' }
+  return { ok: true, record }
+}
+
+/** An admin token's status as listings show it. */
+export function adminTokenStatus(record: AdminTokenRecord, now: number) {
+  if (record.revokedAt !== null) return 'revoked'
+  return record.expiresAt <= now ? 'expired' : 'active'
+}
