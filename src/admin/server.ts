@@ -2,7 +2,12 @@ import type * as Http from 'node:http'
 import type * as Https from 'node:https'
 import { createRequire } from 'node:module'
 import type { AddressInfo } from 'node:net'
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
+import Fastify, {
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  LogController,
+} from 'fastify'
 import type { Logger } from 'pino'
 import { OperationError } from '../auth/operation-error.ts'
 import type { OperatorContext } from '../auth/operator-audit.ts'
@@ -74,7 +79,7 @@ export async function buildAdminServer(deps: AdminDeps): Promise<FastifyInstance
   const { config, tls } = deps
   const app = Fastify({
     loggerInstance: deps.logger.child({ listener: 'admin' }),
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: 65_536,
     trustProxy: false,
     serverFactory: (handler) =>
