@@ -105,7 +105,9 @@ export async function buildAdminServer(deps: AdminDeps): Promise<FastifyInstance
     reply.header('content-security-policy', CONTENT_SECURITY_POLICY)
     reply.header('x-frame-options', 'DENY')
     reply.header('x-content-type-options', 'nosniff')
-    reply.header('referrer-policy', 'no-referrer')
+    // Not `no-referrer`: with it Chromium sends `Origin: null` on form posts, which the
+    // same-origin check must refuse. Nothing secret is ever in a console URL.
+    reply.header('referrer-policy', 'same-origin')
     reply.header('cross-origin-opener-policy', 'same-origin')
     reply.header('cross-origin-resource-policy', 'same-origin')
     reply.header('cache-control', 'no-store')
@@ -129,6 +131,7 @@ export async function buildAdminServer(deps: AdminDeps): Promise<FastifyInstance
   registerAdminApi(app, context)
   registerConsole(app, context)
   app.get('/', (_request, reply) => reply.redirect('/admin/', 303))
+  app.get('/favicon.ico', (_request, reply) => reply.code(204).send())
   app.setNotFoundHandler((request, reply) =>
     sendProblem(reply, 404, 'not_found', 'No such endpoint.', request),
   )
