@@ -9,19 +9,19 @@ import Fastify, {
   LogController,
 } from 'fastify'
 import type { Logger } from 'pino'
+import type { AuthContext } from '../auth/auth-context.ts'
+import { createReuseDetector, type ReuseDetector } from '../auth/reuse-detector.ts'
 import type { Config } from '../config/schema.ts'
 import { parseAuthorization } from '../core/credentials.ts'
 import type { AuthFailure } from '../core/failure.ts'
 import { fingerprintToken } from '../core/fingerprint.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
 import { problem } from '../http/problem.ts'
-import type { AuthContext } from './auth-context.ts'
 import { registerHealthRoutes } from './health.ts'
 import type { Metrics } from './metrics.ts'
 import { tokengatePlugin } from './plugin.ts'
 import { rateLimitPlugin } from './rate-limit.ts'
 import { createRequestIdGenerator, lazyChildLogger } from './request-logger.ts'
-import { createReuseDetector, type ReuseDetector } from './rotation-reuse.ts'
 import { RequestFieldError } from './routes/pagination.ts'
 import { StoreUnavailableError } from './routes/route.ts'
 import { serializerSchema } from './routes/serializer-schema.ts'
@@ -97,7 +97,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
 
   // Before the auth plugin: the failed-authentication limit is checked ahead of verification.
   await app.register(rateLimitPlugin, { config: config.rateLimit, redisUrl: config.redisUrl })
-  // Reuse of a rotated-out PAT revokes its rotation family (rotation-reuse.ts).
+  // Reuse of a rotated-out PAT revokes its rotation family (auth/reuse-detector.ts).
   const reuse = createReuseDetector({
     store: auth.store,
     audit: auth.audit,

@@ -1,8 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { AuthContext } from '../../auth/auth-context.ts'
 import type { Config } from '../../config/schema.ts'
 import { InvalidCursorError } from '../../stores/cursor.ts'
 import type { Page, PageRequest } from '../../stores/store.ts'
-import type { AuthContext } from '../auth-context.ts'
 import { pageRequest, RequestFieldError } from './pagination.ts'
 
 /** What a built-in route handler may use. */
