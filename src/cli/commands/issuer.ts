@@ -1,3 +1,4 @@
+import { addIssuer, listIssuers, removeIssuer } from '../../auth/issuer-operations.ts'
 import type { IssuerConfig, KeySource } from '../../core/issuer.ts'
 import { discoveryUrl } from '../../core/jwks.ts'
 import type { StoredIssuer } from '../../stores/store.ts'
@@ -8,8 +9,8 @@ import {
   requiredString,
   stringList,
 } from '../args.ts'
-import { ADMIN_OVERRIDES, auditCli, type CommandDef, withStore } from '../context.ts'
-import { CommandFailure, UsageError } from '../errors.ts'
+import { ADMIN_OVERRIDES, type CommandDef, operate, operationDeps, withStore } from '../context.ts'
+import { UsageError } from '../errors.ts'
 import {
   ASYMMETRIC_ALGORITHMS,
   checkJwksUrl,
@@ -273,29 +274,12 @@ const add: CommandDef = {
   ],
   async run(ctx) {
     const issuer = readIssuerConfig(ctx.args)
-    const replaced = await withStore(ctx.config(ADMIN_OVERRIDES), async (store) => {
-      const fixed = issuer.tenant && 'fixed' in issuer.tenant ? issuer.tenant.fixed : undefined
-      if (fixed !== undefined && !(await store.findTenant(fixed))) {
-        throw new CommandFailure(
-          `no tenant ${fixed} (create it with: tokengate tenant create ${fixed})`,
-        )
-      }
-      const existed = (await store.listIssuers()).some((i) => i.issuer === issuer.issuer)
-      await store.putIssuer(issuer, ctx.now())
-      await auditCli(ctx, store, {
-        type: 'issuer.added',
-        tenantId: fixed ?? null,
-        details: {
-          issuer: issuer.issuer,
-          audiences: issuer.audiences,
-          keySource: issuer.keySource.kind,
-          algorithms: issuer.algorithms ?? null,
-          replaced: existed,
-        },
-      })
-      return existed
-    })
-    const stored: StoredIssuer = { ...issuer, createdAt: ctx.now() }
+    const { issuer: stored, replaced } = await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
+      operate(() => addIssuer(operationDeps(ctx, store), issuer), {
+        tenant_unknown: (r) =>
+          `no tenant ${r.subject} (create it with: tokengate tenant create ${r.subject})`,
+      }),
+    )
     if (ctx.json) ctx.out.json({ ...issuerJson(stored), replaced })
     else {
       ctx.out.line(`${replaced ? 'Replaced' : 'Added'} issuer ${issuer.issuer}.`)
@@ -312,7 +296,7 @@ const list: CommandDef = {
   summary: 'List trusted JWT issuers',
   options: {},
   async run(ctx) {
-    const issuers = await withStore(ctx.config(ADMIN_OVERRIDES), (store) => store.listIssuers())
+    const issuers = await withStore(ctx.config(ADMIN_OVERRIDES), (store) => listIssuers({ store }))
     if (ctx.json) {
       ctx.out.json({ issuers: issuers.map(issuerJson) })
       return 0
@@ -346,14 +330,11 @@ const remove: CommandDef = {
   examples: ['tokengate issuer remove https://login.example.com/'],
   async run(ctx) {
     const issuer = requiredPositional(ctx.args, 0, 'ISS')
-    await withStore(ctx.config(ADMIN_OVERRIDES), async (store) => {
-      const existing = (await store.listIssuers()).find((i) => i.issuer === issuer)
-      if (!existing || !(await store.removeIssuer(issuer))) {
-        throw new CommandFailure(`no issuer ${printable(issuer)} (see: tokengate issuer list)`)
-      }
-      const fixed = existing.tenant && 'fixed' in existing.tenant ? existing.tenant.fixed : null
-      await auditCli(ctx, store, { type: 'issuer.removed', tenantId: fixed, details: { issuer } })
-    })
+    await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
+      operate(() => removeIssuer(operationDeps(ctx, store), issuer), {
+        issuer_unknown: () => `no issuer ${printable(issuer)} (see: tokengate issuer list)`,
+      }),
+    )
     if (ctx.json) ctx.out.json({ issuer, removed: true })
     else ctx.out.line(`Removed issuer ${issuer}.`)
     return 0
