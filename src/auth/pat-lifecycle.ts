@@ -8,6 +8,9 @@ export { type PatStatus, patStatus } from '../core/pat.ts'
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
 
+/** A token reference as it may be shown: a plaintext token given as an id is fingerprinted. */
+const shown = (ref: string) => (ref.startsWith('pat_') ? fingerprintToken(ref) : ref)
+
 export interface IssuePatRequest {
   readonly tenantId: string
   readonly subject: string
@@ -64,7 +67,9 @@ export async function rotateTenantPat(
   const { store } = deps
   const now = deps.clock.now()
   const old = await store.getPat(request.id)
-  if (!old) throw new OperationRefused('token_unknown', request.id, `no token ${request.id}`)
+  if (!old) {
+    throw new OperationRefused('token_unknown', shown(request.id), `no token ${shown(request.id)}`)
+  }
   if (old.revokedAt !== null) {
     throw new OperationRefused('token_revoked', old.id, `${old.id} is revoked`, {
       at: old.revokedAt,
@@ -123,18 +128,18 @@ export async function findPatByRef(store: Store, ref: string): Promise<PatRecord
 }
 
 /**
- * Revokes a token (idempotent: `changed` is false when it was already revoked) and audits
- * `pat.revoked` when it changed. `tenantId` restricts the lookup to one tenant (the API's
- * caller); a token of another tenant is reported unknown.
+ * Revokes a token by id (idempotent: `changed` is false when it was already revoked) and
+ * audits `pat.revoked` when it changed. `tenantId` restricts the lookup to one tenant (the
+ * API's caller): a token of another tenant is reported unknown, like one that does not exist.
  */
 export async function revokeTenantPat(
   deps: OperationDeps,
-  ref: string,
-  options: { readonly tenantId?: string; readonly self?: boolean } = {},
+  id: string,
+  options: { readonly tenantId?: string | undefined; readonly self?: boolean | undefined } = {},
 ): Promise<{ readonly record: PatRecord; readonly changed: boolean }> {
-  const found = await findPatByRef(deps.store, ref)
-  if (options.tenantId !== undefined && found.tenantId !== options.tenantId) {
-    throw new OperationRefused('token_unknown', ref, `no token ${ref}`)
+  const found = await deps.store.getPat(id)
+  if (!found || (options.tenantId !== undefined && found.tenantId !== options.tenantId)) {
+    throw new OperationRefused('token_unknown', shown(id), `no token ${shown(id)}`)
   }
   if (found.revokedAt !== null) return { record: found, changed: false }
   const revoked = await deps.store.revokePat(found.id, deps.clock.now())

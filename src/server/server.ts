@@ -106,6 +106,8 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   })
   app.addHook('onClose', () => reuse.settled())
   metrics?.instrument(app)
+  const onFailure = (request: FastifyRequest, failure: AuthFailure) =>
+    recordFailure(auth, request, failure, reuse)
   await app.register(tokengatePlugin, {
     authenticate: metrics ? metrics.timeAuthenticate(auth.authenticate) : auth.authenticate,
     onAuthenticated: (_request, principal) => {
@@ -113,7 +115,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
         auth.patUse.record(principal.tokenId, auth.clock.now())
       }
     },
-    onFailure: (request, failure) => recordFailure(auth, request, failure, reuse),
+    onFailure,
   })
 
   app.addHook('onResponse', (request, reply, done) => {
@@ -122,7 +124,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     done()
   })
 
-  const context = { auth, config }
+  const context = { auth, config, onFailure }
   for (const route of v1Routes) {
     app.route({
       method: route.method,

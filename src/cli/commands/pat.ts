@@ -1,5 +1,6 @@
 import { Buffer } from 'node:buffer'
 import {
+  findPatByRef,
   issueTenantPat,
   listTenantPats,
   patStatus,
@@ -244,12 +245,15 @@ const revoke: CommandDef = {
     const ref = requiredPositional(ctx.args, 0, 'TOKEN_ID')
     const now = ctx.now()
     const { record, changed } = await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
-      operate(() => revokeTenantPat(operationDeps(ctx, store), ref), {
-        token_unknown: () =>
-          ref.startsWith('pat_')
-            ? 'no such token (the given pat_ token is not known)'
-            : `no token ${printable(ref)} (see: tokengate pat list --tenant ID)`,
-      }),
+      operate(
+        async () => revokeTenantPat(operationDeps(ctx, store), (await findPatByRef(store, ref)).id),
+        {
+          token_unknown: () =>
+            ref.startsWith('pat_')
+              ? 'no such token (the given pat_ token is not known)'
+              : `no token ${printable(ref)} (see: tokengate pat list --tenant ID)`,
+        },
+      ),
     )
     if (ctx.json) ctx.out.json({ ...patJson(record, now), changed })
     else if (changed)

@@ -41,4 +41,57 @@ describe('GET /api/v1/tokens reports PAT status as the CLI and the core see it',
     const stillWorks = await server.request('/api/v1/me', ['Authorization', `Bearer ${old.token}`])
     assert.equal(stillWorks.status, 200)
   })
+
+  /** Polls the tenant's audit log (written behind, so it lands a moment later). */
+  async function eventually<T>(find: () => Promise<T | undefined>): Promise<T> {
+    const deadline = Date.now() + 10_000
+    for (;;) {
+      const found = await find()
+      if (found !== undefined) return found
+      if (Date.now() > deadline) throw new Error('condition not met in time')
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+  }
+
+  it('DELETE /tokens/{id} without tokens:revoke is 403 and audited as auth.forbidden', async () => {
+    const target = await cliJson('pat', 'issue', '--tenant', 'acme', '--subject', 'target')
+    const caller = await cliJson(
+      'pat',
+      'issue',
+      '--tenant',
+      'acme',
+      '--subject',
+      'reader',
+      '--permission',
+      'tokens:read',
+    )
+    const auditor = await cliJson(
+      'pat',
+      'issue',
+      '--tenant',
+      'acme',
+      '--subject',
+      'auditor',
+      '--permission',
+      'audit:read',
+    )
+    const refused = await server.request(
+      `/api/v1/tokens/${target.id}`,
+      ['Authorization', `Bearer ${caller.token}`],
+      'DELETE',
+    )
+    assert.equal(refused.status, 403)
+    const requestId = refused.headers['x-request-id']
+    assert.ok(requestId)
+    const event = await eventually(async () => {
+      const page = await server.request('/api/v1/audit-events?limit=100', [
+        'Authorization',
+        `Bearer ${auditor.token}`,
+      ])
+      const items = page.json.items as { type: string; requestId: string; outcome: string }[]
+      return items.find((e) => e.requestId === requestId)
+    })
+    assert.equal(event.type, 'auth.forbidden')
+    assert.equal(event.outcome, 'insufficient_permission')
+  })
 })
