@@ -1,6 +1,7 @@
 import { addIssuer, listIssuers, removeIssuer } from '../../auth/issuer-operations.ts'
 import type { IssuerConfig, KeySource } from '../../core/issuer.ts'
 import { discoveryUrl } from '../../core/jwks.ts'
+import { ASYMMETRIC_ALGORITHMS, HMAC_ALGORITHMS } from '../../core/jwt-keys.ts'
 import type { StoredIssuer } from '../../stores/store.ts'
 import {
   optionalString,
@@ -11,14 +12,7 @@ import {
 } from '../args.ts'
 import { ADMIN_OVERRIDES, type CommandDef, operate, operationDeps, withStore } from '../context.ts'
 import { UsageError } from '../errors.ts'
-import {
-  ASYMMETRIC_ALGORITHMS,
-  checkJwksUrl,
-  HMAC_ALGORITHMS,
-  readJwksFile,
-  readPemFile,
-  readSecretFile,
-} from '../key-source.ts'
+import { readJwksFile, readJwksUrl, readPemFile, readSecretFile } from '../key-source.ts'
 import { formatTime, isoTime } from '../output.ts'
 import { checkTenantId, printable } from '../validate.ts'
 
@@ -98,7 +92,7 @@ function readKeySource(args: ParsedArgs, issuer: string): KeySource {
   }
   switch (source) {
     case 'jwks-url':
-      return checkJwksUrl(value)
+      return readJwksUrl(value)
     case 'jwks-file':
       return readJwksFile(value)
     case 'pem-file':

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import { eventually } from '../../helpers/eventually.ts'
 import { startTestServer, type TestServer } from '../../helpers/server.ts'
 
 describe('GET /api/v1/tokens reports PAT status as the CLI and the core see it', () => {
@@ -41,17 +42,6 @@ describe('GET /api/v1/tokens reports PAT status as the CLI and the core see it',
     const stillWorks = await server.request('/api/v1/me', ['Authorization', `Bearer ${old.token}`])
     assert.equal(stillWorks.status, 200)
   })
-
-  /** Polls the tenant's audit log (written behind, so it lands a moment later). */
-  async function eventually<T>(find: () => Promise<T | undefined>): Promise<T> {
-    const deadline = Date.now() + 10_000
-    for (;;) {
-      const found = await find()
-      if (found !== undefined) return found
-      if (Date.now() > deadline) throw new Error('condition not met in time')
-      await new Promise((resolve) => setTimeout(resolve, 50))
-    }
-  }
 
   it('DELETE /tokens/{id} without tokens:revoke is 403 and audited as auth.forbidden', async () => {
     const target = await cliJson('pat', 'issue', '--tenant', 'acme', '--subject', 'target')
