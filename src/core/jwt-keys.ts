@@ -83,6 +83,11 @@ const HMAC: ReadonlyMap<string, { hash: string; minBytes: number }> = new Map(
 /** RSA keys below 2048 bits are refused (jose refuses them at verification too). */
 const MIN_RSA_BITS = 2048
 
+/** Every public-key JWS algorithm an issuer may use. */
+export const ASYMMETRIC_ALGORITHMS: readonly string[] = Object.freeze([...ASYMMETRIC.keys()])
+/** Shared-secret algorithms: only with an explicit secret key source. */
+export const HMAC_ALGORITHMS: readonly string[] = Object.freeze([...HMAC.keys()])
+
 export function isAsymmetricAlgorithm(alg: string): boolean {
   return ASYMMETRIC.get(alg) !== undefined
 }

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify'
+import type { AuthContext } from '../auth/auth-context.ts'
 import type { JwksStatus } from '../core/jwks.ts'
 import { problem } from '../http/problem.ts'
-import type { AuthContext } from './auth-context.ts'
 
 /**
  * Liveness and readiness, outside `/api/v1` and without a token: orchestrators call them.

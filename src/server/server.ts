@@ -9,19 +9,19 @@ import Fastify, {
   LogController,
 } from 'fastify'
 import type { Logger } from 'pino'
+import type { AuthContext } from '../auth/auth-context.ts'
+import { createReuseDetector, type ReuseDetector } from '../auth/reuse-detector.ts'
 import type { Config } from '../config/schema.ts'
 import { parseAuthorization } from '../core/credentials.ts'
 import type { AuthFailure } from '../core/failure.ts'
 import { fingerprintToken } from '../core/fingerprint.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
 import { problem } from '../http/problem.ts'
-import type { AuthContext } from './auth-context.ts'
 import { registerHealthRoutes } from './health.ts'
 import type { Metrics } from './metrics.ts'
 import { tokengatePlugin } from './plugin.ts'
 import { rateLimitPlugin } from './rate-limit.ts'
 import { createRequestIdGenerator, lazyChildLogger } from './request-logger.ts'
-import { createReuseDetector, type ReuseDetector } from './rotation-reuse.ts'
 import { RequestFieldError } from './routes/pagination.ts'
 import { StoreUnavailableError } from './routes/route.ts'
 import { serializerSchema } from './routes/serializer-schema.ts'
@@ -97,7 +97,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
 
   // Before the auth plugin: the failed-authentication limit is checked ahead of verification.
   await app.register(rateLimitPlugin, { config: config.rateLimit, redisUrl: config.redisUrl })
-  // Reuse of a rotated-out PAT revokes its rotation family (rotation-reuse.ts).
+  // Reuse of a rotated-out PAT revokes its rotation family (auth/reuse-detector.ts).
   const reuse = createReuseDetector({
     store: auth.store,
     audit: auth.audit,
@@ -106,6 +106,8 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   })
   app.addHook('onClose', () => reuse.settled())
   metrics?.instrument(app)
+  const onFailure = (request: FastifyRequest, failure: AuthFailure) =>
+    recordFailure(auth, request, failure, reuse)
   await app.register(tokengatePlugin, {
     authenticate: metrics ? metrics.timeAuthenticate(auth.authenticate) : auth.authenticate,
     onAuthenticated: (_request, principal) => {
@@ -113,7 +115,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
         auth.patUse.record(principal.tokenId, auth.clock.now())
       }
     },
-    onFailure: (request, failure) => recordFailure(auth, request, failure, reuse),
+    onFailure,
   })
 
   app.addHook('onResponse', (request, reply, done) => {
@@ -122,7 +124,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     done()
   })
 
-  const context = { auth, config }
+  const context = { auth, config, onFailure }
   for (const route of v1Routes) {
     app.route({
       method: route.method,
