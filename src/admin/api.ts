@@ -1,21 +1,21 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { addIssuer, removeIssuer } from '../auth/issuer-actions.ts'
-import { OperationError } from '../auth/operation-error.ts'
+import { addIssuer, removeIssuer } from '../auth/issuer-operations.ts'
+import type { OperationDeps } from '../auth/operations.ts'
 import {
-  issuePatFor,
-  type PatStatus,
-  patStatus,
-  revokeLeakedPat,
-  revokePatById,
-  rotatePatById,
-} from '../auth/pat-actions.ts'
-import { createTenant, setTenantEnabled } from '../auth/tenant-actions.ts'
+  issueTenantPat,
+  revokeLeakedPats,
+  revokeTenantPat,
+  rotateTenantPat,
+} from '../auth/pat-lifecycle.ts'
+import { createTenant, setTenantEnabled } from '../auth/tenant-operations.ts'
 import type { IssuerConfig } from '../core/issuer.ts'
+import { type PatStatus, patStatus } from '../core/pat.ts'
 import type { AuditSearch, PatSearch } from '../stores/admin-store.ts'
 import type { AuditEvent } from '../stores/store.ts'
+import { checkPermissions, checkTenantId, checkText, invalid } from './input.ts'
 import { adminOpenApiDocument } from './openapi.ts'
 import type { Operator } from './operators.ts'
-import { type AdminContext, operatorContext, sendProblem } from './server.ts'
+import { type AdminContext, operationDeps, sendProblem } from './server.ts'
 import { readStatus } from './status.ts'
 import { auditCsv, auditView, issuerView, patView } from './views.ts'
 
@@ -23,6 +23,7 @@ export const API_PREFIX = '/admin/api/v1'
 const BEARER = /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/
 const CHALLENGE = 'Bearer realm="tokengate-admin"'
 const DAY_MS = 86_400_000
+const MAX_GRACE_SECONDS = 30 * 86_400
 const EXPORT_MAX = 10_000
 
 type Query = Record<string, string | undefined>
@@ -94,11 +95,11 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
       )
     }
   }
-  const op = (request: FastifyRequest) => operatorContext(request, operatorOf(request), clock)
+  const deps = (request: FastifyRequest) => operationDeps(request, operatorOf(request), ctx)
   const body = (request: FastifyRequest) => {
     const value = request.body
     if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-      throw new OperationError('invalid', 'expected a JSON object body')
+      throw invalid('body', 'expected a JSON object')
     }
     return value as Record<string, unknown>
   }
@@ -120,10 +121,10 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
       }))
       api.post('/tenants', { preHandler: write }, async (request, reply) => {
         const b = body(request)
-        const tenant = await createTenant(
-          store,
-          { id: text(b.id, 'id'), name: optionalText(b.name, 'name') },
-          op(request),
+        const tenant = await createNamedTenant(
+          deps(request),
+          text(b.id, 'id'),
+          optionalText(b.name, 'name'),
         )
         return reply
           .code(201)
@@ -138,10 +139,9 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
           { preHandler: write },
           async (request) => {
             const { tenant, changed } = await setTenantEnabled(
-              store,
+              deps(request),
               request.params.id,
               enabled,
-              op(request),
             )
             return { ...tenant, createdAt: new Date(tenant.createdAt).toISOString(), changed }
           },
@@ -159,27 +159,22 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
       })
       api.post('/pats', { preHandler: write }, async (request, reply) => {
         const b = body(request)
-        const o = op(request)
-        const { token, record } = await issuePatFor(
-          store,
-          {
-            tenantId: text(b.tenantId, 'tenantId'),
-            subject: text(b.subject, 'subject'),
-            name: optionalText(b.name, 'name'),
-            permissions: stringList(b.permissions, 'permissions'),
-            expiresAt: expiryFrom(b.expiresInDays, o.now, ctx.config),
-          },
-          o,
-        )
-        return reply.code(201).send({ token, ...patView(record, o.now) })
+        const now = clock.now()
+        const { token, record } = await issuePat(deps(request), {
+          tenantId: text(b.tenantId, 'tenantId'),
+          subject: text(b.subject, 'subject'),
+          name: optionalText(b.name, 'name'),
+          permissions: stringList(b.permissions, 'permissions'),
+          expiresAt: expiryFrom(b.expiresInDays, now, ctx.config),
+        })
+        return reply.code(201).send({ token, ...patView(record, now) })
       })
       api.post<{ Params: { id: string } }>(
         '/pats/:id/revoke',
         { preHandler: write },
         async (request) => {
-          const o = op(request)
-          const { record, changed } = await revokePatById(store, request.params.id, o)
-          return { ...patView(record, o.now), changed }
+          const { record, changed } = await revokeTenantPat(deps(request), request.params.id)
+          return { ...patView(record, clock.now()), changed }
         },
       )
       api.post<{ Params: { id: string } }>(
@@ -187,30 +182,31 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
         { preHandler: write },
         async (request, reply) => {
           const b = request.body == null ? {} : body(request)
-          const o = op(request)
+          const now = clock.now()
           const graceSeconds = b.graceSeconds ?? 0
-          if (typeof graceSeconds !== 'number' || !Number.isInteger(graceSeconds)) {
-            throw new OperationError('invalid', 'graceSeconds: expected an integer')
+          if (
+            typeof graceSeconds !== 'number' ||
+            !Number.isInteger(graceSeconds) ||
+            graceSeconds < 0 ||
+            graceSeconds > MAX_GRACE_SECONDS
+          ) {
+            throw invalid('graceSeconds', 'an integer from 0 to 2592000 (30 days)')
           }
-          const rotated = await rotatePatById(
-            store,
-            request.params.id,
-            {
-              graceMs: graceSeconds * 1000,
-              expiresAt: expiryFrom(b.expiresInDays, o.now, ctx.config),
-            },
-            o,
-          )
+          const rotated = await rotateTenantPat(deps(request), {
+            id: request.params.id,
+            graceMs: graceSeconds * 1000,
+            expiresAt: expiryFrom(b.expiresInDays, now, ctx.config),
+          })
           return reply.code(201).send({
             token: rotated.token,
-            ...patView(rotated.record, o.now),
+            ...patView(rotated.record, now),
             oldTokenGraceUntil: new Date(rotated.graceUntil).toISOString(),
           })
         },
       )
       api.post('/pats/revoke-leaked', { preHandler: write }, async (request) => {
-        const o = op(request)
-        const result = await revokeLeakedPat(store, text(body(request).token, 'token'), o)
+        const [result] = await revokeLeakedPats(deps(request), [text(body(request).token, 'token')])
+        if (!result) throw invalid('token', 'required')
         return {
           fingerprint: result.fingerprint,
           outcome: result.outcome,
@@ -233,16 +229,16 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
           typeof issuer.keySource !== 'object' ||
           issuer.keySource === null
         ) {
-          throw new OperationError('invalid', 'expected { issuer, audiences, keySource, ... }')
+          throw invalid('body', 'expected { issuer, audiences, keySource, ... }')
         }
-        const { replaced } = await addIssuer(store, issuer, op(request))
+        const { replaced } = await addIssuer(deps(request), issuer)
         return reply.code(replaced ? 200 : 201).send({ issuer: issuer.issuer, replaced })
       })
       api.delete<{ Params: { issuer: string } }>(
         '/issuers/:issuer',
         { preHandler: write },
         async (request, reply) => {
-          await removeIssuer(store, request.params.issuer, op(request))
+          await removeIssuer(deps(request), request.params.issuer)
           return reply.code(204).send()
         },
       )
@@ -257,7 +253,7 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
           if (format === 'csv') return reply.type('text/csv; charset=utf-8').send(auditCsv(events))
           return { events: events.map(auditView) }
         }
-        if (format !== undefined) throw new OperationError('invalid', 'format: csv or json')
+        if (format !== undefined) throw invalid('format', 'csv or json')
         const result = await store.admin.searchAudit(search, page)
         return { events: result.items.map(auditView), nextCursor: result.nextCursor }
       })
@@ -286,11 +282,11 @@ export function patQuery(query: Query, now: number) {
   const within = query.expiringWithinDays
   const days = within ? Number(within) : undefined
   if (days !== undefined && !(Number.isInteger(days) && days > 0 && days <= 3650)) {
-    throw new OperationError('invalid', 'expiringWithinDays: a whole number of days, 1-3650')
+    throw invalid('expiringWithinDays', 'a whole number of days, 1-3650')
   }
   const status = query.status || undefined
   if (status !== undefined && !PAT_STATUSES.includes(status as PatStatus)) {
-    throw new OperationError('invalid', `status: one of ${PAT_STATUSES.join(', ')}`)
+    throw invalid('status', `one of ${PAT_STATUSES.join(', ')}`)
   }
   const search: PatSearch = {
     tenantId: query.tenant || undefined,
@@ -308,7 +304,7 @@ export function auditQuery(query: Query) {
     const value = query[name]
     if (!value) return undefined
     const ms = Date.parse(value)
-    if (Number.isNaN(ms)) throw new OperationError('invalid', `${name}: expected an ISO 8601 time`)
+    if (Number.isNaN(ms)) throw invalid(name, 'expected an ISO 8601 time')
     return ms
   }
   const search: AuditSearch = {
@@ -324,7 +320,7 @@ export function auditQuery(query: Query) {
 function pageOf(query: Query) {
   const limit = query.limit === undefined ? 50 : Number(query.limit)
   if (!(Number.isInteger(limit) && limit >= 1 && limit <= 200)) {
-    throw new OperationError('invalid', 'limit: an integer from 1 to 200')
+    throw invalid('limit', 'an integer from 1 to 200')
   }
   return { limit, cursor: query.cursor || undefined }
 }
@@ -338,19 +334,20 @@ export function expiryFrom(
   const maxDays = config.pat.maxExpiresInDays
   if (value === undefined || value === '') return now + config.pat.defaultExpiresInDays * DAY_MS
   if (value === null || value === 'never') {
-    if (maxDays > 0) throw new OperationError('invalid', `expiry: at most ${maxDays} days`)
+    if (maxDays > 0)
+      throw invalid('expiry', `at most ${maxDays} days (config pat.maxExpiresInDays)`)
     return null
   }
   const days = typeof value === 'number' ? value : Number(value)
   if (!(Number.isInteger(days) && days > 0) || (maxDays > 0 && days > maxDays)) {
-    throw new OperationError('invalid', 'expiresInDays: a whole number of days within policy')
+    throw invalid('expiresInDays', 'a whole number of days within policy')
   }
   return now + days * DAY_MS
 }
 
 function text(value: unknown, name: string): string {
   if (typeof value !== 'string' || value.length === 0) {
-    throw new OperationError('invalid', `${name}: required string`)
+    throw invalid(name, 'required string')
   }
   return value
 }
@@ -362,7 +359,33 @@ function optionalText(value: unknown, name: string): string | undefined {
 function stringList(value: unknown, name: string): string[] {
   if (value === undefined || value === null) return []
   if (!Array.isArray(value) || !value.every((v) => typeof v === 'string')) {
-    throw new OperationError('invalid', `${name}: expected an array of strings`)
+    throw invalid(name, 'expected an array of strings')
   }
   return value
+}
+
+/** Creates a tenant from operator input (checked like the CLI's flags). */
+export function createNamedTenant(deps: OperationDeps, id: string, name: string | undefined) {
+  const tenantId = checkTenantId(id)
+  return createTenant(deps, { id: tenantId, name: checkText(name || tenantId, 'name', 200) })
+}
+
+/** Issues a PAT from operator input (checked like the CLI's flags). */
+export function issuePat(
+  deps: OperationDeps,
+  input: {
+    tenantId: string
+    subject: string
+    name: string | undefined
+    permissions: readonly string[]
+    expiresAt: number | null
+  },
+) {
+  return issueTenantPat(deps, {
+    tenantId: checkTenantId(input.tenantId),
+    subject: checkText(input.subject, 'subject', 255, true),
+    name: checkText(input.name ?? '', 'name', 100),
+    permissions: checkPermissions(input.permissions),
+    expiresAt: input.expiresAt,
+  })
 }

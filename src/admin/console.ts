@@ -1,13 +1,21 @@
 import { readFileSync } from 'node:fs'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { addIssuer, removeIssuer } from '../auth/issuer-actions.ts'
-import type { OperatorContext } from '../auth/operator-audit.ts'
-import { issuePatFor, patStatus, revokeLeakedPat, revokePatById } from '../auth/pat-actions.ts'
-import { createTenant, setTenantEnabled } from '../auth/tenant-actions.ts'
-import { auditQuery, expiryFrom, exportAudit, patQuery } from './api.ts'
+import { addIssuer, removeIssuer } from '../auth/issuer-operations.ts'
+import type { OperationDeps } from '../auth/operations.ts'
+import { revokeLeakedPats, revokeTenantPat } from '../auth/pat-lifecycle.ts'
+import { setTenantEnabled } from '../auth/tenant-operations.ts'
+import { patStatus } from '../core/pat.ts'
+import {
+  auditQuery,
+  createNamedTenant,
+  expiryFrom,
+  exportAudit,
+  issuePat,
+  patQuery,
+} from './api.ts'
 import { trafficChart } from './chart.ts'
 import { type Html, html, time } from './html.ts'
-import { type AdminContext, operatorContext, problemFor } from './server.ts'
+import { type AdminContext, operationDeps, problemFor } from './server.ts'
 import { csrfMatches, type Session } from './sessions.ts'
 import { readStatus } from './status.ts'
 import { auditCsv, auditView, issuerView } from './views.ts'
@@ -114,8 +122,8 @@ ${content}</main></body></html>`
   const csrfField = (session: Session) =>
     html`<input type="hidden" name="_csrf" value="${session.csrf}">`
   const canWrite = (session: Session) => session.operator.role === 'operator'
-  const op = (request: FastifyRequest, session: Session): OperatorContext =>
-    operatorContext(request, session.operator, clock)
+  const op = (request: FastifyRequest, session: Session): OperationDeps =>
+    operationDeps(request, session.operator, ctx)
 
   /** A read page: signed-in operators only, else to the sign-in page. */
   function view(
@@ -269,10 +277,10 @@ ${
     )
   })
   action('/admin/tenants', '/admin/tenants', async (request, session) => {
-    const tenant = await createTenant(
-      store,
-      { id: request.body.id ?? '', name: request.body.name },
+    const tenant = await createNamedTenant(
       op(request, session),
+      request.body.id ?? '',
+      request.body.name,
     )
     return `Created tenant ${tenant.id}.`
   })
@@ -282,7 +290,7 @@ ${
   ] as const) {
     action(`/admin/tenants/:id/${verb}`, '/admin/tenants', async (request, session) => {
       const id = request.params.id as string
-      const { changed } = await setTenantEnabled(store, id, enabled, op(request, session))
+      const { changed } = await setTenantEnabled(op(request, session), id, enabled)
       return changed ? `Tenant ${id} ${verb}d.` : `Tenant ${id} was already ${verb}d.`
     })
   }
@@ -348,19 +356,14 @@ ${next ? html`<p><a href="${next}">Next page</a></p>` : ''}`,
     )
   })
   action('/admin/pats', '/admin/pats', async (request, session) => {
-    const o = op(request, session)
     const b = request.body
-    const { token, record } = await issuePatFor(
-      store,
-      {
-        tenantId: b.tenantId ?? '',
-        subject: b.subject ?? '',
-        name: b.name,
-        permissions: (b.permissions ?? '').split(/\s+/).filter(Boolean),
-        expiresAt: expiryFrom(b.expiresInDays?.trim(), o.now, ctx.config),
-      },
-      o,
-    )
+    const { token, record } = await issuePat(op(request, session), {
+      tenantId: b.tenantId ?? '',
+      subject: b.subject ?? '',
+      name: b.name,
+      permissions: (b.permissions ?? '').split(/\s+/).filter(Boolean),
+      expiresAt: expiryFrom(b.expiresInDays?.trim(), clock.now(), ctx.config),
+    })
     session.flash = {
       token,
       label: `${record.id} for ${record.subject} (tenant ${record.tenantId})`,
@@ -393,21 +396,19 @@ ${next ? html`<p><a href="${next}">Next page</a></p>` : ''}`,
     )
   })
   action('/admin/pats/:id/revoke', '/admin/pats', async (request, session) => {
-    const { record, changed } = await revokePatById(
-      store,
-      request.params.id as string,
+    const { record, changed } = await revokeTenantPat(
       op(request, session),
+      request.params.id as string,
     )
     return changed
       ? `Revoked pat_…${record.last4} (${record.id}).`
       : `${record.id} was already revoked.`
   })
   action('/admin/pats/revoke-leaked', '/admin/pats', async (request, session) => {
-    const result = await revokeLeakedPat(
-      store,
+    const [result] = await revokeLeakedPats(op(request, session), [
       (request.body.token ?? '').trim(),
-      op(request, session),
-    )
+    ])
+    if (!result) return 'No token given.'
     const what = {
       revoked: 'revoked',
       already_revoked: 'was already revoked',
@@ -454,20 +455,16 @@ ${
   })
   action('/admin/issuers', '/admin/issuers', async (request, session) => {
     const b = request.body
-    const { replaced } = await addIssuer(
-      store,
-      {
-        issuer: b.issuer ?? '',
-        audiences: [b.audience ?? ''],
-        keySource: b.jwksUrl ? { kind: 'jwks_url', url: b.jwksUrl } : { kind: 'oidc_discovery' },
-        tenant: { claim: b.tenantClaim || 'tenant_id' },
-      },
-      op(request, session),
-    )
+    const { replaced } = await addIssuer(op(request, session), {
+      issuer: b.issuer ?? '',
+      audiences: [b.audience ?? ''],
+      keySource: b.jwksUrl ? { kind: 'jwks_url', url: b.jwksUrl } : { kind: 'oidc_discovery' },
+      tenant: { claim: b.tenantClaim || 'tenant_id' },
+    })
     return `${replaced ? 'Replaced' : 'Added'} issuer ${b.issuer}.`
   })
   action('/admin/issuers/remove', '/admin/issuers', async (request, session) => {
-    await removeIssuer(store, request.body.issuer ?? '', op(request, session))
+    await removeIssuer(op(request, session), request.body.issuer ?? '')
     return `Removed issuer ${request.body.issuer}.`
   })
 

@@ -9,8 +9,8 @@ import Fastify, {
   LogController,
 } from 'fastify'
 import type { Logger } from 'pino'
-import { OperationError } from '../auth/operation-error.ts'
-import type { OperatorContext } from '../auth/operator-audit.ts'
+import { storeAuditSink } from '../auth/audit-events.ts'
+import { type OperationDeps, OperationRefused, type RefusalCode } from '../auth/operations.ts'
 import type { Config } from '../config/schema.ts'
 import type { IssuerConfig } from '../core/issuer.ts'
 import type { JwksStatus } from '../core/jwks.ts'
@@ -150,14 +150,29 @@ export async function buildAdminServer(deps: AdminDeps): Promise<FastifyInstance
   return app
 }
 
+const REFUSAL_STATUS: Readonly<Record<RefusalCode, number>> = {
+  invalid_input: 400,
+  tenant_unknown: 404,
+  token_unknown: 404,
+  issuer_unknown: 404,
+  tenant_exists: 409,
+  tenant_disabled: 409,
+  token_revoked: 409,
+  token_rotated: 409,
+  token_changed: 409,
+}
+
 /** The problem an expected error maps to; undefined for anything else (a 503, fail closed). */
 export function problemFor(
   error: unknown,
 ): { status: number; code: ProblemCode; detail: string } | undefined {
-  if (error instanceof OperationError) {
-    const status = { invalid: 400, not_found: 404, conflict: 409 }[error.kind]
-    const code = error.kind === 'not_found' ? 'not_found' : 'validation_failed'
-    return { status, code, detail: error.message }
+  if (error instanceof OperationRefused) {
+    const status = REFUSAL_STATUS[error.code]
+    return {
+      status,
+      code: status === 404 ? 'not_found' : 'validation_failed',
+      detail: error.message,
+    }
   }
   if (error instanceof InvalidCursorError || error instanceof InvalidPageLimitError) {
     return { status: 400, code: 'validation_failed', detail: error.message }
@@ -180,17 +195,20 @@ export function sendProblem(
     .send(problem(status, code, detail, String(request.id)))
 }
 
-/** The audit context of an operator's request. */
-export function operatorContext(
+/**
+ * What an operator's request runs application-layer operations with: the operator as the
+ * audit actor (with the client address and request id), events written before the answer.
+ */
+export function operationDeps(
   request: FastifyRequest,
   operator: Operator,
-  clock: Clock,
-): OperatorContext {
+  ctx: Pick<AdminDeps, 'store' | 'clock'>,
+): OperationDeps {
   return {
-    actor: operator.actor,
-    now: clock.now(),
-    clientAddress: request.ip,
-    requestId: String(request.id),
+    store: ctx.store,
+    clock: ctx.clock,
+    actor: { actor: operator.actor, clientAddress: request.ip, requestId: String(request.id) },
+    audit: storeAuditSink(ctx.store, () => ctx.clock.now()),
   }
 }
 

@@ -1,6 +1,6 @@
-import { patStatus } from '../auth/pat-actions.ts'
 import type { IssuerConfig } from '../core/issuer.ts'
 import type { JwksStatus } from '../core/jwks.ts'
+import { patStatus } from '../core/pat.ts'
 import type { PatRecord } from '../core/ports.ts'
 import type { AuditEvent, StoredIssuer } from '../stores/store.ts'
 

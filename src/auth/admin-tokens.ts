@@ -1,8 +1,7 @@
 import { hash } from 'node:crypto'
 import { randomBase62 } from '../core/pat.ts'
 import type { AdminRole, AdminStore, AdminTokenRecord } from '../stores/admin-store.ts'
-import type { AuditEvent } from '../stores/store.ts'
-import { type OperatorContext, operatorEvent } from './operator-audit.ts'
+import { audit, type OperationDeps, OperationRefused } from './operations.ts'
 
 /** Admin tokens start with `tga_`: never confused with a PAT (`pat_`), nor accepted as one. */
 export const ADMIN_TOKEN_PREFIX = 'tga_'
@@ -17,23 +16,21 @@ export function hashAdminToken(token: string): string {
   return hash('sha256', token, 'hex')
 }
 
-interface AdminTokenStores {
-  readonly admin: AdminStore
-  appendAudit(events: readonly AuditEvent[]): Promise<void>
-}
-
 /**
  * Issues an admin token. Returns the plaintext once, for the operator to hand over; only its
  * SHA-256 is stored. Audited as `admin_token.issued` (name, role, expiry; never the token).
  */
 export async function issueAdminToken(
-  store: AdminTokenStores,
+  deps: OperationDeps,
   input: { name: string; role: AdminRole; expiresAt: number },
-  op: OperatorContext,
 ): Promise<{ token: string; record: AdminTokenRecord }> {
-  const now = op.now
+  const now = deps.clock.now()
   if (!(input.expiresAt > now) || input.expiresAt - now > MAX_ADMIN_TOKEN_LIFETIME_MS) {
-    throw new RangeError('admin token expiry must be in the future and at most 366 days away')
+    throw new OperationRefused(
+      'invalid_input',
+      'expiry',
+      'an admin token expires in the future and at most 366 days away',
+    )
   }
   const token = ADMIN_TOKEN_PREFIX + randomBase62(ADMIN_TOKEN_RANDOM_LENGTH)
   const record: AdminTokenRecord = {
@@ -46,31 +43,34 @@ export async function issueAdminToken(
     expiresAt: input.expiresAt,
     revokedAt: null,
   }
-  await store.admin.insertAdminToken(record)
-  await store.appendAudit([
-    operatorEvent(op, 'admin_token.issued', null, {
+  await deps.store.admin.insertAdminToken(record)
+  await audit(deps, {
+    type: 'admin_token.issued',
+    tenantId: null,
+    details: {
       adminTokenId: record.id,
       name: record.name,
       role: record.role,
       expiresAt: new Date(record.expiresAt).toISOString(),
-    }),
-  ])
+    },
+  })
   return { token, record }
 }
 
-/** Revokes an admin token (idempotent); undefined when the id is unknown. */
+/** Revokes an admin token (idempotent: `changed` false when it already was); audited. */
 export async function revokeAdminToken(
-  store: AdminTokenStores,
+  deps: OperationDeps,
   id: string,
-  op: OperatorContext,
-): Promise<{ record: AdminTokenRecord; changed: boolean } | undefined> {
-  const before = (await store.admin.listAdminTokens()).find((t) => t.id === id)
-  if (!before) return undefined
+): Promise<{ record: AdminTokenRecord; changed: boolean }> {
+  const before = (await deps.store.admin.listAdminTokens()).find((t) => t.id === id)
+  if (!before) throw new OperationRefused('token_unknown', id, `no admin token ${id}`)
   if (before.revokedAt !== null) return { record: before, changed: false }
-  const record = (await store.admin.revokeAdminToken(id, op.now)) ?? before
-  await store.appendAudit([
-    operatorEvent(op, 'admin_token.revoked', null, { adminTokenId: id, name: record.name }),
-  ])
+  const record = (await deps.store.admin.revokeAdminToken(id, deps.clock.now())) ?? before
+  await audit(deps, {
+    type: 'admin_token.revoked',
+    tenantId: null,
+    details: { adminTokenId: id, name: record.name },
+  })
   return { record, changed: true }
 }
 

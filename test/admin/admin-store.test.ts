@@ -7,6 +7,7 @@ import assert from 'node:assert/strict'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { hashAdminToken, issueAdminToken, verifyAdminToken } from '../../src/auth/admin-tokens.ts'
+import { storeAuditSink } from '../../src/auth/audit-events.ts'
 import { issuePat } from '../../src/core/pat.ts'
 import { openPostgresStore } from '../../src/stores/postgres.ts'
 import { openSqliteStore } from '../../src/stores/sqlite.ts'
@@ -16,7 +17,12 @@ import { tempDir } from '../helpers/temp-dir.ts'
 
 const NOW = Date.UTC(2026, 5, 1)
 const DAY_MS = 86_400_000
-const op = { actor: 'cli:test', now: NOW }
+const deps = (store: Store) => ({
+  store,
+  clock: { now: () => NOW },
+  actor: { actor: 'cli:test' },
+  audit: storeAuditSink(store, () => NOW),
+})
 
 function contract(name: string, open: () => Promise<Store>, skip: string | false = false) {
   describe(`admin store: ${name}`, { skip }, () => {
@@ -28,11 +34,11 @@ function contract(name: string, open: () => Promise<Store>, skip: string | false
     after(() => store?.close())
 
     test('admin tokens: stored by hash only, found, listed, revoked once, expired', async () => {
-      const { token, record } = await issueAdminToken(
-        store,
-        { name: 'alice', role: 'operator', expiresAt: NOW + DAY_MS },
-        op,
-      )
+      const { token, record } = await issueAdminToken(deps(store), {
+        name: 'alice',
+        role: 'operator',
+        expiresAt: NOW + DAY_MS,
+      })
       assert.match(token, /^tga_[0-9A-Za-z]{40}$/)
       assert.equal(record.tokenHash, hashAdminToken(token))
       assert.ok(!JSON.stringify(await store.admin.listAdminTokens()).includes(token))

@@ -7,15 +7,9 @@ import {
 } from '../../auth/admin-tokens.ts'
 import type { AdminRole, AdminTokenRecord } from '../../stores/admin-store.ts'
 import { optionalString, requiredPositional, requiredString } from '../args.ts'
-import {
-  ADMIN_OVERRIDES,
-  type CommandContext,
-  type CommandDef,
-  cliActor,
-  withStore,
-} from '../context.ts'
+import { ADMIN_OVERRIDES, type CommandDef, operate, operationDeps, withStore } from '../context.ts'
 import { parseDuration } from '../durations.ts'
-import { CommandFailure, UsageError } from '../errors.ts'
+import { UsageError } from '../errors.ts'
 import { formatTime, isoTime } from '../output.ts'
 import { checkText, printable } from '../validate.ts'
 
@@ -32,8 +26,6 @@ function adminTokenJson(record: AdminTokenRecord, now: number) {
     revokedAt: isoTime(record.revokedAt),
   }
 }
-
-const operatorOf = (ctx: CommandContext) => ({ actor: cliActor(ctx.io.env), now: ctx.now() })
 
 const issue: CommandDef = {
   path: ['admin', 'token', 'issue'],
@@ -73,12 +65,18 @@ const issue: CommandDef = {
         `--expires-in: '${printable(text)}' is not a duration up to 366d (expected e.g. 8h, 30d)`,
       )
     }
-    const op = operatorOf(ctx)
+    const now = ctx.now()
     const { token, record } = await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
-      issueAdminToken(store, { name, role: role as AdminRole, expiresAt: op.now + ms }, op),
+      operate(() =>
+        issueAdminToken(operationDeps(ctx, store), {
+          name,
+          role: role as AdminRole,
+          expiresAt: now + ms,
+        }),
+      ),
     )
     if (ctx.json) {
-      ctx.out.json({ token, ...adminTokenJson(record, op.now) })
+      ctx.out.json({ token, ...adminTokenJson(record, now) })
       return 0
     }
     ctx.out.line(`Issued admin token ${record.id} for ${record.name} (${record.role}).`)
@@ -129,14 +127,13 @@ const revoke: CommandDef = {
   examples: ['tokengate admin token revoke adm_3kq9...'],
   async run(ctx) {
     const id = requiredPositional(ctx.args, 0, 'ID')
-    const op = operatorOf(ctx)
     const result = await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
-      revokeAdminToken(store, id, op),
+      operate(() => revokeAdminToken(operationDeps(ctx, store), id), {
+        token_unknown: () => `no admin token ${printable(id)} (see: tokengate admin token list)`,
+      }),
     )
-    if (!result)
-      throw new CommandFailure(`no admin token ${printable(id)} (see: tokengate admin token list)`)
     if (ctx.json)
-      ctx.out.json({ ...adminTokenJson(result.record, op.now), changed: result.changed })
+      ctx.out.json({ ...adminTokenJson(result.record, ctx.now()), changed: result.changed })
     else ctx.out.line(result.changed ? `Revoked admin token ${id}.` : `${id} was already revoked.`)
     return 0
   },
