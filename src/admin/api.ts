@@ -258,6 +258,10 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
         return { events: result.items.map(auditView), nextCursor: result.nextCursor }
       })
       api.get('/status', async () => readStatus(ctx))
+      // Authenticated before routing, as /api/v1: without a credential, unknown paths are 401.
+      api.setNotFoundHandler((request, reply) =>
+        sendProblem(reply, 404, 'not_found', 'No such admin endpoint.', request),
+      )
     },
     { prefix: API_PREFIX },
   )
