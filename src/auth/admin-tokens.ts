@@ -22,10 +22,10 @@ export function hashAdminToken(token: string): string {
  */
 export async function issueAdminToken(
   deps: OperationDeps,
-  input: { name: string; role: AdminRole; expiresAt: number },
+  input: { name: string; role: AdminRole; lifetimeMs: number },
 ): Promise<{ token: string; record: AdminTokenRecord }> {
   const now = deps.clock.now()
-  if (!(input.expiresAt > now) || input.expiresAt - now > MAX_ADMIN_TOKEN_LIFETIME_MS) {
+  if (!(input.lifetimeMs > 0 && input.lifetimeMs <= MAX_ADMIN_TOKEN_LIFETIME_MS)) {
     throw new OperationRefused(
       'invalid_input',
       'expiry',
@@ -40,7 +40,7 @@ export async function issueAdminToken(
     role: input.role,
     last4: token.slice(-4),
     createdAt: now,
-    expiresAt: input.expiresAt,
+    expiresAt: now + input.lifetimeMs,
     revokedAt: null,
   }
   await deps.store.admin.insertAdminToken(record)

@@ -37,7 +37,7 @@ function contract(name: string, open: () => Promise<Store>, skip: string | false
       const { token, record } = await issueAdminToken(deps(store), {
         name: 'alice',
         role: 'operator',
-        expiresAt: NOW + DAY_MS,
+        lifetimeMs: DAY_MS,
       })
       assert.match(token, /^tga_[0-9A-Za-z]{40}$/)
       assert.equal(record.tokenHash, hashAdminToken(token))

@@ -65,18 +65,17 @@ const issue: CommandDef = {
         `--expires-in: '${printable(text)}' is not a duration up to 366d (expected e.g. 8h, 30d)`,
       )
     }
-    const now = ctx.now()
     const { token, record } = await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
       operate(() =>
         issueAdminToken(operationDeps(ctx, store), {
           name,
           role: role as AdminRole,
-          expiresAt: now + ms,
+          lifetimeMs: ms,
         }),
       ),
     )
     if (ctx.json) {
-      ctx.out.json({ token, ...adminTokenJson(record, now) })
+      ctx.out.json({ token, ...adminTokenJson(record, record.createdAt) })
       return 0
     }
     ctx.out.line(`Issued admin token ${record.id} for ${record.name} (${record.role}).`)
