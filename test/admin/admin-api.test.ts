@@ -388,6 +388,51 @@ describe('admin API on its own listener', () => {
     }
   })
 
+  test('bad input is 400 validation_failed, naming the field', async () => {
+    const h = bearer(operator)
+    const cases: [string, string, unknown, RegExp][] = [
+      ['GET', '/admin/api/v1/pats?expiringWithinDays=0', undefined, /^expiringWithinDays:/],
+      ['GET', '/admin/api/v1/pats?status=lost', undefined, /^status: one of/],
+      ['GET', '/admin/api/v1/pats?limit=500', undefined, /^limit:/],
+      ['GET', '/admin/api/v1/audit-events?format=xml', undefined, /^format:/],
+      ['GET', '/admin/api/v1/audit-events?until=later', undefined, /^until:/],
+      ['POST', '/admin/api/v1/pats', { tenantId: 'demo' }, /^subject: required/],
+      [
+        'POST',
+        '/admin/api/v1/pats',
+        { tenantId: 'demo', subject: 's', permissions: 'x' },
+        /^permissions: expected an array/,
+      ],
+      [
+        'POST',
+        '/admin/api/v1/pats',
+        { tenantId: 'demo', subject: 's', expiresInDays: 1.5 },
+        /^expiresInDays:/,
+      ],
+      ['POST', '/admin/api/v1/pats/tok_x/rotate', { graceSeconds: -1 }, /^graceSeconds:/],
+      ['POST', '/admin/api/v1/issuers', { issuer: 'https://x' }, /^body: expected \{ issuer/],
+      ['POST', '/admin/api/v1/tenants', { id: 'ok-id', name: 7 }, /^name: required string/],
+    ]
+    for (const [method, path, body, detail] of cases) {
+      const response = await adminRequest(server, path, { method, headers: h, body })
+      assert.equal(response.status, 400, `${method} ${path}`)
+      assert.equal(response.json.code, 'validation_failed')
+      assert.match(String(response.json.detail), detail)
+    }
+    const never = await adminRequest(server, '/admin/api/v1/pats', {
+      method: 'POST',
+      headers: h,
+      body: { tenantId: 'demo', subject: 'forever', expiresInDays: null },
+    })
+    assert.equal(never.status, 201)
+    assert.equal(never.json.expiresAt, null)
+    const rotateUnknown = await adminRequest(server, '/admin/api/v1/pats/tok_nope/rotate', {
+      method: 'POST',
+      headers: h,
+    })
+    assert.equal(rotateUnknown.status, 404)
+  })
+
   test('status: readiness, change feed, request and failure rates', async () => {
     await server.request('/api/v1/me')
     const status = await adminRequest(server, '/admin/api/v1/status', { headers: bearer(readOnly) })

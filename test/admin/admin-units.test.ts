@@ -201,10 +201,33 @@ describe('fail closed', () => {
       })
       assert.equal(response.statusCode, 503)
       assert.equal(response.json().code, 'unavailable')
-      const status = await app.inject({ url: '/admin/sign-in' })
-      assert.equal(status.statusCode, 200)
+      const page = await app.inject({ url: '/admin/sign-in' })
+      assert.equal(page.statusCode, 200)
     } finally {
       await app.close()
     }
+  })
+
+  test('status says unavailable when the store does not answer its ping', async () => {
+    const store = openSqliteStore(join(tempDir('tg-admin-ping-'), 'db.sqlite'))
+    await store.migrate()
+    const failing = new Proxy(store, {
+      get(target, name) {
+        if (name === 'ping') return () => Promise.reject(new Error('down'))
+        const value = Reflect.get(target, name, target)
+        return typeof value === 'function' ? value.bind(target) : value
+      },
+    })
+    const { readStatus } = await import('../../src/admin/status.ts')
+    const status = await readStatus({
+      store: failing,
+      issuers: { issuers: () => [], keyStatus: () => [] },
+      traffic: createTrafficRecorder({ now: () => T0 }),
+      changeFeed: () => ({ connected: false }),
+    } as unknown as Parameters<typeof readStatus>[0])
+    assert.equal(status.status, 'unavailable')
+    assert.equal(status.store, 'unreachable')
+    assert.deepEqual(status.changeFeed, { state: 'disconnected' })
+    await store.close()
   })
 })
