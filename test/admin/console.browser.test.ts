@@ -15,9 +15,15 @@ import { fileURLToPath } from 'node:url'
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
 import { binaryPath, skipReason } from '../helpers/services.ts'
+import { tempDir } from '../helpers/temp-dir.ts'
 import { adminRequest, bearer, issueAdminTokenCli } from './admin-client.ts'
 
-const SHOTS = fileURLToPath(new URL('../../docs/console/', import.meta.url))
+// `TOKENGATE_SCREENSHOTS=docs` writes them where the README and docs/console.md show them;
+// otherwise into a temporary directory, so a test run leaves the working tree clean.
+const SHOTS =
+  process.env.TOKENGATE_SCREENSHOTS === 'docs'
+    ? fileURLToPath(new URL('../../docs/console/', import.meta.url))
+    : tempDir('tg-console-shots-')
 const skip = skipReason('chromium')
 
 describe('web console in chromium', { skip }, () => {
