@@ -1,7 +1,8 @@
 /**
  * The request a proxy asks about: which method and URI its client sent. Each proxy says it
  * its own way:
- * - nginx `auth_request` (and ingress-nginx): `X-Original-Method`, `X-Original-URI`;
+ * - nginx `auth_request`: `X-Original-Method`, `X-Original-URI`; ingress-nginx sends
+ *   `X-Original-URL` (absolute) instead of the URI;
  * - Caddy `forward_auth`, Traefik `forwardAuth`: `X-Forwarded-Method`, `-Uri`, `-Host`;
  * - Envoy `ext_authz` (HTTP service): the original method and path on the request line,
  *   behind the configured `path_prefix`.
@@ -40,7 +41,10 @@ export function readForwardedRequest(
 ): ForwardedRequest {
   if (options.trusted) {
     for (const family of FAMILIES) {
-      const uris = headerValues(rawHeaders, family.uri)
+      let uris = headerValues(rawHeaders, family.uri)
+      if (family.kind === 'nginx' && uris.length === 0) {
+        uris = headerValues(rawHeaders, 'x-original-url').map(withoutOrigin)
+      }
       const methods = headerValues(rawHeaders, family.method)
       if (uris.length === 0 && methods.length === 0) continue
       if (uris.length !== 1 || methods.length !== 1) {
@@ -66,6 +70,17 @@ function checked(kind: ProxyKind, method: string, url: string): ForwardedRequest
     return { ok: false, reason: 'the original URI is not a path with an optional query' }
   }
   return { ok: true, kind, method: method.toUpperCase(), url }
+}
+
+/**
+ * `https://host/path?q` → `/path?q`, without URL parsing: a parser would resolve `..` and
+ * re-encode characters, hiding from the policy the spelling the upstream will receive.
+ */
+function withoutOrigin(url: string): string {
+  const match = /^https?:\/\/[^/?#]*/i.exec(url)
+  if (!match) return url
+  const rest = url.slice(match[0].length)
+  return rest.startsWith('/') ? rest : `/${rest}`
 }
 
 function headerValues(rawHeaders: readonly string[], name: string): string[] {

@@ -205,6 +205,15 @@ describe('trusted proxy addresses', () => {
     }
   })
 
+  test('ingress-nginx: X-Original-URL stands for the URI, its spelling kept for the policy', () => {
+    const read = readForwardedRequest(
+      ['X-Original-Method', 'GET', 'X-Original-URL', 'https://api.example.com/api/v1/a/../b?x=1'],
+      { method: 'GET', url: '/' },
+      { trusted: true, pathPrefix: '' },
+    )
+    assert.deepEqual(read, { ok: true, kind: 'nginx', method: 'GET', url: '/api/v1/a/../b?x=1' })
+  })
+
   test('an untrusted peer is decided on its request line', () => {
     const read = readForwardedRequest(
       ['X-Original-URI', '/api/v1/a', 'X-Original-Method', 'POST'],
