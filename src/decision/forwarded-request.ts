@@ -13,7 +13,7 @@ export type ProxyKind = 'nginx' | 'forwarded' | 'request-line'
 
 export type ForwardedRequest =
   | { readonly ok: true; readonly kind: ProxyKind; readonly method: string; readonly url: string }
-  | { readonly ok: false; readonly reason: string }
+  | { readonly ok: false; readonly reason: string; readonly kind?: ProxyKind }
 
 const METHOD = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,32}$/
 /** An origin-form request target: a path and an optional query, visible ASCII only. */
@@ -50,6 +50,7 @@ export function readForwardedRequest(
       if (uris.length !== 1 || methods.length !== 1) {
         return {
           ok: false,
+          kind: family.kind,
           reason: `send exactly one ${family.uri} and one ${family.method} header`,
         }
       }
@@ -65,9 +66,11 @@ export function readForwardedRequest(
 }
 
 function checked(kind: ProxyKind, method: string, url: string): ForwardedRequest {
-  if (!METHOD.test(method)) return { ok: false, reason: 'the original method is not a method' }
+  if (!METHOD.test(method)) {
+    return { ok: false, kind, reason: 'the original method is not a method' }
+  }
   if (!ORIGIN_FORM.test(url)) {
-    return { ok: false, reason: 'the original URI is not a path with an optional query' }
+    return { ok: false, kind, reason: 'the original URI is not a path with an optional query' }
   }
   return { ok: true, kind, method: method.toUpperCase(), url }
 }

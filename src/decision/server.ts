@@ -66,6 +66,8 @@ const require = createRequire(import.meta.url)
 const http = require('node:http') as typeof Http
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+/** Methods Node's HTTP parser (and so Fastify's router) knows; anything else is refused. */
+const KNOWN_METHODS = new Set(http.METHODS)
 const ORIGINAL = Symbol('tokengate.originalRequest')
 const NOT_FOUND = 'No such endpoint.'
 const TENANT_DETAIL =
@@ -116,10 +118,14 @@ export async function buildDecisionServer(
             { method: req.method ?? 'GET', url: req.url ?? '/' },
             { trusted: trusted(req.socket.remoteAddress), pathPrefix: decision.pathPrefix },
           )
-          req[ORIGINAL] = original
-          if (original.ok) {
-            req.method = original.method
-            req.url = original.url
+          const stated: ForwardedRequest =
+            original.ok && !KNOWN_METHODS.has(original.method)
+              ? { ok: false, kind: original.kind, reason: 'the original method is not supported' }
+              : original
+          req[ORIGINAL] = stated
+          if (stated.ok) {
+            req.method = stated.method
+            req.url = stated.url
           }
           handler(req, res)
         },
@@ -175,8 +181,8 @@ export async function buildDecisionServer(
 
   app.addHook('onSend', (request, reply, payload, done) => {
     const original = request.raw[ORIGINAL]
-    if (reply.statusCode >= 400 && typeof payload === 'string' && original?.ok !== false) {
-      if (original?.kind === 'nginx') reply.header(PROBLEM_HEADER, asciiJson(payload))
+    if (reply.statusCode >= 400 && typeof payload === 'string' && original?.kind === 'nginx') {
+      reply.header(PROBLEM_HEADER, asciiJson(payload))
     }
     done(null, payload)
   })

@@ -64,6 +64,7 @@ describe('decision API: the original request is believed only from trusted proxi
         ['X-Original-URI', '/api/v1/x'],
       ],
       [token, ['X-Original-Method', 'G ET'], ['X-Original-URI', PROTECTED_PATH]],
+      [token, ['X-Original-Method', 'FOO'], ['X-Original-URI', PROTECTED_PATH]],
       [token, ['X-Original-Method', 'GET'], ['X-Original-URI', 'http://evil/api/v1/things']],
     ] as [string, string][][]) {
       const response = await send(trusting.decisionUrl, '/', lines)
@@ -71,6 +72,19 @@ describe('decision API: the original request is believed only from trusted proxi
       const body = JSON.parse(response.body)
       assert.equal(body.code, 'validation_failed')
       assert.equal(response.headers['x-request-id'], body.requestId)
+    }
+  })
+
+  test('the original method is the one decided: HEAD, POST and WebDAV methods', async () => {
+    for (const method of ['HEAD', 'POST', 'PROPFIND']) {
+      const response = await send(trusting.decisionUrl, '/', [
+        bearer(trusting.tokens.patWithoutPermission),
+        ['X-Original-Method', method],
+        ['X-Original-URI', PROTECTED_PATH],
+      ])
+      // The policy's rule covers GET (and so HEAD) only; other methods fall to the default.
+      assert.equal(response.status, method === 'HEAD' ? 403 : 200, method)
+      if (method === 'HEAD') assert.equal(JSON.parse(response.body).code, 'insufficient_permission')
     }
   })
 
