@@ -42,6 +42,8 @@ export interface Stack {
   readonly decisionUrl: string
   readonly decisionPort: number
   readonly tokens: SpecFixture['tokens']
+  /** A JWT of a trusted issuer whose JWKS URL refuses connections: tokengate answers 503. */
+  readonly unreachableIssuerJwt: string
   readonly dataDir: string
   close(): Promise<void>
 }
@@ -65,6 +67,12 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const now = Date.now()
   await store.createTenant({ id: TEST_TENANT, name: 'Tenant A' }, now)
   await store.putIssuer(issuer.config, now)
+  const down = createTestIssuer({ issuer: 'https://down.test' })
+  const closedPort = await freePort()
+  await store.putIssuer(
+    { ...down.config, keySource: { kind: 'jwks_url', url: `http://127.0.0.1:${closedPort}/jwks` } },
+    now,
+  )
   const pat = async (permissions: string[], expiresAt = now + 3_600_000) => {
     const issued = issuePat({
       tenantId: TEST_TENANT,
@@ -130,6 +138,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     decisionUrl,
     decisionPort: Number(new URL(decisionUrl).port),
     tokens,
+    unreachableIssuerJwt: await down.sign({ permissions: [REQUIRED_PERMISSION] }),
     dataDir,
     async close() {
       await running.close()

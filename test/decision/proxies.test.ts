@@ -95,6 +95,25 @@ for (const proxy of ['nginx', 'caddy'] as const) {
       })
     }
 
+    test('an unreachable JWKS answers 503 with Retry-After, as tokengate does', async () => {
+      const seenBefore = stack.upstream.seen.length
+      const lines: [string, string][] = [
+        ['Authorization', `Bearer ${stack.unreachableIssuerJwt}`],
+        ['X-Tenant-Id', TEST_TENANT],
+      ]
+      const proxied = await send(front.url, PROTECTED_PATH, lines)
+      const direct = await send(stack.gatewayUrl, PROTECTED_PATH, lines)
+      assert.equal(direct.status, 503)
+      assert.equal(proxied.status, 503, `${proxied.body}\n${front.log()}`)
+      const { requestId, ...body } = JSON.parse(proxied.body) as Record<string, unknown>
+      const { requestId: _, ...expected } = JSON.parse(direct.body) as Record<string, unknown>
+      assert.deepEqual(body, expected)
+      assert.equal(proxied.headers['x-request-id'], requestId)
+      assert.equal(proxied.headers['retry-after'], direct.headers['retry-after'])
+      assert.equal(proxied.headers['content-type'], direct.headers['content-type'])
+      assert.equal(stack.upstream.seen.length, seenBefore)
+    })
+
     test('a policy deny rule answers 404 like tokengate, for any method', async () => {
       const seenBefore = stack.upstream.seen.length
       const lines: [string, string][] = [['Authorization', `Bearer ${stack.tokens.pat}`]]
