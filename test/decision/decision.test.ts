@@ -106,6 +106,29 @@ describe('decision API: the original request is believed only from trusted proxi
     assert.equal(response.headers['x-tokengate-problem'], undefined)
   })
 
+  for (const [what, uri, status] of [
+    ['an ambiguous path', '/api/v1/public/../internal/x', 400],
+    ["another tenant's path segment", '/api/v1/tenants/tenant-b/files', 403],
+    ['a deny rule', '/api/v1/internal/x', 404],
+  ] as const) {
+    test(`${what}: the gateway's answer (${status})`, async () => {
+      const token = bearer(trusting.tokens.pat)
+      const decided = await send(trusting.decisionUrl, '/', [
+        token,
+        ['X-Original-Method', 'GET'],
+        ['X-Original-URI', uri],
+      ])
+      const direct = await send(trusting.gatewayUrl, uri, [token])
+      assert.equal(direct.status, status)
+      assert.equal(decided.status, status)
+      const { requestId: _a, ...body } = JSON.parse(decided.body)
+      const { requestId: _b, ...expected } = JSON.parse(direct.body)
+      assert.deepEqual(body, expected)
+      assert.equal(decided.headers['www-authenticate'], direct.headers['www-authenticate'])
+      assert.equal(decided.headers['cache-control'], direct.headers['cache-control'])
+    })
+  }
+
   test('paths outside /api/v1 are 404 without authentication, as on the API port', async () => {
     const response = await send(trusting.decisionUrl, '/', [
       ['X-Original-Method', 'GET'],

@@ -32,6 +32,9 @@ rules:
   - methods: '*'
     path: /api/v1/internal/*
     deny: true
+  - methods: '*'
+    path: /api/v1/tenants/:tenant/*
+    tenantParam: tenant
 `
 
 export interface Stack {

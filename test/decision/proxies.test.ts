@@ -87,6 +87,7 @@ for (const proxy of ['nginx', 'caddy'] as const) {
         const { requestId: _, ...expected } = JSON.parse(direct.body) as Record<string, unknown>
         assert.deepEqual(body, expected)
         assert.equal(proxied.headers['x-request-id'], requestId)
+        assert.equal(proxied.headers['x-tokengate-problem'], undefined)
         assert.equal(proxied.headers['www-authenticate'], direct.headers['www-authenticate'])
         assert.equal(proxied.headers['content-type'], direct.headers['content-type'])
         assert.equal(proxied.headers['cache-control'], direct.headers['cache-control'])
