@@ -157,6 +157,39 @@ describe('decision API: the original request is believed only from trusted proxi
   })
 })
 
+describe("decision API: the client address is the proxy's word too", () => {
+  let trusting: Stack
+  let distrusting: Stack
+  before(async () => {
+    trusting = await startStack({ failedAuthMax: 2 })
+    distrusting = await startStack({ failedAuthMax: 2, trustedProxies: '10.9.9.9' })
+  })
+  after(async () => {
+    await trusting?.close()
+    await distrusting?.close()
+  })
+
+  const failThrice = async (stack: Stack) => {
+    const statuses: number[] = []
+    for (const client of ['203.0.113.1', '203.0.113.2', '203.0.113.3']) {
+      const response = await send(stack.decisionUrl, PROTECTED_PATH, [
+        bearer('not-a-token'),
+        ['X-Forwarded-For', client],
+      ])
+      statuses.push(response.status)
+    }
+    return statuses
+  }
+
+  test('a direct caller cannot dodge the failed-authentication limit with X-Forwarded-For', async () => {
+    assert.deepEqual(await failThrice(distrusting), [401, 401, 429])
+  })
+
+  test("a trusted proxy's X-Forwarded-For keys the limit per real client", async () => {
+    assert.deepEqual(await failThrice(trusting), [401, 401, 401])
+  })
+})
+
 describe('decision API: Envoy ext_authz (HTTP service, path_prefix)', () => {
   let stack: Stack
   before(async () => {

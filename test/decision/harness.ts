@@ -58,6 +58,8 @@ export interface StackOptions {
   readonly identityToken?: boolean
   /** Per-token requests per window (default: high enough never to matter). */
   readonly perTokenMax?: number
+  /** Failed authentications per address per window (default: high enough never to matter). */
+  readonly failedAuthMax?: number
 }
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
@@ -119,7 +121,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       server: { host: '127.0.0.1', port: 0, plainHttp: true },
       log: { level: 'silent' },
       rateLimit: {
-        failedAuth: { max: 10_000 },
+        failedAuth: { max: options.failedAuthMax ?? 10_000 },
         perToken: { max: options.perTokenMax ?? 1_000_000 },
       },
       gateway: { upstream: upstream.url, policyFile },
