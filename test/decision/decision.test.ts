@@ -5,8 +5,11 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { createLocalJWKSet, jwtVerify } from 'jose'
 import { createProxyMatcher, readForwardedRequest } from '../../src/decision/forwarded-request.ts'
+import { openStore } from '../../src/stores/open-store.ts'
+import type { AuditEvent } from '../../src/stores/store.ts'
 import { PROTECTED_PATH, send } from '../adapters/spec-table.ts'
 import { TEST_TENANT } from '../helpers/jwt.ts'
 import { type Stack, startStack } from './harness.ts'
@@ -128,6 +131,33 @@ describe('decision API: the original request is believed only from trusted proxi
       assert.equal(decided.headers['cache-control'], direct.headers['cache-control'])
     })
   }
+
+  test('a refusal is audited with the original method, path and the real client address', async () => {
+    const response = await send(trusting.decisionUrl, '/', [
+      bearer(trusting.tokens.patWithoutPermission),
+      ['X-Original-Method', 'GET'],
+      ['X-Original-URI', `${PROTECTED_PATH}?page=3`],
+      ['X-Forwarded-For', '203.0.113.9'],
+    ])
+    assert.equal(response.status, 403)
+    const requestId = JSON.parse(response.body).requestId
+    const store = await openStore({ dataDir: trusting.dataDir })
+    try {
+      let event: AuditEvent | undefined
+      for (let i = 0; i < 50 && !event; i++) {
+        await sleep(100)
+        const page = await store.listAudit(TEST_TENANT, { limit: 200 })
+        event = page.items.find((item) => item.requestId === requestId)
+      }
+      assert.ok(event, 'no audit event for the refusal')
+      assert.equal(event.type, 'auth.forbidden')
+      assert.equal(event.outcome, 'insufficient_permission')
+      assert.equal(event.clientAddress, '203.0.113.9')
+      assert.deepEqual(event.details, { method: 'GET', path: PROTECTED_PATH, policyLine: 3 })
+    } finally {
+      await store.close()
+    }
+  })
 
   test('paths outside /api/v1 are 404 without authentication, as on the API port', async () => {
     const response = await send(trusting.decisionUrl, '/', [
