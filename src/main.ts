@@ -88,7 +88,7 @@ export async function startTokengate(
       : undefined
     const app = await buildServer({ config, auth, logger, tls, metrics, identityToken })
     if (identityToken) {
-      // Public keys of the identity token, beside the API (the decision listener serves them too).
+      // Public keys of the identity token, on the API listener only (see decision/server.ts).
       app.get('/.well-known/jwks.json', (_request, reply) => {
         reply.header('cache-control', 'public, max-age=300').send(identityToken.jwks())
       })

@@ -46,14 +46,15 @@ export interface BuildDecisionServerOptions {
   readonly config: Readonly<Config>
   readonly auth: AuthContext
   readonly logger: Logger
-  /** Adds `X-Auth-Token` to every 200 and serves `/.well-known/jwks.json`. */
+  /**
+   * Adds `X-Auth-Token` to every 200. Its JWKS is served on the API listener only: a route
+   * of its own here would answer 200 to a proxy asking about that path, letting the request
+   * through to the upstream unauthenticated.
+   */
   readonly identityToken?: IdentityTokenSigner | undefined
 }
 
 export type DecisionConfig = NonNullable<Config['decision']>
-
-/** The path of the identity-token JWKS on the decision listener. */
-export const JWKS_PATH = '/.well-known/jwks.json'
 
 /**
  * Header carrying the refusal's problem body, for nginx only: `auth_request` drops the
@@ -135,7 +136,7 @@ export async function buildDecisionServer(
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
     const original = request.raw[ORIGINAL]
-    if (original && !original.ok && request.url !== JWKS_PATH) {
+    if (original && !original.ok) {
       return void sendProblem(reply, problem(400, 'validation_failed', original.reason, request.id))
     }
     done()
@@ -191,11 +192,6 @@ export async function buildDecisionServer(
     done()
   })
 
-  if (identityToken) {
-    app.get(JWKS_PATH, (_request, reply) => {
-      reply.header('cache-control', 'public, max-age=300').send(identityToken.jwks())
-    })
-  }
   app.setNotFoundHandler((request, reply) =>
     sendProblem(reply, problem(404, 'not_found', NOT_FOUND, String(request.id))),
   )

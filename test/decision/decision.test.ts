@@ -253,7 +253,7 @@ describe('decision API + gateway: signed identity token', () => {
   })
   after(() => stack?.close())
 
-  test('the decision and the gateway both send a JWT that verifies against the served JWKS', async () => {
+  test('the decision and the gateway both send a JWT that verifies against the JWKS of the API listener', async () => {
     const decision = await send(stack.decisionUrl, '/', [
       bearer(stack.tokens.pat),
       ['X-Original-Method', 'GET'],
@@ -265,7 +265,23 @@ describe('decision API + gateway: signed identity token', () => {
       ['X-Auth-Token', 'forged'],
     ])
     const upstreamToken = stack.upstream.seen.at(-1)?.headers['x-auth-token']
-    for (const base of [stack.decisionUrl, stack.gatewayUrl]) {
+    // On the API listener only: on the decision listener a route answering 200 would be an
+    // "allowed" decision for that path, letting a proxy pass it upstream unauthenticated.
+    for (const spelling of [
+      [
+        ['X-Original-Method', 'GET'],
+        ['X-Original-URI', '/.well-known/jwks.json'],
+      ],
+      [
+        ['X-Forwarded-Method', 'GET'],
+        ['X-Forwarded-Uri', '/.well-known/jwks.json'],
+      ],
+      [],
+    ] as [string, string][][]) {
+      const asked = await send(stack.decisionUrl, '/.well-known/jwks.json', spelling)
+      assert.equal(asked.status, 404, JSON.stringify(spelling))
+    }
+    for (const base of [stack.gatewayUrl]) {
       const jwks = JSON.parse((await send(base, '/.well-known/jwks.json', [])).body)
       assert.equal(jwks.keys.length, 1)
       assert.equal(jwks.keys[0].d, undefined, 'never a private key')
