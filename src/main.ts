@@ -1,4 +1,6 @@
 import type { AddressInfo } from 'node:net'
+import { join } from 'node:path'
+import type { FastifyInstance } from 'fastify'
 import type { DestinationStream, Logger } from 'pino'
 import { createAuthContext } from './auth/auth-context.ts'
 import type { Config } from './config/schema.ts'
@@ -26,6 +28,8 @@ export interface RunningTokengate {
   readonly metricsUrl: string | undefined
   /** The admin listener (`https://host:port`, console at `/admin/`) when `admin.enabled`. */
   readonly adminUrl: string | undefined
+  /** `http://host:port` of the forward-auth decision listener when `decision` is set. */
+  readonly decisionUrl: string | undefined
   /** Graceful: stop accepting, finish in-flight requests, flush last-used times and audit. */
   close(): Promise<void>
 }
@@ -54,6 +58,7 @@ export async function startTokengate(
   let events: EventDelivery | undefined
   let metricsListener: MetricsListener | undefined
   let adminListener: { url: string; close(): Promise<void> } | undefined
+  let decisionApp: FastifyInstance | undefined
   try {
     await store.migrate()
     // Dev seeding (jose, for the dev issuer) and metrics (prom-client) are loaded only when
@@ -77,7 +82,20 @@ export async function startTokengate(
             store.kind === 'postgres' ? (store as PostgresStore).changeFeed : undefined,
         })
       : undefined
-    const app = await buildServer({ config, auth, logger, tls, metrics })
+    const identityToken = config.identityToken.enabled
+      ? await (await import('./gateway/identity-token.ts')).createIdentityTokenSigner(
+          config.identityToken,
+          config.identityToken.keysFile ?? join(config.dataDir, 'identity-keys.json'),
+          clock,
+        )
+      : undefined
+    const app = await buildServer({ config, auth, logger, tls, metrics, identityToken })
+    if (identityToken) {
+      // Public keys of the identity token, on the API listener only (see decision/server.ts).
+      app.get('/.well-known/jwks.json', (_request, reply) => {
+        reply.header('cache-control', 'public, max-age=300').send(identityToken.jwks())
+      })
+    }
     // The admin console's traffic chart counts the API listener's answers by status.
     const traffic = config.admin.enabled
       ? (await import('./admin/traffic.ts')).createTrafficRecorder(clock)
@@ -120,7 +138,13 @@ export async function startTokengate(
       })
       logger.info({ url: `${adminListener.url}/admin/` }, 'admin console listening')
     }
-    const started = { events, metricsListener, adminListener }
+    if (config.decision) {
+      const { buildDecisionServer } = await import('./decision/server.ts')
+      decisionApp = await buildDecisionServer({ config, auth, logger, identityToken })
+      await decisionApp.listen({ host: config.decision.host, port: config.decision.port })
+    }
+    const decisionAddress = decisionApp?.server.address() as AddressInfo | undefined
+    const started = { events, metricsListener, decisionApp, adminListener }
 
     let closing: Promise<void> | undefined
     return {
@@ -129,6 +153,7 @@ export async function startTokengate(
       logger,
       metricsUrl: metricsListener?.url,
       adminUrl: adminListener?.url,
+      decisionUrl: decisionAddress && `http://${hostOf(decisionAddress)}:${decisionAddress.port}`,
       get changeFeed() {
         return store.kind === 'postgres' ? (store as PostgresStore).changeFeed : undefined
       },
@@ -141,6 +166,7 @@ export async function startTokengate(
           force.unref()
           await app.close()
           await started.adminListener?.close()
+          await started.decisionApp?.close()
           await started.metricsListener?.close()
           // Before the audit flush: events flushed now stay queued for the next start.
           await started.events.close()
@@ -153,6 +179,7 @@ export async function startTokengate(
     }
   } catch (error) {
     await adminListener?.close()
+    await decisionApp?.close()
     await metricsListener?.close()
     await events?.close()
     await store.close().catch(() => {})
@@ -166,4 +193,8 @@ async function tlsFor(config: Readonly<Config>): Promise<TlsMaterial | undefined
     return readTlsFiles(config.server.tlsCertFile, config.server.tlsKeyFile)
   }
   return ensureDevCertificate(config.dataDir)
+}
+
+function hostOf(address: AddressInfo): string {
+  return address.family === 'IPv6' ? `[${address.address}]` : address.address
 }
