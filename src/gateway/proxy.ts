@@ -6,6 +6,7 @@ import type { Principal } from '../core/principal.ts'
 import { bearerChallenge } from '../http/challenge.ts'
 import { failureResponse } from '../http/failure-response.ts'
 import { PROBLEM_CONTENT_TYPE, type ProblemDetails, problem } from '../http/problem.ts'
+import { asciiLowerCase, canonicalRequestTarget } from '../http/request-target.ts'
 import { callerResponseHeaders, type HeaderMap, upstreamRequestHeaders } from './headers.ts'
 import type { PolicyDecision, PolicyMatcher } from './policy-matcher.ts'
 import { sendUpstream } from './upstream.ts'
@@ -16,6 +17,10 @@ export interface ProxyOptions {
   /** Time allowed for the upstream's response headers, and between body chunks. */
   readonly timeoutMs: number
   readonly stripAuthorization: boolean
+  /** Forwarding headers (lower-case) the caller may send through; all others are dropped. */
+  readonly forwardHeaders?: ReadonlySet<string> | undefined
+  /** Send `X-Forwarded-Host` from the caller's `Host`. */
+  readonly forwardedHost?: boolean | undefined
   readonly matcher: PolicyMatcher
   /** First path segments (after `/api/v1/`) that belong to tokengate's built-in routes. */
   readonly reserved: ReadonlySet<string>
@@ -54,9 +59,15 @@ export function createProxyHandler(options: ProxyOptions) {
     if (!principal) throw new Error('bug: gateway route reached without a principal')
     const requestId = String(request.id)
     const path = pathOf(request.url)
-
-    // Built-in names stay tokengate's whatever the method: the upstream cannot shadow them.
-    if (isReserved(path, options.reserved)) {
+    // Refused spellings are 400 before anything else reads the path: the built-in names and
+    // the policy are both recognised on the one decoded reading.
+    const target = canonicalRequestTarget(path)
+    if (!target.ok) {
+      return sendProblem(reply, problem(400, 'validation_failed', target.reason, requestId))
+    }
+    // Built-in names stay tokengate's whatever the method or spelling (`/api/v%31/tokens/x`):
+    // the upstream cannot shadow them.
+    if (isReserved(target.segments, options.reserved)) {
       return sendProblem(reply, problem(404, 'not_found', DETAIL.notFound, requestId))
     }
     const decision = options.matcher.decide(request.method, path, principal)
@@ -117,6 +128,8 @@ function forward(
     protocol: request.protocol,
     host: request.host,
     internalToken,
+    forwardHeaders: options.forwardHeaders,
+    forwardedHost: options.forwardedHost,
   })
   headers.host = options.upstream.host
   // The body parser of the gateway's scope hands over the raw request stream; requests
@@ -193,17 +206,11 @@ function upstreamPath(options: ProxyOptions, url: string): string {
  */
 const PLAIN_PATH = /^(?!.*\/(?:\.|%2e))[\x21\x24-\x3b\x3d\x40-\x5b\x5d\x5f\x61-\x7a\x7c\x7e]*$/i
 
-function isReserved(path: string, reserved: ReadonlySet<string>): boolean {
-  const rest = path.slice('/api/v1/'.length)
-  const slash = rest.indexOf('/')
-  const first = slash === -1 ? rest : rest.slice(0, slash)
-  let decoded = first
-  try {
-    decoded = decodeURIComponent(first)
-  } catch {
-    // splitRequestPath has already refused invalid encodings; keep the raw segment.
-  }
-  return reserved.has(decoded.toLowerCase())
+/** `api/v1/<built-in>/...` on decoded segments, ASCII case folded; anything outside /api/v1 too. */
+function isReserved(segments: readonly string[], reserved: ReadonlySet<string>): boolean {
+  const [api, version, first] = segments.map(asciiLowerCase)
+  if (api !== 'api' || version !== 'v1') return true
+  return first !== undefined && reserved.has(first)
 }
 
 function sendFailure(reply: FastifyReply, failure: AuthFailure, requestId: string): FastifyReply {

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Config } from '../config/schema.ts'
 import type { AuthContext } from '../server/auth-context.ts'
 import { v1Routes } from '../server/routes/v1/index.ts'
+import { effectiveHeaderName, IDENTITY_PREFIX } from './headers.ts'
 import { DEFAULT_POLICY, loadPolicy } from './policy.ts'
 import { createPolicyMatcher, type PolicyDecision } from './policy-matcher.ts'
 import { createProxyHandler } from './proxy.ts'
@@ -46,6 +47,8 @@ export async function registerGateway(
     basePath: upstream.pathname === '/' ? '' : upstream.pathname.replace(/\/$/, ''),
     timeoutMs: gateway.timeoutMs,
     stripAuthorization: gateway.stripAuthorization,
+    forwardHeaders: forwardHeadersOf(gateway),
+    forwardedHost: gateway.forwardedHost,
     matcher: createPolicyMatcher(policy),
     reserved,
     onRefused: (request, decision) => auditRefusal(auth, request, decision),
@@ -75,6 +78,19 @@ function parseUpstream(value: string): URL {
     throw new Error('gateway.upstream must not carry a query, fragment or credentials')
   }
   return url
+}
+
+/** The operator's allowlist; identity headers can never be on it. */
+function forwardHeadersOf(gateway: Readonly<GatewayConfig>): ReadonlySet<string> {
+  const names = gateway.forwardHeaders.split(',').filter((name) => name !== '')
+  for (const name of names) {
+    if (effectiveHeaderName(name).startsWith(IDENTITY_PREFIX)) {
+      throw new Error(
+        `gateway.forwardHeaders: ${name} is an identity header; it is never forwarded`,
+      )
+    }
+  }
+  return new Set(names)
 }
 
 function firstSegment(path: string): string {
