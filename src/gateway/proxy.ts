@@ -7,8 +7,10 @@ import { bearerChallenge } from '../http/challenge.ts'
 import { failureResponse } from '../http/failure-response.ts'
 import { PROBLEM_CONTENT_TYPE, type ProblemDetails, problem } from '../http/problem.ts'
 import { asciiLowerCase, canonicalRequestTarget } from '../http/request-target.ts'
+import type { UpstreamAdmission } from './admission.ts'
 import { callerResponseHeaders, type HeaderMap, upstreamRequestHeaders } from './headers.ts'
 import type { PolicyDecision, PolicyMatcher } from './policy-matcher.ts'
+import { paceUpload, type UploadPaceOptions, UploadTooSlowError } from './upload-pace.ts'
 import { sendUpstream } from './upstream.ts'
 
 export interface ProxyOptions {
@@ -30,6 +32,10 @@ export interface ProxyOptions {
     | undefined
   /** Called when the policy refuses an authenticated request (audit). */
   readonly onRefused?: (request: FastifyRequest, decision: PolicyDecision) => void
+  /** Per-token/per-tenant caps and the wait for a connection (`createUpstreamAdmission`). */
+  readonly admission: UpstreamAdmission
+  /** The minimum pace of a proxied request body. */
+  readonly uploadPace: UploadPaceOptions
   /** The keep-alive pool to the upstream (`createUpstreamPool`). */
   readonly pool: Dispatcher
   /** The upstream URL: its `host` is sent as `Host`; its path is `basePath`. */
@@ -41,6 +47,12 @@ const DETAIL = {
   tenant: "The path names a tenant other than the caller's; a token acts only for its own tenant.",
   badGateway: 'The upstream service could not be reached or sent an invalid response.',
   timeout: 'The upstream service did not answer in time.',
+  tokenBusy:
+    'This token has too many requests in flight to the upstream; retry when one completes.',
+  tenantBusy:
+    'This tenant has too many requests in flight to the upstream; retry when one completes.',
+  busy: 'The upstream service has no free connection; retry shortly.',
+  slowBody: 'The request body arrived too slowly.',
 } as const
 
 /**
@@ -90,6 +102,14 @@ export function createProxyHandler(options: ProxyOptions) {
       default:
         return decision satisfies never
     }
+    const admitted = await options.admission.admit(
+      principal.tenantId,
+      principal.tokenId ?? principal.fingerprint,
+    )
+    if (!admitted.ok) return sendNotAdmitted(reply, admitted.reason, requestId)
+    // The response's end (or the caller leaving) ends the exchange and frees the slot.
+    if (reply.raw.destroyed) admitted.release()
+    else reply.raw.once('close', admitted.release)
     const internalToken = options.internalToken
       ? await options.internalToken(principal, requestId)
       : undefined
@@ -134,7 +154,8 @@ function forward(
   headers.host = options.upstream.host
   // The body parser of the gateway's scope hands over the raw request stream; requests
   // without a body (GET, or no length and no chunks) have none.
-  const body = request.body instanceof Readable ? request.body : null
+  const body =
+    request.body instanceof Readable ? paceUpload(request.body, options.uploadPace) : null
 
   const exchange = sendUpstream(
     options.pool,
@@ -173,6 +194,15 @@ function forward(
         clearTimeout(timer)
         // Why a fixed detail: upstream error messages name hosts, ports and internals; they
         // go to the log, the caller gets a stable problem body.
+        if (error instanceof UploadTooSlowError) {
+          request.log.info('request body too slow: cut')
+          // The rest of the body is never read: the connection cannot carry another request.
+          reply.header('connection', 'close')
+          return void sendProblem(
+            reply,
+            problem(408, 'request_timeout', DETAIL.slowBody, requestId),
+          )
+        }
         request.log.warn({ code: error.code }, 'upstream failed')
         sendProblem(
           reply,
@@ -211,6 +241,21 @@ function isReserved(segments: readonly string[], reserved: ReadonlySet<string>):
   const [api, version, first] = segments.map(asciiLowerCase)
   if (api !== 'api' || version !== 'v1') return true
   return first !== undefined && reserved.has(first)
+}
+
+/**
+ * Over a token's or tenant's cap: 429, the caller's own load (as Envoy's local rate limit
+ * answers). No connection in time: 503, the upstream's capacity. Both retry after a second.
+ */
+function sendNotAdmitted(
+  reply: FastifyReply,
+  reason: 'token' | 'tenant' | 'busy',
+  requestId: string,
+): FastifyReply {
+  reply.header('retry-after', '1')
+  return reason === 'busy'
+    ? sendProblem(reply, problem(503, 'unavailable', DETAIL.busy, requestId))
+    : sendProblem(reply, problem(429, 'rate_limited', DETAIL[`${reason}Busy`], requestId))
 }
 
 function sendFailure(reply: FastifyReply, failure: AuthFailure, requestId: string): FastifyReply {

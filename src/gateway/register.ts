@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Config } from '../config/schema.ts'
 import type { AuthContext } from '../server/auth-context.ts'
 import { v1Routes } from '../server/routes/v1/index.ts'
+import { createUpstreamAdmission } from './admission.ts'
 import { effectiveHeaderName, IDENTITY_PREFIX } from './headers.ts'
 import { DEFAULT_POLICY, loadPolicy } from './policy.ts'
 import { createPolicyMatcher, type PolicyDecision } from './policy-matcher.ts'
@@ -40,7 +41,10 @@ export async function registerGateway(
   const policy = gateway.policyFile ? await loadPolicy(gateway.policyFile) : DEFAULT_POLICY
   const upstream = parseUpstream(gateway.upstream)
   const reserved = new Set(v1Routes.map((route) => firstSegment(route.path)))
-  const pool = createUpstreamPool(upstream.origin, { timeoutMs: gateway.timeoutMs })
+  const pool = createUpstreamPool(upstream.origin, {
+    timeoutMs: gateway.timeoutMs,
+    connections: gateway.connections,
+  })
   app.addHook('onClose', () => pool.destroy())
 
   const handler = createProxyHandler({
@@ -49,6 +53,13 @@ export async function registerGateway(
     stripAuthorization: gateway.stripAuthorization,
     forwardHeaders: forwardHeadersOf(gateway),
     forwardedHost: gateway.forwardedHost,
+    admission: createUpstreamAdmission({
+      connections: gateway.connections,
+      perTenant: gateway.maxInFlightPerTenant,
+      perToken: gateway.maxInFlightPerToken,
+      waitMs: gateway.connectionWaitMs,
+    }),
+    uploadPace: { idleMs: gateway.bodyTimeoutMs, minBytesPerSec: gateway.minUploadBytesPerSec },
     matcher: createPolicyMatcher(policy),
     reserved,
     onRefused: (request, decision) => auditRefusal(auth, request, decision),

@@ -39,7 +39,7 @@ describe('gateway: proxied requests', () => {
   let gateway: Gateway
   before(async () => {
     upstream = await startUpstream()
-    gateway = await startGateway({ upstream: upstream.url, policy: POLICY, timeoutMs: 400 })
+    gateway = await startGateway({ upstream: upstream.url, policy: POLICY, timeoutMs: 10_000 })
   })
   after(async () => {
     await gateway.close()
