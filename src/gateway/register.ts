@@ -6,6 +6,7 @@ import { createUpstreamAdmission } from './admission.ts'
 import { effectiveHeaderName, IDENTITY_PREFIX } from './headers.ts'
 import { DEFAULT_POLICY, loadPolicy } from './policy.ts'
 import { createPolicyMatcher, type PolicyDecision } from './policy-matcher.ts'
+import { createReloadablePolicy } from './policy-reload.ts'
 import { createProxyHandler } from './proxy.ts'
 import { createUpstreamPool } from './upstream.ts'
 
@@ -24,7 +25,8 @@ export interface RegisterGatewayOptions {
  *
  * - The policy file is loaded and validated here, so a bad file stops the start-up with
  *   every problem and its line (`PolicyError`); no policy file means the secure default
- *   (authentication required, no permission).
+ *   (authentication required, no permission). SIGHUP reloads the file; a bad edit is
+ *   logged and the last good policy stays (`policy-reload.ts`).
  * - The proxy lives in its own encapsulated context whose only body parser passes the raw
  *   request stream through: uploads are streamed to the upstream, never buffered, and the
  *   built-in routes keep their JSON parsing and body limit.
@@ -46,6 +48,17 @@ export async function registerGateway(
     connections: gateway.connections,
   })
   app.addHook('onClose', () => pool.destroy())
+  const reloadable = gateway.policyFile
+    ? createReloadablePolicy(gateway.policyFile, policy, app.log)
+    : undefined
+  if (reloadable) {
+    // SIGHUP re-reads the policy file without a restart (`tokengate apply` writes it).
+    const onHangup = () => void reloadable.reload()
+    process.on('SIGHUP', onHangup)
+    app.addHook('onClose', async () => {
+      process.off('SIGHUP', onHangup)
+    })
+  }
 
   const handler = createProxyHandler({
     basePath: upstream.pathname === '/' ? '' : upstream.pathname.replace(/\/$/, ''),
@@ -60,7 +73,7 @@ export async function registerGateway(
       waitMs: gateway.connectionWaitMs,
     }),
     uploadPace: { idleMs: gateway.bodyTimeoutMs, minBytesPerSec: gateway.minUploadBytesPerSec },
-    matcher: createPolicyMatcher(policy),
+    matcher: reloadable?.matcher ?? createPolicyMatcher(policy),
     reserved,
     onRefused: (request, decision) => auditRefusal(auth, request, decision),
     pool,

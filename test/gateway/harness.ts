@@ -151,6 +151,8 @@ export interface Gateway {
   readonly url: string
   readonly issuer: TestIssuer
   readonly running: RunningTokengate
+  /** The policy file the gateway reads, when `policy` was given. */
+  readonly policyFile: string | undefined
   /** Issues a PAT for `tenant` (default TEST_TENANT) with `permissions`. */
   pat(permissions: readonly string[], tenant?: string): Promise<string>
   /** A JWT for TEST_TENANT (or `claims.tenant_id`) with `permissions`. */
@@ -201,6 +203,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     url: running.url,
     issuer,
     running,
+    policyFile,
     async pat(permissions, tenant = TEST_TENANT) {
       const { token, record } = issuePat({
         tenantId: tenant,
