@@ -4,6 +4,7 @@ import type { AuthContext } from '../server/auth-context.ts'
 import { v1Routes } from '../server/routes/v1/index.ts'
 import { createUpstreamAdmission } from './admission.ts'
 import { effectiveHeaderName, IDENTITY_PREFIX } from './headers.ts'
+import type { IdentityTokenSigner } from './identity-token.ts'
 import { DEFAULT_POLICY, loadPolicy } from './policy.ts'
 import { createPolicyMatcher, type PolicyDecision } from './policy-matcher.ts'
 import { createReloadablePolicy } from './policy-reload.ts'
@@ -17,6 +18,8 @@ export interface RegisterGatewayOptions {
   readonly auth: AuthContext
   /** The data directory (keys of the optional internal token live there). */
   readonly dataDir: string
+  /** Signs the identity JWT sent upstream as `X-Auth-Token` (identity-token.ts); optional. */
+  readonly identityToken?: IdentityTokenSigner | undefined
 }
 
 /**
@@ -76,6 +79,7 @@ export async function registerGateway(
     matcher: reloadable?.matcher ?? createPolicyMatcher(policy),
     reserved,
     onRefused: (request, decision) => auditRefusal(auth, request, decision),
+    internalToken: options.identityToken?.sign,
     pool,
     upstream,
   })
@@ -121,7 +125,11 @@ function firstSegment(path: string): string {
   return path.split('/')[1]?.toLowerCase() ?? ''
 }
 
-function auditRefusal(auth: AuthContext, request: FastifyRequest, decision: PolicyDecision): void {
+export function auditRefusal(
+  auth: AuthContext,
+  request: FastifyRequest,
+  decision: PolicyDecision,
+): void {
   const principal = request.principal
   auth.audit.write({
     type: 'auth.forbidden',
