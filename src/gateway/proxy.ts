@@ -107,9 +107,13 @@ export function createProxyHandler(options: ProxyOptions) {
       principal.tokenId ?? principal.fingerprint,
     )
     if (!admitted.ok) return sendNotAdmitted(reply, admitted.reason, requestId)
+    if (reply.raw.destroyed) {
+      // The caller left while waiting for a connection: nothing to send upstream.
+      admitted.release()
+      return reply
+    }
     // The response's end (or the caller leaving) ends the exchange and frees the slot.
-    if (reply.raw.destroyed) admitted.release()
-    else reply.raw.once('close', admitted.release)
+    reply.raw.once('close', admitted.release)
     const internalToken = options.internalToken
       ? await options.internalToken(principal, requestId)
       : undefined

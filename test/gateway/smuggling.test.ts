@@ -152,6 +152,21 @@ describe('gateway: the operator allowlist lets named forwarding headers through'
   })
 })
 
+test('an identity header on the allowlist stops the start', async () => {
+  const upstream = await startUpstream()
+  try {
+    await assert.rejects(
+      startGateway({
+        upstream: upstream.url,
+        gateway: { forwardHeaders: 'x-real-ip,x-auth-tenant' },
+      }),
+      /gateway\.forwardHeaders: x-auth-tenant is an identity header/,
+    )
+  } finally {
+    await upstream.close()
+  }
+})
+
 function isForwarding(name: string): boolean {
   return (
     name.startsWith('x-forwarded-') ||
