@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { addIssuer, removeIssuer } from '../auth/issuer-operations.ts'
 import type { OperationDeps } from '../auth/operations.ts'
-import { revokeLeakedPats, revokeTenantPat } from '../auth/pat-lifecycle.ts'
+import { revokeLeakedPats, revokeTenantPat, rotateTenantPat } from '../auth/pat-lifecycle.ts'
 import { setTenantEnabled } from '../auth/tenant-operations.ts'
 import { patStatus } from '../core/pat.ts'
 import {
@@ -15,6 +15,7 @@ import {
 } from './api.ts'
 import { trafficChart } from './chart.ts'
 import { type Html, html, time } from './html.ts'
+import { invalid } from './input.ts'
 import { type AdminContext, operationDeps, problemFor } from './server.ts'
 import { csrfMatches, type Session } from './sessions.ts'
 import { readStatus } from './status.ts'
@@ -345,7 +346,14 @@ ${
     ? html`<td>${
         r.revokedAt === null
           ? html`<form method="post" action="/admin/pats/${r.id}/revoke" data-confirm="Revoke pat_…${r.last4}? Callers using it get 401 at once.">${csrfField(session)}
-<button type="submit" class="danger" aria-label="Revoke token ${r.id}">Revoke</button></form>`
+<button type="submit" class="danger" aria-label="Revoke token ${r.id}">Revoke</button></form>${
+              r.supersededAt == null
+                ? html`
+<form method="post" action="/admin/pats/${r.id}/rotate">${csrfField(session)}
+<label>grace (h) <input name="graceHours" value="0" size="3" inputmode="numeric" aria-label="Grace hours for ${r.id}"></label>
+<button type="submit" aria-label="Rotate token ${r.id}">Rotate</button></form>`
+                : ''
+            }`
           : ''
       }</td>`
     : ''
@@ -394,6 +402,26 @@ ${next ? html`<p><a href="${next}">Next page</a></p>` : ''}`,
         'pats',
       ),
     )
+  })
+  action('/admin/pats/:id/rotate', '/admin/pats', async (request, session) => {
+    const hours = Number(request.body.graceHours || '0')
+    if (!(Number.isInteger(hours) && hours >= 0 && hours <= 720)) {
+      throw invalid('grace', 'whole hours from 0 to 720 (30 days)')
+    }
+    const { token, record, graceUntil } = await rotateTenantPat(op(request, session), {
+      id: request.params.id as string,
+      graceMs: hours * 3_600_000,
+      expiresAt: expiryFrom(undefined, clock.now(), ctx.config),
+    })
+    const old =
+      hours === 0
+        ? 'the old token is refused now'
+        : `the old token works until ${new Date(graceUntil).toISOString()}`
+    session.flash = {
+      token,
+      label: `${record.id} replacing ${request.params.id} (${old})`,
+    }
+    return '/admin/pats/issued'
   })
   action('/admin/pats/:id/revoke', '/admin/pats', async (request, session) => {
     const { record, changed } = await revokeTenantPat(

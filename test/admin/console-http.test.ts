@@ -149,6 +149,23 @@ describe('console over HTTP', () => {
       /^subject:/,
     )
 
+    const tokenId = /data-token-id="(tok_\w+)"/.exec(list.text)?.[1] as string
+    const rotated = await b.post(`/admin/pats/${tokenId}/rotate`, { graceHours: '2' })
+    assert.equal(rotated.headers.location, '/admin/pats/issued')
+    const rotatedPage = await b.get('/admin/pats/issued')
+    assert.match(rotatedPage.text, new RegExp(`replacing ${tokenId} \\(the old token works until`))
+    assert.match(rotatedPage.text, /value="pat_[0-9A-Za-z]{38}"/)
+    const graced = await b.get('/admin/pats?tenant=web&status=grace')
+    assert.match(graced.text, new RegExp(tokenId))
+    assert.equal(
+      await notice(b, await b.post(`/admin/pats/${tokenId}/rotate`, {})),
+      `${tokenId} was already rotated`,
+    )
+    assert.match(
+      await notice(b, await b.post(`/admin/pats/${tokenId}/rotate`, { graceHours: '-1' })),
+      /^grace:/,
+    )
+
     assert.equal(
       await notice(b, await b.post('/admin/pats/revoke-leaked', { token })),
       `pat_…${token.slice(-4)} revoked.`,
