@@ -10,7 +10,7 @@ import type { MetricsListener } from './server/metrics.ts'
 import { buildServer } from './server/server.ts'
 import { ensureDevCertificate, readTlsFiles, type TlsMaterial } from './server/tls.ts'
 import { openStore } from './stores/open-store.ts'
-import type { ChangeFeedStatus, PostgresStore } from './stores/postgres.ts'
+import type { ChangeFeedStatus } from './stores/store.ts'
 
 export interface RunningTokengate {
   /** e.g. `https://127.0.0.1:8443` */
@@ -70,8 +70,7 @@ export async function startTokengate(
           jwks: auth.issuers,
           outbox: events.worker ? () => store.outboxStats() : undefined,
           webhook: events.worker,
-          changeFeed: () =>
-            store.kind === 'postgres' ? (store as PostgresStore).changeFeed : undefined,
+          changeFeed: () => store.changeFeed,
         })
       : undefined
     const app = await buildServer({ config, auth, logger, tls, metrics })
@@ -101,7 +100,7 @@ export async function startTokengate(
       logger,
       metricsUrl: metricsListener?.url,
       get changeFeed() {
-        return store.kind === 'postgres' ? (store as PostgresStore).changeFeed : undefined
+        return store.changeFeed
       },
       close() {
         closing ??= (async () => {
