@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net'
+import type { FastifyInstance } from 'fastify'
 import type { DestinationStream, Logger } from 'pino'
 import { createAuthContext } from './auth/auth-context.ts'
 import type { Config } from './config/schema.ts'
@@ -73,7 +74,24 @@ export async function startTokengate(
           changeFeed: () => store.changeFeed,
         })
       : undefined
-    const app = await buildServer({ config, auth, logger, tls, metrics })
+    const gateway = config.gateway
+    // Imported only in gateway mode: a server without an upstream never loads the proxy.
+    const mountGateway = gateway
+      ? async (app: FastifyInstance) =>
+          (await import('./gateway/register.ts')).registerGateway(app, {
+            gateway,
+            auth,
+            dataDir: config.dataDir,
+          })
+      : undefined
+    const app = await buildServer({
+      config,
+      auth,
+      logger,
+      tls,
+      metrics,
+      mounts: mountGateway ? [mountGateway] : [],
+    })
     await app.listen({
       host: config.server.host,
       port: config.server.port,

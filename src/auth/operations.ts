@@ -64,3 +64,6 @@ export async function requireEnabledTenant(store: TenantStore, tenantId: string)
     throw new OperationRefused('tenant_disabled', tenantId, `tenant ${tenantId} is disabled`)
   }
 }
+
+/** A page cursor the store did not issue: the caller's mistake (400), not an outage. */
+export { InvalidCursorError } from '../stores/cursor.ts'

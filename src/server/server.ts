@@ -37,6 +37,11 @@ export interface BuildServerOptions {
   readonly tls?: TlsMaterial | undefined
   /** Prometheus metrics to record into (served on their own listener, see metrics.ts). */
   readonly metrics?: Metrics | undefined
+  /**
+   * Mounted after the built-in routes (the gateway's catch-all proxy): the composition root
+   * wires them in, so the server never imports the gateway.
+   */
+  readonly mounts?: readonly ((app: FastifyInstance) => Promise<void>)[] | undefined
 }
 
 // Why require and not `import http from 'node:http'`: to build an ES module namespace for a
@@ -137,11 +142,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     })
   }
   registerHealthRoutes(app, auth)
-  if (config.gateway) {
-    // Imported only in gateway mode: a server without an upstream never loads the proxy.
-    const { registerGateway } = await import('../gateway/register.ts')
-    await registerGateway(app, { gateway: config.gateway, auth, dataDir: config.dataDir })
-  }
+  for (const mount of options.mounts ?? []) await mount(app)
 
   app.setNotFoundHandler((request, reply) =>
     sendProblem(reply, problem(404, 'not_found', 'No such endpoint.', String(request.id))),
