@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net'
+import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import type { DestinationStream, Logger } from 'pino'
 import { createAuthContext } from './auth/auth-context.ts'
@@ -25,6 +26,8 @@ export interface RunningTokengate {
   readonly changeFeed: ChangeFeedStatus | undefined
   /** `http://host:port/metrics` when `metrics.enabled`, else undefined. */
   readonly metricsUrl: string | undefined
+  /** `http://host:port` of the forward-auth decision listener when `decision` is set. */
+  readonly decisionUrl: string | undefined
   /** Graceful: stop accepting, finish in-flight requests, flush last-used times and audit. */
   close(): Promise<void>
 }
@@ -52,6 +55,7 @@ export async function startTokengate(
   )
   let events: EventDelivery | undefined
   let metricsListener: MetricsListener | undefined
+  let decisionApp: FastifyInstance | undefined
   try {
     await store.migrate()
     // Dev seeding (jose, for the dev issuer) and metrics (prom-client) are loaded only when
@@ -74,6 +78,13 @@ export async function startTokengate(
           changeFeed: () => store.changeFeed,
         })
       : undefined
+    const identityToken = config.identityToken.enabled
+      ? await (await import('./gateway/identity-token.ts')).createIdentityTokenSigner(
+          config.identityToken,
+          config.identityToken.keysFile ?? join(config.dataDir, 'identity-keys.json'),
+          clock,
+        )
+      : undefined
     const gateway = config.gateway
     // Imported only in gateway mode: a server without an upstream never loads the proxy.
     const mountGateway = gateway
@@ -82,6 +93,7 @@ export async function startTokengate(
             gateway,
             auth,
             dataDir: config.dataDir,
+            identityToken,
           })
       : undefined
     const app = await buildServer({
@@ -92,6 +104,12 @@ export async function startTokengate(
       metrics,
       mounts: mountGateway ? [mountGateway] : [],
     })
+    if (identityToken) {
+      // Public keys of the identity token, on the API listener only (see decision/server.ts).
+      app.get('/.well-known/jwks.json', (_request, reply) => {
+        reply.header('cache-control', 'public, max-age=300').send(identityToken.jwks())
+      })
+    }
     await app.listen({
       host: config.server.host,
       port: config.server.port,
@@ -109,7 +127,13 @@ export async function startTokengate(
         config.metrics.port,
       )
     }
-    const started = { events, metricsListener }
+    if (config.decision) {
+      const { buildDecisionServer } = await import('./decision/server.ts')
+      decisionApp = await buildDecisionServer({ config, auth, logger, identityToken })
+      await decisionApp.listen({ host: config.decision.host, port: config.decision.port })
+    }
+    const decisionAddress = decisionApp?.server.address() as AddressInfo | undefined
+    const started = { events, metricsListener, decisionApp }
 
     let closing: Promise<void> | undefined
     return {
@@ -117,6 +141,7 @@ export async function startTokengate(
       devSeed,
       logger,
       metricsUrl: metricsListener?.url,
+      decisionUrl: decisionAddress && `http://${hostOf(decisionAddress)}:${decisionAddress.port}`,
       get changeFeed() {
         return store.changeFeed
       },
@@ -128,6 +153,7 @@ export async function startTokengate(
           )
           force.unref()
           await app.close()
+          await started.decisionApp?.close()
           await started.metricsListener?.close()
           // Before the audit flush: events flushed now stay queued for the next start.
           await started.events.close()
@@ -139,6 +165,7 @@ export async function startTokengate(
       },
     }
   } catch (error) {
+    await decisionApp?.close()
     await metricsListener?.close()
     await events?.close()
     await store.close().catch(() => {})
@@ -152,4 +179,8 @@ async function tlsFor(config: Readonly<Config>): Promise<TlsMaterial | undefined
     return readTlsFiles(config.server.tlsCertFile, config.server.tlsKeyFile)
   }
   return ensureDevCertificate(config.dataDir)
+}
+
+function hostOf(address: AddressInfo): string {
+  return address.family === 'IPv6' ? `[${address.address}]` : address.address
 }

@@ -158,7 +158,7 @@ function serializerSchemas(response: Readonly<Record<number, object>>): Record<n
 }
 
 /** The one line per request, at `info`: a token fingerprint, never a token. */
-function logRequest(request: FastifyRequest, reply: FastifyReply): void {
+export function logRequest(request: FastifyRequest, reply: FastifyReply): void {
   request.log.info(
     {
       method: request.method,
@@ -173,7 +173,7 @@ function logRequest(request: FastifyRequest, reply: FastifyReply): void {
   )
 }
 
-function recordFailure(
+export function recordFailure(
   auth: AuthContext,
   request: FastifyRequest,
   failure: AuthFailure,
