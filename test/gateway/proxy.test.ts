@@ -39,7 +39,9 @@ describe('gateway: proxied requests', () => {
   let gateway: Gateway
   before(async () => {
     upstream = await startUpstream()
-    gateway = await startGateway({ upstream: upstream.url, policy: POLICY, timeoutMs: 400 })
+    // Generous: multi-megabyte transfers on a busy 2-core machine take seconds; the timeout
+    // itself is tested below with its own gateway and a slow upstream.
+    gateway = await startGateway({ upstream: upstream.url, policy: POLICY, timeoutMs: 30_000 })
   })
   after(async () => {
     await gateway.close()
