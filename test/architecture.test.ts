@@ -135,7 +135,19 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
   decision: ['auth', 'core', 'http', 'config', 'gateway', 'server', 'stores:types'],
   admin: ['auth', 'core', 'http', 'config', 'stores:types'],
   adapters: ['auth', 'core', 'http'],
-  cli: ['auth', 'core', 'stores', 'config', 'dev', 'events', 'server', 'main.ts', 'logger.ts'],
+  // `apply -f` validates a gateway policy file with the gateway's own loader.
+  cli: [
+    'auth',
+    'core',
+    'stores',
+    'config',
+    'dev',
+    'events',
+    'server',
+    'gateway',
+    'main.ts',
+    'logger.ts',
+  ],
   dev: ['core', 'stores', 'config'],
   'logger.ts': [],
 }
