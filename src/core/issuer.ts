@@ -33,7 +33,14 @@ export type KeySource =
    * `/.well-known/openid-configuration` must name exactly this issuer, and its `jwks_uri` is
    * fetched and cached like `jwks_url`. The issuer must be https (http on loopback only).
    */
-  | { readonly kind: 'oidc_discovery' }
+  | {
+      readonly kind: 'oidc_discovery'
+      /**
+       * Origins (`https://keys.example`) besides the issuer's own that the document's
+       * `jwks_uri` may point to. Default none: a `jwks_uri` elsewhere is refused.
+       */
+      readonly jwksOrigins?: readonly string[] | undefined
+    }
   /** One SPKI PEM public key, bound to exactly one algorithm. */
   | {
       readonly kind: 'pem'

@@ -354,7 +354,7 @@ function buildKeys(
     case 'jwks_url':
       return createRemoteJwks(source.url, jwks, deps, config.issuer)
     case 'oidc_discovery':
-      return createDiscoveredJwks(config.issuer, jwks, deps)
+      return createDiscoveredJwks(config.issuer, jwks, deps, source.jwksOrigins)
     case 'jwks': {
       const keys = source.jwks.keys.map((jwk, index) => {
         try {

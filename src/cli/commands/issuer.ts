@@ -1,5 +1,5 @@
 import type { IssuerConfig, KeySource } from '../../core/issuer.ts'
-import { discoveryUrl } from '../../core/jwks.ts'
+import { checkJwksUrl as checkUrl, discoveryUrl } from '../../core/jwks.ts'
 import type { StoredIssuer } from '../../stores/store.ts'
 import {
   optionalString,
@@ -64,7 +64,7 @@ function describeKeySource(source: KeySource): string {
     case 'jwks_url':
       return source.url
     case 'oidc_discovery':
-      return 'discovery (/.well-known/openid-configuration)'
+      return `discovery (/.well-known/openid-configuration)${source.jwksOrigins?.length ? `, jwks_uri also on ${source.jwksOrigins.join(', ')}` : ''}`
     case 'pem':
       return `pem (${source.algorithm})`
     case 'secret':
@@ -87,7 +87,10 @@ function readKeySource(args: ParsedArgs, issuer: string): KeySource {
     if (algorithm !== undefined) {
       throw new UsageError('--algorithm applies to --pem-file and --secret-file only')
     }
-    return readDiscovery(issuer)
+    return readDiscovery(issuer, stringList(args, 'jwks-origin'))
+  }
+  if (args.values['jwks-origin'] !== undefined) {
+    throw new UsageError('--jwks-origin applies to --discovery only')
   }
   const value = requiredString(args, source, 'a value')
   if (algorithm !== undefined && (source === 'jwks-url' || source === 'jwks-file')) {
@@ -112,13 +115,26 @@ function readKeySource(args: ParsedArgs, issuer: string): KeySource {
  * may be down while the operator registers it, and may move its `jwks_uri` later). The
  * issuer must be a URL discovery can use: https, or http on localhost/127.0.0.1 only.
  */
-function readDiscovery(issuer: string): KeySource {
+function readDiscovery(issuer: string, origins: readonly string[]): KeySource {
   try {
     discoveryUrl(issuer)
   } catch (error) {
     throw new UsageError(`--discovery: --issuer ${printable(issuer)}: ${(error as Error).message}`)
   }
-  return { kind: 'oidc_discovery' }
+  const jwksOrigins = origins.map((origin) => {
+    try {
+      const url = checkUrl(origin)
+      if (url.href !== `${url.origin}/`) throw new Error('not an origin')
+      return url.origin
+    } catch {
+      throw new UsageError(
+        `--jwks-origin: '${printable(origin)}' is not an origin (expected e.g. https://keys.example.com; http on loopback only)`,
+      )
+    }
+  })
+  return jwksOrigins.length > 0
+    ? { kind: 'oidc_discovery', jwksOrigins }
+    : { kind: 'oidc_discovery' }
 }
 
 /**
@@ -222,6 +238,13 @@ const add: CommandDef = {
       type: 'boolean',
       description:
         "Find the JWKS from ISS/.well-known/openid-configuration at run time (its 'issuer' must equal ISS).",
+    },
+    'jwks-origin': {
+      type: 'string',
+      multiple: true,
+      value: 'ORIGIN',
+      description:
+        "With --discovery: another origin the document's jwks_uri may use (repeatable; default: the issuer's origin only).",
     },
     'jwks-file': {
       type: 'string',
