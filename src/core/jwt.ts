@@ -20,7 +20,9 @@ import {
   DEFAULT_ALGORITHMS,
   DEFAULT_PERMISSIONS_CLAIM,
   DEFAULT_TENANT_CLAIM,
+  defaultPermissionsFormat,
   type IssuerConfig,
+  PERMISSIONS_FORMATS,
 } from './issuer.ts'
 import {
   createDiscoveredJwks,
@@ -334,12 +336,16 @@ function trustIssuer(config: IssuerConfig, jwks: JwksOptions, deps: RemoteJwksDe
   }
   const permissionsClaim = config.permissionsClaim ?? DEFAULT_PERMISSIONS_CLAIM
   if (permissionsClaim === '') fail('"permissionsClaim" must be non-empty')
+  const permissionsFormat = config.permissionsFormat ?? defaultPermissionsFormat(permissionsClaim)
+  if (!PERMISSIONS_FORMATS.includes(permissionsFormat)) {
+    fail('"permissionsFormat" must be "array" or "space-delimited"')
+  }
   return Object.freeze({
     issuer: config.issuer,
     audiences: [...audiences],
     algorithms: new Set(algorithms),
     keys,
-    rules: { tenant, permissionsClaim },
+    rules: { tenant, permissionsClaim, permissionsFormat },
   })
 }
 

@@ -1,4 +1,11 @@
-import type { IssuerConfig, KeySource } from '../../core/issuer.ts'
+import {
+  DEFAULT_PERMISSIONS_CLAIM,
+  defaultPermissionsFormat,
+  type IssuerConfig,
+  type KeySource,
+  PERMISSIONS_FORMATS,
+  type PermissionsFormat,
+} from '../../core/issuer.ts'
 import { checkJwksUrl as checkUrl, discoveryUrl } from '../../core/jwks.ts'
 import type { StoredIssuer } from '../../stores/store.ts'
 import {
@@ -33,6 +40,9 @@ export function issuerJson(issuer: StoredIssuer) {
     algorithms: issuer.algorithms ?? null,
     tenant: issuer.tenant ?? null,
     permissionsClaim: issuer.permissionsClaim ?? null,
+    permissionsFormat:
+      issuer.permissionsFormat ??
+      defaultPermissionsFormat(issuer.permissionsClaim ?? DEFAULT_PERMISSIONS_CLAIM),
     createdAt: isoTime(issuer.createdAt),
   }
 }
@@ -208,6 +218,7 @@ function readIssuerConfig(args: ParsedArgs): IssuerConfig {
         ? { claim: tenantClaim }
         : undefined
   const permissionsClaim = readClaim(args, 'permissions-claim')
+  const permissionsFormat = readPermissionsFormat(args)
   return {
     issuer,
     audiences,
@@ -215,7 +226,19 @@ function readIssuerConfig(args: ParsedArgs): IssuerConfig {
     ...(algorithms ? { algorithms } : {}),
     ...(tenant ? { tenant } : {}),
     ...(permissionsClaim ? { permissionsClaim } : {}),
+    ...(permissionsFormat ? { permissionsFormat } : {}),
   }
+}
+
+function readPermissionsFormat(args: ParsedArgs): PermissionsFormat | undefined {
+  const value = optionalString(args, 'permissions-format')
+  if (value === undefined) return undefined
+  if (!(PERMISSIONS_FORMATS as readonly string[]).includes(value)) {
+    throw new UsageError(
+      `--permissions-format: '${printable(value)}' is not a format (expected array or space-delimited)`,
+    )
+  }
+  return value as PermissionsFormat
 }
 
 const add: CommandDef = {
@@ -288,6 +311,12 @@ const add: CommandDef = {
       description:
         'Claim holding permissions (default permissions; scope/scp are read as OAuth scopes).',
     },
+    'permissions-format': {
+      type: 'string',
+      value: 'FORMAT',
+      description:
+        'array or space-delimited: the one type the permissions claim may have (default: space-delimited for scope/scp, else array).',
+    },
   },
   examples: [
     'tokengate issuer add --issuer https://login.example.com/ --audience api://tokengate --jwks-url https://login.example.com/.well-known/jwks.json',
@@ -352,7 +381,7 @@ const list: CommandDef = {
           : 'fixed' in i.tenant
             ? i.tenant.fixed
             : `claim ${i.tenant.claim}`,
-        i.permissionsClaim ?? 'permissions',
+        `${i.permissionsClaim ?? DEFAULT_PERMISSIONS_CLAIM} (${i.permissionsFormat ?? defaultPermissionsFormat(i.permissionsClaim ?? DEFAULT_PERMISSIONS_CLAIM)})`,
         formatTime(i.createdAt),
       ]),
     )
