@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
 export interface TlsMaterial {
@@ -53,7 +53,10 @@ export async function ensureDevCertificate(dataDir: string): Promise<TlsMaterial
   const certPath = join(dir, 'dev-cert.pem')
   const keyPath = join(dir, 'dev-key.pem')
   try {
-    return readTlsFiles(certPath, keyPath)
+    const material = readTlsFiles(certPath, keyPath)
+    // A key written by an earlier version, or copied in, is tightened like a new one.
+    chmodSync(keyPath, 0o600)
+    return material
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
   }
