@@ -12,7 +12,7 @@ import type { MetricsListener } from './server/metrics.ts'
 import { buildServer } from './server/server.ts'
 import { ensureDevCertificate, readTlsFiles, type TlsMaterial } from './server/tls.ts'
 import { openStore } from './stores/open-store.ts'
-import type { ChangeFeedStatus, PostgresStore } from './stores/postgres.ts'
+import type { ChangeFeedStatus } from './stores/store.ts'
 
 export interface RunningTokengate {
   /** e.g. `https://127.0.0.1:8443` */
@@ -52,8 +52,8 @@ export async function startTokengate(
   const logger = createLogger(config.log.level, options.logDestination)
   const store = await openStore(
     config.databaseUrl
-      ? { databaseUrl: config.databaseUrl, logger }
-      : { dataDir: config.dataDir, logger },
+      ? { databaseUrl: config.databaseUrl, logger, secretKeyFile: config.secretKeyFile }
+      : { dataDir: config.dataDir, logger, secretKeyFile: config.secretKeyFile },
   )
   let events: EventDelivery | undefined
   let metricsListener: MetricsListener | undefined
@@ -78,8 +78,7 @@ export async function startTokengate(
           jwks: auth.issuers,
           outbox: events.worker ? () => store.outboxStats() : undefined,
           webhook: events.worker,
-          changeFeed: () =>
-            store.kind === 'postgres' ? (store as PostgresStore).changeFeed : undefined,
+          changeFeed: () => store.changeFeed,
         })
       : undefined
     const identityToken = config.identityToken.enabled
@@ -89,7 +88,25 @@ export async function startTokengate(
           clock,
         )
       : undefined
-    const app = await buildServer({ config, auth, logger, tls, metrics, identityToken })
+    const gateway = config.gateway
+    // Imported only in gateway mode: a server without an upstream never loads the proxy.
+    const mountGateway = gateway
+      ? async (app: FastifyInstance) =>
+          (await import('./gateway/register.ts')).registerGateway(app, {
+            gateway,
+            auth,
+            dataDir: config.dataDir,
+            identityToken,
+          })
+      : undefined
+    const app = await buildServer({
+      config,
+      auth,
+      logger,
+      tls,
+      metrics,
+      mounts: mountGateway ? [mountGateway] : [],
+    })
     if (identityToken) {
       // Public keys of the identity token, on the API listener only (see decision/server.ts).
       app.get('/.well-known/jwks.json', (_request, reply) => {
@@ -133,8 +150,7 @@ export async function startTokengate(
         logger,
         tls,
         traffic,
-        changeFeed: () =>
-          store.kind === 'postgres' ? (store as PostgresStore).changeFeed : undefined,
+        changeFeed: () => store.changeFeed,
       })
       logger.info({ url: `${adminListener.url}/admin/` }, 'admin console listening')
     }
@@ -155,7 +171,7 @@ export async function startTokengate(
       adminUrl: adminListener?.url,
       decisionUrl: decisionAddress && `http://${hostOf(decisionAddress)}:${decisionAddress.port}`,
       get changeFeed() {
-        return store.kind === 'postgres' ? (store as PostgresStore).changeFeed : undefined
+        return store.changeFeed
       },
       close() {
         closing ??= (async () => {

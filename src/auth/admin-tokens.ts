@@ -20,8 +20,11 @@ export function hashAdminToken(token: string): string {
  * Issues an admin token. Returns the plaintext once, for the operator to hand over; only its
  * SHA-256 is stored. Audited as `admin_token.issued` (name, role, expiry; never the token).
  */
+/** Admin-token operations also need the store's admin role. */
+type AdminDeps = OperationDeps & { readonly store: { readonly admin: AdminStore } }
+
 export async function issueAdminToken(
-  deps: OperationDeps,
+  deps: AdminDeps,
   input: { name: string; role: AdminRole; lifetimeMs: number },
 ): Promise<{ token: string; record: AdminTokenRecord }> {
   const now = deps.clock.now()
@@ -59,7 +62,7 @@ export async function issueAdminToken(
 
 /** Revokes an admin token (idempotent: `changed` false when it already was); audited. */
 export async function revokeAdminToken(
-  deps: OperationDeps,
+  deps: AdminDeps,
   id: string,
 ): Promise<{ record: AdminTokenRecord; changed: boolean }> {
   const before = (await deps.store.admin.listAdminTokens()).find((t) => t.id === id)

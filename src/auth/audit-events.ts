@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { AuthFailure } from '../core/failure.ts'
-import type { AuditEvent as AuditRecord, Store } from '../stores/store.ts'
+import type { AuditEvent as AuditRecord, AuditStore } from '../stores/store.ts'
 import type { AuditEventInput } from '../stores/write-behind.ts'
 
 type Iso = string | null
@@ -155,7 +155,7 @@ export interface AuditSink {
 }
 
 /** An audit sink that appends each event to the store at once (the CLI: one process, one act). */
-export function storeAuditSink(store: Pick<Store, 'appendAudit'>, now: () => number): AuditSink {
+export function storeAuditSink(store: AuditStore, now: () => number): AuditSink {
   return {
     async write(record) {
       const stored: AuditRecord = { id: randomUUID(), time: now(), ...record }

@@ -1,5 +1,5 @@
 import type { Clock } from '../core/ports.ts'
-import type { Store } from '../stores/store.ts'
+import type { IssuerStore, PatStore, TenantStore } from '../stores/store.ts'
 import { type Actor, type AuditEvent, type AuditSink, auditRecord } from './audit-events.ts'
 
 /**
@@ -8,7 +8,7 @@ import { type Actor, type AuditEvent, type AuditSink, auditRecord } from './audi
  * never print, so the CLI, the admin API and library users share them.
  */
 export interface OperationDeps {
-  readonly store: Store
+  readonly store: TenantStore & PatStore & IssuerStore
   readonly clock: Clock
   readonly actor: Actor
   readonly audit: AuditSink
@@ -57,10 +57,13 @@ export async function audit(deps: OperationDeps, event: AuditEvent): Promise<voi
 }
 
 /** The tenant must exist and be enabled to receive new tokens. */
-export async function requireEnabledTenant(store: Store, tenantId: string): Promise<void> {
+export async function requireEnabledTenant(store: TenantStore, tenantId: string): Promise<void> {
   const tenant = await store.findTenant(tenantId)
   if (!tenant) throw new OperationRefused('tenant_unknown', tenantId, `no tenant ${tenantId}`)
   if (!tenant.enabled) {
     throw new OperationRefused('tenant_disabled', tenantId, `tenant ${tenantId} is disabled`)
   }
 }
+
+/** A page cursor the store did not issue: the caller's mistake (400), not an outage. */
+export { InvalidCursorError } from '../stores/cursor.ts'

@@ -1,7 +1,7 @@
 import { fingerprintToken } from '../core/fingerprint.ts'
 import { checkPatFormat, hashPat, issuePat, patStatus } from '../core/pat.ts'
 import type { PatRecord } from '../core/ports.ts'
-import type { Store } from '../stores/store.ts'
+import type { PatStore } from '../stores/store.ts'
 import { audit, type OperationDeps, OperationRefused, requireEnabledTenant } from './operations.ts'
 
 export { type PatStatus, patStatus } from '../core/pat.ts'
@@ -116,7 +116,7 @@ export async function rotateTenantPat(
  * The stored token a reference names: its id (`tok_...`), or the token itself (`pat_...`),
  * looked up by hash exactly as authentication does; the plaintext is never echoed.
  */
-export async function findPatByRef(store: Store, ref: string): Promise<PatRecord> {
+export async function findPatByRef(store: PatStore, ref: string): Promise<PatRecord> {
   if (ref.startsWith('pat_')) {
     const found = checkPatFormat(ref).ok ? await store.findPatByHash(hashPat(ref)) : undefined
     if (!found) throw new OperationRefused('token_unknown', fingerprintToken(ref), 'no such token')

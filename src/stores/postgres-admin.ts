@@ -6,21 +6,22 @@ import {
   likeContains,
 } from './admin-store.ts'
 import { checkPageLimit, decodeCursor, toPage } from './cursor.ts'
-import { type AuditRow, type Int8, type PatRow, toAudit, toPat } from './postgres.ts'
+import { type AuditRow, type PatRow, toAudit, toPat } from './rows.ts'
 import type { AuditEvent, Page, PageRequest } from './store.ts'
 
 /** The store's query function: rows, with unique violations already as ConflictError. */
 type Query = <R extends object>(sql: string, params?: unknown[]) => Promise<R[]>
 
+// bigint columns arrive as strings from pg.
 interface AdminTokenRow {
   id: string
   token_hash: string
   name: string
   role: string
   last4: string
-  created_at: Int8
-  expires_at: Int8
-  revoked_at: Int8 | null
+  created_at: string
+  expires_at: string
+  revoked_at: string | null
 }
 
 /** The Postgres `AdminStore`, over the store's pool. */

@@ -8,7 +8,7 @@ import {
   likeContains,
 } from './admin-store.ts'
 import { checkPageLimit, decodeCursor, toPage } from './cursor.ts'
-import { AUDIT_COLUMNS, type AuditRow, PAT_COLUMNS, type PatRow, toAudit, toPat } from './sqlite.ts'
+import { AUDIT_COLUMNS, type AuditRow, PAT_COLUMNS, type PatRow, toAudit, toPat } from './rows.ts'
 import { type AuditEvent, ConflictError, type Page, type PageRequest } from './store.ts'
 
 interface AdminTokenRow {

@@ -18,14 +18,15 @@ import { createTenant, listTenants, setTenantEnabled } from '../../src/auth/tena
 import { generatePat } from '../../src/core/pat.ts'
 import { openSqliteStore, type SqliteStore } from '../../src/stores/sqlite.ts'
 import type { AuditEventInput } from '../../src/stores/write-behind.ts'
-import { fixedClock, HOUR_MS, NOW } from '../helpers/core-fakes.ts'
+import { NOW, testClock } from '../helpers/clock.ts'
+import { HOUR_MS } from '../helpers/core-fakes.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
 
 const DAY_MS = 24 * HOUR_MS
 
 describe('application layer operations (SQLite store)', () => {
   let store: SqliteStore
-  const clock = fixedClock()
+  const clock = testClock()
   const written: AuditEventInput[] = []
   let deps: OperationDeps
 

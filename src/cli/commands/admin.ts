@@ -67,11 +67,14 @@ const issue: CommandDef = {
     }
     const { token, record } = await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
       operate(() =>
-        issueAdminToken(operationDeps(ctx, store), {
-          name,
-          role: role as AdminRole,
-          lifetimeMs: ms,
-        }),
+        issueAdminToken(
+          { ...operationDeps(ctx, store), store },
+          {
+            name,
+            role: role as AdminRole,
+            lifetimeMs: ms,
+          },
+        ),
       ),
     )
     if (ctx.json) {
@@ -127,7 +130,7 @@ const revoke: CommandDef = {
   async run(ctx) {
     const id = requiredPositional(ctx.args, 0, 'ID')
     const result = await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
-      operate(() => revokeAdminToken(operationDeps(ctx, store), id), {
+      operate(() => revokeAdminToken({ ...operationDeps(ctx, store), store }, id), {
         token_unknown: () => `no admin token ${printable(id)} (see: tokengate admin token list)`,
       }),
     )

@@ -1,8 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { AuthContext } from '../../auth/auth-context.ts'
+import { InvalidCursorError } from '../../auth/operations.ts'
 import type { Config } from '../../config/schema.ts'
 import type { AuthFailure } from '../../core/failure.ts'
-import { InvalidCursorError } from '../../stores/cursor.ts'
 import type { Page, PageRequest } from '../../stores/store.ts'
 import { pageRequest, RequestFieldError } from './pagination.ts'
 
