@@ -135,7 +135,8 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
   decision: ['auth', 'core', 'http', 'config', 'gateway', 'server', 'stores:types'],
   admin: ['auth', 'core', 'http', 'config', 'stores:types'],
   adapters: ['auth', 'core', 'http'],
-  // `apply -f` validates a gateway policy file with the gateway's own loader.
+  // `apply -f` validates a gateway policy file with the gateway's own loader; `admin openapi`
+  // prints the admin API's document (one file), as `openapi` prints the server's.
   cli: [
     'auth',
     'core',
@@ -145,6 +146,7 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
     'events',
     'server',
     'gateway',
+    'admin/openapi.ts',
     'main.ts',
     'logger.ts',
   ],

@@ -14,9 +14,9 @@ import {
   patQuery,
 } from './api.ts'
 import { trafficChart } from './chart.ts'
+import { type AdminContext, operationDeps, problemFor } from './context.ts'
 import { type Html, html, time } from './html.ts'
 import { invalid } from './input.ts'
-import { type AdminContext, operationDeps, problemFor } from './server.ts'
 import { csrfMatches, type Session } from './sessions.ts'
 import { readStatus } from './status.ts'
 import { auditCsv, auditView, issuerView } from './views.ts'

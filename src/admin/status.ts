@@ -1,5 +1,4 @@
-import { issuerReadiness } from '../server/health.ts'
-import type { AdminContext } from './server.ts'
+import type { AdminContext } from './context.ts'
 
 /**
  * The status view: store readiness (the same rule as `/readyz`), key sources, the Postgres
@@ -13,7 +12,14 @@ export async function readStatus(ctx: AdminContext) {
     store = 'unreachable'
   }
   const keyStatus = ctx.issuers.keyStatus()
-  const issuers = issuerReadiness(keyStatus)
+  // The /readyz grouping (server/health.ts): not loaded answer 503, stale ones still verify.
+  const issuers = {
+    remote: keyStatus.length,
+    notLoaded: keyStatus.filter((s) => s.state === 'unavailable').map((s) => s.issuer),
+    stale: keyStatus
+      .filter((s) => s.state === 'stale' && s.failingSince !== null)
+      .map((s) => s.issuer),
+  }
   const feed = ctx.changeFeed()
   const rates = ctx.traffic.rates(300_000)
   const round = (n: number) => Math.round(n * 1000) / 1000
