@@ -32,6 +32,49 @@ export interface StartOptions {
   readonly clock?: Clock
   /** Where log lines go (default stdout). */
   readonly logDestination?: DestinationStream
+  /**
+   * A node:cluster worker (src/server/workers.ts): the primary already migrated, seeded and
+   * made the dev certificate, and serves `/metrics` for all workers, so this instance hands
+   * its registry to prom-client's cluster aggregator instead of opening a metrics listener.
+   */
+  readonly worker?: boolean
+}
+
+/**
+ * What must happen once per data directory before any instance serves: migrations, dev
+ * seeding and the dev certificate. The primary of `server.workers > 1` runs it before forking.
+ */
+export async function prepareTokengate(
+  config: Readonly<Config>,
+  options: StartOptions = {},
+): Promise<DevSeed | undefined> {
+  const logger = createLogger(config.log.level, options.logDestination)
+  const store = await openStore(
+    config.databaseUrl
+      ? { databaseUrl: config.databaseUrl, logger }
+      : { dataDir: config.dataDir, logger },
+  )
+  try {
+    const devSeed = await migrateAndSeed(config, store, options.clock ?? systemClock)
+    await tlsFor(config)
+    return devSeed
+  } finally {
+    await store.close()
+  }
+}
+
+async function migrateAndSeed(
+  config: Readonly<Config>,
+  store: Awaited<ReturnType<typeof openStore>>,
+  clock: Clock,
+): Promise<DevSeed | undefined> {
+  await store.migrate()
+  // Dev seeding (jose, for the dev issuer) is loaded only when configured: every module
+  // skipped is start-up time saved (bench/startup.bench.ts).
+  const devSeed = config.dev
+    ? await (await import('./dev/seed.ts')).seedDevData(store, config.dataDir, clock.now())
+    : undefined
+  return devSeed
 }
 
 /**
@@ -52,12 +95,7 @@ export async function startTokengate(
   let events: EventDelivery | undefined
   let metricsListener: MetricsListener | undefined
   try {
-    await store.migrate()
-    // Dev seeding (jose, for the dev issuer) and metrics (prom-client) are loaded only when
-    // configured: every module skipped is start-up time saved (bench/startup.bench.ts).
-    const devSeed = config.dev
-      ? await (await import('./dev/seed.ts')).seedDevData(store, config.dataDir, clock.now())
-      : undefined
+    const devSeed = options.worker ? undefined : await migrateAndSeed(config, store, clock)
     const tls = await tlsFor(config)
     const auth = await createAuthContext(config, store, clock, logger)
     events = startEventDelivery(config.events, store, clock, logger)
@@ -85,7 +123,12 @@ export async function startTokengate(
     const address = app.server.address() as AddressInfo
     const host = address.family === 'IPv6' ? `[${address.address}]` : address.address
     const url = `${tls ? 'https' : 'http'}://${host}:${address.port}`
-    if (metrics && metricsModule) {
+    if (metrics && options.worker) {
+      const { AggregatorRegistry } = await import('prom-client')
+      AggregatorRegistry.setRegistries([metrics.registry])
+      // Constructing one is what makes a worker answer the primary's scrape requests.
+      new AggregatorRegistry()
+    } else if (metrics && metricsModule) {
       metricsListener = await metricsModule.startMetricsListener(
         metrics,
         config.metrics.host,

@@ -41,6 +41,7 @@ export const ENV_VARIABLES: Readonly<Record<string, string>> = {
   TOKENGATE_TLS_CERT_FILE: 'server.tlsCertFile',
   TOKENGATE_TLS_KEY_FILE: 'server.tlsKeyFile',
   TOKENGATE_TRUST_PROXY: 'server.trustProxy',
+  TOKENGATE_WORKERS: 'server.workers',
   TOKENGATE_LOG_LEVEL: 'log.level',
   TOKENGATE_EVENTS_WEBHOOK_URL: 'events.webhookUrl',
   TOKENGATE_EVENTS_WEBHOOK_SECRET: 'events.webhookSecret',
