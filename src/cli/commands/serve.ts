@@ -84,6 +84,7 @@ const serve: CommandDef = {
       if (ctx.json) {
         ctx.out.json({
           url: running.url,
+          ...(running.metricsUrl ? { metricsUrl: running.metricsUrl } : {}),
           dev: config.dev,
           store: config.databaseUrl ? 'postgres' : 'sqlite',
           ...(commands && seed
@@ -134,7 +135,13 @@ async function startWorkers(
     note,
     logToStderr: json,
   })
-  return { url: pool.url, devSeed, failed: pool.failed, close: pool.close }
+  return {
+    url: pool.url,
+    metricsUrl: pool.metricsUrl,
+    devSeed,
+    failed: pool.failed,
+    close: pool.close,
+  }
 }
 
 function toDestination(sink: TextSink) {
