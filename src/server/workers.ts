@@ -108,7 +108,12 @@ export interface WorkerPool {
 export async function startWorkerPool(options: WorkerPoolOptions): Promise<WorkerPool> {
   const restart = options.restart ?? DEFAULT_RESTART
   const { config } = options
-  cluster.setupPrimary({ exec: options.entry, args: [], serialization: 'advanced' })
+  cluster.setupPrimary({
+    exec: options.entry,
+    args: [],
+    execArgv: withSemiSpaceFlag(process.execArgv),
+    serialization: 'advanced',
+  })
   const workers = new Set<Worker>()
   const crashes: number[] = []
   let closing = false
@@ -213,6 +218,16 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
       return closed
     },
   }
+}
+
+/**
+ * The workers get the bin's `--max-semi-space-size=8` (docs/scale-out.md "Memory per
+ * instance") even when the primary was started without it, unless a size was chosen.
+ */
+export function withSemiSpaceFlag(execArgv: readonly string[]): string[] {
+  return execArgv.some((flag) => flag.startsWith('--max-semi-space-size'))
+    ? [...execArgv]
+    : [...execArgv, '--max-semi-space-size=8']
 }
 
 function send(worker: Worker, message: ToWorker): void {

@@ -13,7 +13,12 @@ import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { loadConfig } from '../../src/config/load.ts'
-import { configForWorkers, startWorkerPool, workerCount } from '../../src/server/workers.ts'
+import {
+  configForWorkers,
+  startWorkerPool,
+  withSemiSpaceFlag,
+  workerCount,
+} from '../../src/server/workers.ts'
 import { cliJson, tempDataDir } from '../cli/helpers.ts'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -269,6 +274,14 @@ describe('worker pool supervision', () => {
       }),
       /no store for this test/,
     )
+  })
+
+  it('workers get the semi-space flag unless one was chosen', () => {
+    assert.deepEqual(withSemiSpaceFlag(['--enable-source-maps']), [
+      '--enable-source-maps',
+      '--max-semi-space-size=8',
+    ])
+    assert.deepEqual(withSemiSpaceFlag(['--max-semi-space-size=4']), ['--max-semi-space-size=4'])
   })
 
   it('auto is one worker per CPU; rate limits are split per worker only without Redis', () => {
