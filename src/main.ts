@@ -46,7 +46,7 @@ export interface StartOptions {
 
 /**
  * What must happen once per data directory before any instance serves: migrations, dev
- * seeding and the dev certificate. The primary of `server.workers > 1` runs it before forking.
+ * seeding, the dev certificate and the identity-token keys. The primary of `server.workers > 1` runs it before forking.
  */
 export async function prepareTokengate(
   config: Readonly<Config>,
@@ -59,8 +59,11 @@ export async function prepareTokengate(
       : { dataDir: config.dataDir, logger },
   )
   try {
-    const devSeed = await migrateAndSeed(config, store, options.clock ?? systemClock)
+    const clock = options.clock ?? systemClock
+    const devSeed = await migrateAndSeed(config, store, clock)
     await tlsFor(config)
+    // Made here once, so that every worker reads the same identity keys file.
+    await identitySignerFor(config, clock)
     return devSeed
   } finally {
     await store.close()
@@ -117,13 +120,7 @@ export async function startTokengate(
             store.kind === 'postgres' ? (store as PostgresStore).changeFeed : undefined,
         })
       : undefined
-    const identityToken = config.identityToken.enabled
-      ? await (await import('./gateway/identity-token.ts')).createIdentityTokenSigner(
-          config.identityToken,
-          config.identityToken.keysFile ?? join(config.dataDir, 'identity-keys.json'),
-          clock,
-        )
-      : undefined
+    const identityToken = await identitySignerFor(config, clock)
     const app = await buildServer({ config, auth, logger, tls, metrics, identityToken })
     if (identityToken) {
       // Public keys of the identity token, on the API listener only (see decision/server.ts).
@@ -197,6 +194,16 @@ export async function startTokengate(
     await store.close().catch(() => {})
     throw error
   }
+}
+
+async function identitySignerFor(config: Readonly<Config>, clock: Clock) {
+  if (!config.identityToken.enabled) return undefined
+  const { createIdentityTokenSigner } = await import('./gateway/identity-token.ts')
+  return createIdentityTokenSigner(
+    config.identityToken,
+    config.identityToken.keysFile ?? join(config.dataDir, 'identity-keys.json'),
+    clock,
+  )
 }
 
 async function tlsFor(config: Readonly<Config>): Promise<TlsMaterial | undefined> {
