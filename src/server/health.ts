@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify'
+import type { AuthContext } from '../auth/auth-context.ts'
 import type { JwksStatus } from '../core/jwks.ts'
 import { problem } from '../http/problem.ts'
-import type { AuthContext } from './auth-context.ts'
 
 /**
  * Liveness and readiness, outside `/api/v1` and without a token: orchestrators call them.
@@ -29,8 +29,12 @@ export function registerHealthRoutes(app: FastifyInstance, auth: AuthContext): v
         .type('application/problem+json')
         .send(problem(503, 'unavailable', 'The store is not reachable.', String(request.id)))
     }
-    const issuers = issuerReadiness(auth.issuers.keyStatus())
-    const degraded = issuers.notLoaded.length > 0 || issuers.stale.length > 0
+    const issuers = {
+      ...issuerReadiness(auth.issuers.keyStatus()),
+      invalid: auth.issuers.unusable(),
+    }
+    const degraded =
+      issuers.notLoaded.length > 0 || issuers.stale.length > 0 || issuers.invalid.length > 0
     return { status: degraded ? 'degraded' : 'ready', checks: { store: 'ok', issuers } }
   })
 }

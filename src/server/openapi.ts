@@ -1,4 +1,4 @@
-import { v1Routes } from './routes/v1/index.ts'
+import type { V1Route } from './routes/route.ts'
 import { Problem } from './routes/v1/schemas.ts'
 
 const PROBLEM_REF = { $ref: '#/components/schemas/Problem' }
@@ -7,17 +7,19 @@ function problemResponse(description: string) {
   return { description, content: { 'application/problem+json': { schema: PROBLEM_REF } } }
 }
 
-let cached: Record<string, unknown> | undefined
+/** One document per route table: it is built once, and the table never changes. */
+const documents = new WeakMap<readonly V1Route[], Record<string, unknown>>()
 
 /**
  * The OpenAPI 3.1 document, generated from the route table (the same schemas Fastify
  * validates with). Both security schemes are declared; a JWT caller must also send the
  * `X-Tenant-Id` header, described as a parameter on every operation.
  */
-export function openApiDocument(): Record<string, unknown> {
+export function openApiDocument(routes: readonly V1Route[]): Record<string, unknown> {
+  const cached = documents.get(routes)
   if (cached) return cached
   const paths: Record<string, Record<string, unknown>> = {}
-  for (const route of v1Routes) {
+  for (const route of routes) {
     const path = `/api/v1${route.path.replace(/:(\w+)/g, '{$1}')}`
     const parameters: unknown[] = [
       {
@@ -61,7 +63,7 @@ export function openApiDocument(): Record<string, unknown> {
       responses,
     }
   }
-  cached = {
+  const document = {
     openapi: '3.1.0',
     info: {
       title: 'tokengate',
@@ -89,7 +91,8 @@ export function openApiDocument(): Record<string, unknown> {
       },
     },
   }
-  return cached
+  documents.set(routes, document)
+  return document
 }
 
 function schemaParameters(schema: object | undefined, location: 'path' | 'query'): unknown[] {

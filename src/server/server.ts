@@ -9,25 +9,24 @@ import Fastify, {
   LogController,
 } from 'fastify'
 import type { Logger } from 'pino'
+import type { AuthContext } from '../auth/auth-context.ts'
+import { createReuseDetector, type ReuseDetector } from '../auth/reuse-detector.ts'
 import type { Config } from '../config/schema.ts'
 import { parseAuthorization } from '../core/credentials.ts'
 import type { AuthFailure } from '../core/failure.ts'
 import { fingerprintToken } from '../core/fingerprint.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
-import type { IdentityTokenSigner } from '../gateway/identity-token.ts'
 import { problem } from '../http/problem.ts'
-import type { AuthContext } from './auth-context.ts'
 import { registerHealthRoutes } from './health.ts'
 import type { Metrics } from './metrics.ts'
 import { tokengatePlugin } from './plugin.ts'
 import { rateLimitPlugin } from './rate-limit.ts'
 import { createRequestIdGenerator, lazyChildLogger } from './request-logger.ts'
-import { createReuseDetector, type ReuseDetector } from './rotation-reuse.ts'
 import { RequestFieldError } from './routes/pagination.ts'
 import { StoreUnavailableError } from './routes/route.ts'
 import { serializerSchema } from './routes/serializer-schema.ts'
 import { v1Routes } from './routes/v1/index.ts'
-import type { TlsMaterial } from './tls.ts'
+import { type TlsMaterial, tlsServerOptions } from './tls.ts'
 import { tokenDigestOf } from './token-digest.ts'
 
 export interface BuildServerOptions {
@@ -38,8 +37,11 @@ export interface BuildServerOptions {
   readonly tls?: TlsMaterial | undefined
   /** Prometheus metrics to record into (served on their own listener, see metrics.ts). */
   readonly metrics?: Metrics | undefined
-  /** Signs the gateway's `X-Auth-Token` identity JWT (identityToken.enabled). */
-  readonly identityToken?: IdentityTokenSigner | undefined
+  /**
+   * Mounted after the built-in routes (the gateway's catch-all proxy): the composition root
+   * wires them in, so the server never imports the gateway.
+   */
+  readonly mounts?: readonly ((app: FastifyInstance) => Promise<void>)[] | undefined
 }
 
 // Why require and not `import http from 'node:http'`: to build an ES module namespace for a
@@ -82,10 +84,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     },
     serverFactory: (handler) =>
       tls
-        ? https.createServer(
-            { ...serverOptions, cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' },
-            handler,
-          )
+        ? https.createServer({ ...serverOptions, ...tlsServerOptions(tls) }, handler)
         : http.createServer(serverOptions, handler),
   }) as unknown as FastifyInstance
 
@@ -100,7 +99,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
 
   // Before the auth plugin: the failed-authentication limit is checked ahead of verification.
   await app.register(rateLimitPlugin, { config: config.rateLimit, redisUrl: config.redisUrl })
-  // Reuse of a rotated-out PAT revokes its rotation family (rotation-reuse.ts).
+  // Reuse of a rotated-out PAT revokes its rotation family (auth/reuse-detector.ts).
   const reuse = createReuseDetector({
     store: auth.store,
     audit: auth.audit,
@@ -109,6 +108,8 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   })
   app.addHook('onClose', () => reuse.settled())
   metrics?.instrument(app)
+  const onFailure = (request: FastifyRequest, failure: AuthFailure) =>
+    recordFailure(auth, request, failure, reuse)
   await app.register(tokengatePlugin, {
     authenticate: metrics ? metrics.timeAuthenticate(auth.authenticate) : auth.authenticate,
     onAuthenticated: (_request, principal) => {
@@ -116,7 +117,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
         auth.patUse.record(principal.tokenId, auth.clock.now())
       }
     },
-    onFailure: (request, failure) => recordFailure(auth, request, failure, reuse),
+    onFailure,
   })
 
   app.addHook('onResponse', (request, reply, done) => {
@@ -125,7 +126,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     done()
   })
 
-  const context = { auth, config }
+  const context = { auth, config, onFailure }
   for (const route of v1Routes) {
     app.route({
       method: route.method,
@@ -138,16 +139,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     })
   }
   registerHealthRoutes(app, auth)
-  if (config.gateway) {
-    // Imported only in gateway mode: a server without an upstream never loads the proxy.
-    const { registerGateway } = await import('../gateway/register.ts')
-    await registerGateway(app, {
-      gateway: config.gateway,
-      auth,
-      dataDir: config.dataDir,
-      identityToken: options.identityToken,
-    })
-  }
+  for (const mount of options.mounts ?? []) await mount(app)
 
   app.setNotFoundHandler((request, reply) =>
     sendProblem(reply, problem(404, 'not_found', 'No such endpoint.', String(request.id))),

@@ -1,5 +1,14 @@
-import type { IssuerConfig, KeySource } from '../../core/issuer.ts'
-import { discoveryUrl } from '../../core/jwks.ts'
+import { addIssuer, listIssuers, removeIssuer } from '../../auth/issuer-operations.ts'
+import {
+  DEFAULT_PERMISSIONS_CLAIM,
+  defaultPermissionsFormat,
+  type IssuerConfig,
+  type KeySource,
+  PERMISSIONS_FORMATS,
+  type PermissionsFormat,
+} from '../../core/issuer.ts'
+import { checkJwksUrl as checkUrl, discoveryUrl } from '../../core/jwks.ts'
+import { ASYMMETRIC_ALGORITHMS, HMAC_ALGORITHMS } from '../../core/jwt-keys.ts'
 import type { StoredIssuer } from '../../stores/store.ts'
 import {
   optionalString,
@@ -8,16 +17,9 @@ import {
   requiredString,
   stringList,
 } from '../args.ts'
-import { ADMIN_OVERRIDES, auditCli, type CommandDef, withStore } from '../context.ts'
-import { CommandFailure, UsageError } from '../errors.ts'
-import {
-  ASYMMETRIC_ALGORITHMS,
-  checkJwksUrl,
-  HMAC_ALGORITHMS,
-  readJwksFile,
-  readPemFile,
-  readSecretFile,
-} from '../key-source.ts'
+import { ADMIN_OVERRIDES, type CommandDef, operate, operationDeps, withStore } from '../context.ts'
+import { UsageError } from '../errors.ts'
+import { readJwksFile, readJwksUrl, readPemFile, readSecretFile } from '../key-source.ts'
 import { formatTime, isoTime } from '../output.ts'
 import { checkTenantId, printable } from '../validate.ts'
 
@@ -33,6 +35,9 @@ export function issuerJson(issuer: StoredIssuer) {
     algorithms: issuer.algorithms ?? null,
     tenant: issuer.tenant ?? null,
     permissionsClaim: issuer.permissionsClaim ?? null,
+    permissionsFormat:
+      issuer.permissionsFormat ??
+      defaultPermissionsFormat(issuer.permissionsClaim ?? DEFAULT_PERMISSIONS_CLAIM),
     createdAt: isoTime(issuer.createdAt),
   }
 }
@@ -64,7 +69,7 @@ function describeKeySource(source: KeySource): string {
     case 'jwks_url':
       return source.url
     case 'oidc_discovery':
-      return 'discovery (/.well-known/openid-configuration)'
+      return `discovery (/.well-known/openid-configuration)${source.jwksOrigins?.length ? `, jwks_uri also on ${source.jwksOrigins.join(', ')}` : ''}`
     case 'pem':
       return `pem (${source.algorithm})`
     case 'secret':
@@ -87,7 +92,10 @@ function readKeySource(args: ParsedArgs, issuer: string): KeySource {
     if (algorithm !== undefined) {
       throw new UsageError('--algorithm applies to --pem-file and --secret-file only')
     }
-    return readDiscovery(issuer)
+    return readDiscovery(issuer, stringList(args, 'jwks-origin'))
+  }
+  if (args.values['jwks-origin'] !== undefined) {
+    throw new UsageError('--jwks-origin applies to --discovery only')
   }
   const value = requiredString(args, source, 'a value')
   if (algorithm !== undefined && (source === 'jwks-url' || source === 'jwks-file')) {
@@ -97,7 +105,7 @@ function readKeySource(args: ParsedArgs, issuer: string): KeySource {
   }
   switch (source) {
     case 'jwks-url':
-      return checkJwksUrl(value)
+      return readJwksUrl(value)
     case 'jwks-file':
       return readJwksFile(value)
     case 'pem-file':
@@ -112,13 +120,26 @@ function readKeySource(args: ParsedArgs, issuer: string): KeySource {
  * may be down while the operator registers it, and may move its `jwks_uri` later). The
  * issuer must be a URL discovery can use: https, or http on localhost/127.0.0.1 only.
  */
-function readDiscovery(issuer: string): KeySource {
+function readDiscovery(issuer: string, origins: readonly string[]): KeySource {
   try {
     discoveryUrl(issuer)
   } catch (error) {
     throw new UsageError(`--discovery: --issuer ${printable(issuer)}: ${(error as Error).message}`)
   }
-  return { kind: 'oidc_discovery' }
+  const jwksOrigins = origins.map((origin) => {
+    try {
+      const url = checkUrl(origin)
+      if (url.href !== `${url.origin}/`) throw new Error('not an origin')
+      return url.origin
+    } catch {
+      throw new UsageError(
+        `--jwks-origin: '${printable(origin)}' is not an origin (expected e.g. https://keys.example.com; http on loopback only)`,
+      )
+    }
+  })
+  return jwksOrigins.length > 0
+    ? { kind: 'oidc_discovery', jwksOrigins }
+    : { kind: 'oidc_discovery' }
 }
 
 /**
@@ -192,6 +213,7 @@ export function readIssuerConfig(args: ParsedArgs): IssuerConfig {
         ? { claim: tenantClaim }
         : undefined
   const permissionsClaim = readClaim(args, 'permissions-claim')
+  const permissionsFormat = readPermissionsFormat(args)
   return {
     issuer,
     audiences,
@@ -199,7 +221,19 @@ export function readIssuerConfig(args: ParsedArgs): IssuerConfig {
     ...(algorithms ? { algorithms } : {}),
     ...(tenant ? { tenant } : {}),
     ...(permissionsClaim ? { permissionsClaim } : {}),
+    ...(permissionsFormat ? { permissionsFormat } : {}),
   }
+}
+
+function readPermissionsFormat(args: ParsedArgs): PermissionsFormat | undefined {
+  const value = optionalString(args, 'permissions-format')
+  if (value === undefined) return undefined
+  if (!(PERMISSIONS_FORMATS as readonly string[]).includes(value)) {
+    throw new UsageError(
+      `--permissions-format: '${printable(value)}' is not a format (expected array or space-delimited)`,
+    )
+  }
+  return value as PermissionsFormat
 }
 
 const add: CommandDef = {
@@ -222,6 +256,13 @@ const add: CommandDef = {
       type: 'boolean',
       description:
         "Find the JWKS from ISS/.well-known/openid-configuration at run time (its 'issuer' must equal ISS).",
+    },
+    'jwks-origin': {
+      type: 'string',
+      multiple: true,
+      value: 'ORIGIN',
+      description:
+        "With --discovery: another origin the document's jwks_uri may use (repeatable; default: the issuer's origin only).",
     },
     'jwks-file': {
       type: 'string',
@@ -265,6 +306,12 @@ const add: CommandDef = {
       description:
         'Claim holding permissions (default permissions; scope/scp are read as OAuth scopes).',
     },
+    'permissions-format': {
+      type: 'string',
+      value: 'FORMAT',
+      description:
+        'array or space-delimited: the one type the permissions claim may have (default: space-delimited for scope/scp, else array).',
+    },
   },
   examples: [
     'tokengate issuer add --issuer https://login.example.com/ --audience api://tokengate --jwks-url https://login.example.com/.well-known/jwks.json',
@@ -273,29 +320,12 @@ const add: CommandDef = {
   ],
   async run(ctx) {
     const issuer = readIssuerConfig(ctx.args)
-    const replaced = await withStore(ctx.config(ADMIN_OVERRIDES), async (store) => {
-      const fixed = issuer.tenant && 'fixed' in issuer.tenant ? issuer.tenant.fixed : undefined
-      if (fixed !== undefined && !(await store.findTenant(fixed))) {
-        throw new CommandFailure(
-          `no tenant ${fixed} (create it with: tokengate tenant create ${fixed})`,
-        )
-      }
-      const existed = (await store.listIssuers()).some((i) => i.issuer === issuer.issuer)
-      await store.putIssuer(issuer, ctx.now())
-      await auditCli(ctx, store, {
-        type: 'issuer.added',
-        tenantId: fixed ?? null,
-        details: {
-          issuer: issuer.issuer,
-          audiences: issuer.audiences,
-          keySource: issuer.keySource.kind,
-          algorithms: issuer.algorithms ?? null,
-          replaced: existed,
-        },
-      })
-      return existed
-    })
-    const stored: StoredIssuer = { ...issuer, createdAt: ctx.now() }
+    const { issuer: stored, replaced } = await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
+      operate(() => addIssuer(operationDeps(ctx, store), issuer), {
+        tenant_unknown: (r) =>
+          `no tenant ${r.subject} (create it with: tokengate tenant create ${r.subject})`,
+      }),
+    )
     if (ctx.json) ctx.out.json({ ...issuerJson(stored), replaced })
     else {
       ctx.out.line(`${replaced ? 'Replaced' : 'Added'} issuer ${issuer.issuer}.`)
@@ -312,7 +342,7 @@ const list: CommandDef = {
   summary: 'List trusted JWT issuers',
   options: {},
   async run(ctx) {
-    const issuers = await withStore(ctx.config(ADMIN_OVERRIDES), (store) => store.listIssuers())
+    const issuers = await withStore(ctx.config(ADMIN_OVERRIDES), (store) => listIssuers({ store }))
     if (ctx.json) {
       ctx.out.json({ issuers: issuers.map(issuerJson) })
       return 0
@@ -329,7 +359,7 @@ const list: CommandDef = {
           : 'fixed' in i.tenant
             ? i.tenant.fixed
             : `claim ${i.tenant.claim}`,
-        i.permissionsClaim ?? 'permissions',
+        `${i.permissionsClaim ?? DEFAULT_PERMISSIONS_CLAIM} (${i.permissionsFormat ?? defaultPermissionsFormat(i.permissionsClaim ?? DEFAULT_PERMISSIONS_CLAIM)})`,
         formatTime(i.createdAt),
       ]),
     )
@@ -346,14 +376,11 @@ const remove: CommandDef = {
   examples: ['tokengate issuer remove https://login.example.com/'],
   async run(ctx) {
     const issuer = requiredPositional(ctx.args, 0, 'ISS')
-    await withStore(ctx.config(ADMIN_OVERRIDES), async (store) => {
-      const existing = (await store.listIssuers()).find((i) => i.issuer === issuer)
-      if (!existing || !(await store.removeIssuer(issuer))) {
-        throw new CommandFailure(`no issuer ${printable(issuer)} (see: tokengate issuer list)`)
-      }
-      const fixed = existing.tenant && 'fixed' in existing.tenant ? existing.tenant.fixed : null
-      await auditCli(ctx, store, { type: 'issuer.removed', tenantId: fixed, details: { issuer } })
-    })
+    await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
+      operate(() => removeIssuer(operationDeps(ctx, store), issuer), {
+        issuer_unknown: () => `no issuer ${printable(issuer)} (see: tokengate issuer list)`,
+      }),
+    )
     if (ctx.json) ctx.out.json({ issuer, removed: true })
     else ctx.out.line(`Removed issuer ${issuer}.`)
     return 0
