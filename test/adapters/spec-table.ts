@@ -16,7 +16,8 @@ import { type Authenticate, createAuthenticator } from '../../src/core/authentic
 import { authorize } from '../../src/core/authorize.ts'
 import { createJwtVerifier } from '../../src/core/jwt.ts'
 import { issuePat } from '../../src/core/pat.ts'
-import { systemClock } from '../../src/core/ports.ts'
+import type { IssuerConfig } from '../../src/core/issuer.ts'
+import { type PatRecord, systemClock } from '../../src/core/ports.ts'
 import { readAuthHeaders } from '../../src/core/raw-headers.ts'
 import { failureResponse } from '../../src/http/failure-response.ts'
 import { addTenant, fakeLookups } from '../helpers/core-fakes.ts'
@@ -27,6 +28,9 @@ export const PROTECTED_PATH = '/api/v1/things'
 
 export interface SpecFixture {
   readonly authenticate: Authenticate
+  /** The trusted issuer and the stored PATs, for an app that loads them into a real store. */
+  readonly issuer: IssuerConfig
+  readonly pats: readonly PatRecord[]
   readonly tokens: {
     readonly jwt: string
     readonly jwtWithoutPermission: string
@@ -66,6 +70,8 @@ export async function createSpecFixture(): Promise<SpecFixture> {
   })
   return {
     authenticate,
+    issuer: issuer.config,
+    pats: [...lookups.pats.values()],
     tokens: {
       jwt: await issuer.sign({ permissions: [REQUIRED_PERMISSION] }),
       jwtWithoutPermission: await issuer.sign({ permissions: ['other:read'] }),
@@ -270,14 +276,14 @@ export interface AppUnderTest {
  */
 export function runSpecTable(
   adapter: string,
-  start: (authenticate: Authenticate) => Promise<AppUnderTest>,
+  start: (authenticate: Authenticate, fixture: SpecFixture) => Promise<AppUnderTest>,
 ): void {
   describe(`${adapter}: SPEC §5.3 / §7 table`, () => {
     let fixture: SpecFixture
     let app: AppUnderTest
     before(async () => {
       fixture = await createSpecFixture()
-      app = await start(fixture.authenticate)
+      app = await start(fixture.authenticate, fixture)
     })
     after(() => app?.close())
 
