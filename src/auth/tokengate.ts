@@ -145,6 +145,8 @@ async function libraryConfig(options: TokengateOptions): Promise<Readonly<Config
   return loadConfig({
     env: {},
     overrides: {
+      // The application owns its listener (and its TLS); only the auth settings apply here.
+      server: { plainHttp: true },
       ...(options.dataDir !== undefined ? { dataDir: options.dataDir } : {}),
       ...(options.databaseUrl !== undefined ? { databaseUrl: options.databaseUrl } : {}),
       ...(options.auth ? { auth: { ...options.auth } } : {}),

@@ -14,9 +14,9 @@ import { request as httpRequest } from 'node:http'
 import { after, before, describe, test } from 'node:test'
 import { type Authenticate, createAuthenticator } from '../../src/core/authenticate.ts'
 import { authorize } from '../../src/core/authorize.ts'
+import type { IssuerConfig } from '../../src/core/issuer.ts'
 import { createJwtVerifier } from '../../src/core/jwt.ts'
 import { issuePat } from '../../src/core/pat.ts'
-import type { IssuerConfig } from '../../src/core/issuer.ts'
 import { type PatRecord, systemClock } from '../../src/core/ports.ts'
 import { readAuthHeaders } from '../../src/core/raw-headers.ts'
 import { failureResponse } from '../../src/http/failure-response.ts'
@@ -68,29 +68,25 @@ export async function createSpecFixture(): Promise<SpecFixture> {
     jwt: createJwtVerifier([issuer.config]),
     clock: systemClock,
   })
-  return {
-    authenticate,
-    issuer: issuer.config,
-    pats: [...lookups.pats.values()],
-    tokens: {
-      jwt: await issuer.sign({ permissions: [REQUIRED_PERMISSION] }),
-      jwtWithoutPermission: await issuer.sign({ permissions: ['other:read'] }),
-      expiredJwt: await issuer.sign({}, { nowMs: now - 3_600_000, expiresInSec: 300 }),
-      foreignJwt: await foreign.sign({ permissions: [REQUIRED_PERMISSION] }),
-      pat: pat([REQUIRED_PERMISSION]),
-      patWithoutPermission: pat([]),
-      expiredPat: pat([REQUIRED_PERMISSION], { expiresAt: now - 60_000 }),
-      revokedPat: pat([REQUIRED_PERMISSION], { revokedAt: now - 60_000 }),
-      unknownPat: issuePat({
-        tenantId: TEST_TENANT,
-        subject: 'x',
-        name: 'x',
-        permissions: [],
-        expiresAt: null,
-        now,
-      }).token,
-    },
+  const tokens = {
+    jwt: await issuer.sign({ permissions: [REQUIRED_PERMISSION] }),
+    jwtWithoutPermission: await issuer.sign({ permissions: ['other:read'] }),
+    expiredJwt: await issuer.sign({}, { nowMs: now - 3_600_000, expiresInSec: 300 }),
+    foreignJwt: await foreign.sign({ permissions: [REQUIRED_PERMISSION] }),
+    pat: pat([REQUIRED_PERMISSION]),
+    patWithoutPermission: pat([]),
+    expiredPat: pat([REQUIRED_PERMISSION], { expiresAt: now - 60_000 }),
+    revokedPat: pat([REQUIRED_PERMISSION], { revokedAt: now - 60_000 }),
+    unknownPat: issuePat({
+      tenantId: TEST_TENANT,
+      subject: 'x',
+      name: 'x',
+      permissions: [],
+      expiresAt: null,
+      now,
+    }).token,
   }
+  return { authenticate, issuer: issuer.config, pats: [...lookups.pats.values()], tokens }
 }
 
 type Tokens = SpecFixture['tokens']
