@@ -131,8 +131,17 @@ export async function startTokengate(
 
 async function tlsFor(config: Readonly<Config>): Promise<TlsMaterial | undefined> {
   if (config.server.plainHttp) return undefined
-  if (config.server.tlsCertFile && config.server.tlsKeyFile) {
-    return readTlsFiles(config.server.tlsCertFile, config.server.tlsKeyFile)
+  const { tlsCertFile, tlsKeyFile } = config.server
+  if (tlsCertFile && tlsKeyFile) {
+    // OpenSSL's own message names neither the file nor the setting.
+    try {
+      return readTlsFiles(tlsCertFile, tlsKeyFile)
+    } catch (error) {
+      throw new Error(
+        `server.tlsCertFile ${tlsCertFile} / server.tlsKeyFile ${tlsKeyFile} (TOKENGATE_TLS_CERT_FILE / TOKENGATE_TLS_KEY_FILE): not a readable PEM certificate and matching private key (${(error as Error).message}); give PEM files`,
+        { cause: error },
+      )
+    }
   }
   return ensureDevCertificate(config.dataDir)
 }

@@ -25,6 +25,7 @@ import type { AuthFailure } from '../core/failure.ts'
 import { fingerprintToken } from '../core/fingerprint.ts'
 import { type Clock, systemClock } from '../core/ports.ts'
 import type { AuthResult, Principal } from '../core/principal.ts'
+import { missingPackageError } from '../missing-package.ts'
 import { createAuthContext, type Warn } from '../server/auth-context.ts'
 import { createReuseDetector } from '../server/rotation-reuse.ts'
 import { openStore } from '../stores/open-store.ts'
@@ -167,19 +168,4 @@ const emitWarnings: Warn = {
       'TokengateWarning',
     )
   },
-}
-
-/**
- * An optional package a feature needs (`pg` for Postgres, `ioredis` for Redis, ...) that is
- * not installed, as an error naming the package and the fix; undefined for any other error.
- */
-export function missingPackageError(error: unknown): Error | undefined {
-  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown }
-  if (code !== 'ERR_MODULE_NOT_FOUND' || typeof message !== 'string') return undefined
-  const name = /Cannot find package '([^']+)'/.exec(message)?.[1]
-  if (name === undefined) return undefined
-  return new Error(
-    `this feature needs the package '${name}', which is not installed: npm install ${name}`,
-    { cause: error },
-  )
 }

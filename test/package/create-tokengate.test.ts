@@ -11,9 +11,10 @@ import express from 'express'
 import Fastify from 'fastify'
 import { tokengate as expressTokengate, requirePermission } from '../../src/adapters/express.ts'
 import { tokengate as fastifyTokengate } from '../../src/adapters/fastify.ts'
-import { createTokengate, missingPackageError, type Tokengate } from '../../src/auth/tokengate.ts'
+import { createTokengate, type Tokengate } from '../../src/auth/tokengate.ts'
 import { issuePat } from '../../src/core/pat.ts'
 import { createTokengate as fromIndex } from '../../src/index.ts'
+import { missingPackageError } from '../../src/missing-package.ts'
 import {
   PROTECTED_PATH,
   REQUIRED_PERMISSION,
