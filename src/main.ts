@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net'
+import { createSecureContext } from 'node:tls'
 import type { DestinationStream, Logger } from 'pino'
 import type { Config } from './config/schema.ts'
 import { type Clock, systemClock } from './core/ports.ts'
@@ -135,7 +136,9 @@ async function tlsFor(config: Readonly<Config>): Promise<TlsMaterial | undefined
   if (tlsCertFile && tlsKeyFile) {
     // OpenSSL's own message names neither the file nor the setting.
     try {
-      return readTlsFiles(tlsCertFile, tlsKeyFile)
+      const material = readTlsFiles(tlsCertFile, tlsKeyFile)
+      createSecureContext(material)
+      return material
     } catch (error) {
       throw new Error(
         `server.tlsCertFile ${tlsCertFile} / server.tlsKeyFile ${tlsKeyFile} (TOKENGATE_TLS_CERT_FILE / TOKENGATE_TLS_KEY_FILE): not a readable PEM certificate and matching private key (${(error as Error).message}); give PEM files`,
