@@ -122,6 +122,25 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
   }
 }
 
+/** The global and `serve` flags that set a setting, to name them in an error. */
+const FLAGS: Readonly<Record<string, string>> = {
+  '/dataDir': '--data-dir',
+  '/databaseUrl': '--database-url',
+  '/server/host': '--listen',
+  '/server/port': '--listen',
+  '/gateway/upstream': '--upstream',
+  '/gateway/policyFile': '--policy',
+}
+
+/** A configuration error's problems, naming the flag of each value given as one. */
+function withFlags(error: ConfigError): readonly string[] {
+  if (!error.fromOverrides) return error.problems
+  return error.problems.map((problem) => {
+    const flag = FLAGS[problem.slice(0, problem.indexOf(':'))]
+    return flag ? `${problem} (the flag ${flag}; fix its value)` : problem
+  })
+}
+
 function jsonError(error: unknown, exitCode: number): object {
   const err = error instanceof Error ? error : new Error(String(error))
   const kind =
@@ -137,7 +156,7 @@ function jsonError(error: unknown, exitCode: number): object {
     error: {
       kind,
       message: error instanceof ConfigError ? 'invalid configuration' : message,
-      ...(error instanceof ConfigError ? { problems: error.problems } : {}),
+      ...(error instanceof ConfigError ? { problems: withFlags(error) } : {}),
       exitCode,
     },
   }
@@ -171,10 +190,12 @@ function report(
   }
   if (error instanceof ConfigError) {
     io.stderr.write(
-      `tokengate: invalid configuration:\n${error.problems.map((p) => `  - ${p}`).join('\n')}\n`,
+      `tokengate: invalid configuration:\n${withFlags(error)
+        .map((p) => `  - ${p}`)
+        .join('\n')}\n`,
     )
     // A bad flag value is a usage error like any other bad value given on the command line.
-    return error.fromCommandLine ? 2 : 1
+    return error.fromOverrides ? 2 : 1
   }
   const missing = missingPackageError(error)
   if (missing) {

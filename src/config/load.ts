@@ -8,12 +8,12 @@ import { type Config, ConfigSchema } from './schema.ts'
 export class ConfigError extends Error {
   override readonly name = 'ConfigError'
   readonly problems: readonly string[]
-  /** Every problem is a value given on the command line (a usage error, exit code 2). */
-  readonly fromCommandLine: boolean
-  constructor(problems: readonly string[], fromCommandLine = false) {
+  /** Every problem is in a value of `overrides` (for the CLI: its flags, a usage error). */
+  readonly fromOverrides: boolean
+  constructor(problems: readonly string[], fromOverrides = false) {
     super(`invalid configuration:\n  ${problems.join('\n  ')}`)
     this.problems = problems
-    this.fromCommandLine = fromCommandLine
+    this.fromOverrides = fromOverrides
   }
 }
 
@@ -92,8 +92,8 @@ export function loadConfig(options: LoadOptions = {}): Readonly<Config> {
           `${path}: must be one of ${values.map((v) => JSON.stringify(v)).join(', ')}${sourceOf(path).text}`,
       ),
     ]
-    const fromCommandLine = errors.every((e) => sourceOf(e.instancePath).commandLine)
-    throw new ConfigError([...new Set(problems)], fromCommandLine)
+    const fromOverrides = errors.every((e) => sourceOf(e.instancePath).fromOverrides)
+    throw new ConfigError([...new Set(problems)], fromOverrides)
   }
   const config = withDefaults as Config
   const extra = crossFieldProblems(config)
@@ -176,20 +176,13 @@ function describeError(
     : `${path}: ${error.message}${text}`
 }
 
-/** The global and `serve` flags that set a setting, to name them in an error. */
-const FLAGS: Readonly<Record<string, string>> = {
-  dataDir: '--data-dir',
-  databaseUrl: '--database-url',
-  'server.host': '--listen',
-  'server.port': '--listen',
-  'gateway.upstream': '--upstream',
-  'gateway.policyFile': '--policy',
+type SourceFinder = (pointer: string) => {
+  readonly text: string
+  readonly fromOverrides: boolean
 }
 
-type SourceFinder = (pointer: string) => { readonly text: string; readonly commandLine: boolean }
-
 /**
- * Where the value at a JSON pointer came from, as an operator would fix it: the command line,
+ * Where the value at a JSON pointer came from, as an operator would fix it: the overrides,
  * the environment variable (named, its value never echoed: it may be a secret), or the
  * config file. The highest-precedence source that set it wins, as in the merge.
  */
@@ -209,23 +202,21 @@ function createSourceFinder(
   return (pointer) => {
     const keys = pointer.split('/').filter(Boolean)
     const dotted = keys.join('.')
-    if (keys.length > 0 && has(overrides, keys)) {
-      const flag = FLAGS[dotted]
-      const where = flag ? `the command-line flag ${flag}` : 'given on the command line'
-      return { text: ` (${where}; fix the flag)`, commandLine: true }
-    }
+    // Overrides are the caller's own values (the CLI's flags, a library's options): the
+    // caller names them (the CLI adds the flag).
+    if (keys.length > 0 && has(overrides, keys)) return { text: '', fromOverrides: true }
     const variable = Object.entries(ENV_VARIABLES).find(
       ([name, path]) => path === dotted && env[name] !== undefined && env[name] !== '',
     )?.[0]
     if (variable) {
       return {
         text: ` (from the environment variable ${variable}; fix or unset it)`,
-        commandLine: false,
+        fromOverrides: false,
       }
     }
     if (file && keys.length > 0)
-      return { text: ` (in the config file ${file})`, commandLine: false }
-    return { text: '', commandLine: false }
+      return { text: ` (in the config file ${file})`, fromOverrides: false }
+    return { text: '', fromOverrides: false }
   }
 }
 

@@ -40,7 +40,7 @@ describe('operator errors', () => {
   test('--upstream ftp://x names the flag and exits 2 like other bad values', async () => {
     const result = await cli(['serve', '--dev', '--upstream', 'ftp://x'], { dataDir: data.dir })
     assert.equal(result.code, 2)
-    assert.match(result.stderr, /\/gateway\/upstream: .*the command-line flag --upstream/)
+    assert.match(result.stderr, /\/gateway\/upstream: .*\(the flag --upstream; fix its value\)/)
   })
 
   test('a missing policy file names the setting and the fix, not file:0:0', async () => {
@@ -51,7 +51,7 @@ describe('operator errors', () => {
     assert.equal(result.code, 1)
     assert.match(
       result.stderr,
-      /\/gateway\/policyFile: the policy file missing\.yaml does not exist .*fix the path.*--policy/,
+      /\/gateway\/policyFile: the policy file missing\.yaml does not exist .*fix the path/,
     )
     assert.doesNotMatch(result.stderr, /:0:0/)
   })
