@@ -7,6 +7,7 @@ export type ProblemCode =
   | 'not_found'
   | 'method_not_allowed'
   | 'payload_too_large'
+  | 'request_timeout'
   | 'rate_limited'
   | 'internal_error'
   | 'bad_gateway'
@@ -48,6 +49,7 @@ export const PROBLEMS: Readonly<Record<ProblemCode, { status: number; title: str
   not_found: { status: 404, title: 'Not found' },
   method_not_allowed: { status: 405, title: 'Method not allowed' },
   payload_too_large: { status: 413, title: 'Payload too large' },
+  request_timeout: { status: 408, title: 'Request timeout' },
   rate_limited: { status: 429, title: 'Too many requests' },
   internal_error: { status: 500, title: 'Internal server error' },
   bad_gateway: { status: 502, title: 'Bad gateway' },
