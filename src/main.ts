@@ -1,5 +1,6 @@
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
+import { createSecureContext } from 'node:tls'
 import type { FastifyInstance } from 'fastify'
 import type { DestinationStream, Logger } from 'pino'
 import { createAuthContext } from './auth/auth-context.ts'
@@ -225,8 +226,19 @@ async function identitySignerFor(config: Readonly<Config>, clock: Clock) {
 
 async function tlsFor(config: Readonly<Config>): Promise<TlsMaterial | undefined> {
   if (config.server.plainHttp) return undefined
-  if (config.server.tlsCertFile && config.server.tlsKeyFile) {
-    return readTlsFiles(config.server.tlsCertFile, config.server.tlsKeyFile)
+  const { tlsCertFile, tlsKeyFile } = config.server
+  if (tlsCertFile && tlsKeyFile) {
+    // OpenSSL's own message names neither the file nor the setting.
+    try {
+      const material = readTlsFiles(tlsCertFile, tlsKeyFile)
+      createSecureContext(material)
+      return material
+    } catch (error) {
+      throw new Error(
+        `server.tlsCertFile ${tlsCertFile} / server.tlsKeyFile ${tlsKeyFile} (TOKENGATE_TLS_CERT_FILE / TOKENGATE_TLS_KEY_FILE): not a readable PEM certificate and matching private key (${(error as Error).message}); give PEM files`,
+        { cause: error },
+      )
+    }
   }
   return ensureDevCertificate(config.dataDir)
 }
