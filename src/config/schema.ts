@@ -81,6 +81,11 @@ export const ConfigSchema = Type.Object(
           minimum: 0,
           description: 'Graceful shutdown: time in-flight requests get before sockets are closed.',
         }),
+        workers: Type.Union([Type.Integer({ minimum: 1, maximum: 1024 }), Type.Literal('auto')], {
+          default: 1,
+          description:
+            'Worker processes sharing the listener (node:cluster); `auto` = one per CPU. 1 keeps one process (dev, containers sized to one CPU); use `auto` on a multi-core host. Without redisUrl each worker enforces 1/N of every rate limit (docs/scale-out.md).',
+        }),
       },
       { default: {}, additionalProperties: false },
     ),
