@@ -10,6 +10,10 @@ import { tokenDigestOf } from './token-digest.ts'
 
 /** The instance decoration this plugin calls right after a successful authentication. */
 export const LIMIT_PRINCIPAL = Symbol('tokengate.limitPrincipal')
+/** The instance decoration this plugin calls before every authentication. */
+export const GATE_FAILED_AUTH = Symbol('tokengate.gateFailedAuth')
+
+type Step = (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => void
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -20,11 +24,9 @@ declare module 'fastify' {
   }
   interface FastifyInstance {
     /** Set by the rate-limit plugin: per-token then per-tenant limit of an authenticated request. */
-    [LIMIT_PRINCIPAL]?: (
-      request: FastifyRequest,
-      reply: FastifyReply,
-      done: (error?: Error) => void,
-    ) => void
+    [LIMIT_PRINCIPAL]?: Step
+    /** Set by the rate-limit plugin: calls `done` to go on, or answers 429 and does not. */
+    [GATE_FAILED_AUTH]?: Step
   }
   interface FastifyContextConfig {
     /** Permissions the route requires; all must be held (403 otherwise). */
@@ -70,57 +72,54 @@ const plugin: FastifyPluginAsync<TokengatePluginOptions> = async (fastify, optio
   // The rate-limit plugin (registered before this one) limits the principal right after
   // authentication, in this same hook; without it, an authenticated request just continues.
   const limit = fastify[LIMIT_PRINCIPAL]
-  const next = limit
-    ? (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) =>
-        limit(request, reply, done)
-    : (_request: FastifyRequest, _reply: FastifyReply, done: () => void) => done()
+  const next: Step = limit ?? ((_request, _reply, done) => done())
+  // Every call of authenticate below goes through the failed-authentication gate first.
+  const gate: Step = fastify[GATE_FAILED_AUTH] ?? ((_request, _reply, done) => done())
 
-  // Callback-style hooks: `authenticate` answers cache hits synchronously (a value, not a
-  // promise), and the request then goes on without a promise hop; a store or JWKS round trip
-  // continues it when it completes. A hook that answered does not call `done`.
-  fastify.addHook('onRequest', (request, reply, done) => {
-    const path = pathOf(request.url)
-    if (!path.startsWith(prefix) && path !== exact) return done()
-    const result = options.authenticate(authInputOf(request))
-    if (!isPromiseLike(result)) {
-      if (authenticated(request, reply, result)) next(request, reply, done)
-      return
-    }
-    result.then((r) => {
-      let ok: boolean
-      try {
-        ok = authenticated(request, reply, r)
-      } catch (error) {
-        return done(error as Error)
-      }
-      if (!ok) return
-      try {
-        next(request, reply, done)
-      } catch (error) {
-        done(error as Error)
-      }
-    }, done)
-  })
-
-  fastify.addHook('preHandler', (request, reply, done) => {
-    // Defence in depth: a route declared under the prefix but reached through a URL that the
-    // prefix test above did not match (e.g. an encoding quirk) is authenticated here.
-    if (!request.principal && request.routeOptions.url?.startsWith(prefix)) {
+  /**
+   * gate → authenticate → `then` (or the failure answered). Callback style: `authenticate`
+   * answers cache hits synchronously (a value, not a promise), and the request then goes on
+   * without a promise hop; a store or JWKS round trip continues it when it completes. A step
+   * that answered does not call `done`.
+   */
+  const gatedAuthenticate = (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    done: (error?: Error) => void,
+    then: () => void,
+  ) =>
+    gate(request, reply, (gateError) => {
+      if (gateError) return done(gateError)
       const result = options.authenticate(authInputOf(request))
-      const then = (r: AuthResult) => {
-        if (!r.ok) return void sendFailure(request, reply, r.failure, options.onFailure)
-        request.principal = r.principal
-        checkPermissions(request, reply, done)
+      if (!isPromiseLike(result)) {
+        if (authenticated(request, reply, result)) then()
+        return
       }
-      if (!isPromiseLike(result)) return then(result)
       result.then((r) => {
         try {
-          then(r)
+          if (authenticated(request, reply, r)) then()
         } catch (error) {
           done(error as Error)
         }
       }, done)
-      return
+    })
+
+  fastify.addHook('onRequest', (request, reply, done) => {
+    const path = pathOf(request.url)
+    if (!path.startsWith(prefix) && path !== exact) return done()
+    gatedAuthenticate(request, reply, done, () => next(request, reply, done))
+  })
+
+  fastify.addHook('preHandler', (request, reply, done) => {
+    // A route declared under the prefix but reached through a URL that the prefix test above
+    // did not match (an encoded segment, an absolute-form target) is authenticated here,
+    // through the same gate.
+    if (
+      !request.principal &&
+      !request.authFailure &&
+      request.routeOptions.url?.startsWith(prefix)
+    ) {
+      return gatedAuthenticate(request, reply, done, () => checkPermissions(request, reply, done))
     }
     checkPermissions(request, reply, done)
   })

@@ -17,6 +17,8 @@ import { readAuthHeaders } from '../core/raw-headers.ts'
 import { problem } from '../http/problem.ts'
 import type { AuthContext } from './auth-context.ts'
 import { registerHealthRoutes } from './health.ts'
+import { createRefusalRecorder } from './limits-refusals.ts'
+import { loggablePath } from './log-safe.ts'
 import type { Metrics } from './metrics.ts'
 import { tokengatePlugin } from './plugin.ts'
 import { rateLimitPlugin } from './rate-limit.ts'
@@ -96,7 +98,29 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   })
 
   // Before the auth plugin: the failed-authentication limit is checked ahead of verification.
-  await app.register(rateLimitPlugin, { config: config.rateLimit, redisUrl: config.redisUrl })
+  // Refused requests are audited as one event per address and window (limits-refusals.ts).
+  const refusals = createRefusalRecorder({
+    windowSec: config.rateLimit.failedAuth.windowSec,
+    write: (event) =>
+      auth.audit.write({
+        type: 'auth.throttled',
+        tenantId: null,
+        actor: null,
+        outcome: 'rate_limited',
+        clientAddress: event.clientAddress,
+        requestId: event.requestId,
+        details: { refused: event.refused, windowSec: event.windowSec },
+      }),
+  })
+  app.addHook('onClose', (_instance, done) => {
+    refusals.close()
+    done()
+  })
+  await app.register(rateLimitPlugin, {
+    config: config.rateLimit,
+    redisUrl: config.redisUrl,
+    onRefused: (request) => refusals.record(request.ip, String(request.id)),
+  })
   // Reuse of a rotated-out PAT revokes its rotation family (rotation-reuse.ts).
   const reuse = createReuseDetector({
     store: auth.store,
@@ -159,7 +183,7 @@ function logRequest(request: FastifyRequest, reply: FastifyReply): void {
   request.log.info(
     {
       method: request.method,
-      path: request.url.split('?', 1)[0],
+      path: loggablePath(request.url),
       status: reply.statusCode,
       ms: Math.round(reply.elapsedTime * 100) / 100,
       auth: request.principal?.fingerprint,
@@ -190,7 +214,7 @@ function recordFailure(
     requestId,
     details: {
       method: request.method,
-      path: request.url.split('?', 1)[0],
+      path: loggablePath(request.url),
       ...(failure.code === 'invalid_token' ? { reason: failure.reason } : {}),
     },
   })
