@@ -17,6 +17,7 @@ import { readAuthHeaders } from '../core/raw-headers.ts'
 import { problem } from '../http/problem.ts'
 import type { AuthContext } from './auth-context.ts'
 import { registerHealthRoutes } from './health.ts'
+import { limitConnections } from './limits-connections.ts'
 import { createRefusalRecorder } from './limits-refusals.ts'
 import { loggablePath } from './log-safe.ts'
 import type { Metrics } from './metrics.ts'
@@ -79,13 +80,22 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
       const incoming = req.headers['x-request-id']
       return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : nextRequestId()
     },
-    serverFactory: (handler) =>
-      tls
+    serverFactory: (handler) => {
+      const server = tls
         ? https.createServer(
-            { ...serverOptions, cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' },
+            {
+              ...serverOptions,
+              cert: tls.cert,
+              key: tls.key,
+              minVersion: 'TLSv1.2',
+              handshakeTimeout: config.server.firstByteTimeoutMs,
+            },
             handler,
           )
-        : http.createServer(serverOptions, handler),
+        : http.createServer(serverOptions, handler)
+      limitConnections(server, tls !== undefined, config.server)
+      return server
+    },
   }) as unknown as FastifyInstance
 
   const hsts =
