@@ -102,7 +102,8 @@ export const ConfigSchema = Type.Object(
             maxAgeSec: Type.Integer({
               default: 600,
               minimum: 0,
-              description: 'How long a browser may cache a preflight answer (Access-Control-Max-Age).',
+              description:
+                'How long a browser may cache a preflight answer (Access-Control-Max-Age).',
             }),
           },
           { default: {}, additionalProperties: false },

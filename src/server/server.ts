@@ -16,10 +16,11 @@ import { fingerprintToken } from '../core/fingerprint.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
 import { problem } from '../http/problem.ts'
 import type { AuthContext } from './auth-context.ts'
+import { createClientErrorHandler } from './client-error.ts'
 import { registerHealthRoutes } from './health.ts'
 import { limitConnections } from './limits-connections.ts'
 import { createRefusalRecorder } from './limits-refusals.ts'
-import { loggablePath } from './log-safe.ts'
+import { loggablePath, looksLikeToken } from './log-safe.ts'
 import type { Metrics } from './metrics.ts'
 import { tokengatePlugin } from './plugin.ts'
 import { rateLimitPlugin } from './rate-limit.ts'
@@ -49,7 +50,12 @@ const require = createRequire(import.meta.url)
 const http = require('node:http') as typeof Http
 const https = require('node:https') as typeof Https
 
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+/**
+ * A caller's X-Request-Id is kept only when it is a short, safe id and not token-shaped:
+ * it is echoed in the response and written to every log line and audit event of the
+ * request, so a token sent there (a misconfigured client) must not be logged.
+ */
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/
 
 /**
  * Builds the Fastify app without listening (tests use `inject` or listen on 127.0.0.1:0).
@@ -78,8 +84,11 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     requestIdHeader: false,
     genReqId: (req) => {
       const incoming = req.headers['x-request-id']
-      return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : nextRequestId()
+      return typeof incoming === 'string' && REQUEST_ID.test(incoming) && !looksLikeToken(incoming)
+        ? incoming
+        : nextRequestId()
     },
+    clientErrorHandler: createClientErrorHandler(logger),
     serverFactory: (handler) => {
       const server = tls
         ? https.createServer(
