@@ -26,6 +26,7 @@ export function registerHealthRoutes(app: FastifyInstance, auth: AuthContext): v
       return reply
         .code(503)
         .header('retry-after', '5')
+        .header('cache-control', 'no-store')
         .type('application/problem+json')
         .send(problem(503, 'unavailable', 'The store is not reachable.', String(request.id)))
     }

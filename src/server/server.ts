@@ -111,6 +111,9 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     tls && config.server.hstsMaxAgeSec > 0 ? `max-age=${config.server.hstsMaxAgeSec}` : undefined
   // Callback-style hooks here and below: a hook with no asynchronous work costs no promise.
   app.addHook('onRequest', (request, reply, done) => {
+    // Every answer of this server is per caller (a token's view, a problem about its
+    // request, readiness now): no shared cache may keep or replay one.
+    reply.header('cache-control', 'no-store')
     reply.header('x-request-id', request.id)
     if (hsts) reply.header('strict-transport-security', hsts)
     done()
@@ -294,5 +297,9 @@ function handleError(error: FastifyError, request: FastifyRequest, reply: Fastif
 }
 
 function sendProblem(reply: FastifyReply, body: { status: number }) {
-  return reply.code(body.status).type('application/problem+json').send(body)
+  return reply
+    .code(body.status)
+    .header('cache-control', 'no-store')
+    .type('application/problem+json')
+    .send(body)
 }
