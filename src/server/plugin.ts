@@ -1,3 +1,5 @@
+import { Buffer } from 'node:buffer'
+import { Readable } from 'node:stream'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { type AuthenticateMaybeSync, isPromiseLike } from '../core/authenticate.ts'
@@ -6,6 +8,7 @@ import type { AuthFailure } from '../core/failure.ts'
 import type { AuthResult, Principal } from '../core/principal.ts'
 import { type AuthInput, readAuthHeaders } from '../core/raw-headers.ts'
 import { failureResponse } from '../http/failure-response.ts'
+import { formHasAccessToken, oneMethodResponse, queryHasAccessToken } from '../http/one-method.ts'
 import { tokenDigestOf } from './token-digest.ts'
 
 /** The instance decoration this plugin calls right after a successful authentication. */
@@ -107,7 +110,25 @@ const plugin: FastifyPluginAsync<TokengatePluginOptions> = async (fastify, optio
   fastify.addHook('onRequest', (request, reply, done) => {
     const path = pathOf(request.url)
     if (!path.startsWith(prefix) && path !== exact) return done()
-    gatedAuthenticate(request, reply, done, () => next(request, reply, done))
+    gatedAuthenticate(request, reply, done, () => {
+      if (queryHasAccessToken(request.url)) return void sendOneMethod(request, reply)
+      next(request, reply, done)
+    })
+  })
+
+  // RFC 6750 §2: a token in the header and in a form field is refused too. The form body
+  // is read (within the body limit) only for authenticated form requests, then handed on
+  // unchanged as a stream, so the gateway still proxies it byte for byte.
+  const bodyLimit = fastify.initialConfig.bodyLimit ?? 1_048_576
+  fastify.addHook('preParsing', (request, reply, payload, done) => {
+    if (!request.principal || !isForm(request.headers['content-type'])) {
+      return done(null, payload)
+    }
+    readBounded(payload, bodyLimit).then((body) => {
+      if (body === undefined) return done(bodyTooLarge())
+      if (formHasAccessToken(body.toString('latin1'))) return void sendOneMethod(request, reply)
+      done(null, Readable.from([body]))
+    }, done)
   })
 
   fastify.addHook('preHandler', (request, reply, done) => {
@@ -119,7 +140,10 @@ const plugin: FastifyPluginAsync<TokengatePluginOptions> = async (fastify, optio
       !request.authFailure &&
       request.routeOptions.url?.startsWith(prefix)
     ) {
-      return gatedAuthenticate(request, reply, done, () => checkPermissions(request, reply, done))
+      return gatedAuthenticate(request, reply, done, () => {
+        if (queryHasAccessToken(request.url)) return void sendOneMethod(request, reply)
+        checkPermissions(request, reply, done)
+      })
     }
     checkPermissions(request, reply, done)
   })
@@ -148,6 +172,37 @@ export function sendFailure(
     .headers(response.headers)
     .type('application/problem+json')
     .send(response.body)
+}
+
+function sendOneMethod(request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const response = oneMethodResponse(String(request.id))
+  return reply.code(response.status).headers(response.headers).send(response.body)
+}
+
+function isForm(contentType: string | undefined): boolean {
+  return (
+    contentType !== undefined &&
+    contentType.trimStart().toLowerCase().startsWith('application/x-www-form-urlencoded')
+  )
+}
+
+/** The whole body, or undefined once it exceeds `limit` bytes. */
+async function readBounded(payload: Readable, limit: number): Promise<Buffer | undefined> {
+  const chunks: Buffer[] = []
+  let size = 0
+  for await (const chunk of payload) {
+    size += (chunk as Buffer).length
+    if (size > limit) return undefined
+    chunks.push(chunk as Buffer)
+  }
+  return Buffer.concat(chunks)
+}
+
+function bodyTooLarge(): Error {
+  return Object.assign(new Error('Request body is too large'), {
+    code: 'FST_ERR_CTP_BODY_TOO_LARGE',
+    statusCode: 413,
+  })
 }
 
 /**
