@@ -108,6 +108,11 @@ const plugin: FastifyPluginAsync<TokengatePluginOptions> = async (fastify, optio
     })
 
   fastify.addHook('onRequest', (request, reply, done) => {
+    // A CORS preflight carries no credentials by design (Fetch standard): it is never
+    // authenticated and never counts as a failure. One from an allowed origin was answered
+    // by the CORS plugin already; any other gets an empty 204 without CORS headers, which
+    // the browser reads as a refusal.
+    if (isPreflight(request)) return void reply.code(204).header('content-length', '0').send()
     const path = pathOf(request.url)
     if (!path.startsWith(prefix) && path !== exact) return done()
     gatedAuthenticate(request, reply, done, () => {
@@ -177,6 +182,14 @@ export function sendFailure(
 function sendOneMethod(request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const response = oneMethodResponse(String(request.id))
   return reply.code(response.status).headers(response.headers).send(response.body)
+}
+
+function isPreflight(request: FastifyRequest): boolean {
+  return (
+    request.method === 'OPTIONS' &&
+    request.headers.origin !== undefined &&
+    request.headers['access-control-request-method'] !== undefined
+  )
 }
 
 function isForm(contentType: string | undefined): boolean {

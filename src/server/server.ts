@@ -119,6 +119,10 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     done()
   })
 
+  // First of the plugins: a preflight is answered before any limit or authentication.
+  const corsOrigins = config.server.cors.origins.split(/\s+/).filter(Boolean)
+  if (corsOrigins.length > 0) await registerCors(app, corsOrigins, config.server.cors.maxAgeSec)
+
   // Before the auth plugin: the failed-authentication limit is checked ahead of verification.
   // Refused requests are audited as one event per address and window (limits-refusals.ts).
   const refusals = createRefusalRecorder({
@@ -192,6 +196,33 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   )
   app.setErrorHandler((error: FastifyError, request, reply) => handleError(error, request, reply))
   return app
+}
+
+/**
+ * CORS for the configured origins only, with @fastify/cors (its `onRequest` hook runs before
+ * the auth plugin's, so a preflight from an allowed origin is answered without a token). An
+ * origin not listed gets no `Access-Control-*` header at all (the origin callback answers
+ * `false`), and its preflight is answered 204 by the auth plugin, never authenticated or
+ * counted. `Vary: Origin` on every response, so caches never mix origins. No credentials
+ * mode: tokens travel in `Authorization`, never cookies.
+ */
+async function registerCors(app: FastifyInstance, origins: readonly string[], maxAgeSec: number) {
+  const { default: cors } = await import('@fastify/cors')
+  const allowed = new Set(origins)
+  await app.register(cors, {
+    origin: (origin, callback) => callback(null, origin !== undefined && allowed.has(origin)),
+    methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
+    allowedHeaders: ['Authorization', 'X-Tenant-Id', 'Content-Type', 'X-Request-Id'],
+    exposedHeaders: [
+      'X-Request-Id',
+      'WWW-Authenticate',
+      'Retry-After',
+      'RateLimit',
+      'RateLimit-Policy',
+    ],
+    maxAge: maxAgeSec,
+    strictPreflight: false,
+  })
 }
 
 function serializerSchemas(response: Readonly<Record<number, object>>): Record<number, object> {
