@@ -17,8 +17,8 @@ export const TRUNCATED = '…[truncated]'
  */
 export function redactTokens(text: string): string {
   const plain = text.includes('%')
-    ? text.replace(ENCODED_TOKEN_CHAR, (escape) =>
-        String.fromCharCode(Number.parseInt(escape.slice(1), 16)),
+    ? text.replace(ENCODED_TOKEN_CHAR, (encoded) =>
+        String.fromCharCode(Number.parseInt(encoded.slice(1), 16)),
       )
     : text
   return plain.replace(TOKEN_SHAPED, '[redacted]')

@@ -194,8 +194,7 @@ function isPreflight(request: FastifyRequest): boolean {
 
 function isForm(contentType: string | undefined): boolean {
   return (
-    contentType !== undefined &&
-    contentType.trimStart().toLowerCase().startsWith('application/x-www-form-urlencoded')
+    contentType?.trimStart().toLowerCase().startsWith('application/x-www-form-urlencoded') === true
   )
 }
 
