@@ -1,3 +1,5 @@
+import { pathOf } from '../http/api-path.ts'
+
 /**
  * Token-shaped text: a PAT (`pat_…`) or a JWT-shaped `eyJ….…[.…]`. Matched anywhere, because a caller can put a token in
  * any path segment or query value, and a log line or audit row must never carry one (SPEC
@@ -35,7 +37,6 @@ export function looksLikeToken(text: string): boolean {
  * characters plus a marker, so one request cannot make one row kilobytes long.
  */
 export function loggablePath(url: string): string {
-  const q = url.indexOf('?')
-  const path = redactTokens(q === -1 ? url : url.slice(0, q))
+  const path = redactTokens(pathOf(url))
   return path.length > MAX_LOGGED_PATH ? path.slice(0, MAX_LOGGED_PATH) + TRUNCATED : path
 }

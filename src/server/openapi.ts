@@ -1,3 +1,4 @@
+import { API_PREFIX } from '../http/api-path.ts'
 import { v1Routes } from './routes/v1/index.ts'
 import { Problem } from './routes/v1/schemas.ts'
 
@@ -18,7 +19,7 @@ export function openApiDocument(): Record<string, unknown> {
   if (cached) return cached
   const paths: Record<string, Record<string, unknown>> = {}
   for (const route of v1Routes) {
-    const path = `/api/v1${route.path.replace(/:(\w+)/g, '{$1}')}`
+    const path = `${API_PREFIX}${route.path.replace(/:(\w+)/g, '{$1}')}`
     const parameters: unknown[] = [
       {
         name: 'X-Tenant-Id',

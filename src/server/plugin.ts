@@ -7,6 +7,7 @@ import { authorize } from '../core/authorize.ts'
 import type { AuthFailure } from '../core/failure.ts'
 import type { AuthResult, Principal } from '../core/principal.ts'
 import { type AuthInput, readAuthHeaders } from '../core/raw-headers.ts'
+import { API_PREFIX, pathOf } from '../http/api-path.ts'
 import { failureResponse } from '../http/failure-response.ts'
 import { formHasAccessToken, oneMethodResponse, queryHasAccessToken } from '../http/one-method.ts'
 import { tokenDigestOf } from './token-digest.ts'
@@ -56,7 +57,7 @@ export interface TokengatePluginOptions {
  * `config.permissions`, so 401 is always decided before 403.
  */
 const plugin: FastifyPluginAsync<TokengatePluginOptions> = async (fastify, options) => {
-  const prefix = options.prefix ?? '/api/v1/'
+  const prefix = options.prefix ?? `${API_PREFIX}/`
   const exact = prefix.endsWith('/') ? prefix.slice(0, -1) : prefix
 
   fastify.decorateRequest('principal', null)
@@ -227,11 +228,6 @@ function authInputOf(request: FastifyRequest): AuthInput {
   const tokenSha256 = tokenDigestOf(request)
   if (tokenSha256 === undefined) return input
   return { authorization: input.authorization, tenantIds: input.tenantIds, tokenSha256 }
-}
-
-function pathOf(url: string): string {
-  const q = url.indexOf('?')
-  return q === -1 ? url : url.slice(0, q)
 }
 
 export const tokengatePlugin = fp(plugin, { fastify: '5.x', name: 'tokengate' })

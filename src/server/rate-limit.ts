@@ -5,6 +5,7 @@ import fp from 'fastify-plugin'
 import type { Redis } from 'ioredis'
 import type { Config } from '../config/schema.ts'
 import type { Principal } from '../core/principal.ts'
+import { API_PREFIX } from '../http/api-path.ts'
 import { PROBLEM_CONTENT_TYPE, problem } from '../http/problem.ts'
 import { mostConstraining, type PolicyState, rateLimitHeaders } from './limits-headers.ts'
 import { credentialDigest, KnownCredentials } from './limits-known-tokens.ts'
@@ -97,7 +98,7 @@ declare module 'fastify' {
 const plugin: FastifyPluginAsync<RateLimitPluginOptions> = async (fastify, options) => {
   const { config } = options
   if (!config.enabled) return
-  const prefix = options.prefix ?? '/api/v1/'
+  const prefix = options.prefix ?? `${API_PREFIX}/`
   const exact = prefix.endsWith('/') ? prefix.slice(0, -1) : prefix
 
   const redis = options.redisUrl

@@ -14,6 +14,7 @@ import { parseAuthorization } from '../core/credentials.ts'
 import type { AuthFailure } from '../core/failure.ts'
 import { fingerprintToken } from '../core/fingerprint.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
+import { API_PREFIX } from '../http/api-path.ts'
 import { problem } from '../http/problem.ts'
 import type { AuthContext } from './auth-context.ts'
 import { createClientErrorHandler } from './client-error.ts'
@@ -176,7 +177,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   for (const route of v1Routes) {
     app.route({
       method: route.method,
-      url: `/api/v1${route.path}`,
+      url: `${API_PREFIX}${route.path}`,
       // The OpenAPI document shows route.schema as written; the serializer gets an
       // equivalent schema it can apply without running the validator (serializer-schema.ts).
       schema: { ...route.schema, response: serializerSchemas(route.schema.response) },
