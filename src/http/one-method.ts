@@ -1,12 +1,13 @@
 import { bearerChallenge } from './challenge.ts'
 import type { FailureResponse } from './failure-response.ts'
-import { PROBLEM_CONTENT_TYPE, problem } from './problem.ts'
+import { problemResponse } from './problem-response.ts'
 
 /** RFC 6750 §2.2 and §2.3: the form field and the query parameter that carry a token. */
 const ACCESS_TOKEN = 'access_token'
 
 const DETAIL =
   'Send the access token in exactly one way: the Authorization header, not also as access_token.'
+const CHALLENGE = bearerChallenge({ error: 'invalid_request', errorDescription: DETAIL })
 
 /**
  * Whether a request target's query carries `access_token` (any value, also percent-encoded
@@ -33,13 +34,7 @@ export function formHasAccessToken(body: string): boolean {
  * accepts query tokens) would act on a credential tokengate never checked.
  */
 export function oneMethodResponse(requestId: string): FailureResponse {
-  return {
-    status: 400,
-    headers: {
-      'content-type': PROBLEM_CONTENT_TYPE,
-      'cache-control': 'no-store',
-      'www-authenticate': bearerChallenge({ error: 'invalid_request', errorDescription: DETAIL }),
-    },
-    body: problem(400, 'invalid_request', DETAIL, requestId),
-  }
+  return problemResponse('invalid_request', DETAIL, requestId, {
+    headers: { 'www-authenticate': CHALLENGE },
+  })
 }

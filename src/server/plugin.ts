@@ -10,6 +10,7 @@ import { type AuthInput, readAuthHeaders } from '../core/raw-headers.ts'
 import { API_PREFIX, pathOf } from '../http/api-path.ts'
 import { failureResponse } from '../http/failure-response.ts'
 import { formHasAccessToken, oneMethodResponse, queryHasAccessToken } from '../http/one-method.ts'
+import { sendResponse } from './send-response.ts'
 import { tokenDigestOf } from './token-digest.ts'
 
 /** The instance decoration this plugin calls right after a successful authentication. */
@@ -172,17 +173,11 @@ export function sendFailure(
 ): FastifyReply {
   request.authFailure = failure
   onFailure?.(request, failure)
-  const response = failureResponse(failure, String(request.id))
-  return reply
-    .code(response.status)
-    .headers(response.headers)
-    .type('application/problem+json')
-    .send(response.body)
+  return sendResponse(reply, failureResponse(failure, String(request.id)))
 }
 
 function sendOneMethod(request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  const response = oneMethodResponse(String(request.id))
-  return reply.code(response.status).headers(response.headers).send(response.body)
+  return sendResponse(reply, oneMethodResponse(String(request.id)))
 }
 
 function isPreflight(request: FastifyRequest): boolean {

@@ -6,11 +6,12 @@ import type { Redis } from 'ioredis'
 import type { Config } from '../config/schema.ts'
 import type { Principal } from '../core/principal.ts'
 import { API_PREFIX } from '../http/api-path.ts'
-import { PROBLEM_CONTENT_TYPE, problem } from '../http/problem.ts'
+import { rateLimitedResponse } from '../http/problem-response.ts'
 import { mostConstraining, type PolicyState, rateLimitHeaders } from '../http/rate-limit-headers.ts'
 import { credentialDigest, KnownCredentials } from './limits-known-tokens.ts'
 import { type CounterResult, FallbackStore } from './limits-store.ts'
 import { GATE_FAILED_AUTH, LIMIT_PRINCIPAL } from './plugin.ts'
+import { sendResponse } from './send-response.ts'
 import { tokenDigestOf } from './token-digest.ts'
 
 export type RateLimitConfig = Config['rateLimit']
@@ -305,23 +306,7 @@ function digestOf(request: FastifyRequest): string | undefined {
 }
 
 function sendRateLimited(request: FastifyRequest, reply: FastifyReply, state: PolicyState) {
-  const detail =
-    state.name === 'failed-auth'
-      ? `Too many failed authentications from this address; retry in ${state.resetSec} s.`
-      : `Rate limit "${state.name}" exceeded (${state.quota} requests per ${state.windowSec} s); retry in ${state.resetSec} s.`
-  return reply
-    .code(429)
-    .headers({
-      ...rateLimitHeaders(state),
-      'retry-after': String(state.resetSec),
-      'cache-control': 'no-store',
-    })
-    .type(PROBLEM_CONTENT_TYPE)
-    .send(
-      problem(429, 'rate_limited', detail, String(request.id), {
-        policy: state.name,
-      }),
-    )
+  return sendResponse(reply, rateLimitedResponse(state, String(request.id)))
 }
 
 /**

@@ -15,7 +15,7 @@ import type { AuthFailure } from '../core/failure.ts'
 import { fingerprintToken } from '../core/fingerprint.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
 import { API_PREFIX } from '../http/api-path.ts'
-import { problem } from '../http/problem.ts'
+import { problemResponse, storeUnavailable } from '../http/problem-response.ts'
 import type { AuthContext } from './auth-context.ts'
 import { createClientErrorHandler } from './client-error.ts'
 import { registerHealthRoutes } from './health.ts'
@@ -31,6 +31,7 @@ import { RequestFieldError } from './routes/pagination.ts'
 import { StoreUnavailableError } from './routes/route.ts'
 import { serializerSchema } from './routes/serializer-schema.ts'
 import { v1Routes } from './routes/v1/index.ts'
+import { sendResponse } from './send-response.ts'
 import type { TlsMaterial } from './tls.ts'
 import { tokenDigestOf } from './token-digest.ts'
 
@@ -193,7 +194,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   }
 
   app.setNotFoundHandler((request, reply) =>
-    sendProblem(reply, problem(404, 'not_found', 'No such endpoint.', String(request.id))),
+    sendResponse(reply, problemResponse('not_found', 'No such endpoint.', String(request.id))),
   )
   app.setErrorHandler((error: FastifyError, request, reply) => handleError(error, request, reply))
   return app
@@ -294,25 +295,27 @@ function handleError(error: FastifyError, request: FastifyRequest, reply: Fastif
     }))
     const first = errors[0]
     const detail = first ? `${first.field}: ${first.message}` : 'Invalid request.'
-    return sendProblem(reply, problem(400, 'validation_failed', detail, id, { errors }))
+    return sendResponse(
+      reply,
+      problemResponse('validation_failed', detail, id, { extra: { errors } }),
+    )
   }
   if (error instanceof RequestFieldError) {
     const detail = `${error.field}: ${error.message}`
-    return sendProblem(
+    return sendResponse(
       reply,
-      problem(400, 'validation_failed', detail, id, {
-        errors: [{ field: error.field, message: error.message }],
+      problemResponse('validation_failed', detail, id, {
+        extra: { errors: [{ field: error.field, message: error.message }] },
       }),
     )
   }
   if (error instanceof StoreUnavailableError) {
     request.log.warn({ err: error.cause }, 'store unavailable')
-    reply.header('retry-after', '5')
-    return sendProblem(reply, problem(503, 'unavailable', 'The store is not reachable.', id))
+    return sendResponse(reply, storeUnavailable(id))
   }
   if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
     const detail = 'The request body is larger than this server accepts.'
-    return sendProblem(reply, problem(413, 'payload_too_large', detail, id))
+    return sendResponse(reply, problemResponse('payload_too_large', detail, id))
   }
   // Fastify's own client errors (body too large, bad JSON, unsupported media type) carry a
   // safe message and a 4xx status; anything else is a bug: log it, answer a generic 500.
@@ -322,16 +325,11 @@ function handleError(error: FastifyError, request: FastifyRequest, reply: Fastif
     error.statusCode < 500 &&
     error.code?.startsWith('FST_')
   ) {
-    return sendProblem(reply, problem(error.statusCode, 'validation_failed', error.message, id))
+    return sendResponse(
+      reply,
+      problemResponse('validation_failed', error.message, id, { status: error.statusCode }),
+    )
   }
   request.log.error({ err: error }, 'unhandled error')
-  return sendProblem(reply, problem(500, 'internal_error', 'An unexpected error occurred.', id))
-}
-
-function sendProblem(reply: FastifyReply, body: { status: number }) {
-  return reply
-    .code(body.status)
-    .header('cache-control', 'no-store')
-    .type('application/problem+json')
-    .send(body)
+  return sendResponse(reply, problemResponse('internal_error', 'An unexpected error occurred.', id))
 }
