@@ -1,4 +1,6 @@
 import type { AddressInfo } from 'node:net'
+import { join } from 'node:path'
+import type { FastifyInstance } from 'fastify'
 import type { DestinationStream, Logger } from 'pino'
 import type { Config } from './config/schema.ts'
 import { type Clock, systemClock } from './core/ports.ts'
@@ -24,6 +26,8 @@ export interface RunningTokengate {
   readonly changeFeed: ChangeFeedStatus | undefined
   /** `http://host:port/metrics` when `metrics.enabled`, else undefined. */
   readonly metricsUrl: string | undefined
+  /** `http://host:port` of the forward-auth decision listener when `decision` is set. */
+  readonly decisionUrl: string | undefined
   /** Graceful: stop accepting, finish in-flight requests, flush last-used times and audit. */
   close(): Promise<void>
 }
@@ -51,6 +55,7 @@ export async function startTokengate(
   )
   let events: EventDelivery | undefined
   let metricsListener: MetricsListener | undefined
+  let decisionApp: FastifyInstance | undefined
   try {
     await store.migrate()
     // Dev seeding (jose, for the dev issuer) and metrics (prom-client) are loaded only when
@@ -74,7 +79,20 @@ export async function startTokengate(
             store.kind === 'postgres' ? (store as PostgresStore).changeFeed : undefined,
         })
       : undefined
-    const app = await buildServer({ config, auth, logger, tls, metrics })
+    const identityToken = config.identityToken.enabled
+      ? await (await import('./gateway/identity-token.ts')).createIdentityTokenSigner(
+          config.identityToken,
+          config.identityToken.keysFile ?? join(config.dataDir, 'identity-keys.json'),
+          clock,
+        )
+      : undefined
+    const app = await buildServer({ config, auth, logger, tls, metrics, identityToken })
+    if (identityToken) {
+      // Public keys of the identity token, on the API listener only (see decision/server.ts).
+      app.get('/.well-known/jwks.json', (_request, reply) => {
+        reply.header('cache-control', 'public, max-age=300').send(identityToken.jwks())
+      })
+    }
     await app.listen({
       host: config.server.host,
       port: config.server.port,
@@ -92,7 +110,13 @@ export async function startTokengate(
         config.metrics.port,
       )
     }
-    const started = { events, metricsListener }
+    if (config.decision) {
+      const { buildDecisionServer } = await import('./decision/server.ts')
+      decisionApp = await buildDecisionServer({ config, auth, logger, identityToken })
+      await decisionApp.listen({ host: config.decision.host, port: config.decision.port })
+    }
+    const decisionAddress = decisionApp?.server.address() as AddressInfo | undefined
+    const started = { events, metricsListener, decisionApp }
 
     let closing: Promise<void> | undefined
     return {
@@ -100,6 +124,7 @@ export async function startTokengate(
       devSeed,
       logger,
       metricsUrl: metricsListener?.url,
+      decisionUrl: decisionAddress && `http://${hostOf(decisionAddress)}:${decisionAddress.port}`,
       get changeFeed() {
         return store.kind === 'postgres' ? (store as PostgresStore).changeFeed : undefined
       },
@@ -111,6 +136,7 @@ export async function startTokengate(
           )
           force.unref()
           await app.close()
+          await started.decisionApp?.close()
           await started.metricsListener?.close()
           // Before the audit flush: events flushed now stay queued for the next start.
           await started.events.close()
@@ -122,6 +148,7 @@ export async function startTokengate(
       },
     }
   } catch (error) {
+    await decisionApp?.close()
     await metricsListener?.close()
     await events?.close()
     await store.close().catch(() => {})
@@ -135,4 +162,8 @@ async function tlsFor(config: Readonly<Config>): Promise<TlsMaterial | undefined
     return readTlsFiles(config.server.tlsCertFile, config.server.tlsKeyFile)
   }
   return ensureDevCertificate(config.dataDir)
+}
+
+function hostOf(address: AddressInfo): string {
+  return address.family === 'IPv6' ? `[${address.address}]` : address.address
 }

@@ -336,6 +336,87 @@ export const ConfigSchema = Type.Object(
         { additionalProperties: false },
       ),
     ),
+    decision: Type.Optional(
+      Type.Object(
+        {
+          host: Type.String({
+            default: '127.0.0.1',
+            description:
+              'Address of the forward-auth decision listener (docs/forward-auth.md). Plain HTTP: keep it on loopback or a private network next to the proxy.',
+          }),
+          port: Type.Integer({
+            default: 8081,
+            minimum: 0,
+            maximum: 65535,
+            description: 'Port of the forward-auth decision listener.',
+          }),
+          trustedProxies: Type.String({
+            default: '127.0.0.1,::1',
+            minLength: 1,
+            description:
+              'Comma-separated addresses or CIDR blocks of the proxies whose X-Original-* / X-Forwarded-* method, URI, host and client address are believed; other callers are decided on their own request line.',
+          }),
+          pathPrefix: Type.String({
+            default: '',
+            pattern: '^(/[^/?#]+)*$',
+            description:
+              'Prefix removed from the request path before deciding (Envoy ext_authz path_prefix), e.g. /ext-authz.',
+          }),
+          policyFile: Type.Optional(
+            Type.String({
+              description:
+                'Route permission policy (the gateway format, docs/gateway.md); default gateway.policyFile, else authentication only.',
+            }),
+          ),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    identityToken: Type.Object(
+      {
+        enabled: Type.Boolean({
+          default: false,
+          description:
+            'Send the caller identity to the upstream as a short-lived JWT signed by tokengate (X-Auth-Token), from the gateway and the decision API.',
+        }),
+        issuer: Type.String({
+          default: 'tokengate',
+          minLength: 1,
+          description: 'iss claim of identity tokens.',
+        }),
+        audience: Type.Optional(
+          Type.String({ minLength: 1, description: 'aud claim of identity tokens (optional).' }),
+        ),
+        ttlSec: Type.Integer({
+          default: 60,
+          minimum: 5,
+          maximum: 3600,
+          description: 'Lifetime of an identity token.',
+        }),
+        algorithm: Type.Union([Type.Literal('ES256'), Type.Literal('EdDSA')], {
+          default: 'ES256',
+          description: 'Signature algorithm of identity tokens.',
+        }),
+        rotateAfterSec: Type.Integer({
+          default: 86_400,
+          minimum: 60,
+          description: 'Age after which a new signing key is generated (and published first).',
+        }),
+        publishAheadSec: Type.Integer({
+          default: 900,
+          minimum: 0,
+          description:
+            "A new key is in the JWKS this long before it signs anything: set it above your upstreams' JWKS cache time.",
+        }),
+        keysFile: Type.Optional(
+          Type.String({
+            description:
+              'Private signing keys (JSON, mode 0600); default <dataDir>/identity-keys.json. Share it between instances.',
+          }),
+        ),
+      },
+      { default: {}, additionalProperties: false },
+    ),
   },
   { additionalProperties: false },
 )

@@ -14,6 +14,7 @@ import { parseAuthorization } from '../core/credentials.ts'
 import type { AuthFailure } from '../core/failure.ts'
 import { fingerprintToken } from '../core/fingerprint.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
+import type { IdentityTokenSigner } from '../gateway/identity-token.ts'
 import { API_PREFIX } from '../http/api-path.ts'
 import { problemResponse, storeUnavailable } from '../http/problem-response.ts'
 import type { AuthContext } from './auth-context.ts'
@@ -43,6 +44,8 @@ export interface BuildServerOptions {
   readonly tls?: TlsMaterial | undefined
   /** Prometheus metrics to record into (served on their own listener, see metrics.ts). */
   readonly metrics?: Metrics | undefined
+  /** Signs the gateway's `X-Auth-Token` identity JWT (identityToken.enabled). */
+  readonly identityToken?: IdentityTokenSigner | undefined
 }
 
 // Why require and not `import http from 'node:http'`: to build an ES module namespace for a
@@ -190,7 +193,12 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   if (config.gateway) {
     // Imported only in gateway mode: a server without an upstream never loads the proxy.
     const { registerGateway } = await import('../gateway/register.ts')
-    await registerGateway(app, { gateway: config.gateway, auth, dataDir: config.dataDir })
+    await registerGateway(app, {
+      gateway: config.gateway,
+      auth,
+      dataDir: config.dataDir,
+      identityToken: options.identityToken,
+    })
   }
 
   app.setNotFoundHandler((request, reply) =>
@@ -234,7 +242,7 @@ function serializerSchemas(response: Readonly<Record<number, object>>): Record<n
 }
 
 /** The one line per request, at `info`: a token fingerprint, never a token. */
-function logRequest(request: FastifyRequest, reply: FastifyReply): void {
+export function logRequest(request: FastifyRequest, reply: FastifyReply): void {
   request.log.info(
     {
       method: request.method,
@@ -249,7 +257,7 @@ function logRequest(request: FastifyRequest, reply: FastifyReply): void {
   )
 }
 
-function recordFailure(
+export function recordFailure(
   auth: AuthContext,
   request: FastifyRequest,
   failure: AuthFailure,

@@ -1,0 +1,325 @@
+/**
+ * Forward auth against tokengate's own proxying (issue #14): the same small upstream behind
+ * - nginx alone (`proxy_pass`, no auth): the floor;
+ * - nginx + `auth_request` → tokengate's decision listener (examples/forward-auth/nginx.conf,
+ *   as documented) → the upstream;
+ * - tokengate's gateway → the upstream;
+ * for a PAT and a repeated JWT (with X-Tenant-Id). Prints req/s, latency, the ratio to nginx
+ * alone, and the CPU time each process (nginx, tokengate, upstream) spent per request,
+ * from /proc/<pid>/stat (utime + stime).
+ *
+ * Bounded for a shared machine: 127.0.0.1 only, wrk with one thread (pinned to the last CPU
+ * when `taskset` exists), `--duration` seconds per case (default 3) after a 1 s warm-up,
+ * `--runs` interleaved rounds (default 2: every case once per round, best round kept).
+ * Compare rows of one run only.
+ *
+ * Run: `./node_modules/.bin/node bench/decision.bench.ts` (options: `--duration 3 --runs 2
+ * --connections 16`). Needs nginx (Debian: /usr/sbin/nginx) and wrk or autocannon.
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:http'
+import { type AddressInfo, createConnection } from 'node:net'
+import { cpus, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createInterface } from 'node:readline'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { parseArgs } from 'node:util'
+import { commandExists, loadTool, runLoad } from './load.ts'
+
+const { values } = parseArgs({
+  options: {
+    role: { type: 'string' },
+    upstream: { type: 'string' },
+    duration: { type: 'string', default: '3' },
+    runs: { type: 'string', default: '2' },
+    connections: { type: 'string', default: '16' },
+  },
+})
+
+const PATH = '/api/v1/projects/p1'
+const TENANT = 'acme'
+const BODY = JSON.stringify({ id: 'p1', name: 'Apollo', tags: ['a', 'b', 'c'] })
+
+function report(message: object): void {
+  process.stdout.write(`${JSON.stringify(message)}\n`)
+}
+
+/** Child role: the upstream, a small JSON answer to everything. */
+async function runUpstream(): Promise<void> {
+  const server = createServer((req, res) => {
+    req.resume()
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end(BODY)
+    })
+  })
+  server.keepAliveTimeout = 65_000
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  report({ port: (server.address() as AddressInfo).port })
+}
+
+/** Child role: tokengate with the gateway and the decision listener, one PAT, one issuer. */
+async function runTokengate(upstream: string): Promise<void> {
+  const { loadConfig } = await import('../src/config/load.ts')
+  const { issuePat } = await import('../src/core/pat.ts')
+  const { startTokengate } = await import('../src/main.ts')
+  const { openStore } = await import('../src/stores/open-store.ts')
+  const { createTestIssuer } = await import('../test/helpers/jwt.ts')
+  const dataDir = mkdtempSync(join(tmpdir(), 'tokengate-bench-decision-'))
+  process.on('exit', () => rmSync(dataDir, { recursive: true, force: true }))
+  const store = await openStore({ dataDir })
+  await store.migrate()
+  const now = Date.now()
+  await store.createTenant({ id: TENANT, name: 'Acme' }, now)
+  const issuer = createTestIssuer()
+  await store.putIssuer(issuer.config, now)
+  const { token, record } = issuePat({
+    tenantId: TENANT,
+    subject: 'bench',
+    name: 'bench',
+    permissions: ['projects:read'],
+    expiresAt: now + 86_400_000,
+    now,
+  })
+  await store.insertPat(record)
+  await store.close()
+  const jwt = await issuer.sign(
+    { tenant_id: TENANT, permissions: ['projects:read'] },
+    { expiresInSec: 3600 },
+  )
+  const unlimited = { max: 1_000_000_000, windowSec: 60 }
+  const config = loadConfig({
+    env: {},
+    overrides: {
+      dataDir,
+      server: { host: '127.0.0.1', port: 0, plainHttp: true },
+      log: { level: 'warn' },
+      rateLimit: { perToken: unlimited, perTenant: unlimited, failedAuth: unlimited },
+      gateway: { upstream },
+      decision: { host: '127.0.0.1', port: 0 },
+    },
+  })
+  const running = await startTokengate(config)
+  process.once('SIGTERM', () => void running.close().then(() => process.exit(0)))
+  report({ gateway: running.url, decision: running.decisionUrl, pat: token, jwt })
+}
+
+function startChild(
+  args: string[],
+): Promise<{ child: ChildProcess; info: Record<string, string> }> {
+  const child = spawn(process.execPath, [import.meta.filename, ...args], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  return new Promise((resolve, reject) => {
+    const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream })
+    lines.once('line', (line) => resolve({ child, info: JSON.parse(line) }))
+    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}`)))
+  })
+}
+
+/** One nginx process: a plain proxy on one port, the documented auth_request config on another. */
+async function startNginx(upstreamPort: number, decisionPort: number) {
+  const binary = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((path) => existsSync(path)) ?? 'nginx'
+  const [plain, guarded] = [await freePort(), await freePort()]
+  const dir = mkdtempSync(join(tmpdir(), 'tokengate-bench-nginx-'))
+  const example = readFileSync(
+    join(import.meta.dirname, '../examples/forward-auth/nginx.conf'),
+    'utf8',
+  )
+    .replaceAll('127.0.0.1:8080', `127.0.0.1:${guarded}`)
+    .replaceAll('127.0.0.1:8081', `127.0.0.1:${decisionPort}`)
+    .replaceAll('127.0.0.1:3000', `127.0.0.1:${upstreamPort}`)
+  writeFileSync(join(dir, 'tokengate.conf'), example)
+  writeFileSync(
+    join(dir, 'nginx.conf'),
+    `daemon off;
+master_process off;
+worker_processes 1;
+pid ${join(dir, 'nginx.pid')};
+error_log stderr error;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path ${join(dir, 'body')};
+  proxy_temp_path ${join(dir, 'proxy')};
+  fastcgi_temp_path ${join(dir, 'fastcgi')};
+  uwsgi_temp_path ${join(dir, 'uwsgi')};
+  scgi_temp_path ${join(dir, 'scgi')};
+  include ${join(dir, 'tokengate.conf')};
+  server {
+    listen 127.0.0.1:${plain};
+    location / {
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_pass http://app;
+    }
+  }
+}
+`,
+  )
+  const child = spawn(binary, ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', 'stderr'], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+  })
+  const deadline = Date.now() + 10_000
+  while (!(await accepts(plain)) || !(await accepts(guarded))) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error('nginx did not start')
+    await sleep(50)
+  }
+  return {
+    child,
+    plain: `http://127.0.0.1:${plain}`,
+    guarded: `http://127.0.0.1:${guarded}`,
+    cleanup: () => rmSync(dir, { recursive: true, force: true }),
+  }
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host: '127.0.0.1', port })
+    socket.once('connect', () => {
+      socket.destroy()
+      resolve(true)
+    })
+    socket.once('error', () => resolve(false))
+  })
+}
+
+/** CPU time (user + system) of a process so far, in µs; undefined without /proc. */
+function cpuMicros(pid: number | undefined): number | undefined {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
+    return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / 100
+  } catch {
+    return undefined
+  }
+}
+
+interface Case {
+  readonly name: string
+  readonly url: string
+  readonly headers: Record<string, string>
+}
+
+interface Measured {
+  readonly rps: number
+  readonly p50Ms: number
+  readonly p99Ms: number
+  readonly non2xx: number
+  /** CPU µs per request of each process. */
+  readonly cpu: Record<'nginx' | 'tokengate' | 'upstream', number | undefined>
+}
+
+async function main(): Promise<void> {
+  if (!commandExists('nginx') && !existsSync('/usr/sbin/nginx')) {
+    console.log('nginx not installed: nothing to measure (apt-get install nginx)')
+    return
+  }
+  const children: ChildProcess[] = []
+  const tool = loadTool()
+  const wrkCpu = commandExists('taskset') && cpus().length >= 2 ? cpus().length - 1 : undefined
+  let nginx: Awaited<ReturnType<typeof startNginx>> | undefined
+  try {
+    const upstream = await startChild(['--role', 'upstream'])
+    children.push(upstream.child)
+    const upstreamUrl = `http://127.0.0.1:${upstream.info.port}`
+    const tokengate = await startChild(['--role', 'tokengate', '--upstream', upstreamUrl])
+    children.push(tokengate.child)
+    const { gateway, decision, pat, jwt } = tokengate.info as Record<string, string>
+    nginx = await startNginx(Number(upstream.info.port), Number(new URL(decision as string).port))
+    children.push(nginx.child)
+
+    const patHeaders = { authorization: `Bearer ${pat}` }
+    const jwtHeaders = { authorization: `Bearer ${jwt}`, 'x-tenant-id': TENANT }
+    const cases: Case[] = [
+      { name: 'nginx → upstream (no auth)', url: nginx.plain, headers: patHeaders },
+      { name: 'nginx + auth_request → decision, PAT', url: nginx.guarded, headers: patHeaders },
+      { name: 'nginx + auth_request → decision, JWT', url: nginx.guarded, headers: jwtHeaders },
+      { name: 'tokengate gateway, PAT', url: gateway as string, headers: patHeaders },
+      { name: 'tokengate gateway, JWT', url: gateway as string, headers: jwtHeaders },
+    ]
+    const pids = {
+      nginx: nginx.child.pid,
+      tokengate: tokengate.child.pid,
+      upstream: upstream.child.pid,
+    }
+    const best = new Map<string, Measured>()
+    const runs = Number(values.runs)
+    for (let round = 0; round < runs; round++) {
+      for (const benchCase of cases) {
+        const request = {
+          url: benchCase.url,
+          path: PATH,
+          headers: benchCase.headers,
+          connections: Number(values.connections),
+        }
+        if (round === 0) await runLoad(tool, { ...request, durationSec: 1 }, wrkCpu)
+        const before = Object.fromEntries(
+          Object.entries(pids).map(([name, pid]) => [name, cpuMicros(pid)]),
+        )
+        const result = await runLoad(
+          tool,
+          { ...request, durationSec: Number(values.duration) },
+          wrkCpu,
+        )
+        const cpu = Object.fromEntries(
+          Object.entries(pids).map(([name, pid]) => {
+            const start = before[name]
+            const end = cpuMicros(pid)
+            return [
+              name,
+              start === undefined || end === undefined || result.requests === 0
+                ? undefined
+                : (end - start) / result.requests,
+            ]
+          }),
+        ) as Measured['cpu']
+        const measured = { ...result, cpu }
+        const previous = best.get(benchCase.name)
+        if (!previous || measured.rps > previous.rps) best.set(benchCase.name, measured)
+      }
+    }
+
+    const floor = best.get(cases[0]?.name as string) as Measured
+    const gatewayPat = best.get('tokengate gateway, PAT') as Measured
+    const us = (value: number | undefined) =>
+      value === undefined ? '-' : String(Math.round(value))
+    console.log(
+      `\n${tool}, ${values.connections} connections, ${values.duration} s × ${runs} interleaved rounds (best kept), ${new Date().toISOString().slice(0, 10)}\n`,
+    )
+    console.log(
+      '| path | req/s | p50 | p99 | vs nginx alone | nginx µs/req | tokengate µs/req | upstream µs/req | non-2xx |',
+    )
+    console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
+    for (const benchCase of cases) {
+      const m = best.get(benchCase.name) as Measured
+      console.log(
+        `| ${benchCase.name} | ${Math.round(m.rps).toLocaleString('en')} | ${m.p50Ms.toFixed(2)} ms | ${m.p99Ms.toFixed(2)} ms | ${(m.rps / floor.rps).toFixed(2)} | ${us(m.cpu.nginx)} | ${us(m.cpu.tokengate)} | ${us(m.cpu.upstream)} | ${m.non2xx} |`,
+      )
+    }
+    const decisionPat = best.get(cases[1]?.name as string) as Measured
+    if (decisionPat.cpu.tokengate !== undefined && gatewayPat.cpu.tokengate !== undefined) {
+      console.log(
+        `\ntokengate CPU per request, decision / gateway (PAT): ${(decisionPat.cpu.tokengate / gatewayPat.cpu.tokengate).toFixed(2)}`,
+      )
+    }
+  } finally {
+    for (const child of children) child.kill('SIGTERM')
+    nginx?.cleanup()
+  }
+}
+
+if (values.role === 'upstream') await runUpstream()
+else if (values.role === 'tokengate') await runTokengate(values.upstream as string)
+else await main()

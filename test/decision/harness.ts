@@ -1,0 +1,281 @@
+/**
+ * Decision API harness: one real tokengate (plain HTTP on 127.0.0.1) serving both the
+ * gateway (the reference answers: "tokengate directly") and the forward-auth decision
+ * listener, in front of the gateway tests' recording upstream; a SQLite store holding the
+ * SPEC table's tenant, trusted issuer and PATs; and helpers to run nginx and Caddy with the
+ * documented configs from examples/forward-auth/.
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createConnection, createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { loadConfig } from '../../src/config/load.ts'
+import { issuePat } from '../../src/core/pat.ts'
+import { type RunningTokengate, startTokengate } from '../../src/main.ts'
+import { openStore } from '../../src/stores/open-store.ts'
+import type { SpecFixture } from '../adapters/spec-table.ts'
+import { PROTECTED_PATH, REQUIRED_PERMISSION } from '../adapters/spec-table.ts'
+import { startUpstream, type Upstream } from '../gateway/harness.ts'
+import { createTestIssuer, TEST_TENANT } from '../helpers/jwt.ts'
+import { binaryPath } from '../helpers/services.ts'
+
+export const EXAMPLES = join(import.meta.dirname, '../../examples/forward-auth')
+
+/** The route policy of the SPEC table: the protected path needs the table's permission. */
+export const SPEC_POLICY = `default: authenticated
+rules:
+  - methods: [GET]
+    path: ${PROTECTED_PATH}
+    permissions: [${REQUIRED_PERMISSION}]
+  - methods: '*'
+    path: /api/v1/internal/*
+    deny: true
+  - methods: '*'
+    path: /api/v1/tenants/:tenant/*
+    tenantParam: tenant
+`
+
+export interface Stack {
+  readonly upstream: Upstream
+  readonly running: RunningTokengate
+  /** tokengate's own gateway: the reference answer. */
+  readonly gatewayUrl: string
+  readonly decisionUrl: string
+  readonly decisionPort: number
+  readonly tokens: SpecFixture['tokens']
+  /** A JWT of a trusted issuer whose JWKS URL refuses connections: tokengate answers 503. */
+  readonly unreachableIssuerJwt: string
+  readonly dataDir: string
+  close(): Promise<void>
+}
+
+export interface StackOptions {
+  /** `decision.trustedProxies`; default loopback. */
+  readonly trustedProxies?: string
+  readonly pathPrefix?: string
+  readonly identityToken?: boolean
+  /** Per-token requests per window (default: high enough never to matter). */
+  readonly perTokenMax?: number
+  /** Failed authentications per address per window (default: high enough never to matter). */
+  readonly failedAuthMax?: number
+}
+
+export async function startStack(options: StackOptions = {}): Promise<Stack> {
+  const upstream = await startUpstream()
+  const dataDir = mkdtempSync(join(tmpdir(), 'tokengate-decision-'))
+  const issuer = createTestIssuer()
+  const foreign = createTestIssuer({ issuer: 'https://untrusted.test' })
+  const store = await openStore({ dataDir })
+  await store.migrate()
+  const now = Date.now()
+  await store.createTenant({ id: TEST_TENANT, name: 'Tenant A' }, now)
+  await store.putIssuer(issuer.config, now)
+  const down = createTestIssuer({ issuer: 'https://down.test' })
+  const closedPort = await freePort()
+  await store.putIssuer(
+    { ...down.config, keySource: { kind: 'jwks_url', url: `http://127.0.0.1:${closedPort}/jwks` } },
+    now,
+  )
+  const pat = async (permissions: string[], expiresAt = now + 3_600_000) => {
+    const issued = issuePat({
+      tenantId: TEST_TENANT,
+      subject: 'ci-bot',
+      name: 'spec',
+      permissions,
+      expiresAt,
+      now: now - 7_200_000,
+    })
+    await store.insertPat(issued.record)
+    return issued
+  }
+  const revoked = await pat([REQUIRED_PERMISSION])
+  await store.revokePat(revoked.record.id, now - 60_000)
+  const tokens: SpecFixture['tokens'] = {
+    jwt: await issuer.sign({ permissions: [REQUIRED_PERMISSION] }),
+    jwtWithoutPermission: await issuer.sign({ permissions: ['other:read'] }),
+    expiredJwt: await issuer.sign({}, { nowMs: now - 3_600_000, expiresInSec: 300 }),
+    foreignJwt: await foreign.sign({ permissions: [REQUIRED_PERMISSION] }),
+    pat: (await pat([REQUIRED_PERMISSION])).token,
+    patWithoutPermission: (await pat([])).token,
+    expiredPat: (await pat([REQUIRED_PERMISSION], now - 60_000)).token,
+    revokedPat: revoked.token,
+    unknownPat: issuePat({
+      tenantId: TEST_TENANT,
+      subject: 'x',
+      name: 'x',
+      permissions: [],
+      expiresAt: null,
+      now,
+    }).token,
+  }
+  await store.close()
+  const policyFile = join(dataDir, 'policy.yaml')
+  writeFileSync(policyFile, SPEC_POLICY)
+
+  const config = loadConfig({
+    env: {},
+    overrides: {
+      dataDir,
+      server: { host: '127.0.0.1', port: 0, plainHttp: true },
+      log: { level: 'silent' },
+      rateLimit: {
+        failedAuth: { max: options.failedAuthMax ?? 10_000 },
+        perToken: { max: options.perTokenMax ?? 1_000_000 },
+      },
+      gateway: { upstream: upstream.url, policyFile },
+      decision: {
+        host: '127.0.0.1',
+        port: 0,
+        ...(options.trustedProxies ? { trustedProxies: options.trustedProxies } : {}),
+        ...(options.pathPrefix ? { pathPrefix: options.pathPrefix } : {}),
+      },
+      ...(options.identityToken ? { identityToken: { enabled: true } } : {}),
+    },
+  })
+  const running = await startTokengate(config)
+  const decisionUrl = running.decisionUrl as string
+  return {
+    upstream,
+    running,
+    gatewayUrl: running.url,
+    decisionUrl,
+    decisionPort: Number(new URL(decisionUrl).port),
+    tokens,
+    unreachableIssuerJwt: await down.sign({ permissions: [REQUIRED_PERMISSION] }),
+    dataDir,
+    async close() {
+      await running.close()
+      await upstream.close()
+      rmSync(dataDir, { recursive: true, force: true })
+    },
+  }
+}
+
+/** A port the OS just handed out on 127.0.0.1. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      const port = typeof address === 'object' && address ? address.port : 0
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+/** The documented example with its addresses replaced by the test's ports. */
+export function exampleConfig(
+  file: string,
+  ports: { proxy: number; decision: number; upstream: number },
+): string {
+  return readFileSync(join(EXAMPLES, file), 'utf8')
+    .replaceAll('127.0.0.1:8080', `127.0.0.1:${ports.proxy}`)
+    .replaceAll('127.0.0.1:8081', `127.0.0.1:${ports.decision}`)
+    .replaceAll('127.0.0.1:3000', `127.0.0.1:${ports.upstream}`)
+}
+
+export interface ProxyProcess {
+  readonly url: string
+  /** What the process wrote to stderr so far (for failure messages). */
+  log(): string
+  stop(): Promise<void>
+}
+
+/**
+ * nginx in the foreground, one process, everything in a temporary prefix: the example is
+ * included inside `http { }` as a user would include it.
+ */
+export async function startNginx(ports: {
+  decision: number
+  upstream: number
+}): Promise<ProxyProcess> {
+  const proxy = await freePort()
+  const dir = mkdtempSync(join(tmpdir(), 'tokengate-nginx-'))
+  writeFileSync(join(dir, 'tokengate.conf'), exampleConfig('nginx.conf', { proxy, ...ports }))
+  writeFileSync(
+    join(dir, 'nginx.conf'),
+    `daemon off;
+master_process off;
+worker_processes 1;
+pid ${join(dir, 'nginx.pid')};
+error_log stderr warn;
+events { worker_connections 256; }
+http {
+  access_log off;
+  client_body_temp_path ${join(dir, 'body')};
+  proxy_temp_path ${join(dir, 'proxy')};
+  fastcgi_temp_path ${join(dir, 'fastcgi')};
+  uwsgi_temp_path ${join(dir, 'uwsgi')};
+  scgi_temp_path ${join(dir, 'scgi')};
+  include ${join(dir, 'tokengate.conf')};
+}
+`,
+  )
+  const child = spawn(
+    binaryPath('nginx') as string,
+    ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', 'stderr'],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  )
+  return watchProxy(child, proxy, dir)
+}
+
+/** Caddy with the example Caddyfile, admin API off, no automatic HTTPS. */
+export async function startCaddy(ports: {
+  decision: number
+  upstream: number
+}): Promise<ProxyProcess> {
+  const proxy = await freePort()
+  const dir = mkdtempSync(join(tmpdir(), 'tokengate-caddy-'))
+  const file = join(dir, 'Caddyfile')
+  writeFileSync(file, exampleConfig('Caddyfile', { proxy, ...ports }))
+  const child = spawn(
+    binaryPath('caddy') as string,
+    ['run', '--config', file, '--adapter', 'caddyfile'],
+    {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env: { ...process.env, HOME: dir, XDG_DATA_HOME: dir, XDG_CONFIG_HOME: dir },
+    },
+  )
+  return watchProxy(child, proxy, dir)
+}
+
+async function watchProxy(child: ChildProcess, port: number, dir: string): Promise<ProxyProcess> {
+  let stderr = ''
+  child.stderr?.setEncoding('utf8')
+  child.stderr?.on('data', (chunk: string) => {
+    stderr += chunk
+  })
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+      child.kill('SIGTERM')
+      const timer = setTimeout(() => child.kill('SIGKILL'), 5_000)
+      await exited
+      clearTimeout(timer)
+    }
+    rmSync(dir, { recursive: true, force: true })
+  }
+  const deadline = Date.now() + 20_000
+  while (!(await accepts(port))) {
+    if (child.exitCode !== null || Date.now() > deadline) {
+      await stop()
+      throw new Error(`proxy did not start on ${port}: ${stderr}`)
+    }
+    await sleep(50)
+  }
+  return { url: `http://127.0.0.1:${port}`, log: () => stderr, stop }
+}
+
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const connection = createConnection({ host: '127.0.0.1', port })
+    connection.once('connect', () => {
+      connection.destroy()
+      resolve(true)
+    })
+    connection.once('error', () => resolve(false))
+  })
+}

@@ -1,0 +1,166 @@
+/**
+ * The SPEC table through real nginx (auth_request) and Caddy (forward_auth), configured
+ * exactly as examples/forward-auth/ documents, in front of a real upstream. Every case must
+ * get the same status, challenge and body as tokengate's own server (its gateway, same
+ * instance, same policy); a refusal never reaches the upstream; an accepted request reaches
+ * it with tokengate's identity headers and never the caller's spoofed ones.
+ */
+import assert from 'node:assert/strict'
+import { after, before, describe, test } from 'node:test'
+import { PROTECTED_PATH, SPEC_CASES, send } from '../adapters/spec-table.ts'
+import { TEST_TENANT } from '../helpers/jwt.ts'
+import { skipReason } from '../helpers/services.ts'
+import { type ProxyProcess, type Stack, startCaddy, startNginx, startStack } from './harness.ts'
+
+type Proxy = 'nginx' | 'caddy'
+
+/**
+ * Cases a proxy refuses itself before asking tokengate, with the status it answers.
+ * nginx: a second Authorization line is a 400 "client sent duplicate header line" of its own
+ * (ngx_http_process_unique_header_line); the request is refused either way.
+ */
+const PROXY_OWN_ANSWERS: Record<Proxy, Record<string, number>> = {
+  nginx: { 'two Authorization headers → 401 malformed_authorization': 400 },
+  caddy: {},
+}
+
+const SPOOFED: [string, string][] = [
+  ['X-Auth-Tenant', 'evil-tenant'],
+  ['X-Auth-Subject', 'root'],
+  ['X-Auth-Token-Id', 'spoofed-id'],
+  ['X-Auth-Permissions', 'admin:all'],
+  ['X-Auth-Token-Type', 'pat'],
+]
+
+const IDENTITY = [
+  'x-auth-tenant',
+  'x-auth-subject',
+  'x-auth-token-type',
+  'x-auth-token-id',
+  'x-auth-permissions',
+]
+
+for (const proxy of ['nginx', 'caddy'] as const) {
+  describe(`${proxy} → tokengate decision API → upstream: SPEC table`, {
+    skip: skipReason(proxy),
+  }, () => {
+    let stack: Stack
+    let front: ProxyProcess
+    before(async () => {
+      stack = await startStack()
+      const ports = { decision: stack.decisionPort, upstream: stack.upstream.port }
+      front = proxy === 'nginx' ? await startNginx(ports) : await startCaddy(ports)
+    })
+    after(async () => {
+      await front?.stop()
+      await stack?.close()
+    })
+
+    for (const specCase of SPEC_CASES) {
+      test(specCase.name, async () => {
+        const lines = specCase.headers(stack.tokens)
+        const own = PROXY_OWN_ANSWERS[proxy][specCase.name]
+        const seenBefore = stack.upstream.seen.length
+        const proxied = await send(front.url, PROTECTED_PATH, [...lines, ...SPOOFED])
+        if (own !== undefined) {
+          assert.equal(proxied.status, own, front.log())
+          assert.equal(stack.upstream.seen.length, seenBefore, 'a refusal reached the upstream')
+          return
+        }
+        if (specCase.status !== 200) {
+          assert.equal(stack.upstream.seen.length, seenBefore, 'a refusal reached the upstream')
+        }
+        const direct = await send(stack.gatewayUrl, PROTECTED_PATH, [...lines, ...SPOOFED])
+        assert.equal(direct.status, specCase.status)
+        assert.equal(proxied.status, direct.status, `${proxied.body}\n${front.log()}`)
+
+        if (specCase.status === 200) {
+          assert.equal(stack.upstream.seen.length, seenBefore + 2)
+          const [viaProxy, viaGateway] = stack.upstream.seen.slice(-2).map((seen) => seen.headers)
+          assert.equal(viaProxy?.['x-auth-tenant'], TEST_TENANT)
+          for (const name of IDENTITY) assert.equal(viaProxy?.[name], viaGateway?.[name], name)
+          assert.equal(viaProxy?.authorization, undefined)
+          assert.equal(proxied.headers['x-request-id'], viaProxy?.['x-request-id'])
+          return
+        }
+        const { requestId, ...body } = JSON.parse(proxied.body) as Record<string, unknown>
+        const { requestId: _, ...expected } = JSON.parse(direct.body) as Record<string, unknown>
+        assert.deepEqual(body, expected)
+        assert.equal(proxied.headers['x-request-id'], requestId)
+        assert.equal(proxied.headers['x-tokengate-problem'], undefined)
+        assert.equal(proxied.headers['www-authenticate'], direct.headers['www-authenticate'])
+        assert.equal(proxied.headers['content-type'], direct.headers['content-type'])
+        assert.equal(proxied.headers['cache-control'], direct.headers['cache-control'])
+        assert.equal(proxied.headers['ratelimit-policy'], direct.headers['ratelimit-policy'])
+        assert.equal(typeof proxied.headers.ratelimit, typeof direct.headers.ratelimit)
+      })
+    }
+
+    test('an unreachable JWKS answers 503 with Retry-After, as tokengate does', async () => {
+      const seenBefore = stack.upstream.seen.length
+      const lines: [string, string][] = [
+        ['Authorization', `Bearer ${stack.unreachableIssuerJwt}`],
+        ['X-Tenant-Id', TEST_TENANT],
+      ]
+      const proxied = await send(front.url, PROTECTED_PATH, lines)
+      const direct = await send(stack.gatewayUrl, PROTECTED_PATH, lines)
+      assert.equal(direct.status, 503)
+      assert.equal(proxied.status, 503, `${proxied.body}\n${front.log()}`)
+      const { requestId, ...body } = JSON.parse(proxied.body) as Record<string, unknown>
+      const { requestId: _, ...expected } = JSON.parse(direct.body) as Record<string, unknown>
+      assert.deepEqual(body, expected)
+      assert.equal(proxied.headers['x-request-id'], requestId)
+      assert.equal(proxied.headers['retry-after'], direct.headers['retry-after'])
+      assert.equal(proxied.headers['content-type'], direct.headers['content-type'])
+      assert.equal(stack.upstream.seen.length, seenBefore)
+    })
+
+    test('a policy deny rule answers 404 like tokengate, for any method', async () => {
+      const seenBefore = stack.upstream.seen.length
+      const lines: [string, string][] = [['Authorization', `Bearer ${stack.tokens.pat}`]]
+      const proxied = await send(front.url, '/api/v1/internal/x', lines)
+      const direct = await send(stack.gatewayUrl, '/api/v1/internal/x', lines)
+      assert.equal(proxied.status, 404, proxied.body)
+      assert.equal(direct.status, 404)
+      const { requestId: _a, ...body } = JSON.parse(proxied.body) as Record<string, unknown>
+      const { requestId: _b, ...expected } = JSON.parse(direct.body) as Record<string, unknown>
+      assert.deepEqual(body, expected)
+      assert.equal(stack.upstream.seen.length, seenBefore)
+    })
+  })
+
+  describe(`${proxy} → tokengate decision API: rate limits`, { skip: skipReason(proxy) }, () => {
+    let stack: Stack
+    let front: ProxyProcess
+    before(async () => {
+      stack = await startStack({ perTokenMax: 2 })
+      const ports = { decision: stack.decisionPort, upstream: stack.upstream.port }
+      front = proxy === 'nginx' ? await startNginx(ports) : await startCaddy(ports)
+    })
+    after(async () => {
+      await front?.stop()
+      await stack?.close()
+    })
+
+    test('the per-token limit answers 429 with Retry-After, RateLimit headers and the problem body', async () => {
+      const lines: [string, string][] = [['Authorization', `Bearer ${stack.tokens.pat}`]]
+      const first = await send(front.url, PROTECTED_PATH, lines)
+      assert.equal(first.status, 200, first.body)
+      assert.equal(first.headers['ratelimit-policy'], '"per-token";q=2;w=60')
+      await send(front.url, PROTECTED_PATH, lines)
+      const seenBefore = stack.upstream.seen.length
+      const limited = await send(front.url, PROTECTED_PATH, lines)
+      assert.equal(limited.status, 429, `${limited.body}\n${front.log()}`)
+      assert.equal(stack.upstream.seen.length, seenBefore)
+      const body = JSON.parse(limited.body) as Record<string, unknown>
+      assert.equal(body.code, 'rate_limited')
+      assert.equal(body.status, 429)
+      assert.equal(body.policy, 'per-token')
+      assert.equal(limited.headers['x-request-id'], body.requestId)
+      assert.match(String(limited.headers['retry-after']), /^\d+$/)
+      assert.equal(limited.headers['ratelimit-policy'], '"per-token";q=2;w=60')
+      assert.match(String(limited.headers.ratelimit), /^"per-token";r=0;t=\d+$/)
+      assert.equal(limited.headers['content-type'], 'application/problem+json; charset=utf-8')
+    })
+  })
+}
