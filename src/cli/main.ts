@@ -24,6 +24,7 @@ const COMMAND_MODULES: Readonly<Record<string, () => Promise<readonly CommandDef
   issuer: async () => (await import('./commands/issuer.ts')).issuerCommands,
   jwt: async () => (await import('./commands/jwt.ts')).jwtCommands,
   openapi: async () => (await import('./commands/openapi.ts')).openapiCommands,
+  apply: async () => (await import('./commands/apply.ts')).applyCommands,
 }
 
 /** The commands `argv` may name: those of its first command word, else every command. */

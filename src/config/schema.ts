@@ -332,6 +332,50 @@ export const ConfigSchema = Type.Object(
             default: true,
             description: 'Remove the caller Authorization header before proxying.',
           }),
+          forwardHeaders: Type.String({
+            default: '',
+            pattern: '^([a-z0-9-]+(,[a-z0-9-]+)*)?$',
+            description:
+              'Comma-separated forwarding/override headers (lower-case, e.g. cf-connecting-ip) let through from the caller as spelled; all others are dropped. X-Auth-* never passes.',
+          }),
+          forwardedHost: Type.Boolean({
+            default: false,
+            description:
+              'Send X-Forwarded-Host with the Host the caller addressed (off: not sent).',
+          }),
+          connections: Type.Integer({
+            default: 128,
+            minimum: 1,
+            description:
+              'Upstream connections (the pool size): requests in flight to the upstream.',
+          }),
+          maxInFlightPerTenant: Type.Integer({
+            default: 32,
+            minimum: 1,
+            description: 'Requests one tenant may have in flight to the upstream; beyond it 429.',
+          }),
+          maxInFlightPerToken: Type.Integer({
+            default: 16,
+            minimum: 1,
+            description: 'Requests one token may have in flight to the upstream; beyond it 429.',
+          }),
+          connectionWaitMs: Type.Integer({
+            default: 2000,
+            minimum: 1,
+            description: 'Longest wait for a free upstream connection; 503 after it.',
+          }),
+          bodyTimeoutMs: Type.Integer({
+            default: 10_000,
+            minimum: 1,
+            description:
+              'Longest gap between two chunks of a proxied request body, and the grace before minUploadBytesPerSec applies; 408 after it.',
+          }),
+          minUploadBytesPerSec: Type.Integer({
+            default: 1024,
+            minimum: 0,
+            description:
+              'Slowest average upload rate of a proxied request body after bodyTimeoutMs (0: no minimum); 408 below it.',
+          }),
         },
         { additionalProperties: false },
       ),

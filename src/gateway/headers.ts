@@ -42,6 +42,48 @@ export function dropHopByHop(headers: HeaderMap): HeaderMap {
   return headers
 }
 
+/**
+ * Headers a caller must never set for the upstream: they name the client, the URL or the
+ * method on a proxy's word, and frameworks act on them (Symfony reads `X-Original-URL`,
+ * Express' method-override reads `X-HTTP-Method-Override`, many apps trust `X-Real-IP`).
+ * Every `X-Forwarded-*` field is one too (below).
+ */
+const FORWARDING = new Set([
+  'forwarded',
+  'x-real-ip',
+  'true-client-ip',
+  'x-client-ip',
+  'cf-connecting-ip',
+  'x-original-url',
+  'x-rewrite-url',
+  'x-http-method-override',
+  'x-http-method',
+  'x-method-override',
+])
+
+/**
+ * A header name as the upstream may read it: lower-cased, with `_` read as `-`. CGI, WSGI,
+ * PHP and Rack expose headers as `HTTP_X_AUTH_TENANT`, so `X_Auth_Tenant` and
+ * `X-Auth-Tenant` are one field there (and their values are joined).
+ */
+export function effectiveHeaderName(name: string): string {
+  return name.toLowerCase().replaceAll('_', '-')
+}
+
+/**
+ * Whether a caller's header is dropped on its way to the upstream: identity headers and
+ * forwarding/override headers in any spelling, except a name the operator allows, and then
+ * only in exactly that spelling. Identity headers are never allowed.
+ */
+export function isSpoofable(name: string, allowed: ReadonlySet<string> = NO_NAMES): boolean {
+  const effective = effectiveHeaderName(name)
+  if (effective.startsWith(IDENTITY_PREFIX)) return true
+  if (!effective.startsWith('x-forwarded-') && !FORWARDING.has(effective)) return false
+  return !allowed.has(name.toLowerCase())
+}
+
+const NO_NAMES: ReadonlySet<string> = new Set()
+
 export interface ForwardContext {
   readonly principal: Principal
   readonly requestId: string
@@ -59,27 +101,28 @@ export interface ForwardContext {
   readonly host: string
   /** Optional internal token for the upstream (`X-Auth-Token`). */
   readonly internalToken?: string | undefined
+  /** Forwarding headers (lower-case) the caller may send through (`gateway.forwardHeaders`). */
+  readonly forwardHeaders?: ReadonlySet<string> | undefined
+  /** Send `X-Forwarded-Host` from the caller's `Host` (`gateway.forwardedHost`). */
+  readonly forwardedHost?: boolean | undefined
 }
 
 /**
  * The headers sent upstream: the caller's, minus hop-by-hop fields, `Expect`, every
- * `X-Auth-*` field, `Authorization` (when configured) and untrusted forwarding fields; plus
- * the identity headers, `X-Request-Id` and `X-Forwarded-For/Proto/Host`. Mutates `headers`.
+ * identity and forwarding/override field in any spelling (`isSpoofable`), `Authorization`
+ * (when configured); plus the identity headers, `X-Request-Id` and `X-Forwarded-For/Proto`
+ * (and `-Host` when configured). Mutates `headers`.
  */
 export function upstreamRequestHeaders(headers: HeaderMap, context: ForwardContext): HeaderMap {
   dropHopByHop(headers)
   delete headers.expect
   if (context.stripAuthorization) delete headers.authorization
   for (const name of Object.keys(headers)) {
-    // Why drop every X-Auth-* field: the upstream trusts these headers as the gateway's word.
-    // A caller sending its own `X-Auth-Tenant: other` must not reach the upstream with it,
-    // whatever its case or however many times it is repeated (Node folds them into one key).
-    if (name.startsWith(IDENTITY_PREFIX)) delete headers[name]
-    // Without a trusted proxy in front, forwarding fields came from the caller and are lies
-    // until proven otherwise; the gateway states what it saw itself.
-    else if (!context.trustProxy && (name.startsWith('x-forwarded-') || name === 'forwarded')) {
-      delete headers[name]
-    }
+    // Why every spelling: the upstream trusts these headers as the gateway's word, and an
+    // upstream that reads `_` as `-` would join a caller's `X_Auth_Tenant` with ours.
+    // Forwarding fields are dropped even behind a trusted proxy: tokengate states what it
+    // (and the proxies it trusts) saw, below.
+    if (isSpoofable(name, context.forwardHeaders)) delete headers[name]
   }
 
   const { principal } = context
@@ -95,7 +138,9 @@ export function upstreamRequestHeaders(headers: HeaderMap, context: ForwardConte
 
   headers['x-forwarded-for'] = context.forwardedFor.join(', ')
   headers['x-forwarded-proto'] = context.protocol
-  headers['x-forwarded-host'] = context.host
+  // Why opt-in: `Host` is whatever the caller typed; an upstream building absolute URLs
+  // (password-reset links, redirects) from it would be steered by the caller.
+  if (context.forwardedHost) headers['x-forwarded-host'] = context.host
   return headers
 }
 

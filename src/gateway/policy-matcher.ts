@@ -2,6 +2,7 @@ import { sameTenantId } from '../core/authenticate.ts'
 import { authorize } from '../core/authorize.ts'
 import type { AuthFailure } from '../core/failure.ts'
 import type { Principal } from '../core/principal.ts'
+import { asciiLowerCase, canonicalRequestTarget } from '../http/request-target.ts'
 import type { Policy, PolicyRule } from './policy.ts'
 
 /** What the policy says about one authenticated request. */
@@ -47,7 +48,8 @@ interface CompiledRule {
  * const decision = matcher.decide('GET', '/api/v1/projects/42', principal)
  */
 export function createPolicyMatcher(policy: Policy): PolicyMatcher {
-  const fold = policy.caseSensitive ? (s: string) => s : (s: string) => s.toLowerCase()
+  // ASCII-only folding: Unicode case mapping differs between stacks (see request-target.ts).
+  const fold = policy.caseSensitive ? (s: string) => s : asciiLowerCase
   const rules = policy.rules.map((rule) => compileRule(rule, fold))
   const denyByDefault = policy.default === 'deny'
 
@@ -118,45 +120,11 @@ export type SplitPath =
   | { readonly ok: true; readonly segments: readonly string[] }
   | { readonly ok: false; readonly reason: string }
 
-// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds
-const CONTROL = /[\x00-\x1f\x7f]/
-
 /**
- * Splits a raw request path into percent-decoded segments, refusing every spelling that two
- * HTTP stacks may read differently: a backslash, an encoded `/` or `\`, a `.` or `..`
- * segment (raw or encoded), an empty segment (`//`), invalid percent-encoding, control
- * characters. One trailing slash is ignored.
- *
- * Why refuse instead of normalising: the policy is only as good as the agreement between
- * the gateway and the upstream about which resource a path names. If the gateway decided on
- * `/api/v1/public/../admin` as "public" and the upstream normalised it to `/admin`, the rule
- * for `/admin` would be bypassed. Refusing the ambiguous spellings leaves nothing to disagree on.
+ * Splits a raw request path into percent-decoded segments, or refuses it: the policy
+ * decides on the one reading of `canonicalRequestTarget` (src/http/request-target.ts).
  */
 export function splitRequestPath(path: string): SplitPath {
-  if (!path.startsWith('/') || path.includes('\\')) {
-    return { ok: false, reason: 'the path must start with / and contain no backslash' }
-  }
-  const parts = path.slice(1).split('/')
-  if (parts.length > 1 && parts[parts.length - 1] === '') parts.pop()
-  const segments: string[] = []
-  for (const part of parts) {
-    let segment = part
-    if (part.includes('%')) {
-      try {
-        segment = decodeURIComponent(part)
-      } catch {
-        return { ok: false, reason: 'the path contains invalid percent-encoding' }
-      }
-      if (segment.includes('/') || segment.includes('\\')) {
-        return { ok: false, reason: 'the path contains an encoded / or \\' }
-      }
-    }
-    if (segment === '') return { ok: false, reason: 'the path contains an empty segment (//)' }
-    if (segment === '.' || segment === '..') {
-      return { ok: false, reason: 'the path contains a . or .. segment' }
-    }
-    if (CONTROL.test(segment)) return { ok: false, reason: 'the path contains control characters' }
-    segments.push(segment)
-  }
-  return { ok: true, segments }
+  const target = canonicalRequestTarget(path)
+  return target.ok ? { ok: true, segments: target.segments } : target
 }

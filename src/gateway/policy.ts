@@ -304,8 +304,13 @@ function checkPattern(path: string, params: Set<string>): string[] {
       if (!last) problems.push('empty segment (`//`)')
     } else if (segment === '.' || segment === '..') {
       problems.push('dot segments are not allowed')
-    } else if (/[*?#%\\\s]/.test(segment)) {
-      problems.push(`literal segment ${JSON.stringify(segment)} contains *, ?, #, %, \\ or spaces`)
+    } else if (/[*?#%;\\\s]/.test(segment)) {
+      problems.push(
+        `literal segment ${JSON.stringify(segment)} contains *, ?, #, %, ;, \\ or spaces`,
+      )
+    } else if (/[^\x21-\x7e]/.test(segment) || segment.endsWith('.')) {
+      // Requests with such segments are refused (request-target.ts): the rule could never match.
+      problems.push(`literal segment ${JSON.stringify(segment)} is not ASCII or ends with .`)
     }
   })
   return problems

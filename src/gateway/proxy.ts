@@ -6,8 +6,11 @@ import type { Principal } from '../core/principal.ts'
 import { bearerChallenge } from '../http/challenge.ts'
 import { failureResponse } from '../http/failure-response.ts'
 import { PROBLEM_CONTENT_TYPE, type ProblemDetails, problem } from '../http/problem.ts'
+import { asciiLowerCase, canonicalRequestTarget } from '../http/request-target.ts'
+import type { UpstreamAdmission } from './admission.ts'
 import { callerResponseHeaders, type HeaderMap, upstreamRequestHeaders } from './headers.ts'
 import type { PolicyDecision, PolicyMatcher } from './policy-matcher.ts'
+import { paceUpload, type UploadPaceOptions, UploadTooSlowError } from './upload-pace.ts'
 import { sendUpstream } from './upstream.ts'
 
 export interface ProxyOptions {
@@ -16,6 +19,10 @@ export interface ProxyOptions {
   /** Time allowed for the upstream's response headers, and between body chunks. */
   readonly timeoutMs: number
   readonly stripAuthorization: boolean
+  /** Forwarding headers (lower-case) the caller may send through; all others are dropped. */
+  readonly forwardHeaders?: ReadonlySet<string> | undefined
+  /** Send `X-Forwarded-Host` from the caller's `Host`. */
+  readonly forwardedHost?: boolean | undefined
   readonly matcher: PolicyMatcher
   /** First path segments (after `/api/v1/`) that belong to tokengate's built-in routes. */
   readonly reserved: ReadonlySet<string>
@@ -25,6 +32,10 @@ export interface ProxyOptions {
     | undefined
   /** Called when the policy refuses an authenticated request (audit). */
   readonly onRefused?: (request: FastifyRequest, decision: PolicyDecision) => void
+  /** Per-token/per-tenant caps and the wait for a connection (`createUpstreamAdmission`). */
+  readonly admission: UpstreamAdmission
+  /** The minimum pace of a proxied request body. */
+  readonly uploadPace: UploadPaceOptions
   /** The keep-alive pool to the upstream (`createUpstreamPool`). */
   readonly pool: Dispatcher
   /** The upstream URL: its `host` is sent as `Host`; its path is `basePath`. */
@@ -36,6 +47,12 @@ const DETAIL = {
   tenant: "The path names a tenant other than the caller's; a token acts only for its own tenant.",
   badGateway: 'The upstream service could not be reached or sent an invalid response.',
   timeout: 'The upstream service did not answer in time.',
+  tokenBusy:
+    'This token has too many requests in flight to the upstream; retry when one completes.',
+  tenantBusy:
+    'This tenant has too many requests in flight to the upstream; retry when one completes.',
+  busy: 'The upstream service has no free connection; retry shortly.',
+  slowBody: 'The request body arrived too slowly.',
 } as const
 
 /**
@@ -54,9 +71,15 @@ export function createProxyHandler(options: ProxyOptions) {
     if (!principal) throw new Error('bug: gateway route reached without a principal')
     const requestId = String(request.id)
     const path = pathOf(request.url)
-
-    // Built-in names stay tokengate's whatever the method: the upstream cannot shadow them.
-    if (isReserved(path, options.reserved)) {
+    // Refused spellings are 400 before anything else reads the path: the built-in names and
+    // the policy are both recognised on the one decoded reading.
+    const target = canonicalRequestTarget(path)
+    if (!target.ok) {
+      return sendProblem(reply, problem(400, 'validation_failed', target.reason, requestId))
+    }
+    // Built-in names stay tokengate's whatever the method or spelling (`/api/v%31/tokens/x`):
+    // the upstream cannot shadow them.
+    if (isReserved(target.segments, options.reserved)) {
       return sendProblem(reply, problem(404, 'not_found', DETAIL.notFound, requestId))
     }
     const decision = options.matcher.decide(request.method, path, principal)
@@ -79,6 +102,18 @@ export function createProxyHandler(options: ProxyOptions) {
       default:
         return decision satisfies never
     }
+    const admitted = await options.admission.admit(
+      principal.tenantId,
+      principal.tokenId ?? principal.fingerprint,
+    )
+    if (!admitted.ok) return sendNotAdmitted(reply, admitted.reason, requestId)
+    if (reply.raw.destroyed) {
+      // The caller left while waiting for a connection: nothing to send upstream.
+      admitted.release()
+      return reply
+    }
+    // The response's end (or the caller leaving) ends the exchange and frees the slot.
+    reply.raw.once('close', admitted.release)
     const internalToken = options.internalToken
       ? await options.internalToken(principal, requestId)
       : undefined
@@ -117,11 +152,14 @@ function forward(
     protocol: request.protocol,
     host: request.host,
     internalToken,
+    forwardHeaders: options.forwardHeaders,
+    forwardedHost: options.forwardedHost,
   })
   headers.host = options.upstream.host
   // The body parser of the gateway's scope hands over the raw request stream; requests
   // without a body (GET, or no length and no chunks) have none.
-  const body = request.body instanceof Readable ? request.body : null
+  const body =
+    request.body instanceof Readable ? paceUpload(request.body, options.uploadPace) : null
 
   const exchange = sendUpstream(
     options.pool,
@@ -160,6 +198,15 @@ function forward(
         clearTimeout(timer)
         // Why a fixed detail: upstream error messages name hosts, ports and internals; they
         // go to the log, the caller gets a stable problem body.
+        if (error instanceof UploadTooSlowError) {
+          request.log.info('request body too slow: cut')
+          // The rest of the body is never read: the connection cannot carry another request.
+          reply.header('connection', 'close')
+          return void sendProblem(
+            reply,
+            problem(408, 'request_timeout', DETAIL.slowBody, requestId),
+          )
+        }
         request.log.warn({ code: error.code }, 'upstream failed')
         sendProblem(
           reply,
@@ -193,17 +240,26 @@ function upstreamPath(options: ProxyOptions, url: string): string {
  */
 const PLAIN_PATH = /^(?!.*\/(?:\.|%2e))[\x21\x24-\x3b\x3d\x40-\x5b\x5d\x5f\x61-\x7a\x7c\x7e]*$/i
 
-function isReserved(path: string, reserved: ReadonlySet<string>): boolean {
-  const rest = path.slice('/api/v1/'.length)
-  const slash = rest.indexOf('/')
-  const first = slash === -1 ? rest : rest.slice(0, slash)
-  let decoded = first
-  try {
-    decoded = decodeURIComponent(first)
-  } catch {
-    // splitRequestPath has already refused invalid encodings; keep the raw segment.
-  }
-  return reserved.has(decoded.toLowerCase())
+/** `api/v1/<built-in>/...` on decoded segments, ASCII case folded; anything outside /api/v1 too. */
+function isReserved(segments: readonly string[], reserved: ReadonlySet<string>): boolean {
+  const [api, version, first] = segments.map(asciiLowerCase)
+  if (api !== 'api' || version !== 'v1') return true
+  return first !== undefined && reserved.has(first)
+}
+
+/**
+ * Over a token's or tenant's cap: 429, the caller's own load (as Envoy's local rate limit
+ * answers). No connection in time: 503, the upstream's capacity. Both retry after a second.
+ */
+function sendNotAdmitted(
+  reply: FastifyReply,
+  reason: 'token' | 'tenant' | 'busy',
+  requestId: string,
+): FastifyReply {
+  reply.header('retry-after', '1')
+  return reason === 'busy'
+    ? sendProblem(reply, problem(503, 'unavailable', DETAIL.busy, requestId))
+    : sendProblem(reply, problem(429, 'rate_limited', DETAIL[`${reason}Busy`], requestId))
 }
 
 function sendFailure(reply: FastifyReply, failure: AuthFailure, requestId: string): FastifyReply {

@@ -2,9 +2,12 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Config } from '../config/schema.ts'
 import type { AuthContext } from '../server/auth-context.ts'
 import { v1Routes } from '../server/routes/v1/index.ts'
+import { createUpstreamAdmission } from './admission.ts'
+import { effectiveHeaderName, IDENTITY_PREFIX } from './headers.ts'
 import type { IdentityTokenSigner } from './identity-token.ts'
 import { DEFAULT_POLICY, loadPolicy } from './policy.ts'
 import { createPolicyMatcher, type PolicyDecision } from './policy-matcher.ts'
+import { createReloadablePolicy } from './policy-reload.ts'
 import { createProxyHandler } from './proxy.ts'
 import { createUpstreamPool } from './upstream.ts'
 
@@ -25,7 +28,8 @@ export interface RegisterGatewayOptions {
  *
  * - The policy file is loaded and validated here, so a bad file stops the start-up with
  *   every problem and its line (`PolicyError`); no policy file means the secure default
- *   (authentication required, no permission).
+ *   (authentication required, no permission). SIGHUP reloads the file; a bad edit is
+ *   logged and the last good policy stays (`policy-reload.ts`).
  * - The proxy lives in its own encapsulated context whose only body parser passes the raw
  *   request stream through: uploads are streamed to the upstream, never buffered, and the
  *   built-in routes keep their JSON parsing and body limit.
@@ -42,14 +46,37 @@ export async function registerGateway(
   const policy = gateway.policyFile ? await loadPolicy(gateway.policyFile) : DEFAULT_POLICY
   const upstream = parseUpstream(gateway.upstream)
   const reserved = new Set(v1Routes.map((route) => firstSegment(route.path)))
-  const pool = createUpstreamPool(upstream.origin, { timeoutMs: gateway.timeoutMs })
+  const pool = createUpstreamPool(upstream.origin, {
+    timeoutMs: gateway.timeoutMs,
+    connections: gateway.connections,
+  })
   app.addHook('onClose', () => pool.destroy())
+  const reloadable = gateway.policyFile
+    ? createReloadablePolicy(gateway.policyFile, policy, app.log)
+    : undefined
+  if (reloadable) {
+    // SIGHUP re-reads the policy file without a restart (`tokengate apply` writes it).
+    const onHangup = () => void reloadable.reload()
+    process.on('SIGHUP', onHangup)
+    app.addHook('onClose', async () => {
+      process.off('SIGHUP', onHangup)
+    })
+  }
 
   const handler = createProxyHandler({
     basePath: upstream.pathname === '/' ? '' : upstream.pathname.replace(/\/$/, ''),
     timeoutMs: gateway.timeoutMs,
     stripAuthorization: gateway.stripAuthorization,
-    matcher: createPolicyMatcher(policy),
+    forwardHeaders: forwardHeadersOf(gateway),
+    forwardedHost: gateway.forwardedHost,
+    admission: createUpstreamAdmission({
+      connections: gateway.connections,
+      perTenant: gateway.maxInFlightPerTenant,
+      perToken: gateway.maxInFlightPerToken,
+      waitMs: gateway.connectionWaitMs,
+    }),
+    uploadPace: { idleMs: gateway.bodyTimeoutMs, minBytesPerSec: gateway.minUploadBytesPerSec },
+    matcher: reloadable?.matcher ?? createPolicyMatcher(policy),
     reserved,
     onRefused: (request, decision) => auditRefusal(auth, request, decision),
     internalToken: options.identityToken?.sign,
@@ -79,6 +106,19 @@ function parseUpstream(value: string): URL {
     throw new Error('gateway.upstream must not carry a query, fragment or credentials')
   }
   return url
+}
+
+/** The operator's allowlist; identity headers can never be on it. */
+function forwardHeadersOf(gateway: Readonly<GatewayConfig>): ReadonlySet<string> {
+  const names = gateway.forwardHeaders.split(',').filter((name) => name !== '')
+  for (const name of names) {
+    if (effectiveHeaderName(name).startsWith(IDENTITY_PREFIX)) {
+      throw new Error(
+        `gateway.forwardHeaders: ${name} is an identity header; it is never forwarded`,
+      )
+    }
+  }
+  return new Set(names)
 }
 
 function firstSegment(path: string): string {

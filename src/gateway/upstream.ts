@@ -17,16 +17,18 @@ import type { HeaderMap } from './headers.ts'
 export interface UpstreamPoolOptions {
   /** Bounds the connect attempt, the wait for response headers and each gap in the body. */
   readonly timeoutMs: number
+  /** Connections to the upstream; default 128. */
+  readonly connections?: number | undefined
 }
 
 /**
- * A keep-alive pool to `origin` (`http://host:port` or `https://...`): up to 128
- * connections, 60 s idle, no pipelining (a slow response must not hold up the next one).
+ * A keep-alive pool to `origin` (`http://host:port` or `https://...`): up to
+ * `connections` (128), 60 s idle, no pipelining (a slow response must not hold up the next one).
  * Certificates of an https upstream are verified.
  */
 export function createUpstreamPool(origin: string, options: UpstreamPoolOptions): Pool {
   return new Pool(origin, {
-    connections: 128,
+    connections: options.connections ?? 128,
     pipelining: 1,
     keepAliveTimeout: 60_000,
     headersTimeout: options.timeoutMs,

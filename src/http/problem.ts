@@ -5,11 +5,11 @@ export type ProblemCode =
   | FailureCode
   | 'validation_failed'
   | 'invalid_request'
-  | 'request_timeout'
   | 'headers_too_large'
   | 'not_found'
   | 'method_not_allowed'
   | 'payload_too_large'
+  | 'request_timeout'
   | 'rate_limited'
   | 'internal_error'
   | 'bad_gateway'
@@ -49,11 +49,11 @@ export const PROBLEMS: Readonly<Record<ProblemCode, { status: number; title: str
   insufficient_permission: { status: 403, title: 'Insufficient permission' },
   validation_failed: { status: 400, title: 'Invalid request' },
   invalid_request: { status: 400, title: 'More than one credential' },
-  request_timeout: { status: 408, title: 'Request timeout' },
   headers_too_large: { status: 431, title: 'Request header fields too large' },
   not_found: { status: 404, title: 'Not found' },
   method_not_allowed: { status: 405, title: 'Method not allowed' },
   payload_too_large: { status: 413, title: 'Payload too large' },
+  request_timeout: { status: 408, title: 'Request timeout' },
   rate_limited: { status: 429, title: 'Too many requests' },
   internal_error: { status: 500, title: 'Internal server error' },
   bad_gateway: { status: 502, title: 'Bad gateway' },

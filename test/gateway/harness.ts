@@ -31,6 +31,8 @@ export interface Upstream {
   readonly url: string
   readonly port: number
   readonly seen: SeenRequest[]
+  /** Requests whose head has arrived and whose body has not ended yet. */
+  readonly receiving: number
   close(): Promise<void>
 }
 
@@ -58,7 +60,15 @@ export function sha256(data: Buffer | Uint8Array): string {
  */
 export async function startUpstream(): Promise<Upstream> {
   const seen: SeenRequest[] = []
+  let receiving = 0
   const server: Server = createServer((req, res) => {
+    receiving++
+    let counted = true
+    const done = () => {
+      if (counted) receiving--
+      counted = false
+    }
+    req.once('close', done)
     const hash = createHash('sha256')
     let bytes = 0
     req.on('data', (chunk: Buffer) => {
@@ -66,6 +76,7 @@ export async function startUpstream(): Promise<Upstream> {
       hash.update(chunk)
     })
     req.on('end', () => {
+      done()
       const record: SeenRequest = {
         method: req.method ?? '',
         url: req.url ?? '',
@@ -114,6 +125,9 @@ export async function startUpstream(): Promise<Upstream> {
     url: `http://127.0.0.1:${port}`,
     port,
     seen,
+    get receiving() {
+      return receiving
+    },
     async close() {
       const done = new Promise<void>((resolve) => server.close(() => resolve()))
       server.closeAllConnections()
@@ -129,12 +143,16 @@ export interface GatewayOptions {
   readonly timeoutMs?: number
   readonly stripAuthorization?: boolean
   readonly plainHttp?: boolean
+  /** Further `gateway.*` settings. */
+  readonly gateway?: Readonly<Record<string, unknown>>
 }
 
 export interface Gateway {
   readonly url: string
   readonly issuer: TestIssuer
   readonly running: RunningTokengate
+  /** The policy file the gateway reads, when `policy` was given. */
+  readonly policyFile: string | undefined
   /** Issues a PAT for `tenant` (default TEST_TENANT) with `permissions`. */
   pat(permissions: readonly string[], tenant?: string): Promise<string>
   /** A JWT for TEST_TENANT (or `claims.tenant_id`) with `permissions`. */
@@ -168,6 +186,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         ...(policyFile ? { policyFile } : {}),
         ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
         ...(options.stripAuthorization === false ? { stripAuthorization: false } : {}),
+        ...options.gateway,
       },
     },
   })
@@ -184,6 +203,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     url: running.url,
     issuer,
     running,
+    policyFile,
     async pat(permissions, tenant = TEST_TENANT) {
       const { token, record } = issuePat({
         tenantId: tenant,

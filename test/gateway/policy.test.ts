@@ -110,6 +110,20 @@ rules:
     assert.match(problemsOf('- just\n- a list\n').message, /:1:1: the policy must be a mapping/)
   })
 
+  test('literal segments a request could never carry are refused: ;, non-ASCII, trailing .', () => {
+    const error = problemsOf(
+      'rules:\n  - { methods: "*", path: "/api/v1/a;b/\u0131nternal/x./y" }\n',
+    )
+    assert.deepEqual(
+      error.problems.map((p) => p.message),
+      [
+        'literal segment "a;b" contains *, ?, #, %, ;, \\ or spaces',
+        'literal segment "\u0131nternal" is not ASCII or ends with .',
+        'literal segment "x." is not ASCII or ends with .',
+      ],
+    )
+  })
+
   test('parameters: bad names and duplicates are refused', () => {
     const error = problemsOf('rules:\n  - { methods: "*", path: "/api/v1/:a/:a/:1x" }\n')
     assert.deepEqual(

@@ -168,7 +168,7 @@ function readClaim(args: ParsedArgs, name: string): string | undefined {
   return value
 }
 
-function readIssuerConfig(args: ParsedArgs): IssuerConfig {
+export function readIssuerConfig(args: ParsedArgs): IssuerConfig {
   const issuer = requiredString(args, 'issuer', "the exact 'iss' value of the issuer's tokens")
   const audiences = [...new Set(stringList(args, 'audience'))]
   if (audiences.length === 0) {

@@ -1,0 +1,344 @@
+/**
+ * `tokengate apply -f FILE`: tenants, issuers and the gateway policy from one declarative
+ * file, applied idempotently. Every change runs through the very commands an operator would
+ * type (`tenant create|enable|disable`, `issuer add`), so their checks and audit events are
+ * the ones applied; the file only says which of them to run. Nothing is ever removed: a
+ * tenant or issuer absent from the file is left as it is (no pruning).
+ */
+import { randomBytes } from 'node:crypto'
+import { readFile, rename, writeFile } from 'node:fs/promises'
+import { dirname, isAbsolute, resolve } from 'node:path'
+import { isMap, isSeq, LineCounter, type Node, parseDocument, stringify } from 'yaml'
+import { parsePolicy } from '../../gateway/policy.ts'
+import type { StoredIssuer } from '../../stores/store.ts'
+import { flag, optionalString, parseCommandArgs } from '../args.ts'
+import {
+  ADMIN_OVERRIDES,
+  type CommandContext,
+  type CommandDef,
+  createContext,
+  withStore,
+} from '../context.ts'
+import { CommandFailure, UsageError } from '../errors.ts'
+import { createOutput } from '../output.ts'
+import { checkTenantId } from '../validate.ts'
+import { issuerCommands, readIssuerConfig } from './issuer.ts'
+import { tenantCommands } from './tenant.ts'
+
+type Action = 'create' | 'update' | 'unchanged'
+
+/** One line of the plan: what apply does (or, with --dry-run, would do) to one object. */
+interface Change {
+  readonly kind: 'tenant' | 'issuer' | 'policy'
+  readonly id: string
+  readonly action: Action
+  readonly note?: string
+  /** The command that carries it out, for the record (`tenant create acme --name ...`). */
+  readonly command?: readonly string[]
+}
+
+/** A file entry: its path in the file for messages, and its value. */
+interface Located<T> {
+  readonly at: string
+  readonly value: T
+}
+
+interface DesiredState {
+  readonly tenants: readonly Located<{ id: string; name: string; enabled: boolean }>[]
+  readonly issuers: readonly Located<readonly string[]>[]
+  readonly policy?: { readonly file: string; readonly text: string } | undefined
+}
+
+const TOP_KEYS = new Set(['tenants', 'issuers', 'gateway'])
+/** `issuer add` options whose value is a file, read relative to the applied file. */
+const FILE_OPTIONS = new Set(['jwks-file', 'pem-file', 'secret-file'])
+
+const apply: CommandDef = {
+  path: ['apply'],
+  summary: 'Apply tenants, issuers and the gateway policy from a declarative file',
+  synopsis: '-f FILE [--dry-run]',
+  description:
+    'FILE (YAML or JSON) lists tenants, issuers (keys are the options of issuer add) and the\ngateway policy. Each change runs the matching tenant/issuer command; applying the same file\ntwice changes nothing. Objects missing from the file are never removed. --dry-run prints the\nplan (create / update / unchanged) and changes nothing. After a policy change, send SIGHUP to\nthe server to reload it.',
+  options: {
+    file: { type: 'string', short: 'f', value: 'FILE', description: 'The declarative file.' },
+    'dry-run': { type: 'boolean', description: 'Print the plan; change nothing.' },
+  },
+  examples: ['tokengate apply -f tokengate.yaml --dry-run', 'tokengate apply -f tokengate.yaml'],
+  async run(ctx) {
+    const file = optionalString(ctx.args, 'file')
+    if (file === undefined) throw new UsageError('missing -f FILE')
+    const dryRun = flag(ctx.args, 'dry-run')
+    const desired = await readDesired(file)
+    const changes = await plan(ctx, desired)
+    if (!dryRun) await carryOut(ctx, changes, desired)
+    if (ctx.json) ctx.out.json({ dryRun, changes })
+    else {
+      for (const change of changes) {
+        const note = change.note ? ` (${change.note})` : ''
+        ctx.out.line(`${change.action.padEnd(9)} ${change.kind} ${change.id}${note}`)
+      }
+      const count = changes.filter((c) => c.action !== 'unchanged').length
+      ctx.out.line(
+        dryRun
+          ? `Dry run: ${count} change(s) planned, nothing applied.`
+          : `Applied ${count} change(s).`,
+      )
+    }
+    return 0
+  },
+}
+
+/** Parses and checks the file's shape; problems name `file:line:col`. */
+async function readDesired(file: string): Promise<DesiredState> {
+  let text: string
+  try {
+    text = await readFile(file, 'utf8')
+  } catch (error) {
+    throw new CommandFailure(`cannot read ${file} (${(error as NodeJS.ErrnoException).code})`)
+  }
+  const lineCounter = new LineCounter()
+  const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true })
+  const where = (node: Node | null | undefined) => {
+    const offset = node?.range?.[0]
+    if (offset === undefined) return file
+    const pos = lineCounter.linePos(offset)
+    return `${file}:${pos.line}:${pos.col}`
+  }
+  const fail = (node: Node | null | undefined, message: string): never => {
+    throw new CommandFailure(`${where(node)}: ${message}`)
+  }
+  const [syntax] = doc.errors
+  if (syntax) {
+    const pos = lineCounter.linePos(syntax.pos[0])
+    throw new CommandFailure(`${file}:${pos.line}:${pos.col}: ${syntax.message.split('\n')[0]}`)
+  }
+  const root = doc.contents
+  if (!isMap(root)) return fail(root, 'expected a mapping with tenants, issuers, gateway')
+  for (const pair of root.items) {
+    const key = String((pair.key as { value?: unknown }).value)
+    if (!TOP_KEYS.has(key))
+      fail(pair.key as Node, `unknown key ${key} (expected tenants, issuers, gateway)`)
+  }
+  const base = dirname(resolve(file))
+  const list = (key: string): Node[] => {
+    const node = root.get(key, true) as Node | undefined
+    if (node === undefined) return []
+    if (!isSeq(node)) return fail(node, `${key}: expected a list`)
+    return node.items as Node[]
+  }
+
+  const tenants = list('tenants').map((node, i) => {
+    const at = `${where(node)}: tenants[${i}]`
+    const value = (node as { toJSON(): unknown }).toJSON() as Record<string, unknown>
+    if (!isMap(node)) fail(node, `tenants[${i}]: expected a mapping with id`)
+    for (const key of Object.keys(value)) {
+      if (!['id', 'name', 'enabled'].includes(key)) fail(node, `tenants[${i}]: unknown key ${key}`)
+    }
+    if (typeof value.id !== 'string') return fail(node, `tenants[${i}].id: required`)
+    if (value.enabled !== undefined && typeof value.enabled !== 'boolean') {
+      fail(node, `tenants[${i}].enabled: must be true or false`)
+    }
+    const name = typeof value.name === 'string' ? value.name : value.id
+    return { at, value: { id: value.id, name, enabled: value.enabled !== false } }
+  })
+
+  const issuers = list('issuers').map((node, i) => {
+    if (!isMap(node)) return fail(node, `issuers[${i}]: expected a mapping of issuer add options`)
+    const argv: string[] = []
+    for (const [key, raw] of Object.entries((node as { toJSON(): object }).toJSON())) {
+      const values = Array.isArray(raw) ? raw : [raw]
+      if (key === 'algorithms' && Array.isArray(raw)) {
+        argv.push('--algorithms', raw.join(','))
+        continue
+      }
+      for (const value of values) {
+        if (value === true) argv.push(`--${key}`)
+        else if (value === false) continue
+        else if (typeof value === 'string' || typeof value === 'number') {
+          const text = String(value)
+          argv.push(
+            `--${key}`,
+            FILE_OPTIONS.has(key) && !isAbsolute(text) ? resolve(base, text) : text,
+          )
+        } else fail(node, `issuers[${i}].${key}: expected a string, a list of strings or true`)
+      }
+    }
+    return { at: `${where(node)}: issuers[${i}]`, value: argv }
+  })
+
+  let policy: DesiredState['policy']
+  const gateway = root.get('gateway', true) as Node | undefined
+  if (gateway !== undefined) {
+    if (!isMap(gateway))
+      return fail(gateway, 'gateway: expected a mapping with policyFile and policy')
+    const target = gateway.get('policyFile')
+    const rules = gateway.get('policy', true) as Node | undefined
+    if (typeof target !== 'string')
+      return fail(gateway, 'gateway.policyFile: required (where the server reads its policy)')
+    if (rules === undefined) return fail(gateway, 'gateway.policy: required')
+    const policyText = stringify((rules as { toJSON(): unknown }).toJSON())
+    try {
+      // The policy's own text, padded to where it sits in the file: the policy parser's
+      // problems then carry this file's line and column.
+      const [start = 0, , end = text.length] = rules.range ?? []
+      const pos = lineCounter.linePos(start)
+      const padded = '\n'.repeat(pos.line - 1) + ' '.repeat(pos.col - 1) + text.slice(start, end)
+      parsePolicy(padded, file)
+    } catch (error) {
+      throw new CommandFailure(`gateway.policy: ${(error as Error).message}`)
+    }
+    policy = { file: isAbsolute(target) ? target : resolve(base, target), text: policyText }
+  }
+  return { tenants, issuers, policy }
+}
+
+/** Compares the file with the store (and the policy file) without changing anything. */
+async function plan(ctx: CommandContext, desired: DesiredState): Promise<Change[]> {
+  // Parse the file's entries with the commands' own rules first, so a dry run reports them.
+  const issuerArgs = desired.issuers.map((entry) => {
+    try {
+      const args = parseCommandArgs(entry.value, commandNamed(['issuer', 'add']).options, 0)
+      return { at: entry.at, argv: entry.value, config: readIssuerConfig(args) }
+    } catch (error) {
+      throw new CommandFailure(`${entry.at}: ${(error as Error).message}`)
+    }
+  })
+  for (const { at, value } of desired.tenants) {
+    try {
+      checkTenantId(value.id, 'id')
+    } catch (error) {
+      throw new CommandFailure(`${at}: ${(error as Error).message}`)
+    }
+  }
+
+  const { tenants, issuers } = await withStore(ctx.config(ADMIN_OVERRIDES), async (store) => ({
+    tenants: await store.listTenants(),
+    issuers: await store.listIssuers(),
+  }))
+  const changes: Change[] = []
+  for (const { value } of desired.tenants) {
+    const existing = tenants.find((t) => t.id === value.id)
+    if (!existing) {
+      changes.push({
+        kind: 'tenant',
+        id: value.id,
+        action: 'create',
+        command: ['tenant', 'create', value.id, '--name', value.name],
+      })
+      if (!value.enabled) {
+        changes.push({
+          kind: 'tenant',
+          id: value.id,
+          action: 'update',
+          note: 'disable',
+          command: ['tenant', 'disable', value.id],
+        })
+      }
+      continue
+    }
+    const note = existing.name === value.name ? undefined : 'name differs; apply does not rename'
+    if (existing.enabled === value.enabled) {
+      changes.push({ kind: 'tenant', id: value.id, action: 'unchanged', ...(note ? { note } : {}) })
+    } else {
+      const verb = value.enabled ? 'enable' : 'disable'
+      changes.push({
+        kind: 'tenant',
+        id: value.id,
+        action: 'update',
+        note: verb,
+        command: ['tenant', verb, value.id],
+      })
+    }
+  }
+  for (const { argv, config } of issuerArgs) {
+    const existing = issuers.find((i) => i.issuer === config.issuer)
+    const command = ['issuer', 'add', ...argv]
+    if (!existing) changes.push({ kind: 'issuer', id: config.issuer, action: 'create', command })
+    else if (sameIssuer(existing, config)) {
+      changes.push({ kind: 'issuer', id: config.issuer, action: 'unchanged' })
+    } else
+      changes.push({
+        kind: 'issuer',
+        id: config.issuer,
+        action: 'update',
+        note: 'replace',
+        command,
+      })
+  }
+  if (desired.policy) {
+    const current = await readFile(desired.policy.file, 'utf8').catch(() => undefined)
+    const action: Action =
+      current === undefined ? 'create' : current === desired.policy.text ? 'unchanged' : 'update'
+    changes.push({
+      kind: 'policy',
+      id: desired.policy.file,
+      action,
+      ...(action === 'unchanged' ? {} : { note: 'send SIGHUP to the server to reload' }),
+    })
+  }
+  return changes
+}
+
+/** Runs each change's command in order; the first failure stops apply (exit 1). */
+async function carryOut(ctx: CommandContext, changes: readonly Change[], desired: DesiredState) {
+  for (const change of changes) {
+    if (change.action === 'unchanged') continue
+    if (change.kind === 'policy' && desired.policy) {
+      // Write-then-rename: the server never reads a half-written policy.
+      const temp = `${desired.policy.file}.${randomBytes(4).toString('hex')}.tmp`
+      await writeFile(temp, desired.policy.text, { mode: 0o600 })
+      await rename(temp, desired.policy.file)
+    } else if (change.command) await invoke(ctx, change.command)
+  }
+}
+
+/** Runs one CLI command with this invocation's global options, its output discarded. */
+async function invoke(ctx: CommandContext, words: readonly string[]): Promise<void> {
+  const path = words.slice(0, 2)
+  const def = commandNamed(path)
+  const globals: string[] = []
+  for (const name of ['config', 'data-dir', 'database-url']) {
+    const value = optionalString(ctx.args, name)
+    if (value !== undefined) globals.push(`--${name}`, value)
+  }
+  const args = parseCommandArgs(
+    [...globals, ...words.slice(2), '--json'],
+    def.options,
+    def.positionals ?? 0,
+  )
+  const sink = { write: () => true }
+  const io = { ...ctx.io, stdout: sink }
+  const code = await def.run(createContext(io, createOutput(io), args))
+  if (code !== undefined && code !== 0) {
+    throw new CommandFailure(`tokengate ${path.join(' ')} exited ${code}`)
+  }
+}
+
+function commandNamed(path: readonly string[]): CommandDef {
+  const def = [...tenantCommands, ...issuerCommands].find(
+    (c) => c.path.length === path.length && c.path.every((w, i) => w === path[i]),
+  )
+  if (!def) throw new Error(`bug: no command ${path.join(' ')}`)
+  return def
+}
+
+/** The stored issuer is what `issuer add` would store now (its `createdAt` aside). */
+function sameIssuer(stored: StoredIssuer, config: object): boolean {
+  const { createdAt: _createdAt, ...rest } = stored
+  return canonicalJson(rest) === canonicalJson(config)
+}
+
+function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    v && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(
+          Object.entries(v as Record<string, unknown>)
+            .filter(([, x]) => x !== undefined)
+            .sort(([a], [b]) => (a < b ? -1 : 1)),
+        )
+      : v,
+  )
+}
+
+/** `apply`. */
+export const applyCommands: readonly CommandDef[] = [apply]

@@ -1,0 +1,150 @@
+import assert from 'node:assert/strict'
+import { generateKeyPairSync } from 'node:crypto'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { after, describe, it } from 'node:test'
+import { cli, cliJson, tempDataDir, withDataStore } from './helpers.ts'
+
+interface Plan {
+  dryRun: boolean
+  changes: { kind: string; id: string; action: string; note?: string }[]
+}
+
+describe('tokengate apply', () => {
+  const data = tempDataDir()
+  const dataDir = data.dir
+  after(() => data.cleanup())
+  const ecPem = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+    .publicKey.export({ type: 'spki', format: 'pem' })
+    .toString()
+  writeFileSync(join(dataDir, 'issuer.pem'), ecPem)
+  const applyFile = join(dataDir, 'tokengate.yaml')
+  const policyFile = join(dataDir, 'policy.yaml')
+
+  const desired = (acmeEnabled: boolean, audience: string) => `
+tenants:
+  - id: acme
+    name: Acme Corp
+    enabled: ${acmeEnabled}
+  - id: beta
+issuers:
+  - issuer: https://login.example.com/
+    audience: [${audience}]
+    pem-file: issuer.pem
+    algorithm: ES256
+    tenant: acme
+gateway:
+  policyFile: policy.yaml
+  policy:
+    default: authenticated
+    rules:
+      - methods: [GET]
+        path: /api/v1/reports/*
+        permissions: [reports:read]
+`
+
+  it('--dry-run plans every create and changes nothing', async () => {
+    writeFileSync(applyFile, desired(true, 'api'))
+    const plan = await cliJson<Plan>(['apply', '-f', applyFile, '--dry-run'], { dataDir })
+    assert.equal(plan.dryRun, true)
+    assert.deepEqual(
+      plan.changes.map((c) => `${c.action} ${c.kind} ${c.id}`),
+      [
+        'create tenant acme',
+        'create tenant beta',
+        'create issuer https://login.example.com/',
+        `create policy ${policyFile}`,
+      ],
+    )
+    const tenants = await withDataStore(dataDir, (store) => store.listTenants())
+    assert.equal(tenants.length, 0)
+  })
+
+  it('applies through the tenant and issuer commands (audited), then is idempotent', async () => {
+    const first = await cli(['apply', '-f', applyFile], { dataDir })
+    assert.equal(first.code, 0, first.stderr)
+    assert.match(first.stdout, /Applied 4 change\(s\)\./)
+    await withDataStore(dataDir, async (store) => {
+      const tenants = await store.listTenants()
+      assert.deepEqual(
+        tenants.map((t) => [t.id, t.name, t.enabled]),
+        [
+          ['acme', 'Acme Corp', true],
+          ['beta', 'beta', true],
+        ],
+      )
+      const [issuer] = await store.listIssuers()
+      assert.equal(issuer?.issuer, 'https://login.example.com/')
+      assert.deepEqual(issuer?.tenant, { fixed: 'acme' })
+      const audit = await store.listAudit('acme', { limit: 10 })
+      const types = audit.items.map((e) => e.type).sort()
+      assert.deepEqual(types, ['issuer.added', 'tenant.created'])
+    })
+    assert.match(readFileSync(policyFile, 'utf8'), /reports:read/)
+
+    const again = await cliJson<Plan>(['apply', '-f', applyFile], { dataDir })
+    assert.ok(
+      again.changes.every((c) => c.action === 'unchanged'),
+      JSON.stringify(again.changes),
+    )
+  })
+
+  it('a changed file plans and applies only the differences', async () => {
+    writeFileSync(applyFile, desired(false, 'api2').replace('Acme Corp', 'Acme Renamed'))
+    const plan = await cli(['apply', '-f', applyFile, '--dry-run'], { dataDir })
+    assert.equal(plan.code, 0, plan.stderr)
+    assert.match(plan.stdout, /^update {4}tenant acme \(disable\)$/m)
+    assert.match(plan.stdout, /^unchanged tenant beta$/m)
+    assert.match(plan.stdout, /^update {4}issuer https:\/\/login.example.com\/ \(replace\)$/m)
+    assert.match(plan.stdout, /Dry run: 2 change\(s\) planned, nothing applied\./)
+    assert.doesNotMatch(plan.stdout, /Renamed/)
+
+    const applied = await cliJson<Plan>(['apply', '-f', applyFile], { dataDir })
+    assert.equal(applied.changes.filter((c) => c.action === 'update').length, 2)
+    assert.match(applied.changes.find((c) => c.id === 'acme')?.note ?? '', /disable/)
+    await withDataStore(dataDir, async (store) => {
+      assert.equal((await store.findTenant('acme'))?.enabled, false)
+      assert.deepEqual((await store.listIssuers())[0]?.audiences, ['api2'])
+    })
+  })
+
+  it('a tenant missing from the file is left alone (no pruning)', async () => {
+    writeFileSync(applyFile, 'tenants:\n  - id: beta\n')
+    const plan = await cliJson<Plan>(['apply', '-f', applyFile], { dataDir })
+    assert.deepEqual(plan.changes, [{ kind: 'tenant', id: 'beta', action: 'unchanged' }])
+    assert.ok(await withDataStore(dataDir, (store) => store.findTenant('acme')))
+  })
+
+  it('bad files are refused with file:line:col and the commands’ own rules, changing nothing', async () => {
+    const cases: [string, RegExp][] = [
+      [
+        'tenants:\n  - id: "has space"\n',
+        /tokengate\.yaml:2:5: tenants\[0\]: id: .*not a valid tenant id/,
+      ],
+      [
+        'tenants:\n  - id: x\n    colour: red\n',
+        /tokengate\.yaml:2:5: tenants\[0\]: unknown key colour/,
+      ],
+      [
+        'issuers:\n  - issuer: https://x.example/\n    audience: api\n',
+        /issuers\[0\]: .*key source/,
+      ],
+      ['issuers:\n  - issuer: https://x.example/\n    bogus: 1\n', /issuers\[0\]: .*bogus/],
+      [
+        'gateway:\n  policyFile: p.yaml\n  policy:\n    rules:\n      - methods: [get]\n        path: /api/v1/x\n',
+        /tokengate\.yaml:5:19: rules\[0\]\.methods: not an upper-case HTTP method/,
+      ],
+      ['surprise: 1\n', /tokengate\.yaml:1:1: unknown key surprise/],
+      ['tenants: [\n', /tokengate\.yaml:\d+:\d+: /],
+    ]
+    for (const [text, message] of cases) {
+      writeFileSync(applyFile, text)
+      const result = await cli(['apply', '-f', applyFile], { dataDir })
+      assert.equal(result.code, 1, text)
+      assert.match(result.stderr, message)
+    }
+    const missing = await cli(['apply'], { dataDir })
+    assert.equal(missing.code, 2)
+    assert.match(missing.stderr, /missing -f FILE/)
+  })
+})
