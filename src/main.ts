@@ -2,17 +2,17 @@ import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import type { DestinationStream, Logger } from 'pino'
+import { createAuthContext } from './auth/auth-context.ts'
 import type { Config } from './config/schema.ts'
 import { type Clock, systemClock } from './core/ports.ts'
 import type { DevSeed } from './dev/seed.ts'
 import { type EventDelivery, startEventDelivery } from './events/start.ts'
 import { createLogger } from './logger.ts'
-import { createAuthContext } from './server/auth-context.ts'
 import type { MetricsListener } from './server/metrics.ts'
 import { buildServer } from './server/server.ts'
 import { ensureDevCertificate, readTlsFiles, type TlsMaterial } from './server/tls.ts'
 import { openStore } from './stores/open-store.ts'
-import type { ChangeFeedStatus, PostgresStore } from './stores/postgres.ts'
+import type { ChangeFeedStatus } from './stores/store.ts'
 
 export interface RunningTokengate {
   /** e.g. `https://127.0.0.1:8443` */
@@ -75,8 +75,7 @@ export async function startTokengate(
           jwks: auth.issuers,
           outbox: events.worker ? () => store.outboxStats() : undefined,
           webhook: events.worker,
-          changeFeed: () =>
-            store.kind === 'postgres' ? (store as PostgresStore).changeFeed : undefined,
+          changeFeed: () => store.changeFeed,
         })
       : undefined
     const identityToken = config.identityToken.enabled
@@ -86,7 +85,25 @@ export async function startTokengate(
           clock,
         )
       : undefined
-    const app = await buildServer({ config, auth, logger, tls, metrics, identityToken })
+    const gateway = config.gateway
+    // Imported only in gateway mode: a server without an upstream never loads the proxy.
+    const mountGateway = gateway
+      ? async (app: FastifyInstance) =>
+          (await import('./gateway/register.ts')).registerGateway(app, {
+            gateway,
+            auth,
+            dataDir: config.dataDir,
+            identityToken,
+          })
+      : undefined
+    const app = await buildServer({
+      config,
+      auth,
+      logger,
+      tls,
+      metrics,
+      mounts: mountGateway ? [mountGateway] : [],
+    })
     if (identityToken) {
       // Public keys of the identity token, on the API listener only (see decision/server.ts).
       app.get('/.well-known/jwks.json', (_request, reply) => {
@@ -126,7 +143,7 @@ export async function startTokengate(
       metricsUrl: metricsListener?.url,
       decisionUrl: decisionAddress && `http://${hostOf(decisionAddress)}:${decisionAddress.port}`,
       get changeFeed() {
-        return store.kind === 'postgres' ? (store as PostgresStore).changeFeed : undefined
+        return store.changeFeed
       },
       close() {
         closing ??= (async () => {

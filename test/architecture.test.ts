@@ -1,7 +1,14 @@
 /**
- * The dependency rules of DESIGN.md "Shape" and STYLE.md §2, made mechanical:
+ * The dependency rules of DESIGN.md "Shape" and STYLE.md §2, made mechanical (README
+ * "Architecture" states them in prose):
  * - src/core imports only jose, a few node: built-ins and itself, and never reads process.env;
- * - src/http imports only itself, src/core and node: built-ins (no framework).
+ * - src/http imports only itself, src/core and node: built-ins (no framework);
+ * - every top-level module imports only the modules its row of LAYERS allows, so the arrows
+ *   point one way: server, gateway, decision, admin, adapters, cli -> auth -> core, stores, http;
+ * - the HTTP front ends use stores for types only: reads and writes go through auth;
+ * - no import cycle between files (static or dynamic imports);
+ * - only main.ts (the composition root) builds the server and mounts the gateway;
+ * - only src/config/load.ts (and the CLI entry that hands it the environment) reads process.env.
  */
 import assert from 'node:assert/strict'
 import { readdirSync, readFileSync } from 'node:fs'
@@ -10,8 +17,9 @@ import { describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..')
-const CORE = join(ROOT, 'src', 'core')
-const HTTP = join(ROOT, 'src', 'http')
+const SRC = join(ROOT, 'src')
+const CORE = join(SRC, 'core')
+const HTTP = join(SRC, 'http')
 const CORE_PACKAGES = new Set(['jose', 'node:crypto', 'node:zlib', 'node:buffer', 'node:util'])
 
 function sourceFiles(dir: string): string[] {
@@ -105,5 +113,215 @@ describe('architecture', () => {
         : specifier.startsWith('node:'),
     )
     assert.deepEqual(found, [])
+  })
+})
+
+/**
+ * What each top-level module of src/ may import of ours (besides itself). `stores:types`
+ * allows `import type` from src/stores only. main.ts and index.ts (the composition root and
+ * the package entry) may import anything.
+ */
+const LAYERS: Readonly<Record<string, readonly string[]>> = {
+  core: [],
+  http: ['core'],
+  stores: ['core'],
+  config: ['core'],
+  events: ['core', 'stores', 'config'],
+  auth: ['core', 'stores', 'http', 'events', 'config'],
+  server: ['auth', 'core', 'http', 'config', 'stores:types', 'logger.ts'],
+  // The gateway must not shadow a built-in route, so it reads the route table (one file).
+  gateway: ['auth', 'core', 'http', 'config', 'server/routes/v1/index.ts'],
+  // The decision API runs the server's Fastify pipeline and the gateway's policy.
+  decision: ['auth', 'core', 'http', 'config', 'gateway', 'server', 'stores:types'],
+  admin: ['auth', 'core', 'http', 'config', 'stores:types'],
+  adapters: ['auth', 'core', 'http'],
+  // `apply -f` validates a gateway policy file with the gateway's own loader.
+  cli: [
+    'auth',
+    'core',
+    'stores',
+    'config',
+    'dev',
+    'events',
+    'server',
+    'gateway',
+    'main.ts',
+    'logger.ts',
+  ],
+  dev: ['core', 'stores', 'config'],
+  'logger.ts': [],
+}
+
+/** Static imports without `import type` / `export type` (those vanish at run time). */
+function valueImportsOf(source: string): string[] {
+  const code = stripComments(source)
+  return [
+    ...code.matchAll(/\b(?:import|export)\s+(?!type\b)[^'"`;]*?\bfrom\s*['"]([^'"]+)['"]/g),
+    ...code.matchAll(/\bimport\s*\(\s*['"`]([^'"`]+)['"`]\s*\)/g),
+  ].map((match) => match[1] as string)
+}
+
+/** `server/plugin.ts` -> `server`, `main.ts` -> `main.ts`. */
+function moduleOf(relativeToSrc: string): string {
+  const [first, ...rest] = relativeToSrc.split(sep)
+  return rest.length === 0 ? (first as string) : (first as string)
+}
+
+/** Every import of ours in src/, resolved: [importer, imported, type-only], relative to src/. */
+function ownImports(): { from: string; to: string; typeOnly: boolean }[] {
+  const edges: { from: string; to: string; typeOnly: boolean }[] = []
+  for (const file of sourceFiles(SRC)) {
+    const source = readFileSync(file, 'utf8')
+    const values = new Set(valueImportsOf(source))
+    for (const specifier of new Set(importsOf(source))) {
+      if (!specifier.startsWith('.')) continue
+      edges.push({
+        from: relative(SRC, file),
+        to: relative(SRC, resolve(dirname(file), specifier)),
+        typeOnly: !values.has(specifier),
+      })
+    }
+  }
+  return edges
+}
+
+function layeringViolations(edges: ReturnType<typeof ownImports>): string[] {
+  const found: string[] = []
+  for (const { from, to, typeOnly } of edges) {
+    const source = moduleOf(from)
+    const target = moduleOf(to)
+    if (source === target || source === 'main.ts' || source === 'index.ts') continue
+    const allowed = LAYERS[source]
+    if (!allowed) {
+      found.push(`${from}: src/${source} has no row in LAYERS`)
+      continue
+    }
+    const ok = allowed.some(
+      (rule) =>
+        rule === target ||
+        rule === to.split(sep).join('/') ||
+        (rule === `${target}:types` && typeOnly),
+    )
+    if (!ok) found.push(`${from} imports ${to}${typeOnly ? ' (types)' : ''}`)
+  }
+  return found.sort()
+}
+
+/** Whether a source imports the functions that build the server or mount the gateway. */
+function wiresListeners(source: string): boolean {
+  return /\{[^}]*\b(buildServer|registerGateway)\b[^}]*\}\s*(from|=\s*await\s+import)|\)\.(buildServer|registerGateway)\b/.test(
+    stripComments(source),
+  )
+}
+
+/** Each import cycle between files, as the files in order (Tarjan's strongly connected sets). */
+function fileCycles(edges: ReturnType<typeof ownImports>): string[][] {
+  const next = new Map<string, string[]>()
+  for (const { from, to } of edges) next.set(from, [...(next.get(from) ?? []), to])
+  const index = new Map<string, number>()
+  const low = new Map<string, number>()
+  const stack: string[] = []
+  const onStack = new Set<string>()
+  const cycles: string[][] = []
+  let counter = 0
+  const visit = (node: string): void => {
+    index.set(node, counter)
+    low.set(node, counter++)
+    stack.push(node)
+    onStack.add(node)
+    for (const target of next.get(node) ?? []) {
+      if (!index.has(target)) {
+        visit(target)
+        low.set(node, Math.min(low.get(node) as number, low.get(target) as number))
+      } else if (onStack.has(target)) {
+        low.set(node, Math.min(low.get(node) as number, index.get(target) as number))
+      }
+    }
+    if (low.get(node) === index.get(node)) {
+      const component: string[] = []
+      let member: string
+      do {
+        member = stack.pop() as string
+        onStack.delete(member)
+        component.push(member)
+      } while (member !== node)
+      if (component.length > 1) cycles.push(component.sort())
+    }
+  }
+  for (const node of next.keys()) if (!index.has(node)) visit(node)
+  return cycles
+}
+
+describe('architecture: the layering of DESIGN.md "Shape"', () => {
+  const edges = ownImports()
+
+  test('the rules see the tree: hundreds of imports, and every module of src/ has a row', () => {
+    assert.ok(edges.length > 200, `only ${edges.length} imports found`)
+    const modules = new Set(edges.map((e) => moduleOf(e.from)))
+    for (const module of modules) {
+      if (module === 'main.ts' || module === 'index.ts') continue
+      assert.ok(LAYERS[module], `src/${module} has no row in LAYERS`)
+    }
+  })
+
+  test('the checker catches what it must: a forbidden arrow, a value import of a store, a cycle', () => {
+    const bad = [
+      { from: join('core', 'a.ts'), to: join('auth', 'b.ts'), typeOnly: true },
+      { from: join('server', 'a.ts'), to: join('stores', 'sqlite.ts'), typeOnly: false },
+      { from: join('server', 'a.ts'), to: join('stores', 'store.ts'), typeOnly: true },
+      { from: join('gateway', 'a.ts'), to: join('server', 'plugin.ts'), typeOnly: false },
+    ]
+    assert.deepEqual(layeringViolations(bad), [
+      `${join('core', 'a.ts')} imports ${join('auth', 'b.ts')} (types)`,
+      `${join('gateway', 'a.ts')} imports ${join('server', 'plugin.ts')}`,
+      `${join('server', 'a.ts')} imports ${join('stores', 'sqlite.ts')}`,
+    ])
+    const loop = [
+      { from: 'a.ts', to: 'b.ts', typeOnly: false },
+      { from: 'b.ts', to: 'c.ts', typeOnly: false },
+      { from: 'c.ts', to: 'a.ts', typeOnly: true },
+      { from: 'c.ts', to: 'd.ts', typeOnly: false },
+    ]
+    assert.deepEqual(fileCycles(loop), [['a.ts', 'b.ts', 'c.ts']])
+  })
+
+  test('every import follows the arrows of LAYERS', () => {
+    assert.deepEqual(layeringViolations(edges), [])
+  })
+
+  test('the rule table itself has no cycle between modules', () => {
+    const moduleEdges = Object.entries(LAYERS).flatMap(([from, targets]) =>
+      targets.map((to) => ({ from, to: to.split(/[/:]/)[0] as string, typeOnly: false })),
+    )
+    assert.deepEqual(fileCycles(moduleEdges), [])
+  })
+
+  test('no import cycle between files, dynamic imports included', () => {
+    assert.deepEqual(fileCycles(edges), [])
+  })
+
+  test('only main.ts builds the server and mounts the gateway', () => {
+    for (const sample of [
+      "import { buildServer } from './server/server.ts'",
+      "const { registerGateway } = await import('../gateway/register.ts')",
+      "(await import('./gateway/register.ts')).registerGateway(app, {})",
+    ]) {
+      assert.ok(wiresListeners(sample), sample)
+    }
+    assert.equal(wiresListeners("import { logRequest } from '../server/server.ts'"), false)
+    const wiring = sourceFiles(SRC)
+      .filter((file) => relative(SRC, file) !== 'main.ts')
+      .filter((file) => wiresListeners(readFileSync(file, 'utf8')))
+      .map((file) => relative(SRC, file))
+    assert.deepEqual(wiring, [])
+  })
+
+  test('only src/config/load.ts (and the CLI entry that hands it the environment) reads process.env', () => {
+    const readers = sourceFiles(SRC)
+      .filter((file) =>
+        /\bprocess\s*(\.|\[)\s*['"]?env\b/.test(stripComments(readFileSync(file, 'utf8'))),
+      )
+      .map((file) => relative(SRC, file).split(sep).join('/'))
+    assert.deepEqual(readers.sort(), ['cli/main.ts', 'config/load.ts'])
   })
 })

@@ -58,6 +58,7 @@ export function tokengate(options: TokengateExpressOptions): RequestHandler {
   const { authenticate, prefix } = options
   return function tokengateMiddleware(req: Request, res: Response, next: NextFunction) {
     if (prefix !== undefined && !pathOf(req.originalUrl).startsWith(prefix)) return next()
+    if (options.onFailure) failureHooks.set(req, options.onFailure)
     const requestId = ensureRequestId(req, res)
     // rawHeaders, not req.headers: Node keeps only the first of two Authorization lines and
     // joins repeated X-Tenant-Id values, which would hide a request carrying two of them.
@@ -73,6 +74,9 @@ export function tokengate(options: TokengateExpressOptions): RequestHandler {
   }
 }
 
+/** Each request's `onFailure`, so that `requirePermission`'s 403s reach it too. */
+const failureHooks = new WeakMap<Request, (req: Request, failure: AuthFailure) => void>()
+
 /**
  * Route middleware: 403 unless `req.principal` holds every permission. Used without the
  * `tokengate()` middleware before it, it fails closed: the request reaches Express' error
@@ -85,7 +89,10 @@ export function requirePermission(...permissions: string[]): RequestHandler {
       return next(new Error('requirePermission: no principal; mount tokengate() before it'))
     }
     const failure = authorize(req.principal, required)
-    if (failure) return sendFailure(res, failure, ensureRequestId(req, res))
+    if (failure) {
+      failureHooks.get(req)?.(req, failure)
+      return sendFailure(res, failure, ensureRequestId(req, res))
+    }
     next()
   }
 }

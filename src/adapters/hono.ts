@@ -61,6 +61,7 @@ export interface TokengateHonoOptions {
 export function tokengate(options: TokengateHonoOptions): MiddlewareHandler<TokengateEnv> {
   const { authenticate } = options
   return async function tokengateMiddleware(c, next) {
+    if (options.onFailure) failureHooks.set(c.req.raw, options.onFailure)
     const requestId = ensureRequestId(c)
     const result = await authenticate(authInputOf(c))
     if (!result.ok) {
@@ -73,6 +74,9 @@ export function tokengate(options: TokengateHonoOptions): MiddlewareHandler<Toke
   }
 }
 
+/** Each request's `onFailure`, so that `requirePermission`'s 403s reach it too. */
+const failureHooks = new WeakMap<Request, (c: Context, failure: AuthFailure) => void>()
+
 /**
  * Route middleware: 403 unless the principal holds every permission. Without `tokengate()`
  * before it, it fails closed: it throws, and Hono answers 500 instead of running the route.
@@ -83,7 +87,10 @@ export function requirePermission(...permissions: string[]): MiddlewareHandler<T
     const principal = c.get('principal') as Principal | undefined
     if (!principal) throw new Error('requirePermission: no principal; mount tokengate() before it')
     const failure = authorize(principal, required)
-    if (failure) return failureAsResponse(failure, ensureRequestId(c))
+    if (failure) {
+      failureHooks.get(c.req.raw)?.(c, failure)
+      return failureAsResponse(failure, ensureRequestId(c))
+    }
     await next()
   }
 }

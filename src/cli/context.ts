@@ -1,10 +1,11 @@
-import { randomUUID } from 'node:crypto'
 import { userInfo } from 'node:os'
+import { storeAuditSink } from '../auth/audit-events.ts'
+import { type OperationDeps, OperationRefused, type RefusalCode } from '../auth/operations.ts'
 import { loadConfig } from '../config/load.ts'
 import type { Config } from '../config/schema.ts'
-import type { AuditEvent, Store } from '../stores/store.ts'
+import type { Store } from '../stores/store.ts'
 import { type OptionDefs, optionalString, type ParsedArgs } from './args.ts'
-import { UsageError } from './errors.ts'
+import { CommandFailure, UsageError } from './errors.ts'
 import type { CliIo } from './io.ts'
 import type { Output } from './output.ts'
 
@@ -121,25 +122,31 @@ export function cliActor(env: Readonly<Record<string, string | undefined>>): str
   return `cli:${name || 'unknown'}`
 }
 
-/**
- * Appends one successful operator action to the audit log. `details` must be log-safe:
- * never a token, a hash, or a secret.
- */
-export async function auditCli(
-  ctx: CommandContext,
-  store: Store,
-  event: { type: string; tenantId: string | null; details: Record<string, unknown> },
-): Promise<void> {
-  const record: AuditEvent = {
-    id: randomUUID(),
-    time: ctx.now(),
-    type: event.type,
-    tenantId: event.tenantId,
-    actor: cliActor(ctx.io.env),
-    outcome: 'ok',
-    clientAddress: null,
-    requestId: null,
-    details: event.details,
+/** What application-layer operations run with from the CLI: the actor is `cli:<os user>`. */
+export function operationDeps(ctx: CommandContext, store: Store): OperationDeps {
+  return {
+    store,
+    clock: { now: ctx.now },
+    actor: { actor: cliActor(ctx.io.env) },
+    audit: storeAuditSink(store, ctx.now),
   }
-  await store.appendAudit([record])
+}
+
+/** How the CLI words a refused operation, per refusal; unlisted ones keep the layer's message. */
+export type RefusalWording = Partial<Record<RefusalCode, (refused: OperationRefused) => string>>
+
+/** Runs an operation, turning its refusal into a CommandFailure worded for the operator. */
+export async function operate<T>(run: () => Promise<T>, wording: RefusalWording = {}): Promise<T> {
+  try {
+    return await run()
+  } catch (error) {
+    if (!(error instanceof OperationRefused)) throw error
+    throw new CommandFailure(wording[error.code]?.(error) ?? withoutControls(error.message))
+  }
+}
+
+/** Control characters escaped, so a refused name cannot rewrite the operator's terminal. */
+function withoutControls(text: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching them is the point
+  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => JSON.stringify(c).slice(1, -1))
 }

@@ -3,7 +3,7 @@ import { timingSafeEqual } from 'node:crypto'
 import { parseAuthorization } from './credentials.ts'
 import type { AuthFailure } from './failure.ts'
 import { jwtFingerprint, patFingerprint } from './fingerprint.ts'
-import { checkPatFormat, hashPat, isPatToken, patLast4 } from './pat.ts'
+import { checkPatFormat, hashPat, isPatToken, patLast4, patStatus } from './pat.ts'
 import type {
   AuthLookups,
   Clock,
@@ -250,21 +250,21 @@ function afterTenantCheck(
  * the whole rotation family. The core only decides; the revocation is the caller's effect.
  */
 function checkPatRecord(record: PatRecord, now: number): AuthFailure | undefined {
-  if (record.revokedAt !== null) {
-    return { code: 'invalid_token', reason: 'revoked', detail: INVALID_TOKEN_DETAIL }
+  switch (patStatus(record, now)) {
+    case 'revoked':
+      return { code: 'invalid_token', reason: 'revoked', detail: INVALID_TOKEN_DETAIL }
+    case 'rotated':
+      return {
+        code: 'invalid_token',
+        reason: 'rotated',
+        detail: INVALID_TOKEN_DETAIL,
+        tokenId: record.id,
+      }
+    case 'expired':
+      return { code: 'token_expired', detail: 'The access token has expired.' }
+    default:
+      return undefined
   }
-  if (record.supersededAt != null && !(record.graceUntil != null && now < record.graceUntil)) {
-    return {
-      code: 'invalid_token',
-      reason: 'rotated',
-      detail: INVALID_TOKEN_DETAIL,
-      tokenId: record.id,
-    }
-  }
-  if (record.expiresAt !== null && record.expiresAt <= now) {
-    return { code: 'token_expired', detail: 'The access token has expired.' }
-  }
-  return undefined
 }
 
 /** The tenant must exist and be enabled; a store failure fails closed (503). */

@@ -102,6 +102,9 @@ export function checkJwksUrl(url: string): URL {
   if (parsed.protocol !== 'https:' && !(parsed.protocol === 'http:' && loopback)) {
     throw new Error('JWKS URL must use https (http is allowed on loopback only)')
   }
+  if (parsed.username || parsed.password) {
+    throw new Error('JWKS URL must not carry credentials')
+  }
   return parsed
 }
 

@@ -27,8 +27,6 @@ import { createSignatureCheck, type SignatureCheck } from './jwt-signature.ts'
 export interface BoundKey {
   readonly kid: string | undefined
   readonly alg: string
-  /** The key as WebCrypto sees it, fixed to `alg` (for jose). */
-  readonly key: CryptoKey
   /** The prepared node:crypto check of a signature under `alg` with this key. */
   readonly verify: SignatureCheck
 }
@@ -38,31 +36,23 @@ interface AsymmetricAlgorithm {
   readonly keyType: 'rsa' | 'ec' | 'ed25519'
   /** `KeyObject.asymmetricKeyDetails.namedCurve` for EC keys. */
   readonly curve?: string
-  readonly params: RsaHashedImportParams | EcKeyImportParams | Algorithm
 }
 
-const rsa = (name: string, hash: string): AsymmetricAlgorithm => ({
-  keyType: 'rsa',
-  params: { name, hash },
-})
-const ec = (curve: string, namedCurve: string): AsymmetricAlgorithm => ({
-  keyType: 'ec',
-  curve,
-  params: { name: 'ECDSA', namedCurve },
-})
-const ed25519: AsymmetricAlgorithm = { keyType: 'ed25519', params: { name: 'Ed25519' } }
+const rsa: AsymmetricAlgorithm = { keyType: 'rsa' }
+const ec = (curve: string): AsymmetricAlgorithm => ({ keyType: 'ec', curve })
+const ed25519: AsymmetricAlgorithm = { keyType: 'ed25519' }
 
 const ASYMMETRIC: ReadonlyMap<string, AsymmetricAlgorithm> = new Map(
   Object.entries({
-    RS256: rsa('RSASSA-PKCS1-v1_5', 'SHA-256'),
-    RS384: rsa('RSASSA-PKCS1-v1_5', 'SHA-384'),
-    RS512: rsa('RSASSA-PKCS1-v1_5', 'SHA-512'),
-    PS256: rsa('RSA-PSS', 'SHA-256'),
-    PS384: rsa('RSA-PSS', 'SHA-384'),
-    PS512: rsa('RSA-PSS', 'SHA-512'),
-    ES256: ec('prime256v1', 'P-256'),
-    ES384: ec('secp384r1', 'P-384'),
-    ES512: ec('secp521r1', 'P-521'),
+    RS256: rsa,
+    RS384: rsa,
+    RS512: rsa,
+    PS256: rsa,
+    PS384: rsa,
+    PS512: rsa,
+    ES256: ec('prime256v1'),
+    ES384: ec('secp384r1'),
+    ES512: ec('secp521r1'),
     EdDSA: ed25519,
     Ed25519: ed25519,
   }),
@@ -72,16 +62,21 @@ const ASYMMETRIC: ReadonlyMap<string, AsymmetricAlgorithm> = new Map(
  * HMAC algorithms and their minimum secret size. RFC 7518 §3.2: the key must be at least as
  * long as the hash output; a shorter secret is brute-forceable offline from one token.
  */
-const HMAC: ReadonlyMap<string, { hash: string; minBytes: number }> = new Map(
+const HMAC: ReadonlyMap<string, { minBytes: number }> = new Map(
   Object.entries({
-    HS256: { hash: 'SHA-256', minBytes: 32 },
-    HS384: { hash: 'SHA-384', minBytes: 48 },
-    HS512: { hash: 'SHA-512', minBytes: 64 },
+    HS256: { minBytes: 32 },
+    HS384: { minBytes: 48 },
+    HS512: { minBytes: 64 },
   }),
 )
 
 /** RSA keys below 2048 bits are refused (jose refuses them at verification too). */
 const MIN_RSA_BITS = 2048
+
+/** Every public-key JWS algorithm an issuer may use. */
+export const ASYMMETRIC_ALGORITHMS: readonly string[] = Object.freeze([...ASYMMETRIC.keys()])
+/** Shared-secret algorithms: only with an explicit secret key source. */
+export const HMAC_ALGORITHMS: readonly string[] = Object.freeze([...HMAC.keys()])
 
 export function isAsymmetricAlgorithm(alg: string): boolean {
   return ASYMMETRIC.get(alg) !== undefined
@@ -113,8 +108,7 @@ function bindPublicKey(keyObject: KeyObject, alg: string, kid: string | undefine
   if (spec.keyType === 'rsa' && (details?.modulusLength ?? 0) < MIN_RSA_BITS) {
     throw new Error(`RSA keys must have at least ${MIN_RSA_BITS} bits`)
   }
-  const key = keyObject.toCryptoKey(spec.params, false, ['verify']) as CryptoKey
-  return Object.freeze({ kid, alg, key, verify: createSignatureCheck(alg, keyObject) })
+  return Object.freeze({ kid, alg, verify: createSignatureCheck(alg, keyObject) })
 }
 
 /**
@@ -199,10 +193,7 @@ export function bindSecret(secret: string, alg: string): BoundKey {
     throw new Error(`an ${alg} secret must be at least ${spec.minBytes} bytes`)
   }
   const secretKey = createSecretKey(bytes)
-  const key = secretKey.toCryptoKey({ name: 'HMAC', hash: spec.hash }, false, [
-    'verify',
-  ]) as CryptoKey
-  return Object.freeze({ kid: undefined, alg, key, verify: createSignatureCheck(alg, secretKey) })
+  return Object.freeze({ kid: undefined, alg, verify: createSignatureCheck(alg, secretKey) })
 }
 
 /** Outcome of choosing a key for a token's `alg` and `kid`. */

@@ -297,6 +297,19 @@ function malformed(detail: string): AuthFailure {
   return { code: 'invalid_token', reason: 'malformed', detail }
 }
 
+/**
+ * Checks one issuer configuration exactly as `createJwtVerifier` will (algorithms, key
+ * binding of inline/PEM/secret keys, JWKS and discovery URLs), without fetching anything.
+ * Throws the error a server start would; the CLI and admin API call it before storing.
+ */
+export function checkIssuerConfig(config: IssuerConfig): void {
+  const offline: RemoteJwksDeps = {
+    clock: systemClock,
+    fetch: () => Promise.reject(new Error('no fetch while checking a configuration')),
+  }
+  trustIssuer(config, DEFAULT_JWKS_OPTIONS, offline).keys.close()
+}
+
 /** Validates one issuer and builds its key source. Throws on any configuration error. */
 function trustIssuer(config: IssuerConfig, jwks: JwksOptions, deps: RemoteJwksDeps): TrustedIssuer {
   const fail = (message: string): never => {

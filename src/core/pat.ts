@@ -122,6 +122,23 @@ export function patLast4(token: string): string {
   return token.slice(-4)
 }
 
+/** Where a PAT stands at a moment: what authentication, listings and the CLI all report. */
+export type PatStatus = 'active' | 'grace' | 'rotated' | 'expired' | 'revoked'
+
+/**
+ * The one rule for a PAT's status. Revoked wins; a rotated-out token is `rotated` once its
+ * grace is over (checked before expiry: presenting it then is the reuse signal), else an
+ * expired token is `expired`, else a rotated-out one still inside its grace is `grace`.
+ * Only `active` and `grace` authenticate.
+ */
+export function patStatus(record: PatRecord, now: number): PatStatus {
+  if (record.revokedAt !== null) return 'revoked'
+  const rotated = record.supersededAt != null
+  if (rotated && !(record.graceUntil != null && now < record.graceUntil)) return 'rotated'
+  if (record.expiresAt !== null && record.expiresAt <= now) return 'expired'
+  return rotated ? 'grace' : 'active'
+}
+
 export interface IssuePatInput {
   readonly tenantId: string
   readonly subject: string

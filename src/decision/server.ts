@@ -20,6 +20,8 @@ import Fastify, {
   LogController,
 } from 'fastify'
 import type { Logger } from 'pino'
+import type { AuthContext } from '../auth/auth-context.ts'
+import { createReuseDetector } from '../auth/reuse-detector.ts'
 import type { Config } from '../config/schema.ts'
 import type { Principal } from '../core/principal.ts'
 import { type HeaderMap, IDENTITY_PREFIX, upstreamRequestHeaders } from '../gateway/headers.ts'
@@ -30,11 +32,9 @@ import { auditRefusal } from '../gateway/register.ts'
 import { bearerChallenge } from '../http/challenge.ts'
 import { failureResponse } from '../http/failure-response.ts'
 import { PROBLEM_CONTENT_TYPE, type ProblemDetails, problem } from '../http/problem.ts'
-import type { AuthContext } from '../server/auth-context.ts'
 import { tokengatePlugin } from '../server/plugin.ts'
 import { rateLimitPlugin } from '../server/rate-limit.ts'
 import { createRequestIdGenerator, lazyChildLogger } from '../server/request-logger.ts'
-import { createReuseDetector } from '../server/rotation-reuse.ts'
 import { logRequest, recordFailure } from '../server/server.ts'
 import {
   createProxyMatcher,

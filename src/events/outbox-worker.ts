@@ -17,11 +17,11 @@
  *   is down sees about one request per delay, not one per event.
  */
 import { type Clock, systemClock } from '../core/ports.ts'
-import type { Store } from '../stores/store.ts'
+import type { OutboxStore } from '../stores/store.ts'
 import type { WebhookSender } from './webhook.ts'
 
 export interface OutboxWorkerOptions {
-  readonly store: Pick<Store, 'claimOutbox' | 'completeOutbox' | 'retryOutbox'>
+  readonly store: OutboxStore
   readonly sender: WebhookSender
   readonly clock?: Clock | undefined
   /** Events per delivery. Default 100. */

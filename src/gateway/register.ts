@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { AuthContext } from '../auth/auth-context.ts'
 import type { Config } from '../config/schema.ts'
-import type { AuthContext } from '../server/auth-context.ts'
 import { v1Routes } from '../server/routes/v1/index.ts'
 import { createUpstreamAdmission } from './admission.ts'
 import { effectiveHeaderName, IDENTITY_PREFIX } from './headers.ts'

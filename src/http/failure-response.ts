@@ -1,15 +1,8 @@
 import type { AuthFailure } from '../core/failure.ts'
 import { bearerChallenge } from './challenge.ts'
-import type { ProblemDetails } from './problem.ts'
-import { problemResponse } from './problem-response.ts'
+import { type FailureResponse, problemResponse } from './problem-response.ts'
 
-/** An HTTP error response, framework-free: adapters copy it onto their reply object. */
-export interface FailureResponse {
-  readonly status: number
-  /** Lowercase header names. */
-  readonly headers: Record<string, string>
-  readonly body: ProblemDetails
-}
+export type { FailureResponse } from './problem-response.ts'
 
 const DETAIL = {
   missing: 'Send an Authorization header: "Bearer <token>".',

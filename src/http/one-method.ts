@@ -1,6 +1,5 @@
 import { bearerChallenge } from './challenge.ts'
-import type { FailureResponse } from './failure-response.ts'
-import { problemResponse } from './problem-response.ts'
+import { type FailureResponse, problemResponse } from './problem-response.ts'
 
 /** RFC 6750 §2.2 and §2.3: the form field and the query parameter that carry a token. */
 const ACCESS_TOKEN = 'access_token'

@@ -1,6 +1,14 @@
-import type { FailureResponse } from './failure-response.ts'
+import type { ProblemDetails } from './problem.ts'
 import { PROBLEM_CONTENT_TYPE, PROBLEMS, type ProblemCode, problem } from './problem.ts'
 import { type PolicyState, rateLimitHeaders } from './rate-limit-headers.ts'
+
+/** An HTTP error response, framework-free: adapters copy it onto their reply object. */
+export interface FailureResponse {
+  readonly status: number
+  /** Lowercase header names. */
+  readonly headers: Record<string, string>
+  readonly body: ProblemDetails
+}
 
 export interface ProblemOptions {
   /** Defaults to the code's status in the problem table; Fastify's own 4xx pass theirs. */

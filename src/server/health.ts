@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify'
+import type { AuthContext } from '../auth/auth-context.ts'
 import type { JwksStatus } from '../core/jwks.ts'
 import { storeUnavailable } from '../http/problem-response.ts'
-import type { AuthContext } from './auth-context.ts'
 import { sendResponse } from './send-response.ts'
 
 /**

@@ -1,5 +1,5 @@
 import { API_PREFIX } from '../http/api-path.ts'
-import { v1Routes } from './routes/v1/index.ts'
+import type { V1Route } from './routes/route.ts'
 import { Problem } from './routes/v1/schemas.ts'
 
 const PROBLEM_REF = { $ref: '#/components/schemas/Problem' }
@@ -8,17 +8,19 @@ function problemResponse(description: string) {
   return { description, content: { 'application/problem+json': { schema: PROBLEM_REF } } }
 }
 
-let cached: Record<string, unknown> | undefined
+/** One document per route table: it is built once, and the table never changes. */
+const documents = new WeakMap<readonly V1Route[], Record<string, unknown>>()
 
 /**
  * The OpenAPI 3.1 document, generated from the route table (the same schemas Fastify
  * validates with). Both security schemes are declared; a JWT caller must also send the
  * `X-Tenant-Id` header, described as a parameter on every operation.
  */
-export function openApiDocument(): Record<string, unknown> {
+export function openApiDocument(routes: readonly V1Route[]): Record<string, unknown> {
+  const cached = documents.get(routes)
   if (cached) return cached
   const paths: Record<string, Record<string, unknown>> = {}
-  for (const route of v1Routes) {
+  for (const route of routes) {
     const path = `${API_PREFIX}${route.path.replace(/:(\w+)/g, '{$1}')}`
     const parameters: unknown[] = [
       {
@@ -62,7 +64,7 @@ export function openApiDocument(): Record<string, unknown> {
       responses,
     }
   }
-  cached = {
+  const document = {
     openapi: '3.1.0',
     info: {
       title: 'tokengate',
@@ -90,7 +92,8 @@ export function openApiDocument(): Record<string, unknown> {
       },
     },
   }
-  return cached
+  documents.set(routes, document)
+  return document
 }
 
 function schemaParameters(schema: object | undefined, location: 'path' | 'query'): unknown[] {

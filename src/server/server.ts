@@ -9,15 +9,15 @@ import Fastify, {
   LogController,
 } from 'fastify'
 import type { Logger } from 'pino'
+import type { AuthContext } from '../auth/auth-context.ts'
+import { createReuseDetector, type ReuseDetector } from '../auth/reuse-detector.ts'
 import type { Config } from '../config/schema.ts'
 import { parseAuthorization } from '../core/credentials.ts'
 import type { AuthFailure } from '../core/failure.ts'
 import { fingerprintToken } from '../core/fingerprint.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
-import type { IdentityTokenSigner } from '../gateway/identity-token.ts'
 import { API_PREFIX } from '../http/api-path.ts'
 import { problemResponse, storeUnavailable } from '../http/problem-response.ts'
-import type { AuthContext } from './auth-context.ts'
 import { createClientErrorHandler } from './client-error.ts'
 import { registerHealthRoutes } from './health.ts'
 import { limitConnections } from './limits-connections.ts'
@@ -27,7 +27,6 @@ import type { Metrics } from './metrics.ts'
 import { tokengatePlugin } from './plugin.ts'
 import { rateLimitPlugin } from './rate-limit.ts'
 import { createRequestIdGenerator, lazyChildLogger } from './request-logger.ts'
-import { createReuseDetector, type ReuseDetector } from './rotation-reuse.ts'
 import { RequestFieldError } from './routes/pagination.ts'
 import { StoreUnavailableError } from './routes/route.ts'
 import { serializerSchema } from './routes/serializer-schema.ts'
@@ -44,8 +43,11 @@ export interface BuildServerOptions {
   readonly tls?: TlsMaterial | undefined
   /** Prometheus metrics to record into (served on their own listener, see metrics.ts). */
   readonly metrics?: Metrics | undefined
-  /** Signs the gateway's `X-Auth-Token` identity JWT (identityToken.enabled). */
-  readonly identityToken?: IdentityTokenSigner | undefined
+  /**
+   * Mounted after the built-in routes (the gateway's catch-all proxy): the composition root
+   * wires them in, so the server never imports the gateway.
+   */
+  readonly mounts?: readonly ((app: FastifyInstance) => Promise<void>)[] | undefined
 }
 
 // Why require and not `import http from 'node:http'`: to build an ES module namespace for a
@@ -152,7 +154,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     redisUrl: config.redisUrl,
     onRefused: (request) => refusals.record(request.ip, String(request.id)),
   })
-  // Reuse of a rotated-out PAT revokes its rotation family (rotation-reuse.ts).
+  // Reuse of a rotated-out PAT revokes its rotation family (auth/reuse-detector.ts).
   const reuse = createReuseDetector({
     store: auth.store,
     audit: auth.audit,
@@ -161,6 +163,8 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   })
   app.addHook('onClose', () => reuse.settled())
   metrics?.instrument(app)
+  const onFailure = (request: FastifyRequest, failure: AuthFailure) =>
+    recordFailure(auth, request, failure, reuse)
   await app.register(tokengatePlugin, {
     authenticate: metrics ? metrics.timeAuthenticate(auth.authenticate) : auth.authenticate,
     onAuthenticated: (_request, principal) => {
@@ -168,7 +172,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
         auth.patUse.record(principal.tokenId, auth.clock.now())
       }
     },
-    onFailure: (request, failure) => recordFailure(auth, request, failure, reuse),
+    onFailure,
   })
 
   app.addHook('onResponse', (request, reply, done) => {
@@ -177,7 +181,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     done()
   })
 
-  const context = { auth, config }
+  const context = { auth, config, onFailure }
   for (const route of v1Routes) {
     app.route({
       method: route.method,
@@ -190,16 +194,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     })
   }
   registerHealthRoutes(app, auth)
-  if (config.gateway) {
-    // Imported only in gateway mode: a server without an upstream never loads the proxy.
-    const { registerGateway } = await import('../gateway/register.ts')
-    await registerGateway(app, {
-      gateway: config.gateway,
-      auth,
-      dataDir: config.dataDir,
-      identityToken: options.identityToken,
-    })
-  }
+  for (const mount of options.mounts ?? []) await mount(app)
 
   app.setNotFoundHandler((request, reply) =>
     sendResponse(reply, problemResponse('not_found', 'No such endpoint.', String(request.id))),

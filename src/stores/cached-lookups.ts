@@ -7,10 +7,10 @@
  * Freshness. A revocation or tenant change made through this process's store reaches the
  * cache at once (the server wires `store.watch` to `invalidatePat` / `invalidateTenant`;
  * Postgres delivers other instances' changes the same way). A change made by ANOTHER
- * process on the same SQLite file, such as `tokengate pat revoke` from the CLI, sends no
- * notification: the revoked token keeps working until its cached entry expires, so `ttlMs`
- * is the upper bound on how long a CLI revocation takes to be enforced. Keep it short
- * (default 2 s): the cache only needs to absorb request bursts, not to last.
+ * process on the same SQLite file, such as `tokengate pat revoke` from the CLI, is noticed
+ * by the SQLite store's `PRAGMA data_version` polling and arrives as `resync` (drop every
+ * entry) within its `externalChangePollMs` (default 500 ms). `ttlMs` bounds staleness when
+ * nothing is watching; keep it short (default 2 s): the cache only absorbs request bursts.
  *
  * Failures. An error from the store is never cached and is passed to every caller waiting
  * on that lookup, so the core answers 503 rather than deciding without the store. One

@@ -11,13 +11,10 @@
  * the database's default collation.
  */
 
-/** One schema step. `sql` may hold several statements; it must be valid in a transaction. */
-export interface PostgresMigration {
-  readonly version: number
-  readonly sql: string
-}
+import type { Migration } from './rows.ts'
 
-export const postgresMigrations: readonly PostgresMigration[] = [
+/** Each step's `sql` may hold several statements; it must be valid in a transaction. */
+export const postgresMigrations: readonly Migration[] = [
   {
     version: 1,
     sql: `

@@ -23,10 +23,14 @@ import {
   startChangeFeed,
   type WarnLogger,
 } from './postgres-notify.ts'
+import * as shared from './rows.ts'
+
+export type { ChangeFeedStatus } from './store.ts'
+
 import {
   type AppendAuditOptions,
   type AuditEvent,
-  ConflictError,
+  type ChangeFeedStatus,
   checkReplacement,
   type OutboxEntry,
   type OutboxStats,
@@ -59,14 +63,6 @@ export interface PostgresStoreOptions {
     | undefined
 }
 
-/** State of the cross-instance change feed, for health checks and tests. */
-export interface ChangeFeedStatus {
-  /** True while changes from other instances are being received. */
-  readonly connected: boolean
-  /** Server pid of the listening connection, when connected. */
-  readonly backendPid: number | undefined
-}
-
 export interface PostgresStore extends Store {
   readonly kind: 'postgres'
   readonly changeFeed: ChangeFeedStatus
@@ -93,11 +89,8 @@ export async function openPostgresStore(
 // Any constant works: it only has to be the same for every instance. ASCII "tokeng".
 const MIGRATION_LOCK_KEY = 0x746f6b656e67
 
-const LATEST_VERSION = Math.max(...postgresMigrations.map((m) => m.version))
-
 /** Inserts a batch of audit events given as nine parallel arrays ($1..$9), in column order. */
-const INSERT_AUDIT = `INSERT INTO audit_events (id, time, type, tenant_id, actor, outcome,
-    client_address, request_id, details)
+const INSERT_AUDIT = `INSERT INTO audit_events (${shared.AUDIT_COLUMNS})
   SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[],
     $6::text[], $7::text[], $8::text[], $9::jsonb[])`
 
@@ -174,18 +167,11 @@ class PgStore implements PostgresStore {
       const { rows } = await client.query<{ version: number }>(
         'SELECT version FROM schema_migrations',
       )
-      const done = new Set(rows.map((row) => row.version))
-      const newest = Math.max(0, ...done)
-      if (newest > LATEST_VERSION) {
-        // A newer instance migrated already (rolling upgrade gone backwards): refuse rather
-        // than run against a schema we do not know.
-        throw new Error(
-          `database schema version ${newest} is newer than this tokengate supports (${LATEST_VERSION})`,
-        )
-      }
       const applied: number[] = []
-      for (const migration of [...postgresMigrations].sort((a, b) => a.version - b.version)) {
-        if (done.has(migration.version)) continue
+      for (const migration of shared.pendingMigrations(
+        postgresMigrations,
+        rows.map((row) => row.version),
+      )) {
         await client.query(migration.sql)
         await client.query('INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)', [
           migration.version,
@@ -218,25 +204,30 @@ class PgStore implements PostgresStore {
   }
 
   async createTenant(tenant: { id: string; name: string }, at: number): Promise<Tenant> {
-    const rows = await this.#query<TenantRow>(
-      'INSERT INTO tenants (id, name, enabled, created_at) VALUES ($1, $2, true, $3) RETURNING *',
+    const rows = await this.#query<shared.TenantRow>(
+      `INSERT INTO tenants (${shared.TENANT_COLUMNS}) VALUES ($1, $2, true, $3) RETURNING ${shared.TENANT_COLUMNS}`,
       [tenant.id, tenant.name, at],
     )
-    return toTenant(rows[0] as TenantRow)
+    return shared.toTenant(rows[0] as shared.TenantRow)
   }
 
   async listTenants(): Promise<readonly Tenant[]> {
-    const rows = await this.#query<TenantRow>('SELECT * FROM tenants ORDER BY id')
-    return rows.map(toTenant)
+    const rows = await this.#query<shared.TenantRow>(
+      `SELECT ${shared.TENANT_COLUMNS} FROM tenants ORDER BY id`,
+    )
+    return rows.map(shared.toTenant)
   }
 
   async findTenant(id: string): Promise<Tenant | undefined> {
-    const rows = await this.#query<TenantRow>('SELECT * FROM tenants WHERE id = $1', [id])
-    return rows[0] && toTenant(rows[0])
+    const rows = await this.#query<shared.TenantRow>(
+      `SELECT ${shared.TENANT_COLUMNS} FROM tenants WHERE id = $1`,
+      [id],
+    )
+    return rows[0] && shared.toTenant(rows[0])
   }
 
   async setTenantEnabled(id: string, enabled: boolean): Promise<Tenant | undefined> {
-    const rows = await this.#query<TenantRow>(
+    const rows = await this.#query<shared.TenantRow>(
       `WITH changed AS (UPDATE tenants SET enabled = $2 WHERE id = $1 RETURNING *)
        SELECT changed.*, pg_notify($3, json_build_object(
          'kind', 'tenant_changed', 'id', changed.id, 'origin', $4::text)::text)
@@ -244,16 +235,16 @@ class PgStore implements PostgresStore {
       [id, enabled, CHANGES_CHANNEL, this.#origin],
     )
     if (!rows[0]) return undefined
-    const tenant = toTenant(rows[0])
+    const tenant = shared.toTenant(rows[0])
     this.#emit({ kind: 'tenant_changed', id: tenant.id })
     return tenant
   }
 
   async insertPat(record: PatRecord): Promise<void> {
     await this.#query(
-      `INSERT INTO pats (${PAT_INSERT_COLUMNS})
+      `INSERT INTO pats (${shared.PAT_COLUMNS})
        VALUES ($1, $2, $3, $4, $5, $6::text[], $7, $8, $9, $10, $11, $12, $13, $14)`,
-      patValues(record),
+      pgPatValues(record),
     )
   }
 
@@ -266,12 +257,12 @@ class PgStore implements PostgresStore {
     checkReplacement(oldId, replacement, at, graceUntil)
     // One statement, so atomic: the replacement is inserted only if the old token was still
     // current (not revoked, not already rotated), and the notify goes out only on commit.
-    const rows = await this.#query<PatRow>(
+    const rows = await this.#query<shared.PatRow>(
       `WITH old AS (
          UPDATE pats SET superseded_at = $15, grace_until = $16
          WHERE id = $17 AND revoked_at IS NULL AND superseded_at IS NULL RETURNING *),
        inserted AS (
-         INSERT INTO pats (${PAT_INSERT_COLUMNS})
+         INSERT INTO pats (${shared.PAT_COLUMNS})
          SELECT $1, $2, $3, $4, $5, $6::text[], $7, $8::bigint, $9::bigint, $10::bigint,
            $11::bigint, $12, $13::bigint, $14::bigint
          FROM old RETURNING id)
@@ -279,26 +270,18 @@ class PgStore implements PostgresStore {
          'kind', 'pat_changed', 'id', old.id, 'tokenHash', old.token_hash,
          'origin', $19::text)::text)
        FROM old`,
-      [...patValues(replacement), at, graceUntil, oldId, CHANGES_CHANNEL, this.#origin],
+      [...pgPatValues(replacement), at, graceUntil, oldId, CHANGES_CHANNEL, this.#origin],
     )
     if (!rows[0]) return undefined
-    const pat = toPat(rows[0])
+    const pat = shared.toPat(rows[0])
     this.#emit({ kind: 'pat_changed', id: pat.id, tokenHash: pat.tokenHash })
     return pat
   }
 
   async revokePatFamily(id: string, at: number): Promise<readonly PatRecord[]> {
-    // The family is a tree (one parent each): every ancestor, then everything descending
-    // from any of them. UNION (not UNION ALL) ends the walk even on a corrupt cycle. Row
-    // locks make concurrent callers disagree on nothing: each row is revoked by one of them.
-    const rows = await this.#query<PatRow>(
-      `WITH RECURSIVE
-         up (id, parent) AS (
-           SELECT id, rotated_from FROM pats WHERE id = $1
-           UNION SELECT p.id, p.rotated_from FROM pats p JOIN up ON p.id = up.parent),
-         down (id) AS (
-           SELECT id FROM up
-           UNION SELECT p.id FROM pats p JOIN down ON p.rotated_from = down.id),
+    // Row locks make concurrent callers disagree on nothing: each row is revoked by one.
+    const rows = await this.#query<shared.PatRow>(
+      `WITH RECURSIVE ${shared.rotationFamily('$1')},
          changed AS (
            UPDATE pats SET revoked_at = $2
            WHERE id IN (SELECT id FROM down) AND revoked_at IS NULL RETURNING *)
@@ -308,20 +291,22 @@ class PgStore implements PostgresStore {
        FROM changed`,
       [id, at, CHANGES_CHANNEL, this.#origin],
     )
-    const pats = rows.map(toPat)
+    const pats = rows.map(shared.toPat)
     for (const pat of pats)
       this.#emit({ kind: 'pat_changed', id: pat.id, tokenHash: pat.tokenHash })
     return pats
   }
 
   async getPat(id: string): Promise<PatRecord | undefined> {
-    const rows = await this.#query<PatRow>('SELECT * FROM pats WHERE id = $1', [id])
-    return rows[0] && toPat(rows[0])
+    const rows = await this.#query<shared.PatRow>('SELECT * FROM pats WHERE id = $1', [id])
+    return rows[0] && shared.toPat(rows[0])
   }
 
   async findPatByHash(tokenHash: string): Promise<PatRecord | undefined> {
-    const rows = await this.#query<PatRow>('SELECT * FROM pats WHERE token_hash = $1', [tokenHash])
-    return rows[0] && toPat(rows[0])
+    const rows = await this.#query<shared.PatRow>('SELECT * FROM pats WHERE token_hash = $1', [
+      tokenHash,
+    ])
+    return rows[0] && shared.toPat(rows[0])
   }
 
   async listPats(
@@ -342,18 +327,18 @@ class PgStore implements PostgresStore {
       where.push(`revoked_at IS NULL AND expires_at < $${params.length}::bigint`)
     }
     params.push(limit + 1)
-    const rows = await this.#query<PatRow>(
+    const rows = await this.#query<shared.PatRow>(
       `SELECT * FROM pats WHERE ${where.join(' AND ')}
        ORDER BY created_at DESC, id DESC LIMIT $${params.length}`,
       params,
     )
-    return toPage(rows.map(toPat), limit, (pat) => ({ at: pat.createdAt, id: pat.id }))
+    return toPage(rows.map(shared.toPat), limit, (pat) => ({ at: pat.createdAt, id: pat.id }))
   }
 
   async revokePat(id: string, at: number): Promise<PatRecord | undefined> {
     // COALESCE keeps the first revocation time: revoking twice is a no-op that still
     // answers with the record (and re-notifies, which is harmless).
-    const rows = await this.#query<PatRow>(
+    const rows = await this.#query<shared.PatRow>(
       `WITH changed AS (
          UPDATE pats SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1 RETURNING *)
        SELECT changed.*, pg_notify($3, json_build_object(
@@ -363,7 +348,7 @@ class PgStore implements PostgresStore {
       [id, at, CHANGES_CHANNEL, this.#origin],
     )
     if (!rows[0]) return undefined
-    const pat = toPat(rows[0])
+    const pat = shared.toPat(rows[0])
     this.#emit({ kind: 'pat_changed', id: pat.id, tokenHash: pat.tokenHash })
     return pat
   }
@@ -382,31 +367,24 @@ class PgStore implements PostgresStore {
   }
 
   async putIssuer(issuer: IssuerConfig, at: number): Promise<void> {
-    // The name and the creation time live in columns; a StoredIssuer passed back in keeps
-    // its original creation time (a replace changes the configuration only).
-    const { issuer: name, ...config } = issuer
-    delete (config as { createdAt?: unknown }).createdAt
+    const { name, config } = shared.issuerValues(issuer)
     await this.#query(
       `WITH written AS (
-         INSERT INTO issuers (issuer, config, created_at) VALUES ($1, $2::jsonb, $3)
+         INSERT INTO issuers (${shared.ISSUER_COLUMNS}) VALUES ($1, $2::jsonb, $3)
          ON CONFLICT (issuer) DO UPDATE SET config = excluded.config
          RETURNING issuer)
        SELECT pg_notify($4, json_build_object('kind', 'issuers_changed', 'origin', $5::text)::text)
        FROM written`,
-      [name, JSON.stringify(config), at, CHANGES_CHANNEL, this.#origin],
+      [name, config, at, CHANGES_CHANNEL, this.#origin],
     )
     this.#emit({ kind: 'issuers_changed' })
   }
 
   async listIssuers(): Promise<readonly StoredIssuer[]> {
-    const rows = await this.#query<IssuerRow>(
-      'SELECT issuer, config, created_at FROM issuers ORDER BY issuer',
+    const rows = await this.#query<shared.IssuerRow>(
+      `SELECT ${shared.ISSUER_COLUMNS} FROM issuers ORDER BY issuer`,
     )
-    return rows.map((row) => ({
-      ...row.config,
-      issuer: row.issuer,
-      createdAt: Number(row.created_at),
-    }))
+    return rows.map(shared.toIssuer)
   }
 
   async removeIssuer(issuer: string): Promise<boolean> {
@@ -424,17 +402,9 @@ class PgStore implements PostgresStore {
   async appendAudit(events: readonly AuditEvent[], options?: AppendAuditOptions): Promise<void> {
     this.#checkOpen()
     if (events.length === 0) return
-    const values = [
-      events.map((e) => e.id),
-      events.map((e) => e.time),
-      events.map((e) => e.type),
-      events.map((e) => e.tenantId),
-      events.map((e) => e.actor),
-      events.map((e) => e.outcome),
-      events.map((e) => e.clientAddress),
-      events.map((e) => e.requestId),
-      events.map((e) => JSON.stringify(e.details)),
-    ]
+    // Column-wise: one array per column, as unnest takes them.
+    const rows = events.map(shared.auditValues)
+    const values = AUDIT_COLUMN_INDEXES.map((i) => rows.map((row) => row[i]))
     if (options?.queue === false) {
       // No delivery configured: store only (one statement, all or nothing, ids deduplicated).
       await this.#query(`${INSERT_AUDIT} ON CONFLICT (id) DO NOTHING`, values)
@@ -458,7 +428,7 @@ class PgStore implements PostgresStore {
 
   async claimOutbox(now: number, limit: number, leaseMs: number): Promise<readonly OutboxEntry[]> {
     // SKIP LOCKED: instances claiming at once each take different rows instead of waiting.
-    const rows = await this.#query<AuditRow & { attempts: number; seq: Int8 }>(
+    const rows = await this.#query<shared.AuditRow & { attempts: number; seq: Int8 }>(
       `WITH due AS (
          SELECT seq FROM event_outbox
          WHERE next_attempt_at <= $1 AND (claimed_until IS NULL OR claimed_until <= $1)
@@ -471,7 +441,7 @@ class PgStore implements PostgresStore {
        ORDER BY claimed.seq`,
       [now, limit, leaseMs],
     )
-    return rows.map((row) => ({ event: toAudit(row), attempts: row.attempts }))
+    return rows.map((row) => ({ event: shared.toAudit(row), attempts: row.attempts }))
   }
 
   async completeOutbox(eventIds: readonly string[]): Promise<void> {
@@ -519,12 +489,12 @@ class PgStore implements PostgresStore {
       after = 'AND (time, id) < ($2::bigint, $3::text)'
     }
     params.push(limit + 1)
-    const rows = await this.#query<AuditRow>(
+    const rows = await this.#query<shared.AuditRow>(
       `SELECT * FROM audit_events WHERE tenant_id = $1 ${after}
        ORDER BY time DESC, id DESC LIMIT $${params.length}`,
       params,
     )
-    return toPage(rows.map(toAudit), limit, (event) => ({ at: event.time, id: event.id }))
+    return toPage(rows.map(shared.toAudit), limit, (event) => ({ at: event.time, id: event.id }))
   }
 
   watch(listener: (change: StoreChange) => void): () => void {
@@ -564,127 +534,30 @@ class PgStore implements PostgresStore {
   }
 }
 
-/**
- * Unique violations become ConflictError, as in the SQLite store; everything else (outages
- * included) propagates as it is.
- */
+/** Postgres constraint errors (SQLSTATE) as the Store contract states them. */
 function translate(error: unknown): unknown {
-  if (!(error instanceof pg.DatabaseError)) return error
-  if (error.code === UNIQUE_VIOLATION) {
-    return new ConflictError(`conflicts with an existing row (${error.constraint})`, {
-      cause: error,
-    })
-  }
-  if (error.code === FOREIGN_KEY_VIOLATION) {
-    return new Error('refers to an unknown tenant', { cause: error })
-  }
-  return error
+  const constraint = error instanceof pg.DatabaseError ? error.constraint : undefined
+  return shared.translateConstraint(
+    error,
+    constraintOf(error),
+    `a row (${constraint ?? 'constraint'})`,
+  )
+}
+
+function constraintOf(error: unknown): shared.ConstraintKind {
+  if (!(error instanceof pg.DatabaseError)) return undefined
+  if (error.code === UNIQUE_VIOLATION) return 'unique'
+  if (error.code === FOREIGN_KEY_VIOLATION) return 'foreign_key'
+  return undefined
 }
 
 // bigint columns arrive as strings (pg does not assume they fit a JS number); every time
 // we store is epoch milliseconds, well inside Number.MAX_SAFE_INTEGER.
 type Int8 = string
 
-interface TenantRow {
-  id: string
-  name: string
-  enabled: boolean
-  created_at: Int8
-}
+const AUDIT_COLUMN_INDEXES = [0, 1, 2, 3, 4, 5, 6, 7, 8] as const
 
-interface PatRow {
-  id: string
-  token_hash: string
-  tenant_id: string
-  subject: string
-  name: string
-  permissions: string[]
-  last4: string
-  created_at: Int8
-  expires_at: Int8 | null
-  revoked_at: Int8 | null
-  last_used_at: Int8 | null
-  rotated_from: string | null
-  superseded_at: Int8 | null
-  grace_until: Int8 | null
-}
-
-interface IssuerRow {
-  issuer: string
-  config: Omit<IssuerConfig, 'issuer'>
-  created_at: Int8
-}
-
-interface AuditRow {
-  id: string
-  time: Int8
-  type: string
-  tenant_id: string | null
-  actor: string | null
-  outcome: string
-  client_address: string | null
-  request_id: string | null
-  details: Record<string, unknown>
-}
-
-const PAT_INSERT_COLUMNS = `id, token_hash, tenant_id, subject, name, permissions, last4,
-  created_at, expires_at, revoked_at, last_used_at, rotated_from, superseded_at, grace_until`
-
-/** Parameters $1..$14 in the order of PAT_INSERT_COLUMNS. */
-function patValues(record: PatRecord): unknown[] {
-  return [
-    record.id,
-    record.tokenHash,
-    record.tenantId,
-    record.subject,
-    record.name,
-    record.permissions,
-    record.last4,
-    record.createdAt,
-    record.expiresAt,
-    record.revokedAt,
-    record.lastUsedAt,
-    record.rotatedFrom,
-    record.supersededAt ?? null,
-    record.graceUntil ?? null,
-  ]
-}
+/** PAT column values ($1..$14); Postgres keeps the permission list as a text[]. */
+const pgPatValues = (record: PatRecord) => [...shared.patValues(record, (list) => [...list])]
 
 const toMs = (value: Int8 | null): number | null => (value === null ? null : Number(value))
-
-function toTenant(row: TenantRow): Tenant {
-  return { id: row.id, name: row.name, enabled: row.enabled, createdAt: Number(row.created_at) }
-}
-
-function toPat(row: PatRow): PatRecord {
-  return {
-    id: row.id,
-    tokenHash: row.token_hash,
-    tenantId: row.tenant_id,
-    subject: row.subject,
-    name: row.name,
-    permissions: row.permissions,
-    last4: row.last4,
-    createdAt: Number(row.created_at),
-    expiresAt: toMs(row.expires_at),
-    revokedAt: toMs(row.revoked_at),
-    lastUsedAt: toMs(row.last_used_at),
-    rotatedFrom: row.rotated_from,
-    supersededAt: toMs(row.superseded_at),
-    graceUntil: toMs(row.grace_until),
-  }
-}
-
-function toAudit(row: AuditRow): AuditEvent {
-  return {
-    id: row.id,
-    time: Number(row.time),
-    type: row.type,
-    tenantId: row.tenant_id,
-    actor: row.actor,
-    outcome: row.outcome,
-    clientAddress: row.client_address,
-    requestId: row.request_id,
-    details: row.details,
-  }
-}

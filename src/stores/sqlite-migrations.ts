@@ -6,10 +6,7 @@
  * Times are epoch milliseconds (INTEGER); JSON columns hold TEXT. Tables are STRICT so a
  * wrongly typed value fails loudly instead of being stored as whatever SQLite coerces.
  */
-export interface Migration {
-  readonly version: number
-  readonly sql: string
-}
+import type { Migration } from './rows.ts'
 
 export const sqliteMigrations: readonly Migration[] = [
   {

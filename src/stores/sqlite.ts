@@ -11,11 +11,11 @@ import { DatabaseSync, type StatementSync } from 'node:sqlite'
 import type { IssuerConfig } from '../core/issuer.ts'
 import { type Clock, type PatRecord, systemClock, type Tenant } from '../core/ports.ts'
 import { checkPageLimit, decodeCursor, toPage } from './cursor.ts'
+import * as shared from './rows.ts'
 import { sqliteMigrations } from './sqlite-migrations.ts'
 import {
   type AppendAuditOptions,
   type AuditEvent,
-  ConflictError,
   checkReplacement,
   type OutboxEntry,
   type OutboxStats,
@@ -52,113 +52,57 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
   return new SqliteStore(path, options)
 }
 
-const LATEST_VERSION = Math.max(...sqliteMigrations.map((m) => m.version))
+const LATEST_VERSION = shared.latestVersion(sqliteMigrations)
 
 // SQLite extended result codes for the constraint violations we translate.
 const SQLITE_CONSTRAINT_PRIMARYKEY = 1555
 const SQLITE_CONSTRAINT_UNIQUE = 2067
 const SQLITE_CONSTRAINT_FOREIGNKEY = 787
 
-interface TenantRow {
-  id: string
-  name: string
-  enabled: number
-  created_at: number
-}
-
-interface PatRow {
-  id: string
-  token_hash: string
-  tenant_id: string
-  subject: string
-  name: string
-  permissions: string
-  last4: string
-  created_at: number
-  expires_at: number | null
-  revoked_at: number | null
-  last_used_at: number | null
-  rotated_from: string | null
-  superseded_at: number | null
-  grace_until: number | null
-}
-
-interface IssuerRow {
-  issuer: string
-  config: string
-  created_at: number
-}
-
-interface AuditRow {
-  id: string
-  time: number
-  type: string
-  tenant_id: string | null
-  actor: string | null
-  outcome: string
-  client_address: string | null
-  request_id: string | null
-  details: string
-}
-
-const PAT_COLUMNS = `id, token_hash, tenant_id, subject, name, permissions, last4, created_at,
-  expires_at, revoked_at, last_used_at, rotated_from, superseded_at, grace_until`
-const AUDIT_COLUMNS =
-  'id, time, type, tenant_id, actor, outcome, client_address, request_id, details'
 const EXPIRING = 'AND expires_at IS NOT NULL AND expires_at < $before AND revoked_at IS NULL'
 const AFTER_PAT = 'AND (created_at, id) < ($at, $id)'
 
 function prepareStatements(db: DatabaseSync) {
   const listPats = (where: string) =>
-    db.prepare(`SELECT ${PAT_COLUMNS} FROM pats WHERE tenant_id = $tenant ${where}
+    db.prepare(`SELECT ${shared.PAT_COLUMNS} FROM pats WHERE tenant_id = $tenant ${where}
       ORDER BY created_at DESC, id DESC LIMIT $limit`)
   const listAudit = (where: string) =>
-    db.prepare(`SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE tenant_id = $tenant ${where}
+    db.prepare(`SELECT ${shared.AUDIT_COLUMNS} FROM audit_events WHERE tenant_id = $tenant ${where}
       ORDER BY time DESC, id DESC LIMIT $limit`)
   return {
-    insertTenant: db.prepare(
-      'INSERT INTO tenants (id, name, enabled, created_at) VALUES (?, ?, 1, ?)',
-    ),
-    findTenant: db.prepare('SELECT id, name, enabled, created_at FROM tenants WHERE id = ?'),
-    listTenants: db.prepare('SELECT id, name, enabled, created_at FROM tenants ORDER BY id'),
+    insertTenant: db.prepare(`INSERT INTO tenants (${shared.TENANT_COLUMNS}) VALUES (?, ?, 1, ?)`),
+    findTenant: db.prepare(`SELECT ${shared.TENANT_COLUMNS} FROM tenants WHERE id = ?`),
+    listTenants: db.prepare(`SELECT ${shared.TENANT_COLUMNS} FROM tenants ORDER BY id`),
     setTenantEnabled: db.prepare(
-      'UPDATE tenants SET enabled = ? WHERE id = ? RETURNING id, name, enabled, created_at',
+      `UPDATE tenants SET enabled = ? WHERE id = ? RETURNING ${shared.TENANT_COLUMNS}`,
     ),
-    insertPat: db.prepare(`INSERT INTO pats (${PAT_COLUMNS})
+    insertPat: db.prepare(`INSERT INTO pats (${shared.PAT_COLUMNS})
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-    findPatByHash: db.prepare(`SELECT ${PAT_COLUMNS} FROM pats WHERE token_hash = ?`),
-    getPat: db.prepare(`SELECT ${PAT_COLUMNS} FROM pats WHERE id = ?`),
+    findPatByHash: db.prepare(`SELECT ${shared.PAT_COLUMNS} FROM pats WHERE token_hash = ?`),
+    getPat: db.prepare(`SELECT ${shared.PAT_COLUMNS} FROM pats WHERE id = ?`),
     listPats: listPats(''),
     listPatsAfter: listPats(AFTER_PAT),
     listExpiring: listPats(EXPIRING),
     listExpiringAfter: listPats(`${EXPIRING} ${AFTER_PAT}`),
     // COALESCE keeps the first revocation time: revoking twice changes nothing.
     revokePat: db.prepare(`UPDATE pats SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?
-      RETURNING ${PAT_COLUMNS}`),
+      RETURNING ${shared.PAT_COLUMNS}`),
     // Only a current token can be rotated: revoked or already replaced ones match no row.
     supersedePat: db.prepare(`UPDATE pats SET superseded_at = $at, grace_until = $graceUntil
       WHERE id = $id AND revoked_at IS NULL AND superseded_at IS NULL
-      RETURNING ${PAT_COLUMNS}`),
-    // The family is a tree (one parent each): every ancestor, then everything descending
-    // from any of them. UNION (not UNION ALL) ends the walk even on a corrupt cycle.
-    revokePatFamily: db.prepare(`WITH RECURSIVE
-        up (id, parent) AS (
-          SELECT id, rotated_from FROM pats WHERE id = $id
-          UNION SELECT p.id, p.rotated_from FROM pats p JOIN up ON p.id = up.parent),
-        down (id) AS (
-          SELECT id FROM up
-          UNION SELECT p.id FROM pats p JOIN down ON p.rotated_from = down.id)
+      RETURNING ${shared.PAT_COLUMNS}`),
+    revokePatFamily: db.prepare(`WITH RECURSIVE ${shared.rotationFamily('$id')}
       UPDATE pats SET revoked_at = $at
       WHERE id IN (SELECT id FROM down) AND revoked_at IS NULL
-      RETURNING ${PAT_COLUMNS}`),
+      RETURNING ${shared.PAT_COLUMNS}`),
     recordPatUse: db.prepare(`UPDATE pats SET last_used_at = $at
       WHERE id = $id AND (last_used_at IS NULL OR last_used_at < $at)`),
-    putIssuer: db.prepare(`INSERT INTO issuers (issuer, config, created_at) VALUES (?, ?, ?)
+    putIssuer: db.prepare(`INSERT INTO issuers (${shared.ISSUER_COLUMNS}) VALUES (?, ?, ?)
       ON CONFLICT (issuer) DO UPDATE SET config = excluded.config`),
-    listIssuers: db.prepare('SELECT issuer, config, created_at FROM issuers ORDER BY issuer'),
+    listIssuers: db.prepare(`SELECT ${shared.ISSUER_COLUMNS} FROM issuers ORDER BY issuer`),
     removeIssuer: db.prepare('DELETE FROM issuers WHERE issuer = ?'),
     // An id already stored is skipped: a retried batch that did commit is not duplicated.
-    appendAudit: db.prepare(`INSERT INTO audit_events (${AUDIT_COLUMNS})
+    appendAudit: db.prepare(`INSERT INTO audit_events (${shared.AUDIT_COLUMNS})
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`),
     queueOutbox: db.prepare('INSERT INTO event_outbox (event_id) VALUES (?)'),
     dueOutbox: db.prepare(`SELECT o.seq AS seq, o.attempts AS attempts,
@@ -218,22 +162,13 @@ export class SqliteStore implements Store {
     const applied = this.#transaction(() => {
       db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
         version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT`)
-      const done = new Set(
-        db
-          .prepare('SELECT version FROM schema_migrations')
-          .all()
-          .map((row) => row.version as number),
-      )
-      const newest = Math.max(0, ...done)
-      if (newest > LATEST_VERSION) {
-        throw new Error(
-          `database schema version ${newest} is newer than this tokengate supports (${LATEST_VERSION})`,
-        )
-      }
+      const done = db
+        .prepare('SELECT version FROM schema_migrations')
+        .all()
+        .map((row) => row.version as number)
       const record = db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)')
       const now: number[] = []
-      for (const migration of [...sqliteMigrations].sort((a, b) => a.version - b.version)) {
-        if (done.has(migration.version)) continue
+      for (const migration of shared.pendingMigrations(sqliteMigrations, done)) {
         db.exec(migration.sql)
         record.run(migration.version, this.#clock.now())
         now.push(migration.version)
@@ -259,35 +194,35 @@ export class SqliteStore implements Store {
   }
 
   async findPatByHash(tokenHash: string): Promise<PatRecord | undefined> {
-    const row = this.#s().findPatByHash.get(tokenHash) as PatRow | undefined
-    return row && toPat(row)
+    const row = this.#s().findPatByHash.get(tokenHash) as shared.PatRow | undefined
+    return row && shared.toPat(row)
   }
 
   async findTenant(id: string): Promise<Tenant | undefined> {
-    const row = this.#s().findTenant.get(id) as TenantRow | undefined
-    return row && toTenant(row)
+    const row = this.#s().findTenant.get(id) as shared.TenantRow | undefined
+    return row && shared.toTenant(row)
   }
 
   async createTenant(tenant: { id: string; name: string }, at: number): Promise<Tenant> {
     const s = this.#s()
-    translateConstraint(() => s.insertTenant.run(tenant.id, tenant.name, at), `tenant ${tenant.id}`)
+    checked(() => s.insertTenant.run(tenant.id, tenant.name, at), `tenant ${tenant.id}`)
     return { id: tenant.id, name: tenant.name, enabled: true, createdAt: at }
   }
 
   async listTenants(): Promise<readonly Tenant[]> {
-    return (this.#s().listTenants.all() as unknown as TenantRow[]).map(toTenant)
+    return (this.#s().listTenants.all() as unknown as shared.TenantRow[]).map(shared.toTenant)
   }
 
   async setTenantEnabled(id: string, enabled: boolean): Promise<Tenant | undefined> {
-    const row = this.#s().setTenantEnabled.get(enabled ? 1 : 0, id) as TenantRow | undefined
+    const row = this.#s().setTenantEnabled.get(enabled ? 1 : 0, id) as shared.TenantRow | undefined
     if (!row) return undefined
     this.#emit({ kind: 'tenant_changed', id })
-    return toTenant(row)
+    return shared.toTenant(row)
   }
 
   async insertPat(record: PatRecord): Promise<void> {
     const s = this.#s()
-    translateConstraint(() => s.insertPat.run(...patValues(record)), `token ${record.id}`)
+    checked(() => s.insertPat.run(...patRowValues(record)), `token ${record.id}`)
   }
 
   /**
@@ -298,14 +233,14 @@ export class SqliteStore implements Store {
     const s = this.#s()
     this.#transaction(() => {
       for (const record of records) {
-        translateConstraint(() => s.insertPat.run(...patValues(record)), `token ${record.id}`)
+        checked(() => s.insertPat.run(...patRowValues(record)), `token ${record.id}`)
       }
     })
   }
 
   async getPat(id: string): Promise<PatRecord | undefined> {
-    const row = this.#s().getPat.get(id) as PatRow | undefined
-    return row && toPat(row)
+    const row = this.#s().getPat.get(id) as shared.PatRow | undefined
+    return row && shared.toPat(row)
   }
 
   async listPats(
@@ -327,15 +262,15 @@ export class SqliteStore implements Store {
     const params: Record<string, number | string> = { tenant: tenantId, limit: limit + 1 }
     if (after) Object.assign(params, { at: after.at, id: after.id })
     if (expiring) params.before = filter.expiringBefore as number
-    const rows = statement.all(params) as unknown as PatRow[]
-    return toPage(rows.map(toPat), limit, (r) => ({ at: r.createdAt, id: r.id }))
+    const rows = statement.all(params) as unknown as shared.PatRow[]
+    return toPage(rows.map(shared.toPat), limit, (r) => ({ at: r.createdAt, id: r.id }))
   }
 
   async revokePat(id: string, at: number): Promise<PatRecord | undefined> {
-    const row = this.#s().revokePat.get(at, id) as PatRow | undefined
+    const row = this.#s().revokePat.get(at, id) as shared.PatRow | undefined
     if (!row) return undefined
     this.#emit({ kind: 'pat_changed', id, tokenHash: row.token_hash })
-    return toPat(row)
+    return shared.toPat(row)
   }
 
   async rotatePat(
@@ -347,25 +282,24 @@ export class SqliteStore implements Store {
     checkReplacement(oldId, replacement, at, graceUntil)
     const s = this.#s()
     const row = this.#transaction(() => {
-      const old = s.supersedePat.get({ id: oldId, at, graceUntil }) as PatRow | undefined
+      const old = s.supersedePat.get({ id: oldId, at, graceUntil }) as shared.PatRow | undefined
       if (!old) return undefined
-      translateConstraint(
-        () => s.insertPat.run(...patValues(replacement)),
-        `token ${replacement.id}`,
-      )
+      checked(() => s.insertPat.run(...patRowValues(replacement)), `token ${replacement.id}`)
       return old
     })
     if (!row) return undefined
     this.#emit({ kind: 'pat_changed', id: row.id, tokenHash: row.token_hash })
-    return toPat(row)
+    return shared.toPat(row)
   }
 
   async revokePatFamily(id: string, at: number): Promise<readonly PatRecord[]> {
     const s = this.#s()
-    const rows = this.#transaction(() => s.revokePatFamily.all({ id, at }) as unknown as PatRow[])
+    const rows = this.#transaction(
+      () => s.revokePatFamily.all({ id, at }) as unknown as shared.PatRow[],
+    )
     for (const row of rows)
       this.#emit({ kind: 'pat_changed', id: row.id, tokenHash: row.token_hash })
-    return rows.map(toPat)
+    return rows.map(shared.toPat)
   }
 
   async recordPatUse(uses: ReadonlyMap<string, number>): Promise<void> {
@@ -377,20 +311,14 @@ export class SqliteStore implements Store {
   }
 
   async putIssuer(issuer: IssuerConfig, at: number): Promise<void> {
-    const { issuer: name, ...config } = issuer
-    // A StoredIssuer passed back in keeps its creation time in the column, not the JSON.
-    delete (config as { createdAt?: unknown }).createdAt
-    this.#s().putIssuer.run(name, JSON.stringify(config), at)
+    const { name, config } = shared.issuerValues(issuer)
+    this.#s().putIssuer.run(name, config, at)
     this.#emit({ kind: 'issuers_changed' })
   }
 
   async listIssuers(): Promise<readonly StoredIssuer[]> {
-    const rows = this.#s().listIssuers.all() as unknown as IssuerRow[]
-    return rows.map((row) => ({
-      ...(JSON.parse(row.config) as Omit<IssuerConfig, 'issuer'>),
-      issuer: row.issuer,
-      createdAt: row.created_at,
-    }))
+    const rows = this.#s().listIssuers.all() as unknown as shared.IssuerRow[]
+    return rows.map(shared.toIssuer)
   }
 
   async removeIssuer(issuer: string): Promise<boolean> {
@@ -405,17 +333,7 @@ export class SqliteStore implements Store {
     const queue = options?.queue ?? true
     this.#transaction(() => {
       for (const e of events) {
-        const stored = s.appendAudit.run(
-          e.id,
-          e.time,
-          e.type,
-          e.tenantId,
-          e.actor,
-          e.outcome,
-          e.clientAddress,
-          e.requestId,
-          JSON.stringify(e.details),
-        )
+        const stored = s.appendAudit.run(...shared.auditValues(e))
         // Queued only when stored now: a retried batch does not re-queue delivered events.
         if (queue && stored.changes > 0) s.queueOutbox.run(e.id)
       }
@@ -425,14 +343,14 @@ export class SqliteStore implements Store {
   async claimOutbox(now: number, limit: number, leaseMs: number): Promise<readonly OutboxEntry[]> {
     const s = this.#s()
     const rows = this.#transaction(() => {
-      const due = s.dueOutbox.all({ now, limit }) as unknown as (AuditRow & {
+      const due = s.dueOutbox.all({ now, limit }) as unknown as (shared.AuditRow & {
         seq: number
         attempts: number
       })[]
       for (const row of due) s.claimOutbox.run(now + leaseMs, row.seq)
       return due
     })
-    return rows.map((row) => ({ event: toAudit(row), attempts: row.attempts }))
+    return rows.map((row) => ({ event: shared.toAudit(row), attempts: row.attempts }))
   }
 
   async completeOutbox(eventIds: readonly string[]): Promise<void> {
@@ -470,8 +388,8 @@ export class SqliteStore implements Store {
     const after = page.cursor === undefined ? undefined : decodeCursor(page.cursor)
     const rows = (after
       ? s.listAuditAfter.all({ tenant: tenantId, limit: limit + 1, at: after.at, id: after.id })
-      : s.listAudit.all({ tenant: tenantId, limit: limit + 1 })) as unknown as AuditRow[]
-    return toPage(rows.map(toAudit), limit, (e) => ({ at: e.time, id: e.id }))
+      : s.listAudit.all({ tenant: tenantId, limit: limit + 1 })) as unknown as shared.AuditRow[]
+    return toPage(rows.map(shared.toAudit), limit, (e) => ({ at: e.time, id: e.id }))
   }
 
   /**
@@ -565,73 +483,21 @@ export class SqliteStore implements Store {
   }
 }
 
-function patValues(r: PatRecord) {
-  return [
-    r.id,
-    r.tokenHash,
-    r.tenantId,
-    r.subject,
-    r.name,
-    JSON.stringify(r.permissions),
-    r.last4,
-    r.createdAt,
-    r.expiresAt,
-    r.revokedAt,
-    r.lastUsedAt,
-    r.rotatedFrom,
-    r.supersededAt ?? null,
-    r.graceUntil ?? null,
-  ] as const
-}
+/** PAT column values; SQLite keeps the permission list as JSON text. */
+const patRowValues = (record: PatRecord) => shared.patValues(record, (list) => JSON.stringify(list))
 
-function translateConstraint(run: () => unknown, what: string): void {
+/** Runs a write, translating SQLite's constraint errors (extended result codes). */
+function checked(run: () => unknown, what: string): void {
   try {
     run()
   } catch (error) {
-    const code = (error as { errcode?: unknown }).errcode
-    if (code === SQLITE_CONSTRAINT_PRIMARYKEY || code === SQLITE_CONSTRAINT_UNIQUE) {
-      throw new ConflictError(`${what} conflicts with an existing row`, { cause: error })
-    }
-    if (code === SQLITE_CONSTRAINT_FOREIGNKEY) {
-      throw new Error(`${what} refers to an unknown tenant`, { cause: error })
-    }
-    throw error
+    throw shared.translateConstraint(error, constraintOf(error), what)
   }
 }
 
-function toTenant(row: TenantRow): Tenant {
-  return { id: row.id, name: row.name, enabled: row.enabled === 1, createdAt: row.created_at }
-}
-
-function toPat(row: PatRow): PatRecord {
-  return {
-    id: row.id,
-    tokenHash: row.token_hash,
-    tenantId: row.tenant_id,
-    subject: row.subject,
-    name: row.name,
-    permissions: JSON.parse(row.permissions) as string[],
-    last4: row.last4,
-    createdAt: row.created_at,
-    expiresAt: row.expires_at,
-    revokedAt: row.revoked_at,
-    lastUsedAt: row.last_used_at,
-    rotatedFrom: row.rotated_from,
-    supersededAt: row.superseded_at,
-    graceUntil: row.grace_until,
-  }
-}
-
-function toAudit(row: AuditRow): AuditEvent {
-  return {
-    id: row.id,
-    time: row.time,
-    type: row.type,
-    tenantId: row.tenant_id,
-    actor: row.actor,
-    outcome: row.outcome,
-    clientAddress: row.client_address,
-    requestId: row.request_id,
-    details: JSON.parse(row.details) as Record<string, unknown>,
-  }
+function constraintOf(error: unknown): shared.ConstraintKind {
+  const code = (error as { errcode?: unknown }).errcode
+  if (code === SQLITE_CONSTRAINT_PRIMARYKEY || code === SQLITE_CONSTRAINT_UNIQUE) return 'unique'
+  if (code === SQLITE_CONSTRAINT_FOREIGNKEY) return 'foreign_key'
+  return undefined
 }

@@ -1,5 +1,5 @@
 import type { IssuerConfig } from '../core/issuer.ts'
-import type { AuthLookups, PatRecord, Tenant } from '../core/ports.ts'
+import type { PatRecord, Tenant } from '../core/ports.ts'
 
 /** Keyset pagination: `cursor` is opaque to callers; `nextCursor` is null on the last page. */
 export interface PageRequest {
@@ -70,28 +70,27 @@ export class ConflictError extends Error {
   override readonly name = 'ConflictError'
 }
 
-/**
- * Persistence for tenants, PATs (hashed), trusted issuers and audit events. Every backend
- * (SQLite, Postgres) passes `test/stores/contract.ts`. Methods throw when the backend is
- * unreachable; callers on the request path turn that into 503.
- */
-export interface Store extends AuthLookups {
-  readonly kind: 'sqlite' | 'postgres'
-  /** The PAT with this token hash (lowercase hex SHA-256), if any. */
-  findPatByHash(tokenHash: string): Promise<PatRecord | undefined>
-  findTenant(id: string): Promise<Tenant | undefined>
-  /** Applies pending migrations; returns the versions applied now. */
-  migrate(): Promise<number[]>
-  /** Resolves when the backend answers a trivial query; throws otherwise. */
-  ping(): Promise<void>
-  close(): Promise<void>
+/** State of a cross-instance change feed, for health checks and tests. */
+export interface ChangeFeedStatus {
+  /** True while changes from other instances are being received. */
+  readonly connected: boolean
+  /** Server pid of the listening connection, when connected. */
+  readonly backendPid: number | undefined
+}
 
+export interface TenantStore {
+  findTenant(id: string): Promise<Tenant | undefined>
   /** Throws ConflictError when the id exists. */
   createTenant(tenant: { id: string; name: string }, at: number): Promise<Tenant>
   listTenants(): Promise<readonly Tenant[]>
   /** Returns the updated tenant, or undefined when it does not exist. */
   setTenantEnabled(id: string, enabled: boolean): Promise<Tenant | undefined>
+}
 
+/** PATs, stored by the SHA-256 of the token only. */
+export interface PatStore {
+  /** The PAT with this token hash (lowercase hex SHA-256), if any. */
+  findPatByHash(tokenHash: string): Promise<PatRecord | undefined>
   /** Throws ConflictError on a duplicate id or hash. */
   insertPat(record: PatRecord): Promise<void>
   getPat(id: string): Promise<PatRecord | undefined>
@@ -124,12 +123,16 @@ export interface Store extends AuthLookups {
    * can tell who did it. Emits `pat_changed` for each.
    */
   revokePatFamily(id: string, at: number): Promise<readonly PatRecord[]>
+}
 
+export interface IssuerStore {
   /** Insert or replace by `issuer`. */
   putIssuer(issuer: IssuerConfig, at: number): Promise<void>
   listIssuers(): Promise<readonly StoredIssuer[]>
   removeIssuer(issuer: string): Promise<boolean>
+}
 
+export interface AuditStore {
   /**
    * Stores the events. With `queue` (the default), each one not already stored is also
    * queued in the delivery outbox, in the same transaction (an event is queued exactly once,
@@ -139,7 +142,10 @@ export interface Store extends AuthLookups {
   appendAudit(events: readonly AuditEvent[], options?: AppendAuditOptions): Promise<void>
   /** Newest first. */
   listAudit(tenantId: string, page: PageRequest): Promise<Page<AuditEvent>>
+}
 
+/** The webhook delivery outbox, filled by `appendAudit`. */
+export interface OutboxStore {
   /**
    * Claims up to `limit` due outbox entries, oldest first, for `leaseMs`: until the lease
    * ends no other claim (in any process) returns them. Due: `nextAttemptAt <= now` and not
@@ -154,9 +160,34 @@ export interface Store extends AuthLookups {
   outboxStats(): Promise<OutboxStats>
   /** Removes every entry (delivery is not configured); returns how many. */
   clearOutbox(): Promise<number>
+}
 
+export interface ChangeSource {
   /** Subscribe to changes made through any connection to this store; returns unsubscribe. */
   watch(listener: (change: StoreChange) => void): () => void
+  /** The cross-instance change feed, for stores that have one (Postgres LISTEN/NOTIFY). */
+  readonly changeFeed?: ChangeFeedStatus | undefined
+}
+
+/**
+ * Persistence for tenants, PATs (hashed), trusted issuers and audit events: one object per
+ * backend playing every role (and the core's `AuthLookups`). Callers depend on the roles they use. Every backend (SQLite,
+ * Postgres) passes `test/stores/contract.ts`. Methods throw when the backend is
+ * unreachable; callers on the request path turn that into 503.
+ */
+export interface Store
+  extends TenantStore,
+    PatStore,
+    IssuerStore,
+    AuditStore,
+    OutboxStore,
+    ChangeSource {
+  readonly kind: 'sqlite' | 'postgres'
+  /** Applies pending migrations; returns the versions applied now. */
+  migrate(): Promise<number[]>
+  /** Resolves when the backend answers a trivial query; throws otherwise. */
+  ping(): Promise<void>
+  close(): Promise<void>
 }
 
 /** Programming errors in a rotation request: thrown before anything is written. */

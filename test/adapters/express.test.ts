@@ -4,7 +4,13 @@ import type { AddressInfo } from 'node:net'
 import { test } from 'node:test'
 import express from 'express'
 import { requirePermission, tokengate } from '../../src/adapters/express.ts'
-import { PROTECTED_PATH, REQUIRED_PERMISSION, runSpecTable, send } from './spec-table.ts'
+import {
+  createSpecFixture,
+  PROTECTED_PATH,
+  REQUIRED_PERMISSION,
+  runSpecTable,
+  send,
+} from './spec-table.ts'
 
 async function listen(app: express.Express): Promise<{ url: string; close(): Promise<void> }> {
   const server: Server = await new Promise((resolve) => {
@@ -60,6 +66,31 @@ test('express: requirePermission without tokengate() fails closed (500)', async 
     const response = await send(running.url, '/x', [])
     assert.equal(response.status, 500)
     assert.notEqual(response.body, 'reached')
+  } finally {
+    await running.close()
+  }
+})
+
+test('express: a 403 from requirePermission reaches onFailure (audited like every failure)', async () => {
+  const fixture = await createSpecFixture()
+  const seen: string[] = []
+  const app = express()
+  app.use(
+    tokengate({
+      authenticate: fixture.authenticate,
+      onFailure: (_req, failure) => seen.push(failure.code),
+    }),
+  )
+  app.get(PROTECTED_PATH, requirePermission(REQUIRED_PERMISSION), (_req, res) => {
+    res.send('reached')
+  })
+  const running = await listen(app)
+  try {
+    const response = await send(running.url, PROTECTED_PATH, [
+      ['Authorization', `Bearer ${fixture.tokens.patWithoutPermission}`],
+    ])
+    assert.equal(response.status, 403)
+    assert.deepEqual(seen, ['insufficient_permission'])
   } finally {
     await running.close()
   }

@@ -46,3 +46,22 @@ test('hono without node-server (Fetch headers only) still refuses two Authorizat
   })
   assert.equal(ok.status, 200)
 })
+
+test('hono: a 403 from requirePermission reaches onFailure (audited like every failure)', async () => {
+  const fixture = await createSpecFixture()
+  const seen: string[] = []
+  const app = new Hono<TokengateEnv>()
+  app.use(
+    '/api/v1/*',
+    tokengate({
+      authenticate: fixture.authenticate,
+      onFailure: (_c, failure) => seen.push(failure.code),
+    }),
+  )
+  app.get(PROTECTED_PATH, requirePermission(REQUIRED_PERMISSION), (c) => c.text('reached'))
+  const response = await app.request(PROTECTED_PATH, {
+    headers: { authorization: `Bearer ${fixture.tokens.patWithoutPermission}` },
+  })
+  assert.equal(response.status, 403)
+  assert.deepEqual(seen, ['insufficient_permission'])
+})

@@ -458,6 +458,11 @@ describe('JWKS URL', () => {
     }
   })
 
+  test('credentials in the URL are refused (the one rule the CLI and the server share)', () => {
+    assert.throws(() => checkJwksUrl('https://user:pw@idp.example/jwks'), /credentials/)
+    assert.throws(() => checkJwksUrl('https://user@idp.example/jwks'), /credentials/)
+  })
+
   test('a verifier with a plain-http JWKS URL on a public host is refused at configuration', () => {
     const issuer = createTestIssuer()
     const config: IssuerConfig = {

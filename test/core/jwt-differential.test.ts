@@ -11,7 +11,7 @@
  */
 import assert from 'node:assert/strict'
 import { Buffer } from 'node:buffer'
-import { createPublicKey } from 'node:crypto'
+import { createPublicKey, createSecretKey, type KeyObject } from 'node:crypto'
 import { describe, test } from 'node:test'
 import fc from 'fast-check'
 import { jwtVerify } from 'jose'
@@ -49,19 +49,45 @@ const ALGORITHMS: TestAlgorithm[] = [
   'HS512',
 ]
 
-/** The bound keys of an issuer, built from its configuration exactly as the verifier does. */
-function boundKeysOf(config: IssuerConfig): BoundKey[] {
+/**
+ * The bound keys of an issuer, built from its configuration exactly as the verifier does,
+ * each with the same key material as a KeyObject for jose (the reference).
+ */
+function boundKeysOf(config: IssuerConfig): { bound: BoundKey; material: KeyObject }[] {
   const source = config.keySource
-  if (source.kind === 'jwks') return source.jwks.keys.map((jwk) => bindJwk(jwk))
-  if (source.kind === 'pem') return [bindPem(source.pem, source.algorithm, source.kid)]
-  if (source.kind === 'secret') return [bindSecret(source.secret, source.algorithm)]
+  if (source.kind === 'jwks') {
+    return source.jwks.keys.map((jwk) => {
+      const { alg: _alg, use: _use, key_ops: _ops, ...key } = jwk
+      return {
+        bound: bindJwk(jwk),
+        material: createPublicKey({ key: key as never, format: 'jwk' }),
+      }
+    })
+  }
+  if (source.kind === 'pem') {
+    return [
+      {
+        bound: bindPem(source.pem, source.algorithm, source.kid),
+        material: createPublicKey(source.pem),
+      },
+    ]
+  }
+  if (source.kind === 'secret') {
+    return [
+      {
+        bound: bindSecret(source.secret, source.algorithm),
+        material: createSecretKey(Buffer.from(source.secret, 'base64url')),
+      },
+    ]
+  }
   throw new Error(`no reference keys for ${source.kind}`)
 }
 
 /** jose `jwtVerify` with the production options, then the same tokengate claim rules. */
 function referenceVerifier(issuer: TestIssuer) {
   const config = issuer.config
-  const keys = boundKeysOf(config)
+  const pairs = boundKeysOf(config)
+  const keys = pairs.map((pair) => pair.bound)
   const source = config.keySource
   const ignoreKid = source.kind === 'secret' || (source.kind === 'pem' && source.kid === undefined)
   const rules = {
@@ -77,7 +103,7 @@ function referenceVerifier(issuer: TestIssuer) {
           if (kid !== undefined && typeof kid !== 'string') throw new Error('kid')
           const selected = selectKey(keys, String(header.alg), ignoreKid ? undefined : kid)
           if (!selected.ok) throw new Error(selected.reason)
-          return selected.key.key
+          return pairs[keys.indexOf(selected.key)]?.material as KeyObject
         },
         {
           algorithms: [

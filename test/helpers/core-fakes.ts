@@ -10,7 +10,6 @@ import type { AuthFailure } from '../../src/core/failure.ts'
 import { issuePat } from '../../src/core/pat.ts'
 import type {
   AuthLookups,
-  Clock,
   JwtOutcome,
   JwtVerifier,
   PatRecord,
@@ -20,19 +19,10 @@ import type {
 import type { AuthResult } from '../../src/core/principal.ts'
 import type { AuthInput } from '../../src/core/raw-headers.ts'
 import { type FailureResponse, failureResponse } from '../../src/http/failure-response.ts'
+import { NOW, type TestClock, testClock } from './clock.ts'
 
-export const NOW = Date.UTC(2026, 0, 15, 12, 0, 0)
+export { NOW } from './clock.ts'
 export const HOUR_MS = 3_600_000
-
-export function fixedClock(now = NOW): Clock & { set(now: number): void } {
-  let current = now
-  return {
-    now: () => current,
-    set: (next) => {
-      current = next
-    },
-  }
-}
 
 export interface FakeLookups extends AuthLookups {
   readonly pats: Map<string, PatRecord>
@@ -164,7 +154,7 @@ export function rejectJwt(verifier: FakeJwtVerifier, failure: AuthFailure): stri
 export interface Harness {
   readonly lookups: FakeLookups
   readonly jwt: FakeJwtVerifier
-  readonly clock: ReturnType<typeof fixedClock>
+  readonly clock: TestClock
   readonly authenticate: Authenticate
   /** authenticate → authorize(required) → the wire response, or undefined when allowed. */
   request(
@@ -180,7 +170,7 @@ export interface Harness {
 export function harness(): Harness {
   const lookups = fakeLookups()
   const jwt = fakeJwtVerifier()
-  const clock = fixedClock()
+  const clock = testClock()
   const authenticate = createAuthenticator({ lookups, jwt, clock })
   addTenant(lookups, 'acme')
   return {

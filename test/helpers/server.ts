@@ -20,8 +20,8 @@ import { Writable } from 'node:stream'
 import tls from 'node:tls'
 import { run } from '../../src/cli/main.ts'
 import { loadConfig } from '../../src/config/load.ts'
-import type { Clock } from '../../src/core/ports.ts'
 import { type RunningTokengate, startTokengate } from '../../src/main.ts'
+import { type TestClock, testClock } from './clock.ts'
 import { tempDir } from './temp-dir.ts'
 
 export interface TestResponse {
@@ -34,9 +34,7 @@ export interface TestResponse {
 }
 
 /** A clock at wall-clock time plus an offset the test controls. */
-export interface MovableClock extends Clock {
-  advance(ms: number): void
-}
+export type MovableClock = TestClock
 
 export interface TestServer {
   readonly url: string
@@ -61,13 +59,7 @@ export interface RawResponse {
 }
 
 export function createMovableClock(): MovableClock {
-  let offset = 0
-  return {
-    now: () => Date.now() + offset,
-    advance(ms) {
-      offset += ms
-    },
-  }
+  return testClock('wall')
 }
 
 /**

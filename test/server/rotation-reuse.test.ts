@@ -3,18 +3,8 @@ import { after, before, describe, it } from 'node:test'
 import { run } from '../../src/cli/main.ts'
 import { openStore } from '../../src/stores/open-store.ts'
 import type { AuditEvent } from '../../src/stores/store.ts'
+import { eventually } from '../helpers/eventually.ts'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
-
-/** Polls `check` every 50 ms until it returns a value, or fails after `timeoutMs`. */
-async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 5000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await check()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error('condition not met in time')
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
-}
 
 describe('rotation reuse detection over the real server (SQLite)', () => {
   let server: TestServer

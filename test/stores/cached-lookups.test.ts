@@ -7,6 +7,7 @@ import { describe, it } from 'node:test'
 import type { AuthLookups, PatRecord, Tenant } from '../../src/core/ports.ts'
 import { createCachedLookups } from '../../src/stores/cached-lookups.ts'
 import { openSqliteStore } from '../../src/stores/sqlite.ts'
+import { testClock } from '../helpers/clock.ts'
 
 const T0 = Date.UTC(2026, 0, 1)
 
@@ -28,16 +29,6 @@ function pat(name: string, revokedAt: number | null = null): PatRecord {
     revokedAt,
     lastUsedAt: null,
     rotatedFrom: null,
-  }
-}
-
-function manualClock(start = T0) {
-  let now = start
-  return {
-    now: () => now,
-    advance(ms: number) {
-      now += ms
-    },
   }
 }
 
@@ -95,7 +86,7 @@ const acme: Tenant = { id: 'acme', name: 'Acme', enabled: true, createdAt: T0 }
 
 describe('cached lookups', () => {
   it('serves a found PAT from memory until the TTL passes, then asks again', async () => {
-    const clock = manualClock()
+    const clock = testClock(T0)
     const inner = countingLookups([pat('a')])
     const cache = createCachedLookups(inner.lookups, { ttlMs: 2000, clock })
     assert.equal((await cache.findPatByHash(hashOf('a')))?.id, 'a')
@@ -109,7 +100,7 @@ describe('cached lookups', () => {
   })
 
   it('remembers an unknown hash for the shorter negative TTL', async () => {
-    const clock = manualClock()
+    const clock = testClock(T0)
     const inner = countingLookups()
     const cache = createCachedLookups(inner.lookups, { ttlMs: 2000, negativeTtlMs: 300, clock })
     assert.equal(await cache.findPatByHash(hashOf('x')), undefined)
@@ -123,7 +114,7 @@ describe('cached lookups', () => {
   })
 
   it('defaults the negative TTL to 500 ms', async () => {
-    const clock = manualClock()
+    const clock = testClock(T0)
     const inner = countingLookups()
     const cache = createCachedLookups(inner.lookups, { clock })
     await cache.findPatByHash(hashOf('x'))
@@ -136,7 +127,7 @@ describe('cached lookups', () => {
   })
 
   it('a flood of unknown tokens stays bounded and does not evict real tokens', async () => {
-    const clock = manualClock()
+    const clock = testClock(T0)
     const inner = countingLookups([pat('real')])
     const cache = createCachedLookups(inner.lookups, {
       maxEntries: 5,
@@ -157,7 +148,7 @@ describe('cached lookups', () => {
   })
 
   it('evicts the least recently used found entry beyond maxEntries', async () => {
-    const clock = manualClock()
+    const clock = testClock(T0)
     const inner = countingLookups([pat('a'), pat('b'), pat('c')])
     const cache = createCachedLookups(inner.lookups, { maxEntries: 2, clock })
     await cache.findPatByHash(hashOf('a'))
@@ -175,7 +166,7 @@ describe('cached lookups', () => {
   })
 
   it('refreshes recency at most once per second (approximate LRU), still bounded', async () => {
-    const clock = manualClock()
+    const clock = testClock(T0)
     const inner = countingLookups([pat('a'), pat('b'), pat('c')])
     const cache = createCachedLookups(inner.lookups, { maxEntries: 2, clock })
     await cache.findPatByHash(hashOf('a'))
@@ -193,7 +184,7 @@ describe('cached lookups', () => {
   })
 
   it('a cached PAT has the store record’s values, frozen, with tenant and permissions shared', async () => {
-    const clock = manualClock()
+    const clock = testClock(T0)
     const a = { ...pat('a'), permissions: ['tokens:read', 'audit:read'], expiresAt: T0 + 9 }
     const b = { ...pat('b'), permissions: ['tokens:read', 'audit:read'], revokedAt: T0 + 1 }
     const inner = countingLookups([a, b])
@@ -224,7 +215,7 @@ describe('cached lookups', () => {
   })
 
   it('reused entry slots never mix up tokens (evictions, invalidations, expiry)', async () => {
-    const clock = manualClock()
+    const clock = testClock(T0)
     const names = Array.from({ length: 40 }, (_, i) => `t${i}`)
     const inner = countingLookups(names.map((n) => pat(n)))
     const cache = createCachedLookups(inner.lookups, { maxEntries: 7, ttlMs: 50, clock })
@@ -255,7 +246,7 @@ describe('cached lookups', () => {
         },
         findTenant: async () => undefined,
       },
-      { clock: manualClock() },
+      { clock: testClock(T0) },
     )
     const lookups = Array.from({ length: 20 }, () => cache.findPatByHash(hashOf('a')))
     const other = cache.findPatByHash(hashOf('b'))
@@ -283,7 +274,7 @@ describe('cached lookups', () => {
           throw new Error('store down')
         },
       },
-      { clock: manualClock() },
+      { clock: testClock(T0) },
     )
     const first = cache.findPatByHash(hashOf('a'))
     const second = cache.findPatByHash(hashOf('a'))
@@ -299,7 +290,7 @@ describe('cached lookups', () => {
   })
 
   it('invalidatePat makes the next lookup read the store', async () => {
-    const clock = manualClock()
+    const clock = testClock(T0)
     const inner = countingLookups([pat('a')])
     const cache = createCachedLookups(inner.lookups, { clock })
     assert.equal((await cache.findPatByHash(hashOf('a')))?.revokedAt, null)
@@ -320,7 +311,7 @@ describe('cached lookups', () => {
         },
         findTenant: async () => undefined,
       },
-      { clock: manualClock() },
+      { clock: testClock(T0) },
     )
     const stale = cache.findPatByHash(hashOf('a'))
     cache.invalidatePat(hashOf('a')) // the revocation commits while the read is in flight
@@ -336,7 +327,7 @@ describe('cached lookups', () => {
   })
 
   it('caches tenants, including unknown ones; invalidateTenant and clear forget them', async () => {
-    const clock = manualClock()
+    const clock = testClock(T0)
     const inner = countingLookups([pat('a')], [acme])
     const cache = createCachedLookups(inner.lookups, { clock })
     assert.equal((await cache.findTenant('acme'))?.enabled, true)
@@ -363,7 +354,7 @@ describe('cached lookups', () => {
 
   it('ttlMs 0 disables caching but still shares concurrent lookups', async () => {
     const inner = countingLookups([pat('a')])
-    const cache = createCachedLookups(inner.lookups, { ttlMs: 0, clock: manualClock() })
+    const cache = createCachedLookups(inner.lookups, { ttlMs: 0, clock: testClock(T0) })
     await Promise.all([cache.findPatByHash(hashOf('a')), cache.findPatByHash(hashOf('a'))])
     await cache.findPatByHash(hashOf('a'))
     await cache.findPatByHash(hashOf('zz'))
@@ -382,7 +373,7 @@ describe('cached lookups', () => {
   })
 
   it('store down: a tenant read before is served from its last-known state, up to the maximum staleness', async () => {
-    const clock = manualClock()
+    const clock = testClock(T0)
     const inner = failingLookups([pat('a')], [acme])
     const cache = createCachedLookups(inner.lookups, {
       ttlMs: 2000,
@@ -406,7 +397,7 @@ describe('cached lookups', () => {
   })
 
   it('store down: a disabled tenant stays disabled (its last-known state is served as it was)', async () => {
-    const clock = manualClock()
+    const clock = testClock(T0)
     const inner = failingLookups([], [{ ...acme, enabled: false }])
     const cache = createCachedLookups(inner.lookups, { clock })
     assert.equal((await cache.findTenant('acme'))?.enabled, false)
@@ -416,7 +407,7 @@ describe('cached lookups', () => {
   })
 
   it('store down: a PAT is never served stale, even one read a moment ago', async () => {
-    const clock = manualClock()
+    const clock = testClock(T0)
     const inner = failingLookups([pat('a')], [acme])
     const cache = createCachedLookups(inner.lookups, { clock })
     assert.equal((await cache.findPatByHash(hashOf('a')))?.id, 'a')
@@ -428,7 +419,7 @@ describe('cached lookups', () => {
   })
 
   it('resync drops every PAT (found or not) and fresh tenant, and keeps only the last-known tenants', async () => {
-    const clock = manualClock()
+    const clock = testClock(T0)
     const inner = failingLookups([pat('a')], [acme])
     const cache = createCachedLookups(inner.lookups, { ttlMs: 60_000, clock })
     await cache.findPatByHash(hashOf('a'))
@@ -451,7 +442,7 @@ describe('cached lookups', () => {
   })
 
   it('a tenant_changed notification drops the last-known state: that tenant fails closed while the store is down', async () => {
-    const clock = manualClock()
+    const clock = testClock(T0)
     const inner = failingLookups([], [acme])
     const cache = createCachedLookups(inner.lookups, { clock })
     await cache.findTenant('acme')
@@ -461,7 +452,7 @@ describe('cached lookups', () => {
   })
 
   it('a tenant read as not found forgets its last-known state', async () => {
-    const clock = manualClock()
+    const clock = testClock(T0)
     const inner = failingLookups([], [acme])
     const cache = createCachedLookups(inner.lookups, { clock })
     await cache.findTenant('acme')
@@ -474,7 +465,7 @@ describe('cached lookups', () => {
   })
 
   it('during an outage the store is asked once per TTL per tenant, not once per request', async () => {
-    const clock = manualClock()
+    const clock = testClock(T0)
     const inner = failingLookups([], [acme])
     const cache = createCachedLookups(inner.lookups, {
       ttlMs: 2000,
@@ -505,7 +496,7 @@ describe('cached lookups', () => {
     const inner = failingLookups([], [acme])
     const cache = createCachedLookups(inner.lookups, {
       tenantStaleIfErrorMs: 0,
-      clock: manualClock(),
+      clock: testClock(T0),
     })
     await cache.findTenant('acme')
     inner.down = true
@@ -525,7 +516,7 @@ describe('cached lookups', () => {
     await cli.createTenant({ id: 'acme', name: 'Acme' }, T0)
     await cli.insertPat(pat('a'))
 
-    const clock = manualClock()
+    const clock = testClock(T0)
     const cache = createCachedLookups(server, { ttlMs: 2000, clock })
     server.watch((c) => c.kind === 'pat_changed' && cache.invalidatePat(c.tokenHash))
     assert.equal((await cache.findPatByHash(hashOf('a')))?.revokedAt, null)

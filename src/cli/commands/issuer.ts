@@ -1,5 +1,7 @@
+import { addIssuer, listIssuers, removeIssuer } from '../../auth/issuer-operations.ts'
 import type { IssuerConfig, KeySource } from '../../core/issuer.ts'
 import { discoveryUrl } from '../../core/jwks.ts'
+import { ASYMMETRIC_ALGORITHMS, HMAC_ALGORITHMS } from '../../core/jwt-keys.ts'
 import type { StoredIssuer } from '../../stores/store.ts'
 import {
   optionalString,
@@ -8,16 +10,9 @@ import {
   requiredString,
   stringList,
 } from '../args.ts'
-import { ADMIN_OVERRIDES, auditCli, type CommandDef, withStore } from '../context.ts'
-import { CommandFailure, UsageError } from '../errors.ts'
-import {
-  ASYMMETRIC_ALGORITHMS,
-  checkJwksUrl,
-  HMAC_ALGORITHMS,
-  readJwksFile,
-  readPemFile,
-  readSecretFile,
-} from '../key-source.ts'
+import { ADMIN_OVERRIDES, type CommandDef, operate, operationDeps, withStore } from '../context.ts'
+import { UsageError } from '../errors.ts'
+import { readJwksFile, readJwksUrl, readPemFile, readSecretFile } from '../key-source.ts'
 import { formatTime, isoTime } from '../output.ts'
 import { checkTenantId, printable } from '../validate.ts'
 
@@ -97,7 +92,7 @@ function readKeySource(args: ParsedArgs, issuer: string): KeySource {
   }
   switch (source) {
     case 'jwks-url':
-      return checkJwksUrl(value)
+      return readJwksUrl(value)
     case 'jwks-file':
       return readJwksFile(value)
     case 'pem-file':
@@ -273,29 +268,12 @@ const add: CommandDef = {
   ],
   async run(ctx) {
     const issuer = readIssuerConfig(ctx.args)
-    const replaced = await withStore(ctx.config(ADMIN_OVERRIDES), async (store) => {
-      const fixed = issuer.tenant && 'fixed' in issuer.tenant ? issuer.tenant.fixed : undefined
-      if (fixed !== undefined && !(await store.findTenant(fixed))) {
-        throw new CommandFailure(
-          `no tenant ${fixed} (create it with: tokengate tenant create ${fixed})`,
-        )
-      }
-      const existed = (await store.listIssuers()).some((i) => i.issuer === issuer.issuer)
-      await store.putIssuer(issuer, ctx.now())
-      await auditCli(ctx, store, {
-        type: 'issuer.added',
-        tenantId: fixed ?? null,
-        details: {
-          issuer: issuer.issuer,
-          audiences: issuer.audiences,
-          keySource: issuer.keySource.kind,
-          algorithms: issuer.algorithms ?? null,
-          replaced: existed,
-        },
-      })
-      return existed
-    })
-    const stored: StoredIssuer = { ...issuer, createdAt: ctx.now() }
+    const { issuer: stored, replaced } = await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
+      operate(() => addIssuer(operationDeps(ctx, store), issuer), {
+        tenant_unknown: (r) =>
+          `no tenant ${r.subject} (create it with: tokengate tenant create ${r.subject})`,
+      }),
+    )
     if (ctx.json) ctx.out.json({ ...issuerJson(stored), replaced })
     else {
       ctx.out.line(`${replaced ? 'Replaced' : 'Added'} issuer ${issuer.issuer}.`)
@@ -312,7 +290,7 @@ const list: CommandDef = {
   summary: 'List trusted JWT issuers',
   options: {},
   async run(ctx) {
-    const issuers = await withStore(ctx.config(ADMIN_OVERRIDES), (store) => store.listIssuers())
+    const issuers = await withStore(ctx.config(ADMIN_OVERRIDES), (store) => listIssuers({ store }))
     if (ctx.json) {
       ctx.out.json({ issuers: issuers.map(issuerJson) })
       return 0
@@ -346,14 +324,11 @@ const remove: CommandDef = {
   examples: ['tokengate issuer remove https://login.example.com/'],
   async run(ctx) {
     const issuer = requiredPositional(ctx.args, 0, 'ISS')
-    await withStore(ctx.config(ADMIN_OVERRIDES), async (store) => {
-      const existing = (await store.listIssuers()).find((i) => i.issuer === issuer)
-      if (!existing || !(await store.removeIssuer(issuer))) {
-        throw new CommandFailure(`no issuer ${printable(issuer)} (see: tokengate issuer list)`)
-      }
-      const fixed = existing.tenant && 'fixed' in existing.tenant ? existing.tenant.fixed : null
-      await auditCli(ctx, store, { type: 'issuer.removed', tenantId: fixed, details: { issuer } })
-    })
+    await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
+      operate(() => removeIssuer(operationDeps(ctx, store), issuer), {
+        issuer_unknown: () => `no issuer ${printable(issuer)} (see: tokengate issuer list)`,
+      }),
+    )
     if (ctx.json) ctx.out.json({ issuer, removed: true })
     else ctx.out.line(`Removed issuer ${issuer}.`)
     return 0

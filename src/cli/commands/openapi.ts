@@ -7,7 +7,8 @@ const openapi: CommandDef = {
   examples: ['tokengate openapi > openapi.json'],
   async run(ctx) {
     const { openApiDocument } = await import('../../server/openapi.ts')
-    ctx.out.json(openApiDocument())
+    const { v1Routes } = await import('../../server/routes/v1/index.ts')
+    ctx.out.json(openApiDocument(v1Routes))
     return 0
   },
 }

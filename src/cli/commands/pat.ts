@@ -1,9 +1,16 @@
 import { Buffer } from 'node:buffer'
+import {
+  findPatByRef,
+  issueTenantPat,
+  listTenantPats,
+  patStatus,
+  revokeLeakedPats,
+  revokeTenantPat,
+  rotateTenantPat,
+} from '../../auth/pat-lifecycle.ts'
 import type { Config } from '../../config/schema.ts'
-import { fingerprintToken } from '../../core/fingerprint.ts'
-import { checkPatFormat, hashPat, issuePat, PAT_PATTERN } from '../../core/pat.ts'
+import { PAT_PATTERN } from '../../core/pat.ts'
 import type { PatRecord } from '../../core/ports.ts'
-import type { Store } from '../../stores/store.ts'
 import {
   optionalString,
   type ParsedArgs,
@@ -13,9 +20,11 @@ import {
 } from '../args.ts'
 import {
   ADMIN_OVERRIDES,
-  auditCli,
   type CommandContext,
   type CommandDef,
+  operate,
+  operationDeps,
+  type RefusalWording,
   withStore,
 } from '../context.ts'
 import { DAY_MS, parseDuration } from '../durations.ts'
@@ -53,18 +62,6 @@ export function patJson(record: PatRecord, now: number) {
   }
 }
 
-function patStatus(
-  record: PatRecord,
-  now: number,
-): 'active' | 'revoked' | 'expired' | 'rotated' | 'grace' {
-  if (record.revokedAt !== null) return 'revoked'
-  if (record.supersededAt != null) {
-    return record.graceUntil != null && now < record.graceUntil ? 'grace' : 'rotated'
-  }
-  if (record.expiresAt !== null && record.expiresAt <= now) return 'expired'
-  return 'active'
-}
-
 /** `pat_…abcd`: how a PAT is shown everywhere but at issue. */
 export function patHint(record: PatRecord): string {
   return `pat_…${record.last4}`
@@ -100,18 +97,12 @@ export function resolveExpiry(args: ParsedArgs, config: Readonly<Config>, now: n
   return now + ms
 }
 
-async function requireEnabledTenant(store: Store, tenantId: string): Promise<void> {
-  const tenant = await store.findTenant(tenantId)
-  if (!tenant) {
-    throw new CommandFailure(
-      `no tenant ${tenantId} (create it with: tokengate tenant create ${tenantId})`,
-    )
-  }
-  if (!tenant.enabled) {
-    throw new CommandFailure(
-      `tenant ${tenantId} is disabled (enable it with: tokengate tenant enable ${tenantId})`,
-    )
-  }
+/** How the PAT commands word the application layer's refusals. */
+const PAT_WORDING: RefusalWording = {
+  tenant_unknown: (r) =>
+    `no tenant ${r.subject} (create it with: tokengate tenant create ${r.subject})`,
+  tenant_disabled: (r) =>
+    `tenant ${r.subject} is disabled (enable it with: tokengate tenant enable ${r.subject})`,
 }
 
 function printNewToken(out: Output, token: string, record: PatRecord, heading: string): void {
@@ -162,23 +153,19 @@ const issue: CommandDef = {
     const config = ctx.config(ADMIN_OVERRIDES)
     const now = ctx.now()
     const expiresAt = resolveExpiry(ctx.args, config, now)
-    const { token, record } = await withStore(config, async (store) => {
-      await requireEnabledTenant(store, tenantId)
-      const issued = issuePat({ tenantId, subject, name, permissions, expiresAt, now })
-      await store.insertPat(issued.record)
-      await auditCli(ctx, store, {
-        type: 'pat.issued',
-        tenantId,
-        details: {
-          tokenId: issued.record.id,
-          subject,
-          name,
-          permissions,
-          expiresAt: isoTime(expiresAt),
-        },
-      })
-      return issued
-    })
+    const { token, record } = await withStore(config, (store) =>
+      operate(
+        () =>
+          issueTenantPat(operationDeps(ctx, store), {
+            tenantId,
+            subject,
+            name,
+            permissions,
+            expiresAt,
+          }),
+        PAT_WORDING,
+      ),
+    )
     if (ctx.json) ctx.out.json({ token, ...patJson(record, now) })
     else printNewToken(ctx.out, token, record, `Issued PAT ${record.id}.`)
     return 0
@@ -212,22 +199,18 @@ const list: CommandDef = {
     }
     const config = ctx.config(ADMIN_OVERRIDES)
     const now = ctx.now()
-    const filter = withinMs === undefined ? undefined : { expiringBefore: now + withinMs }
-    const records = await withStore(config, async (store) => {
-      if (!(await store.findTenant(tenantId))) throw new CommandFailure(`no tenant ${tenantId}`)
-      const all: PatRecord[] = []
-      let cursor: string | undefined
-      do {
-        const page = await store.listPats(
-          tenantId,
-          { limit: config.pagination.maxLimit, cursor },
-          filter,
-        )
-        all.push(...page.items)
-        cursor = page.nextCursor ?? undefined
-      } while (cursor !== undefined)
-      return all
-    })
+    const records = await withStore(config, (store) =>
+      operate(
+        () =>
+          listTenantPats(
+            operationDeps(ctx, store),
+            tenantId,
+            { expiringBefore: withinMs === undefined ? undefined : now + withinMs },
+            config.pagination.maxLimit,
+          ),
+        { tenant_unknown: () => `no tenant ${tenantId}` },
+      ),
+    )
     if (ctx.json) {
       ctx.out.json({ tenantId, tokens: records.map((r) => patJson(r, now)) })
       return 0
@@ -261,37 +244,23 @@ const revoke: CommandDef = {
   async run(ctx) {
     const ref = requiredPositional(ctx.args, 0, 'TOKEN_ID')
     const now = ctx.now()
-    const { record, changed } = await withStore(ctx.config(ADMIN_OVERRIDES), async (store) => {
-      const found = await findByRef(store, ref)
-      if (found.revokedAt !== null) return { record: found, changed: false }
-      const revoked = await store.revokePat(found.id, now)
-      if (!revoked) throw new CommandFailure(`no token ${found.id}`)
-      await auditCli(ctx, store, {
-        type: 'pat.revoked',
-        tenantId: found.tenantId,
-        details: { tokenId: found.id, subject: found.subject },
-      })
-      return { record: revoked, changed: true }
-    })
+    const { record, changed } = await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
+      operate(
+        async () => revokeTenantPat(operationDeps(ctx, store), (await findPatByRef(store, ref)).id),
+        {
+          token_unknown: () =>
+            ref.startsWith('pat_')
+              ? 'no such token (the given pat_ token is not known)'
+              : `no token ${printable(ref)} (see: tokengate pat list --tenant ID)`,
+        },
+      ),
+    )
     if (ctx.json) ctx.out.json({ ...patJson(record, now), changed })
     else if (changed)
       ctx.out.line(`Revoked ${record.id} (${patHint(record)}, tenant ${record.tenantId}).`)
     else ctx.out.line(`${record.id} was already revoked at ${formatTime(record.revokedAt)}.`)
     return 0
   },
-}
-
-async function findByRef(store: Store, ref: string): Promise<PatRecord> {
-  if (ref.startsWith('pat_')) {
-    // Looked up by hash, exactly as the server does; the plaintext is never echoed.
-    const found = checkPatFormat(ref).ok ? await store.findPatByHash(hashPat(ref)) : undefined
-    if (!found) throw new CommandFailure('no such token (the given pat_ token is not known)')
-    return found
-  }
-  const found = await store.getPat(ref)
-  if (!found)
-    throw new CommandFailure(`no token ${printable(ref)} (see: tokengate pat list --tenant ID)`)
-  return found
 }
 
 /** Longest `--grace`: a rotation that leaves the old token working for longer is not one. */
@@ -338,46 +307,17 @@ const rotate: CommandDef = {
     const config = ctx.config(ADMIN_OVERRIDES)
     const now = ctx.now()
     const expiresAt = resolveExpiry(ctx.args, config, now)
-    const graceUntil = now + graceMs
-    const { token, record } = await withStore(config, async (store) => {
-      const old = await store.getPat(id)
-      if (!old) throw new CommandFailure(`no token ${printable(id)}`)
-      if (old.revokedAt !== null) {
-        throw new CommandFailure(
-          `${id} is revoked (at ${formatTime(old.revokedAt)}); issue a new token with: tokengate pat issue`,
-        )
-      }
-      if (old.supersededAt != null) {
-        throw new CommandFailure(
-          `${id} was already rotated (at ${formatTime(old.supersededAt)}); rotate its replacement instead (see: tokengate pat list --tenant ${old.tenantId})`,
-        )
-      }
-      await requireEnabledTenant(store, old.tenantId)
-      const issued = issuePat({
-        tenantId: old.tenantId,
-        subject: old.subject,
-        name: old.name,
-        permissions: old.permissions,
-        expiresAt,
-        now,
-        rotatedFrom: old.id,
-      })
-      // One atomic step: the new token exists exactly when the old one is marked rotated.
-      const rotated = await store.rotatePat(old.id, issued.record, now, graceUntil)
-      if (!rotated)
-        throw new CommandFailure(`${id} was revoked or rotated meanwhile; nothing changed`)
-      await auditCli(ctx, store, {
-        type: 'pat.rotated',
-        tenantId: old.tenantId,
-        details: {
-          tokenId: issued.record.id,
-          rotatedFrom: old.id,
-          graceUntil: isoTime(graceUntil),
-          expiresAt: isoTime(expiresAt),
-        },
-      })
-      return issued
-    })
+    const { token, record, graceUntil } = await withStore(config, (store) =>
+      operate(() => rotateTenantPat(operationDeps(ctx, store), { id, expiresAt, graceMs }), {
+        ...PAT_WORDING,
+        token_unknown: () => `no token ${printable(id)}`,
+        token_revoked: (r) =>
+          `${id} is revoked (at ${formatTime(r.at)}); issue a new token with: tokengate pat issue`,
+        token_rotated: (r) =>
+          `${id} was already rotated (at ${formatTime(r.at)}); rotate its replacement instead (see: tokengate pat list --tenant ${r.tenantId})`,
+        token_changed: () => `${id} was revoked or rotated meanwhile; nothing changed`,
+      }),
+    )
     if (ctx.json) {
       ctx.out.json({ token, ...patJson(record, now), oldTokenGraceUntil: isoTime(graceUntil) })
     } else {
@@ -390,9 +330,6 @@ const rotate: CommandDef = {
     return 0
   },
 }
-
-/** What `pat revoke-leaked` did with one input. */
-type LeakOutcome = 'revoked' | 'already_revoked' | 'unknown' | 'not_a_pat'
 
 /**
  * Tokens from the arguments, or from stdin for `-`: every PAT-shaped string in the input
@@ -435,40 +372,9 @@ const revokeLeaked: CommandDef = {
   ],
   async run(ctx) {
     const tokens = await leakedTokens(ctx)
-    const now = ctx.now()
-    const results = await withStore(ctx.config(ADMIN_OVERRIDES), async (store) => {
-      const out: {
-        fingerprint: string
-        outcome: LeakOutcome
-        record: PatRecord | undefined
-      }[] = []
-      for (const token of tokens) {
-        // The fingerprint is all that is ever shown or stored: the plaintext of a leaked
-        // token must not spread further (into our output, logs or the audit trail).
-        const fingerprint = fingerprintToken(token)
-        if (!checkPatFormat(token).ok) {
-          out.push({ fingerprint, outcome: 'not_a_pat', record: undefined })
-          continue
-        }
-        const found = await store.findPatByHash(hashPat(token))
-        if (!found) {
-          out.push({ fingerprint, outcome: 'unknown', record: undefined })
-          continue
-        }
-        if (found.revokedAt !== null) {
-          out.push({ fingerprint, outcome: 'already_revoked', record: found })
-          continue
-        }
-        const revoked = (await store.revokePat(found.id, now)) ?? found
-        await auditCli(ctx, store, {
-          type: 'pat.leak_revoked',
-          tenantId: found.tenantId,
-          details: { tokenId: found.id, fingerprint, subject: found.subject },
-        })
-        out.push({ fingerprint, outcome: 'revoked', record: revoked })
-      }
-      return out
-    })
+    const results = await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
+      revokeLeakedPats(operationDeps(ctx, store), tokens),
+    )
     const failed = results.some((r) => r.outcome === 'unknown' || r.outcome === 'not_a_pat')
     if (ctx.json) {
       ctx.out.json({

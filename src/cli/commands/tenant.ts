@@ -1,14 +1,14 @@
+import { createTenant, listTenants, setTenantEnabled } from '../../auth/tenant-operations.ts'
 import type { Tenant } from '../../core/ports.ts'
-import { ConflictError } from '../../stores/store.ts'
 import { optionalString, requiredPositional } from '../args.ts'
 import {
   ADMIN_OVERRIDES,
-  auditCli,
   type CommandContext,
   type CommandDef,
+  operate,
+  operationDeps,
   withStore,
 } from '../context.ts'
-import { CommandFailure } from '../errors.ts'
 import { formatTime, isoTime } from '../output.ts'
 import { checkTenantId, checkText } from '../validate.ts'
 
@@ -38,17 +38,9 @@ const create: CommandDef = {
   async run(ctx) {
     const id = checkTenantId(requiredPositional(ctx.args, 0, 'ID'), 'ID')
     const name = checkText(optionalString(ctx.args, 'name') ?? id, 'name', MAX_NAME_LENGTH)
-    const tenant = await withStore(ctx.config(ADMIN_OVERRIDES), async (store) => {
-      let created: Tenant
-      try {
-        created = await store.createTenant({ id, name }, ctx.now())
-      } catch (error) {
-        if (error instanceof ConflictError) throw new CommandFailure(`tenant ${id} already exists`)
-        throw error
-      }
-      await auditCli(ctx, store, { type: 'tenant.created', tenantId: id, details: { name } })
-      return created
-    })
+    const tenant = await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
+      operate(() => createTenant(operationDeps(ctx, store), { id, name })),
+    )
     if (ctx.json) ctx.out.json(tenantJson(tenant))
     else ctx.out.line(`Created tenant ${tenant.id} (${tenant.name}).`)
     return 0
@@ -60,7 +52,7 @@ const list: CommandDef = {
   summary: 'List tenants',
   options: {},
   async run(ctx) {
-    const tenants = await withStore(ctx.config(ADMIN_OVERRIDES), (store) => store.listTenants())
+    const tenants = await withStore(ctx.config(ADMIN_OVERRIDES), (store) => listTenants({ store }))
     if (ctx.json) {
       ctx.out.json({ tenants: tenants.map(tenantJson) })
       return 0
@@ -96,15 +88,11 @@ function setEnabled(enabled: boolean): CommandDef {
 async function changeEnabled(ctx: CommandContext, enabled: boolean): Promise<number> {
   const id = checkTenantId(requiredPositional(ctx.args, 0, 'ID'), 'ID')
   const state = enabled ? 'enabled' : 'disabled'
-  const { tenant, changed } = await withStore(ctx.config(ADMIN_OVERRIDES), async (store) => {
-    const before = await store.findTenant(id)
-    if (!before) throw new CommandFailure(`no tenant ${id} (see: tokengate tenant list)`)
-    if (before.enabled === enabled) return { tenant: before, changed: false }
-    const after = await store.setTenantEnabled(id, enabled)
-    if (!after) throw new CommandFailure(`no tenant ${id}`)
-    await auditCli(ctx, store, { type: `tenant.${state}`, tenantId: id, details: {} })
-    return { tenant: after, changed: true }
-  })
+  const { tenant, changed } = await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
+    operate(() => setTenantEnabled(operationDeps(ctx, store), id, enabled), {
+      tenant_unknown: () => `no tenant ${id} (see: tokengate tenant list)`,
+    }),
+  )
   if (ctx.json) ctx.out.json({ ...tenantJson(tenant), changed })
   else
     ctx.out.line(changed ? `Tenant ${id} is now ${state}.` : `Tenant ${id} was already ${state}.`)

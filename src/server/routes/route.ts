@@ -1,14 +1,17 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { AuthContext } from '../../auth/auth-context.ts'
+import { InvalidCursorError } from '../../auth/operations.ts'
 import type { Config } from '../../config/schema.ts'
-import { InvalidCursorError } from '../../stores/cursor.ts'
+import type { AuthFailure } from '../../core/failure.ts'
 import type { Page, PageRequest } from '../../stores/store.ts'
-import type { AuthContext } from '../auth-context.ts'
 import { pageRequest, RequestFieldError } from './pagination.ts'
 
 /** What a built-in route handler may use. */
 export interface RouteContext {
   readonly auth: AuthContext
   readonly config: Readonly<Config>
+  /** Records a route-level refusal (audit, failure counting) like the plugin's own checks. */
+  readonly onFailure?: ((request: FastifyRequest, failure: AuthFailure) => void) | undefined
 }
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'

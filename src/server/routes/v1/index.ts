@@ -1,7 +1,7 @@
 import type { V1Route } from '../route.ts'
 import { auditEventsRoute } from './audit-events.ts'
 import { meRoute } from './me.ts'
-import { openApiRoute } from './openapi.ts'
+import { createOpenApiRoute } from './openapi.ts'
 import { tokensGetRoute } from './tokens-get.ts'
 import { tokensListRoute } from './tokens-list.ts'
 import { tokensRevokeRoute } from './tokens-revoke.ts'
@@ -13,5 +13,5 @@ export const v1Routes: readonly V1Route[] = [
   tokensGetRoute,
   tokensRevokeRoute,
   auditEventsRoute,
-  openApiRoute,
+  createOpenApiRoute(() => v1Routes),
 ]

@@ -1,16 +1,16 @@
+import { openApiDocument } from '../../openapi.ts'
 import type { V1Route } from '../route.ts'
 import { object } from './schemas.ts'
 
-export const openApiRoute: V1Route = {
-  operationId: 'getOpenApiDocument',
-  method: 'GET',
-  path: '/openapi.json',
-  summary: 'This OpenAPI 3.1 document',
-  permissions: [],
-  schema: { response: { 200: object({}, { additionalProperties: true }) } },
-  handler: () => async () => {
-    // Imported lazily: the document is built from the route table, which includes this route.
-    const { openApiDocument } = await import('../../openapi.ts')
-    return openApiDocument()
-  },
+/** `GET /openapi.json`: the document of `routes()`, the table this route is part of. */
+export function createOpenApiRoute(routes: () => readonly V1Route[]): V1Route {
+  return {
+    operationId: 'getOpenApiDocument',
+    method: 'GET',
+    path: '/openapi.json',
+    summary: 'This OpenAPI 3.1 document',
+    permissions: [],
+    schema: { response: { 200: object({}, { additionalProperties: true }) } },
+    handler: () => async () => openApiDocument(routes()),
+  }
 }

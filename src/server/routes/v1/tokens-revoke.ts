@@ -1,6 +1,9 @@
+import { OperationRefused } from '../../../auth/operations.ts'
+import { revokeTenantPat } from '../../../auth/pat-lifecycle.ts'
 import { authorize } from '../../../core/authorize.ts'
+import type { PatRecord } from '../../../core/ports.ts'
 import { sendFailure } from '../../plugin.ts'
-import { fromStore, principalOf, type V1Route } from '../route.ts'
+import { principalOf, StoreUnavailableError, type V1Route } from '../route.ts'
 import { notFound } from './not-found.ts'
 import { IdParams, TokenMetadata } from './schemas.ts'
 import { tokenView } from './token-view.ts'
@@ -18,7 +21,7 @@ export const tokensRevokeRoute: V1Route = {
   permissions: [],
   schema: { params: IdParams, response: { 200: TokenMetadata } },
   handler:
-    ({ auth }) =>
+    ({ auth, onFailure }) =>
     async (request, reply) => {
       const principal = principalOf(request)
       const { id } = request.params as { id: string }
@@ -26,26 +29,26 @@ export const tokensRevokeRoute: V1Route = {
       // The permission is decided before the lookup, so a caller without it learns nothing
       // about which ids exist.
       const failure = self ? undefined : authorize(principal, REVOKE)
-      if (failure) return sendFailure(request, reply, failure)
+      if (failure) return sendFailure(request, reply, failure, onFailure)
 
-      const existing = await fromStore(() => auth.store.getPat(id))
-      if (!existing || existing.tenantId !== principal.tenantId) {
-        return notFound(request, reply, 'token')
-      }
-      const revoked =
-        (await fromStore(() => auth.store.revokePat(id, auth.clock.now()))) ?? existing
-      auth.lookups.invalidatePat(revoked.tokenHash)
-      if (existing.revokedAt === null) {
-        auth.audit.write({
-          type: 'pat.revoked',
-          tenantId: principal.tenantId,
+      const deps = {
+        store: auth.store,
+        clock: auth.clock,
+        actor: {
           actor: principal.fingerprint,
-          outcome: 'ok',
           clientAddress: request.ip,
           requestId: String(request.id),
-          details: { tokenId: id, self },
-        })
+        },
+        audit: auth.audit,
       }
+      let revoked: PatRecord
+      try {
+        revoked = (await revokeTenantPat(deps, id, { tenantId: principal.tenantId, self })).record
+      } catch (error) {
+        if (error instanceof OperationRefused) return notFound(request, reply, 'token')
+        throw new StoreUnavailableError(error)
+      }
+      auth.lookups.invalidatePat(revoked.tokenHash)
       return tokenView(revoked, auth.clock.now())
     },
 }

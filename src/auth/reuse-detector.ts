@@ -2,6 +2,7 @@ import type { AuthFailure } from '../core/failure.ts'
 import type { Clock } from '../core/ports.ts'
 import type { Store } from '../stores/store.ts'
 import type { AuditWriter } from '../stores/write-behind.ts'
+import { auditRecord } from './audit-events.ts'
 
 /** Where a reuse was seen, for the audit event. */
 export interface ReuseContext {
@@ -51,16 +52,18 @@ export function createReuseDetector(deps: ReuseDetectorDeps): ReuseDetector {
     try {
       const revoked = await deps.store.revokePatFamily(tokenId, at)
       if (revoked.length === 0) return
-      deps.audit.write({
-        type: 'pat.reuse_detected',
-        time: at,
-        tenantId: revoked[0]?.tenantId ?? null,
-        actor: context.actor,
-        outcome: 'family_revoked',
-        clientAddress: context.clientAddress,
-        requestId: context.requestId,
-        details: { tokenId, revokedTokenIds: revoked.map((r) => r.id).sort() },
-      })
+      deps.audit.write(
+        auditRecord(
+          {
+            type: 'pat.reuse_detected',
+            tenantId: revoked[0]?.tenantId ?? null,
+            outcome: 'family_revoked',
+            details: { tokenId, revokedTokenIds: revoked.map((r) => r.id).sort() },
+          },
+          context,
+          at,
+        ),
+      )
       deps.log.warn(
         { tokenId, revoked: revoked.length },
         'rotated-out PAT reused after its grace: rotation family revoked',

@@ -1,0 +1,155 @@
+import { randomUUID } from 'node:crypto'
+import type { AuthFailure } from '../core/failure.ts'
+import type { AuditEvent as AuditRecord, AuditStore } from '../stores/store.ts'
+import type { AuditEventInput } from '../stores/write-behind.ts'
+
+type Iso = string | null
+
+/**
+ * Every audit event tokengate writes, by type: its outcome and its `details`. This union is
+ * the schema docs/events.md describes; the stored record (`stores/store.ts`) adds id, time,
+ * actor, client address and request id. Details are log-safe: never a token, hash or secret.
+ */
+export type AuditEvent =
+  | {
+      readonly type: 'auth.failed'
+      readonly tenantId: string | null
+      readonly outcome: Exclude<AuthFailure['code'], 'insufficient_permission'>
+      readonly details: { method: string; path: string; reason?: string }
+    }
+  | {
+      readonly type: 'auth.forbidden'
+      readonly tenantId: string | null
+      /** `insufficient_permission`, or `gateway_<decision>` for a gateway policy refusal. */
+      readonly outcome: string
+      readonly details: { method: string; path: string; policyLine?: number }
+    }
+  | {
+      readonly type: 'pat.issued'
+      readonly tenantId: string
+      readonly details: {
+        tokenId: string
+        subject: string
+        name: string
+        permissions: readonly string[]
+        expiresAt: Iso
+      }
+    }
+  | {
+      readonly type: 'pat.revoked'
+      readonly tenantId: string
+      readonly details: { tokenId: string; subject?: string; self?: boolean }
+    }
+  | {
+      readonly type: 'pat.rotated'
+      readonly tenantId: string
+      readonly details: { tokenId: string; rotatedFrom: string; graceUntil: Iso; expiresAt: Iso }
+    }
+  | {
+      readonly type: 'pat.leak_revoked'
+      readonly tenantId: string
+      readonly details: { tokenId: string; fingerprint: string; subject: string }
+    }
+  | {
+      readonly type: 'pat.reuse_detected'
+      readonly tenantId: string | null
+      readonly outcome: 'family_revoked'
+      readonly details: { tokenId: string; revokedTokenIds: readonly string[] }
+    }
+  | {
+      readonly type: 'tenant.created'
+      readonly tenantId: string
+      readonly details: { name: string }
+    }
+  | {
+      readonly type: 'tenant.enabled' | 'tenant.disabled'
+      readonly tenantId: string
+      readonly details: Record<string, never>
+    }
+  | {
+      readonly type: 'issuer.added'
+      readonly tenantId: string | null
+      readonly details: {
+        issuer: string
+        audiences: readonly string[]
+        keySource: string
+        algorithms: readonly string[] | null
+        replaced: boolean
+      }
+    }
+  | {
+      readonly type: 'issuer.removed'
+      readonly tenantId: string | null
+      readonly details: { issuer: string }
+    }
+
+export type AuditEventType = AuditEvent['type'] | 'audit.dropped'
+
+/** Who acted, and over which request: the CLI's `cli:<user>`, or a caller's token fingerprint. */
+export interface Actor {
+  readonly actor: string | null
+  readonly clientAddress?: string | null | undefined
+  readonly requestId?: string | null | undefined
+}
+
+/** The one place an audit record is built from an event and its actor. */
+export function auditRecord(event: AuditEvent, by: Actor, time?: number): AuditEventInput {
+  return {
+    ...(time === undefined ? {} : { time }),
+    type: event.type,
+    tenantId: event.tenantId,
+    actor: by.actor,
+    outcome: 'outcome' in event ? event.outcome : 'ok',
+    clientAddress: by.clientAddress ?? null,
+    requestId: by.requestId ?? null,
+    details: event.details,
+  }
+}
+
+/** The failed-authentication event for a 401/403 answer (503s are not audited). */
+export function authFailureEvent(
+  failure: AuthFailure,
+  request: { method: string; path: string; tenantId: string | null },
+): AuditEvent | undefined {
+  const base = { method: request.method, path: request.path }
+  switch (failure.code) {
+    case 'unavailable':
+      return undefined
+    case 'insufficient_permission':
+      return {
+        type: 'auth.forbidden',
+        tenantId: request.tenantId,
+        outcome: failure.code,
+        details: base,
+      }
+    case 'invalid_token':
+      return {
+        type: 'auth.failed',
+        tenantId: request.tenantId,
+        outcome: failure.code,
+        details: { ...base, reason: failure.reason },
+      }
+    default:
+      return {
+        type: 'auth.failed',
+        tenantId: request.tenantId,
+        outcome: failure.code,
+        details: base,
+      }
+  }
+}
+
+/** Where application-layer operations send their audit events. */
+export interface AuditSink {
+  write(record: AuditEventInput): void | Promise<void>
+}
+
+/** An audit sink that appends each event to the store at once (the CLI: one process, one act). */
+export function storeAuditSink(store: AuditStore, now: () => number): AuditSink {
+  return {
+    async write(record) {
+      const stored: AuditRecord = { id: randomUUID(), time: now(), ...record }
+      await store.appendAudit([stored])
+    },
+  }
+}

@@ -1,0 +1,223 @@
+/**
+ * The row layer both stores share: column lists, row shapes, row <-> record mappers, the
+ * migration plan, the rotation-family walk and constraint-error translation. What differs
+ * per dialect is only how values arrive (SQLite: INTEGER numbers and JSON text; Postgres:
+ * bigint strings, booleans, arrays and jsonb objects), which the mappers normalise. SQL
+ * statements stay in sqlite.ts and postgres.ts.
+ */
+import type { IssuerConfig } from '../core/issuer.ts'
+import type { PatRecord, Tenant } from '../core/ports.ts'
+import { type AuditEvent, ConflictError, type StoredIssuer } from './store.ts'
+
+/** A time column: INTEGER in SQLite, bigint (read as a string by pg) in Postgres. */
+type Time = number | string
+/** A JSON column: TEXT in SQLite, jsonb/array (already parsed) in Postgres. */
+type Json<T> = string | T
+
+export interface TenantRow {
+  id: string
+  name: string
+  enabled: number | boolean
+  created_at: Time
+}
+
+export interface PatRow {
+  id: string
+  token_hash: string
+  tenant_id: string
+  subject: string
+  name: string
+  permissions: Json<string[]>
+  last4: string
+  created_at: Time
+  expires_at: Time | null
+  revoked_at: Time | null
+  last_used_at: Time | null
+  rotated_from: string | null
+  superseded_at: Time | null
+  grace_until: Time | null
+}
+
+export interface IssuerRow {
+  issuer: string
+  config: Json<Omit<IssuerConfig, 'issuer'>>
+  created_at: Time
+}
+
+export interface AuditRow {
+  id: string
+  time: Time
+  type: string
+  tenant_id: string | null
+  actor: string | null
+  outcome: string
+  client_address: string | null
+  request_id: string | null
+  details: Json<Record<string, unknown>>
+}
+
+export const TENANT_COLUMNS = 'id, name, enabled, created_at'
+export const PAT_COLUMNS = `id, token_hash, tenant_id, subject, name, permissions, last4,
+  created_at, expires_at, revoked_at, last_used_at, rotated_from, superseded_at, grace_until`
+export const AUDIT_COLUMNS =
+  'id, time, type, tenant_id, actor, outcome, client_address, request_id, details'
+export const ISSUER_COLUMNS = 'issuer, config, created_at'
+
+const ms = (value: Time): number => Number(value)
+const msOrNull = (value: Time | null): number | null => (value === null ? null : Number(value))
+const json = <T>(value: Json<T>): T =>
+  typeof value === 'string' ? (JSON.parse(value) as T) : value
+
+export function toTenant(row: TenantRow): Tenant {
+  return {
+    id: row.id,
+    name: row.name,
+    enabled: row.enabled === true || row.enabled === 1,
+    createdAt: ms(row.created_at),
+  }
+}
+
+export function toPat(row: PatRow): PatRecord {
+  return {
+    id: row.id,
+    tokenHash: row.token_hash,
+    tenantId: row.tenant_id,
+    subject: row.subject,
+    name: row.name,
+    permissions: json(row.permissions),
+    last4: row.last4,
+    createdAt: ms(row.created_at),
+    expiresAt: msOrNull(row.expires_at),
+    revokedAt: msOrNull(row.revoked_at),
+    lastUsedAt: msOrNull(row.last_used_at),
+    rotatedFrom: row.rotated_from,
+    supersededAt: msOrNull(row.superseded_at),
+    graceUntil: msOrNull(row.grace_until),
+  }
+}
+
+export function toAudit(row: AuditRow): AuditEvent {
+  return {
+    id: row.id,
+    time: ms(row.time),
+    type: row.type,
+    tenantId: row.tenant_id,
+    actor: row.actor,
+    outcome: row.outcome,
+    clientAddress: row.client_address,
+    requestId: row.request_id,
+    details: json(row.details),
+  }
+}
+
+export function toIssuer(row: IssuerRow): StoredIssuer {
+  return { ...json(row.config), issuer: row.issuer, createdAt: ms(row.created_at) }
+}
+
+/**
+ * A PAT's column values in PAT_COLUMNS order; `permissions` encoded for the dialect
+ * (JSON text for SQLite, a text[] for Postgres).
+ */
+export function patValues<P>(record: PatRecord, permissions: (list: readonly string[]) => P) {
+  return [
+    record.id,
+    record.tokenHash,
+    record.tenantId,
+    record.subject,
+    record.name,
+    permissions(record.permissions),
+    record.last4,
+    record.createdAt,
+    record.expiresAt,
+    record.revokedAt,
+    record.lastUsedAt,
+    record.rotatedFrom,
+    record.supersededAt ?? null,
+    record.graceUntil ?? null,
+  ] as const
+}
+
+/** An audit event's column values in AUDIT_COLUMNS order (details as JSON text). */
+export function auditValues(event: AuditEvent) {
+  return [
+    event.id,
+    event.time,
+    event.type,
+    event.tenantId,
+    event.actor,
+    event.outcome,
+    event.clientAddress,
+    event.requestId,
+    JSON.stringify(event.details),
+  ] as const
+}
+
+/**
+ * An issuer's columns: its name, and the rest of its configuration as JSON. A StoredIssuer
+ * passed back in keeps its creation time in the column (a replace changes the config only).
+ */
+export function issuerValues(issuer: IssuerConfig): { name: string; config: string } {
+  const { issuer: name, ...config } = issuer
+  delete (config as { createdAt?: unknown }).createdAt
+  return { name, config: JSON.stringify(config) }
+}
+
+export interface Migration {
+  readonly version: number
+  readonly sql: string
+}
+
+/**
+ * The migrations still to apply, in version order, given the versions already applied.
+ * Throws when the database is newer than this code (a rolling upgrade gone backwards):
+ * running against a schema we do not know is refused.
+ */
+export function pendingMigrations(
+  migrations: readonly Migration[],
+  applied: Iterable<number>,
+): Migration[] {
+  const done = new Set(applied)
+  const latest = latestVersion(migrations)
+  const newest = Math.max(0, ...done)
+  if (newest > latest) {
+    throw new Error(
+      `database schema version ${newest} is newer than this tokengate supports (${latest})`,
+    )
+  }
+  return [...migrations].sort((a, b) => a.version - b.version).filter((m) => !done.has(m.version))
+}
+
+export function latestVersion(migrations: readonly Migration[]): number {
+  return Math.max(...migrations.map((m) => m.version))
+}
+
+/**
+ * The rotation family of the token `idParam` names, as the CTEs `up` (itself and every
+ * ancestor) and `down` (everything descending from any of them): the family is a tree (one
+ * parent each). UNION (not UNION ALL) ends the walk even on a corrupt cycle. Same SQL in
+ * both dialects; each store appends the UPDATE of `down`.
+ */
+export function rotationFamily(idParam: string): string {
+  return `up (id, parent) AS (
+      SELECT id, rotated_from FROM pats WHERE id = ${idParam}
+      UNION SELECT p.id, p.rotated_from FROM pats p JOIN up ON p.id = up.parent),
+    down (id) AS (
+      SELECT id FROM up
+      UNION SELECT p.id FROM pats p JOIN down ON p.rotated_from = down.id)`
+}
+
+/** Which constraint a driver error broke, as each dialect reads its own error codes. */
+export type ConstraintKind = 'unique' | 'foreign_key' | undefined
+
+/**
+ * Constraint violations as the Store contract states them: a duplicate is a
+ * ConflictError, a missing tenant a plain error; anything else (outages included) as is.
+ */
+export function translateConstraint(error: unknown, kind: ConstraintKind, what: string): unknown {
+  if (kind === 'unique') {
+    return new ConflictError(`${what} conflicts with an existing row`, { cause: error })
+  }
+  if (kind === 'foreign_key')
+    return new Error(`${what} refers to an unknown tenant`, { cause: error })
+  return error
+}
