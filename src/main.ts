@@ -50,8 +50,8 @@ export async function startTokengate(
   const logger = createLogger(config.log.level, options.logDestination)
   const store = await openStore(
     config.databaseUrl
-      ? { databaseUrl: config.databaseUrl, logger }
-      : { dataDir: config.dataDir, logger },
+      ? { databaseUrl: config.databaseUrl, logger, secretKeyFile: config.secretKeyFile }
+      : { dataDir: config.dataDir, logger, secretKeyFile: config.secretKeyFile },
   )
   let events: EventDelivery | undefined
   let metricsListener: MetricsListener | undefined

@@ -32,6 +32,7 @@ export interface LoadOptions {
 export const ENV_VARIABLES: Readonly<Record<string, string>> = {
   TOKENGATE_CONFIG: '(config file path)',
   TOKENGATE_DATA_DIR: 'dataDir',
+  TOKENGATE_SECRET_KEY_FILE: 'secretKeyFile',
   TOKENGATE_DEV: 'dev',
   DATABASE_URL: 'databaseUrl',
   REDIS_URL: 'redisUrl',

@@ -24,6 +24,13 @@ export const ConfigSchema = Type.Object(
         description: 'Postgres URL for scale-out; when unset the embedded SQLite store is used.',
       }),
     ),
+    secretKeyFile: Type.Optional(
+      Type.String({
+        minLength: 1,
+        description:
+          'File holding the 32-byte key (base64 or hex, e.g. `openssl rand -base64 32`) that seals issuer shared secrets in the store (AES-256-GCM). Default: the embedded store generates `<dataDir>/secret.key` (0600), a dev convenience; Postgres has none, and then HS* issuers cannot be stored.',
+      }),
+    ),
     redisUrl: Type.Optional(
       Type.String({
         pattern: '^rediss?://',

@@ -32,7 +32,7 @@ import { StoreUnavailableError } from './routes/route.ts'
 import { serializerSchema } from './routes/serializer-schema.ts'
 import { v1Routes } from './routes/v1/index.ts'
 import { sendResponse } from './send-response.ts'
-import type { TlsMaterial } from './tls.ts'
+import { type TlsMaterial, tlsServerOptions } from './tls.ts'
 import { tokenDigestOf } from './token-digest.ts'
 
 export interface BuildServerOptions {
@@ -101,9 +101,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
         ? https.createServer(
             {
               ...serverOptions,
-              cert: tls.cert,
-              key: tls.key,
-              minVersion: 'TLSv1.2',
+              ...tlsServerOptions(tls),
               handshakeTimeout: config.server.firstByteTimeoutMs,
             },
             handler,
