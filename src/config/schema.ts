@@ -86,6 +86,40 @@ export const ConfigSchema = Type.Object(
           description:
             'Worker processes sharing the listener (node:cluster); `auto` = one per CPU. 1 keeps one process (dev, containers sized to one CPU); use `auto` on a multi-core host. Without redisUrl each worker enforces 1/N of every rate limit (docs/scale-out.md).',
         }),
+        firstByteTimeoutMs: Type.Integer({
+          default: 10_000,
+          minimum: 1,
+          description:
+            'Time a new connection gets to complete the TLS handshake and then to send its first request head; idle sockets are closed after it.',
+        }),
+        maxConnections: Type.Integer({
+          default: 4096,
+          minimum: 0,
+          description: 'Open client connections at most; beyond it new ones are closed. 0: no cap.',
+        }),
+        maxConnectionsPerAddress: Type.Integer({
+          default: 256,
+          minimum: 0,
+          description:
+            'Open connections per client address (IPv6: per /64) at most; beyond it new ones from that address are closed. 0: no cap (e.g. behind one proxy).',
+        }),
+        cors: Type.Object(
+          {
+            origins: Type.String({
+              default: '',
+              pattern: '^(https?://[^/\\s,]+)?(\\s+https?://[^/\\s,]+)*$',
+              description:
+                'Space-separated browser origins (scheme://host[:port], exact) allowed to call /api/v1 cross-origin. Empty: CORS off.',
+            }),
+            maxAgeSec: Type.Integer({
+              default: 600,
+              minimum: 0,
+              description:
+                'How long a browser may cache a preflight answer (Access-Control-Max-Age).',
+            }),
+          },
+          { default: {}, additionalProperties: false },
+        ),
       },
       { default: {}, additionalProperties: false },
     ),
