@@ -36,6 +36,7 @@ export type { AuthFailure, FailureCode, InvalidTokenReason } from './core/failur
 export { fingerprintToken } from './core/fingerprint.ts'
 export type { IssuerConfig, KeySource } from './core/issuer.ts'
 export { createJwtVerifier, type JwtVerifierOptions } from './core/jwt.ts'
+export { secretKeySource } from './core/jwt-keys.ts'
 export {
   checkPatFormat,
   generatePat,

@@ -2,7 +2,7 @@ import { createPublicKey, type KeyObject } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import type { KeySource } from '../core/issuer.ts'
 import { checkJwksUrl as checkCoreJwksUrl } from '../core/jwks.ts'
-import { bindJwk, bindPem, bindSecret, HMAC_ALGORITHMS } from '../core/jwt-keys.ts'
+import { bindJwk, bindPem, HMAC_ALGORITHMS, secretKeySource } from '../core/jwt-keys.ts'
 import { UsageError } from './errors.ts'
 
 /**
@@ -89,12 +89,7 @@ export function readSecretFile(file: string, algorithm: string | undefined): Key
       `--secret-file ${file}: ${(error as NodeJS.ErrnoException).code ?? 'unreadable'}`,
     )
   }
-  let end = bytes.length
-  if (bytes[end - 1] === 0x0a) end--
-  if (bytes[end - 1] === 0x0d) end--
-  const secret = bytes.subarray(0, end).toString('base64url')
-  bound(`--secret-file ${file} (${end} bytes)`, () => bindSecret(secret, algorithm))
-  return { kind: 'secret', secret, algorithm }
+  return bound(`--secret-file ${file}`, () => secretKeySource(bytes, algorithm))
 }
 
 /** Runs the core's binding; its refusal becomes a usage error naming the flag and file. */

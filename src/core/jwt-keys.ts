@@ -196,6 +196,31 @@ export function bindSecret(secret: string, alg: string): BoundKey {
   return Object.freeze({ kid: undefined, alg, verify: createSignatureCheck(alg, secretKey) })
 }
 
+/**
+ * A shared-secret key source from a secret file's bytes: the bytes as they are, less one
+ * trailing newline (an editor's or `echo`'s, never part of the secret), checked by
+ * {@link bindSecret}. The CLI's `--secret-file` and library code both use it, so a file gives
+ * the same key everywhere.
+ *
+ * @example
+ * secretKeySource(readFileSync('secret.bin'), 'HS256')
+ */
+export function secretKeySource(
+  bytes: Uint8Array,
+  algorithm: string,
+): { readonly kind: 'secret'; readonly secret: string; readonly algorithm: string } {
+  let end = bytes.length
+  if (bytes[end - 1] === 0x0a) end--
+  if (bytes[end - 1] === 0x0d) end--
+  const secret = Buffer.from(bytes.buffer, bytes.byteOffset, end).toString('base64url')
+  try {
+    bindSecret(secret, algorithm)
+  } catch (error) {
+    throw new Error(`${(error as Error).message}; this one has ${end} bytes`)
+  }
+  return Object.freeze({ kind: 'secret', secret, algorithm })
+}
+
 /** Outcome of choosing a key for a token's `alg` and `kid`. */
 export type KeySelection =
   | { readonly ok: true; readonly key: BoundKey }

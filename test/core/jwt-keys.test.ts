@@ -8,6 +8,7 @@ import {
   bindPem,
   bindSecret,
   isNoneAlgorithm,
+  secretKeySource,
   selectKey,
 } from '../../src/core/jwt-keys.ts'
 import { generateTestKeyPair } from '../helpers/jwt.ts'
@@ -82,6 +83,37 @@ describe('key binding', () => {
     for (const alg of ['none', 'None', 'NONE', 'nOnE', 'NoNe'])
       assert.equal(isNoneAlgorithm(alg), true)
     for (const alg of ['', 'non', 'nonee', 'HS256']) assert.equal(isNoneAlgorithm(alg), false)
+  })
+})
+
+describe('secretKeySource: a secret file gives one key everywhere', () => {
+  const bytes = Buffer.from('0123456789abcdef0123456789abcdef')
+
+  test('the bytes as base64url; one trailing LF or CRLF is not part of the secret', () => {
+    const plain = secretKeySource(bytes, 'HS256')
+    assert.deepEqual(plain, {
+      kind: 'secret',
+      secret: bytes.toString('base64url'),
+      algorithm: 'HS256',
+    })
+    assert.deepEqual(secretKeySource(Buffer.concat([bytes, Buffer.from('\n')]), 'HS256'), plain)
+    assert.deepEqual(secretKeySource(Buffer.concat([bytes, Buffer.from('\r\n')]), 'HS256'), plain)
+    const twoNewlines = secretKeySource(Buffer.concat([bytes, Buffer.from('\n\n')]), 'HS256')
+    assert.notEqual(twoNewlines.secret, plain.secret)
+  })
+
+  test('a view into a larger buffer reads only its own bytes', () => {
+    const larger = Buffer.concat([Buffer.from('xx'), bytes, Buffer.from('yy')])
+    const view = larger.subarray(2, 2 + bytes.length)
+    assert.equal(secretKeySource(view, 'HS256').secret, bytes.toString('base64url'))
+  })
+
+  test('the core binding decides: too short or a non-HMAC algorithm is refused', () => {
+    assert.throws(
+      () => secretKeySource(Buffer.from('short\n'), 'HS256'),
+      /at least 32 bytes; this one has 5 bytes/,
+    )
+    assert.throws(() => secretKeySource(bytes, 'RS256'), /HS256, HS384 or HS512/)
   })
 })
 
