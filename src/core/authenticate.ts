@@ -3,6 +3,7 @@ import { timingSafeEqual } from 'node:crypto'
 import { parseAuthorization } from './credentials.ts'
 import type { AuthFailure } from './failure.ts'
 import { jwtFingerprint, patFingerprint } from './fingerprint.ts'
+import { type MaybePromise, thenMaybe } from './maybe-async.ts'
 import { checkPatFormat, hashPat, isPatToken, patLast4, patStatus } from './pat.ts'
 import type {
   AuthLookups,
@@ -88,10 +89,7 @@ export function createMaybeSyncAuthenticator(deps: AuthenticatorDeps): Authentic
   }
 }
 
-/** Whether a maybe-synchronous result is still pending. */
-export function isPromiseLike<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
-  return typeof (value as PromiseLike<T> | null)?.then === 'function'
-}
+export { isPromiseLike } from './maybe-async.ts'
 
 function authenticatePat(
   token: string,
@@ -112,14 +110,14 @@ function authenticatePat(
   // Why the hint: the server's rate limiter has hashed this very token already (one SHA-256
   // per request instead of two). It is used only for the identical token string.
   const tokenHash = digestHint(input, token) ?? hashPat(token)
-  let found: PatRecord | undefined | PromiseLike<PatRecord | undefined>
+  let found: MaybePromise<PatRecord | undefined>
   try {
     found = lookups.findPatByHash(tokenHash)
   } catch {
     return fail(storeUnavailable())
   }
-  if (!isPromiseLike(found)) return checkPat(token, tokenHash, found, tenantIds, lookups, clock)
-  return Promise.resolve(found).then(
+  return thenMaybe(
+    found,
     (record) => checkPat(token, tokenHash, record, tenantIds, lookups, clock),
     () => fail(storeUnavailable()),
   )
@@ -186,7 +184,7 @@ function authenticateJwt(
     // As before the synchronous path existed: a verifier bug rejects, it never passes.
     return Promise.reject(error)
   }
-  return isPromiseLike(outcome) ? outcome.then(afterVerify) : afterVerify(outcome)
+  return thenMaybe(outcome, afterVerify)
 
   function afterVerify(outcome: JwtOutcome): AuthResult | Promise<AuthResult> {
     if (!outcome.ok) return fail(outcome.failure)
@@ -234,8 +232,7 @@ function afterTenantCheck(
   check: AuthFailure | undefined | Promise<AuthFailure | undefined>,
   next: () => AuthResult,
 ): AuthResult | Promise<AuthResult> {
-  if (isPromiseLike(check)) return check.then((failure) => (failure ? fail(failure) : next()))
-  return check ? fail(check) : next()
+  return thenMaybe(check, (failure) => (failure ? fail(failure) : next()))
 }
 
 /**
@@ -272,14 +269,13 @@ function checkTenantActive(
   lookups: AuthLookups,
   tenantId: string,
 ): AuthFailure | undefined | Promise<AuthFailure | undefined> {
-  let found: Tenant | undefined | PromiseLike<Tenant | undefined>
+  let found: MaybePromise<Tenant | undefined>
   try {
     found = lookups.findTenant(tenantId)
   } catch {
     return storeUnavailable()
   }
-  if (!isPromiseLike(found)) return tenantFailure(found)
-  return Promise.resolve(found).then(tenantFailure, storeUnavailable)
+  return thenMaybe(found, tenantFailure, storeUnavailable)
 }
 
 function tenantFailure(tenant: Tenant | undefined): AuthFailure | undefined {
