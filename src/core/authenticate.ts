@@ -74,6 +74,7 @@ export function createAuthenticator(deps: AuthenticatorDeps): Authenticate {
  */
 export function createMaybeSyncAuthenticator(deps: AuthenticatorDeps): AuthenticateMaybeSync {
   const { lookups, jwt, clock } = deps
+  const principals: PrincipalMemo = new WeakMap()
   return function authenticate(input: AuthInput): AuthResult | Promise<AuthResult> {
     const parsed = parseAuthorization(input.authorization)
     if (!parsed.ok) return parsed
@@ -85,6 +86,7 @@ export function createMaybeSyncAuthenticator(deps: AuthenticatorDeps): Authentic
           input.tenantIds,
           lookups,
           jwt,
+          principals,
         )
   }
 }
@@ -174,6 +176,7 @@ function authenticateJwt(
   tenantIds: readonly string[],
   lookups: AuthLookups,
   verifier: JwtVerifier,
+  principals: PrincipalMemo,
 ): AuthResult | Promise<AuthResult> {
   let outcome: JwtOutcome | Promise<JwtOutcome>
   try {
@@ -181,7 +184,7 @@ function authenticateJwt(
       ? verifier.verifyMaybeSync(token, sha256Hex)
       : verifier.verify(token)
   } catch (error) {
-    // As before the synchronous path existed: a verifier bug rejects, it never passes.
+    // A verifier bug rejects the request; it never passes it.
     return Promise.reject(error)
   }
   return thenMaybe(outcome, afterVerify)
@@ -195,7 +198,7 @@ function authenticateJwt(
 
     return afterTenantCheck(checkTenantActive(lookups, verified.tenantId), () => ({
       ok: true,
-      principal: jwtPrincipal(verified),
+      principal: jwtPrincipal(verified, principals),
     }))
   }
 }
@@ -207,8 +210,8 @@ function authenticateJwt(
  * the fingerprint and freezing on every request of a repeated token. Weakly held: an entry
  * the verifier's cache drops takes its principal with it, so they are bounded by that cache.
  */
-function jwtPrincipal(verified: VerifiedJwt): Principal {
-  let principal = jwtPrincipals.get(verified)
+function jwtPrincipal(verified: VerifiedJwt, principals: PrincipalMemo): Principal {
+  let principal = principals.get(verified)
   if (principal === undefined) {
     principal = Object.freeze({
       tokenType: 'jwt',
@@ -220,12 +223,13 @@ function jwtPrincipal(verified: VerifiedJwt): Principal {
       issuer: verified.issuer,
       fingerprint: jwtFingerprint(verified.issuer, verified.keyId, verified.subject),
     } satisfies Principal)
-    jwtPrincipals.set(verified, principal)
+    principals.set(verified, principal)
   }
   return principal
 }
 
-const jwtPrincipals = new WeakMap<VerifiedJwt, Principal>()
+/** Per authenticator, so that two instances (tests, library users) share no state. */
+type PrincipalMemo = WeakMap<VerifiedJwt, Principal>
 
 /** Fails with the tenant check's failure, or continues with `next` (without a hop when sync). */
 function afterTenantCheck(
