@@ -62,11 +62,8 @@ export function createAuthenticator(deps: AuthenticatorDeps): Authenticate {
 
 /**
  * The same pipeline as `createAuthenticator`, returning a value instead of a promise when
- * no step had to wait (see `AuthenticateMaybeSync`). The server uses it.
- *
- * Why: with cached lookups a PAT request needs no I/O, yet each `await` costs a microtask
- * turn and a promise; answering synchronously lets the Fastify hook continue in the same
- * tick. The rules and their order are exactly those of the asynchronous form.
+ * no step had to wait (see `AuthenticateMaybeSync`). The server uses it. The rules and their
+ * order are those of the asynchronous form. Why: bench/README.md "Speed measures and why".
  *
  * @example
  * const result = authenticate(input)
@@ -109,8 +106,7 @@ function authenticatePat(
     })
   }
 
-  // Why the hint: the server's rate limiter has hashed this very token already (one SHA-256
-  // per request instead of two). It is used only for the identical token string.
+  // The limiter's SHA-256 of this very token (bench/README.md "Speed measures and why").
   const tokenHash = digestHint(input, token) ?? hashPat(token)
   let found: MaybePromise<PatRecord | undefined>
   try {
@@ -204,11 +200,8 @@ function authenticateJwt(
 }
 
 /**
- * The principal of a verified JWT, built once per verified token: the verifier's cache hands
- * back the same `VerifiedJwt` object on every hit, and the principal is a pure function of it
- * (the tenant check that can change is made per request, above). Saves building, sanitising
- * the fingerprint and freezing on every request of a repeated token. Weakly held: an entry
- * the verifier's cache drops takes its principal with it, so they are bounded by that cache.
+ * The principal of a verified JWT, built once per `VerifiedJwt` (bench/README.md "Speed
+ * measures and why"); the tenant check that can change is made per request, above.
  */
 function jwtPrincipal(verified: VerifiedJwt, principals: PrincipalMemo): Principal {
   let principal = principals.get(verified)
