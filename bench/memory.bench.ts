@@ -21,13 +21,15 @@
  * mostly the node binary), the V8 heap (its young generation separately) and malloc.
  *
  * Run: `node --expose-gc bench/memory.bench.ts [--pats 1000000] [--warm 100000]
- * [--node-flags '--max-semi-space-size=8']` (the last replaces the production flags, to try
- * others).
+ * [--node-flags '--max-semi-space-size=8'] [--serve-only]` (`--node-flags` replaces the
+ * production flags, to try others; `--serve-only` skips the in-process starts).
  */
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import http from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { getHeapSpaceStatistics } from 'node:v8'
 import { createAuthenticator } from '../src/core/authenticate.ts'
 import { issuePat } from '../src/core/pat.ts'
@@ -41,6 +43,7 @@ const option = (name: string, fallback: number) => {
   return at === -1 ? fallback : Number(args[at + 1])
 }
 const TOTAL = option('pats', 1_000_000)
+const ONLY_SERVE = args.includes('--serve-only')
 const WARM = option('warm', 100_000)
 const SAMPLE = 1000
 const TENANT = 'mem-tenant'
@@ -141,6 +144,87 @@ async function warmPhase(dbPath: string, tokenFile: string, label: string): Prom
   await store.close()
 }
 
+/**
+ * The figure the target is about, as operators see it: `tokengate serve` (the bin's flags,
+ * default settings except the per-tenant quota, raised so that 100,000 requests of one
+ * tenant are not answered 429; the limiter still counts them) on the seeded file, the
+ * 100,000 PATs requested once each over HTTP, then the server's own RSS from /proc. Unlike
+ * the in-process phases it includes Fastify, the rate limiter's per-token counters and the
+ * audit writer, and not the bench's list of plaintext tokens.
+ */
+async function servePhase(dataDir: string, tokenFile: string, compileCache: string) {
+  const configFile = join(dataDir, 'memory-bench.json')
+  writeFileSync(
+    configFile,
+    JSON.stringify({ log: { level: 'warn' }, rateLimit: { perTenant: { max: 1_000_000_000 } } }),
+  )
+  const child = spawn(
+    process.execPath,
+    [
+      ...PRODUCTION_NODE_FLAGS,
+      'bin/tokengate.js',
+      'serve',
+      '--http',
+      '--listen',
+      '127.0.0.1:0',
+      '--json',
+    ],
+    {
+      env: {
+        PATH: process.env.PATH,
+        NODE_COMPILE_CACHE: compileCache,
+        TOKENGATE_DATA_DIR: dataDir,
+        TOKENGATE_CONFIG: configFile,
+      },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  )
+  try {
+    let stdout = ''
+    child.stdout?.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString()
+    })
+    for (let i = 0; i < 600 && !stdout.trim().endsWith('}'); i++) await sleep(50)
+    const { url } = JSON.parse(stdout) as { url: string }
+    const tokens = readFileSync(tokenFile, 'utf8').split('\n').filter(Boolean)
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 16 })
+    const started = performance.now()
+    let next = 0
+    const worker = async () => {
+      while (next < tokens.length) {
+        const token = tokens[next++] as string
+        const status = await new Promise<number>((resolve, reject) => {
+          const req = http.get(
+            `${url}/api/v1/me`,
+            { agent, headers: { authorization: `Bearer ${token}` } },
+            (res) => {
+              res.resume()
+              res.on('end', () => resolve(res.statusCode ?? 0))
+            },
+          )
+          req.on('error', reject)
+        })
+        if (status !== 200) throw new Error(`warm-up request answered ${status}`)
+      }
+    }
+    await Promise.all(Array.from({ length: 16 }, worker))
+    const warmMs = performance.now() - started
+    agent.destroy()
+    await sleep(2000)
+    const status = readFileSync(`/proc/${child.pid}/status`, 'utf8')
+    const smaps = readFileSync(`/proc/${child.pid}/smaps_rollup`, 'utf8')
+    const kb = (text: string, name: string) =>
+      Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(text)?.[1]) * 1024
+    console.log(`tokengate serve (${PRODUCTION_NODE_FLAGS.join(' ')}, as the bin starts it):`)
+    console.log(
+      `  RSS ${mb(kb(status, 'VmRSS'))} MB with ${TOTAL} PATs stored and ${tokens.length} requested once each over HTTP (target < 150 MB); anonymous ${mb(kb(smaps, 'Anonymous'))} MB; peak RSS ${mb(kb(status, 'VmHWM'))} MB; warm-up took ${Math.round(warmMs)} ms`,
+    )
+  } finally {
+    child.kill('SIGTERM')
+    await new Promise((resolve) => child.once('exit', resolve))
+  }
+}
+
 const phase = args.indexOf('--warm-phase')
 if (phase !== -1) {
   await warmPhase(args[phase + 1] as string, args[phase + 2] as string, args[phase + 3] as string)
@@ -150,7 +234,7 @@ if (phase !== -1) {
 const dir = mkdtempSync(join(tmpdir(), 'tg-mem-'))
 try {
   const started = performance.now()
-  const big = openSqliteStore(join(dir, 'big.db'))
+  const big = openSqliteStore(join(dir, 'tokengate.db'))
   const tokens = await seed(big, TOTAL, Math.max(WARM, SAMPLE * 2))
   console.log(
     `seeded ${TOTAL} PATs with insertPats in ${Math.round(performance.now() - started)} ms`,
@@ -198,7 +282,7 @@ try {
       PRODUCTION_NODE_FLAGS,
     ],
   ] as const
-  for (const [label, flags] of starts) {
+  for (const [label, flags] of ONLY_SERVE ? [] : starts) {
     const output = execFileSync(
       process.execPath,
       [
@@ -210,7 +294,7 @@ try {
         '--warm',
         String(WARM),
         '--warm-phase',
-        join(dir, 'big.db'),
+        join(dir, 'tokengate.db'),
         tokenFile,
         label,
       ],
@@ -218,6 +302,7 @@ try {
     )
     process.stdout.write(output)
   }
+  await servePhase(dir, tokenFile, compileCache)
 } finally {
   rmSync(dir, { recursive: true, force: true })
 }

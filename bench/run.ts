@@ -10,7 +10,7 @@
  * Usage: npm run bench [-- --quick] [-- --duration 5] [-- --repeats 3] [-- --only tokengate]
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
-import { mkdirSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { cpus } from 'node:os'
 import { join } from 'node:path'
 import { BENCH_TENANT, type BenchAlgorithm, type Fixtures, loadFixtures } from './fixtures.ts'
@@ -37,8 +37,12 @@ const HAPROXY_SHARE: Partial<Record<BenchAlgorithm, number>> = {
 
 const node = process.execPath
 const haveTaskset = commandExists('taskset') && cpus().length >= 2
-const pin = (cpu: number, command: string, argv: string[]): [string, string[]] =>
-  haveTaskset ? ['taskset', ['-c', String(cpu), command, ...argv]] : [command, argv]
+const pin = (cpus: number | string, command: string, argv: string[]): [string, string[]] =>
+  haveTaskset ? ['taskset', ['-c', String(cpus), command, ...argv]] : [command, argv]
+/** Ticks of /proc/<pid>/stat's utime + stime (fields 14 and 15) per second. */
+const CLOCK_TICKS = Number(
+  commandExists('getconf') ? execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }) : 100,
+)
 
 // ---------------------------------------------------------------------------------------
 // Servers
@@ -48,6 +52,10 @@ interface Server {
   /** Peers with a verifier count for "best peer"; ceilings and tokengate do not. */
   readonly role: 'tokengate' | 'ceiling' | 'peer' | 'upstream'
   readonly argv: string[]
+  /** taskset CPU list; '0' unless the row is about using more cores. */
+  readonly cpus: string
+  /** tokengate rows that run only some cases (all but no-auth and gateway otherwise). */
+  readonly only?: RegExp
   port: number
   child?: ChildProcess
 }
@@ -62,13 +70,27 @@ const peerArgv = (kind: string, alg: string, fixtures: Fixtures) => [
 
 function defineServers(fixtures: Fixtures): Server[] {
   const servers: Server[] = []
-  const add = (id: string, role: Server['role'], argv: string[]) =>
-    servers.push({ id, role, argv, port: nextPort++ })
+  const add = (
+    id: string,
+    role: Server['role'],
+    argv: string[],
+    more: { cpus?: string; only?: RegExp } = {},
+  ) => servers.push({ id, role, argv, cpus: more.cpus ?? '0', port: nextPort++, ...more })
   add('upstream', 'upstream', peerArgv('upstream', 'RS256', fixtures))
   // The Node flag production starts with (bin/tokengate.js, `npm start`): production defaults.
   const tokengate = ['--max-semi-space-size=8', 'bench/servers/tokengate.ts', fixtures.dir]
   add('tokengate', 'tokengate', tokengate)
   add('tokengate-gateway', 'tokengate', tokengate)
+  // Library mode: tokengatePlugin + the public createAuthenticator, lookups in memory.
+  add('tokengate library', 'tokengate', ['bench/servers/library.ts', fixtures.dir])
+  // Every core: wrk stays on CPU 1, so two workers share it with the load generator and the
+  // one-worker row on the same two CPUs is the fair comparison.
+  const cores = /^PAT single|^JWT RS256 single|^401 garbage/
+  add('tokengate workers=1 (CPUs 0-1)', 'tokengate', tokengate, { cpus: '0,1', only: cores })
+  add('tokengate workers=2 (CPUs 0-1)', 'tokengate', [...tokengate, '--workers=2'], {
+    cpus: '0,1',
+    only: cores,
+  })
   add('fastify-noauth', 'ceiling', peerArgv('fastify-noauth', 'RS256', fixtures))
   add('node-http', 'ceiling', peerArgv('node-http', 'RS256', fixtures))
   add('fastify-naive-pat', 'peer', peerArgv('fastify-naive', 'RS256', fixtures))
@@ -87,7 +109,7 @@ async function startServer(server: Server, servers: readonly Server[]): Promise<
     const upstream = servers.find((s) => s.id === 'upstream') as Server
     argv.push(`http://127.0.0.1:${upstream.port}`)
   }
-  const [command, commandArgs] = pin(0, node, argv)
+  const [command, commandArgs] = pin(server.cpus, node, argv)
   const child = spawn(command, commandArgs, { stdio: ['ignore', 'pipe', 'pipe'] })
   server.child = child
   let errors = ''
@@ -173,7 +195,7 @@ function defineCases(f: Fixtures): Case[] {
       request: { path: '/api/v1/me', headers: bearer(f.patSingle) },
       expect: 200,
       servers: ONLY('tokengate', 'fastify-naive-pat'),
-      target: (m) => ({ rate: 0.9 * m.ceiling, label: '0.90 no-auth' }),
+      target: (m) => ({ rate: 0.85 * m.ceiling, label: '0.85 no-auth' }),
       ceiling: 'single',
     },
     {
@@ -181,7 +203,7 @@ function defineCases(f: Fixtures): Case[] {
       request: { path: '/api/v1/me', headers: {}, pool: { file: f.patPoolFile } },
       expect: 200,
       servers: ONLY('tokengate', 'fastify-naive-pat'),
-      target: (m) => ({ rate: 0.9 * m.ceiling, label: '0.90 no-auth' }),
+      target: (m) => ({ rate: 0.85 * m.ceiling, label: '0.85 no-auth' }),
       ceiling: 'pool',
     },
   ]
@@ -191,7 +213,7 @@ function defineCases(f: Fixtures): Case[] {
       request: { path: '/api/v1/me', headers: jwtHeaders(f.algs[alg].single) },
       expect: 200,
       servers: (s) => s.id === 'tokengate' || JWT_PEERS(alg)(s),
-      target: (m) => ({ rate: 0.9 * m.ceiling, label: '0.90 no-auth' }),
+      target: (m) => ({ rate: 0.85 * m.ceiling, label: '0.85 no-auth' }),
       ceiling: 'single',
     })
     cases.push({
@@ -234,7 +256,7 @@ function defineCases(f: Fixtures): Case[] {
       request: { path: '/api/v1/me', headers: bearer(f.patGarbage) },
       expect: 401,
       servers: (s) => s.id === 'tokengate' || s.id === 'fastify-naive-pat' || JWT_PEERS('RS256')(s),
-      target: (m) => ({ rate: 0.85 * m.ceiling, label: '0.85 no-auth' }),
+      target: (m) => ({ rate: 0.8 * m.ceiling, label: '0.80 no-auth' }),
       ceiling: 'single',
     },
     {
@@ -242,7 +264,7 @@ function defineCases(f: Fixtures): Case[] {
       request: { path: '/api/v1/me', headers: bearer(f.patBadChecksum) },
       expect: 401,
       servers: ONLY('tokengate', 'fastify-naive-pat'),
-      target: (m) => ({ rate: 0.85 * m.ceiling, label: '0.85 no-auth' }),
+      target: (m) => ({ rate: 0.8 * m.ceiling, label: '0.80 no-auth' }),
       ceiling: 'single',
     },
     {
@@ -274,6 +296,10 @@ interface Row {
   p50Ms: number
   p99Ms: number
   repeats: number[]
+  /** Server CPU time (the process and its workers) per request, µs, median over repeats. */
+  cpuUsPerRequest?: number
+  /** tokengate rows: this row / the best peer, repeat by repeat (same round, adjacent runs). */
+  roundsVsBestPeer?: number[]
   vsNoAuth?: number
   vsBestPeer?: number
   target?: string
@@ -287,6 +313,23 @@ function median(values: readonly number[]): number {
   return sorted.length % 2
     ? (sorted[mid] as number)
     : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
+}
+
+/** utime + stime of a process and its descendants (the workers), in µs. */
+function cpuMicros(pid: number | undefined): number {
+  if (pid === undefined) return 0
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    const own = ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS
+    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
+      .split(' ')
+      .filter(Boolean)
+      .map(Number)
+    return own + children.reduce((sum, child) => sum + cpuMicros(child), 0)
+  } catch {
+    return 0
+  }
 }
 
 function cryptoCeiling(): Record<string, number> {
@@ -345,6 +388,7 @@ async function main() {
     console.error('crypto ceiling (one core, tight loop)…')
     const crypto = cryptoCeiling()
     const results = new Map<string, LoadResult[]>()
+    const cpu = new Map<string, number[]>()
     const key = (c: Case, s: Server) => `${c.id}\u0000${s.id}`
     // Warm every server's JIT on its first case before anything is measured (not in --quick,
     // a smoke run whose numbers are indicative only).
@@ -369,20 +413,29 @@ async function main() {
         for (const server of servers) {
           const applies =
             c.servers(server) ||
-            (server.id === 'tokengate' &&
+            (server.role === 'tokengate' &&
+              server.id !== 'tokengate-gateway' &&
+              (server.only?.test(c.id) ?? true) &&
               !c.id.startsWith('no-auth') &&
               !c.id.startsWith('gateway'))
           if (!applies) continue
-          // --quick keeps CI under a minute: peers run the single-token cases, RS256 distinct
-          // and 401 garbage only; tokengate runs every case.
-          if (quick && server.role === 'peer' && !QUICK_PEER_CASES.test(c.id)) continue
+          // --quick keeps CI around a minute: peers and library mode run the single-token
+          // cases, RS256 distinct and 401 garbage only, the worker rows PAT single only;
+          // tokengate runs every case.
+          const narrowed = server.role === 'peer' || server.id === 'tokengate library'
+          if (quick && narrowed && !QUICK_PEER_CASES.test(c.id)) continue
+          if (quick && server.only && c.id !== 'PAT single') continue
           const url = `http://127.0.0.1:${server.port}`
           if (repeat === 0) await check(url, c.request, c.expect, `${c.id} on ${server.id}`)
+          const cpuBefore = cpuMicros(server.child?.pid)
           const result = await runLoad(
             tool,
             { ...c.request, url, durationSec: DURATION_SEC, connections: CONNECTIONS },
             haveTaskset ? 1 : undefined,
           )
+          const cpuUs =
+            result.requests > 0 ? (cpuMicros(server.child?.pid) - cpuBefore) / result.requests : 0
+          cpu.set(key(c, server), [...(cpu.get(key(c, server)) ?? []), cpuUs])
           const unexpected = c.expect === 200 ? result.non2xx : result.requests - result.non2xx
           if (unexpected > 0) {
             throw new Error(`${c.id} on ${server.id}: ${unexpected} responses not ${c.expect}`)
@@ -418,14 +471,24 @@ async function main() {
           p50Ms: median(list.map((r) => r.p50Ms)),
           p99Ms: median(list.map((r) => r.p99Ms)),
           repeats: list.map((r) => Math.round(r.rps)),
+          cpuUsPerRequest: median(cpu.get(key(c, server)) ?? [0]),
           vsNoAuth: ceiling > 0 ? median(list.map((r) => r.rps)) / ceiling : undefined,
         })
       }
-      const bestPeer = Math.max(0, ...caseRows.filter((r) => r.role === 'peer').map((r) => r.rps))
+      const peerRows = caseRows.filter((r) => r.role === 'peer')
+      const bestPeer = Math.max(0, ...peerRows.map((r) => r.rps))
+      const bestPeerInRound = (i: number) => Math.max(0, ...peerRows.map((r) => r.repeats[i] ?? 0))
       for (const row of caseRows) {
-        if (row.role === 'tokengate') {
+        const server = servers.find((x) => x.id === row.server)
+        // Issue #15: library mode must beat the peers (distinct JWTs: also the crypto target);
+        // the worker rows are a measurement, not a target.
+        const library = row.server === 'tokengate library'
+        if (row.role === 'tokengate' && !server?.only) {
           if (bestPeer > 0) row.vsBestPeer = row.rps / bestPeer
-          const target = c.target?.({ ceiling, crypto })
+          if (bestPeer > 0)
+            row.roundsVsBestPeer = row.repeats.map((rps, i) => rps / bestPeerInRound(i))
+          const target =
+            library && !/^JWT .* distinct/.test(c.id) ? undefined : c.target?.({ ceiling, crypto })
           if (target) {
             row.target = target.label
             row.targetRps = target.rate
@@ -433,6 +496,13 @@ async function main() {
           } else if (bestPeer > 0) {
             row.target = 'faster than peers'
             row.met = row.rps > bestPeer
+          }
+        }
+        if (server?.only && row.server !== 'tokengate workers=1 (CPUs 0-1)') {
+          const one = caseRows.find((r) => r.server === 'tokengate workers=1 (CPUs 0-1)')
+          if (one) {
+            const rounds = row.repeats.map((rps, i) => (rps / (one.repeats[i] ?? 0)).toFixed(2))
+            row.target = `× workers=1 per round: ${rounds.join(' ')}`
           }
         }
         rows.push(row)
@@ -448,12 +518,12 @@ async function main() {
 function report(rows: Row[], crypto: Record<string, number>, micro: unknown, tool: string) {
   const fmt = (n: number | undefined, digits = 2) => (n === undefined ? '—' : n.toFixed(digits))
   const lines = [
-    '| case | server | req/s | p50 ms | p99 ms | × no-auth | × best peer | tokengate target | met |',
-    '|---|---|---:|---:|---:|---:|---:|---|:-:|',
+    '| case | server | req/s | CPU µs/req | p50 ms | p99 ms | × no-auth | × best peer | per round × best peer | tokengate target | met |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---|---|:-:|',
   ]
   for (const r of rows) {
     lines.push(
-      `| ${r.case} | ${r.server} | ${Math.round(r.rps)} | ${fmt(r.p50Ms)} | ${fmt(r.p99Ms)} | ${fmt(r.vsNoAuth)} | ${fmt(r.vsBestPeer)} | ${r.target ? `${r.target}${r.targetRps ? ` (${Math.round(r.targetRps)})` : ''}` : ''} | ${r.met === undefined ? '' : r.met ? 'yes' : '**no**'} |`,
+      `| ${r.case} | ${r.server} | ${Math.round(r.rps)} | ${fmt(r.cpuUsPerRequest, 1)} | ${fmt(r.p50Ms)} | ${fmt(r.p99Ms)} | ${fmt(r.vsNoAuth)} | ${fmt(r.vsBestPeer)} | ${r.roundsVsBestPeer?.map((x) => fmt(x)).join(' ') ?? ''} | ${r.target ? `${r.target}${r.targetRps ? ` (${Math.round(r.targetRps)})` : ''}` : ''} | ${r.met === undefined ? '' : r.met ? 'yes' : '**no**'} |`,
     )
   }
   const cryptoLines = [

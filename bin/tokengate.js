@@ -1,5 +1,9 @@
 #!/usr/bin/env -S node --max-semi-space-size=8
-// The `tokengate` bin. The sources are TypeScript run directly by Node >= 24.12 (type stripping).
+// The `tokengate` bin. From the package it runs the built JavaScript (dist/); in a clone of
+// the repository, where src/ exists, it runs the TypeScript sources directly.
+//
+// No static import here: this file must parse and run on any Node, so that an old one gets
+// the one-line message below instead of a link error (e.g. `enableCompileCache` on Node 20).
 //
 // Why --max-semi-space-size=8: filling the lookup cache is almost all survivors, so V8 grows
 // the young generation to its 128 MB maximum and keeps it there under load; 8 MB semi-spaces
@@ -7,19 +11,40 @@
 // more frequent, short young collections (no throughput change beyond the benchmark's noise).
 // `env -S` splits the flag off (GNU coreutils 8.30+); where `env` has no -S, set
 // NODE_OPTIONS=--max-semi-space-size=8 instead (docs/scale-out.md).
-import { enableCompileCache } from 'node:module'
-import { homedir } from 'node:os'
-import { join } from 'node:path'
 
-// Why: start-up is dominated by loading ~360 modules (our TypeScript, Fastify, pino, the
-// store); Node's compile cache keeps V8 code (and the stripped TypeScript) between runs, so
-// only the first start after an upgrade compiles everything. The cache lives in the user's
-// own cache directory, not in a world-writable temp directory where another local user
-// could plant entries. NODE_COMPILE_CACHE=<dir> chooses another directory and
+const [major, minor] = process.versions.node.split('.').map(Number)
+const fromSources = await exists(new URL('../src/cli/main.ts', import.meta.url))
+// Built JavaScript needs node:sqlite without a flag (22.13); the sources need type stripping.
+const needed = fromSources ? [24, 12] : [22, 13]
+if (major < needed[0] || (major === needed[0] && minor < needed[1])) {
+  process.stderr.write(
+    `tokengate: Node ${needed.join('.')} or newer is required (this is ${process.versions.node}); install Node 22 or 24 LTS\n`,
+  )
+  process.exit(1)
+}
+
+// Why: start-up is dominated by loading ~360 modules (our code, Fastify, pino, the store);
+// Node's compile cache keeps V8 code (and stripped TypeScript) between runs, so only the
+// first start after an upgrade compiles everything. The cache lives in the user's own cache
+// directory, not in a world-writable temp directory where another local user could plant
+// entries. NODE_COMPILE_CACHE=<dir> chooses another directory and
 // NODE_DISABLE_COMPILE_CACHE=1 turns it off (both read by Node itself). A cache that cannot
 // be written is skipped silently; the entries are checked against the source on load.
+const { enableCompileCache } = await import('node:module')
+const { homedir } = await import('node:os')
+const { join } = await import('node:path')
 const cacheHome = process.env.XDG_CACHE_HOME || join(homedir(), '.cache')
-enableCompileCache(process.env.NODE_COMPILE_CACHE || join(cacheHome, 'tokengate', 'compile-cache'))
+enableCompileCache?.(
+  process.env.NODE_COMPILE_CACHE || join(cacheHome, 'tokengate', 'compile-cache'),
+)
 
 // Imported after enabling the cache, so that the CLI's own modules are cached too.
-await import('../src/cli/main.ts')
+await import(fromSources ? '../src/cli/main.ts' : '../dist/cli/main.js')
+
+async function exists(url) {
+  const { access } = await import('node:fs/promises')
+  return access(url).then(
+    () => true,
+    () => false,
+  )
+}

@@ -1,5 +1,7 @@
 /**
- * `tokengate` as a library: the framework-free auth core and its wire format.
+ * `tokengate` as a library. `createTokengate` opens the store and wires the whole pipeline
+ * as the server does (docs/library.md); the framework-free auth core and its wire format
+ * below are for users who bring their own PAT and tenant lookups.
  *
  * @example
  * import { createAuthenticator, authorize, failureResponse, readAuthHeaders } from 'tokengate'
@@ -10,9 +12,18 @@
  */
 
 export {
+  createTokengate,
+  type FailureContext,
+  type Tokengate,
+  type TokengateOptions,
+} from './auth/tokengate.ts'
+export {
   type Authenticate,
+  type AuthenticateMaybeSync,
   type AuthenticatorDeps,
   createAuthenticator,
+  createMaybeSyncAuthenticator,
+  isPromiseLike,
   STORE_RETRY_AFTER_SECONDS,
 } from './core/authenticate.ts'
 export { authorize } from './core/authorize.ts'
@@ -57,3 +68,4 @@ export {
   readAuthHeaders,
 } from './core/raw-headers.ts'
 export * from './http/index.ts'
+export type { Store } from './stores/store.ts'

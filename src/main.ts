@@ -1,5 +1,6 @@
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
+import { createSecureContext } from 'node:tls'
 import type { FastifyInstance } from 'fastify'
 import type { DestinationStream, Logger } from 'pino'
 import { createAuthContext } from './auth/auth-context.ts'
@@ -36,6 +37,52 @@ export interface StartOptions {
   readonly clock?: Clock
   /** Where log lines go (default stdout). */
   readonly logDestination?: DestinationStream
+  /**
+   * A node:cluster worker (src/server/workers.ts): the primary already migrated, seeded and
+   * made the dev certificate, and serves `/metrics` for all workers, so this instance hands
+   * its registry to prom-client's cluster aggregator instead of opening a metrics listener.
+   */
+  readonly worker?: boolean
+}
+
+/**
+ * What must happen once per data directory before any instance serves: migrations, dev
+ * seeding, the dev certificate and the identity-token keys. The primary of `server.workers > 1` runs it before forking.
+ */
+export async function prepareTokengate(
+  config: Readonly<Config>,
+  options: StartOptions = {},
+): Promise<DevSeed | undefined> {
+  const logger = createLogger(config.log.level, options.logDestination)
+  const store = await openStore(
+    config.databaseUrl
+      ? { databaseUrl: config.databaseUrl, logger }
+      : { dataDir: config.dataDir, logger },
+  )
+  try {
+    const clock = options.clock ?? systemClock
+    const devSeed = await migrateAndSeed(config, store, clock)
+    await tlsFor(config)
+    // Made here once, so that every worker reads the same identity keys file.
+    await identitySignerFor(config, clock)
+    return devSeed
+  } finally {
+    await store.close()
+  }
+}
+
+async function migrateAndSeed(
+  config: Readonly<Config>,
+  store: Awaited<ReturnType<typeof openStore>>,
+  clock: Clock,
+): Promise<DevSeed | undefined> {
+  await store.migrate()
+  // Dev seeding (jose, for the dev issuer) is loaded only when configured: every module
+  // skipped is start-up time saved (bench/startup.bench.ts).
+  const devSeed = config.dev
+    ? await (await import('./dev/seed.ts')).seedDevData(store, config.dataDir, clock.now())
+    : undefined
+  return devSeed
 }
 
 /**
@@ -50,19 +97,14 @@ export async function startTokengate(
   const logger = createLogger(config.log.level, options.logDestination)
   const store = await openStore(
     config.databaseUrl
-      ? { databaseUrl: config.databaseUrl, logger }
-      : { dataDir: config.dataDir, logger },
+      ? { databaseUrl: config.databaseUrl, logger, secretKeyFile: config.secretKeyFile }
+      : { dataDir: config.dataDir, logger, secretKeyFile: config.secretKeyFile },
   )
   let events: EventDelivery | undefined
   let metricsListener: MetricsListener | undefined
   let decisionApp: FastifyInstance | undefined
   try {
-    await store.migrate()
-    // Dev seeding (jose, for the dev issuer) and metrics (prom-client) are loaded only when
-    // configured: every module skipped is start-up time saved (bench/startup.bench.ts).
-    const devSeed = config.dev
-      ? await (await import('./dev/seed.ts')).seedDevData(store, config.dataDir, clock.now())
-      : undefined
+    const devSeed = options.worker ? undefined : await migrateAndSeed(config, store, clock)
     const tls = await tlsFor(config)
     const auth = await createAuthContext(config, store, clock, logger)
     events = startEventDelivery(config.events, store, clock, logger)
@@ -78,13 +120,7 @@ export async function startTokengate(
           changeFeed: () => store.changeFeed,
         })
       : undefined
-    const identityToken = config.identityToken.enabled
-      ? await (await import('./gateway/identity-token.ts')).createIdentityTokenSigner(
-          config.identityToken,
-          config.identityToken.keysFile ?? join(config.dataDir, 'identity-keys.json'),
-          clock,
-        )
-      : undefined
+    const identityToken = await identitySignerFor(config, clock)
     const gateway = config.gateway
     // Imported only in gateway mode: a server without an upstream never loads the proxy.
     const mountGateway = gateway
@@ -120,7 +156,12 @@ export async function startTokengate(
     const address = app.server.address() as AddressInfo
     const host = address.family === 'IPv6' ? `[${address.address}]` : address.address
     const url = `${tls ? 'https' : 'http'}://${host}:${address.port}`
-    if (metrics && metricsModule) {
+    if (metrics && options.worker) {
+      const { AggregatorRegistry } = await import('prom-client')
+      AggregatorRegistry.setRegistries([metrics.registry])
+      // Constructing one is what makes a worker answer the primary's scrape requests.
+      new AggregatorRegistry()
+    } else if (metrics && metricsModule) {
       metricsListener = await metricsModule.startMetricsListener(
         metrics,
         config.metrics.host,
@@ -173,10 +214,31 @@ export async function startTokengate(
   }
 }
 
+async function identitySignerFor(config: Readonly<Config>, clock: Clock) {
+  if (!config.identityToken.enabled) return undefined
+  const { createIdentityTokenSigner } = await import('./gateway/identity-token.ts')
+  return createIdentityTokenSigner(
+    config.identityToken,
+    config.identityToken.keysFile ?? join(config.dataDir, 'identity-keys.json'),
+    clock,
+  )
+}
+
 async function tlsFor(config: Readonly<Config>): Promise<TlsMaterial | undefined> {
   if (config.server.plainHttp) return undefined
-  if (config.server.tlsCertFile && config.server.tlsKeyFile) {
-    return readTlsFiles(config.server.tlsCertFile, config.server.tlsKeyFile)
+  const { tlsCertFile, tlsKeyFile } = config.server
+  if (tlsCertFile && tlsKeyFile) {
+    // OpenSSL's own message names neither the file nor the setting.
+    try {
+      const material = readTlsFiles(tlsCertFile, tlsKeyFile)
+      createSecureContext(material)
+      return material
+    } catch (error) {
+      throw new Error(
+        `server.tlsCertFile ${tlsCertFile} / server.tlsKeyFile ${tlsKeyFile} (TOKENGATE_TLS_CERT_FILE / TOKENGATE_TLS_KEY_FILE): not a readable PEM certificate and matching private key (${(error as Error).message}); give PEM files`,
+        { cause: error },
+      )
+    }
   }
   return ensureDevCertificate(config.dataDir)
 }

@@ -127,14 +127,15 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
   stores: ['core'],
   config: ['core'],
   events: ['core', 'stores', 'config'],
-  auth: ['core', 'stores', 'http', 'events', 'config'],
+  auth: ['core', 'stores', 'http', 'events', 'config', 'missing-package.ts'],
   server: ['auth', 'core', 'http', 'config', 'stores:types', 'logger.ts'],
   // The gateway must not shadow a built-in route, so it reads the route table (one file).
   gateway: ['auth', 'core', 'http', 'config', 'server/routes/v1/index.ts'],
   // The decision API runs the server's Fastify pipeline and the gateway's policy.
   decision: ['auth', 'core', 'http', 'config', 'gateway', 'server', 'stores:types'],
   admin: ['auth', 'core', 'http', 'config', 'stores:types'],
-  adapters: ['auth', 'core', 'http'],
+  // `tokengate/fastify` is the server's Fastify plugin plus the adapters' request-id rule.
+  adapters: ['auth', 'core', 'http', 'server/plugin.ts'],
   // `apply -f` validates a gateway policy file with the gateway's own loader.
   cli: [
     'auth',
@@ -147,9 +148,11 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
     'gateway',
     'main.ts',
     'logger.ts',
+    'missing-package.ts',
   ],
   dev: ['core', 'stores', 'config'],
   'logger.ts': [],
+  'missing-package.ts': [],
 }
 
 /** Static imports without `import type` / `export type` (those vanish at run time). */

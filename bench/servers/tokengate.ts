@@ -5,18 +5,22 @@
  * load generator's few tokens and one address are never throttled (the limiter still runs
  * on every request; only its thresholds change).
  *
- * Usage: node bench/servers/tokengate.ts <fixturesDir> <port> [upstreamUrl]
+ * Usage: node bench/servers/tokengate.ts <fixturesDir> <port> [upstreamUrl] [--workers=N]
+ * (`--workers=N`: `server.workers`, N node:cluster workers behind one listener, as `serve`).
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { loadConfig } from '../../src/config/load.ts'
-import { startTokengate } from '../../src/main.ts'
+import { prepareTokengate, startTokengate } from '../../src/main.ts'
+import { configForWorkers, startWorkerPool } from '../../src/server/workers.ts'
 import { openStore } from '../../src/stores/open-store.ts'
 import type { SqliteStore } from '../../src/stores/sqlite.ts'
 import { BENCH_TENANT, benchIssuers, loadFixtures, readPatRecords } from '../fixtures.ts'
 
-const [fixturesDir, portText, upstream] = process.argv.slice(2)
+const workersFlag = process.argv.find((a) => a.startsWith('--workers='))
+const workers = workersFlag ? Number(workersFlag.slice('--workers='.length)) : 1
+const [fixturesDir, portText, upstream] = process.argv.slice(2).filter((a) => a !== workersFlag)
 const fixtures = loadFixtures(fixturesDir)
 const dataDir = mkdtempSync(join(tmpdir(), 'tg-bench-'))
 
@@ -33,13 +37,23 @@ const config = loadConfig({
   env: {},
   overrides: {
     dataDir,
-    server: { host: '127.0.0.1', port: Number(portText), plainHttp: true },
+    server: { host: '127.0.0.1', port: Number(portText), plainHttp: true, workers },
     log: { level: 'warn' },
     rateLimit: { perToken: unlimited, perTenant: unlimited, failedAuth: unlimited },
     ...(upstream ? { gateway: { upstream } } : {}),
   },
 })
-const running = await startTokengate(config)
+const running =
+  workers > 1
+    ? await prepareTokengate(config).then(() =>
+        startWorkerPool({
+          config: configForWorkers(config, workers),
+          count: workers,
+          entry: new URL('../../src/cli/serve-worker.ts', import.meta.url).pathname,
+          note: (line) => console.error(line),
+        }),
+      )
+    : await startTokengate(config)
 console.log(`READY ${new URL(running.url).port}`)
 
 const stop = async () => {

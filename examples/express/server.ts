@@ -1,5 +1,5 @@
 /**
- * tokengate in an Express 5 app: `node examples/express/server.ts`.
+ * tokengate in an Express 5 app: `npm run example -- examples/express/server.ts` (in a clone).
  * `tokengate()` authenticates requests under the prefix and sets `req.principal`;
  * `requirePermission()` guards each route.
  */

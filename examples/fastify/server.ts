@@ -1,16 +1,16 @@
 /**
- * tokengate in a Fastify app: `node examples/fastify/server.ts`.
+ * tokengate in a Fastify app: `npm run example -- examples/fastify/server.ts` (in a clone).
  * The plugin authenticates every request under `/api/v1/` (an unknown path there is 401
  * without a valid token, 404 with one); each route lists its permissions in `config`.
  */
 import Fastify, { type FastifyInstance } from 'fastify'
-import { tokengatePlugin } from 'tokengate/fastify'
+import { tokengate } from 'tokengate/fastify'
 import { createDemoAuth, type DemoAuth, printDemoCommands } from '../shared/demo-auth.ts'
 import { demoPort, type RunningExample } from '../shared/listen.ts'
 
 export async function createApp(auth: DemoAuth): Promise<FastifyInstance> {
   const app = Fastify()
-  await app.register(tokengatePlugin, { authenticate: auth.authenticate, prefix: '/api/v1/' })
+  await app.register(tokengate, { authenticate: auth.authenticate, prefix: '/api/v1/' })
 
   app.get('/healthz', async () => 'ok')
   app.get('/api/v1/projects', { config: { permissions: ['projects:read'] } }, async (request) => ({

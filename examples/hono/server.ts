@@ -1,5 +1,5 @@
 /**
- * tokengate in a Hono app on Node: `node examples/hono/server.ts`.
+ * tokengate in a Hono app on Node: `npm run example -- examples/hono/server.ts` (in a clone).
  * The middleware sets `c.get('principal')`; on `@hono/node-server` it reads Node's raw
  * headers, so duplicated `Authorization` or `X-Tenant-Id` lines are seen and refused.
  */

@@ -1,5 +1,5 @@
 /**
- * tokengate in a plain `node:http` server: `node examples/node-http/server.ts`.
+ * tokengate in a plain `node:http` server: `npm run example -- examples/node-http/server.ts` (in a clone).
  * Authenticate, authorize, answer failures with `sendFailure`; nothing else is needed.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'

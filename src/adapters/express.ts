@@ -8,21 +8,24 @@
  * import express from 'express'
  * import { requirePermission, tokengate } from 'tokengate/express'
  * const app = express()
- * app.use(tokengate({ authenticate, prefix: '/api/v1/' }))
+ * const gate = await createTokengate({ dataDir: '.tokengate' }) // from 'tokengate'
+ * app.use(tokengate({ ...gate, prefix: '/api/v1/' }))
  * app.get('/api/v1/projects', requirePermission('projects:read'), (req, res) => {
  *   res.json({ tenant: req.principal?.tenantId })
  * })
  */
 import type { NextFunction, Request, RequestHandler, Response } from 'express'
-import type { Authenticate } from '../core/authenticate.ts'
+import type { FailureContext } from '../auth/tokengate.ts'
+import { type AuthenticateMaybeSync, isPromiseLike } from '../core/authenticate.ts'
 import { authorize } from '../core/authorize.ts'
 import type { AuthFailure } from '../core/failure.ts'
-import type { Principal } from '../core/principal.ts'
+import type { AuthResult, Principal } from '../core/principal.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
 import { failureResponse } from '../http/failure-response.ts'
 import { failureHeaders, requestIdFrom } from './wire.ts'
 
-export type { Authenticate } from '../core/authenticate.ts'
+export type { FailureContext, Tokengate } from '../auth/tokengate.ts'
+export type { Authenticate, AuthenticateMaybeSync } from '../core/authenticate.ts'
 export type { AuthFailure } from '../core/failure.ts'
 export type { Principal } from '../core/principal.ts'
 
@@ -32,12 +35,19 @@ declare global {
       /** The authenticated caller, set by the `tokengate()` middleware. */
       principal?: Principal
     }
+    interface Locals {
+      /** The authenticated caller (same as `req.principal`), set by `tokengate()`. */
+      principal?: Principal
+    }
   }
 }
 
 export interface TokengateExpressOptions {
-  /** The authentication pipeline (`createAuthenticator`). */
-  readonly authenticate: Authenticate
+  /**
+   * The authentication pipeline: `createTokengate(...).authenticate`, or your own
+   * `createAuthenticator` / `createMaybeSyncAuthenticator`.
+   */
+  readonly authenticate: AuthenticateMaybeSync
   /**
    * Authenticate only requests whose path (`req.originalUrl` without the query) starts with
    * this, e.g. `/api/v1/`; others pass untouched. Default: every request reaching it.
@@ -47,7 +57,12 @@ export interface TokengateExpressOptions {
   readonly onAuthenticated?: (req: Request, principal: Principal) => void
   /** Called for every failure answered (401, 403, 503). */
   readonly onFailure?: (req: Request, failure: AuthFailure) => void
+  /** Audits a refused request: `createTokengate`'s, passed along by `tokengate(gate)`. */
+  readonly recordFailure?: (failure: AuthFailure, context: FailureContext) => void
 }
+
+/** The audit of the `tokengate()` that authenticated a request, for `requirePermission`'s 403. */
+const auditors = new WeakMap<Request, NonNullable<TokengateExpressOptions['recordFailure']>>()
 
 /**
  * Authenticates each request from its raw headers and sets `req.principal`; a failure is
@@ -60,17 +75,37 @@ export function tokengate(options: TokengateExpressOptions): RequestHandler {
     if (prefix !== undefined && !pathOf(req.originalUrl).startsWith(prefix)) return next()
     if (options.onFailure) failureHooks.set(req, options.onFailure)
     const requestId = ensureRequestId(req, res)
-    // rawHeaders, not req.headers: Node keeps only the first of two Authorization lines and
-    // joins repeated X-Tenant-Id values, which would hide a request carrying two of them.
-    authenticate(readAuthHeaders(req.rawHeaders)).then((result) => {
-      if (!result.ok) {
-        options.onFailure?.(req, result.failure)
-        return sendFailure(res, result.failure, requestId)
-      }
+    const answer = (result: AuthResult) => {
+      if (!result.ok) return refuse(req, res, result.failure, requestId)
       req.principal = result.principal
+      res.locals.principal = result.principal
+      if (options.recordFailure) auditors.set(req, options.recordFailure)
       options.onAuthenticated?.(req, result.principal)
       next()
-    }, next)
+    }
+    // rawHeaders, not req.headers: Node keeps only the first of two Authorization lines and
+    // joins repeated X-Tenant-Id values, which would hide a request carrying two of them.
+    const result = authenticate(readAuthHeaders(req.rawHeaders))
+    if (!isPromiseLike(result)) return answer(result)
+    result.then(answer, next)
+  }
+
+  function refuse(req: Request, res: Response, failure: AuthFailure, requestId: string) {
+    options.onFailure?.(req, failure)
+    options.recordFailure?.(failure, failureContext(req, requestId))
+    sendFailure(res, failure, requestId)
+  }
+}
+
+/** What the audit event of a refused Express request records. */
+export function failureContext(req: Request, requestId: string): FailureContext {
+  return {
+    requestId,
+    clientAddress: req.ip ?? null,
+    method: req.method,
+    path: pathOf(req.originalUrl),
+    authorization: readAuthHeaders(req.rawHeaders).authorization,
+    principal: req.principal ?? null,
   }
 }
 
@@ -89,11 +124,11 @@ export function requirePermission(...permissions: string[]): RequestHandler {
       return next(new Error('requirePermission: no principal; mount tokengate() before it'))
     }
     const failure = authorize(req.principal, required)
-    if (failure) {
-      failureHooks.get(req)?.(req, failure)
-      return sendFailure(res, failure, ensureRequestId(req, res))
-    }
-    next()
+    if (!failure) return next()
+    const requestId = ensureRequestId(req, res)
+    failureHooks.get(req)?.(req, failure)
+    auditors.get(req)?.(failure, failureContext(req, requestId))
+    sendFailure(res, failure, requestId)
   }
 }
 

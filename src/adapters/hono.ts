@@ -15,13 +15,15 @@
  * import { Hono } from 'hono'
  * import { requirePermission, tokengate, type TokengateEnv } from 'tokengate/hono'
  * const app = new Hono<TokengateEnv>()
- * app.use('/api/v1/*', tokengate({ authenticate }))
+ * const gate = await createTokengate({ dataDir: '.tokengate' }) // from 'tokengate'
+ * app.use('/api/v1/*', tokengate(gate))
  * app.get('/api/v1/projects', requirePermission('projects:read'), (c) =>
  *   c.json({ tenant: c.get('principal').tenantId }))
  */
 import type { IncomingMessage } from 'node:http'
 import type { Context, MiddlewareHandler } from 'hono'
-import type { Authenticate } from '../core/authenticate.ts'
+import type { FailureContext } from '../auth/tokengate.ts'
+import type { AuthenticateMaybeSync } from '../core/authenticate.ts'
 import { authorize } from '../core/authorize.ts'
 import type { AuthFailure } from '../core/failure.ts'
 import type { Principal } from '../core/principal.ts'
@@ -29,7 +31,8 @@ import { type AuthInput, authInputFromHeaders, readAuthHeaders } from '../core/r
 import { failureResponse } from '../http/failure-response.ts'
 import { failureHeaders, requestIdFrom } from './wire.ts'
 
-export type { Authenticate } from '../core/authenticate.ts'
+export type { FailureContext, Tokengate } from '../auth/tokengate.ts'
+export type { Authenticate, AuthenticateMaybeSync } from '../core/authenticate.ts'
 export type { AuthFailure } from '../core/failure.ts'
 export type { Principal } from '../core/principal.ts'
 
@@ -37,6 +40,8 @@ export type { Principal } from '../core/principal.ts'
 export interface TokengateVariables {
   principal: Principal
   requestId: string
+  /** The audit of the `tokengate()` that authenticated the request (for `requirePermission`). */
+  tokengateRecordFailure: ((failure: AuthFailure, context: FailureContext) => void) | undefined
 }
 
 /** The Hono `Env` to declare on the app: `new Hono<TokengateEnv>()`. */
@@ -45,12 +50,17 @@ export interface TokengateEnv {
 }
 
 export interface TokengateHonoOptions {
-  /** The authentication pipeline (`createAuthenticator`). */
-  readonly authenticate: Authenticate
+  /**
+   * The authentication pipeline: `createTokengate(...).authenticate`, or your own
+   * `createAuthenticator` / `createMaybeSyncAuthenticator`.
+   */
+  readonly authenticate: AuthenticateMaybeSync
   /** Called after a successful authentication. */
   readonly onAuthenticated?: (c: Context, principal: Principal) => void
   /** Called for every failure answered (401, 403, 503). */
   readonly onFailure?: (c: Context, failure: AuthFailure) => void
+  /** Audits a refused request: `createTokengate`'s, passed along by `tokengate(gate)`. */
+  readonly recordFailure?: (failure: AuthFailure, context: FailureContext) => void
 }
 
 /**
@@ -66,9 +76,11 @@ export function tokengate(options: TokengateHonoOptions): MiddlewareHandler<Toke
     const result = await authenticate(authInputOf(c))
     if (!result.ok) {
       options.onFailure?.(c, result.failure)
+      options.recordFailure?.(result.failure, failureContext(c, requestId))
       return failureAsResponse(result.failure, requestId)
     }
     c.set('principal', result.principal)
+    c.set('tokengateRecordFailure', options.recordFailure)
     options.onAuthenticated?.(c, result.principal)
     await next()
   }
@@ -87,11 +99,11 @@ export function requirePermission(...permissions: string[]): MiddlewareHandler<T
     const principal = c.get('principal') as Principal | undefined
     if (!principal) throw new Error('requirePermission: no principal; mount tokengate() before it')
     const failure = authorize(principal, required)
-    if (failure) {
-      failureHooks.get(c.req.raw)?.(c, failure)
-      return failureAsResponse(failure, ensureRequestId(c))
-    }
-    await next()
+    if (!failure) return next()
+    const requestId = ensureRequestId(c)
+    failureHooks.get(c.req.raw)?.(c, failure)
+    c.get('tokengateRecordFailure')?.(failure, failureContext(c, requestId))
+    return failureAsResponse(failure, requestId)
   }
 }
 
@@ -102,6 +114,19 @@ export function failureAsResponse(failure: AuthFailure, requestId: string): Resp
     status: response.status,
     headers: failureHeaders(response, requestId),
   })
+}
+
+/** What the audit event of a refused Hono request records. */
+function failureContext(c: Context, requestId: string): FailureContext {
+  const incoming = (c.env as { incoming?: Partial<IncomingMessage> } | undefined)?.incoming
+  return {
+    requestId,
+    clientAddress: incoming?.socket?.remoteAddress ?? null,
+    method: c.req.method,
+    path: c.req.path,
+    authorization: authInputOf(c).authorization,
+    principal: (c.get('principal') as Principal | undefined) ?? null,
+  }
 }
 
 /** Raw Node headers when running on `@hono/node-server`, otherwise the Fetch headers. */

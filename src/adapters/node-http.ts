@@ -15,14 +15,15 @@
  */
 import { Buffer } from 'node:buffer'
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import type { Authenticate } from '../core/authenticate.ts'
+import type { AuthenticateMaybeSync } from '../core/authenticate.ts'
 import type { AuthFailure } from '../core/failure.ts'
 import type { AuthResult } from '../core/principal.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
 import { failureResponse } from '../http/failure-response.ts'
 import { failureHeaders, requestIdFrom } from './wire.ts'
 
-export type { Authenticate } from '../core/authenticate.ts'
+export type { FailureContext, Tokengate } from '../auth/tokengate.ts'
+export type { Authenticate, AuthenticateMaybeSync } from '../core/authenticate.ts'
 export { authorize } from '../core/authorize.ts'
 export type { AuthFailure } from '../core/failure.ts'
 export type { AuthResult, Principal } from '../core/principal.ts'
@@ -30,11 +31,13 @@ export type { AuthResult, Principal } from '../core/principal.ts'
 /**
  * Authenticates a request from its raw headers (`req.rawHeaders`, so that two
  * `Authorization` or `X-Tenant-Id` lines are seen as two). Never rejects for a bad request.
+ * With `createTokengate(...).authenticate` a cache hit is answered synchronously (a value);
+ * `await` takes either.
  */
 export function authenticateRequest(
   req: Pick<IncomingMessage, 'rawHeaders'>,
-  authenticate: Authenticate,
-): Promise<AuthResult> {
+  authenticate: AuthenticateMaybeSync,
+): AuthResult | Promise<AuthResult> {
   return authenticate(readAuthHeaders(req.rawHeaders))
 }
 

@@ -22,6 +22,7 @@ export interface AuthContext {
 
 export interface Warn {
   warn(obj: object, msg: string): void
+  error(obj: object, msg: string): void
 }
 
 /**
@@ -56,6 +57,11 @@ export async function createAuthContext(
     },
     (error) =>
       log.warn({ err: error }, 'reloading trusted issuers failed; keeping the previous set'),
+    (issuer, error) =>
+      log.error(
+        { issuer, err: { message: error.message } },
+        'trusted issuer refused: its tokens get 503 until its configuration is fixed (tokengate issuer add --issuer ISS ...)',
+      ),
   )
 
   const unwatch = store.watch((change: StoreChange) => {

@@ -14,6 +14,11 @@ export interface IssuerRegistry extends JwtVerifier {
    * and not listed. For `/readyz`.
    */
   keyStatus(): readonly JwksStatus[]
+  /**
+   * Issuers whose stored configuration the core refused (e.g. a key it cannot bind): their
+   * tokens get 503 until the configuration is fixed. For `/readyz`.
+   */
+  unusable(): readonly string[]
 }
 
 /**
@@ -27,10 +32,25 @@ export async function createIssuerRegistry(
   store: Pick<Store, 'listIssuers'>,
   options: JwtVerifierOptions,
   onReloadError: (error: unknown) => void = () => {},
+  onUnusableIssuer: (issuer: string, error: Error) => void = () => {},
 ): Promise<IssuerRegistry> {
   const pool = createJwksPool()
+  let unusable: readonly string[] = []
+  // One refused issuer must not take every tenant and PAT down with it (a start that exits,
+  // or a reload that keeps the old set and so never loads the good issuers beside it).
   const build = (configs: readonly IssuerConfig[]) => {
-    const verifier = pool.retain(() => createJwtVerifier(configs, { ...options, jwksPool: pool }))
+    const refused: string[] = []
+    const verifier = pool.retain(() =>
+      createJwtVerifier(configs, {
+        ...options,
+        jwksPool: pool,
+        onUnusableIssuer: (issuer, error) => {
+          refused.push(issuer)
+          onUnusableIssuer(issuer, error)
+        },
+      }),
+    )
+    unusable = refused.sort()
     // Load keys now rather than on the first token: readiness then tells the truth early,
     // and the first caller does not wait for the identity provider.
     void pool.warm()
@@ -77,6 +97,7 @@ export async function createIssuerRegistry(
       return reloading
     },
     issuers: () => issuers,
+    unusable: () => unusable,
     keyStatus() {
       void pool.warm()
       return pool.statuses()

@@ -101,7 +101,9 @@ export async function withStore<T>(
 ): Promise<T> {
   const { openStore } = await import('../stores/open-store.ts')
   const store = await openStore(
-    config.databaseUrl ? { databaseUrl: config.databaseUrl } : { dataDir: config.dataDir },
+    config.databaseUrl
+      ? { databaseUrl: config.databaseUrl, secretKeyFile: config.secretKeyFile }
+      : { dataDir: config.dataDir, secretKeyFile: config.secretKeyFile },
   )
   try {
     const applied = await store.migrate()

@@ -1,6 +1,7 @@
 import { readFileSync, realpathSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { ConfigError } from '../config/load.ts'
+import { missingPackageError } from '../missing-package.ts'
 import { ConflictError } from '../stores/store.ts'
 import { parseCommandArgs, takeCommandWords } from './args.ts'
 import { type CommandDef, createContext } from './context.ts'
@@ -115,7 +116,50 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
     const args = parseCommandArgs(rest, command.options, command.positionals ?? 0)
     return (await command.run(createContext(io, out, args))) ?? 0
   } catch (error) {
-    return report(commands, error, words, io)
+    const code = report(commands, error, words, io)
+    // With --json, a failure is a JSON document on stdout too (the message also went to stderr).
+    if (argv.includes('--json')) io.stdout.write(`${JSON.stringify(jsonError(error, code))}\n`)
+    return code
+  }
+}
+
+/** The global and `serve` flags that set a setting, to name them in an error. */
+const FLAGS: Readonly<Record<string, string>> = {
+  '/dataDir': '--data-dir',
+  '/databaseUrl': '--database-url',
+  '/server/host': '--listen',
+  '/server/port': '--listen',
+  '/gateway/upstream': '--upstream',
+  '/gateway/policyFile': '--policy',
+}
+
+/** A configuration error's problems, naming the flag of each value given as one. */
+function withFlags(error: ConfigError): readonly string[] {
+  if (!error.fromOverrides) return error.problems
+  return error.problems.map((problem) => {
+    const flag = FLAGS[problem.slice(0, problem.indexOf(':'))]
+    return flag ? `${problem} (the flag ${flag}; fix its value)` : problem
+  })
+}
+
+function jsonError(error: unknown, exitCode: number): object {
+  const err = error instanceof Error ? error : new Error(String(error))
+  const kind =
+    error instanceof UsageError
+      ? 'usage'
+      : error instanceof ConfigError
+        ? 'configuration'
+        : error instanceof CommandFailure || error instanceof ConflictError
+          ? 'failed'
+          : 'error'
+  const message = missingPackageError(error)?.message ?? err.message
+  return {
+    error: {
+      kind,
+      message: error instanceof ConfigError ? 'invalid configuration' : message,
+      ...(error instanceof ConfigError ? { problems: withFlags(error) } : {}),
+      exitCode,
+    },
   }
 }
 
@@ -147,8 +191,16 @@ function report(
   }
   if (error instanceof ConfigError) {
     io.stderr.write(
-      `tokengate: invalid configuration:\n${error.problems.map((p) => `  - ${p}`).join('\n')}\n`,
+      `tokengate: invalid configuration:\n${withFlags(error)
+        .map((p) => `  - ${p}`)
+        .join('\n')}\n`,
     )
+    // A bad flag value is a usage error like any other bad value given on the command line.
+    return error.fromOverrides ? 2 : 1
+  }
+  const missing = missingPackageError(error)
+  if (missing) {
+    io.stderr.write(`tokengate: ${name || 'command'} failed: ${missing.message}\n`)
     return 1
   }
   if (error instanceof CommandFailure || error instanceof ConflictError) {

@@ -1,3 +1,4 @@
+import { escapeUnsafeText } from '../core/operator-text.ts'
 import type { CliIo } from './io.ts'
 
 /** Where a command writes: human lines and tables, or exactly one JSON document. */
@@ -12,14 +13,32 @@ export interface Output {
   note(text: string): void
 }
 
-/** An Output over the CLI's streams. */
+/**
+ * An Output over the CLI's streams. Everything written passes `escapeUnsafeText`: stored
+ * values may predate the input rule (or come from a store edited by hand), and a terminal
+ * must never receive a control, bidi or zero-width character from them. Multi-line text is
+ * escaped line by line, so the newlines we write ourselves stay newlines.
+ */
 export function createOutput(io: CliIo): Output {
   return {
-    line: (text = '') => io.stdout.write(`${text}\n`),
-    json: (document) => io.stdout.write(`${JSON.stringify(document, null, 2)}\n`),
+    line: (text = '') => io.stdout.write(`${escapeLines(text)}\n`),
+    // JSON.stringify escapes C0 only; the rest become \uXXXX escapes, so the document
+    // still parses to exactly the stored values.
+    json: (document) => io.stdout.write(`${escapeJson(JSON.stringify(document, null, 2))}\n`),
     table: (headers, rows) => io.stdout.write(formatTable(headers, rows)),
-    note: (text) => io.stderr.write(`${text}\n`),
+    note: (text) => io.stderr.write(`${escapeLines(text)}\n`),
   }
+}
+
+function escapeLines(text: string): string {
+  return text.split('\n').map(escapeUnsafeText).join('\n')
+}
+
+const JSON_UNSAFE =
+  /[\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff]|\p{Cs}/gu
+
+function escapeJson(text: string): string {
+  return text.replace(JSON_UNSAFE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
 }
 
 /** Renders rows as aligned columns separated by two spaces, with a trailing newline. */
@@ -28,6 +47,7 @@ export function formatTable(
   rows: readonly (readonly string[])[],
 ): string {
   if (rows.length === 0) return '(none)\n'
+  rows = rows.map((row) => row.map(escapeUnsafeText))
   const widths = headers.map((header, i) =>
     Math.max(header.length, ...rows.map((row) => (row[i] ?? '').length)),
   )

@@ -1,10 +1,5 @@
+import { escapeUnsafeText, isSafeText, isTenantId } from '../core/operator-text.ts'
 import { UsageError } from './errors.ts'
-
-/**
- * Tenant ids are the exact `X-Tenant-Id` value (compared byte for byte), so they are limited
- * to characters that survive every HTTP stack unchanged: 1–64 of `A-Z a-z 0-9 . _ -`.
- */
-export const TENANT_ID_PATTERN = /^[A-Za-z0-9._-]{1,64}$/
 
 /**
  * Permission strings: a lowercase resource, then `:`-separated segments, e.g. `tokens:read`,
@@ -14,14 +9,11 @@ export const TENANT_ID_PATTERN = /^[A-Za-z0-9._-]{1,64}$/
 export const PERMISSION_PATTERN = /^[a-z][a-z0-9_.-]*(:[a-z0-9_.*-]+)*$/
 export const MAX_PERMISSION_LENGTH = 128
 
-// biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point
-const CONTROL = /[\u0000-\u001f\u007f]/
-
 /** Validates a tenant id given as `--<flag>` or as the positional `ID`. */
 export function checkTenantId(value: string, where: string): string {
-  if (!TENANT_ID_PATTERN.test(value)) {
+  if (!isTenantId(value)) {
     throw new UsageError(
-      `${where}: '${printable(value)}' is not a valid tenant id (expected 1-64 characters of A-Z a-z 0-9 . _ -)`,
+      `${where}: '${printable(value)}' is not a valid tenant id (expected 1-64 characters of A-Z a-z 0-9 . _ -, not only dots and dashes)`,
     )
   }
   return value
@@ -39,11 +31,14 @@ export function checkPermissions(values: readonly string[], flagName = 'permissi
   return [...new Set(values)]
 }
 
-/** Free text such as a subject or a name: bounded, no control characters. */
+/**
+ * Free text such as a subject or a name: bounded, and free of control, bidi and zero-width
+ * characters (core/operator-text.ts).
+ */
 export function checkText(value: string, flagName: string, maxLength: number): string {
-  if (value.length > maxLength || CONTROL.test(value)) {
+  if (value.length > maxLength || !isSafeText(value)) {
     throw new UsageError(
-      `--${flagName}: expected at most ${maxLength} characters without control characters`,
+      `--${flagName}: expected at most ${maxLength} characters without control, bidi or zero-width characters`,
     )
   }
   return value
@@ -51,6 +46,6 @@ export function checkText(value: string, flagName: string, maxLength: number): s
 
 /** A value safe to echo in an error message: control characters escaped, length bounded. */
 export function printable(value: string): string {
-  const shown = JSON.stringify(value).slice(1, -1)
+  const shown = escapeUnsafeText(JSON.stringify(value).slice(1, -1))
   return shown.length > 80 ? `${shown.slice(0, 77)}...` : shown
 }

@@ -43,7 +43,7 @@ function walk(node: SchemaNode, path: string, rows: string[], env: Map<string, s
       continue
     }
     const type = child.anyOf
-      ? child.anyOf.map((c) => JSON.stringify(c.const)).join(' \\| ')
+      ? child.anyOf.map((c) => ('const' in c ? JSON.stringify(c.const) : c.type)).join(' \\| ')
       : (child.type ?? 'any')
     const bounds = [
       child.minimum !== undefined ? `≥ ${child.minimum}` : '',

@@ -90,7 +90,7 @@ export const Type = {
   Integer: (options: IntegerOptions = {}): Schema<number> => node({ type: 'integer', ...options }),
   Boolean: (options: BooleanOptions = {}): Schema<boolean> => node({ type: 'boolean', ...options }),
   Literal: <const V extends string>(value: V): Schema<V> => node({ type: 'string', const: value }),
-  Union: <const S extends readonly Schema<string>[]>(
+  Union: <const S extends readonly Schema<string | number>[]>(
     anyOf: S,
     options: { readonly default?: Static<S[number]>; readonly description?: string } = {},
   ): Schema<Static<S[number]>> => node({ anyOf, ...options }),

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { extname } from 'node:path'
 import { applyDefaults, convert, validationErrors } from './json-schema.ts'
@@ -8,9 +8,12 @@ import { type Config, ConfigSchema } from './schema.ts'
 export class ConfigError extends Error {
   override readonly name = 'ConfigError'
   readonly problems: readonly string[]
-  constructor(problems: readonly string[]) {
+  /** Every problem is in a value of `overrides` (for the CLI: its flags, a usage error). */
+  readonly fromOverrides: boolean
+  constructor(problems: readonly string[], fromOverrides = false) {
     super(`invalid configuration:\n  ${problems.join('\n  ')}`)
     this.problems = problems
+    this.fromOverrides = fromOverrides
   }
 }
 
@@ -32,6 +35,7 @@ export interface LoadOptions {
 export const ENV_VARIABLES: Readonly<Record<string, string>> = {
   TOKENGATE_CONFIG: '(config file path)',
   TOKENGATE_DATA_DIR: 'dataDir',
+  TOKENGATE_SECRET_KEY_FILE: 'secretKeyFile',
   TOKENGATE_DEV: 'dev',
   DATABASE_URL: 'databaseUrl',
   REDIS_URL: 'redisUrl',
@@ -41,6 +45,7 @@ export const ENV_VARIABLES: Readonly<Record<string, string>> = {
   TOKENGATE_TLS_CERT_FILE: 'server.tlsCertFile',
   TOKENGATE_TLS_KEY_FILE: 'server.tlsKeyFile',
   TOKENGATE_TRUST_PROXY: 'server.trustProxy',
+  TOKENGATE_WORKERS: 'server.workers',
   TOKENGATE_LOG_LEVEL: 'log.level',
   TOKENGATE_EVENTS_WEBHOOK_URL: 'events.webhookUrl',
   TOKENGATE_EVENTS_WEBHOOK_SECRET: 'events.webhookSecret',
@@ -64,6 +69,7 @@ export function loadConfig(options: LoadOptions = {}): Readonly<Config> {
   // Copied: defaults are filled in place below, and the caller's object must stay untouched.
   if (options.overrides) merged = deepMerge(merged, structuredClone(options.overrides))
 
+  const sourceOf = createSourceFinder(file, env, options.overrides)
   const converted = convert(ConfigSchema, merged)
   const withDefaults = applyDefaults(ConfigSchema, converted) as Json
   const errors = validationErrors(ConfigSchema, withDefaults)
@@ -82,16 +88,24 @@ export function loadConfig(options: LoadOptions = {}): Readonly<Config> {
       ...errors
         .filter((e) => !['additionalProperties', 'const'].includes(e.keyword))
         .filter((e) => !(e.keyword === 'anyOf' && allowed.has(e.instancePath)))
-        .map(describeError),
+        .map((e) => describeError(e, sourceOf)),
       ...[...allowed].map(
         ([path, values]) =>
-          `${path}: must be one of ${values.map((v) => JSON.stringify(v)).join(', ')}`,
+          `${path}: must be one of ${values.map((v) => JSON.stringify(v)).join(', ')}${sourceOf(path).text}`,
       ),
     ]
-    throw new ConfigError([...new Set(problems)])
+    const fromOverrides = errors.every((e) => sourceOf(e.instancePath).fromOverrides)
+    throw new ConfigError([...new Set(problems)], fromOverrides)
   }
   const config = withDefaults as Config
   const extra = crossFieldProblems(config)
+  const policyFile = config.gateway?.policyFile
+  if (policyFile && !existsSync(policyFile)) {
+    // Checked here so that the operator reads the setting and the fix, not `file:0:0`.
+    extra.push(
+      `/gateway/policyFile: the policy file ${policyFile} does not exist (a YAML or JSON route policy; fix the path)${sourceOf('/gateway/policyFile').text}`,
+    )
+  }
   if (extra.length > 0) throw new ConfigError(extra)
   return deepFreeze(config)
 }
@@ -153,11 +167,59 @@ function crossFieldProblems(config: Config): string[] {
   return problems
 }
 
-function describeError(error: { instancePath: string; message: string }): string {
+function describeError(
+  error: { instancePath: string; message: string },
+  sourceOf: SourceFinder,
+): string {
   const path = error.instancePath || '/'
+  const { text } = sourceOf(error.instancePath)
   return error.message === 'schema is false'
-    ? `${path}: unknown setting`
-    : `${path}: ${error.message}`
+    ? `${path}: unknown setting${text}`
+    : `${path}: ${error.message}${text}`
+}
+
+type SourceFinder = (pointer: string) => {
+  readonly text: string
+  readonly fromOverrides: boolean
+}
+
+/**
+ * Where the value at a JSON pointer came from, as an operator would fix it: the overrides,
+ * the environment variable (named, its value never echoed: it may be a secret), or the
+ * config file. The highest-precedence source that set it wins, as in the merge.
+ */
+function createSourceFinder(
+  file: string | undefined,
+  env: Readonly<Record<string, string | undefined>>,
+  overrides: Json | undefined,
+): SourceFinder {
+  const has = (root: unknown, keys: readonly string[]) => {
+    let node = root
+    for (const key of keys) {
+      if (node === null || typeof node !== 'object' || !Object.hasOwn(node, key)) return false
+      node = (node as Json)[key]
+    }
+    return true
+  }
+  return (pointer) => {
+    const keys = pointer.split('/').filter(Boolean)
+    const dotted = keys.join('.')
+    // Overrides are the caller's own values (the CLI's flags, a library's options): the
+    // caller names them (the CLI adds the flag).
+    if (keys.length > 0 && has(overrides, keys)) return { text: '', fromOverrides: true }
+    const variable = Object.entries(ENV_VARIABLES).find(
+      ([name, path]) => path === dotted && env[name] !== undefined && env[name] !== '',
+    )?.[0]
+    if (variable) {
+      return {
+        text: ` (from the environment variable ${variable}; fix or unset it)`,
+        fromOverrides: false,
+      }
+    }
+    if (file && keys.length > 0)
+      return { text: ` (in the config file ${file})`, fromOverrides: false }
+    return { text: '', fromOverrides: false }
+  }
 }
 
 export function setPath(target: Json, path: string, value: unknown): void {

@@ -24,6 +24,13 @@ export const ConfigSchema = Type.Object(
         description: 'Postgres URL for scale-out; when unset the embedded SQLite store is used.',
       }),
     ),
+    secretKeyFile: Type.Optional(
+      Type.String({
+        minLength: 1,
+        description:
+          'File holding the 32-byte key (base64 or hex, e.g. `openssl rand -base64 32`) that seals issuer shared secrets in the store (AES-256-GCM). Default: the embedded store generates `<dataDir>/secret.key` (0600), a dev convenience; Postgres has none, and then HS* issuers cannot be stored.',
+      }),
+    ),
     redisUrl: Type.Optional(
       Type.String({
         pattern: '^rediss?://',
@@ -73,6 +80,11 @@ export const ConfigSchema = Type.Object(
           default: 10_000,
           minimum: 0,
           description: 'Graceful shutdown: time in-flight requests get before sockets are closed.',
+        }),
+        workers: Type.Union([Type.Integer({ minimum: 1, maximum: 1024 }), Type.Literal('auto')], {
+          default: 1,
+          description:
+            'Worker processes sharing the listener (node:cluster); `auto` = one per CPU. 1 keeps one process (dev, containers sized to one CPU); use `auto` on a multi-core host. Without redisUrl each worker enforces 1/N of every rate limit (docs/scale-out.md).',
         }),
       },
       { default: {}, additionalProperties: false },

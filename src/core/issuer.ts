@@ -16,11 +16,22 @@ export interface IssuerConfig {
   readonly algorithms?: readonly string[] | undefined
   /** Where the caller's tenant comes from. Default `{ claim: 'tenant_id' }`. */
   readonly tenant?: { readonly claim: string } | { readonly fixed: string } | undefined
-  /**
-   * Claim carrying permissions. Default `permissions` (array of strings). When the claim is
-   * `scope` (or `scp` as a string) it is read as an OAuth space-separated string.
-   */
+  /** Claim carrying permissions. Default `permissions`. */
   readonly permissionsClaim?: string | undefined
+  /**
+   * The one type the permissions claim may have: `array` (of strings) or `space-delimited`
+   * (one OAuth scope string). Default from the claim name: `scope`/`scp` space-delimited,
+   * anything else array. A claim of the other type is a 401, never read leniently.
+   */
+  readonly permissionsFormat?: PermissionsFormat | undefined
+}
+
+export type PermissionsFormat = 'array' | 'space-delimited'
+export const PERMISSIONS_FORMATS: readonly PermissionsFormat[] = ['array', 'space-delimited']
+
+/** The default format of a permissions claim: OAuth's `scope`/`scp` are strings (RFC 8693 §4.2). */
+export function defaultPermissionsFormat(claim: string): PermissionsFormat {
+  return claim === 'scope' || claim === 'scp' ? 'space-delimited' : 'array'
 }
 
 export type KeySource =
@@ -33,7 +44,14 @@ export type KeySource =
    * `/.well-known/openid-configuration` must name exactly this issuer, and its `jwks_uri` is
    * fetched and cached like `jwks_url`. The issuer must be https (http on loopback only).
    */
-  | { readonly kind: 'oidc_discovery' }
+  | {
+      readonly kind: 'oidc_discovery'
+      /**
+       * Origins (`https://keys.example`) besides the issuer's own that the document's
+       * `jwks_uri` may point to. Default none: a `jwks_uri` elsewhere is refused.
+       */
+      readonly jwksOrigins?: readonly string[] | undefined
+    }
   /** One SPKI PEM public key, bound to exactly one algorithm. */
   | {
       readonly kind: 'pem'

@@ -153,21 +153,34 @@ export function createRemoteJwks(
  * another issuer is either a misconfiguration or an attempt to have us trust one issuer's
  * keys for another's tokens. Why re-read the document on each refresh: a provider that moves
  * its `jwks_uri` is then followed without a restart; refreshes are bounded by the cooldown.
+ *
+ * Why the `jwks_uri` must be on the issuer's origin (or one in `jwksOrigins`): the document
+ * is data from the network, and following any URL it names lets whoever controls or spoofs
+ * it aim our requests at internal services (SSRF: `http://127.0.0.1:8080/admin/...`). The
+ * check runs before any request to that URL is made.
  */
 export function createDiscoveredJwks(
   issuer: string,
   options: JwksOptions,
   deps: RemoteJwksDeps,
+  jwksOrigins: readonly string[] = [],
 ): IssuerKeys {
   const document = discoveryUrl(issuer)
+  const allowed = new Set([document.origin, ...jwksOrigins.map((o) => new URL(o).origin)])
   const locate = async (signal: AbortSignal): Promise<URL> => {
     const metadata = await fetchJson(document, signal, deps.fetch, 'application/json')
     const { issuer: named, jwks_uri: jwksUri } = (metadata ?? {}) as Record<string, unknown>
     if (named !== issuer) throw new Error('the discovery document names another issuer')
     if (typeof jwksUri !== 'string') throw new Error('the discovery document has no jwks_uri')
-    return checkJwksUrl(jwksUri)
+    const target = checkJwksUrl(jwksUri)
+    if (!allowed.has(target.origin)) {
+      throw new Error(
+        `the discovery document's jwks_uri is on ${target.origin}, not the issuer's origin (allow it with --jwks-origin)`,
+      )
+    }
+    return target
   }
-  return pooled(deps, `${issuer}\u0000oidc_discovery`, () =>
+  return pooled(deps, `${issuer}\u0000oidc_discovery\u0000${[...allowed].sort().join(' ')}`, () =>
     createKeySource(issuer, locate, options, deps),
   )
 }

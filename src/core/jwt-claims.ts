@@ -7,12 +7,14 @@
  *   and permissions. Turns the payload into a `VerifiedJwt`.
  */
 import type { AuthFailure } from './failure.ts'
+import type { PermissionsFormat } from './issuer.ts'
 import type { VerifiedJwt } from './ports.ts'
 
 /** How one issuer's tokens name the tenant and the permissions. */
 export interface ClaimRules {
   readonly tenant: { readonly claim: string } | { readonly fixed: string }
   readonly permissionsClaim: string
+  readonly permissionsFormat: PermissionsFormat
 }
 
 export interface ClaimContext {
@@ -124,9 +126,14 @@ export function checkClaims(
     }
     tenantId = value
   }
-  const permissions = readPermissions(payload[rules.permissionsClaim])
+  const permissions = readPermissions(payload[rules.permissionsClaim], rules.permissionsFormat)
   if (permissions === undefined) {
-    return invalid('claims', 'the permissions claim must be an array of strings or a string')
+    return invalid(
+      'claims',
+      rules.permissionsFormat === 'array'
+        ? 'the permissions claim must be an array of strings'
+        : 'the permissions claim must be a space-delimited string',
+    )
   }
   const jwt: VerifiedJwt = Object.freeze({
     issuer: context.issuer,
@@ -141,13 +148,20 @@ export function checkClaims(
 }
 
 /**
- * Reads permissions: absent → none; an array of non-empty strings as is; a string (OAuth
- * `scope`) split on spaces. Anything else → undefined (the token is refused rather than
- * read as "no permissions", so an issuer misconfiguration is loud).
+ * Reads permissions in the issuer's one format: absent → none; `array`: non-empty strings
+ * as is; `space-delimited`: one string (OAuth `scope`) split on spaces. Anything else →
+ * undefined: the token is refused rather than read as "no permissions" or in the other
+ * format. Why strict: reading a string as a one-item list on an array issuer turns claims an
+ * identity provider never meant as permissions (a display string, a free-text field an
+ * end user can set) into grants.
  */
-function readPermissions(value: unknown): readonly string[] | undefined {
+function readPermissions(value: unknown, format: PermissionsFormat): readonly string[] | undefined {
   if (value === undefined) return Object.freeze([])
-  if (typeof value === 'string') return Object.freeze(value.split(' ').filter((p) => p !== ''))
+  if (format === 'space-delimited') {
+    return typeof value === 'string'
+      ? Object.freeze(value.split(' ').filter((p) => p !== ''))
+      : undefined
+  }
   if (!Array.isArray(value)) return undefined
   for (const item of value) {
     if (typeof item !== 'string' || item.length === 0) return undefined

@@ -20,7 +20,9 @@ import {
   DEFAULT_ALGORITHMS,
   DEFAULT_PERMISSIONS_CLAIM,
   DEFAULT_TENANT_CLAIM,
+  defaultPermissionsFormat,
   type IssuerConfig,
+  PERMISSIONS_FORMATS,
 } from './issuer.ts'
 import {
   createDiscoveredJwks,
@@ -69,6 +71,13 @@ export interface JwtVerifierOptions {
   readonly fetch?: typeof globalThis.fetch
   /** Remote key sources shared across verifiers (`createJwksPool`). Default: none shared. */
   readonly jwksPool?: JwksPool
+  /**
+   * Called for each issuer whose configuration is refused (bad key, algorithm, claim rule).
+   * Given, such an issuer is kept as *unusable* instead of failing the whole verifier: its
+   * tokens get 503 `unavailable` (its keys are unusable, not the token) and every other
+   * issuer verifies. Default: a refused issuer throws here.
+   */
+  readonly onUnusableIssuer?: (issuer: string, error: Error) => void
 }
 
 interface TrustedIssuer {
@@ -124,9 +133,18 @@ export function createJwtVerifier(
   }
   const cache = createJwtCache(nonNegative('cacheMaxEntries', options.cacheMaxEntries ?? 10_000))
   const registry = new Map<string, TrustedIssuer>()
+  const unusable = new Set<string>()
   for (const config of issuers) {
-    if (registry.has(config.issuer)) throw new Error(`issuer ${config.issuer} is configured twice`)
-    registry.set(config.issuer, trustIssuer(config, jwks, deps))
+    if (registry.has(config.issuer) || unusable.has(config.issuer)) {
+      throw new Error(`issuer ${config.issuer} is configured twice`)
+    }
+    try {
+      registry.set(config.issuer, trustIssuer(config, jwks, deps))
+    } catch (error) {
+      if (options.onUnusableIssuer === undefined || typeof config.issuer !== 'string') throw error
+      unusable.add(config.issuer)
+      options.onUnusableIssuer(config.issuer, error as Error)
+    }
   }
 
   const verifyMaybeSync = (token: string, sha256Hex?: string): JwtOutcome | Promise<JwtOutcome> => {
@@ -137,7 +155,7 @@ export function createJwtVerifier(
     const key = sha256Hex ?? cache.keyOf(token)
     const hit = cache.get(key, epochSeconds(settings.clock.now()), settings.toleranceSec)
     if (hit !== undefined) return { ok: true, jwt: hit }
-    const checked = checkUnverified(token, registry)
+    const checked = checkUnverified(token, registry, unusable)
     if (!checked.ok) return checked
     const { jws, trusted, alg, kid } = checked
     // Keys are found by `alg` and `kid` only. The header's `jwk`, `jku`, `x5u` and `x5c`
@@ -180,7 +198,17 @@ type Unverified =
   | Failed
 
 /** Everything decided before a key is needed: shape, header rules, issuer, allowlist. */
-function checkUnverified(token: string, registry: ReadonlyMap<string, TrustedIssuer>): Unverified {
+/** What an unusable issuer's tokens get: a fixed issuer arrives through the change feed. */
+const UNUSABLE_ISSUER: Failed = {
+  ok: false,
+  failure: { code: 'unavailable', dependency: 'jwks', retryAfterSeconds: 30 },
+}
+
+function checkUnverified(
+  token: string,
+  registry: ReadonlyMap<string, TrustedIssuer>,
+  unusable: ReadonlySet<string>,
+): Unverified {
   const parsed = parseCompactJws(token)
   if (!parsed.ok) return invalid('malformed', parsed.detail)
   const { header, payload } = parsed.jws
@@ -205,7 +233,11 @@ function checkUnverified(token: string, registry: ReadonlyMap<string, TrustedIss
   const iss = payload.iss
   if (typeof iss !== 'string') return invalid('claims', 'the "iss" claim is missing or invalid')
   const trusted = registry.get(iss)
-  if (trusted === undefined) return invalid('unknown_issuer', 'the token issuer is not trusted')
+  if (trusted === undefined) {
+    return unusable.has(iss)
+      ? UNUSABLE_ISSUER
+      : invalid('unknown_issuer', 'the token issuer is not trusted')
+  }
   if (!trusted.algorithms.has(alg)) {
     return invalid('algorithm_not_allowed', 'the token algorithm is not allowed for its issuer')
   }
@@ -348,12 +380,16 @@ function trustIssuer(config: IssuerConfig, jwks: JwksOptions, deps: RemoteJwksDe
   }
   const permissionsClaim = config.permissionsClaim ?? DEFAULT_PERMISSIONS_CLAIM
   if (permissionsClaim === '') fail('"permissionsClaim" must be non-empty')
+  const permissionsFormat = config.permissionsFormat ?? defaultPermissionsFormat(permissionsClaim)
+  if (!PERMISSIONS_FORMATS.includes(permissionsFormat)) {
+    fail('"permissionsFormat" must be "array" or "space-delimited"')
+  }
   return Object.freeze({
     issuer: config.issuer,
     audiences: [...audiences],
     algorithms: new Set(algorithms),
     keys,
-    rules: { tenant, permissionsClaim },
+    rules: { tenant, permissionsClaim, permissionsFormat },
   })
 }
 
@@ -368,7 +404,7 @@ function buildKeys(
     case 'jwks_url':
       return createRemoteJwks(source.url, jwks, deps, config.issuer)
     case 'oidc_discovery':
-      return createDiscoveredJwks(config.issuer, jwks, deps)
+      return createDiscoveredJwks(config.issuer, jwks, deps, source.jwksOrigins)
     case 'jwks': {
       const keys = source.jwks.keys.map((jwk, index) => {
         try {

@@ -29,8 +29,12 @@ export function registerHealthRoutes(app: FastifyInstance, auth: AuthContext): v
         .type('application/problem+json')
         .send(problem(503, 'unavailable', 'The store is not reachable.', String(request.id)))
     }
-    const issuers = issuerReadiness(auth.issuers.keyStatus())
-    const degraded = issuers.notLoaded.length > 0 || issuers.stale.length > 0
+    const issuers = {
+      ...issuerReadiness(auth.issuers.keyStatus()),
+      invalid: auth.issuers.unusable(),
+    }
+    const degraded =
+      issuers.notLoaded.length > 0 || issuers.stale.length > 0 || issuers.invalid.length > 0
     return { status: degraded ? 'degraded' : 'ready', checks: { store: 'ok', issuers } }
   })
 }

@@ -26,7 +26,7 @@ import { RequestFieldError } from './routes/pagination.ts'
 import { StoreUnavailableError } from './routes/route.ts'
 import { serializerSchema } from './routes/serializer-schema.ts'
 import { v1Routes } from './routes/v1/index.ts'
-import type { TlsMaterial } from './tls.ts'
+import { type TlsMaterial, tlsServerOptions } from './tls.ts'
 import { tokenDigestOf } from './token-digest.ts'
 
 export interface BuildServerOptions {
@@ -84,10 +84,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     },
     serverFactory: (handler) =>
       tls
-        ? https.createServer(
-            { ...serverOptions, cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' },
-            handler,
-          )
+        ? https.createServer({ ...serverOptions, ...tlsServerOptions(tls) }, handler)
         : http.createServer(serverOptions, handler),
   }) as unknown as FastifyInstance
 

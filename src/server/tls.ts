@@ -1,9 +1,41 @@
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
 export interface TlsMaterial {
   readonly cert: string
   readonly key: string
+}
+
+/**
+ * Mozilla's "intermediate" TLS 1.2 suites (ssl-config.mozilla.org, v5.7): ECDHE (and DHE)
+ * key exchange with AES-GCM or ChaCha20-Poly1305 only. Node's default list is OpenSSL's
+ * `HIGH`, which also offers CBC-mode (Lucky13-style padding oracles) and ARIA/Camellia
+ * suites; AEAD-only is what Envoy's and HAProxy's recommended configurations offer. TLS 1.3
+ * suites are all AEAD and are left to OpenSSL.
+ */
+export const TLS12_CIPHERS = [
+  'ECDHE-ECDSA-AES128-GCM-SHA256',
+  'ECDHE-RSA-AES128-GCM-SHA256',
+  'ECDHE-ECDSA-AES256-GCM-SHA384',
+  'ECDHE-RSA-AES256-GCM-SHA384',
+  'ECDHE-ECDSA-CHACHA20-POLY1305',
+  'ECDHE-RSA-CHACHA20-POLY1305',
+  'DHE-RSA-AES128-GCM-SHA256',
+  'DHE-RSA-AES256-GCM-SHA384',
+  'DHE-RSA-CHACHA20-POLY1305',
+].join(':')
+
+/** The `node:tls` server options for a listener: the material, TLS 1.2+, AEAD suites. */
+export function tlsServerOptions(material: TlsMaterial) {
+  return {
+    cert: material.cert,
+    key: material.key,
+    minVersion: 'TLSv1.2' as const,
+    ciphers: TLS12_CIPHERS,
+    // Mozilla intermediate: every suite offered is strong, so the client's order wins (a
+    // client without AES hardware may prefer ChaCha20).
+    honorCipherOrder: false,
+  }
 }
 
 /** Reads the operator's certificate and key (PEM). */
@@ -21,7 +53,10 @@ export async function ensureDevCertificate(dataDir: string): Promise<TlsMaterial
   const certPath = join(dir, 'dev-cert.pem')
   const keyPath = join(dir, 'dev-key.pem')
   try {
-    return readTlsFiles(certPath, keyPath)
+    const material = readTlsFiles(certPath, keyPath)
+    // A key written by an earlier version, or copied in, is tightened like a new one.
+    chmodSync(keyPath, 0o600)
+    return material
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
   }

@@ -47,14 +47,14 @@ export interface AppUnderTest {
  */
 export function runSpecTable(
   adapter: string,
-  start: (authenticate: Authenticate) => Promise<AppUnderTest>,
+  start: (authenticate: Authenticate, fixture: SpecFixture) => Promise<AppUnderTest>,
 ): void {
   describe(`${adapter}: SPEC §5.3 / §7 table`, () => {
     let fixture: SpecFixture
     let app: AppUnderTest
     before(async () => {
       fixture = await createSpecFixture()
-      app = await start(fixture.authenticate)
+      app = await start(fixture.authenticate, fixture)
     })
     after(() => app?.close())
 

@@ -36,7 +36,7 @@ describe('tokengate tenant', () => {
       assert.equal(result.code, 2, id)
       assert.match(
         result.stderr,
-        /not a valid tenant id \(expected 1-64 characters of A-Z a-z 0-9 \. _ -\)/,
+        /not a valid tenant id \(expected 1-64 characters of A-Z a-z 0-9 \. _ -, not only dots and dashes\)/,
       )
     }
   })

@@ -176,15 +176,15 @@ describe('config json-schema engine', () => {
       assert.ok(error instanceof ConfigError)
       assert.deepEqual(error.problems, [
         '/extra: unknown setting',
-        '/databaseUrl: must match pattern "^postgres(ql)?://"',
-        '/redisUrl: must match pattern "^rediss?://"',
-        '/server/port: must be integer',
+        '/databaseUrl: must match pattern "^postgres(ql)?://" (from the environment variable DATABASE_URL; fix or unset it)',
+        '/redisUrl: must match pattern "^rediss?://" (from the environment variable REDIS_URL; fix or unset it)',
+        '/server/port: must be integer (from the environment variable TOKENGATE_PORT; fix or unset it)',
         '/auth/clockToleranceSec: must be <= 300',
         '/auth/jwksTimeoutMs: must be >= 1',
         '/events/batchSize: must be <= 1000',
-        '/metrics/port: must be integer',
+        '/metrics/port: must be integer (from the environment variable TOKENGATE_METRICS_PORT; fix or unset it)',
         '/pagination/defaultLimit: must be >= 1',
-        '/log/level: must be one of "fatal", "error", "warn", "info", "debug", "trace", "silent"',
+        '/log/level: must be one of "fatal", "error", "warn", "info", "debug", "trace", "silent" (from the environment variable TOKENGATE_LOG_LEVEL; fix or unset it)',
       ])
     }
   })

@@ -68,7 +68,9 @@ describe('loadConfig', () => {
           env: { TOKENGATE_DEV: 'true', TOKENGATE_PORT: 'x', TOKENGATE_LOG_LEVEL: 'loud' },
         }),
       (error: ConfigError) =>
-        error.problems.includes('/server/port: must be integer') &&
+        error.problems.includes(
+          '/server/port: must be integer (from the environment variable TOKENGATE_PORT; fix or unset it)',
+        ) &&
         error.problems.some((p) => p.startsWith('/log/level: must be one of "fatal", "error"')) &&
         error.problems.length === 2,
     )

@@ -15,7 +15,11 @@ import { createPublicKey, createSecretKey, type KeyObject } from 'node:crypto'
 import { describe, test } from 'node:test'
 import fc from 'fast-check'
 import { jwtVerify } from 'jose'
-import { DEFAULT_ALGORITHMS, type IssuerConfig } from '../../src/core/issuer.ts'
+import {
+  DEFAULT_ALGORITHMS,
+  defaultPermissionsFormat,
+  type IssuerConfig,
+} from '../../src/core/issuer.ts'
 import { createJwtVerifier } from '../../src/core/jwt.ts'
 import { checkClaims } from '../../src/core/jwt-claims.ts'
 import { decodeBase64url } from '../../src/core/jwt-jws.ts'
@@ -90,9 +94,11 @@ function referenceVerifier(issuer: TestIssuer) {
   const keys = pairs.map((pair) => pair.bound)
   const source = config.keySource
   const ignoreKid = source.kind === 'secret' || (source.kind === 'pem' && source.kid === undefined)
+  const permissionsClaim = config.permissionsClaim ?? 'permissions'
   const rules = {
     tenant: config.tenant ?? { claim: 'tenant_id' },
-    permissionsClaim: config.permissionsClaim ?? 'permissions',
+    permissionsClaim,
+    permissionsFormat: config.permissionsFormat ?? defaultPermissionsFormat(permissionsClaim),
   }
   return async (token: string): Promise<VerifiedJwt | undefined> => {
     try {

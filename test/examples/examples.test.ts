@@ -1,11 +1,21 @@
 import assert from 'node:assert/strict'
+import { registerHooks } from 'node:module'
 import { after, before, describe, test } from 'node:test'
-import * as expressExample from '../../examples/express/server.ts'
-import * as fastifyExample from '../../examples/fastify/server.ts'
-import * as honoExample from '../../examples/hono/server.ts'
-import * as nodeHttpExample from '../../examples/node-http/server.ts'
-import { createDemoAuth, DEMO_TENANT, type DemoAuth } from '../../examples/shared/demo-auth.ts'
+import type { DemoAuth } from '../../examples/shared/demo-auth.ts'
 import type { RunningExample } from '../../examples/shared/listen.ts'
+
+// The examples import `tokengate/...` as a user does; in the repository that name resolves
+// to the sources through the package's `tokengate-source` export condition (the built
+// package is proven by test/package/consumer.test.ts).
+registerHooks({
+  resolve: (specifier, context, next) =>
+    next(specifier, { ...context, conditions: [...context.conditions, 'tokengate-source'] }),
+})
+const expressExample = await import('../../examples/express/server.ts')
+const fastifyExample = await import('../../examples/fastify/server.ts')
+const honoExample = await import('../../examples/hono/server.ts')
+const nodeHttpExample = await import('../../examples/node-http/server.ts')
+const { createDemoAuth, DEMO_TENANT } = await import('../../examples/shared/demo-auth.ts')
 
 const examples = {
   fastify: fastifyExample,

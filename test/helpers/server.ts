@@ -70,7 +70,8 @@ export async function startTestServer(
   overrides: Record<string, unknown> = {},
   options: { readonly keepAlive?: boolean } = {},
 ): Promise<TestServer> {
-  const dataDir = tempDir('tg-e2e-')
+  // A test may start the server on a data directory it prepared (e.g. rows put in first).
+  const dataDir = typeof overrides.dataDir === 'string' ? overrides.dataDir : tempDir('tg-e2e-')
   const logs: string[] = []
   const sink = new Writable({
     write(chunk, _encoding, done) {

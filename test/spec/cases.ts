@@ -7,9 +7,10 @@
  * level mints its own tokens of those roles.
  */
 import { type Authenticate, createAuthenticator } from '../../src/core/authenticate.ts'
+import type { IssuerConfig } from '../../src/core/issuer.ts'
 import { createJwtVerifier } from '../../src/core/jwt.ts'
 import { issuePat } from '../../src/core/pat.ts'
-import { systemClock } from '../../src/core/ports.ts'
+import { type PatRecord, systemClock } from '../../src/core/ports.ts'
 import { addTenant, fakeLookups } from '../helpers/core-fakes.ts'
 import { createTestIssuer, TEST_TENANT } from '../helpers/jwt.ts'
 
@@ -18,6 +19,9 @@ export const PROTECTED_PATH = '/api/v1/things'
 
 export interface SpecFixture {
   readonly authenticate: Authenticate
+  /** The trusted issuer and the stored PATs, for an app that loads them into a real store. */
+  readonly issuer: IssuerConfig
+  readonly pats: readonly PatRecord[]
   readonly tokens: {
     readonly jwt: string
     readonly jwtWithoutPermission: string
@@ -55,27 +59,25 @@ export async function createSpecFixture(): Promise<SpecFixture> {
     jwt: createJwtVerifier([issuer.config]),
     clock: systemClock,
   })
-  return {
-    authenticate,
-    tokens: {
-      jwt: await issuer.sign({ permissions: [REQUIRED_PERMISSION] }),
-      jwtWithoutPermission: await issuer.sign({ permissions: ['other:read'] }),
-      expiredJwt: await issuer.sign({}, { nowMs: now - 3_600_000, expiresInSec: 300 }),
-      foreignJwt: await foreign.sign({ permissions: [REQUIRED_PERMISSION] }),
-      pat: pat([REQUIRED_PERMISSION]),
-      patWithoutPermission: pat([]),
-      expiredPat: pat([REQUIRED_PERMISSION], { expiresAt: now - 60_000 }),
-      revokedPat: pat([REQUIRED_PERMISSION], { revokedAt: now - 60_000 }),
-      unknownPat: issuePat({
-        tenantId: TEST_TENANT,
-        subject: 'x',
-        name: 'x',
-        permissions: [],
-        expiresAt: null,
-        now,
-      }).token,
-    },
+  const tokens = {
+    jwt: await issuer.sign({ permissions: [REQUIRED_PERMISSION] }),
+    jwtWithoutPermission: await issuer.sign({ permissions: ['other:read'] }),
+    expiredJwt: await issuer.sign({}, { nowMs: now - 3_600_000, expiresInSec: 300 }),
+    foreignJwt: await foreign.sign({ permissions: [REQUIRED_PERMISSION] }),
+    pat: pat([REQUIRED_PERMISSION]),
+    patWithoutPermission: pat([]),
+    expiredPat: pat([REQUIRED_PERMISSION], { expiresAt: now - 60_000 }),
+    revokedPat: pat([REQUIRED_PERMISSION], { revokedAt: now - 60_000 }),
+    unknownPat: issuePat({
+      tenantId: TEST_TENANT,
+      subject: 'x',
+      name: 'x',
+      permissions: [],
+      expiresAt: null,
+      now,
+    }).token,
   }
+  return { authenticate, issuer: issuer.config, pats: [...lookups.pats.values()], tokens }
 }
 
 export type SpecTokens = SpecFixture['tokens']

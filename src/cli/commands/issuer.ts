@@ -1,6 +1,13 @@
 import { addIssuer, listIssuers, removeIssuer } from '../../auth/issuer-operations.ts'
-import type { IssuerConfig, KeySource } from '../../core/issuer.ts'
-import { discoveryUrl } from '../../core/jwks.ts'
+import {
+  DEFAULT_PERMISSIONS_CLAIM,
+  defaultPermissionsFormat,
+  type IssuerConfig,
+  type KeySource,
+  PERMISSIONS_FORMATS,
+  type PermissionsFormat,
+} from '../../core/issuer.ts'
+import { checkJwksUrl as checkUrl, discoveryUrl } from '../../core/jwks.ts'
 import { ASYMMETRIC_ALGORITHMS, HMAC_ALGORITHMS } from '../../core/jwt-keys.ts'
 import type { StoredIssuer } from '../../stores/store.ts'
 import {
@@ -28,6 +35,9 @@ export function issuerJson(issuer: StoredIssuer) {
     algorithms: issuer.algorithms ?? null,
     tenant: issuer.tenant ?? null,
     permissionsClaim: issuer.permissionsClaim ?? null,
+    permissionsFormat:
+      issuer.permissionsFormat ??
+      defaultPermissionsFormat(issuer.permissionsClaim ?? DEFAULT_PERMISSIONS_CLAIM),
     createdAt: isoTime(issuer.createdAt),
   }
 }
@@ -59,7 +69,7 @@ function describeKeySource(source: KeySource): string {
     case 'jwks_url':
       return source.url
     case 'oidc_discovery':
-      return 'discovery (/.well-known/openid-configuration)'
+      return `discovery (/.well-known/openid-configuration)${source.jwksOrigins?.length ? `, jwks_uri also on ${source.jwksOrigins.join(', ')}` : ''}`
     case 'pem':
       return `pem (${source.algorithm})`
     case 'secret':
@@ -82,7 +92,10 @@ function readKeySource(args: ParsedArgs, issuer: string): KeySource {
     if (algorithm !== undefined) {
       throw new UsageError('--algorithm applies to --pem-file and --secret-file only')
     }
-    return readDiscovery(issuer)
+    return readDiscovery(issuer, stringList(args, 'jwks-origin'))
+  }
+  if (args.values['jwks-origin'] !== undefined) {
+    throw new UsageError('--jwks-origin applies to --discovery only')
   }
   const value = requiredString(args, source, 'a value')
   if (algorithm !== undefined && (source === 'jwks-url' || source === 'jwks-file')) {
@@ -107,13 +120,26 @@ function readKeySource(args: ParsedArgs, issuer: string): KeySource {
  * may be down while the operator registers it, and may move its `jwks_uri` later). The
  * issuer must be a URL discovery can use: https, or http on localhost/127.0.0.1 only.
  */
-function readDiscovery(issuer: string): KeySource {
+function readDiscovery(issuer: string, origins: readonly string[]): KeySource {
   try {
     discoveryUrl(issuer)
   } catch (error) {
     throw new UsageError(`--discovery: --issuer ${printable(issuer)}: ${(error as Error).message}`)
   }
-  return { kind: 'oidc_discovery' }
+  const jwksOrigins = origins.map((origin) => {
+    try {
+      const url = checkUrl(origin)
+      if (url.href !== `${url.origin}/`) throw new Error('not an origin')
+      return url.origin
+    } catch {
+      throw new UsageError(
+        `--jwks-origin: '${printable(origin)}' is not an origin (expected e.g. https://keys.example.com; http on loopback only)`,
+      )
+    }
+  })
+  return jwksOrigins.length > 0
+    ? { kind: 'oidc_discovery', jwksOrigins }
+    : { kind: 'oidc_discovery' }
 }
 
 /**
@@ -187,6 +213,7 @@ export function readIssuerConfig(args: ParsedArgs): IssuerConfig {
         ? { claim: tenantClaim }
         : undefined
   const permissionsClaim = readClaim(args, 'permissions-claim')
+  const permissionsFormat = readPermissionsFormat(args)
   return {
     issuer,
     audiences,
@@ -194,7 +221,19 @@ export function readIssuerConfig(args: ParsedArgs): IssuerConfig {
     ...(algorithms ? { algorithms } : {}),
     ...(tenant ? { tenant } : {}),
     ...(permissionsClaim ? { permissionsClaim } : {}),
+    ...(permissionsFormat ? { permissionsFormat } : {}),
   }
+}
+
+function readPermissionsFormat(args: ParsedArgs): PermissionsFormat | undefined {
+  const value = optionalString(args, 'permissions-format')
+  if (value === undefined) return undefined
+  if (!(PERMISSIONS_FORMATS as readonly string[]).includes(value)) {
+    throw new UsageError(
+      `--permissions-format: '${printable(value)}' is not a format (expected array or space-delimited)`,
+    )
+  }
+  return value as PermissionsFormat
 }
 
 const add: CommandDef = {
@@ -217,6 +256,13 @@ const add: CommandDef = {
       type: 'boolean',
       description:
         "Find the JWKS from ISS/.well-known/openid-configuration at run time (its 'issuer' must equal ISS).",
+    },
+    'jwks-origin': {
+      type: 'string',
+      multiple: true,
+      value: 'ORIGIN',
+      description:
+        "With --discovery: another origin the document's jwks_uri may use (repeatable; default: the issuer's origin only).",
     },
     'jwks-file': {
       type: 'string',
@@ -259,6 +305,12 @@ const add: CommandDef = {
       value: 'NAME',
       description:
         'Claim holding permissions (default permissions; scope/scp are read as OAuth scopes).',
+    },
+    'permissions-format': {
+      type: 'string',
+      value: 'FORMAT',
+      description:
+        'array or space-delimited: the one type the permissions claim may have (default: space-delimited for scope/scp, else array).',
     },
   },
   examples: [
@@ -307,7 +359,7 @@ const list: CommandDef = {
           : 'fixed' in i.tenant
             ? i.tenant.fixed
             : `claim ${i.tenant.claim}`,
-        i.permissionsClaim ?? 'permissions',
+        `${i.permissionsClaim ?? DEFAULT_PERMISSIONS_CLAIM} (${i.permissionsFormat ?? defaultPermissionsFormat(i.permissionsClaim ?? DEFAULT_PERMISSIONS_CLAIM)})`,
         formatTime(i.createdAt),
       ]),
     )

@@ -1,3 +1,7 @@
+import { fileURLToPath } from 'node:url'
+import type { Config } from '../../config/schema.ts'
+import type { StartOptions } from '../../main.ts'
+import { workerCount } from '../../server/workers.ts'
 import { flag, optionalString } from '../args.ts'
 import type { CommandDef } from '../context.ts'
 import { UsageError } from '../errors.ts'
@@ -62,10 +66,15 @@ const serve: CommandDef = {
       ...(Object.keys(gateway).length > 0 ? { gateway } : {}),
       ...(flag(ctx.args, 'dev') ? { dev: true } : {}),
     })
-    const { startTokengate } = await import('../../main.ts')
     // With --json, stdout carries only the one JSON document; the log goes to stderr.
     const log = ctx.io.log ?? (ctx.json ? ctx.io.stderr : undefined)
-    const running = await startTokengate(config, log ? { logDestination: toDestination(log) } : {})
+    const options = log ? { logDestination: toDestination(log) } : {}
+    const workers = workerCount(config.server.workers)
+    const running =
+      workers > 1
+        ? await startWorkers(config, workers, options, ctx.json, (line) => ctx.out.note(line))
+        : await (await import('../../main.ts')).startTokengate(config, options)
+    let exitCode = 0
     try {
       const seed = running.devSeed
       // Dev mode only: the banner mints a JWT with jose, which a production start never loads.
@@ -75,6 +84,7 @@ const serve: CommandDef = {
       if (ctx.json) {
         ctx.out.json({
           url: running.url,
+          ...(running.metricsUrl ? { metricsUrl: running.metricsUrl } : {}),
           dev: config.dev,
           store: config.databaseUrl ? 'postgres' : 'sqlite',
           ...(commands && seed
@@ -82,25 +92,67 @@ const serve: CommandDef = {
             : {}),
         })
       } else {
-        ctx.out.line(`tokengate is listening on ${running.url}`)
+        const shown = workers > 1 ? ` (${workers} workers)` : ''
+        ctx.out.line(`tokengate is listening on ${running.url}${shown}`)
         if (banner && commands) ctx.out.line(`\n${banner.formatDevBanner(commands, config)}`)
         ctx.out.line('Press Ctrl+C to stop.')
       }
-      const reason = await waitForShutdown(ctx.io.signal)
+      const stopped = new AbortController()
+      const reason = await Promise.race([
+        waitForShutdown(ctx.io.signal, stopped.signal),
+        'failed' in running
+          ? running.failed.then((why) => `error: ${why}`)
+          : new Promise<never>(() => {}),
+      ])
+      stopped.abort()
+      if (reason.startsWith('error: ')) exitCode = 1
       ctx.out.note(`tokengate: ${reason}, shutting down`)
     } finally {
       await closeForcibly(running.close)
     }
-    return 0
+    return exitCode
   },
+}
+
+/**
+ * `server.workers > 1`: migrations, dev seeding and the dev certificate once, here, then the
+ * workers (src/server/workers.ts) each run a full instance on the shared listener.
+ */
+async function startWorkers(
+  config: Readonly<Config>,
+  count: number,
+  options: StartOptions,
+  json: boolean,
+  note: (line: string) => void,
+) {
+  const { prepareTokengate } = await import('../../main.ts')
+  const devSeed = await prepareTokengate(config, options)
+  const { configForWorkers, startWorkerPool } = await import('../../server/workers.ts')
+  const pool = await startWorkerPool({
+    config: configForWorkers(config, count),
+    count,
+    entry: fileURLToPath(new URL('../serve-worker.ts', import.meta.url)),
+    note,
+    logToStderr: json,
+  })
+  return {
+    url: pool.url,
+    metricsUrl: pool.metricsUrl,
+    devSeed,
+    failed: pool.failed,
+    close: pool.close,
+  }
 }
 
 function toDestination(sink: TextSink) {
   return { write: (line: string) => void sink.write(line) }
 }
 
-/** Resolves with the signal's name on SIGINT/SIGTERM, or when `signal` aborts. */
-function waitForShutdown(signal: AbortSignal | undefined): Promise<string> {
+/**
+ * Resolves with the signal's name on SIGINT/SIGTERM, or when `signal` aborts; `done` only
+ * removes the listeners (the wait lost a race).
+ */
+function waitForShutdown(signal: AbortSignal | undefined, done: AbortSignal): Promise<string> {
   return new Promise((resolve) => {
     const finish = (reason: string) => {
       process.off('SIGINT', onInt)
@@ -108,6 +160,7 @@ function waitForShutdown(signal: AbortSignal | undefined): Promise<string> {
       signal?.removeEventListener('abort', onAbort)
       resolve(reason)
     }
+    done.addEventListener('abort', () => finish(''), { once: true })
     const onInt = () => finish('SIGINT')
     const onTerm = () => finish('SIGTERM')
     const onAbort = () => finish('stop requested')

@@ -1,0 +1,310 @@
+/**
+ * `server.workers`: N processes serving one listener, each a full tokengate instance (own
+ * store connection, caches, change detection, audit writer), supervised by a primary that
+ * serves nothing itself but `/metrics` for all of them.
+ *
+ * Why node:cluster and not `reusePort`: with node:cluster the primary owns the socket and
+ * hands connections round-robin to the workers, so one busy worker does not collect an
+ * unfair share, and `--listen 127.0.0.1:0` gives every worker the same port. `reusePort`
+ * (Node 23.1+, Linux) spreads by the kernel's 4-tuple hash, needs every worker to bind the
+ * same explicit port, and would leave the primary no IPC channel to aggregate metrics over.
+ */
+import cluster, { type Worker } from 'node:cluster'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { availableParallelism } from 'node:os'
+import type { Config } from '../config/schema.ts'
+
+/** What a worker runs: one full instance on the given config. */
+export type StartInstance = (
+  config: Readonly<Config>,
+  logToStderr: boolean,
+) => Promise<{ readonly url: string; close(): Promise<void> }>
+
+/** Messages between the primary and a worker (the IPC channel node:cluster opens). */
+type ToWorker =
+  | { type: 'tokengate:start'; config: Readonly<Config>; logToStderr: boolean }
+  | { type: 'tokengate:stop' }
+type FromWorker =
+  | { type: 'tokengate:ready'; url: string }
+  | { type: 'tokengate:failed'; message: string }
+
+/** `auto` is one worker per CPU the process may run on. */
+export function workerCount(
+  setting: number | 'auto',
+  cpus: number = availableParallelism(),
+): number {
+  return setting === 'auto' ? Math.max(1, cpus) : setting
+}
+
+/**
+ * The config each worker runs. Without Redis every worker counts in its own memory, so each
+ * enforces ceil(max / N) of every rate-limit policy. Why not counters in the primary over
+ * IPC: one round trip per request through the primary would make it the bottleneck that the
+ * workers exist to remove. The error, per client and window: at least ceil(max / N) requests
+ * pass (all on one keep-alive connection, hence one worker) and at most N × ceil(max / N)
+ * (< max + N, spread over every worker); never more. With `redisUrl` the counters are shared
+ * and exact.
+ */
+export function configForWorkers(config: Readonly<Config>, count: number): Readonly<Config> {
+  if (config.redisUrl || count <= 1) return config
+  const copy = structuredClone(config) as Config
+  for (const policy of [
+    copy.rateLimit.perToken,
+    copy.rateLimit.perTenant,
+    copy.rateLimit.failedAuth,
+  ]) {
+    if (policy.max > 0) policy.max = Math.ceil(policy.max / count)
+  }
+  return copy
+}
+
+export interface RestartPolicy {
+  /** Delay before the first replacement; doubles per crash inside `windowMs`. */
+  readonly initialDelayMs: number
+  readonly maxDelayMs: number
+  /** More crashes than this inside `windowMs` stop the primary (a crash loop). */
+  readonly maxCrashes: number
+  readonly windowMs: number
+}
+
+const DEFAULT_RESTART: RestartPolicy = {
+  initialDelayMs: 100,
+  maxDelayMs: 5000,
+  maxCrashes: 5,
+  windowMs: 60_000,
+}
+
+export interface WorkerPoolOptions {
+  /** The config every worker runs (see `configForWorkers`). */
+  readonly config: Readonly<Config>
+  readonly count: number
+  /** Module a worker process runs; it calls `runWorker`. */
+  readonly entry: string
+  /** Operator messages (a worker replaced, the crash loop). */
+  readonly note: (line: string) => void
+  /** Workers log to stderr instead of stdout (`serve --json` keeps stdout for its document). */
+  readonly logToStderr?: boolean
+  readonly restart?: RestartPolicy
+}
+
+export interface WorkerPool {
+  /** The shared listener, e.g. `https://127.0.0.1:8443`. */
+  readonly url: string
+  /** `http://host:port/metrics` of the primary's aggregating listener, when enabled. */
+  readonly metricsUrl: string | undefined
+  /** Process ids of the workers running now. */
+  pids(): number[]
+  /** Resolves with the reason when the pool gives up (a crash loop); then call close(). */
+  readonly failed: Promise<string>
+  /** Graceful: every worker drains and flushes, then exits; the metrics listener closes. */
+  close(): Promise<void>
+}
+
+/**
+ * Forks `count` workers, waits until every one listens, and replaces a worker that exits
+ * (backoff doubling from `initialDelayMs`). Rejects if a worker fails to start.
+ */
+export async function startWorkerPool(options: WorkerPoolOptions): Promise<WorkerPool> {
+  const restart = options.restart ?? DEFAULT_RESTART
+  const { config } = options
+  cluster.setupPrimary({
+    exec: options.entry,
+    args: [],
+    execArgv: withSemiSpaceFlag(process.execArgv),
+    serialization: 'advanced',
+  })
+  const workers = new Set<Worker>()
+  const crashes: number[] = []
+  let closing = false
+  let restartTimer: NodeJS.Timeout | undefined
+  let giveUp: (reason: string) => void = () => {}
+  const failed = new Promise<string>((resolve) => {
+    giveUp = resolve
+  })
+
+  const fork = (): Promise<string> =>
+    new Promise((resolve, reject) => {
+      const worker = cluster.fork()
+      workers.add(worker)
+      let ready = false
+      worker.on('online', () =>
+        send(worker, {
+          type: 'tokengate:start',
+          config,
+          logToStderr: options.logToStderr === true,
+        }),
+      )
+      worker.on('message', (message: FromWorker) => {
+        if (message?.type === 'tokengate:ready') {
+          ready = true
+          resolve(message.url)
+        } else if (message?.type === 'tokengate:failed') {
+          reject(new Error(message.message))
+        }
+      })
+      worker.on('exit', (code, signal) => {
+        workers.delete(worker)
+        if (!ready) reject(new Error(`worker ${worker.process.pid} exited before listening`))
+        if (!closing) onCrash(worker.process.pid, code, signal)
+      })
+    })
+
+  const onCrash = (pid: number | undefined, code: number | null, signal: string | null) => {
+    const now = Date.now()
+    crashes.push(now)
+    while (crashes.length > 0 && (crashes[0] as number) < now - restart.windowMs) crashes.shift()
+    const how = signal ? `signal ${signal}` : `exit code ${code}`
+    if (crashes.length > restart.maxCrashes) {
+      giveUp(
+        `workers exited ${crashes.length} times within ${restart.windowMs / 1000} s (last: pid ${pid}, ${how}); stopping`,
+      )
+      return
+    }
+    const delay = Math.min(restart.maxDelayMs, restart.initialDelayMs * 2 ** (crashes.length - 1))
+    options.note(`tokengate: worker ${pid} exited (${how}); starting a replacement in ${delay} ms`)
+    restartTimer = setTimeout(() => {
+      restartTimer = undefined
+      if (closing) return
+      // A replacement that fails to start exits, and its exit counts as the next crash.
+      fork().catch(() => {})
+    }, delay)
+  }
+
+  let metricsServer: http.Server | undefined
+  const close = async (): Promise<void> => {
+    closing = true
+    clearTimeout(restartTimer)
+    const exits = [...workers].map(
+      (worker) =>
+        new Promise<void>((resolve) => {
+          if (worker.isDead()) return resolve()
+          worker.once('exit', () => resolve())
+          const kill = setTimeout(
+            () => worker.kill('SIGKILL'),
+            config.server.shutdownTimeoutMs + 5000,
+          )
+          kill.unref()
+          send(worker, { type: 'tokengate:stop' })
+        }),
+    )
+    await Promise.all(exits)
+    if (metricsServer) await closeServer(metricsServer)
+  }
+
+  let url: string
+  try {
+    const urls = await Promise.all(Array.from({ length: options.count }, fork))
+    url = urls[0] as string
+    if (config.metrics.enabled) {
+      metricsServer = await listenForMetrics(config.metrics.host, config.metrics.port)
+    }
+  } catch (error) {
+    await close()
+    throw error
+  }
+  const address = metricsServer?.address() as AddressInfo | undefined
+  const metricsUrl = address
+    ? `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}/metrics`
+    : undefined
+  let closed: Promise<void> | undefined
+  return {
+    url,
+    metricsUrl,
+    pids: () => [...workers].flatMap((w) => (w.process.pid === undefined ? [] : [w.process.pid])),
+    failed,
+    close: () => {
+      closed ??= close()
+      return closed
+    },
+  }
+}
+
+/**
+ * The workers get the bin's `--max-semi-space-size=8` (docs/scale-out.md "Memory per
+ * instance") even when the primary was started without it, unless a size was chosen.
+ */
+export function withSemiSpaceFlag(execArgv: readonly string[]): string[] {
+  return execArgv.some((flag) => flag.startsWith('--max-semi-space-size'))
+    ? [...execArgv]
+    : [...execArgv, '--max-semi-space-size=8']
+}
+
+function send(worker: Worker, message: ToWorker): void {
+  if (worker.isConnected()) worker.send(message)
+}
+
+/** `/metrics` in the primary: every worker's registry, summed by prom-client's aggregator. */
+async function listenForMetrics(host: string, port: number): Promise<http.Server> {
+  const { AggregatorRegistry } = await import('prom-client')
+  const aggregator = new AggregatorRegistry()
+  const server = http.createServer((req, res) => {
+    const path = (req.url ?? '').split('?', 1)[0]
+    if (path !== '/metrics' || (req.method !== 'GET' && req.method !== 'HEAD')) {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n')
+      return
+    }
+    aggregator.clusterMetrics().then(
+      (text) => res.writeHead(200, { 'content-type': aggregator.contentType }).end(text),
+      () => res.writeHead(500, { 'content-type': 'text/plain' }).end('collecting metrics failed\n'),
+    )
+  })
+  server.keepAliveTimeout = 5000
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(port, host, () => {
+      server.off('error', reject)
+      resolve()
+    })
+  })
+  return server
+}
+
+function closeServer(server: http.Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.closeAllConnections()
+    server.close(() => resolve())
+  })
+}
+
+/**
+ * The worker side: waits for the primary's config, starts one instance and reports its URL.
+ * Stops gracefully (drain, flush last-used times and audit) on the primary's request,
+ * SIGTERM, SIGINT (Ctrl+C reaches the whole process group) or when the primary is gone.
+ */
+export function runWorker(start: StartInstance): void {
+  let running: Promise<{ close(): Promise<void> } | undefined> | undefined
+  let stopping = false
+  const stop = () => {
+    if (stopping) return
+    stopping = true
+    void (running ?? Promise.resolve(undefined))
+      .then((instance) => instance?.close())
+      .then(
+        () => process.exit(0),
+        () => process.exit(1),
+      )
+  }
+  process.on('message', (message: ToWorker) => {
+    if (message?.type === 'tokengate:start' && !running && !stopping) {
+      running = start(message.config, message.logToStderr).then(
+        (instance) => {
+          process.send?.({ type: 'tokengate:ready', url: instance.url } satisfies FromWorker)
+          return instance
+        },
+        (error: unknown) => {
+          const text = error instanceof Error ? error.message : String(error)
+          process.send?.({ type: 'tokengate:failed', message: text } satisfies FromWorker, () =>
+            process.exit(1),
+          )
+          return undefined
+        },
+      )
+    } else if (message?.type === 'tokengate:stop') {
+      stop()
+    }
+  })
+  process.on('SIGTERM', stop)
+  process.on('SIGINT', stop)
+  process.on('disconnect', stop)
+}

@@ -1,0 +1,304 @@
+/**
+ * `server.workers`: a real `tokengate serve` with two node:cluster workers, driven over
+ * sockets. Every request opens its own connection, so the primary's round-robin hands
+ * consecutive requests to different workers; the workers' request log lines (pino's `pid`)
+ * show which worker answered.
+ */
+import assert from 'node:assert/strict'
+import { type ChildProcess, spawn } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import http from 'node:http'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { fileURLToPath } from 'node:url'
+import { loadConfig } from '../../src/config/load.ts'
+import {
+  configForWorkers,
+  startWorkerPool,
+  withSemiSpaceFlag,
+  workerCount,
+} from '../../src/server/workers.ts'
+import { cliJson, tempDataDir } from '../cli/helpers.ts'
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
+const NODE = process.execPath
+
+interface LogLine {
+  readonly pid: number
+  readonly msg: string
+  readonly status?: number
+  readonly code?: string
+}
+
+interface Served {
+  readonly child: ChildProcess
+  readonly url: string
+  readonly metricsUrl: string
+  readonly log: LogLine[]
+  readonly stderr: () => string
+  readonly exited: Promise<number | null>
+}
+
+async function serveWithWorkers(dataDir: string, configFile: string): Promise<Served> {
+  const child = spawn(
+    NODE,
+    ['src/cli/main.ts', 'serve', '--dev', '--http', '--listen', '127.0.0.1:0', '--json'],
+    {
+      cwd: ROOT,
+      env: {
+        PATH: process.env.PATH,
+        TOKENGATE_CONFIG: configFile,
+        TOKENGATE_DATA_DIR: dataDir,
+        TOKENGATE_WORKERS: '2',
+        TOKENGATE_LOG_LEVEL: 'info',
+        TOKENGATE_METRICS_ENABLED: 'true',
+        TOKENGATE_METRICS_PORT: '0',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  )
+  const log: LogLine[] = []
+  let stdout = ''
+  let stderr = ''
+  let partial = ''
+  child.stdout?.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString()
+  })
+  child.stderr?.on('data', (chunk: Buffer) => {
+    const text = partial + chunk.toString()
+    const lines = text.split('\n')
+    partial = lines.pop() ?? ''
+    for (const line of lines) {
+      stderr += `${line}\n`
+      if (line.startsWith('{')) log.push(JSON.parse(line) as LogLine)
+    }
+  })
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code) => resolve(code)),
+  )
+  for (let i = 0; i < 600 && !stdout.trim().endsWith('}') && child.exitCode === null; i++) {
+    await sleep(50)
+  }
+  assert.ok(stdout.trim().endsWith('}'), `serve did not start: ${stderr}`)
+  const document = JSON.parse(stdout) as { url: string; metricsUrl: string }
+  return { child, ...document, log, stderr: () => stderr, exited }
+}
+
+function get(
+  url: string,
+  headers: Record<string, string> = {},
+  method = 'GET',
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    // agent: false: a connection per request, so the primary spreads them over the workers.
+    const req = http.request(url, { method, headers, agent: false }, (res) => {
+      let body = ''
+      res.on('data', (chunk: Buffer) => {
+        body += chunk.toString()
+      })
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }))
+    })
+    req.on('error', reject)
+    req.end()
+  })
+}
+
+/** Sends `count` requests one after another; returns their statuses and the answering pids. */
+async function batch(served: Served, path: string, token: string, count: number) {
+  const start = served.log.length
+  const statuses: number[] = []
+  for (let i = 0; i < count; i++) {
+    statuses.push((await get(served.url + path, { authorization: `Bearer ${token}` })).status)
+  }
+  for (let i = 0; i < 100 && requestLines(served, start).length < count; i++) await sleep(20)
+  const lines = requestLines(served, start)
+  return { statuses, pids: new Set(lines.map((line) => line.pid)), lines }
+}
+
+function requestLines(served: Served, from: number): LogLine[] {
+  return served.log.slice(from).filter((line) => line.msg === 'request')
+}
+
+function workerPids(served: Served): Set<number> {
+  return new Set(served.log.filter((l) => l.msg.startsWith('listening on')).map((l) => l.pid))
+}
+
+async function issuePat(dataDir: string, permissions: string[]) {
+  return cliJson<{ token: string; id: string }>(
+    [
+      'pat',
+      'issue',
+      '--tenant',
+      'demo',
+      '--subject',
+      'workers-test',
+      ...permissions.flatMap((p) => ['--permission', p]),
+    ],
+    { dataDir },
+  )
+}
+
+function counter(text: string, name: string, labels: string): number {
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}}`))
+  return line ? Number(line.split(' ').at(-1)) : 0
+}
+
+describe('server.workers = 2 (real processes)', { timeout: 120_000 }, () => {
+  const data = tempDataDir()
+  let served: Served
+  before(async () => {
+    // A long cache TTL: a revoke that did not reach a worker would keep answering 200 from
+    // its cache for the whole test, so only change detection can turn it into a 401.
+    const configFile = join(data.dir, 'config.json')
+    writeFileSync(configFile, JSON.stringify({ auth: { lookupCacheTtlMs: 600_000 } }))
+    served = await serveWithWorkers(data.dir, configFile)
+  })
+  after(async () => {
+    if (served?.child.exitCode === null) served.child.kill('SIGKILL')
+    data.cleanup()
+  })
+
+  it('serves requests from both workers', async () => {
+    const { token } = await issuePat(data.dir, [])
+    const { statuses, pids } = await batch(served, '/api/v1/me', token, 12)
+    assert.deepEqual(new Set(statuses), new Set([200]))
+    assert.equal(pids.size, 2, `answering pids: ${[...pids]}`)
+    assert.deepEqual(pids, workerPids(served))
+    assert.ok(!pids.has(served.child.pid as number), 'the primary serves no requests')
+  })
+
+  it('a revoke by the CLI on the same SQLite file reaches every worker within a second', async () => {
+    const { token, id } = await issuePat(data.dir, [])
+    const warm = await batch(served, '/api/v1/me', token, 8)
+    assert.deepEqual(new Set(warm.statuses), new Set([200]))
+    assert.equal(warm.pids.size, 2)
+    await cliJson(['pat', 'revoke', id], { dataDir: data.dir })
+    await sleep(1000)
+    const { statuses, pids } = await batch(served, '/api/v1/me', token, 8)
+    assert.deepEqual(new Set(statuses), new Set([401]))
+    assert.equal(pids.size, 2)
+  })
+
+  it('a revoke through DELETE /api/v1/tokens/{id} on one worker reaches the other within a second', async () => {
+    const { token, id } = await issuePat(data.dir, ['tokens:revoke'])
+    const warm = await batch(served, '/api/v1/me', token, 8)
+    assert.deepEqual(new Set(warm.statuses), new Set([200]))
+    assert.equal(warm.pids.size, 2)
+    const start = served.log.length
+    const deleted = await get(
+      `${served.url}/api/v1/tokens/${id}`,
+      { authorization: `Bearer ${token}` },
+      'DELETE',
+    )
+    assert.equal(deleted.status, 200, deleted.body)
+    for (let i = 0; i < 50 && requestLines(served, start).length === 0; i++) await sleep(20)
+    const revokedBy = requestLines(served, start)[0]?.pid
+    assert.ok(revokedBy !== undefined)
+    await sleep(1000)
+    const { statuses, lines } = await batch(served, '/api/v1/me', token, 8)
+    assert.deepEqual(new Set(statuses), new Set([401]))
+    assert.ok(
+      lines.some((line) => line.pid !== revokedBy),
+      'the worker that did not serve the DELETE answered too',
+    )
+  })
+
+  it('/metrics in the primary sums the requests of both workers', async () => {
+    const { token } = await issuePat(data.dir, [])
+    const name = 'tokengate_http_requests_total'
+    const before = counter((await get(served.metricsUrl)).body, name, 'code="ok",status="200"')
+    const { pids } = await batch(served, '/api/v1/me', token, 10)
+    assert.equal(pids.size, 2)
+    const after = counter((await get(served.metricsUrl)).body, name, 'code="ok",status="200"')
+    assert.equal(after - before, 10)
+  })
+
+  it('a killed worker is replaced and service continues', async () => {
+    const { token } = await issuePat(data.dir, [])
+    const victim = [...workerPids(served)][0] as number
+    process.kill(victim, 'SIGKILL')
+    for (let i = 0; i < 400 && workerPids(served).size < 3; i++) await sleep(25)
+    const pids = workerPids(served)
+    assert.equal(pids.size, 3, `a replacement started: ${served.stderr()}`)
+    assert.match(served.stderr(), new RegExp(`worker ${victim} exited \\(signal SIGKILL\\)`))
+    const after = await batch(served, '/api/v1/me', token, 8)
+    assert.deepEqual(new Set(after.statuses), new Set([200]))
+    assert.equal(after.pids.size, 2)
+    assert.ok(!after.pids.has(victim))
+  })
+
+  it('SIGTERM drains every worker and the primary exits 0', async () => {
+    const pids = [...workerPids(served)]
+    served.child.kill('SIGTERM')
+    assert.equal(await served.exited, 0)
+    for (const pid of pids) {
+      assert.throws(() => process.kill(pid, 0), { code: 'ESRCH' }, `worker ${pid} is gone`)
+    }
+  })
+})
+
+describe('worker pool supervision', () => {
+  it('a crash loop stops the pool with a clear reason', { timeout: 60_000 }, async () => {
+    const config = loadConfig({
+      env: {},
+      overrides: { server: { plainHttp: true, port: 0 }, dataDir: '/nonexistent' },
+    })
+    const notes: string[] = []
+    const pool = await startWorkerPool({
+      config,
+      count: 1,
+      entry: fileURLToPath(new URL('../fixtures/crashing-worker.ts', import.meta.url)),
+      note: (line) => notes.push(line),
+      restart: { initialDelayMs: 10, maxDelayMs: 50, maxCrashes: 2, windowMs: 60_000 },
+    })
+    const reason = await pool.failed
+    assert.match(
+      reason,
+      /workers exited 3 times within 60 s \(last: pid \d+, exit code 3\); stopping/,
+    )
+    assert.equal(notes.length, 2)
+    await pool.close()
+  })
+
+  it('a worker that cannot start fails the pool start with its error', {
+    timeout: 60_000,
+  }, async () => {
+    const config = loadConfig({ env: {}, overrides: { server: { plainHttp: true, port: 0 } } })
+    await assert.rejects(
+      startWorkerPool({
+        config,
+        count: 2,
+        entry: fileURLToPath(new URL('../fixtures/failing-worker.ts', import.meta.url)),
+        note: () => {},
+      }),
+      /no store for this test/,
+    )
+  })
+
+  it('workers get the semi-space flag unless one was chosen', () => {
+    assert.deepEqual(withSemiSpaceFlag(['--enable-source-maps']), [
+      '--enable-source-maps',
+      '--max-semi-space-size=8',
+    ])
+    assert.deepEqual(withSemiSpaceFlag(['--max-semi-space-size=4']), ['--max-semi-space-size=4'])
+  })
+
+  it('auto is one worker per CPU; rate limits are split per worker only without Redis', () => {
+    assert.equal(workerCount('auto', 16), 16)
+    assert.equal(workerCount(3, 16), 3)
+    const config = loadConfig({
+      env: {},
+      overrides: { server: { plainHttp: true }, rateLimit: { perToken: { max: 101 } } },
+    })
+    const split = configForWorkers(config, 4)
+    assert.equal(split.rateLimit.perToken.max, 26)
+    assert.equal(split.rateLimit.failedAuth.max, Math.ceil(config.rateLimit.failedAuth.max / 4))
+    assert.equal(configForWorkers(config, 1), config)
+    const withRedis = loadConfig({
+      env: {},
+      overrides: { server: { plainHttp: true }, redisUrl: 'redis://127.0.0.1:6379' },
+    })
+    assert.equal(configForWorkers(withRedis, 4), withRedis)
+  })
+})
