@@ -27,6 +27,8 @@ export interface RunningTokengate {
   readonly changeFeed: ChangeFeedStatus | undefined
   /** `http://host:port/metrics` when `metrics.enabled`, else undefined. */
   readonly metricsUrl: string | undefined
+  /** The admin listener (`https://host:port`, console at `/admin/`) when `admin.enabled`. */
+  readonly adminUrl: string | undefined
   /** `http://host:port` of the forward-auth decision listener when `decision` is set. */
   readonly decisionUrl: string | undefined
   /** Graceful: stop accepting, finish in-flight requests, flush last-used times and audit. */
@@ -102,6 +104,7 @@ export async function startTokengate(
   )
   let events: EventDelivery | undefined
   let metricsListener: MetricsListener | undefined
+  let adminListener: { url: string; close(): Promise<void> } | undefined
   let decisionApp: FastifyInstance | undefined
   try {
     const devSeed = options.worker ? undefined : await migrateAndSeed(config, store, clock)
@@ -146,6 +149,16 @@ export async function startTokengate(
         reply.header('cache-control', 'public, max-age=300').send(identityToken.jwks())
       })
     }
+    // The admin console's traffic chart counts the API listener's answers by status.
+    const traffic = config.admin.enabled
+      ? (await import('./admin/traffic.ts')).createTrafficRecorder(clock)
+      : undefined
+    if (traffic) {
+      app.addHook('onResponse', (_request, reply, done) => {
+        traffic.record(reply.statusCode)
+        done()
+      })
+    }
     await app.listen({
       host: config.server.host,
       port: config.server.port,
@@ -168,13 +181,27 @@ export async function startTokengate(
         config.metrics.port,
       )
     }
+    if (traffic) {
+      const { startAdminListener } = await import('./admin/server.ts')
+      adminListener = await startAdminListener({
+        config,
+        store,
+        issuers: auth.issuers,
+        clock,
+        logger,
+        tls,
+        traffic,
+        changeFeed: () => store.changeFeed,
+      })
+      logger.info({ url: `${adminListener.url}/admin/` }, 'admin console listening')
+    }
     if (config.decision) {
       const { buildDecisionServer } = await import('./decision/server.ts')
       decisionApp = await buildDecisionServer({ config, auth, logger, identityToken })
       await decisionApp.listen({ host: config.decision.host, port: config.decision.port })
     }
     const decisionAddress = decisionApp?.server.address() as AddressInfo | undefined
-    const started = { events, metricsListener, decisionApp }
+    const started = { events, metricsListener, decisionApp, adminListener }
 
     let closing: Promise<void> | undefined
     return {
@@ -182,6 +209,7 @@ export async function startTokengate(
       devSeed,
       logger,
       metricsUrl: metricsListener?.url,
+      adminUrl: adminListener?.url,
       decisionUrl: decisionAddress && `http://${hostOf(decisionAddress)}:${decisionAddress.port}`,
       get changeFeed() {
         return store.changeFeed
@@ -194,6 +222,7 @@ export async function startTokengate(
           )
           force.unref()
           await app.close()
+          await started.adminListener?.close()
           await started.decisionApp?.close()
           await started.metricsListener?.close()
           // Before the audit flush: events flushed now stay queued for the next start.
@@ -206,6 +235,7 @@ export async function startTokengate(
       },
     }
   } catch (error) {
+    await adminListener?.close()
     await decisionApp?.close()
     await metricsListener?.close()
     await events?.close()

@@ -136,7 +136,8 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
   admin: ['auth', 'core', 'http', 'config', 'stores:types'],
   // `tokengate/fastify` is the server's Fastify plugin plus the adapters' request-id rule.
   adapters: ['auth', 'core', 'http', 'server/plugin.ts'],
-  // `apply -f` validates a gateway policy file with the gateway's own loader.
+  // `apply -f` validates a gateway policy file with the gateway's own loader; `admin openapi`
+  // prints the admin API's document (one file), as `openapi` prints the server's.
   cli: [
     'auth',
     'core',
@@ -146,6 +147,7 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
     'events',
     'server',
     'gateway',
+    'admin/openapi.ts',
     'main.ts',
     'logger.ts',
     'missing-package.ts',

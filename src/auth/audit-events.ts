@@ -82,6 +82,16 @@ export type AuditEvent =
       readonly tenantId: string | null
       readonly details: { issuer: string }
     }
+  | {
+      readonly type: 'admin_token.issued'
+      readonly tenantId: null
+      readonly details: { adminTokenId: string; name: string; role: string; expiresAt: Iso }
+    }
+  | {
+      readonly type: 'admin_token.revoked'
+      readonly tenantId: null
+      readonly details: { adminTokenId: string; name: string }
+    }
 
 export type AuditEventType = AuditEvent['type'] | 'audit.dropped'
 

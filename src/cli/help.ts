@@ -7,6 +7,7 @@ export const GROUPS: Readonly<Record<string, string>> = {
   pat: 'Manage Personal Access Tokens',
   issuer: 'Manage trusted JWT issuers',
   jwt: 'Mint dev-mode JWT access tokens',
+  admin: 'Admin API and console: operator tokens, OpenAPI document',
 }
 
 const EXIT_CODES = 'Exit codes: 0 ok, 1 operation failed, 2 usage error.'

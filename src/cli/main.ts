@@ -26,6 +26,7 @@ const COMMAND_MODULES: Readonly<Record<string, () => Promise<readonly CommandDef
   jwt: async () => (await import('./commands/jwt.ts')).jwtCommands,
   openapi: async () => (await import('./commands/openapi.ts')).openapiCommands,
   apply: async () => (await import('./commands/apply.ts')).applyCommands,
+  admin: async () => (await import('./commands/admin.ts')).adminCommands,
 }
 
 /** The commands `argv` may name: those of its first command word, else every command. */
@@ -55,10 +56,15 @@ function isCommandWord(
   if (words.length === 0) {
     return candidate === 'help' || candidate in GROUPS || Object.hasOwn(COMMAND_MODULES, candidate)
   }
+  // Any depth: `admin token issue` continues `admin token`.
   return (
-    words.length === 1 &&
     (words[0] as string) in GROUPS &&
-    commands.some((c) => c.path[0] === words[0] && c.path[1] === candidate)
+    commands.some(
+      (c) =>
+        c.path.length > words.length &&
+        words.every((word, i) => c.path[i] === word) &&
+        c.path[words.length] === candidate,
+    )
   )
 }
 
@@ -105,7 +111,7 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
       const group = words[0] as string
       if (wantsHelp) return showHelp(commands, [group], io)
       const next = refused
-      const names = commands.filter((c) => c.path[0] === group).map((c) => c.path[1])
+      const names = [...new Set(commands.filter((c) => c.path[0] === group).map((c) => c.path[1]))]
       throw new UsageError(
         next === undefined
           ? `missing ${group} command (expected one of: ${names.join(', ')})`

@@ -86,6 +86,40 @@ export const ConfigSchema = Type.Object(
           description:
             'Worker processes sharing the listener (node:cluster); `auto` = one per CPU. 1 keeps one process (dev, containers sized to one CPU); use `auto` on a multi-core host. Without redisUrl each worker enforces 1/N of every rate limit (docs/scale-out.md).',
         }),
+        firstByteTimeoutMs: Type.Integer({
+          default: 10_000,
+          minimum: 1,
+          description:
+            'Time a new connection gets to complete the TLS handshake and then to send its first request head; idle sockets are closed after it.',
+        }),
+        maxConnections: Type.Integer({
+          default: 4096,
+          minimum: 0,
+          description: 'Open client connections at most; beyond it new ones are closed. 0: no cap.',
+        }),
+        maxConnectionsPerAddress: Type.Integer({
+          default: 256,
+          minimum: 0,
+          description:
+            'Open connections per client address (IPv6: per /64) at most; beyond it new ones from that address are closed. 0: no cap (e.g. behind one proxy).',
+        }),
+        cors: Type.Object(
+          {
+            origins: Type.String({
+              default: '',
+              pattern: '^(https?://[^/\\s,]+)?(\\s+https?://[^/\\s,]+)*$',
+              description:
+                'Space-separated browser origins (scheme://host[:port], exact) allowed to call /api/v1 cross-origin. Empty: CORS off.',
+            }),
+            maxAgeSec: Type.Integer({
+              default: 600,
+              minimum: 0,
+              description:
+                'How long a browser may cache a preflight answer (Access-Control-Max-Age).',
+            }),
+          },
+          { default: {}, additionalProperties: false },
+        ),
       },
       { default: {}, additionalProperties: false },
     ),
@@ -281,6 +315,65 @@ export const ConfigSchema = Type.Object(
           maximum: 65535,
           description: 'Metrics listener port (plain HTTP).',
         }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
+    admin: Type.Object(
+      {
+        enabled: Type.Boolean({
+          default: false,
+          description:
+            'Serve the admin API (/admin/api/v1) and web console (/admin/) on a listener of their own (never on the API port). See docs/console.md.',
+        }),
+        host: Type.String({
+          default: '127.0.0.1',
+          description: 'Admin listener address. Keep it on loopback or a private network.',
+        }),
+        port: Type.Integer({
+          default: 9443,
+          minimum: 0,
+          maximum: 65535,
+          description:
+            'Admin listener port. HTTPS with the server certificate unless server.plainHttp.',
+        }),
+        sessionTtlMs: Type.Integer({
+          default: 28_800_000,
+          minimum: 60_000,
+          description:
+            'Console session lifetime (never beyond the admin token or operator JWT expiry).',
+        }),
+        sessionIdleMs: Type.Integer({
+          default: 1_800_000,
+          minimum: 60_000,
+          description: 'A console session unused for this long ends.',
+        }),
+        oidc: Type.Optional(
+          Type.Object(
+            {
+              issuer: Type.String({
+                pattern: '^https?://',
+                description: 'Operator SSO: exact `iss` of operator JWTs.',
+              }),
+              audience: Type.String({
+                minLength: 1,
+                description: 'Operator SSO: required `aud` of operator JWTs.',
+              }),
+              jwksUrl: Type.Optional(
+                Type.String({
+                  pattern: '^https?://',
+                  description:
+                    'Operator SSO: JWKS URL; unset = OpenID Connect discovery from the issuer.',
+                }),
+              ),
+              roleClaim: Type.String({
+                default: 'tokengate_admin_roles',
+                description:
+                  'Operator SSO: claim (array of strings) holding `operator` or `read-only`.',
+              }),
+            },
+            { additionalProperties: false },
+          ),
+        ),
       },
       { default: {}, additionalProperties: false },
     ),

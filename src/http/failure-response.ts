@@ -1,14 +1,8 @@
 import type { AuthFailure } from '../core/failure.ts'
 import { bearerChallenge } from './challenge.ts'
-import { PROBLEM_CONTENT_TYPE, type ProblemDetails, problem } from './problem.ts'
+import { type FailureResponse, problemResponse } from './problem-response.ts'
 
-/** An HTTP error response, framework-free: adapters copy it onto their reply object. */
-export interface FailureResponse {
-  readonly status: number
-  /** Lowercase header names. */
-  readonly headers: Record<string, string>
-  readonly body: ProblemDetails
-}
+export type { FailureResponse } from './problem-response.ts'
 
 const DETAIL = {
   missing: 'Send an Authorization header: "Bearer <token>".',
@@ -55,22 +49,19 @@ export function failureResponse(failure: AuthFailure, requestId: string): Failur
     case 'insufficient_permission': {
       const scope = failure.required.join(' ')
       const detail = `This request requires the permission(s): ${scope}.`
-      return {
-        status: 403,
-        headers: errorHeaders({
+      return problemResponse(failure.code, detail, requestId, {
+        extra: { required: [...failure.required] },
+        headers: {
           'www-authenticate': memoised(`scope\n${scope}`, () =>
             bearerChallenge({ error: 'insufficient_scope', scope }),
           ),
-        }),
-        body: problem(403, failure.code, detail, requestId, { required: [...failure.required] }),
-      }
+        },
+      })
     }
     case 'unavailable':
-      return {
-        status: 503,
-        headers: errorHeaders({ 'retry-after': String(failure.retryAfterSeconds) }),
-        body: problem(503, failure.code, DETAIL.unavailable, requestId),
-      }
+      return problemResponse(failure.code, DETAIL.unavailable, requestId, {
+        headers: { 'retry-after': String(failure.retryAfterSeconds) },
+      })
     default:
       return failure satisfies never
   }
@@ -107,13 +98,5 @@ function unauthorized(
   challenge: string,
   requestId: string,
 ): FailureResponse {
-  return {
-    status: 401,
-    headers: errorHeaders({ 'www-authenticate': challenge }),
-    body: problem(401, code, detail, requestId),
-  }
-}
-
-function errorHeaders(extra: Record<string, string>): Record<string, string> {
-  return { 'content-type': PROBLEM_CONTENT_TYPE, 'cache-control': 'no-store', ...extra }
+  return problemResponse(code, detail, requestId, { headers: { 'www-authenticate': challenge } })
 }

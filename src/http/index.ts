@@ -1,3 +1,4 @@
+export { API_PREFIX, pathOf } from './api-path.ts'
 export { type BearerChallenge, bearerChallenge, quoteString, REALM } from './challenge.ts'
 export { type FailureResponse, failureResponse } from './failure-response.ts'
 export {

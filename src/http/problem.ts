@@ -4,6 +4,8 @@ import type { FailureCode } from '../core/failure.ts'
 export type ProblemCode =
   | FailureCode
   | 'validation_failed'
+  | 'invalid_request'
+  | 'headers_too_large'
   | 'not_found'
   | 'method_not_allowed'
   | 'payload_too_large'
@@ -46,6 +48,8 @@ export const PROBLEMS: Readonly<Record<ProblemCode, { status: number; title: str
   tenant_mismatch: { status: 401, title: 'Tenant mismatch' },
   insufficient_permission: { status: 403, title: 'Insufficient permission' },
   validation_failed: { status: 400, title: 'Invalid request' },
+  invalid_request: { status: 400, title: 'More than one credential' },
+  headers_too_large: { status: 431, title: 'Request header fields too large' },
   not_found: { status: 404, title: 'Not found' },
   method_not_allowed: { status: 405, title: 'Method not allowed' },
   payload_too_large: { status: 413, title: 'Payload too large' },

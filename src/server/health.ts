@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify'
 import type { AuthContext } from '../auth/auth-context.ts'
 import type { JwksStatus } from '../core/jwks.ts'
-import { problem } from '../http/problem.ts'
+import { storeUnavailable } from '../http/problem-response.ts'
+import { sendResponse } from './send-response.ts'
 
 /**
  * Liveness and readiness, outside `/api/v1` and without a token: orchestrators call them.
@@ -23,11 +24,7 @@ export function registerHealthRoutes(app: FastifyInstance, auth: AuthContext): v
     try {
       await auth.store.ping()
     } catch {
-      return reply
-        .code(503)
-        .header('retry-after', '5')
-        .type('application/problem+json')
-        .send(problem(503, 'unavailable', 'The store is not reachable.', String(request.id)))
+      return sendResponse(reply, storeUnavailable(String(request.id)))
     }
     const issuers = {
       ...issuerReadiness(auth.issuers.keyStatus()),

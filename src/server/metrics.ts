@@ -20,6 +20,7 @@ import { type AuthenticateMaybeSync, isPromiseLike } from '../core/authenticate.
 import type { JwksStatus } from '../core/jwks.ts'
 import type { Clock } from '../core/ports.ts'
 import type { AuthResult } from '../core/principal.ts'
+import { API_PREFIX, pathOf } from '../http/api-path.ts'
 import type { CacheStats } from '../stores/cached-lookups.ts'
 import type { OutboxStats } from '../stores/store.ts'
 import type { AuditWriterStats } from '../stores/write-behind.ts'
@@ -242,7 +243,7 @@ export function createMetrics(sources: MetricsSources): Metrics {
     },
     instrument(app) {
       app.addHook('onResponse', async (request: FastifyRequest, reply: FastifyReply) => {
-        if (!request.url.startsWith('/api/v1')) return
+        if (!request.url.startsWith(API_PREFIX)) return
         const status = reply.statusCode
         const code =
           request.authFailure?.code ??
@@ -304,7 +305,7 @@ export async function startMetricsListener(
   port: number,
 ): Promise<MetricsListener> {
   const server = http.createServer((req, res) => {
-    const path = (req.url ?? '').split('?', 1)[0]
+    const path = pathOf(req.url ?? '')
     if (path !== '/metrics' || (req.method !== 'GET' && req.method !== 'HEAD')) {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n')
       return

@@ -1,3 +1,4 @@
+import { API_PREFIX } from '../http/api-path.ts'
 import type { V1Route } from './routes/route.ts'
 import { Problem } from './routes/v1/schemas.ts'
 
@@ -20,7 +21,7 @@ export function openApiDocument(routes: readonly V1Route[]): Record<string, unkn
   if (cached) return cached
   const paths: Record<string, Record<string, unknown>> = {}
   for (const route of routes) {
-    const path = `/api/v1${route.path.replace(/:(\w+)/g, '{$1}')}`
+    const path = `${API_PREFIX}${route.path.replace(/:(\w+)/g, '{$1}')}`
     const parameters: unknown[] = [
       {
         name: 'X-Tenant-Id',

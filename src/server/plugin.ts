@@ -1,3 +1,5 @@
+import { Buffer } from 'node:buffer'
+import { Readable } from 'node:stream'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { type AuthenticateMaybeSync, isPromiseLike } from '../core/authenticate.ts'
@@ -5,11 +7,18 @@ import { authorize } from '../core/authorize.ts'
 import type { AuthFailure } from '../core/failure.ts'
 import type { AuthResult, Principal } from '../core/principal.ts'
 import { type AuthInput, readAuthHeaders } from '../core/raw-headers.ts'
+import { API_PREFIX, pathOf } from '../http/api-path.ts'
 import { failureResponse } from '../http/failure-response.ts'
+import { formHasAccessToken, oneMethodResponse, queryHasAccessToken } from '../http/one-method.ts'
+import { sendResponse } from './send-response.ts'
 import { tokenDigestOf } from './token-digest.ts'
 
 /** The instance decoration this plugin calls right after a successful authentication. */
 export const LIMIT_PRINCIPAL = Symbol('tokengate.limitPrincipal')
+/** The instance decoration this plugin calls before every authentication. */
+export const GATE_FAILED_AUTH = Symbol('tokengate.gateFailedAuth')
+
+type Step = (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => void
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -20,11 +29,9 @@ declare module 'fastify' {
   }
   interface FastifyInstance {
     /** Set by the rate-limit plugin: per-token then per-tenant limit of an authenticated request. */
-    [LIMIT_PRINCIPAL]?: (
-      request: FastifyRequest,
-      reply: FastifyReply,
-      done: (error?: Error) => void,
-    ) => void
+    [LIMIT_PRINCIPAL]?: Step
+    /** Set by the rate-limit plugin: calls `done` to go on, or answers 429 and does not. */
+    [GATE_FAILED_AUTH]?: Step
   }
   interface FastifyContextConfig {
     /** Permissions the route requires; all must be held (403 otherwise). */
@@ -51,7 +58,7 @@ export interface TokengatePluginOptions {
  * `config.permissions`, so 401 is always decided before 403.
  */
 const plugin: FastifyPluginAsync<TokengatePluginOptions> = async (fastify, options) => {
-  const prefix = options.prefix ?? '/api/v1/'
+  const prefix = options.prefix ?? `${API_PREFIX}/`
   const exact = prefix.endsWith('/') ? prefix.slice(0, -1) : prefix
 
   fastify.decorateRequest('principal', null)
@@ -70,57 +77,80 @@ const plugin: FastifyPluginAsync<TokengatePluginOptions> = async (fastify, optio
   // The rate-limit plugin (registered before this one) limits the principal right after
   // authentication, in this same hook; without it, an authenticated request just continues.
   const limit = fastify[LIMIT_PRINCIPAL]
-  const next = limit
-    ? (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) =>
-        limit(request, reply, done)
-    : (_request: FastifyRequest, _reply: FastifyReply, done: () => void) => done()
+  const next: Step = limit ?? ((_request, _reply, done) => done())
+  // Every call of authenticate below goes through the failed-authentication gate first.
+  const gate: Step = fastify[GATE_FAILED_AUTH] ?? ((_request, _reply, done) => done())
 
-  // Callback-style hooks: `authenticate` answers cache hits synchronously (a value, not a
-  // promise), and the request then goes on without a promise hop; a store or JWKS round trip
-  // continues it when it completes. A hook that answered does not call `done`.
-  fastify.addHook('onRequest', (request, reply, done) => {
-    const path = pathOf(request.url)
-    if (!path.startsWith(prefix) && path !== exact) return done()
-    const result = options.authenticate(authInputOf(request))
-    if (!isPromiseLike(result)) {
-      if (authenticated(request, reply, result)) next(request, reply, done)
-      return
-    }
-    result.then((r) => {
-      let ok: boolean
-      try {
-        ok = authenticated(request, reply, r)
-      } catch (error) {
-        return done(error as Error)
-      }
-      if (!ok) return
-      try {
-        next(request, reply, done)
-      } catch (error) {
-        done(error as Error)
-      }
-    }, done)
-  })
-
-  fastify.addHook('preHandler', (request, reply, done) => {
-    // Defence in depth: a route declared under the prefix but reached through a URL that the
-    // prefix test above did not match (e.g. an encoding quirk) is authenticated here.
-    if (!request.principal && request.routeOptions.url?.startsWith(prefix)) {
+  /**
+   * gate → authenticate → `then` (or the failure answered). Callback style: `authenticate`
+   * answers cache hits synchronously (a value, not a promise), and the request then goes on
+   * without a promise hop; a store or JWKS round trip continues it when it completes. A step
+   * that answered does not call `done`.
+   */
+  const gatedAuthenticate = (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    done: (error?: Error) => void,
+    then: () => void,
+  ) =>
+    gate(request, reply, (gateError) => {
+      if (gateError) return done(gateError)
       const result = options.authenticate(authInputOf(request))
-      const then = (r: AuthResult) => {
-        if (!r.ok) return void sendFailure(request, reply, r.failure, options.onFailure)
-        request.principal = r.principal
-        checkPermissions(request, reply, done)
+      if (!isPromiseLike(result)) {
+        if (authenticated(request, reply, result)) then()
+        return
       }
-      if (!isPromiseLike(result)) return then(result)
       result.then((r) => {
         try {
-          then(r)
+          if (authenticated(request, reply, r)) then()
         } catch (error) {
           done(error as Error)
         }
       }, done)
-      return
+    })
+
+  fastify.addHook('onRequest', (request, reply, done) => {
+    // A CORS preflight carries no credentials by design (Fetch standard): it is never
+    // authenticated and never counts as a failure. One from an allowed origin was answered
+    // by the CORS plugin already; any other gets an empty 204 without CORS headers, which
+    // the browser reads as a refusal.
+    if (isPreflight(request)) return void reply.code(204).header('content-length', '0').send()
+    const path = pathOf(request.url)
+    if (!path.startsWith(prefix) && path !== exact) return done()
+    gatedAuthenticate(request, reply, done, () => {
+      if (queryHasAccessToken(request.url)) return void sendOneMethod(request, reply)
+      next(request, reply, done)
+    })
+  })
+
+  // RFC 6750 §2: a token in the header and in a form field is refused too. The form body
+  // is read (within the body limit) only for authenticated form requests, then handed on
+  // unchanged as a stream, so the gateway still proxies it byte for byte.
+  const bodyLimit = fastify.initialConfig.bodyLimit ?? 1_048_576
+  fastify.addHook('preParsing', (request, reply, payload, done) => {
+    if (!request.principal || !isForm(request.headers['content-type'])) {
+      return done(null, payload)
+    }
+    readBounded(payload, bodyLimit).then((body) => {
+      if (body === undefined) return done(bodyTooLarge())
+      if (formHasAccessToken(body.toString('latin1'))) return void sendOneMethod(request, reply)
+      done(null, Readable.from([body]))
+    }, done)
+  })
+
+  fastify.addHook('preHandler', (request, reply, done) => {
+    // A route declared under the prefix but reached through a URL that the prefix test above
+    // did not match (an encoded segment, an absolute-form target) is authenticated here,
+    // through the same gate.
+    if (
+      !request.principal &&
+      !request.authFailure &&
+      request.routeOptions.url?.startsWith(prefix)
+    ) {
+      return gatedAuthenticate(request, reply, done, () => {
+        if (queryHasAccessToken(request.url)) return void sendOneMethod(request, reply)
+        checkPermissions(request, reply, done)
+      })
     }
     checkPermissions(request, reply, done)
   })
@@ -143,12 +173,44 @@ export function sendFailure(
 ): FastifyReply {
   request.authFailure = failure
   onFailure?.(request, failure)
-  const response = failureResponse(failure, String(request.id))
-  return reply
-    .code(response.status)
-    .headers(response.headers)
-    .type('application/problem+json')
-    .send(response.body)
+  return sendResponse(reply, failureResponse(failure, String(request.id)))
+}
+
+function sendOneMethod(request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  return sendResponse(reply, oneMethodResponse(String(request.id)))
+}
+
+function isPreflight(request: FastifyRequest): boolean {
+  return (
+    request.method === 'OPTIONS' &&
+    request.headers.origin !== undefined &&
+    request.headers['access-control-request-method'] !== undefined
+  )
+}
+
+function isForm(contentType: string | undefined): boolean {
+  return (
+    contentType?.trimStart().toLowerCase().startsWith('application/x-www-form-urlencoded') === true
+  )
+}
+
+/** The whole body, or undefined once it exceeds `limit` bytes. */
+async function readBounded(payload: Readable, limit: number): Promise<Buffer | undefined> {
+  const chunks: Buffer[] = []
+  let size = 0
+  for await (const chunk of payload) {
+    size += (chunk as Buffer).length
+    if (size > limit) return undefined
+    chunks.push(chunk as Buffer)
+  }
+  return Buffer.concat(chunks)
+}
+
+function bodyTooLarge(): Error {
+  return Object.assign(new Error('Request body is too large'), {
+    code: 'FST_ERR_CTP_BODY_TOO_LARGE',
+    statusCode: 413,
+  })
 }
 
 /**
@@ -161,11 +223,6 @@ function authInputOf(request: FastifyRequest): AuthInput {
   const tokenSha256 = tokenDigestOf(request)
   if (tokenSha256 === undefined) return input
   return { authorization: input.authorization, tenantIds: input.tenantIds, tokenSha256 }
-}
-
-function pathOf(url: string): string {
-  const q = url.indexOf('?')
-  return q === -1 ? url : url.slice(0, q)
 }
 
 export const tokengatePlugin = fp(plugin, { fastify: '5.x', name: 'tokengate' })

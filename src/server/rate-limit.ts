@@ -5,11 +5,13 @@ import fp from 'fastify-plugin'
 import type { Redis } from 'ioredis'
 import type { Config } from '../config/schema.ts'
 import type { Principal } from '../core/principal.ts'
-import { PROBLEM_CONTENT_TYPE, problem } from '../http/problem.ts'
-import { mostConstraining, type PolicyState, rateLimitHeaders } from './limits-headers.ts'
+import { API_PREFIX } from '../http/api-path.ts'
+import { rateLimitedResponse } from '../http/problem-response.ts'
+import { mostConstraining, type PolicyState, rateLimitHeaders } from '../http/rate-limit-headers.ts'
 import { credentialDigest, KnownCredentials } from './limits-known-tokens.ts'
 import { type CounterResult, FallbackStore } from './limits-store.ts'
-import { LIMIT_PRINCIPAL } from './plugin.ts'
+import { GATE_FAILED_AUTH, LIMIT_PRINCIPAL } from './plugin.ts'
+import { sendResponse } from './send-response.ts'
 import { tokenDigestOf } from './token-digest.ts'
 
 export type RateLimitConfig = Config['rateLimit']
@@ -20,6 +22,8 @@ export interface RateLimitPluginOptions {
   readonly redisUrl?: string | undefined
   /** Requests whose path starts with this are limited. Default `/api/v1/`. */
   readonly prefix?: string
+  /** Called for each request the failed-authentication limit refuses (audit aggregation). */
+  readonly onRefused?: (request: FastifyRequest) => void
 }
 
 type PolicyName = 'per-token' | 'per-tenant' | 'failed-auth'
@@ -70,9 +74,9 @@ declare module 'fastify' {
  * `Retry-After` and one `RateLimit-Policy`/`RateLimit` pair. Register it *before* the auth
  * plugin:
  *
- * 1. `onRequest` (before authentication): an address over its failed-authentication limit
- *    gets 429 without any verification, unless it presents a credential this instance
- *    verified recently (`KnownCredentials`);
+ * 1. before every authentication (the auth plugin calls the gate): an address over its
+ *    failed-authentication limit gets 429 without any verification, unless it presents a
+ *    credential this instance verified recently (`KnownCredentials`);
  * 2. right after authentication, in the auth plugin's `onRequest` (the last one, so before
  *    the body is read): per-token, then per-tenant;
  * 3. `onSend`: every 401 counts one failure against the client address.
@@ -95,9 +99,8 @@ declare module 'fastify' {
 const plugin: FastifyPluginAsync<RateLimitPluginOptions> = async (fastify, options) => {
   const { config } = options
   if (!config.enabled) return
-  const prefix = options.prefix ?? '/api/v1/'
+  const prefix = options.prefix ?? `${API_PREFIX}/`
   const exact = prefix.endsWith('/') ? prefix.slice(0, -1) : prefix
-  const underPrefix = (url: string) => url.startsWith(prefix) || pathOf(url) === exact
 
   const redis = options.redisUrl
     ? await connectRedis(options.redisUrl, config.redisTimeoutMs, fastify.log)
@@ -152,24 +155,29 @@ const plugin: FastifyPluginAsync<RateLimitPluginOptions> = async (fastify, optio
   const known = new KnownCredentials(KNOWN_CREDENTIAL_MAX_ENTRIES, KNOWN_CREDENTIAL_MAX_AGE_MS)
 
   if (failedAuth) {
-    fastify.addHook('onRequest', (request, reply, done) => {
-      if (!underPrefix(request.url)) return done()
+    // Called by the auth plugin before *every* call of authenticate, whatever hook or URL
+    // spelling led there (`/api/v%31/me`, absolute-form targets, routes matched only after
+    // decoding): a gate in front of a path-prefix test is skipped by any spelling the test
+    // does not know, and each such request then paid full verification and an audit row.
+    const gate = (request: FastifyRequest, reply: FastifyReply, next: Done) => {
       // A credential verified recently on this instance may always try, so it skips the
       // counter read (one Redis round trip saved for returning clients). Why: an attacker
       // sharing a NAT or proxy with a legitimate token holder must not lock that holder
       // out. The key is the address, so other addresses never notice an attack either.
       const digest = digestOf(request)
-      if (digest && known.has(digest, Date.now())) return done()
+      if (digest && known.has(digest, Date.now())) return next()
       failedAuth.check(request, false, (error, checked) => {
-        if (error || !checked) return done(error ?? undefined)
-        if (checked.state.remaining > 0) return done()
+        if (error || !checked) return next(error ?? undefined)
+        if (checked.state.remaining > 0) return next()
         // Over the limit: refused before verification. Why not verify and answer 429 only
         // on failure: the limit exists to stop paying for signature checks, store lookups
-        // and audit writes on behalf of a guessing client. (A hook that answers does not
-        // call `done`.)
+        // and audit writes on behalf of a guessing client. (Answering, it does not call
+        // `next`.)
+        options.onRefused?.(request)
         sendRateLimited(request, reply, checked.state)
       })
-    })
+    }
+    fastify.decorate(GATE_FAILED_AUTH, gate)
     fastify.addHook('onSend', (request, reply, payload, done) => {
       if (reply.statusCode !== 401 || !request.authFailure) return done(null, payload)
       // A credential that stopped working (revoked, expired) loses its pass at once.
@@ -298,23 +306,7 @@ function digestOf(request: FastifyRequest): string | undefined {
 }
 
 function sendRateLimited(request: FastifyRequest, reply: FastifyReply, state: PolicyState) {
-  const detail =
-    state.name === 'failed-auth'
-      ? `Too many failed authentications from this address; retry in ${state.resetSec} s.`
-      : `Rate limit "${state.name}" exceeded (${state.quota} requests per ${state.windowSec} s); retry in ${state.resetSec} s.`
-  return reply
-    .code(429)
-    .headers({
-      ...rateLimitHeaders(state),
-      'retry-after': String(state.resetSec),
-      'cache-control': 'no-store',
-    })
-    .type(PROBLEM_CONTENT_TYPE)
-    .send(
-      problem(429, 'rate_limited', detail, String(request.id), {
-        policy: state.name,
-      }),
-    )
+  return sendResponse(reply, rateLimitedResponse(state, String(request.id)))
 }
 
 /**
@@ -347,11 +339,6 @@ async function connectRedis(
     log.warn({ err: error }, 'rate-limit counters: Redis not reachable at start-up; retrying')
   }
   return redis
-}
-
-function pathOf(url: string): string {
-  const q = url.indexOf('?')
-  return q === -1 ? url : url.slice(0, q)
 }
 
 export const rateLimitPlugin = fp(plugin, { fastify: '5.x', name: 'tokengate-rate-limit' })

@@ -16,8 +16,13 @@ import { parseAuthorization } from '../core/credentials.ts'
 import type { AuthFailure } from '../core/failure.ts'
 import { fingerprintToken } from '../core/fingerprint.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
-import { problem } from '../http/problem.ts'
+import { API_PREFIX } from '../http/api-path.ts'
+import { problemResponse, storeUnavailable } from '../http/problem-response.ts'
+import { createClientErrorHandler } from './client-error.ts'
 import { registerHealthRoutes } from './health.ts'
+import { limitConnections } from './limits-connections.ts'
+import { createRefusalRecorder } from './limits-refusals.ts'
+import { loggablePath, looksLikeToken } from './log-safe.ts'
 import type { Metrics } from './metrics.ts'
 import { tokengatePlugin } from './plugin.ts'
 import { rateLimitPlugin } from './rate-limit.ts'
@@ -26,6 +31,7 @@ import { RequestFieldError } from './routes/pagination.ts'
 import { StoreUnavailableError } from './routes/route.ts'
 import { serializerSchema } from './routes/serializer-schema.ts'
 import { v1Routes } from './routes/v1/index.ts'
+import { sendResponse } from './send-response.ts'
 import { type TlsMaterial, tlsServerOptions } from './tls.ts'
 import { tokenDigestOf } from './token-digest.ts'
 
@@ -51,7 +57,12 @@ const require = createRequire(import.meta.url)
 const http = require('node:http') as typeof Http
 const https = require('node:https') as typeof Https
 
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+/**
+ * A caller's X-Request-Id is kept only when it is a short, safe id and not token-shaped:
+ * it is echoed in the response and written to every log line and audit event of the
+ * request, so a token sent there (a misconfigured client) must not be logged.
+ */
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/
 
 /**
  * Builds the Fastify app without listening (tests use `inject` or listen on 127.0.0.1:0).
@@ -80,25 +91,67 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     requestIdHeader: false,
     genReqId: (req) => {
       const incoming = req.headers['x-request-id']
-      return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : nextRequestId()
+      return typeof incoming === 'string' && REQUEST_ID.test(incoming) && !looksLikeToken(incoming)
+        ? incoming
+        : nextRequestId()
     },
-    serverFactory: (handler) =>
-      tls
-        ? https.createServer({ ...serverOptions, ...tlsServerOptions(tls) }, handler)
-        : http.createServer(serverOptions, handler),
+    clientErrorHandler: createClientErrorHandler(logger),
+    serverFactory: (handler) => {
+      const server = tls
+        ? https.createServer(
+            {
+              ...serverOptions,
+              ...tlsServerOptions(tls),
+              handshakeTimeout: config.server.firstByteTimeoutMs,
+            },
+            handler,
+          )
+        : http.createServer(serverOptions, handler)
+      limitConnections(server, tls !== undefined, config.server)
+      return server
+    },
   }) as unknown as FastifyInstance
 
   const hsts =
     tls && config.server.hstsMaxAgeSec > 0 ? `max-age=${config.server.hstsMaxAgeSec}` : undefined
   // Callback-style hooks here and below: a hook with no asynchronous work costs no promise.
   app.addHook('onRequest', (request, reply, done) => {
+    // Every answer of this server is per caller (a token's view, a problem about its
+    // request, readiness now): no shared cache may keep or replay one.
+    reply.header('cache-control', 'no-store')
     reply.header('x-request-id', request.id)
     if (hsts) reply.header('strict-transport-security', hsts)
     done()
   })
 
+  // First of the plugins: a preflight is answered before any limit or authentication.
+  const corsOrigins = config.server.cors.origins.split(/\s+/).filter(Boolean)
+  if (corsOrigins.length > 0) await registerCors(app, corsOrigins, config.server.cors.maxAgeSec)
+
   // Before the auth plugin: the failed-authentication limit is checked ahead of verification.
-  await app.register(rateLimitPlugin, { config: config.rateLimit, redisUrl: config.redisUrl })
+  // Refused requests are audited as one event per address and window (limits-refusals.ts).
+  const refusals = createRefusalRecorder({
+    windowSec: config.rateLimit.failedAuth.windowSec,
+    write: (event) =>
+      auth.audit.write({
+        type: 'auth.throttled',
+        tenantId: null,
+        actor: null,
+        outcome: 'rate_limited',
+        clientAddress: event.clientAddress,
+        requestId: event.requestId,
+        details: { refused: event.refused, windowSec: event.windowSec },
+      }),
+  })
+  app.addHook('onClose', (_instance, done) => {
+    refusals.close()
+    done()
+  })
+  await app.register(rateLimitPlugin, {
+    config: config.rateLimit,
+    redisUrl: config.redisUrl,
+    onRefused: (request) => refusals.record(request.ip, String(request.id)),
+  })
   // Reuse of a rotated-out PAT revokes its rotation family (auth/reuse-detector.ts).
   const reuse = createReuseDetector({
     store: auth.store,
@@ -130,7 +183,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   for (const route of v1Routes) {
     app.route({
       method: route.method,
-      url: `/api/v1${route.path}`,
+      url: `${API_PREFIX}${route.path}`,
       // The OpenAPI document shows route.schema as written; the serializer gets an
       // equivalent schema it can apply without running the validator (serializer-schema.ts).
       schema: { ...route.schema, response: serializerSchemas(route.schema.response) },
@@ -142,10 +195,37 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   for (const mount of options.mounts ?? []) await mount(app)
 
   app.setNotFoundHandler((request, reply) =>
-    sendProblem(reply, problem(404, 'not_found', 'No such endpoint.', String(request.id))),
+    sendResponse(reply, problemResponse('not_found', 'No such endpoint.', String(request.id))),
   )
   app.setErrorHandler((error: FastifyError, request, reply) => handleError(error, request, reply))
   return app
+}
+
+/**
+ * CORS for the configured origins only, with @fastify/cors (its `onRequest` hook runs before
+ * the auth plugin's, so a preflight from an allowed origin is answered without a token). An
+ * origin not listed gets no `Access-Control-*` header at all (the origin callback answers
+ * `false`), and its preflight is answered 204 by the auth plugin, never authenticated or
+ * counted. `Vary: Origin` on every response, so caches never mix origins. No credentials
+ * mode: tokens travel in `Authorization`, never cookies.
+ */
+async function registerCors(app: FastifyInstance, origins: readonly string[], maxAgeSec: number) {
+  const { default: cors } = await import('@fastify/cors')
+  const allowed = new Set(origins)
+  await app.register(cors, {
+    origin: (origin, callback) => callback(null, origin !== undefined && allowed.has(origin)),
+    methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
+    allowedHeaders: ['Authorization', 'X-Tenant-Id', 'Content-Type', 'X-Request-Id'],
+    exposedHeaders: [
+      'X-Request-Id',
+      'WWW-Authenticate',
+      'Retry-After',
+      'RateLimit',
+      'RateLimit-Policy',
+    ],
+    maxAge: maxAgeSec,
+    strictPreflight: false,
+  })
 }
 
 function serializerSchemas(response: Readonly<Record<number, object>>): Record<number, object> {
@@ -159,7 +239,7 @@ export function logRequest(request: FastifyRequest, reply: FastifyReply): void {
   request.log.info(
     {
       method: request.method,
-      path: request.url.split('?', 1)[0],
+      path: loggablePath(request.url),
       status: reply.statusCode,
       ms: Math.round(reply.elapsedTime * 100) / 100,
       auth: request.principal?.fingerprint,
@@ -190,7 +270,7 @@ export function recordFailure(
     requestId,
     details: {
       method: request.method,
-      path: request.url.split('?', 1)[0],
+      path: loggablePath(request.url),
       ...(failure.code === 'invalid_token' ? { reason: failure.reason } : {}),
     },
   })
@@ -216,25 +296,27 @@ function handleError(error: FastifyError, request: FastifyRequest, reply: Fastif
     }))
     const first = errors[0]
     const detail = first ? `${first.field}: ${first.message}` : 'Invalid request.'
-    return sendProblem(reply, problem(400, 'validation_failed', detail, id, { errors }))
+    return sendResponse(
+      reply,
+      problemResponse('validation_failed', detail, id, { extra: { errors } }),
+    )
   }
   if (error instanceof RequestFieldError) {
     const detail = `${error.field}: ${error.message}`
-    return sendProblem(
+    return sendResponse(
       reply,
-      problem(400, 'validation_failed', detail, id, {
-        errors: [{ field: error.field, message: error.message }],
+      problemResponse('validation_failed', detail, id, {
+        extra: { errors: [{ field: error.field, message: error.message }] },
       }),
     )
   }
   if (error instanceof StoreUnavailableError) {
     request.log.warn({ err: error.cause }, 'store unavailable')
-    reply.header('retry-after', '5')
-    return sendProblem(reply, problem(503, 'unavailable', 'The store is not reachable.', id))
+    return sendResponse(reply, storeUnavailable(id))
   }
   if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
     const detail = 'The request body is larger than this server accepts.'
-    return sendProblem(reply, problem(413, 'payload_too_large', detail, id))
+    return sendResponse(reply, problemResponse('payload_too_large', detail, id))
   }
   // Fastify's own client errors (body too large, bad JSON, unsupported media type) carry a
   // safe message and a 4xx status; anything else is a bug: log it, answer a generic 500.
@@ -244,12 +326,11 @@ function handleError(error: FastifyError, request: FastifyRequest, reply: Fastif
     error.statusCode < 500 &&
     error.code?.startsWith('FST_')
   ) {
-    return sendProblem(reply, problem(error.statusCode, 'validation_failed', error.message, id))
+    return sendResponse(
+      reply,
+      problemResponse('validation_failed', error.message, id, { status: error.statusCode }),
+    )
   }
   request.log.error({ err: error }, 'unhandled error')
-  return sendProblem(reply, problem(500, 'internal_error', 'An unexpected error occurred.', id))
-}
-
-function sendProblem(reply: FastifyReply, body: { status: number }) {
-  return reply.code(body.status).type('application/problem+json').send(body)
+  return sendResponse(reply, problemResponse('internal_error', 'An unexpected error occurred.', id))
 }

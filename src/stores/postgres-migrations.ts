@@ -106,4 +106,21 @@ export const postgresMigrations: readonly Migration[] = [
         WHERE tenant_id IS NOT NULL;
     `,
   },
+  {
+    // Admin tokens (issue #16): operator credentials for the admin API and console, kept
+    // apart from PATs (another prefix, another table), stored by SHA-256 only.
+    version: 6,
+    sql: `
+      CREATE TABLE admin_tokens (
+        id text COLLATE "C" PRIMARY KEY,
+        token_hash text COLLATE "C" NOT NULL UNIQUE,
+        name text NOT NULL,
+        role text NOT NULL CHECK (role IN ('read-only', 'operator')),
+        last4 text NOT NULL,
+        created_at bigint NOT NULL,
+        expires_at bigint NOT NULL,
+        revoked_at bigint
+      );
+    `,
+  },
 ]

@@ -15,7 +15,9 @@ import { randomUUID } from 'node:crypto'
 import pg from 'pg'
 import type { IssuerConfig } from '../core/issuer.ts'
 import { type Clock, type PatRecord, systemClock, type Tenant } from '../core/ports.ts'
+import type { AdminStore } from './admin-store.ts'
 import { checkPageLimit, decodeCursor, toPage } from './cursor.ts'
+import { createPostgresAdminStore } from './postgres-admin.ts'
 import { postgresMigrations } from './postgres-migrations.ts'
 import {
   CHANGES_CHANNEL,
@@ -110,6 +112,8 @@ class PgStore implements PostgresStore {
   readonly #origin = randomUUID()
   #feed: ChangeFeed | undefined
   #closed = false
+  /** Admin tokens and operator searches (postgres-admin.ts). */
+  readonly admin: AdminStore = createPostgresAdminStore((sql, params) => this.#query(sql, params))
 
   constructor(url: string, options: PostgresStoreOptions) {
     this.#clock = options.clock ?? systemClock

@@ -97,4 +97,21 @@ export const sqliteMigrations: readonly Migration[] = [
         WHERE tenant_id IS NOT NULL;
     `,
   },
+  {
+    // Admin tokens (issue #16): operator credentials for the admin API and console, kept
+    // apart from PATs (another prefix, another table), stored by SHA-256 only.
+    version: 6,
+    sql: `
+      CREATE TABLE admin_tokens (
+        id         TEXT PRIMARY KEY,
+        token_hash TEXT NOT NULL UNIQUE,
+        name       TEXT NOT NULL,
+        role       TEXT NOT NULL CHECK (role IN ('read-only', 'operator')),
+        last4      TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        revoked_at INTEGER
+      ) STRICT;
+    `,
+  },
 ]

@@ -10,8 +10,10 @@
 import { DatabaseSync, type StatementSync } from 'node:sqlite'
 import type { IssuerConfig } from '../core/issuer.ts'
 import { type Clock, type PatRecord, systemClock, type Tenant } from '../core/ports.ts'
+import type { AdminStore } from './admin-store.ts'
 import { checkPageLimit, decodeCursor, toPage } from './cursor.ts'
 import * as shared from './rows.ts'
+import { createSqliteAdminStore } from './sqlite-admin.ts'
 import { sqliteMigrations } from './sqlite-migrations.ts'
 import {
   type AppendAuditOptions,
@@ -137,6 +139,8 @@ export class SqliteStore implements Store {
   #dataVersion: number | undefined
   #statements: Statements | undefined
   #closed = false
+  /** Admin tokens and operator searches (sqlite-admin.ts). */
+  readonly admin: AdminStore = createSqliteAdminStore(() => this.#open())
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.#clock = options.clock ?? systemClock

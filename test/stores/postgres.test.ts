@@ -305,7 +305,7 @@ describe('postgres', { skip }, () => {
         [T0],
       )
       store = await openPostgresStore(url)
-      assert.deepEqual(await store.migrate(), [4])
+      assert.deepEqual((await store.migrate())[0], 4)
       const [index] = await adminQuery(
         url,
         "SELECT indexdef FROM pg_indexes WHERE indexname = 'audit_events_tenant_time'",

@@ -319,7 +319,7 @@ describe('sqlite store specifics', () => {
 
     const store = openSqliteStore(path)
     t.after(() => store.close())
-    assert.deepEqual(await store.migrate(), [4])
+    assert.deepEqual((await store.migrate())[0], 4)
     const raw = new DatabaseSync(path, { readOnly: true })
     t.after(() => raw.close())
     const index = raw

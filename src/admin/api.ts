@@ -1,0 +1,395 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { addIssuer, removeIssuer } from '../auth/issuer-operations.ts'
+import type { OperationDeps } from '../auth/operations.ts'
+import {
+  issueTenantPat,
+  revokeLeakedPats,
+  revokeTenantPat,
+  rotateTenantPat,
+} from '../auth/pat-lifecycle.ts'
+import { createTenant, setTenantEnabled } from '../auth/tenant-operations.ts'
+import type { IssuerConfig } from '../core/issuer.ts'
+import { type PatStatus, patStatus } from '../core/pat.ts'
+import type { AuditSearch, PatSearch } from '../stores/admin-store.ts'
+import type { AuditEvent } from '../stores/store.ts'
+import { type AdminContext, operationDeps, sendProblem } from './context.ts'
+import { checkPermissions, checkTenantId, checkText, invalid } from './input.ts'
+import { adminOpenApiDocument } from './openapi.ts'
+import type { Operator } from './operators.ts'
+import { readStatus } from './status.ts'
+import { auditCsv, auditView, issuerView, patView } from './views.ts'
+
+export const API_PREFIX = '/admin/api/v1'
+const BEARER = /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/
+const CHALLENGE = 'Bearer realm="tokengate-admin"'
+const DAY_MS = 86_400_000
+const MAX_GRACE_SECONDS = 30 * 86_400
+const EXPORT_MAX = 10_000
+
+type Query = Record<string, string | undefined>
+
+/**
+ * The admin API: bearer operator credentials only (no cookies, so no CSRF surface), JSON
+ * in and out, problem+json failures with the API's codes. Writes need the operator role.
+ */
+export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void {
+  const { store, clock } = ctx
+
+  async function authenticate(request: FastifyRequest, reply: FastifyReply) {
+    const header = request.headers.authorization
+    if (header === undefined) {
+      return sendProblem(
+        reply,
+        401,
+        'missing_authorization',
+        'An operator credential is required.',
+        request,
+        { 'www-authenticate': CHALLENGE },
+      )
+    }
+    const match = BEARER.exec(header)
+    if (!match) {
+      return sendProblem(
+        reply,
+        401,
+        'malformed_authorization',
+        'Expected: Bearer <admin token or operator JWT>.',
+        request,
+        { 'www-authenticate': `${CHALLENGE}, error="invalid_request"` },
+      )
+    }
+    const checked = await ctx.operators.verify(match[1] as string)
+    if (!checked.ok) {
+      if (checked.reason === 'no_role') {
+        return sendProblem(
+          reply,
+          403,
+          'insufficient_permission',
+          'The operator JWT carries no admin role.',
+          request,
+          { 'www-authenticate': `${CHALLENGE}, error="insufficient_scope"` },
+        )
+      }
+      return sendProblem(
+        reply,
+        401,
+        'invalid_token',
+        'The operator credential is not valid.',
+        request,
+        { 'www-authenticate': `${CHALLENGE}, error="invalid_token"` },
+      )
+    }
+    request.operator = checked.operator
+  }
+
+  const operatorOf = (request: FastifyRequest) => request.operator as Operator
+  const write = async (request: FastifyRequest, reply: FastifyReply) => {
+    if (operatorOf(request).role !== 'operator') {
+      return sendProblem(
+        reply,
+        403,
+        'insufficient_permission',
+        'This action needs the operator role; this credential is read-only.',
+        request,
+        { 'www-authenticate': `${CHALLENGE}, error="insufficient_scope"` },
+      )
+    }
+  }
+  const deps = (request: FastifyRequest) => operationDeps(request, operatorOf(request), ctx)
+  const body = (request: FastifyRequest) => {
+    const value = request.body
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+      throw invalid('body', 'expected a JSON object')
+    }
+    return value as Record<string, unknown>
+  }
+
+  app.register(
+    async (api) => {
+      api.addHook('onRequest', authenticate)
+      api.get('/me', async (request) => {
+        const o = operatorOf(request)
+        return { actor: o.actor, role: o.role, expiresAt: new Date(o.expiresAt).toISOString() }
+      })
+      api.get('/openapi.json', async () => adminOpenApiDocument())
+
+      api.get('/tenants', async () => ({
+        tenants: (await store.listTenants()).map((t) => ({
+          ...t,
+          createdAt: new Date(t.createdAt).toISOString(),
+        })),
+      }))
+      api.post('/tenants', { preHandler: write }, async (request, reply) => {
+        const b = body(request)
+        const tenant = await createNamedTenant(
+          deps(request),
+          text(b.id, 'id'),
+          optionalText(b.name, 'name'),
+        )
+        return reply
+          .code(201)
+          .send({ ...tenant, createdAt: new Date(tenant.createdAt).toISOString() })
+      })
+      for (const [verb, enabled] of [
+        ['enable', true],
+        ['disable', false],
+      ] as const) {
+        api.post<{ Params: { id: string } }>(
+          `/tenants/:id/${verb}`,
+          { preHandler: write },
+          async (request) => {
+            const { tenant, changed } = await setTenantEnabled(
+              deps(request),
+              request.params.id,
+              enabled,
+            )
+            return { ...tenant, createdAt: new Date(tenant.createdAt).toISOString(), changed }
+          },
+        )
+      }
+
+      api.get<{ Querystring: Query }>('/pats', async (request) => {
+        const now = clock.now()
+        const { search, status, page } = patQuery(request.query, now)
+        const result = await store.admin.searchPats(search, page)
+        const items = result.items.filter(
+          (p) => status === undefined || patStatus(p, now) === status,
+        )
+        return { tokens: items.map((p) => patView(p, now)), nextCursor: result.nextCursor }
+      })
+      api.post('/pats', { preHandler: write }, async (request, reply) => {
+        const b = body(request)
+        const now = clock.now()
+        const { token, record } = await issuePat(deps(request), {
+          tenantId: text(b.tenantId, 'tenantId'),
+          subject: text(b.subject, 'subject'),
+          name: optionalText(b.name, 'name'),
+          permissions: stringList(b.permissions, 'permissions'),
+          expiresAt: expiryFrom(b.expiresInDays, now, ctx.config),
+        })
+        return reply.code(201).send({ token, ...patView(record, now) })
+      })
+      api.post<{ Params: { id: string } }>(
+        '/pats/:id/revoke',
+        { preHandler: write },
+        async (request) => {
+          const { record, changed } = await revokeTenantPat(deps(request), request.params.id)
+          return { ...patView(record, clock.now()), changed }
+        },
+      )
+      api.post<{ Params: { id: string } }>(
+        '/pats/:id/rotate',
+        { preHandler: write },
+        async (request, reply) => {
+          const b = request.body == null ? {} : body(request)
+          const now = clock.now()
+          const graceSeconds = b.graceSeconds ?? 0
+          if (
+            typeof graceSeconds !== 'number' ||
+            !Number.isInteger(graceSeconds) ||
+            graceSeconds < 0 ||
+            graceSeconds > MAX_GRACE_SECONDS
+          ) {
+            throw invalid('graceSeconds', 'an integer from 0 to 2592000 (30 days)')
+          }
+          const rotated = await rotateTenantPat(deps(request), {
+            id: request.params.id,
+            graceMs: graceSeconds * 1000,
+            expiresAt: expiryFrom(b.expiresInDays, now, ctx.config),
+          })
+          return reply.code(201).send({
+            token: rotated.token,
+            ...patView(rotated.record, now),
+            oldTokenGraceUntil: new Date(rotated.graceUntil).toISOString(),
+          })
+        },
+      )
+      api.post('/pats/revoke-leaked', { preHandler: write }, async (request) => {
+        const [result] = await revokeLeakedPats(deps(request), [text(body(request).token, 'token')])
+        if (!result) throw invalid('token', 'required')
+        return {
+          fingerprint: result.fingerprint,
+          outcome: result.outcome,
+          tokenId: result.record?.id ?? null,
+          tenantId: result.record?.tenantId ?? null,
+        }
+      })
+
+      api.get('/issuers', async () => {
+        const health = new Map(ctx.issuers.keyStatus().map((s) => [s.issuer, s]))
+        return {
+          issuers: (await store.listIssuers()).map((i) => issuerView(i, health.get(i.issuer))),
+        }
+      })
+      api.post('/issuers', { preHandler: write }, async (request, reply) => {
+        const issuer = body(request) as unknown as IssuerConfig
+        if (
+          typeof issuer.issuer !== 'string' ||
+          !Array.isArray(issuer.audiences) ||
+          typeof issuer.keySource !== 'object' ||
+          issuer.keySource === null
+        ) {
+          throw invalid('body', 'expected { issuer, audiences, keySource, ... }')
+        }
+        const { replaced } = await addIssuer(deps(request), issuer)
+        return reply.code(replaced ? 200 : 201).send({ issuer: issuer.issuer, replaced })
+      })
+      api.delete<{ Params: { issuer: string } }>(
+        '/issuers/:issuer',
+        { preHandler: write },
+        async (request, reply) => {
+          await removeIssuer(deps(request), request.params.issuer)
+          return reply.code(204).send()
+        },
+      )
+
+      api.get<{ Querystring: Query }>('/audit-events', async (request, reply) => {
+        const { search, page } = auditQuery(request.query)
+        const format = request.query.format
+        if (format === 'csv' || format === 'json') {
+          const events = await exportAudit(ctx, search)
+          const name = `tokengate-audit.${format}`
+          reply.header('content-disposition', `attachment; filename="${name}"`)
+          if (format === 'csv') return reply.type('text/csv; charset=utf-8').send(auditCsv(events))
+          return { events: events.map(auditView) }
+        }
+        if (format !== undefined) throw invalid('format', 'csv or json')
+        const result = await store.admin.searchAudit(search, page)
+        return { events: result.items.map(auditView), nextCursor: result.nextCursor }
+      })
+      api.get('/status', async () => readStatus(ctx))
+      // Authenticated before routing, as /api/v1: without a credential, unknown paths are 401.
+      api.setNotFoundHandler((request, reply) =>
+        sendProblem(reply, 404, 'not_found', 'No such admin endpoint.', request),
+      )
+    },
+    { prefix: API_PREFIX },
+  )
+}
+
+/** Every event matching `search`, newest first, up to 10,000 (the export bound). */
+export async function exportAudit(ctx: AdminContext, search: AuditSearch): Promise<AuditEvent[]> {
+  const events: AuditEvent[] = []
+  let cursor: string | undefined
+  do {
+    const page = await ctx.store.admin.searchAudit(search, { limit: 500, cursor })
+    events.push(...page.items)
+    cursor = page.nextCursor ?? undefined
+  } while (cursor !== undefined && events.length < EXPORT_MAX)
+  return events.slice(0, EXPORT_MAX)
+}
+
+const PAT_STATUSES: readonly PatStatus[] = ['active', 'grace', 'rotated', 'expired', 'revoked']
+
+/** PAT search from query parameters (shared by the API and the console). */
+export function patQuery(query: Query, now: number) {
+  const within = query.expiringWithinDays
+  const days = within ? Number(within) : undefined
+  if (days !== undefined && !(Number.isInteger(days) && days > 0 && days <= 3650)) {
+    throw invalid('expiringWithinDays', 'a whole number of days, 1-3650')
+  }
+  const status = query.status || undefined
+  if (status !== undefined && !PAT_STATUSES.includes(status as PatStatus)) {
+    throw invalid('status', `one of ${PAT_STATUSES.join(', ')}`)
+  }
+  const search: PatSearch = {
+    tenantId: query.tenant || undefined,
+    subject: query.subject || undefined,
+    name: query.name || undefined,
+    last4: query.last4 || undefined,
+    expiringBefore: days === undefined ? undefined : now + days * DAY_MS,
+  }
+  return { search, status: status as PatStatus | undefined, page: pageOf(query) }
+}
+
+/** Audit search from query parameters; `since`/`until` are ISO 8601 times. */
+export function auditQuery(query: Query) {
+  const timeOf = (name: 'since' | 'until') => {
+    const value = query[name]
+    if (!value) return undefined
+    const ms = Date.parse(value)
+    if (Number.isNaN(ms)) throw invalid(name, 'expected an ISO 8601 time')
+    return ms
+  }
+  const search: AuditSearch = {
+    tenantId: query.tenant || undefined,
+    type: query.type || undefined,
+    actor: query.actor || undefined,
+    since: timeOf('since'),
+    until: timeOf('until'),
+  }
+  return { search, page: pageOf(query) }
+}
+
+function pageOf(query: Query) {
+  const limit = query.limit === undefined ? 50 : Number(query.limit)
+  if (!(Number.isInteger(limit) && limit >= 1 && limit <= 200)) {
+    throw invalid('limit', 'an integer from 1 to 200')
+  }
+  return { limit, cursor: query.cursor || undefined }
+}
+
+/** `expiresInDays`: a positive number of days, `null` for never, absent for the default. */
+export function expiryFrom(
+  value: unknown,
+  now: number,
+  config: AdminContext['config'],
+): number | null {
+  const maxDays = config.pat.maxExpiresInDays
+  if (value === undefined || value === '') return now + config.pat.defaultExpiresInDays * DAY_MS
+  if (value === null || value === 'never') {
+    if (maxDays > 0)
+      throw invalid('expiry', `at most ${maxDays} days (config pat.maxExpiresInDays)`)
+    return null
+  }
+  const days = typeof value === 'number' ? value : Number(value)
+  if (!(Number.isInteger(days) && days > 0) || (maxDays > 0 && days > maxDays)) {
+    throw invalid('expiresInDays', 'a whole number of days within policy')
+  }
+  return now + days * DAY_MS
+}
+
+function text(value: unknown, name: string): string {
+  if (typeof value !== 'string' || value.length === 0) {
+    throw invalid(name, 'required string')
+  }
+  return value
+}
+
+function optionalText(value: unknown, name: string): string | undefined {
+  return value === undefined || value === null ? undefined : text(value, name)
+}
+
+function stringList(value: unknown, name: string): string[] {
+  if (value === undefined || value === null) return []
+  if (!Array.isArray(value) || !value.every((v) => typeof v === 'string')) {
+    throw invalid(name, 'expected an array of strings')
+  }
+  return value
+}
+
+/** Creates a tenant from operator input (checked like the CLI's flags). */
+export function createNamedTenant(deps: OperationDeps, id: string, name: string | undefined) {
+  const tenantId = checkTenantId(id)
+  return createTenant(deps, { id: tenantId, name: checkText(name || tenantId, 'name', 200) })
+}
+
+/** Issues a PAT from operator input (checked like the CLI's flags). */
+export function issuePat(
+  deps: OperationDeps,
+  input: {
+    tenantId: string
+    subject: string
+    name: string | undefined
+    permissions: readonly string[]
+    expiresAt: number | null
+  },
+) {
+  return issueTenantPat(deps, {
+    tenantId: checkTenantId(input.tenantId),
+    subject: checkText(input.subject, 'subject', 255, true),
+    name: checkText(input.name ?? '', 'name', 100),
+    permissions: checkPermissions(input.permissions),
+    expiresAt: input.expiresAt,
+  })
+}

@@ -1,0 +1,54 @@
+/**
+ * Server-rendered HTML with escaping by default: every interpolated value is escaped unless
+ * it is a `Html` fragment built by this module. Nothing from a request or the store reaches
+ * a page unescaped, and no page carries inline script (the CSP forbids it).
+ */
+export class Html {
+  readonly text: string
+  constructor(text: string) {
+    this.text = text
+  }
+  toString(): string {
+    return this.text
+  }
+}
+
+const ESCAPES: Readonly<Record<string, string>> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+  "'": '&#39;',
+}
+
+export function escapeHtml(value: string): string {
+  return value.replace(/[&<>"']/g, (c) => ESCAPES[c] as string)
+}
+
+type Part = Html | string | number | boolean | null | undefined | readonly Part[]
+
+function render(part: Part): string {
+  if (part === null || part === undefined || part === false) return ''
+  if (part instanceof Html) return part.text
+  if (Array.isArray(part)) return part.map(render).join('')
+  return escapeHtml(String(part))
+}
+
+/** Tagged template: `html\`<p>${name}</p>\`` escapes `name`; nested `html` stays as is. */
+export function html(strings: TemplateStringsArray, ...values: Part[]): Html {
+  let out = strings[0] as string
+  for (let i = 0; i < values.length; i++) {
+    out += render(values[i] as Part) + (strings[i + 1] as string)
+  }
+  return new Html(out)
+}
+
+/**
+ * A time for people: ISO in the `datetime` attribute and the tooltip; console.js rewrites
+ * the text into the viewer's time zone (without script it stays ISO, in UTC).
+ */
+export function time(epochMs: number | null, empty = '—'): Html {
+  if (epochMs === null) return html`<span>${empty}</span>`
+  const iso = new Date(epochMs).toISOString()
+  return html`<time datetime="${iso}" title="${iso}">${iso.replace(/\.\d{3}Z$/, 'Z')}</time>`
+}

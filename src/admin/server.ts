@@ -1,0 +1,125 @@
+import type * as Http from 'node:http'
+import type * as Https from 'node:https'
+import { createRequire } from 'node:module'
+import type { AddressInfo } from 'node:net'
+import Fastify, { type FastifyInstance, LogController } from 'fastify'
+import { registerAdminApi } from './api.ts'
+import { registerConsole } from './console.ts'
+import { type AdminContext, type AdminDeps, problemFor, sendProblem } from './context.ts'
+import { createOperatorVerifier } from './operators.ts'
+import { createSessions } from './sessions.ts'
+
+const require = createRequire(import.meta.url)
+const http = require('node:http') as typeof Http
+const https = require('node:https') as typeof Https
+
+/**
+ * Security headers of every admin response. The console loads only its own files (no
+ * inline script or style, no CDN), cannot be framed, and nothing is cached (pages show
+ * tokens once and operator data always).
+ */
+export const CONTENT_SECURITY_POLICY = [
+  "default-src 'self'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self'",
+  "connect-src 'self'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'",
+  "object-src 'none'",
+].join('; ')
+
+/** Builds the admin app (API + console) without listening. */
+export async function buildAdminServer(deps: AdminDeps): Promise<FastifyInstance> {
+  const { config, tls } = deps
+  const app = Fastify({
+    loggerInstance: deps.logger.child({ listener: 'admin' }),
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: 65_536,
+    trustProxy: false,
+    serverFactory: (handler) =>
+      tls
+        ? https.createServer({ cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' }, handler)
+        : http.createServer(handler),
+  }) as unknown as FastifyInstance
+  const context: AdminContext = {
+    ...deps,
+    operators: createOperatorVerifier(config, deps.store.admin, deps.clock),
+    sessions: createSessions({
+      ttlMs: config.admin.sessionTtlMs,
+      idleMs: config.admin.sessionIdleMs,
+    }),
+  }
+  app.addHook('onClose', () => context.operators.close())
+  app.addContentTypeParser(
+    'application/x-www-form-urlencoded',
+    { parseAs: 'string' },
+    (_request, body, done) => done(null, Object.fromEntries(new URLSearchParams(String(body)))),
+  )
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.header('content-security-policy', CONTENT_SECURITY_POLICY)
+    reply.header('x-frame-options', 'DENY')
+    reply.header('x-content-type-options', 'nosniff')
+    // Not `no-referrer`: with it Chromium sends `Origin: null` on form posts, which the
+    // same-origin check must refuse. Nothing secret is ever in a console URL.
+    reply.header('referrer-policy', 'same-origin')
+    reply.header('cross-origin-opener-policy', 'same-origin')
+    reply.header('cross-origin-resource-policy', 'same-origin')
+    reply.header('cache-control', 'no-store')
+    reply.header('x-request-id', request.id)
+    if (tls) reply.header('strict-transport-security', 'max-age=31536000')
+    done()
+  })
+  app.addHook('onResponse', (request, reply, done) => {
+    // Path only: query strings may carry search terms; tokens never travel in URLs here.
+    request.log.info(
+      {
+        method: request.method,
+        path: request.url.split('?', 1)[0],
+        status: reply.statusCode,
+        actor: request.operator?.actor,
+      },
+      'admin request',
+    )
+    done()
+  })
+  registerAdminApi(app, context)
+  registerConsole(app, context)
+  app.get('/', (_request, reply) => reply.redirect('/admin/', 303))
+  app.get('/favicon.ico', (_request, reply) => reply.code(204).send())
+  app.setNotFoundHandler((request, reply) =>
+    sendProblem(reply, 404, 'not_found', 'No such endpoint.', request),
+  )
+  app.setErrorHandler((error, request, reply) => {
+    const mapped = problemFor(error)
+    if (mapped) return sendProblem(reply, mapped.status, mapped.code, mapped.detail, request)
+    if ((error as { statusCode?: number }).statusCode === 413) {
+      return sendProblem(reply, 413, 'payload_too_large', 'Request body too large.', request)
+    }
+    if ((error as { statusCode?: number }).statusCode === 400) {
+      return sendProblem(reply, 400, 'validation_failed', 'Malformed request body.', request)
+    }
+    request.log.error({ err: error }, 'admin request failed')
+    return sendProblem(reply, 503, 'unavailable', 'The store is not reachable.', request)
+  })
+  return app
+}
+
+export interface AdminListener {
+  /** e.g. `https://127.0.0.1:9443` */
+  readonly url: string
+  close(): Promise<void>
+}
+
+/** Builds the admin app and listens on `admin.host`/`admin.port`. */
+export async function startAdminListener(deps: AdminDeps): Promise<AdminListener> {
+  const app = await buildAdminServer(deps)
+  await app.listen({ host: deps.config.admin.host, port: deps.config.admin.port })
+  const address = app.server.address() as AddressInfo
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address
+  return {
+    url: `${deps.tls ? 'https' : 'http'}://${host}:${address.port}`,
+    close: () => app.close(),
+  }
+}

@@ -1,0 +1,66 @@
+import type { ProblemDetails } from './problem.ts'
+import { PROBLEM_CONTENT_TYPE, PROBLEMS, type ProblemCode, problem } from './problem.ts'
+import { type PolicyState, rateLimitHeaders } from './rate-limit-headers.ts'
+
+/** An HTTP error response, framework-free: adapters copy it onto their reply object. */
+export interface FailureResponse {
+  readonly status: number
+  /** Lowercase header names. */
+  readonly headers: Record<string, string>
+  readonly body: ProblemDetails
+}
+
+export interface ProblemOptions {
+  /** Defaults to the code's status in the problem table; Fastify's own 4xx pass theirs. */
+  readonly status?: number
+  /** Extra body members (e.g. `errors`, `policy`). */
+  readonly extra?: Readonly<Record<string, unknown>>
+  /** Extra headers, lowercase names (e.g. `retry-after`, `www-authenticate`). */
+  readonly headers?: Readonly<Record<string, string>>
+}
+
+/**
+ * The one builder of a non-2xx answer: status from the problem table, the RFC 9457 body, and
+ * the headers every problem carries (`content-type`, `cache-control: no-store`) plus the
+ * kind's own. Why one: answers of the same kind built in different files had drifted apart
+ * in their headers.
+ *
+ * @example
+ * problemResponse('not_found', 'No such endpoint.', request.id)
+ */
+export function problemResponse(
+  code: ProblemCode,
+  detail: string,
+  requestId: string,
+  options: ProblemOptions = {},
+): FailureResponse {
+  const status = options.status ?? PROBLEMS[code].status
+  return {
+    status,
+    headers: {
+      'content-type': PROBLEM_CONTENT_TYPE,
+      'cache-control': 'no-store',
+      ...options.headers,
+    },
+    body: problem(status, code, detail, requestId, options.extra),
+  }
+}
+
+/** 429 for an exhausted rate-limit policy: `Retry-After` and the policy's RateLimit pair. */
+export function rateLimitedResponse(state: PolicyState, requestId: string): FailureResponse {
+  const detail =
+    state.name === 'failed-auth'
+      ? `Too many failed authentications from this address; retry in ${state.resetSec} s.`
+      : `Rate limit "${state.name}" exceeded (${state.quota} requests per ${state.windowSec} s); retry in ${state.resetSec} s.`
+  return problemResponse('rate_limited', detail, requestId, {
+    extra: { policy: state.name },
+    headers: { ...rateLimitHeaders(state), 'retry-after': String(state.resetSec) },
+  })
+}
+
+/** 503 when the store cannot be reached: retry in a few seconds, the request itself is fine. */
+export function storeUnavailable(requestId: string): FailureResponse {
+  return problemResponse('unavailable', 'The store is not reachable.', requestId, {
+    headers: { 'retry-after': '5' },
+  })
+}

@@ -1,0 +1,64 @@
+import type { Server as HttpServer, IncomingMessage } from 'node:http'
+import type { Socket } from 'node:net'
+import { normalizeIP } from '@fastify/rate-limit'
+
+export interface ConnectionLimits {
+  /** Time to the first request head (after the TLS handshake, which has its own timeout). */
+  readonly firstByteTimeoutMs: number
+  /** Open connections at most; 0: no cap. */
+  readonly maxConnections: number
+  /** Open connections per client address (IPv6: per /64); 0: no cap. */
+  readonly maxConnectionsPerAddress: number
+}
+
+/**
+ * Bounds what idle or abusive sockets can hold, on a listener built by `serverFactory`:
+ *
+ * - a socket that sends no complete request head within `firstByteTimeoutMs` of being
+ *   accepted (of its TLS handshake completing, over HTTPS; the handshake itself is bounded
+ *   by the TLS server's `handshakeTimeout`, set to the same value) is destroyed;
+ * - `maxConnections` total (Node closes sockets beyond `server.maxConnections`);
+ * - `maxConnectionsPerAddress`, counted on the raw TCP socket before any TLS work, so one
+ *   client cannot take the whole total and keep others out.
+ *
+ * HAProxy's `timeout http-request` + `maxconn` and nginx's `client_header_timeout` +
+ * `limit_conn` are the models; Node's defaults (120 s handshake, no caps) held zero-byte
+ * sockets for two minutes.
+ */
+export function limitConnections(server: HttpServer, secure: boolean, limits: ConnectionLimits) {
+  if (limits.maxConnections > 0) server.maxConnections = limits.maxConnections
+  const perAddress = limits.maxConnectionsPerAddress
+  if (perAddress > 0) {
+    const open = new Map<string, number>()
+    server.on('connection', (socket: Socket) => {
+      const key = addressKey(socket.remoteAddress ?? '')
+      const count = (open.get(key) ?? 0) + 1
+      if (count > perAddress) return void socket.destroy()
+      open.set(key, count)
+      socket.once('close', () => {
+        const left = (open.get(key) ?? 1) - 1
+        if (left <= 0) open.delete(key)
+        else open.set(key, left)
+      })
+    })
+  }
+
+  const waiting = new WeakMap<Socket, NodeJS.Timeout>()
+  server.on(secure ? 'secureConnection' : 'connection', (socket: Socket) => {
+    if (socket.destroyed) return
+    const timer = setTimeout(() => socket.destroy(), limits.firstByteTimeoutMs)
+    timer.unref()
+    waiting.set(socket, timer)
+    socket.once('close', () => clearTimeout(timer))
+  })
+  server.on('request', (request: IncomingMessage) => {
+    const timer = waiting.get(request.socket)
+    if (timer === undefined) return
+    clearTimeout(timer)
+    waiting.delete(request.socket)
+  })
+}
+
+function addressKey(ip: string): string {
+  return ip.includes(':') && !ip.startsWith('::ffff:') ? normalizeIP(ip, 64) : ip
+}

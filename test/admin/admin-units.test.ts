@@ -1,0 +1,233 @@
+import assert from 'node:assert/strict'
+import { join } from 'node:path'
+import { describe, test } from 'node:test'
+import pino from 'pino'
+import { trafficChart } from '../../src/admin/chart.ts'
+import { escapeHtml, html, time } from '../../src/admin/html.ts'
+import { buildAdminServer } from '../../src/admin/server.ts'
+import { createSessions, csrfMatches, MAX_SESSIONS } from '../../src/admin/sessions.ts'
+import { BUCKET_MS, createTrafficRecorder } from '../../src/admin/traffic.ts'
+import { auditCsv, issuerView } from '../../src/admin/views.ts'
+import { loadConfig } from '../../src/config/load.ts'
+import { openSqliteStore } from '../../src/stores/sqlite.ts'
+import { tempDir } from '../helpers/temp-dir.ts'
+
+const T0 = Date.UTC(2026, 5, 1, 12)
+const operator = {
+  actor: 'admin:a',
+  role: 'operator' as const,
+  expiresAt: T0 + 3_600_000,
+  adminTokenHash: undefined,
+}
+
+describe('html', () => {
+  test('escapes every interpolated value, keeps nested fragments', () => {
+    const evil = `<script>alert("x")</script>'&`
+    assert.equal(
+      html`<p title="${evil}">${evil}${html`<b>${1}</b>`}${[html`<i>a</i>`, 'b&']}${null}${false}</p>`
+        .text,
+      `<p title="${escapeHtml(evil)}">&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&#39;&amp;<b>1</b><i>a</i>b&amp;</p>`,
+    )
+    assert.equal(String(html`x`), 'x')
+  })
+  test('time: ISO in datetime and title, a placeholder for null', () => {
+    assert.equal(
+      time(T0).text,
+      '<time datetime="2026-06-01T12:00:00.000Z" title="2026-06-01T12:00:00.000Z">2026-06-01T12:00:00Z</time>',
+    )
+    assert.equal(time(null, 'never').text, '<span>never</span>')
+  })
+})
+
+describe('sessions', () => {
+  test('end at their lifetime, after idling, at the credential expiry, and on sign-out', () => {
+    const sessions = createSessions({ ttlMs: 10_000, idleMs: 4_000 })
+    const { id, session } = sessions.create(operator, T0)
+    assert.equal(sessions.get(id, T0 + 3_000), session)
+    assert.equal(sessions.get(id, T0 + 6_000), session)
+    assert.equal(sessions.get(id, T0 + 10_000), undefined)
+    const idle = sessions.create(operator, T0)
+    assert.equal(sessions.get(idle.id, T0 + 4_000), undefined)
+    const short = sessions.create({ ...operator, expiresAt: T0 + 1_000 }, T0)
+    assert.equal(short.session.expiresAt, T0 + 1_000)
+    const ended = sessions.create(operator, T0)
+    sessions.end(ended.id)
+    assert.equal(sessions.get(ended.id, T0), undefined)
+    assert.equal(sessions.get(undefined, T0), undefined)
+    assert.equal(sessions.get('x'.repeat(100), T0), undefined)
+    sessions.endWhere(() => true)
+    assert.equal(sessions.size, 0)
+  })
+  test('a flood of sign-ins keeps at most MAX_SESSIONS, dropping the oldest', () => {
+    const sessions = createSessions({ ttlMs: 10_000, idleMs: 10_000 })
+    const first = sessions.create(operator, T0)
+    for (let i = 0; i < MAX_SESSIONS; i++) sessions.create(operator, T0)
+    assert.equal(sessions.size, MAX_SESSIONS)
+    assert.equal(sessions.get(first.id, T0), undefined)
+  })
+  test('CSRF tokens compare exactly', () => {
+    const { session } = createSessions({ ttlMs: 1, idleMs: 1 }).create(operator, T0)
+    assert.equal(csrfMatches(session, session.csrf), true)
+    assert.equal(csrfMatches(session, `${session.csrf}x`), false)
+    assert.equal(
+      csrfMatches(
+        session,
+        session.csrf.replace(/.$/, (c) => (c === 'a' ? 'b' : 'a')),
+      ),
+      false,
+    )
+    assert.equal(csrfMatches(session, undefined), false)
+  })
+})
+
+describe('traffic', () => {
+  test('counts statuses per bucket, keeps an hour, reports rates', () => {
+    let now = T0
+    const traffic = createTrafficRecorder({ now: () => now })
+    for (const status of [200, 204, 401, 401, 403, 429, 503, 404]) traffic.record(status)
+    now += BUCKET_MS
+    traffic.record(200)
+    const buckets = traffic.buckets()
+    assert.equal(buckets.length, 360)
+    assert.deepEqual(buckets.at(-2)?.counts, {
+      ok: 3,
+      unauthorized: 2,
+      forbidden: 1,
+      limited: 1,
+      error: 1,
+    })
+    assert.deepEqual(buckets.at(-1)?.counts, {
+      ok: 1,
+      unauthorized: 0,
+      forbidden: 0,
+      limited: 0,
+      error: 0,
+    })
+    assert.deepEqual(traffic.rates(60_000), { requests: 9 / 60, failures: 5 / 60 })
+    now += 2 * 3_600_000
+    traffic.record(200)
+    assert.deepEqual(traffic.rates(60_000), { requests: 1 / 60, failures: 0 })
+    assert.equal(
+      traffic.buckets().reduce((n, b) => n + b.counts.ok, 0),
+      1,
+    )
+  })
+  test('the chart is an SVG with a title, one line per outcome and a totals table', () => {
+    const traffic = createTrafficRecorder({ now: () => T0 })
+    traffic.record(401)
+    const svg = trafficChart(traffic.buckets()).text
+    assert.match(svg, /<svg viewBox="0 0 720 240" role="img" aria-labelledby="chart-title">/)
+    assert.equal(svg.match(/<polyline/g)?.length, 5)
+    assert.match(svg, /<td>401 unauthenticated<\/td><td>1<\/td>/)
+  })
+})
+
+describe('views', () => {
+  test('CSV quotes, and defuses spreadsheet formulas', () => {
+    const csv = auditCsv([
+      {
+        id: 'e1',
+        time: T0,
+        type: 'auth.failed',
+        tenantId: null,
+        actor: '=HYPERLINK("http://evil")',
+        outcome: 'invalid_token',
+        clientAddress: '-1+1',
+        requestId: 'r,1',
+        details: { path: '/a"b' },
+      },
+    ])
+    const [, row] = csv.split('\r\n')
+    assert.equal(
+      row,
+      `e1,2026-06-01T12:00:00.000Z,auth.failed,,"'=HYPERLINK(""http://evil"")",invalid_token,'-1+1,"r,1","{""path"":""/a\\""b""}"`,
+    )
+  })
+  test('issuer health: static keys list their ids; secrets are never shown', () => {
+    const pem = issuerView(
+      {
+        issuer: 'i',
+        audiences: ['a'],
+        keySource: { kind: 'pem', pem: 'PEM', algorithm: 'ES256', kid: 'k1' },
+      },
+      undefined,
+    )
+    assert.deepEqual(pem.keys, {
+      state: 'static',
+      lastFetchAt: null,
+      failingSince: null,
+      keyIds: ['k1'],
+    })
+    const secret = issuerView(
+      {
+        issuer: 'i',
+        audiences: ['a'],
+        keySource: { kind: 'secret', secret: 'c2VjcmV0', algorithm: 'HS256' },
+      },
+      undefined,
+    )
+    assert.ok(!JSON.stringify(secret).includes('c2VjcmV0'))
+    const remote = issuerView(
+      { issuer: 'i', audiences: ['a'], keySource: { kind: 'oidc_discovery' } },
+      { issuer: 'i', state: 'stale', loadedAt: T0, failingSince: T0 + 1 },
+    )
+    assert.equal(remote.keys.state, 'stale')
+    assert.equal(remote.keys.failingSince, new Date(T0 + 1).toISOString())
+  })
+})
+
+describe('fail closed', () => {
+  test('an unreachable store answers 503 unavailable, never a pass', async () => {
+    const store = openSqliteStore(join(tempDir('tg-admin-503-'), 'db.sqlite'))
+    await store.migrate()
+    const app = await buildAdminServer({
+      config: loadConfig({
+        env: {},
+        overrides: { admin: { enabled: true }, server: { plainHttp: true } },
+      }),
+      store,
+      issuers: { issuers: () => [], keyStatus: () => [] },
+      clock: { now: () => Date.now() },
+      logger: pino({ level: 'silent' }),
+      tls: undefined,
+      traffic: createTrafficRecorder({ now: () => Date.now() }),
+      changeFeed: () => undefined,
+    })
+    try {
+      await store.close()
+      const response = await app.inject({
+        url: '/admin/api/v1/tenants',
+        headers: { authorization: `Bearer tga_${'a'.repeat(40)}` },
+      })
+      assert.equal(response.statusCode, 503)
+      assert.equal(response.json().code, 'unavailable')
+      const page = await app.inject({ url: '/admin/sign-in' })
+      assert.equal(page.statusCode, 200)
+    } finally {
+      await app.close()
+    }
+  })
+
+  test('status says unavailable when the store does not answer its ping', async () => {
+    const store = openSqliteStore(join(tempDir('tg-admin-ping-'), 'db.sqlite'))
+    await store.migrate()
+    const failing = new Proxy(store, {
+      get(target, name) {
+        if (name === 'ping') return () => Promise.reject(new Error('down'))
+        const value = Reflect.get(target, name, target)
+        return typeof value === 'function' ? value.bind(target) : value
+      },
+    })
+    const { readStatus } = await import('../../src/admin/status.ts')
+    const status = await readStatus({
+      store: failing,
+      issuers: { issuers: () => [], keyStatus: () => [] },
+      traffic: createTrafficRecorder({ now: () => T0 }),
+      changeFeed: () => ({ connected: false }),
+    } as unknown as Parameters<typeof readStatus>[0])
+    assert.equal(status.status, 'unavailable')
+    assert.equal(status.store, 'unreachable')
+    assert.deepEqual(status.changeFeed, { state: 'disconnected' })
+    await store.close()
+  })
+})

@@ -1,0 +1,312 @@
+/**
+ * The console's HTML endpoints over raw HTTPS, as a browser would call them (session cookie,
+ * CSRF field, Origin): every write path, the failure pages, export and the live-tail feed.
+ * The real-browser journey is console.browser.test.ts.
+ */
+import assert from 'node:assert/strict'
+import { after, before, describe, test } from 'node:test'
+import { startTestServer, type TestServer } from '../helpers/server.ts'
+import { type AdminResponse, adminRequest, bearer, issueAdminTokenCli } from './admin-client.ts'
+
+interface Browser {
+  cookie: string
+  csrf: string
+  get(path: string): Promise<AdminResponse>
+  post(path: string, form: Record<string, string>): Promise<AdminResponse>
+}
+
+describe('console over HTTP', () => {
+  let server: TestServer
+  let operatorToken: string
+  let origin: string
+
+  async function signIn(token: string): Promise<Browser> {
+    const response = await adminRequest(server, '/admin/sign-in', {
+      method: 'POST',
+      headers: { origin, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ credential: token }).toString(),
+    })
+    assert.equal(response.status, 303)
+    assert.equal(response.headers.location, '/admin/tenants')
+    const setCookie = String(response.headers['set-cookie'])
+    assert.match(
+      setCookie,
+      /^__Host-tokengate-admin=[\w-]{43}; Path=\/; Secure; HttpOnly; SameSite=Strict; Max-Age=\d+$/,
+    )
+    const cookie = setCookie.split(';')[0] as string
+    const get = (path: string) => adminRequest(server, path, { headers: { cookie } })
+    const page = await get('/admin/tenants')
+    const csrf = /name="_csrf" value="([\w-]+)"/.exec(page.text)?.[1] as string
+    return {
+      cookie,
+      csrf,
+      get,
+      post: (path, form) =>
+        adminRequest(server, path, {
+          method: 'POST',
+          headers: { cookie, origin, 'content-type': 'application/x-www-form-urlencoded' },
+          body: new URLSearchParams({ _csrf: csrf, ...form }).toString(),
+        }),
+    }
+  }
+
+  /** Follows one 303 and returns the page with its notice. */
+  async function notice(b: Browser, response: AdminResponse): Promise<string> {
+    assert.equal(response.status, 303, response.text)
+    const page = await b.get(String(response.headers.location))
+    return /<p class="notice (?:ok|error)"[^>]*>([^<]*)<\/p>/.exec(page.text)?.[1] ?? ''
+  }
+
+  before(async () => {
+    server = await startTestServer({ admin: { enabled: true, port: 0 } })
+    origin = new URL(server.running.adminUrl as string).origin
+    ;({ token: operatorToken } = await issueAdminTokenCli(server, 'ops', 'operator'))
+  })
+  after(() => server.close())
+
+  test('pages need a session; a bad credential is sent back to sign-in', async () => {
+    for (const path of ['/admin/', '/admin/tenants', '/admin/pats', '/admin/audit/export']) {
+      const response = await adminRequest(server, path)
+      assert.equal(response.status, 303, path)
+      assert.equal(response.headers.location, '/admin/sign-in')
+    }
+    assert.equal((await adminRequest(server, '/admin/audit/feed')).status, 401)
+    const bad = await adminRequest(server, '/admin/sign-in', {
+      method: 'POST',
+      headers: { origin, 'content-type': 'application/x-www-form-urlencoded' },
+      body: `credential=${server.running.devSeed?.demoPat}`,
+    })
+    assert.equal(bad.headers.location, '/admin/sign-in?failed=1')
+    const page = await adminRequest(server, '/admin/sign-in?failed=1')
+    assert.match(page.text, /That credential was not accepted/)
+    assert.ok(!page.text.includes(String(server.running.devSeed?.demoPat)))
+    const crossSite = await adminRequest(server, '/admin/sign-in', {
+      method: 'POST',
+      headers: {
+        origin: 'https://evil.example',
+        'content-type': 'application/x-www-form-urlencoded',
+      },
+      body: `credential=${operatorToken}`,
+    })
+    assert.equal(crossSite.status, 403)
+    assert.equal(crossSite.headers['set-cookie'], undefined)
+  })
+
+  test('tenants, tokens, leaked tokens, issuers: every console write, audited as the operator', async () => {
+    const b = await signIn(operatorToken)
+    assert.equal(
+      await notice(b, await b.post('/admin/tenants', { id: 'web', name: 'Web' })),
+      'Created tenant web.',
+    )
+    assert.equal(
+      await notice(b, await b.post('/admin/tenants', { id: 'web' })),
+      'tenant web already exists',
+    )
+    assert.equal(
+      await notice(b, await b.post('/admin/tenants', { id: 'no spaces' })),
+      'tenant id: expected 1-64 characters of A-Z a-z 0-9 . _ -',
+    )
+    assert.equal(
+      await notice(b, await b.post('/admin/tenants/web/disable', {})),
+      'Tenant web disabled.',
+    )
+    assert.equal(
+      await notice(b, await b.post('/admin/tenants/web/disable', {})),
+      'Tenant web was already disabled.',
+    )
+    assert.equal(
+      await notice(b, await b.post('/admin/pats', { tenantId: 'web', subject: 's' })),
+      'tenant web is disabled',
+    )
+    assert.equal(
+      await notice(b, await b.post('/admin/tenants/web/enable', {})),
+      'Tenant web enabled.',
+    )
+
+    const issued = await b.post('/admin/pats', {
+      tenantId: 'web',
+      subject: 'svc',
+      permissions: 'tokens:read  audit:read',
+      expiresInDays: '10',
+    })
+    assert.equal(issued.headers.location, '/admin/pats/issued')
+    const shown = await b.get('/admin/pats/issued')
+    const token = /value="(pat_[0-9A-Za-z]{38})"/.exec(shown.text)?.[1] as string
+    assert.ok(token)
+    assert.match((await b.get('/admin/pats/issued')).text, /Token already shown/)
+    const list = await b.get('/admin/pats?tenant=web&status=active&expiringWithinDays=30')
+    assert.match(list.text, new RegExp(`pat_…${token.slice(-4)}`))
+    assert.ok(!list.text.includes(token))
+    assert.match(
+      await notice(
+        b,
+        await b.post('/admin/pats', { tenantId: 'web', subject: 's', permissions: 'Bad' }),
+      ),
+      /^permission:/,
+    )
+    assert.match(
+      await notice(b, await b.post('/admin/pats', { tenantId: 'web', subject: '' })),
+      /^subject:/,
+    )
+
+    const tokenId = /data-token-id="(tok_\w+)"/.exec(list.text)?.[1] as string
+    const rotated = await b.post(`/admin/pats/${tokenId}/rotate`, { graceHours: '2' })
+    assert.equal(rotated.headers.location, '/admin/pats/issued')
+    const rotatedPage = await b.get('/admin/pats/issued')
+    assert.match(rotatedPage.text, new RegExp(`replacing ${tokenId} \\(the old token works until`))
+    assert.match(rotatedPage.text, /value="pat_[0-9A-Za-z]{38}"/)
+    const graced = await b.get('/admin/pats?tenant=web&status=grace')
+    assert.match(graced.text, new RegExp(tokenId))
+    assert.equal(
+      await notice(b, await b.post(`/admin/pats/${tokenId}/rotate`, {})),
+      `${tokenId} was already rotated`,
+    )
+    assert.match(
+      await notice(b, await b.post(`/admin/pats/${tokenId}/rotate`, { graceHours: '-1' })),
+      /^grace:/,
+    )
+
+    assert.equal(
+      await notice(b, await b.post('/admin/pats/revoke-leaked', { token })),
+      `pat_…${token.slice(-4)} revoked.`,
+    )
+    assert.equal(
+      await notice(b, await b.post('/admin/pats/revoke-leaked', { token })),
+      `pat_…${token.slice(-4)} was already revoked.`,
+    )
+    assert.match(
+      await notice(b, await b.post('/admin/pats/revoke-leaked', { token: 'hello' })),
+      /is not a tokengate PAT\.$/,
+    )
+    assert.equal(
+      await notice(b, await b.post('/admin/pats/tok_nope/revoke', {})),
+      'no token tok_nope',
+    )
+
+    assert.equal(
+      await notice(
+        b,
+        await b.post('/admin/issuers', {
+          issuer: 'https://idp.test',
+          audience: 'api',
+          jwksUrl: 'https://idp.test/jwks',
+        }),
+      ),
+      'Added issuer https://idp.test.',
+    )
+    const issuers = await b.get('/admin/issuers')
+    assert.match(issuers.text, /https:\/\/idp\.test\/jwks/)
+    assert.match(
+      await notice(
+        b,
+        await b.post('/admin/issuers', {
+          issuer: 'https://bad.test',
+          audience: 'api',
+          jwksUrl: 'http://bad.test/jwks',
+        }),
+      ),
+      /https/,
+    )
+    assert.equal(
+      await notice(b, await b.post('/admin/issuers/remove', { issuer: 'https://idp.test' })),
+      'Removed issuer https://idp.test.',
+    )
+    assert.equal(
+      await notice(b, await b.post('/admin/issuers/remove', { issuer: 'https://idp.test' })),
+      'no issuer https://idp.test',
+    )
+
+    const audit = await adminRequest(
+      server,
+      '/admin/api/v1/audit-events?actor=admin:ops&limit=200',
+      { headers: bearer(operatorToken) },
+    )
+    const types = new Set((audit.json.events as { type: string }[]).map((e) => e.type))
+    for (const type of [
+      'tenant.created',
+      'tenant.disabled',
+      'tenant.enabled',
+      'pat.issued',
+      'pat.leak_revoked',
+      'issuer.added',
+      'issuer.removed',
+    ]) {
+      assert.ok(types.has(type), type)
+    }
+  })
+
+  test('audit page: filters, pages, export and the live-tail feed', async () => {
+    const b = await signIn(operatorToken)
+    for (const id of ['a1', 'a2', 'a3']) await b.post('/admin/tenants', { id })
+    const first = await b.get('/admin/audit?type=tenant.created&limit=2')
+    assert.equal(first.status, 200)
+    const older = /href="(\/admin\/audit\?[^"]*cursor=[^"]+)"/.exec(first.text)?.[1]
+    assert.ok(older)
+    const second = await b.get(older.replaceAll('&amp;', '&'))
+    assert.equal(second.status, 200)
+    assert.match(second.text, /tenant\.created/)
+    const csv = await b.get('/admin/audit/export?type=tenant.created&format=csv')
+    assert.match(String(csv.headers['content-type']), /^text\/csv/)
+    assert.ok(csv.text.split('\r\n').length > 3)
+    const json = await b.get('/admin/audit/export?type=tenant.created&format=json')
+    assert.ok((json.json.events as unknown[]).length >= 3)
+    const since = new Date(Date.now() - 60_000).toISOString()
+    const feed = await b.get(
+      `/admin/audit/feed?type=tenant.created&after=${encodeURIComponent(since)}`,
+    )
+    assert.ok((feed.json.events as { type: string }[]).every((e) => e.type === 'tenant.created'))
+    const bad = await b.get('/admin/audit?since=yesterday')
+    assert.equal(bad.status, 400)
+    assert.match(bad.text, /since: expected an ISO 8601 time/)
+    const status = await b.get('/admin/status')
+    assert.match(status.text, /<svg viewBox/)
+  })
+
+  test('sign-out ends the session; a read-only session cannot write', async () => {
+    const b = await signIn(operatorToken)
+    const out = await b.post('/admin/sign-out', {})
+    assert.equal(out.headers.location, '/admin/sign-in')
+    assert.match(String(out.headers['set-cookie']), /Max-Age=0/)
+    assert.equal((await b.get('/admin/tenants')).status, 303)
+
+    const { token } = await issueAdminTokenCli(server, 'viewer', 'read-only')
+    const ro = await signIn(token)
+    const page = await ro.get('/admin/tenants')
+    assert.ok(!page.text.includes('Create tenant'))
+    const refused = await ro.post('/admin/tenants', { id: 'ro-made' })
+    assert.equal(refused.status, 403)
+  })
+
+  test('the admin listener answers problem+json for bad bodies and unknown paths', async () => {
+    const h = { ...bearer(operatorToken), 'content-type': 'application/json' }
+    const broken = await adminRequest(server, '/admin/api/v1/tenants', {
+      method: 'POST',
+      headers: h,
+      body: '{',
+    })
+    assert.equal(broken.status, 400)
+    assert.equal(broken.json.code, 'validation_failed')
+    const big = await adminRequest(server, '/admin/api/v1/tenants', {
+      method: 'POST',
+      headers: h,
+      body: JSON.stringify({ id: 'x'.repeat(70_000) }),
+    })
+    assert.equal(big.status, 413)
+    const array = await adminRequest(server, '/admin/api/v1/tenants', {
+      method: 'POST',
+      headers: h,
+      body: '[]',
+    })
+    assert.equal(array.status, 400)
+    const notFound = await adminRequest(server, '/admin/api/v1/nope', { headers: h })
+    assert.equal(notFound.status, 404)
+    assert.equal(notFound.json.code, 'not_found')
+    const anonymous = await adminRequest(server, '/admin/api/v1/nope')
+    assert.equal(anonymous.status, 401)
+    const root = await adminRequest(server, '/')
+    assert.equal(root.headers.location, '/admin/')
+    const stray = await adminRequest(server, '/elsewhere')
+    assert.equal(stray.status, 404)
+    assert.equal(stray.json.code, 'not_found')
+  })
+})

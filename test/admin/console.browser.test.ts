@@ -1,0 +1,348 @@
+/**
+ * The console in a real browser (Debian's chromium through playwright-core; nothing is
+ * downloaded): the operator journey end to end, the read-only role, a cross-origin forgery,
+ * and a screenshot of every page into docs/console/ (the README shows them).
+ */
+import assert from 'node:assert/strict'
+import { createHash, X509Certificate } from 'node:crypto'
+import { mkdirSync } from 'node:fs'
+import http from 'node:http'
+import https from 'node:https'
+import type { AddressInfo } from 'node:net'
+import { join } from 'node:path'
+import { after, before, describe, test } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
+import { startTestServer, type TestServer } from '../helpers/server.ts'
+import { binaryPath, skipReason } from '../helpers/services.ts'
+import { tempDir } from '../helpers/temp-dir.ts'
+import { adminRequest, bearer, issueAdminTokenCli } from './admin-client.ts'
+
+// `TOKENGATE_SCREENSHOTS=docs` writes them where the README and docs/console.md show them;
+// otherwise into a temporary directory, so a test run leaves the working tree clean.
+const SHOTS =
+  process.env.TOKENGATE_SCREENSHOTS === 'docs'
+    ? fileURLToPath(new URL('../../docs/console/', import.meta.url))
+    : tempDir('tg-console-shots-')
+const skip = skipReason('chromium')
+
+describe('web console in chromium', { skip }, () => {
+  let server: TestServer
+  let browser: Browser
+  let operator: string
+  let readOnly: string
+  let admin: string
+  const timings: [string, number][] = []
+
+  async function timed<T>(name: string, work: () => Promise<T>): Promise<T> {
+    const start = performance.now()
+    try {
+      return await work()
+    } finally {
+      timings.push([name, Math.round(performance.now() - start)])
+    }
+  }
+
+  before(async () => {
+    server = await startTestServer({ admin: { enabled: true, port: 0 } })
+    admin = server.running.adminUrl as string
+    ;({ token: operator } = await issueAdminTokenCli(server, 'alice', 'operator'))
+    ;({ token: readOnly } = await issueAdminTokenCli(server, 'rory', 'read-only'))
+    // Trust exactly the dev certificate's key (as a CA pin would), not every certificate.
+    // playwright gives every launch a fresh temporary profile (--user-data-dir of its own).
+    const spki = new X509Certificate(server.ca).publicKey.export({ type: 'spki', format: 'der' })
+    const pin = createHash('sha256').update(spki).digest('base64')
+    browser = await chromium.launch({
+      executablePath: binaryPath('chromium') as string,
+      headless: true,
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        `--ignore-certificate-errors-spki-list=${pin}`,
+      ],
+    })
+    mkdirSync(SHOTS, { recursive: true })
+  })
+  after(async () => {
+    await browser?.close()
+    await server?.close()
+    if (timings.length > 0) {
+      console.log(
+        `console browser timings (ms): ${timings.map(([n, ms]) => `${n}=${ms}`).join(', ')}`,
+      )
+    }
+  })
+
+  async function signIn(context: BrowserContext, token: string): Promise<Page> {
+    const page = await context.newPage()
+    await page.goto(`${admin}/admin/`)
+    await page.getByLabel('Admin token or operator JWT').fill(token)
+    await page.getByRole('button', { name: 'Sign in' }).click()
+    await page.waitForURL(`${admin}/admin/tenants`)
+    return page
+  }
+
+  const shot = (page: Page, name: string) =>
+    page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true })
+
+  test('operator journey: sign in, tenant, PAT shown once, works, revoked within a second, audited', async () => {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+    const cspViolations: string[] = []
+    try {
+      const page = await timed('sign-in', async () => {
+        const p = await context.newPage()
+        p.on('console', (m) => {
+          if (/Content Security Policy/i.test(m.text())) cspViolations.push(m.text())
+        })
+        await p.goto(`${admin}/admin/`)
+        await p.waitForURL(`${admin}/admin/sign-in`)
+        await shot(p, 'sign-in')
+        await p.getByLabel('Admin token or operator JWT').fill(operator)
+        await p.getByRole('button', { name: 'Sign in' }).click()
+        await p.waitForURL(`${admin}/admin/tenants`)
+        return p
+      })
+      assert.equal(await page.getByTestId('operator').textContent(), 'admin:alice')
+      const cookie = (await context.cookies()).find((c) => c.name === '__Host-tokengate-admin')
+      assert.ok(cookie)
+      assert.deepEqual([cookie.httpOnly, cookie.secure, cookie.sameSite], [true, true, 'Strict'])
+      assert.ok(!page.url().includes(operator))
+
+      await timed('create-tenant', async () => {
+        await page.getByLabel('Tenant id').fill('acme')
+        await page.getByLabel('Name', { exact: true }).fill('Acme Corp')
+        await page.getByRole('button', { name: 'Create tenant' }).click()
+        await page.getByText('Created tenant acme.').waitFor()
+      })
+      await shot(page, 'tenants')
+
+      const token = await timed('issue-pat', async () => {
+        await page.getByRole('link', { name: 'Tokens' }).click()
+        await page.getByText('Issue a token').click()
+        await page.getByLabel('Tenant', { exact: true }).last().selectOption('acme')
+        await page.getByLabel('Subject', { exact: true }).last().fill('ci-bot')
+        await page.getByLabel('Name', { exact: true }).last().fill('deploy')
+        await page.getByLabel('Permissions (space-separated)').fill('tokens:read')
+        await page.getByRole('button', { name: 'Issue token' }).click()
+        await page.waitForURL(`${admin}/admin/pats/issued`)
+        return page.getByTestId('new-token').inputValue()
+      })
+      assert.match(token, /^pat_[0-9A-Za-z]{38}$/)
+      assert.ok(!page.url().includes(token))
+      await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: admin })
+      await page.getByRole('button', { name: 'Copy' }).click()
+      await page.getByText('Copied.').waitFor()
+      assert.equal(await page.evaluate(() => navigator.clipboard.readText()), token)
+      await shot(page, 'pat-issued')
+
+      await page.reload()
+      assert.equal(await page.locator('h1').textContent(), 'Token already shown')
+      assert.ok(!(await page.content()).includes(token))
+      await page.goto(`${admin}/admin/pats?tenant=acme`)
+      assert.ok(!(await page.content()).includes(token))
+
+      const me = await server.request('/api/v1/me', ['Authorization', `Bearer ${token}`])
+      assert.equal(me.status, 200)
+
+      await shot(page, 'pats')
+      page.once('dialog', (dialog) => void dialog.accept())
+      const revokedAt = await timed('revoke', async () => {
+        await page.getByRole('button', { name: /^Revoke token tok_/ }).click()
+        await page.getByText(/^Revoked pat_…/).waitFor()
+        return performance.now()
+      })
+      let status = 0
+      let elapsed = 0
+      do {
+        status = (await server.request('/api/v1/me', ['Authorization', `Bearer ${token}`])).status
+        elapsed = performance.now() - revokedAt
+      } while (status !== 401 && elapsed < 5000)
+      assert.equal(status, 401)
+      assert.ok(elapsed < 1000, `401 after ${Math.round(elapsed)} ms`)
+      timings.push(['revoke-to-401', Math.round(elapsed)])
+
+      await timed('audit', async () => {
+        await page.getByRole('link', { name: 'Audit log' }).click()
+        await page.getByLabel('Tenant', { exact: true }).fill('acme')
+        await page.getByRole('button', { name: 'Filter' }).click()
+        await page.waitForURL(/\/admin\/audit\?tenant=acme/)
+      })
+      const rows = await page
+        .locator('#audit-table tbody tr')
+        .evaluateAll((trs) =>
+          trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)),
+        )
+      const byType = new Map(rows.map((r) => [r[1], r[3]]))
+      assert.equal(byType.get('pat.issued'), 'admin:alice')
+      assert.equal(byType.get('pat.revoked'), 'admin:alice')
+      assert.equal(byType.get('tenant.created'), 'admin:alice')
+      // Times are shown in the viewer's zone, ISO on hover.
+      const firstTime = page.locator('#audit-table time').first()
+      assert.match(String(await firstTime.getAttribute('title')), /^\d{4}-\d\d-\d\dT.*Z$/)
+      assert.notEqual(await firstTime.textContent(), await firstTime.getAttribute('title'))
+
+      // Live tail: an event made elsewhere appears without a reload.
+      await timed('live-tail', async () => {
+        await page.getByLabel('Live tail').check()
+        const disabled = await adminRequest(server, '/admin/api/v1/tenants/acme/disable', {
+          method: 'POST',
+          headers: bearer(operator),
+        })
+        assert.equal(disabled.status, 200)
+        await page.locator('#audit-table tbody tr', { hasText: 'tenant.disabled' }).waitFor()
+      })
+      await shot(page, 'audit')
+
+      for (let i = 0; i < 20; i++) await server.request('/api/v1/me')
+      await page.getByRole('link', { name: 'Issuers' }).click()
+      await page.locator('h1', { hasText: 'Trusted issuers' }).waitFor()
+      await shot(page, 'issuers')
+      await page.getByRole('link', { name: 'Status' }).click()
+      await page.locator('svg[role="img"]').waitFor()
+      await shot(page, 'status')
+      assert.deepEqual(cspViolations, [])
+    } finally {
+      await context.close()
+    }
+  })
+
+  test('read-only operator: no write controls, and a forged write is refused', async () => {
+    const context = await browser.newContext()
+    try {
+      const page = await signIn(context, readOnly)
+      assert.equal(await page.getByRole('button', { name: 'Create tenant' }).count(), 0)
+      assert.equal(await page.getByRole('button', { name: /^(Disable|Enable) tenant/ }).count(), 0)
+      await page.goto(`${admin}/admin/pats`)
+      assert.equal(await page.getByText('Issue a token').count(), 0)
+      assert.equal(await page.getByRole('button', { name: /^Revoke/ }).count(), 0)
+      // Even with a valid CSRF token from its own page, the server refuses the write.
+      const csrf = await page.locator('input[name="_csrf"]').first().inputValue()
+      const status = await page.evaluate(async (csrfToken) => {
+        const response = await fetch('/admin/tenants', {
+          method: 'POST',
+          body: new URLSearchParams({ _csrf: csrfToken, id: 'ro-console' }),
+        })
+        return response.status
+      }, csrf)
+      assert.equal(status, 403)
+      const tenants = await adminRequest(server, '/admin/api/v1/tenants', {
+        headers: bearer(operator),
+      })
+      assert.ok(!(tenants.json.tenants as { id: string }[]).some((t) => t.id === 'ro-console'))
+    } finally {
+      await context.close()
+    }
+  })
+
+  test('CSRF: a form on another origin cannot make a signed-in operator write', async () => {
+    const evil = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/html' })
+      res.end(`<!doctype html><form id="f" method="post" action="${admin}/admin/tenants">
+<input name="id" value="evil-browser"></form><script>document.getElementById('f').submit()</script>`)
+    })
+    await new Promise<void>((resolve) => evil.listen(0, '127.0.0.1', resolve))
+    const context = await browser.newContext()
+    try {
+      const page = await signIn(context, operator)
+      const { port } = evil.address() as AddressInfo
+      await page.goto(`http://127.0.0.1:${port}/`)
+      await page.waitForURL((url) => url.href.startsWith(admin), { timeout: 10_000 })
+      const tenants = await adminRequest(server, '/admin/api/v1/tenants', {
+        headers: bearer(operator),
+      })
+      assert.ok(!(tenants.json.tenants as { id: string }[]).some((t) => t.id === 'evil-browser'))
+    } finally {
+      await context.close()
+      evil.close()
+    }
+  })
+
+  test('CSRF layers on their own: the session cookie without the CSRF token, or from another origin, is refused', async () => {
+    const context = await browser.newContext()
+    try {
+      const page = await signIn(context, operator)
+      const cookie = (await context.cookies()).find((c) => c.name === '__Host-tokengate-admin')
+      const csrf = await page.locator('input[name="_csrf"]').first().inputValue()
+      const post = (headers: Record<string, string>, body: string) =>
+        new Promise<number>((resolve, reject) => {
+          const req = https.request(
+            `${admin}/admin/tenants`,
+            {
+              method: 'POST',
+              ca: server.ca,
+              headers: {
+                cookie: `__Host-tokengate-admin=${cookie?.value}`,
+                'content-type': 'application/x-www-form-urlencoded',
+                ...headers,
+              },
+            },
+            (res) => {
+              res.resume()
+              resolve(res.statusCode ?? 0)
+            },
+          )
+          req.on('error', reject)
+          req.end(body)
+        })
+      const origin = new URL(admin).origin
+      assert.equal(await post({ origin: 'https://evil.example' }, `_csrf=${csrf}&id=x1`), 403)
+      assert.equal(await post({}, `_csrf=${csrf}&id=x2`), 403)
+      assert.equal(await post({ origin }, 'id=x3'), 403)
+      assert.equal(await post({ origin }, `_csrf=${csrf}x&id=x4`), 403)
+      assert.equal(await post({ origin }, `_csrf=${csrf}&id=x5`), 303)
+      const tenants = await adminRequest(server, '/admin/api/v1/tenants', {
+        headers: bearer(operator),
+      })
+      const ids = (tenants.json.tenants as { id: string }[]).map((t) => t.id)
+      assert.deepEqual(
+        ['x1', 'x2', 'x3', 'x4', 'x5'].filter((id) => ids.includes(id)),
+        ['x5'],
+      )
+    } finally {
+      await context.close()
+    }
+  })
+
+  test('revoking the admin token ends its console session', async () => {
+    const { token, id } = await issueAdminTokenCli(server, 'brief', 'operator')
+    const context = await browser.newContext()
+    try {
+      const page = await signIn(context, token)
+      assert.equal((await server.cli('admin', 'token', 'revoke', id)).code, 0)
+      await page.goto(`${admin}/admin/pats`)
+      await page.waitForURL(`${admin}/admin/sign-in`)
+    } finally {
+      await context.close()
+    }
+  })
+
+  test('usable: keyboard skip link with visible focus, no sideways scrolling at 200% zoom', async () => {
+    // 200% zoom of a 1280-pixel window = a 640-CSS-pixel viewport.
+    const context = await browser.newContext({ viewport: { width: 640, height: 800 } })
+    try {
+      const page = await signIn(context, operator)
+      for (const path of ['tenants', 'pats', 'issuers', 'audit', 'status']) {
+        await page.goto(`${admin}/admin/${path}`)
+        const overflow = await page.evaluate(
+          () => document.documentElement.scrollWidth - document.documentElement.clientWidth,
+        )
+        assert.ok(overflow <= 0, `${path} scrolls sideways by ${overflow}px at 200%`)
+      }
+      await page.keyboard.press('Tab')
+      const focused = await page.evaluate(() => {
+        const el = document.activeElement as HTMLElement
+        return { text: el.textContent, outline: getComputedStyle(el).outlineStyle }
+      })
+      assert.equal(focused.text, 'Skip to content')
+      assert.notEqual(focused.outline, 'none')
+      await shot(page, 'status-200-percent')
+    } finally {
+      await context.close()
+    }
+  })
+})

@@ -1,0 +1,103 @@
+/**
+ * #11 item 14, RFC 6750 §2: a client uses exactly one method to send its token. A valid
+ * `Authorization` header plus an `access_token` query parameter or form-body field is
+ * 400 `invalid_request` with the Bearer challenge, never a 200: over TLS against the
+ * running server, and through the gateway to a real upstream (which would answer 200).
+ */
+import assert from 'node:assert/strict'
+import { after, before, describe, it } from 'node:test'
+import { type Gateway, startGateway, startUpstream, type Upstream } from '../../gateway/harness.ts'
+import { startTestServer, type TestServer } from '../../helpers/server.ts'
+
+function assertOneMethodRefusal(
+  status: number,
+  headers: Record<string, unknown>,
+  body: Record<string, unknown>,
+) {
+  assert.equal(status, 400)
+  assert.equal(body.code, 'invalid_request')
+  assert.match(String(headers['content-type']), /^application\/problem\+json/)
+  assert.match(
+    String(headers['www-authenticate']),
+    /^Bearer realm="tokengate", error="invalid_request"/,
+  )
+  assert.equal(headers['cache-control'], 'no-store')
+}
+
+describe('one method per request: server', () => {
+  let server: TestServer
+  let pat: string
+  before(async () => {
+    server = await startTestServer()
+    pat = server.running.devSeed?.demoPat as string
+  })
+  after(() => server.close())
+
+  it('header + access_token query parameter → 400 invalid_request', async () => {
+    for (const query of [`access_token=${pat}`, 'x=1&access_token=', 'access%5Ftoken=abc']) {
+      const r = await server.request(`/api/v1/me?${query}`, ['Authorization', `Bearer ${pat}`])
+      assertOneMethodRefusal(r.status, r.headers, r.json)
+    }
+  })
+
+  it('also through a spelling of the path that only the router decodes', async () => {
+    const r = await server.request(`/api/v%31/me?access_token=x`, [
+      'Authorization',
+      `Bearer ${pat}`,
+    ])
+    assertOneMethodRefusal(r.status, r.headers, r.json)
+  })
+
+  it('the header alone, or an unrelated query, still answers 200', async () => {
+    const r = await server.request('/api/v1/me?token=1&access_tokens=2', [
+      'Authorization',
+      `Bearer ${pat}`,
+    ])
+    assert.equal(r.status, 200)
+  })
+})
+
+describe('one method per request: gateway with a real upstream', () => {
+  let upstream: Upstream
+  let gateway: Gateway
+  before(async () => {
+    upstream = await startUpstream()
+    gateway = await startGateway({ upstream: upstream.url })
+  })
+  after(async () => {
+    await gateway.close()
+    await upstream.close()
+  })
+
+  const post = (token: string, body: string, query = '') =>
+    fetch(`${gateway.url}/api/v1/projects/p1${query}`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${token}`,
+        'content-type': 'application/x-www-form-urlencoded',
+      },
+      body,
+    })
+
+  it('header + access_token form field → 400 invalid_request, never proxied', async () => {
+    const pat = await gateway.pat([])
+    const seen = upstream.seen.length
+    const r = await post(pat, `name=x&access_token=${pat}`)
+    assertOneMethodRefusal(
+      r.status,
+      Object.fromEntries(r.headers),
+      (await r.json()) as Record<string, unknown>,
+    )
+    const q = await post(pat, 'name=x', `?access_token=${pat}`)
+    assert.equal(q.status, 400)
+    assert.equal(upstream.seen.length, seen, 'reached the upstream')
+  })
+
+  it('a form body without access_token is proxied intact', async () => {
+    const pat = await gateway.pat([])
+    const r = await post(pat, 'name=x&token_type=y')
+    assert.equal(r.status, 200)
+    const echoed = (await r.json()) as { bodyBytes: number }
+    assert.equal(echoed.bodyBytes, 'name=x&token_type=y'.length)
+  })
+})
