@@ -1,0 +1,295 @@
+import type { Redis } from 'ioredis'
+
+/** A fixed-window counter's state: hits so far in the window, ms left of it. */
+export interface CounterResult {
+  readonly current: number
+  readonly ttl: number
+}
+
+type Callback = (error: Error | null, result?: CounterResult) => void
+
+/**
+ * Fixed-window counters, callback style (in-process answers synchronously, Redis after the
+ * round trip): `incr` counts a hit, `read` only looks, `child` gives a policy its own keys.
+ */
+export interface Counters {
+  incr(key: string, callback: Callback, timeWindow: number, max: number): void
+  read(key: string, callback: Callback, timeWindow: number, max: number): void
+}
+
+/** Counters with a child per policy (its own keys); what the limiter is given. */
+export interface CounterStore extends Counters {
+  child(params: { policy?: string }): CounterStore
+}
+
+interface Window {
+  current: number
+  ttl: number
+  startMs: number
+}
+
+/** In-process counters, least recently used dropped first once `maxKeys` are held. */
+export class MemoryCounters implements Counters {
+  readonly #maxKeys: number
+  readonly #windows = new Map<string, Window>()
+
+  constructor(maxKeys: number) {
+    this.#maxKeys = maxKeys
+  }
+
+  incr(key: string, callback: Callback, timeWindow: number): void {
+    const now = Date.now()
+    let window = this.#windows.get(key)
+    if (!window || window.startMs + timeWindow <= now) {
+      window = { current: 1, ttl: timeWindow, startMs: now }
+    } else {
+      window.current++
+      window.ttl = timeWindow - (now - window.startMs)
+    }
+    // Delete then set: a Map iterates in insertion order, so its first key is the oldest.
+    this.#windows.delete(key)
+    this.#windows.set(key, window)
+    if (this.#windows.size > this.#maxKeys) {
+      const oldest = this.#windows.keys().next()
+      if (!oldest.done) this.#windows.delete(oldest.value)
+    }
+    callback(null, { current: window.current, ttl: window.ttl })
+  }
+
+  read(key: string, callback: Callback, timeWindow: number): void {
+    const now = Date.now()
+    const window = this.#windows.get(key)
+    if (!window || window.startMs + timeWindow <= now) callback(null, { current: 0, ttl: 0 })
+    else callback(null, { current: window.current, ttl: timeWindow - (now - window.startMs) })
+  }
+}
+
+// One round trip per hit: INCR, and PEXPIRE when the window starts (a fixed window).
+const INCR_SCRIPT = `
+local current = redis.call('INCR', KEYS[1])
+local ttl = tonumber(ARGV[1])
+if current == 1 then redis.call('PEXPIRE', KEYS[1], ttl) else ttl = redis.call('PTTL', KEYS[1]) end
+return {current, ttl}`
+const READ_SCRIPT = `
+local current = redis.call('GET', KEYS[1])
+if not current then return {0, 0} end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then ttl = 0 end
+return {tonumber(current), ttl}`
+
+type ScriptReply = (error: Error | null | undefined, result?: [number, number]) => void
+interface ScriptedRedis {
+  tokengateCounterIncr(key: string, windowMs: number, callback: ScriptReply): void
+  tokengateCounterRead(key: string, callback: ScriptReply): void
+}
+
+/** Counters shared by every instance through Redis, keys `<prefix><key>`. */
+export class RedisCounters implements Counters {
+  readonly #redis: Redis & ScriptedRedis
+  readonly #prefix: string
+
+  constructor(redis: Redis, prefix: string) {
+    const scripted = redis as Redis & Partial<ScriptedRedis>
+    if (!scripted.tokengateCounterIncr) {
+      redis.defineCommand('tokengateCounterIncr', { numberOfKeys: 1, lua: INCR_SCRIPT })
+      redis.defineCommand('tokengateCounterRead', { numberOfKeys: 1, lua: READ_SCRIPT })
+    }
+    this.#redis = redis as Redis & ScriptedRedis
+    this.#prefix = prefix
+  }
+
+  incr(key: string, callback: Callback, timeWindow: number): void {
+    this.#redis.tokengateCounterIncr(this.#prefix + key, timeWindow, (error, result) =>
+      reply(callback, error, result),
+    )
+  }
+
+  read(key: string, callback: Callback): void {
+    this.#redis.tokengateCounterRead(this.#prefix + key, (error, result) =>
+      reply(callback, error, result),
+    )
+  }
+}
+
+function reply(callback: Callback, error: Error | null | undefined, result?: [number, number]) {
+  if (error || !result) callback(error ?? new Error('rate-limit counters: empty reply'))
+  else callback(null, { current: result[0], ttl: result[1] })
+}
+
+export interface FallbackStoreOptions {
+  /** Connected (or connecting) client; omitted: in-process counters only. */
+  readonly redis?: Redis | undefined
+  readonly redisPrefix: string
+  /** Counters kept in-process per policy (LRU). */
+  readonly localMaxKeys: number
+  /** After a failed Redis command, Redis is not tried again for this long. */
+  readonly redisRetryMs?: number
+  readonly log: { warn(obj: object, msg: string): void; info(obj: object, msg: string): void }
+}
+
+/**
+ * Redis availability, shared by every policy's store: one warning per outage, one info line
+ * when Redis is back. Down when the client is not `ready`, or for `redisRetryMs` after a
+ * failed command (a Redis that hangs with the TCP connection still open).
+ */
+class RedisHealth {
+  readonly #redis: Redis
+  readonly #retryMs: number
+  readonly #log: FallbackStoreOptions['log']
+  #down = false
+  #skipUntil = 0
+
+  constructor(redis: Redis, retryMs: number, log: FallbackStoreOptions['log']) {
+    this.#redis = redis
+    this.#retryMs = retryMs
+    this.#log = log
+  }
+
+  usable(): boolean {
+    if (this.#redis.status !== 'ready') {
+      this.failed(undefined)
+      return false
+    }
+    return Date.now() >= this.#skipUntil
+  }
+
+  failed(error: Error | undefined): void {
+    if (error) this.#skipUntil = Date.now() + this.#retryMs
+    if (this.#down) return
+    this.#down = true
+    this.#log.warn(
+      { err: error, redisStatus: this.#redis.status },
+      'rate-limit counters: Redis unavailable; limiting in-process (per instance) until it is back',
+    )
+  }
+
+  succeeded(): void {
+    if (!this.#down) return
+    this.#down = false
+    this.#log.info({}, 'rate-limit counters: Redis is back; limits are shared again')
+  }
+}
+
+/**
+ * The counter store the limiter counts with: RedisCounters when a client is configured and
+ * healthy, else MemoryCounters. Why fall back instead of
+ * skipping the limits on a store error: a Redis outage must neither answer 5xx
+ * nor switch abuse protection off, so each instance keeps limiting on its own until Redis
+ * returns. Counts made in-process during an outage are not merged back.
+ *
+ * `child({ policy })` gives each policy its own counters and Redis key prefix.
+ */
+export class FallbackStore implements CounterStore {
+  readonly #options: FallbackStoreOptions
+  readonly #health: RedisHealth | undefined
+  readonly #local: Counters
+  readonly #redis: Counters | undefined
+
+  constructor(options: FallbackStoreOptions, policy = 'default', health?: RedisHealth) {
+    this.#options = options
+    this.#local = new MemoryCounters(options.localMaxKeys)
+    if (options.redis) {
+      this.#health =
+        health ?? new RedisHealth(options.redis, options.redisRetryMs ?? 1000, options.log)
+      this.#redis = new RedisCounters(options.redis, `${options.redisPrefix}${policy}:`)
+    }
+  }
+
+  incr(key: string, callback: Callback, timeWindow: number, max: number): void {
+    this.#call('incr', key, callback, timeWindow, max)
+  }
+
+  read(key: string, callback: Callback, timeWindow: number, max: number): void {
+    this.#call('read', key, callback, timeWindow, max)
+  }
+
+  child(params: { policy?: string }): CounterStore {
+    return new FallbackStore(this.#options, params.policy ?? 'default', this.#health)
+  }
+
+  #call(
+    method: 'incr' | 'read',
+    key: string,
+    callback: Callback,
+    timeWindow: number,
+    max: number,
+  ): void {
+    const redis = this.#redis
+    const health = this.#health
+    if (!redis || !health?.usable()) {
+      this.#local[method](key, callback, timeWindow, max)
+      return
+    }
+    redis[method](
+      key,
+      (error, result) => {
+        if (error || !result) {
+          health.failed(error ?? new Error('empty reply'))
+          this.#local[method](key, callback, timeWindow, max)
+          return
+        }
+        health.succeeded()
+        callback(null, result)
+      },
+      timeWindow,
+      max,
+    )
+  }
+}
+
+export interface CounterStoreSettings {
+  /** Shared counters across instances; omitted: in-process counters. */
+  readonly redisUrl?: string | undefined
+  readonly redisPrefix: string
+  readonly redisTimeoutMs: number
+  readonly localMaxKeys: number
+  readonly log: FallbackStoreOptions['log']
+}
+
+/** The counter store for the settings, and how to close its Redis connection (if any). */
+export async function openCounterStore(
+  settings: CounterStoreSettings,
+): Promise<{ readonly store: CounterStore; close(): void }> {
+  const redis = settings.redisUrl
+    ? await connectRedis(settings.redisUrl, settings.redisTimeoutMs, settings.log)
+    : undefined
+  const store = new FallbackStore({
+    redis,
+    redisPrefix: settings.redisPrefix,
+    localMaxKeys: settings.localMaxKeys,
+    log: settings.log,
+  })
+  return { store, close: () => redis?.disconnect() }
+}
+
+/**
+ * A client that fails fast: no offline queue, no retries of a command, a command timeout,
+ * so a Redis outage costs a request at most `timeoutMs` before it is counted in-process.
+ * It reconnects on its own with backoff. Start-up does not wait past one connect attempt.
+ */
+async function connectRedis(
+  url: string,
+  timeoutMs: number,
+  log: { warn(obj: object, msg: string): void },
+): Promise<Redis> {
+  // Loaded on demand: a server without `redisUrl` never loads the Redis client.
+  const { Redis } = await import('ioredis')
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    commandTimeout: timeoutMs,
+    connectTimeout: Math.max(1000, timeoutMs * 4),
+    enableAutoPipelining: true,
+    retryStrategy: (times) => Math.min(100 * 2 ** Math.min(times, 5), 2000),
+  })
+  // Connection errors are reported through the store's health (one warning per outage);
+  // without a listener ioredis would print each reconnect failure itself.
+  redis.on('error', () => {})
+  try {
+    await redis.connect()
+  } catch (error) {
+    log.warn({ err: error }, 'rate-limit counters: Redis not reachable at start-up; retrying')
+  }
+  return redis
+}

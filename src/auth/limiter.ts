@@ -1,0 +1,184 @@
+import { hash } from 'node:crypto'
+import type { Config } from '../config/schema.ts'
+import type { Principal } from '../core/principal.ts'
+import { mostConstraining, type PolicyState } from '../http/rate-limit-headers.ts'
+import type { CounterResult, CounterStore } from './counter-store.ts'
+import { KnownCredentials } from './known-credentials.ts'
+
+export type RateLimitConfig = Config['rateLimit']
+type PolicyName = 'per-token' | 'per-tenant' | 'failed-auth'
+
+interface Checked {
+  readonly state: PolicyState
+  /** More hits than the quota in this window (this request is over the limit). */
+  readonly exceeded: boolean
+  /** Exactly the quota: this request was the last one allowed. */
+  readonly atLimit: boolean
+}
+
+type CheckCallback = (error: Error | null, checked?: Checked) => void
+
+/** One policy: a quota per fixed window, counted in its own child of the counter store. */
+interface Policy {
+  check(key: string, increment: boolean, callback: CheckCallback): void
+}
+
+/** What a step of the limiter decided: go on (headers to show, if any), or refuse with 429. */
+export type LimitVerdict =
+  | { readonly refused: false; readonly state?: PolicyState | undefined }
+  | { readonly refused: true; readonly state: PolicyState }
+
+type VerdictCallback = (error: Error | null, verdict?: LimitVerdict) => void
+
+/**
+ * The rate limits, free of any HTTP framework: per token, then per tenant, after a
+ * successful authentication; failed authentications per client address, checked before
+ * any verification. The counters are an injected `CounterStore` (in-process or Redis).
+ * Every method calls back synchronously with the in-process store, after the round trip
+ * with Redis, so a request pays no promise for its limits.
+ */
+export interface Limiter {
+  /** Whether any policy is on. */
+  readonly active: boolean
+  /** Whether the failed-authentication policy is on (the gate and `countFailure` do work). */
+  readonly gatesFailures: boolean
+  /**
+   * Before authentication: an address over its failed-authentication limit is refused,
+   * unless it presents a credential (by digest) that authenticated recently here.
+   */
+  gate(addressKey: string, digest: string | undefined, callback: VerdictCallback): void
+  /** After a successful authentication: counts per token, then per tenant. */
+  limitPrincipal(principal: Principal, digest: string | undefined, callback: VerdictCallback): void
+  /**
+   * After a 401: counts one failure for the address and forgets the credential. The
+   * verdict's `refused` is true when this failure reached the limit (the next is refused).
+   */
+  countFailure(addressKey: string, digest: string | undefined, callback: VerdictCallback): void
+}
+
+/** Credentials that authenticated within this long may try again from a throttled address. */
+const KNOWN_CREDENTIAL_MAX_AGE_MS = 3_600_000
+const KNOWN_CREDENTIAL_MAX_ENTRIES = 50_000
+
+export function createLimiter(config: Readonly<RateLimitConfig>, store: CounterStore): Limiter {
+  const policy = (
+    name: PolicyName,
+    settings: { max: number; windowSec: number },
+  ): Policy | undefined => {
+    if (!config.enabled || settings.max === 0) return undefined
+    const counters = store.child({ policy: name })
+    const max = settings.max
+    const windowMs = settings.windowSec * 1000
+    return {
+      check(key, increment, callback) {
+        const counted = (error: Error | null, result?: CounterResult) => {
+          if (error || !result) return callback(error ?? new Error('rate-limit store: no result'))
+          const remaining = Math.max(0, max - result.current)
+          const exceeded = result.current > max
+          const state: PolicyState = {
+            name,
+            quota: max,
+            windowSec: settings.windowSec,
+            remaining,
+            resetSec:
+              result.ttl > 0 ? Math.max(1, Math.ceil(result.ttl / 1000)) : settings.windowSec,
+          }
+          callback(null, { state, exceeded, atLimit: remaining === 0 && !exceeded })
+        }
+        if (increment) counters.incr(key, counted, windowMs, max)
+        else counters.read(key, counted, windowMs, max)
+      },
+    }
+  }
+
+  const perToken = policy('per-token', config.perToken)
+  const perTenant = policy('per-tenant', config.perTenant)
+  const failedAuth = policy('failed-auth', config.failedAuth)
+  const known = new KnownCredentials(KNOWN_CREDENTIAL_MAX_ENTRIES, KNOWN_CREDENTIAL_MAX_AGE_MS)
+  const pass: LimitVerdict = { refused: false }
+
+  return {
+    active: Boolean(perToken || perTenant || failedAuth),
+    gatesFailures: failedAuth !== undefined,
+
+    gate(addressKey, digest, callback) {
+      // A credential verified recently on this instance may always try, so it skips the
+      // counter read (one Redis round trip saved for returning clients). Why: an attacker
+      // sharing a NAT or proxy with a legitimate token holder must not lock that holder
+      // out. The key is the address, so other addresses never notice an attack either.
+      if (!failedAuth || (digest && known.has(digest, Date.now()))) return callback(null, pass)
+      failedAuth.check(addressKey, false, (error, checked) => {
+        if (error || !checked) return callback(error)
+        // Over the limit: refused before verification. Why not verify and answer 429 only
+        // on failure: the limit exists to stop paying for signature checks, store lookups
+        // and audit writes on behalf of a guessing client.
+        if (checked.state.remaining > 0) return callback(null, pass)
+        callback(null, { refused: true, state: checked.state })
+      })
+    },
+
+    limitPrincipal(principal, digest, callback) {
+      if (failedAuth && digest) known.remember(digest, Date.now())
+      // Token first, and the tenant counted only when the token is within its limit: one
+      // runaway token must not spend its tenant's allowance and starve the other tokens.
+      const afterTenant = (token: Checked | undefined, tenant: Checked | undefined) => {
+        if (tenant?.exceeded) return callback(null, { refused: true, state: tenant.state })
+        const shown = token ? mostConstraining(token.state, tenant?.state) : tenant?.state
+        callback(null, shown ? { refused: false, state: shown } : pass)
+      }
+      const afterToken = (token: Checked | undefined) => {
+        if (token?.exceeded) return callback(null, { refused: true, state: token.state })
+        if (!perTenant) return afterTenant(token, undefined)
+        perTenant.check(principal.tenantId, true, (error, tenant) =>
+          error ? callback(error) : afterTenant(token, tenant),
+        )
+      }
+      if (!perToken) return afterToken(undefined)
+      perToken.check(tokenKey(principal), true, (error, token) =>
+        error ? callback(error) : afterToken(token),
+      )
+    },
+
+    countFailure(addressKey, digest, callback) {
+      if (!failedAuth) return callback(null, pass)
+      // A credential that stopped working (revoked, expired) loses its pass at once.
+      if (digest) known.forget(digest)
+      failedAuth.check(addressKey, true, (error, checked) => {
+        if (error || !checked) return callback(error ?? new Error('rate-limit store: no result'))
+        callback(null, { refused: checked.atLimit, state: checked.state })
+      })
+    },
+  }
+}
+
+/**
+ * The per-token key. Never the token itself: a PAT by its id; a JWT by a digest of issuer,
+ * tenant and subject, so a client that refreshes its short-lived JWT keeps one allowance
+ * (its `jti` changes every time) and Redis holds no subject identifiers in clear text.
+ */
+function tokenKey(principal: Principal): string {
+  if (principal.tokenType === 'pat') return `pat:${principal.tokenId ?? principal.fingerprint}`
+  // A repeated JWT has the same principal object each time (authenticate.ts jwtPrincipal).
+  const known = jwtPrincipalKeys.get(principal)
+  if (known !== undefined) return known
+  const identity = `${principal.issuer ?? ''}\n${principal.tenantId}\n${principal.subject}`
+  let key = jwtKeys.get(identity)
+  if (key === undefined) {
+    key = `jwt:${hash('sha256', identity, 'base64url').slice(0, 27)}`
+    // Bounded like the verified-token cache; a full map starts over (one hash per caller).
+    if (jwtKeys.size >= MAX_JWT_KEYS) jwtKeys.clear()
+    jwtKeys.set(identity, key)
+  }
+  jwtPrincipalKeys.set(principal, key)
+  return key
+}
+
+const jwtPrincipalKeys = new WeakMap<Principal, string>()
+
+/**
+ * Per-token keys of recent JWT callers by identity: a SHA-256 per request was a visible share
+ * of a cached JWT request's profile, a Map lookup of the same string is a fraction of it.
+ * Only digests and the (non-secret) identity are held, never a token.
+ */
+const jwtKeys = new Map<string, string>()
+const MAX_JWT_KEYS = 10_000
