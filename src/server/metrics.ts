@@ -24,6 +24,7 @@ import { API_PREFIX, pathOf } from '../http/api-path.ts'
 import type { CacheStats } from '../stores/cached-lookups.ts'
 import type { OutboxStats } from '../stores/store.ts'
 import type { AuditWriterStats } from '../stores/write-behind.ts'
+import { stateOf } from './request-state.ts'
 
 /** What the metrics read at scrape time; every source is optional. */
 export interface MetricsSources {
@@ -58,8 +59,6 @@ const STATUS_CODES: Readonly<Record<number, string>> = {
   503: 'unavailable',
   504: 'gateway_timeout',
 }
-
-const POLICY_NAME = /^"([a-z-]{1,32})"/
 
 /**
  * Creates the registry with every tokengate metric.
@@ -249,10 +248,7 @@ export function createMetrics(sources: MetricsSources): Metrics {
           request.authFailure?.code ??
           (status < 400 ? 'ok' : (STATUS_CODES[status] ?? `http_${status}`))
         requests.inc({ code, status: String(status) })
-        if (status === 429) {
-          const policy = POLICY_NAME.exec(String(reply.getHeader('ratelimit-policy') ?? ''))
-          rateLimited.inc({ policy: policy?.[1] ?? 'unknown' })
-        }
+        if (status === 429) rateLimited.inc({ policy: stateOf(request).refusedBy ?? 'unknown' })
       })
     },
   }

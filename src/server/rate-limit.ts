@@ -8,6 +8,7 @@ import { API_PREFIX } from '../http/api-path.ts'
 import { rateLimitedResponse } from '../http/problem-response.ts'
 import { type PolicyState, rateLimitHeaders } from '../http/rate-limit-headers.ts'
 import { GATE_FAILED_AUTH, LIMIT_PRINCIPAL } from './plugin.ts'
+import { stateOf } from './request-state.ts'
 import { sendResponse } from './send-response.ts'
 import { tokenDigestOf } from './token-digest.ts'
 
@@ -29,17 +30,6 @@ type Done = (error?: Error) => void
 
 /** IPv6 clients are grouped per /64, the block one subscriber usually controls. */
 const IPV6_SUBNET = 64
-const LIMITED = Symbol('tokengate.rateLimited')
-const DIGEST = Symbol('tokengate.credentialDigest')
-const ADDRESS_KEY = Symbol('tokengate.addressKey')
-
-declare module 'fastify' {
-  interface FastifyRequest {
-    [LIMITED]?: boolean
-    [DIGEST]?: string
-    [ADDRESS_KEY]?: string
-  }
-}
 
 /**
  * The limiter (auth/limiter.ts) on the protected prefix, answered as problem+json 429 with
@@ -117,8 +107,9 @@ const plugin: FastifyPluginAsync<RateLimitPluginOptions> = async (fastify, optio
     /** Calls `done` to continue, or answers 429 and does not. */
     const limitPrincipal = (request: FastifyRequest, reply: FastifyReply, done: Done) => {
       const principal = request.principal
-      if (!principal || request[LIMITED]) return done()
-      request[LIMITED] = true
+      const state = stateOf(request)
+      if (!principal || state.limited) return done()
+      state.limited = true
       const digest = limits.gatesFailures ? digestOf(request) : undefined
       limits.limitPrincipal(principal, digest, (error, verdict) => {
         if (error || !verdict) return done(error ?? undefined)
@@ -152,11 +143,12 @@ const plugin: FastifyPluginAsync<RateLimitPluginOptions> = async (fastify, optio
  * test, a large regular expression, on every request of a 401 flood.
  */
 function addressKeyOf(request: FastifyRequest): string {
-  let key = request[ADDRESS_KEY]
+  const state = stateOf(request)
+  let key = state.addressKey
   if (key === undefined) {
     const ip = request.ip
     key = ip.includes(':') ? normalizeIP(ip, IPV6_SUBNET) : ip
-    request[ADDRESS_KEY] = key
+    state.addressKey = key
   }
   return key
 }
@@ -168,14 +160,16 @@ function addressKeyOf(request: FastifyRequest): string {
  * value gets `credentialDigest` (base64url, so the two kinds of key never collide).
  */
 function digestOf(request: FastifyRequest): string | undefined {
-  if (request[DIGEST] !== undefined) return request[DIGEST]
+  const state = stateOf(request)
+  if (state.credentialDigest !== undefined) return state.credentialDigest
   const authorization = request.headers.authorization
   if (!authorization) return undefined
-  request[DIGEST] = tokenDigestOf(request)?.sha256Hex ?? credentialDigest(authorization)
-  return request[DIGEST]
+  state.credentialDigest = tokenDigestOf(request)?.sha256Hex ?? credentialDigest(authorization)
+  return state.credentialDigest
 }
 
 function sendRateLimited(request: FastifyRequest, reply: FastifyReply, state: PolicyState) {
+  stateOf(request).refusedBy = state.name
   return sendResponse(reply, rateLimitedResponse(state, String(request.id)))
 }
 

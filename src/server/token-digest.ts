@@ -1,15 +1,7 @@
 import { hash } from 'node:crypto'
 import type { FastifyRequest } from 'fastify'
 import type { TokenDigest } from '../core/raw-headers.ts'
-
-const TOKEN_DIGEST = Symbol('tokengate.tokenDigest')
-
-declare module 'fastify' {
-  interface FastifyRequest {
-    /** `null`: computed, and the request carries no `Bearer <token>` credential. */
-    [TOKEN_DIGEST]?: TokenDigest | null
-  }
-}
+import { stateOf } from './request-state.ts'
 
 /**
  * The request's bearer token and its SHA-256 (hex), computed at most once per request and
@@ -24,7 +16,8 @@ declare module 'fastify' {
  * lookup. Only the digest outlives the request; the token stays on the request.
  */
 export function tokenDigestOf(request: FastifyRequest): TokenDigest | undefined {
-  const memo = request[TOKEN_DIGEST]
+  const state = stateOf(request)
+  const memo = state.tokenDigest
   if (memo !== undefined) return memo ?? undefined
   const authorization = request.headers.authorization
   let digest: TokenDigest | null = null
@@ -33,7 +26,7 @@ export function tokenDigestOf(request: FastifyRequest): TokenDigest | undefined 
     // The same digest as hashPat(token): one-shot SHA-256 of the UTF-8 token, lowercase hex.
     digest = { token, sha256Hex: hash('sha256', token, 'hex') }
   }
-  request[TOKEN_DIGEST] = digest
+  state.tokenDigest = digest
   return digest ?? undefined
 }
 
