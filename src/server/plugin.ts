@@ -141,7 +141,7 @@ const plugin: FastifyPluginAsync<TokengatePluginOptions> = async (fastify, optio
   fastify.addHook('preHandler', (request, reply, done) => {
     // A route declared under the prefix but reached through a URL that the prefix test above
     // did not match (an encoded segment, an absolute-form target) is authenticated here,
-    // through the same gate.
+    // through the same gate, and then limited like any other.
     if (
       !request.principal &&
       !request.authFailure &&
@@ -149,7 +149,7 @@ const plugin: FastifyPluginAsync<TokengatePluginOptions> = async (fastify, optio
     ) {
       return gatedAuthenticate(request, reply, done, () => {
         if (queryHasAccessToken(request.url)) return void sendOneMethod(request, reply)
-        checkPermissions(request, reply, done)
+        checkPermissions(request, reply, () => next(request, reply, done))
       })
     }
     checkPermissions(request, reply, done)

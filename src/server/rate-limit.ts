@@ -4,7 +4,6 @@ import fp from 'fastify-plugin'
 import { openCounterStore } from '../auth/counter-store.ts'
 import { credentialDigest } from '../auth/known-credentials.ts'
 import { createLimiter, type Limiter, type RateLimitConfig } from '../auth/limiter.ts'
-import { API_PREFIX } from '../http/api-path.ts'
 import { rateLimitedResponse } from '../http/problem-response.ts'
 import { type PolicyState, rateLimitHeaders } from '../http/rate-limit-headers.ts'
 import { GATE_FAILED_AUTH, LIMIT_PRINCIPAL } from './plugin.ts'
@@ -20,8 +19,6 @@ export interface RateLimitPluginOptions {
   readonly redisUrl?: string | undefined
   /** The limiter (auth/limiter.ts); omitted: one is built from `config` and `redisUrl`. */
   readonly limiter?: Limiter
-  /** Requests whose path starts with this are limited. Default `/api/v1/`. */
-  readonly prefix?: string
   /** Called for each request the failed-authentication limit refuses (audit aggregation). */
   readonly onRefused?: (request: FastifyRequest) => void
 }
@@ -32,15 +29,15 @@ type Done = (error?: Error) => void
 const IPV6_SUBNET = 64
 
 /**
- * The limiter (auth/limiter.ts) on the protected prefix, answered as problem+json 429 with
+ * The limiter (auth/limiter.ts) on the auth plugin's requests, answered as problem+json 429 with
  * `Retry-After` and one `RateLimit-Policy`/`RateLimit` pair (http/). Register it *before*
  * the auth plugin:
  *
  * 1. before every authentication (the auth plugin calls the gate): an address over its
  *    failed-authentication limit gets 429 without any verification, unless it presents a
  *    credential this instance verified recently;
- * 2. right after authentication, in the auth plugin's `onRequest` (the last one, so before
- *    the body is read): per-token, then per-tenant;
+ * 2. right after authentication (the auth plugin calls it, in `onRequest` before the body is
+ *    read, or in `preHandler` for a URL only routing matched): per-token, then per-tenant;
  * 3. `onSend`: every 401 counts one failure against the client address.
  *
  * Callback-style throughout: with the in-process store a request goes through all of them
@@ -53,8 +50,6 @@ const IPV6_SUBNET = 64
 const plugin: FastifyPluginAsync<RateLimitPluginOptions> = async (fastify, options) => {
   const { config } = options
   if (!config.enabled) return
-  const prefix = options.prefix ?? `${API_PREFIX}/`
-  const exact = prefix.endsWith('/') ? prefix.slice(0, -1) : prefix
 
   let limiter = options.limiter
   if (!limiter) {
@@ -107,9 +102,7 @@ const plugin: FastifyPluginAsync<RateLimitPluginOptions> = async (fastify, optio
     /** Calls `done` to continue, or answers 429 and does not. */
     const limitPrincipal = (request: FastifyRequest, reply: FastifyReply, done: Done) => {
       const principal = request.principal
-      const state = stateOf(request)
-      if (!principal || state.limited) return done()
-      state.limited = true
+      if (!principal) return done()
       const digest = limits.gatesFailures ? digestOf(request) : undefined
       limits.limitPrincipal(principal, digest, (error, verdict) => {
         if (error || !verdict) return done(error ?? undefined)
@@ -118,21 +111,9 @@ const plugin: FastifyPluginAsync<RateLimitPluginOptions> = async (fastify, optio
         done()
       })
     }
-    // Why not a `preParsing` hook of its own: the auth plugin calls this from its `onRequest`
-    // right after a successful authentication (the last `onRequest` hook, so the same point
-    // in the request as `preParsing` was, before routing and before the body), sparing every
-    // request one hook step.
+    // Not a hook of its own: the auth plugin calls it right after each successful
+    // authentication (at most one per request), sparing every request a hook step.
     fastify.decorate(LIMIT_PRINCIPAL, limitPrincipal)
-    // Defence in depth, like the auth plugin's own preHandler: a request authenticated only
-    // there (a URL the prefix test missed) is limited too. Route-level hooks run after the
-    // auth plugin's global preHandler, so the principal is known by then.
-    fastify.addHook('onRoute', (route) => {
-      if (!route.url.startsWith(exact)) return
-      const hooks = route.preHandler
-      const own = (request: FastifyRequest, reply: FastifyReply, done: Done) =>
-        limitPrincipal(request, reply, done)
-      route.preHandler = hooks ? [...(Array.isArray(hooks) ? hooks : [hooks]), own] : [own]
-    })
   }
 }
 

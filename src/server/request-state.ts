@@ -13,8 +13,6 @@ export interface RequestState {
   credentialDigest: string | undefined
   /** The client address's failed-authentication key (IPv6 per /64). */
   addressKey: string | undefined
-  /** The principal's limits were counted (once per request, whichever hook came first). */
-  limited: boolean
   /** The rate-limit policy that answered 429. */
   refusedBy: string | undefined
 }
@@ -35,7 +33,6 @@ export function stateOf(request: FastifyRequest): RequestState {
       tokenDigest: undefined,
       credentialDigest: undefined,
       addressKey: undefined,
-      limited: false,
       refusedBy: undefined,
     }
     request[STATE] = state

@@ -10,6 +10,8 @@ import Fastify, {
 } from 'fastify'
 import type { Logger } from 'pino'
 import type { AuthContext } from '../auth/auth-context.ts'
+import { openCounterStore } from '../auth/counter-store.ts'
+import { createLimiter } from '../auth/limiter.ts'
 import { createReuseDetector, type ReuseDetector } from '../auth/reuse-detector.ts'
 import type { Config } from '../config/schema.ts'
 import { parseAuthorization } from '../core/credentials.ts'
@@ -147,9 +149,25 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     refusals.close()
     done()
   })
+  // The limiter is a service of its own (auth/limiter.ts); the plugin only wires its hooks.
+  const limits = config.rateLimit.enabled
+    ? await openCounterStore({
+        redisUrl: config.redisUrl,
+        redisPrefix: config.rateLimit.redisPrefix,
+        redisTimeoutMs: config.rateLimit.redisTimeoutMs,
+        localMaxKeys: config.rateLimit.localMaxKeys,
+        log: app.log,
+      })
+    : undefined
+  if (limits) {
+    app.addHook('onClose', (_instance, done) => {
+      limits.close()
+      done()
+    })
+  }
   await app.register(rateLimitPlugin, {
     config: config.rateLimit,
-    redisUrl: config.redisUrl,
+    ...(limits ? { limiter: createLimiter(config.rateLimit, limits.store) } : {}),
     onRefused: (request) => refusals.record(request.ip, String(request.id)),
   })
   // Reuse of a rotated-out PAT revokes its rotation family (auth/reuse-detector.ts).
