@@ -10,8 +10,8 @@ import { type AuthInput, readAuthHeaders } from '../core/raw-headers.ts'
 import { API_PREFIX, pathOf } from '../http/api-path.ts'
 import { failureResponse } from '../http/failure-response.ts'
 import { formHasAccessToken, oneMethodResponse, queryHasAccessToken } from '../http/one-method.ts'
+import { tokenDigestOf } from './request-state.ts'
 import { sendResponse } from './send-response.ts'
-import { tokenDigestOf } from './token-digest.ts'
 
 /** The instance decoration this plugin calls right after a successful authentication. */
 export const LIMIT_PRINCIPAL = Symbol('tokengate.limitPrincipal')

@@ -2,14 +2,17 @@ import { normalizeIP } from '@fastify/rate-limit'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { openCounterStore } from '../auth/counter-store.ts'
-import { credentialDigest } from '../auth/known-credentials.ts'
-import { createLimiter, type Limiter, type RateLimitConfig } from '../auth/limiter.ts'
+import {
+  createLimiter,
+  credentialDigest,
+  type Limiter,
+  type RateLimitConfig,
+} from '../auth/limiter.ts'
 import { rateLimitedResponse } from '../http/problem-response.ts'
 import { type PolicyState, rateLimitHeaders } from '../http/rate-limit-headers.ts'
 import { GATE_FAILED_AUTH, LIMIT_PRINCIPAL } from './plugin.ts'
-import { stateOf } from './request-state.ts'
+import { stateOf, tokenDigestOf } from './request-state.ts'
 import { sendResponse } from './send-response.ts'
-import { tokenDigestOf } from './token-digest.ts'
 
 export type { RateLimitConfig }
 
@@ -136,7 +139,7 @@ function addressKeyOf(request: FastifyRequest): string {
 
 /**
  * The request's credential digest, computed at most once per request. For a `Bearer <token>`
- * value it is the token's SHA-256 (hex, token-digest.ts), which authentication then reuses
+ * value it is the token's SHA-256 (hex, request-state.ts), which authentication then reuses
  * as a PAT's store key or a JWT's cache key instead of hashing the token again; any other
  * value gets `credentialDigest` (base64url, so the two kinds of key never collide).
  */

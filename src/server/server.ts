@@ -29,13 +29,13 @@ import type { Metrics } from './metrics.ts'
 import { tokengatePlugin } from './plugin.ts'
 import { rateLimitPlugin } from './rate-limit.ts'
 import { createRequestIdGenerator, lazyChildLogger } from './request-logger.ts'
+import { tokenDigestOf } from './request-state.ts'
 import { RequestFieldError } from './routes/pagination.ts'
 import { StoreUnavailableError } from './routes/route.ts'
 import { serializerSchema } from './routes/serializer-schema.ts'
 import { v1Routes } from './routes/v1/index.ts'
 import { sendResponse } from './send-response.ts'
 import { type TlsMaterial, tlsServerOptions } from './tls.ts'
-import { tokenDigestOf } from './token-digest.ts'
 
 export interface BuildServerOptions {
   readonly config: Readonly<Config>
