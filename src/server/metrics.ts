@@ -14,7 +14,7 @@
  */
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
 import { type AuthenticateMaybeSync, isPromiseLike } from '../core/authenticate.ts'
 import type { JwksStatus } from '../core/jwks.ts'
@@ -44,8 +44,8 @@ export interface Metrics {
   readonly registry: Registry
   /** Wraps the authenticator to time it (histogram by token type and outcome). */
   timeAuthenticate(authenticate: AuthenticateMaybeSync): AuthenticateMaybeSync
-  /** Adds the per-response counters to an app (outcome code, status, rate-limit policy). */
-  instrument(app: FastifyInstance): void
+  /** Counts one answer (outcome code, status, rate-limit policy); called once per response. */
+  recordResponse(request: FastifyRequest, reply: FastifyReply): void
 }
 
 /** Status-derived codes for responses that are not an authentication failure. */
@@ -240,16 +240,14 @@ export function createMetrics(sources: MetricsSources): Metrics {
         return isPromiseLike(result) ? Promise.resolve(result).then(observe) : observe(result)
       }
     },
-    instrument(app) {
-      app.addHook('onResponse', async (request: FastifyRequest, reply: FastifyReply) => {
-        if (!request.url.startsWith(API_PREFIX)) return
-        const status = reply.statusCode
-        const code =
-          request.authFailure?.code ??
-          (status < 400 ? 'ok' : (STATUS_CODES[status] ?? `http_${status}`))
-        requests.inc({ code, status: String(status) })
-        if (status === 429) rateLimited.inc({ policy: stateOf(request).refusedBy ?? 'unknown' })
-      })
+    recordResponse(request, reply) {
+      if (!request.url.startsWith(API_PREFIX)) return
+      const status = reply.statusCode
+      const code =
+        request.authFailure?.code ??
+        (status < 400 ? 'ok' : (STATUS_CODES[status] ?? `http_${status}`))
+      requests.inc({ code, status: String(status) })
+      if (status === 429) rateLimited.inc({ policy: stateOf(request).refusedBy ?? 'unknown' })
     },
   }
 }

@@ -178,7 +178,6 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     log: logger,
   })
   app.addHook('onClose', () => reuse.settled())
-  metrics?.instrument(app)
   const onFailure = (request: FastifyRequest, failure: AuthFailure) =>
     recordFailure(auth, request, failure, reuse)
   await app.register(tokengatePlugin, {
@@ -191,7 +190,9 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     onFailure,
   })
 
+  // recordOutcome: what every answer leaves behind, in one hook (metrics, the log line).
   app.addHook('onResponse', (request, reply, done) => {
+    metrics?.recordResponse(request, reply)
     // At `warn` (the benchmark, quiet deployments) the line is not even assembled.
     if (logger.isLevelEnabled('info')) logRequest(request, reply)
     done()
