@@ -17,6 +17,8 @@ import { sendResponse } from './send-response.ts'
 export const LIMIT_PRINCIPAL = Symbol('tokengate.limitPrincipal')
 /** The instance decoration this plugin calls before every authentication. */
 export const GATE_FAILED_AUTH = Symbol('tokengate.gateFailedAuth')
+/** The instance decoration this plugin calls before answering a failed authentication (401). */
+export const COUNT_FAILURE = Symbol('tokengate.countFailure')
 
 type Step = (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => void
 
@@ -32,6 +34,8 @@ declare module 'fastify' {
     [LIMIT_PRINCIPAL]?: Step
     /** Set by the rate-limit plugin: calls `done` to go on, or answers 429 and does not. */
     [GATE_FAILED_AUTH]?: Step
+    /** Set by the rate-limit plugin: counts a 401 against the client address. */
+    [COUNT_FAILURE]?: Step
   }
   interface FastifyContextConfig {
     /** Permissions the route requires; all must be held (403 otherwise). */
@@ -64,9 +68,21 @@ const plugin: FastifyPluginAsync<TokengatePluginOptions> = async (fastify, optio
   fastify.decorateRequest('principal', null)
   fastify.decorateRequest('authFailure', null)
 
+  // A 401 counts against the client address (the rate-limit plugin) before it is answered.
+  const countFailure = fastify[COUNT_FAILURE]
+  const answerFailure = (request: FastifyRequest, reply: FastifyReply, failure: AuthFailure) => {
+    const response = failureResponse(failure, String(request.id))
+    request.authFailure = failure
+    options.onFailure?.(request, failure)
+    if (!countFailure || response.status !== 401) return void sendResponse(reply, response)
+    countFailure(request, reply, (error) =>
+      error ? void reply.send(error) : void sendResponse(reply, response),
+    )
+  }
+
   const authenticated = (request: FastifyRequest, reply: FastifyReply, result: AuthResult) => {
     if (!result.ok) {
-      sendFailure(request, reply, result.failure, options.onFailure)
+      answerFailure(request, reply, result.failure)
       return false
     }
     request.principal = result.principal

@@ -10,7 +10,7 @@ import {
 } from '../auth/limiter.ts'
 import { rateLimitedResponse } from '../http/problem-response.ts'
 import { type PolicyState, rateLimitHeaders } from '../http/rate-limit-headers.ts'
-import { GATE_FAILED_AUTH, LIMIT_PRINCIPAL } from './plugin.ts'
+import { COUNT_FAILURE, GATE_FAILED_AUTH, LIMIT_PRINCIPAL } from './plugin.ts'
 import { stateOf, tokenDigestOf } from './request-state.ts'
 import { sendResponse } from './send-response.ts'
 
@@ -41,7 +41,7 @@ const IPV6_SUBNET = 64
  *    credential this instance verified recently;
  * 2. right after authentication (the auth plugin calls it, in `onRequest` before the body is
  *    read, or in `preHandler` for a URL only routing matched): per-token, then per-tenant;
- * 3. `onSend`: every 401 counts one failure against the client address.
+ * 3. before the auth plugin answers a 401: one failure counted against the client address.
  *
  * Callback-style throughout: with the in-process store a request goes through all of them
  * without a single promise; with Redis they continue when the reply arrives.
@@ -82,12 +82,10 @@ const plugin: FastifyPluginAsync<RateLimitPluginOptions> = async (fastify, optio
         sendRateLimited(request, reply, verdict.state)
       })
     fastify.decorate(GATE_FAILED_AUTH, gate)
-    fastify.addHook('onSend', (request, reply, payload, done) => {
-      if (reply.statusCode !== 401 || !request.authFailure) return done(null, payload)
+    // Called by the auth plugin before it answers a 401 (the response is not sent yet).
+    const countFailure = (request: FastifyRequest, reply: FastifyReply, done: Done) =>
       limits.countFailure(addressKeyOf(request), digestOf(request), (error, verdict) => {
-        if (error || !verdict?.state) {
-          return done(error ?? new Error('rate-limit store: no result'))
-        }
+        if (error || !verdict?.state) return done(error ?? new Error('rate-limit store: no result'))
         const { state } = verdict
         if (verdict.refused) {
           request.log.warn(
@@ -96,9 +94,9 @@ const plugin: FastifyPluginAsync<RateLimitPluginOptions> = async (fastify, optio
           )
         }
         reply.headers(rateLimitHeaders(state))
-        done(null, payload)
+        done()
       })
-    })
+    fastify.decorate(COUNT_FAILURE, countFailure)
   }
 
   if (limits.active) {
