@@ -21,7 +21,6 @@ import Fastify, {
 } from 'fastify'
 import type { Logger } from 'pino'
 import type { AuthContext } from '../auth/auth-context.ts'
-import { createReuseDetector } from '../auth/reuse-detector.ts'
 import type { Config } from '../config/schema.ts'
 import type { Principal } from '../core/principal.ts'
 import { type HeaderMap, IDENTITY_PREFIX, upstreamRequestHeaders } from '../gateway/headers.ts'
@@ -35,7 +34,7 @@ import { PROBLEM_CONTENT_TYPE, type ProblemDetails, problem } from '../http/prob
 import { tokengatePlugin } from '../server/plugin.ts'
 import { rateLimitPlugin } from '../server/rate-limit.ts'
 import { createRequestIdGenerator, lazyChildLogger } from '../server/request-logger.ts'
-import { logRequest, recordFailure } from '../server/server.ts'
+import { logRequest, recordFailure, recordPatUse, registerReuseDetector } from '../server/server.ts'
 import {
   createProxyMatcher,
   type ForwardedRequest,
@@ -144,20 +143,10 @@ export async function buildDecisionServer(
 
   // The server's own pipeline, registered as buildServer registers it (src/server/server.ts).
   await app.register(rateLimitPlugin, { config: config.rateLimit, redisUrl: config.redisUrl })
-  const reuse = createReuseDetector({
-    store: auth.store,
-    audit: auth.audit,
-    clock: auth.clock,
-    log: logger,
-  })
-  app.addHook('onClose', () => reuse.settled())
+  const reuse = registerReuseDetector(app, auth, logger)
   await app.register(tokengatePlugin, {
     authenticate: auth.authenticate,
-    onAuthenticated: (_request, principal) => {
-      if (principal.tokenType === 'pat' && principal.tokenId) {
-        auth.patUse.record(principal.tokenId, auth.clock.now())
-      }
-    },
+    onAuthenticated: (_request, principal) => recordPatUse(auth, principal),
     onFailure: (request, failure) => recordFailure(auth, request, failure, reuse),
   })
 
