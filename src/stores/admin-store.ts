@@ -1,3 +1,5 @@
+import type { AuditSearch, PatSearch } from './store.ts'
+
 export type {
   AdminRole,
   AdminStore,
@@ -30,3 +32,29 @@ export function createWhere(placeholder: (n: number) => string) {
 }
 
 export type Where = ReturnType<typeof createWhere>
+
+/**
+ * The PAT search's filters, the same in both dialects but for `like`: the operator that
+ * matches case-insensitively for ASCII (SQLite's LIKE, Postgres's ILIKE).
+ */
+export function addPatSearch(where: Where, search: PatSearch, like: 'LIKE' | 'ILIKE'): void {
+  if (search.tenantId !== undefined) where.add('tenant_id = ?', search.tenantId)
+  if (search.subject) where.add(`subject ${like} ? ESCAPE '\\'`, likeContains(search.subject))
+  if (search.name) where.add(`name ${like} ? ESCAPE '\\'`, likeContains(search.name))
+  if (search.last4) where.add('last4 = ?', search.last4)
+  if (search.expiringBefore !== undefined) {
+    where.add(
+      'expires_at IS NOT NULL AND revoked_at IS NULL AND expires_at < ?',
+      search.expiringBefore,
+    )
+  }
+}
+
+/** The audit search's filters (the same in both dialects). */
+export function addAuditSearch(where: Where, search: AuditSearch): void {
+  if (search.tenantId !== undefined) where.add('tenant_id = ?', search.tenantId)
+  if (search.type !== undefined) where.add('type = ?', search.type)
+  if (search.actor !== undefined) where.add('actor = ?', search.actor)
+  if (search.since !== undefined) where.add('time >= ?', search.since)
+  if (search.until !== undefined) where.add('time < ?', search.until)
+}

@@ -1,5 +1,11 @@
 import type { PatRecord } from '../core/ports.ts'
-import { type AdminStore, createWhere, likeContains, type Where } from './admin-store.ts'
+import {
+  type AdminStore,
+  addAuditSearch,
+  addPatSearch,
+  createWhere,
+  type Where,
+} from './admin-store.ts'
 import { checkPageLimit, decodeCursor, toPage } from './cursor.ts'
 import {
   ADMIN_TOKEN_COLUMNS,
@@ -50,16 +56,7 @@ export function createPostgresAdminStore(query: Query): AdminStore {
     },
     async searchPats(search, page) {
       const where = createWhere(numbered)
-      if (search.tenantId !== undefined) where.add('tenant_id = ?', search.tenantId)
-      if (search.subject) where.add("subject ILIKE ? ESCAPE '\\'", likeContains(search.subject))
-      if (search.name) where.add("name ILIKE ? ESCAPE '\\'", likeContains(search.name))
-      if (search.last4) where.add('last4 = ?', search.last4)
-      if (search.expiringBefore !== undefined) {
-        where.add(
-          'expires_at IS NOT NULL AND revoked_at IS NULL AND expires_at < ?',
-          search.expiringBefore,
-        )
-      }
+      addPatSearch(where, search, 'ILIKE')
       return pageOf<PatRow, PatRecord>(query, 'pats', 'created_at', where, page, toPat, (p) => ({
         at: p.createdAt,
         id: p.id,
@@ -67,11 +64,7 @@ export function createPostgresAdminStore(query: Query): AdminStore {
     },
     async searchAudit(search, page) {
       const where = createWhere(numbered)
-      if (search.tenantId !== undefined) where.add('tenant_id = ?', search.tenantId)
-      if (search.type !== undefined) where.add('type = ?', search.type)
-      if (search.actor !== undefined) where.add('actor = ?', search.actor)
-      if (search.since !== undefined) where.add('time >= ?', search.since)
-      if (search.until !== undefined) where.add('time < ?', search.until)
+      addAuditSearch(where, search)
       return pageOf<AuditRow, AuditEvent>(
         query,
         'audit_events',

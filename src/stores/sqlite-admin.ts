@@ -3,8 +3,9 @@ import type { PatRecord } from '../core/ports.ts'
 import {
   type AdminStore,
   type AuditSearch,
+  addAuditSearch,
+  addPatSearch,
   createWhere,
-  likeContains,
   type Where,
 } from './admin-store.ts'
 import { checkPageLimit, decodeCursor, toPage } from './cursor.ts'
@@ -64,16 +65,7 @@ export function createSqliteAdminStore(db: () => DatabaseSync): AdminStore {
     },
     async searchPats(search, page) {
       const where = createWhere(unnumbered)
-      if (search.tenantId !== undefined) where.add('tenant_id = ?', search.tenantId)
-      if (search.subject) where.add("subject LIKE ? ESCAPE '\\'", likeContains(search.subject))
-      if (search.name) where.add("name LIKE ? ESCAPE '\\'", likeContains(search.name))
-      if (search.last4) where.add('last4 = ?', search.last4)
-      if (search.expiringBefore !== undefined) {
-        where.add(
-          'expires_at IS NOT NULL AND revoked_at IS NULL AND expires_at < ?',
-          search.expiringBefore,
-        )
-      }
+      addPatSearch(where, search, 'LIKE')
       return pageOf<PatRow, PatRecord>(
         db(),
         `SELECT ${PAT_COLUMNS} FROM pats`,
@@ -86,11 +78,7 @@ export function createSqliteAdminStore(db: () => DatabaseSync): AdminStore {
     },
     async searchAudit(search: AuditSearch, page) {
       const where = createWhere(unnumbered)
-      if (search.tenantId !== undefined) where.add('tenant_id = ?', search.tenantId)
-      if (search.type !== undefined) where.add('type = ?', search.type)
-      if (search.actor !== undefined) where.add('actor = ?', search.actor)
-      if (search.since !== undefined) where.add('time >= ?', search.since)
-      if (search.until !== undefined) where.add('time < ?', search.until)
+      addAuditSearch(where, search)
       return pageOf<AuditRow, AuditEvent>(
         db(),
         `SELECT ${AUDIT_COLUMNS} FROM audit_events`,
