@@ -1,4 +1,5 @@
-import type { AuditSearch, PatSearch } from './store.ts'
+import { checkPageLimit, decodeCursor, toPage } from './cursor.ts'
+import type { AuditSearch, Page, PageRequest, PatSearch } from './store.ts'
 
 export type {
   AdminRole,
@@ -57,4 +58,30 @@ export function addAuditSearch(where: Where, search: AuditSearch): void {
   if (search.actor !== undefined) where.add('actor = ?', search.actor)
   if (search.since !== undefined) where.add('time >= ?', search.since)
   if (search.until !== undefined) where.add('time < ?', search.until)
+}
+
+/**
+ * One page of a search, newest first, keyset-paginated by (`timeColumn`, id): `select` is
+ * the dialect's `SELECT … FROM …`, `run` its query. One row past the page tells whether
+ * another follows.
+ */
+export async function searchPage<R, T>(
+  run: (sql: string, params: unknown[]) => R[] | Promise<R[]>,
+  select: string,
+  timeColumn: string,
+  where: Where,
+  page: PageRequest,
+  map: (row: R) => T,
+  positionOf: (item: T) => { at: number; id: string },
+): Promise<Page<T>> {
+  const limit = checkPageLimit(page.limit)
+  if (page.cursor !== undefined) {
+    const after = decodeCursor(page.cursor)
+    where.add(`(${timeColumn}, id) < (?, ?)`, after.at, after.id)
+  }
+  const rows = await run(
+    `${select} ${where.sql()} ORDER BY ${timeColumn} DESC, id DESC LIMIT ${limit + 1}`,
+    where.params,
+  )
+  return toPage(rows.map(map), limit, positionOf)
 }

@@ -4,9 +4,8 @@ import {
   addAuditSearch,
   addPatSearch,
   createWhere,
-  type Where,
+  searchPage,
 } from './admin-store.ts'
-import { checkPageLimit, decodeCursor, toPage } from './cursor.ts'
 import {
   ADMIN_TOKEN_COLUMNS,
   type AdminTokenRow,
@@ -17,7 +16,7 @@ import {
   toAudit,
   toPat,
 } from './rows.ts'
-import type { AuditEvent, Page, PageRequest } from './store.ts'
+import type { AuditEvent } from './store.ts'
 
 /** The store's query function: rows, with unique violations already as ConflictError. */
 type Query = <R extends object>(sql: string, params?: unknown[]) => Promise<R[]>
@@ -57,48 +56,28 @@ export function createPostgresAdminStore(query: Query): AdminStore {
     async searchPats(search, page) {
       const where = createWhere(numbered)
       addPatSearch(where, search, 'ILIKE')
-      return pageOf<PatRow, PatRecord>(query, 'pats', 'created_at', where, page, toPat, (p) => ({
-        at: p.createdAt,
-        id: p.id,
-      }))
+      return searchPage<PatRow, PatRecord>(
+        query,
+        'SELECT * FROM pats',
+        'created_at',
+        where,
+        page,
+        toPat,
+        (p) => ({ at: p.createdAt, id: p.id }),
+      )
     },
     async searchAudit(search, page) {
       const where = createWhere(numbered)
       addAuditSearch(where, search)
-      return pageOf<AuditRow, AuditEvent>(
+      return searchPage<AuditRow, AuditEvent>(
         query,
-        'audit_events',
+        'SELECT * FROM audit_events',
         'time',
         where,
         page,
         toAudit,
-        (e) => ({
-          at: e.time,
-          id: e.id,
-        }),
+        (e) => ({ at: e.time, id: e.id }),
       )
     },
   }
-}
-
-async function pageOf<R extends object, T>(
-  query: Query,
-  table: string,
-  timeColumn: string,
-  where: Where,
-  page: PageRequest,
-  map: (row: R) => T,
-  positionOf: (item: T) => { at: number; id: string },
-): Promise<Page<T>> {
-  const limit = checkPageLimit(page.limit)
-  if (page.cursor !== undefined) {
-    const after = decodeCursor(page.cursor)
-    where.add(`(${timeColumn}, id) < (?, ?)`, after.at, after.id)
-  }
-  const rows = await query<R>(
-    `SELECT * FROM ${table} ${where.sql()} ORDER BY ${timeColumn} DESC, id DESC
-      LIMIT ${limit + 1}`,
-    where.params,
-  )
-  return toPage(rows.map(map), limit, positionOf)
 }

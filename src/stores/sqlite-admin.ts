@@ -6,9 +6,8 @@ import {
   addAuditSearch,
   addPatSearch,
   createWhere,
-  type Where,
+  searchPage,
 } from './admin-store.ts'
-import { checkPageLimit, decodeCursor, toPage } from './cursor.ts'
 import {
   ADMIN_TOKEN_COLUMNS,
   type AdminTokenRow,
@@ -21,7 +20,7 @@ import {
   toAudit,
   toPat,
 } from './rows.ts'
-import { type AuditEvent, ConflictError, type Page, type PageRequest } from './store.ts'
+import { type AuditEvent, ConflictError } from './store.ts'
 
 const SQLITE_CONSTRAINT_PRIMARYKEY = 1555
 const SQLITE_CONSTRAINT_UNIQUE = 2067
@@ -33,6 +32,10 @@ const unnumbered = () => '?'
  * store migrated keeps this file independent of the store's statement cache.
  */
 export function createSqliteAdminStore(db: () => DatabaseSync): AdminStore {
+  const all = <R>(sql: string, params: unknown[]) =>
+    db()
+      .prepare(sql)
+      .all(...(params as SQLInputValue[])) as unknown as R[]
   return {
     async insertAdminToken(record) {
       try {
@@ -66,8 +69,8 @@ export function createSqliteAdminStore(db: () => DatabaseSync): AdminStore {
     async searchPats(search, page) {
       const where = createWhere(unnumbered)
       addPatSearch(where, search, 'LIKE')
-      return pageOf<PatRow, PatRecord>(
-        db(),
+      return searchPage<PatRow, PatRecord>(
+        all,
         `SELECT ${PAT_COLUMNS} FROM pats`,
         'created_at',
         where,
@@ -79,8 +82,8 @@ export function createSqliteAdminStore(db: () => DatabaseSync): AdminStore {
     async searchAudit(search: AuditSearch, page) {
       const where = createWhere(unnumbered)
       addAuditSearch(where, search)
-      return pageOf<AuditRow, AuditEvent>(
-        db(),
+      return searchPage<AuditRow, AuditEvent>(
+        all,
         `SELECT ${AUDIT_COLUMNS} FROM audit_events`,
         'time',
         where,
@@ -90,24 +93,4 @@ export function createSqliteAdminStore(db: () => DatabaseSync): AdminStore {
       )
     },
   }
-}
-
-function pageOf<R, T>(
-  db: DatabaseSync,
-  select: string,
-  timeColumn: string,
-  where: Where,
-  page: PageRequest,
-  map: (row: R) => T,
-  positionOf: (item: T) => { at: number; id: string },
-): Page<T> {
-  const limit = checkPageLimit(page.limit)
-  if (page.cursor !== undefined) {
-    const after = decodeCursor(page.cursor)
-    where.add(`(${timeColumn}, id) < (?, ?)`, after.at, after.id)
-  }
-  const rows = db
-    .prepare(`${select} ${where.sql()} ORDER BY ${timeColumn} DESC, id DESC LIMIT ?`)
-    .all(...(where.params as SQLInputValue[]), limit + 1) as unknown as R[]
-  return toPage(rows.map(map), limit, positionOf)
 }
