@@ -40,7 +40,11 @@ const config = loadConfig({
     server: { host: '127.0.0.1', port: Number(portText), plainHttp: true, workers },
     log: { level: 'warn' },
     rateLimit: { perToken: unlimited, perTenant: unlimited, failedAuth: unlimited },
-    ...(upstream ? { gateway: { upstream } } : {}),
+    // One bench PAT over every wrk connection: the per-token and per-tenant in-flight caps
+    // (a fairness defence, like the rate limits above) would answer 429 to the load itself.
+    ...(upstream
+      ? { gateway: { upstream, maxInFlightPerToken: 1_000_000, maxInFlightPerTenant: 1_000_000 } }
+      : {}),
   },
 })
 const running =

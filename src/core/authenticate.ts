@@ -3,6 +3,7 @@ import { timingSafeEqual } from 'node:crypto'
 import { parseAuthorization } from './credentials.ts'
 import type { AuthFailure } from './failure.ts'
 import { jwtFingerprint, patFingerprint } from './fingerprint.ts'
+import { type MaybePromise, thenMaybe } from './maybe-async.ts'
 import { checkPatFormat, hashPat, isPatToken, patLast4, patStatus } from './pat.ts'
 import type {
   AuthLookups,
@@ -61,11 +62,8 @@ export function createAuthenticator(deps: AuthenticatorDeps): Authenticate {
 
 /**
  * The same pipeline as `createAuthenticator`, returning a value instead of a promise when
- * no step had to wait (see `AuthenticateMaybeSync`). The server uses it.
- *
- * Why: with cached lookups a PAT request needs no I/O, yet each `await` costs a microtask
- * turn and a promise; answering synchronously lets the Fastify hook continue in the same
- * tick. The rules and their order are exactly those of the asynchronous form.
+ * no step had to wait (see `AuthenticateMaybeSync`). The server uses it. The rules and their
+ * order are those of the asynchronous form. Why: bench/README.md "Speed measures and why".
  *
  * @example
  * const result = authenticate(input)
@@ -73,6 +71,7 @@ export function createAuthenticator(deps: AuthenticatorDeps): Authenticate {
  */
 export function createMaybeSyncAuthenticator(deps: AuthenticatorDeps): AuthenticateMaybeSync {
   const { lookups, jwt, clock } = deps
+  const principals: PrincipalMemo = new WeakMap()
   return function authenticate(input: AuthInput): AuthResult | Promise<AuthResult> {
     const parsed = parseAuthorization(input.authorization)
     if (!parsed.ok) return parsed
@@ -84,14 +83,12 @@ export function createMaybeSyncAuthenticator(deps: AuthenticatorDeps): Authentic
           input.tenantIds,
           lookups,
           jwt,
+          principals,
         )
   }
 }
 
-/** Whether a maybe-synchronous result is still pending. */
-export function isPromiseLike<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
-  return typeof (value as PromiseLike<T> | null)?.then === 'function'
-}
+export { isPromiseLike } from './maybe-async.ts'
 
 function authenticatePat(
   token: string,
@@ -109,17 +106,16 @@ function authenticatePat(
     })
   }
 
-  // Why the hint: the server's rate limiter has hashed this very token already (one SHA-256
-  // per request instead of two). It is used only for the identical token string.
+  // The limiter's SHA-256 of this very token (bench/README.md "Speed measures and why").
   const tokenHash = digestHint(input, token) ?? hashPat(token)
-  let found: PatRecord | undefined | PromiseLike<PatRecord | undefined>
+  let found: MaybePromise<PatRecord | undefined>
   try {
     found = lookups.findPatByHash(tokenHash)
   } catch {
     return fail(storeUnavailable())
   }
-  if (!isPromiseLike(found)) return checkPat(token, tokenHash, found, tenantIds, lookups, clock)
-  return Promise.resolve(found).then(
+  return thenMaybe(
+    found,
     (record) => checkPat(token, tokenHash, record, tenantIds, lookups, clock),
     () => fail(storeUnavailable()),
   )
@@ -176,6 +172,7 @@ function authenticateJwt(
   tenantIds: readonly string[],
   lookups: AuthLookups,
   verifier: JwtVerifier,
+  principals: PrincipalMemo,
 ): AuthResult | Promise<AuthResult> {
   let outcome: JwtOutcome | Promise<JwtOutcome>
   try {
@@ -183,10 +180,10 @@ function authenticateJwt(
       ? verifier.verifyMaybeSync(token, sha256Hex)
       : verifier.verify(token)
   } catch (error) {
-    // As before the synchronous path existed: a verifier bug rejects, it never passes.
+    // A verifier bug rejects the request; it never passes it.
     return Promise.reject(error)
   }
-  return isPromiseLike(outcome) ? outcome.then(afterVerify) : afterVerify(outcome)
+  return thenMaybe(outcome, afterVerify)
 
   function afterVerify(outcome: JwtOutcome): AuthResult | Promise<AuthResult> {
     if (!outcome.ok) return fail(outcome.failure)
@@ -197,20 +194,17 @@ function authenticateJwt(
 
     return afterTenantCheck(checkTenantActive(lookups, verified.tenantId), () => ({
       ok: true,
-      principal: jwtPrincipal(verified),
+      principal: jwtPrincipal(verified, principals),
     }))
   }
 }
 
 /**
- * The principal of a verified JWT, built once per verified token: the verifier's cache hands
- * back the same `VerifiedJwt` object on every hit, and the principal is a pure function of it
- * (the tenant check that can change is made per request, above). Saves building, sanitising
- * the fingerprint and freezing on every request of a repeated token. Weakly held: an entry
- * the verifier's cache drops takes its principal with it, so they are bounded by that cache.
+ * The principal of a verified JWT, built once per `VerifiedJwt` (bench/README.md "Speed
+ * measures and why"); the tenant check that can change is made per request, above.
  */
-function jwtPrincipal(verified: VerifiedJwt): Principal {
-  let principal = jwtPrincipals.get(verified)
+function jwtPrincipal(verified: VerifiedJwt, principals: PrincipalMemo): Principal {
+  let principal = principals.get(verified)
   if (principal === undefined) {
     principal = Object.freeze({
       tokenType: 'jwt',
@@ -222,20 +216,20 @@ function jwtPrincipal(verified: VerifiedJwt): Principal {
       issuer: verified.issuer,
       fingerprint: jwtFingerprint(verified.issuer, verified.keyId, verified.subject),
     } satisfies Principal)
-    jwtPrincipals.set(verified, principal)
+    principals.set(verified, principal)
   }
   return principal
 }
 
-const jwtPrincipals = new WeakMap<VerifiedJwt, Principal>()
+/** Per authenticator, so that two instances (tests, library users) share no state. */
+type PrincipalMemo = WeakMap<VerifiedJwt, Principal>
 
 /** Fails with the tenant check's failure, or continues with `next` (without a hop when sync). */
 function afterTenantCheck(
   check: AuthFailure | undefined | Promise<AuthFailure | undefined>,
   next: () => AuthResult,
 ): AuthResult | Promise<AuthResult> {
-  if (isPromiseLike(check)) return check.then((failure) => (failure ? fail(failure) : next()))
-  return check ? fail(check) : next()
+  return thenMaybe(check, (failure) => (failure ? fail(failure) : next()))
 }
 
 /**
@@ -272,14 +266,13 @@ function checkTenantActive(
   lookups: AuthLookups,
   tenantId: string,
 ): AuthFailure | undefined | Promise<AuthFailure | undefined> {
-  let found: Tenant | undefined | PromiseLike<Tenant | undefined>
+  let found: MaybePromise<Tenant | undefined>
   try {
     found = lookups.findTenant(tenantId)
   } catch {
     return storeUnavailable()
   }
-  if (!isPromiseLike(found)) return tenantFailure(found)
-  return Promise.resolve(found).then(tenantFailure, storeUnavailable)
+  return thenMaybe(found, tenantFailure, storeUnavailable)
 }
 
 function tenantFailure(tenant: Tenant | undefined): AuthFailure | undefined {

@@ -1,10 +1,8 @@
 /**
  * Signature checks on node:crypto, one prepared function per bound key.
  *
- * Why not WebCrypto (jose's path): `crypto.subtle.verify` is asynchronous and re-validates
- * the key on every call; a prepared `KeyObject` passed bare to the synchronous
- * `crypto.verify(alg, data, keyObject, signature)` does the same mathematics at 2–10× the
- * rate (bench/README.md). Every option object is built once, here, never per request.
+ * Synchronous node:crypto, not WebCrypto: bench/README.md "Speed measures and why". Every
+ * option object is built once, here, never per request.
  *
  * The check is fixed to exactly one JWS algorithm when the key is bound (jwt-keys.ts), so the
  * token's `alg` only ever selects a key; it never chooses how that key is used.

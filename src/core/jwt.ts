@@ -47,6 +47,7 @@ import {
   isNoneAlgorithm,
   type KeyLookup,
 } from './jwt-keys.ts'
+import { thenMaybe } from './maybe-async.ts'
 import { type Clock, type JwtOutcome, type JwtVerifier, systemClock } from './ports.ts'
 
 /** Options of {@link createJwtVerifier}; every field has a default. */
@@ -173,7 +174,7 @@ export function createJwtVerifier(
       cache.set(key, verified.entry)
       return { ok: true, jwt: verified.entry.jwt }
     }
-    return lookup instanceof Promise ? lookup.then(withKey) : withKey(lookup)
+    return thenMaybe(lookup, withKey)
   }
 
   return {

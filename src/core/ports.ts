@@ -79,8 +79,9 @@ export interface JwtVerifier {
   verify(token: string): Promise<JwtOutcome>
   /**
    * The same verification, answered without a promise when nothing has to be awaited (a
-   * cache hit, a static key or a JWKS already loaded): the server's request path uses it so
-   * a JWT request goes on in the same tick, as a cached PAT does. Optional for custom
+   * verified-token cache hit or a static key; a JWKS key is always resolved asynchronously,
+   * so a JWKS-signed token costs one promise until it is cached): the server's request path
+   * uses it so a JWT request goes on in the same tick, as a cached PAT does. Optional for custom
    * verifiers; `verify` is used when it is absent. `sha256Hex`: the token's SHA-256 when the
    * caller has computed it already (the verified-token cache key), so it is not hashed again.
    */

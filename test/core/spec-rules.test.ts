@@ -3,7 +3,9 @@
  * precisely" rule that the core decides, each run end to end through the core:
  * authenticate → authorize → failureResponse. JWTs come from an in-memory verifier; the
  * real verifier's own rules (signature, alg, claims) are tested with it in test/core/jwt*.
- * DESIGN rule 8 (authenticate before routing) is the server's and is tested there.
+ * DESIGN rule 8 (authenticate before routing) is the server's and is tested there. The
+ * request-shape table every level shares is test/spec/cases.ts (run by spec-table.test.ts);
+ * this file keeps the per-rule checks that need the fakes (store calls, verifier inputs).
  */
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'

@@ -260,11 +260,23 @@ describe('the installed bin', () => {
   })
 })
 
-/** Resolves with the first capture of `pattern` in the child's stdout (all output so far). */
+/**
+ * Resolves with the first capture of `pattern` in the child's stdout (all output so far).
+ * The output is collected from the first call on, also between calls: a flowing stream drops
+ * what arrives while nobody listens (the dev banner, printed while /healthz was awaited).
+ */
 function firstMatch(child: ChildProcess, pattern: RegExp): Promise<string> {
   const state = child as ChildProcess & { seen?: string; errors?: string }
-  state.seen ??= ''
-  state.errors ??= ''
+  if (state.seen === undefined) {
+    state.seen = ''
+    state.errors = ''
+    child.stdout?.on('data', (chunk: Buffer) => {
+      state.seen += chunk.toString()
+    })
+    child.stderr?.on('data', (chunk: Buffer) => {
+      state.errors += chunk.toString()
+    })
+  }
   return new Promise((resolve, reject) => {
     const check = () => {
       const match = pattern.exec(state.seen ?? '')
@@ -272,13 +284,6 @@ function firstMatch(child: ChildProcess, pattern: RegExp): Promise<string> {
         cleanup()
         resolve(match[1])
       }
-    }
-    const onData = (chunk: Buffer) => {
-      state.seen += chunk.toString()
-      check()
-    }
-    const onErr = (chunk: Buffer) => {
-      state.errors += chunk.toString()
     }
     const onExit = (code: number | null) => {
       cleanup()
@@ -290,12 +295,10 @@ function firstMatch(child: ChildProcess, pattern: RegExp): Promise<string> {
     }, 60_000)
     const cleanup = () => {
       clearTimeout(timer)
-      child.stdout?.off('data', onData)
-      child.stderr?.off('data', onErr)
+      child.stdout?.off('data', check)
       child.off('exit', onExit)
     }
-    child.stdout?.on('data', onData)
-    child.stderr?.on('data', onErr)
+    child.stdout?.on('data', check)
     child.on('exit', onExit)
     check()
   })

@@ -1,0 +1,29 @@
+/**
+ * Values that are there now or arrive later. The request path answers synchronously when no
+ * step has to wait (a cached PAT, a cached JWT, a static key); each `await` would cost a
+ * microtask turn and a promise per request (bench/README.md "Speed measures and why").
+ */
+
+/** A value now, or a promise of it. */
+export type MaybePromise<T> = T | PromiseLike<T>
+
+/** Whether a maybe-synchronous value is still pending. */
+export function isPromiseLike<T>(value: MaybePromise<T>): value is PromiseLike<T> {
+  return typeof (value as PromiseLike<T> | null)?.then === 'function'
+}
+
+/**
+ * `next(value)` at once when the value is there, else once it settles: no promise hop on the
+ * synchronous path. `onRejected` handles a rejected value only, never an error from `next`.
+ *
+ * @example
+ * return thenMaybe(lookups.findTenant(id), tenantFailure, storeUnavailable)
+ */
+export function thenMaybe<T, R>(
+  value: MaybePromise<T>,
+  next: (value: T) => R | Promise<R>,
+  onRejected?: (error: unknown) => R,
+): R | Promise<R> {
+  if (!isPromiseLike(value)) return next(value)
+  return Promise.resolve(value).then(next, onRejected)
+}
