@@ -1,13 +1,13 @@
 /**
- * Demo wiring shared by the examples: a local JWT issuer (an ES256 key pair registered as an
- * inline JWKS), an in-memory tenant and PAT store, and the authenticator built from them.
- * A real application passes its identity provider's issuer configuration (often a
- * `jwks_url`) and a real store (`openStore` from tokengate's stores) instead.
+ * The bare core, for applications that bring their own tenant and PAT lookups: a local JWT
+ * issuer (an ES256 key pair registered as an inline JWKS), an in-memory tenant and PAT map,
+ * and `createAuthenticator` built from them. No store, cache, change feed or audit: those
+ * come with `createTokengate` (demo-auth.ts). Any example runs on it, e.g.
+ * `startExample(await createBareCoreAuth())`.
  */
 import { randomUUID } from 'node:crypto'
 import { exportJWK, generateKeyPair, SignJWT } from 'jose'
 import {
-  type Authenticate,
   type AuthLookups,
   createAuthenticator,
   createJwtVerifier,
@@ -18,17 +18,7 @@ import {
   type Tenant,
 } from 'tokengate'
 
-export const DEMO_TENANT = 'acme'
-export const DEMO_ISSUER = 'https://idp.example.test'
-export const DEMO_AUDIENCE = 'tokengate-demo'
-
-export interface DemoAuth {
-  readonly authenticate: Authenticate
-  /** A PAT of tenant `acme` holding `permissions`. */
-  issuePat(permissions: readonly string[]): string
-  /** A 15-minute JWT of tenant `acme` holding `permissions`; send it with `X-Tenant-Id: acme`. */
-  signJwt(permissions: readonly string[], subject?: string): Promise<string>
-}
+import { DEMO_AUDIENCE, DEMO_ISSUER, DEMO_TENANT, type DemoAuth } from './demo-auth.ts'
 
 /** An `AuthLookups` over two maps: enough for a demo, and for tests. */
 function memoryLookups(): AuthLookups & { pats: Map<string, PatRecord> } {
@@ -43,7 +33,7 @@ function memoryLookups(): AuthLookups & { pats: Map<string, PatRecord> } {
   }
 }
 
-export async function createDemoAuth(): Promise<DemoAuth> {
+export async function createBareCoreAuth(): Promise<DemoAuth> {
   const { privateKey, publicKey } = await generateKeyPair('ES256')
   const kid = `demo-${randomUUID()}`
   const publicJwk = { ...(await exportJWK(publicKey)), kid, alg: 'ES256', use: 'sig' }
@@ -62,7 +52,7 @@ export async function createDemoAuth(): Promise<DemoAuth> {
   })
   return {
     authenticate,
-    issuePat(permissions) {
+    async issuePat(permissions) {
       const now = Date.now()
       const { token, record } = issuePat({
         tenantId: DEMO_TENANT,
@@ -85,16 +75,7 @@ export async function createDemoAuth(): Promise<DemoAuth> {
         .setExpirationTime('15m')
         .sign(privateKey)
     },
+    recordFailure: () => {},
+    close: async () => {},
   }
-}
-
-/** Prints ready-to-paste curl commands for a running example. */
-export async function printDemoCommands(url: string, auth: DemoAuth): Promise<void> {
-  const pat = auth.issuePat(['projects:read'])
-  const jwt = await auth.signJwt(['projects:read', 'projects:write'])
-  console.log(`listening on ${url}
-  curl -s ${url}/api/v1/projects -H 'Authorization: Bearer ${pat}'
-  curl -s ${url}/api/v1/projects -H 'Authorization: Bearer ${jwt}' -H 'X-Tenant-Id: ${DEMO_TENANT}'
-  curl -s -X POST ${url}/api/v1/projects -H 'Authorization: Bearer ${pat}'   # 403: read-only PAT
-  curl -s ${url}/api/v1/projects                                             # 401`)
 }
