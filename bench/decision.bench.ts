@@ -25,7 +25,7 @@ import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { parseArgs } from 'node:util'
-import { commandExists, loadTool, runLoad } from './load.ts'
+import { commandExists, cpuMicros, loadTool, runLoad } from './load.ts'
 
 const { values } = parseArgs({
   options: {
@@ -194,16 +194,6 @@ function accepts(port: number): Promise<boolean> {
     })
     socket.once('error', () => resolve(false))
   })
-}
-
-/** CPU time (user + system) of a process so far, in µs; undefined without /proc. */
-function cpuMicros(pid: number | undefined): number | undefined {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
-    return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / 100
-  } catch {
-    return undefined
-  }
 }
 
 interface Case {

@@ -18,14 +18,14 @@
  * (options: `--duration 5 --connections 32 --runs 3`).
  */
 import { type ChildProcess, spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { parseArgs } from 'node:util'
-import { commandExists, type LoadResult, loadTool, runLoad } from './load.ts'
+import { commandExists, cpuMicros, type LoadResult, loadTool, runLoad } from './load.ts'
 
 const { values } = parseArgs({
   options: {
@@ -176,17 +176,6 @@ function startChild(
     lines.once('line', (line) => resolve({ child, info: JSON.parse(line) }))
     child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}`)))
   })
-}
-
-/** CPU time (user + system) of a process so far, in µs; undefined without /proc. */
-function cpuMicros(pid: number | undefined): number | undefined {
-  try {
-    // Fields 14 and 15 of /proc/<pid>/stat, after the parenthesised command name.
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
-    return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / 100
-  } catch {
-    return undefined
-  }
 }
 
 interface Target {

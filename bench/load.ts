@@ -151,3 +151,29 @@ async function runAutocannon(request: LoadRequest): Promise<LoadResult> {
     non2xx: result.non2xx,
   }
 }
+
+/** Ticks of /proc/<pid>/stat's utime + stime (fields 14 and 15) per second. */
+const CLOCK_TICKS = Number(
+  commandExists('getconf') ? execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }) : 100,
+)
+
+/**
+ * CPU time (user + system) of a process and its descendants (e.g. the workers) so far, in
+ * µs; undefined without /proc or once the process is gone.
+ */
+export function cpuMicros(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    // Fields after the parenthesised command name, which may itself contain spaces.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    const own = ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS
+    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
+      .split(' ')
+      .filter(Boolean)
+      .map(Number)
+    return own + children.reduce((sum, child) => sum + (cpuMicros(child) ?? 0), 0)
+  } catch {
+    return undefined
+  }
+}

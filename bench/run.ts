@@ -10,11 +10,18 @@
  * Usage: npm run bench [-- --quick] [-- --duration 5] [-- --repeats 3] [-- --only tokengate]
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdirSync, writeFileSync } from 'node:fs'
 import { cpus } from 'node:os'
 import { join } from 'node:path'
 import { BENCH_TENANT, type BenchAlgorithm, type Fixtures, loadFixtures } from './fixtures.ts'
-import { commandExists, type LoadRequest, type LoadResult, loadTool, runLoad } from './load.ts'
+import {
+  commandExists,
+  cpuMicros,
+  type LoadRequest,
+  type LoadResult,
+  loadTool,
+  runLoad,
+} from './load.ts'
 
 const args = process.argv.slice(2)
 const quick = args.includes('--quick')
@@ -39,10 +46,6 @@ const node = process.execPath
 const haveTaskset = commandExists('taskset') && cpus().length >= 2
 const pin = (cpus: number | string, command: string, argv: string[]): [string, string[]] =>
   haveTaskset ? ['taskset', ['-c', String(cpus), command, ...argv]] : [command, argv]
-/** Ticks of /proc/<pid>/stat's utime + stime (fields 14 and 15) per second. */
-const CLOCK_TICKS = Number(
-  commandExists('getconf') ? execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }) : 100,
-)
 
 // ---------------------------------------------------------------------------------------
 // Servers
@@ -315,23 +318,6 @@ function median(values: readonly number[]): number {
     : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
 }
 
-/** utime + stime of a process and its descendants (the workers), in µs. */
-function cpuMicros(pid: number | undefined): number {
-  if (pid === undefined) return 0
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    const own = ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS
-    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
-      .split(' ')
-      .filter(Boolean)
-      .map(Number)
-    return own + children.reduce((sum, child) => sum + cpuMicros(child), 0)
-  } catch {
-    return 0
-  }
-}
-
 function cryptoCeiling(): Record<string, number> {
   const [command, argv] = pin(0, node, [
     'bench/crypto.bench.ts',
@@ -427,14 +413,16 @@ async function main() {
           if (quick && server.only && c.id !== 'PAT single') continue
           const url = `http://127.0.0.1:${server.port}`
           if (repeat === 0) await check(url, c.request, c.expect, `${c.id} on ${server.id}`)
-          const cpuBefore = cpuMicros(server.child?.pid)
+          const cpuBefore = cpuMicros(server.child?.pid) ?? 0
           const result = await runLoad(
             tool,
             { ...c.request, url, durationSec: DURATION_SEC, connections: CONNECTIONS },
             haveTaskset ? 1 : undefined,
           )
           const cpuUs =
-            result.requests > 0 ? (cpuMicros(server.child?.pid) - cpuBefore) / result.requests : 0
+            result.requests > 0
+              ? ((cpuMicros(server.child?.pid) ?? 0) - cpuBefore) / result.requests
+              : 0
           cpu.set(key(c, server), [...(cpu.get(key(c, server)) ?? []), cpuUs])
           const unexpected = c.expect === 200 ? result.non2xx : result.requests - result.non2xx
           if (unexpected > 0) {

@@ -10,7 +10,11 @@ import { demoPort, type RunningExample } from '../shared/listen.ts'
 
 export async function createApp(auth: DemoAuth): Promise<FastifyInstance> {
   const app = Fastify()
-  await app.register(tokengate, { authenticate: auth.authenticate, prefix: '/api/v1/' })
+  await app.register(tokengate, {
+    authenticate: auth.authenticate,
+    recordFailure: auth.recordFailure,
+    prefix: '/api/v1/',
+  })
 
   app.get('/healthz', async () => 'ok')
   app.get('/api/v1/projects', { config: { permissions: ['projects:read'] } }, async (request) => ({

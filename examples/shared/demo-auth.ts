@@ -1,21 +1,23 @@
 /**
- * Demo wiring shared by the examples: a local JWT issuer (an ES256 key pair registered as an
- * inline JWKS), an in-memory tenant and PAT store, and the authenticator built from them.
- * A real application passes its identity provider's issuer configuration (often a
- * `jwks_url`) and a real store (`openStore` from tokengate's stores) instead.
+ * Demo wiring shared by the examples, the way a user runs tokengate: `createTokengate` over
+ * the embedded store (SQLite in a data directory: `TOKENGATE_DATA_DIR`, else a fresh
+ * temporary one), with a demo tenant, a local JWT issuer (an ES256 key pair registered as an
+ * inline JWKS) and PATs written to that store. The same directory works with the CLI:
+ * `npm run tokengate -- --data-dir DIR pat issue --tenant acme ...`. A real application registers
+ * its identity provider with `tokengate issuer add` instead. Applications that bring their
+ * own lookups use the bare core: bare-core-auth.ts.
  */
 import { randomUUID } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { exportJWK, generateKeyPair, SignJWT } from 'jose'
 import {
-  type Authenticate,
-  type AuthLookups,
-  createAuthenticator,
-  createJwtVerifier,
+  type AuthenticateMaybeSync,
+  createTokengate,
   type IssuerConfig,
   issuePat,
-  type PatRecord,
-  systemClock,
-  type Tenant,
+  type Tokengate,
 } from 'tokengate'
 
 export const DEMO_TENANT = 'acme'
@@ -23,27 +25,21 @@ export const DEMO_ISSUER = 'https://idp.example.test'
 export const DEMO_AUDIENCE = 'tokengate-demo'
 
 export interface DemoAuth {
-  readonly authenticate: Authenticate
+  readonly authenticate: AuthenticateMaybeSync
+  /** Audits refused requests (the adapters call it); the bare core has no audit. */
+  readonly recordFailure: Tokengate['recordFailure']
   /** A PAT of tenant `acme` holding `permissions`. */
-  issuePat(permissions: readonly string[]): string
+  issuePat(permissions: readonly string[]): Promise<string>
   /** A 15-minute JWT of tenant `acme` holding `permissions`; send it with `X-Tenant-Id: acme`. */
   signJwt(permissions: readonly string[], subject?: string): Promise<string>
+  close(): Promise<void>
 }
 
-/** An `AuthLookups` over two maps: enough for a demo, and for tests. */
-function memoryLookups(): AuthLookups & { pats: Map<string, PatRecord> } {
-  const tenants = new Map<string, Tenant>([
-    [DEMO_TENANT, { id: DEMO_TENANT, name: 'Acme', enabled: true, createdAt: Date.now() }],
-  ])
-  const pats = new Map<string, PatRecord>()
-  return {
-    pats,
-    findPatByHash: async (hash) => pats.get(hash),
-    findTenant: async (id) => tenants.get(id),
-  }
-}
-
-export async function createDemoAuth(): Promise<DemoAuth> {
+export async function createDemoAuth(
+  dataDir: string | undefined = process.env.TOKENGATE_DATA_DIR,
+): Promise<DemoAuth & { readonly gate: Tokengate; readonly dataDir: string }> {
+  const temporary = dataDir === undefined
+  const dir = dataDir ?? mkdtempSync(join(tmpdir(), 'tokengate-example-'))
   const { privateKey, publicKey } = await generateKeyPair('ES256')
   const kid = `demo-${randomUUID()}`
   const publicJwk = { ...(await exportJWK(publicKey)), kid, alg: 'ES256', use: 'sig' }
@@ -54,15 +50,24 @@ export async function createDemoAuth(): Promise<DemoAuth> {
     algorithms: ['ES256'],
     tenant: { claim: 'tenant_id' },
   }
-  const lookups = memoryLookups()
-  const authenticate = createAuthenticator({
-    lookups,
-    jwt: createJwtVerifier([issuer]),
-    clock: systemClock,
-  })
+  // Seed the store before the gate loads its trusted issuers.
+  const seeding = await createTokengate({ dataDir: dir })
+  try {
+    const now = Date.now()
+    if (!(await seeding.store.findTenant(DEMO_TENANT))) {
+      await seeding.store.createTenant({ id: DEMO_TENANT, name: 'Acme' }, now)
+    }
+    await seeding.store.putIssuer(issuer, now)
+  } finally {
+    await seeding.close()
+  }
+  const gate = await createTokengate({ dataDir: dir })
   return {
-    authenticate,
-    issuePat(permissions) {
+    gate,
+    dataDir: dir,
+    authenticate: gate.authenticate,
+    recordFailure: gate.recordFailure,
+    async issuePat(permissions) {
       const now = Date.now()
       const { token, record } = issuePat({
         tenantId: DEMO_TENANT,
@@ -72,7 +77,7 @@ export async function createDemoAuth(): Promise<DemoAuth> {
         expiresAt: now + 86_400_000,
         now,
       })
-      lookups.pats.set(record.tokenHash, record)
+      await gate.store.insertPat(record)
       return token
     },
     signJwt(permissions, subject = 'alice') {
@@ -85,16 +90,26 @@ export async function createDemoAuth(): Promise<DemoAuth> {
         .setExpirationTime('15m')
         .sign(privateKey)
     },
+    async close() {
+      await gate.close()
+      if (temporary) rmSync(dir, { recursive: true, force: true })
+    },
   }
 }
 
-/** Prints ready-to-paste curl commands for a running example. */
-export async function printDemoCommands(url: string, auth: DemoAuth): Promise<void> {
-  const pat = auth.issuePat(['projects:read'])
+/** Prints ready-to-paste curl and CLI commands for a running example. */
+export async function printDemoCommands(
+  url: string,
+  auth: DemoAuth & { readonly dataDir: string },
+): Promise<void> {
+  const pat = await auth.issuePat(['projects:read'])
   const jwt = await auth.signJwt(['projects:read', 'projects:write'])
   console.log(`listening on ${url}
   curl -s ${url}/api/v1/projects -H 'Authorization: Bearer ${pat}'
   curl -s ${url}/api/v1/projects -H 'Authorization: Bearer ${jwt}' -H 'X-Tenant-Id: ${DEMO_TENANT}'
   curl -s -X POST ${url}/api/v1/projects -H 'Authorization: Bearer ${pat}'   # 403: read-only PAT
-  curl -s ${url}/api/v1/projects                                             # 401`)
+  curl -s ${url}/api/v1/projects                                             # 401
+The store is ${auth.dataDir}; the CLI works on it while the example runs:
+  npm run tokengate -- --data-dir ${auth.dataDir} pat list --tenant ${DEMO_TENANT}
+  npm run tokengate -- --data-dir ${auth.dataDir} tenant list`)
 }

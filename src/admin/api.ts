@@ -9,6 +9,7 @@ import {
 } from '../auth/pat-lifecycle.ts'
 import { createTenant, setTenantEnabled } from '../auth/tenant-operations.ts'
 import type { IssuerConfig } from '../core/issuer.ts'
+import { MAX_TENANT_NAME_LENGTH } from '../core/operator-text.ts'
 import { type PatStatus, patStatus } from '../core/pat.ts'
 import type { AuditSearch, PatSearch } from '../stores/admin-store.ts'
 import type { AuditEvent } from '../stores/store.ts'
@@ -371,7 +372,10 @@ function stringList(value: unknown, name: string): string[] {
 /** Creates a tenant from operator input (checked like the CLI's flags). */
 export function createNamedTenant(deps: OperationDeps, id: string, name: string | undefined) {
   const tenantId = checkTenantId(id)
-  return createTenant(deps, { id: tenantId, name: checkText(name || tenantId, 'name', 200) })
+  return createTenant(deps, {
+    id: tenantId,
+    name: checkText(name || tenantId, 'name', MAX_TENANT_NAME_LENGTH),
+  })
 }
 
 /** Issues a PAT from operator input (checked like the CLI's flags). */

@@ -1,3 +1,5 @@
+import { sep } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import type { Config } from '../config/schema.ts'
 import { mintDevJwt } from '../dev/issuer.ts'
 import type { DevSeed } from '../dev/seed.ts'
@@ -14,6 +16,17 @@ const JWT_TTL_SEC = 3600
 const DEFAULT_DATA_DIR = '.tokengate'
 
 /**
+ * How the person who started the server runs the CLI: from an installed package (this file
+ * sits under node_modules) the bin is `npx tokengate`; from a clone it is the npm script,
+ * whose arguments follow `--`.
+ */
+export function cliInvocation(moduleUrl: string = import.meta.url): string {
+  return fileURLToPath(moduleUrl).split(sep).includes('node_modules')
+    ? 'npx tokengate'
+    : 'npm run tokengate --'
+}
+
+/**
  * The dev-mode quick-start commands: a PAT call (only when the demo PAT was created on this
  * run; otherwise how to issue one), a JWT call with `X-Tenant-Id`, the same JWT without it
  * (401), and a JWT without permissions (403). The JWTs are minted now with the local dev
@@ -27,6 +40,7 @@ export async function devCommands(
   seed: DevSeed,
   url: string,
   now: number,
+  cli: string = cliInvocation(),
 ): Promise<DevCommand[]> {
   const base = curlBase(url)
   const curl = config.server.plainHttp ? 'curl -i' : 'curl -k -i'
@@ -54,7 +68,7 @@ export async function devCommands(
     commands.push({
       title: 'A PAT call: the demo PAT was printed on the first start only; issue a new one',
       expect: null,
-      command: `npm run tokengate --${dataDirFlag} pat issue --tenant ${tenant} --subject me --permission tokens:read`,
+      command: `${cli}${dataDirFlag} pat issue --tenant ${tenant} --subject me --permission tokens:read`,
     })
     commands.push({
       title: 'then call the API with the pat_ token it prints',
@@ -83,7 +97,11 @@ export async function devCommands(
 }
 
 /** The human banner around `devCommands`. */
-export function formatDevBanner(commands: readonly DevCommand[], config: Readonly<Config>): string {
+export function formatDevBanner(
+  commands: readonly DevCommand[],
+  config: Readonly<Config>,
+  cli: string = cliInvocation(),
+): string {
   const lines = [
     'Dev mode: demo tenant, local JWT issuer' +
       (config.server.plainHttp ? '.' : ', self-signed certificate (hence curl -k).') +
@@ -95,7 +113,7 @@ export function formatDevBanner(commands: readonly DevCommand[], config: Readonl
   }
   lines.push(
     'The JWTs above expire in 1 hour. Mint more with:',
-    `  npm run tokengate --${dataDirOption(config)} jwt mint --dev --tenant demo --subject me --permission tokens:read`,
+    `  ${cli}${dataDirOption(config)} jwt mint --dev --tenant demo --subject me --permission tokens:read`,
     '',
   )
   return lines.join('\n')

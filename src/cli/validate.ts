@@ -1,13 +1,5 @@
-import { escapeUnsafeText, isSafeText, isTenantId } from '../core/operator-text.ts'
+import { escapeUnsafeText, isPermission, isSafeText, isTenantId } from '../core/operator-text.ts'
 import { UsageError } from './errors.ts'
-
-/**
- * Permission strings: a lowercase resource, then `:`-separated segments, e.g. `tokens:read`,
- * `billing.invoices:write`, `reports:*`. Lowercase so that two spellings never name one
- * permission; `*` is allowed in segments after the first for route policies that use it.
- */
-export const PERMISSION_PATTERN = /^[a-z][a-z0-9_.-]*(:[a-z0-9_.*-]+)*$/
-export const MAX_PERMISSION_LENGTH = 128
 
 /** Validates a tenant id given as `--<flag>` or as the positional `ID`. */
 export function checkTenantId(value: string, where: string): string {
@@ -19,10 +11,10 @@ export function checkTenantId(value: string, where: string): string {
   return value
 }
 
-/** Validates and de-duplicates permission strings, keeping their order. */
+/** Validates (core/operator-text.ts) and de-duplicates permission strings, keeping their order. */
 export function checkPermissions(values: readonly string[], flagName = 'permission'): string[] {
   for (const value of values) {
-    if (value.length > MAX_PERMISSION_LENGTH || !PERMISSION_PATTERN.test(value)) {
+    if (!isPermission(value)) {
       throw new UsageError(
         `--${flagName}: '${printable(value)}' is not a valid permission (expected e.g. tokens:read: a lowercase name, then :-separated segments of a-z 0-9 _ . - *)`,
       )

@@ -33,6 +33,22 @@ export function isTenantId(value: string): boolean {
   return TENANT_ID_PATTERN.test(value) && !ONLY_DOTS_AND_DASHES.test(value)
 }
 
+/**
+ * Permission strings: a lowercase resource, then `:`-separated segments, e.g. `tokens:read`,
+ * `billing.invoices:write`, `reports:*`. Lowercase so that two spellings never name one
+ * permission; `*` is allowed in segments after the first for route policies that use it.
+ */
+export const PERMISSION_PATTERN = /^[a-z][a-z0-9_.-]*(:[a-z0-9_.*-]+)*$/
+export const MAX_PERMISSION_LENGTH = 128
+
+/** Whether `value` is an acceptable permission string. */
+export function isPermission(value: string): boolean {
+  return value.length <= MAX_PERMISSION_LENGTH && PERMISSION_PATTERN.test(value)
+}
+
+/** The longest tenant display name, everywhere one is entered. */
+export const MAX_TENANT_NAME_LENGTH = 200
+
 /** Whether `value` is free of characters a terminal would obey or hide. */
 export function isSafeText(value: string): boolean {
   return !UNSAFE.test(value)

@@ -21,21 +21,19 @@ import Fastify, {
 } from 'fastify'
 import type { Logger } from 'pino'
 import type { AuthContext } from '../auth/auth-context.ts'
-import { createReuseDetector } from '../auth/reuse-detector.ts'
 import type { Config } from '../config/schema.ts'
 import type { Principal } from '../core/principal.ts'
 import { type HeaderMap, IDENTITY_PREFIX, upstreamRequestHeaders } from '../gateway/headers.ts'
 import type { IdentityTokenSigner } from '../gateway/identity-token.ts'
 import { DEFAULT_POLICY, loadPolicy } from '../gateway/policy.ts'
 import { createPolicyMatcher, type PolicyDecision } from '../gateway/policy-matcher.ts'
+import { sendFailure, sendProblem, sendTenantMismatch } from '../gateway/proxy.ts'
 import { auditRefusal } from '../gateway/register.ts'
-import { bearerChallenge } from '../http/challenge.ts'
-import { failureResponse } from '../http/failure-response.ts'
-import { PROBLEM_CONTENT_TYPE, type ProblemDetails, problem } from '../http/problem.ts'
+import { problem } from '../http/problem.ts'
 import { tokengatePlugin } from '../server/plugin.ts'
 import { rateLimitPlugin } from '../server/rate-limit.ts'
 import { createRequestIdGenerator, lazyChildLogger } from '../server/request-logger.ts'
-import { logRequest, recordFailure } from '../server/server.ts'
+import { logRequest, recordFailure, recordPatUse, registerReuseDetector } from '../server/server.ts'
 import {
   createProxyMatcher,
   type ForwardedRequest,
@@ -71,8 +69,6 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 const KNOWN_METHODS = new Set(http.METHODS)
 const ORIGINAL = Symbol('tokengate.originalRequest')
 const NOT_FOUND = 'No such endpoint.'
-const TENANT_DETAIL =
-  "The path names a tenant other than the caller's; a token acts only for its own tenant."
 
 declare module 'node:http' {
   interface IncomingMessage {
@@ -144,20 +140,10 @@ export async function buildDecisionServer(
 
   // The server's own pipeline, registered as buildServer registers it (src/server/server.ts).
   await app.register(rateLimitPlugin, { config: config.rateLimit, redisUrl: config.redisUrl })
-  const reuse = createReuseDetector({
-    store: auth.store,
-    audit: auth.audit,
-    clock: auth.clock,
-    log: logger,
-  })
-  app.addHook('onClose', () => reuse.settled())
+  const reuse = registerReuseDetector(app, auth, logger)
   await app.register(tokengatePlugin, {
     authenticate: auth.authenticate,
-    onAuthenticated: (_request, principal) => {
-      if (principal.tokenType === 'pat' && principal.tokenId) {
-        auth.patUse.record(principal.tokenId, auth.clock.now())
-      }
-    },
+    onAuthenticated: (_request, principal) => recordPatUse(auth, principal),
     onFailure: (request, failure) => recordFailure(auth, request, failure, reuse),
   })
 
@@ -237,31 +223,13 @@ function sendRefusal(
       return sendProblem(reply, problem(400, 'validation_failed', verdict.reason, requestId))
     case 'deny':
       return sendProblem(reply, problem(404, 'not_found', NOT_FOUND, requestId))
-    case 'tenant_mismatch': {
-      const response = failureResponse({ code: 'insufficient_permission', required: [] }, requestId)
-      return reply
-        .code(403)
-        .headers({
-          ...response.headers,
-          'www-authenticate': bearerChallenge({ error: 'insufficient_scope' }),
-        })
-        .send(problem(403, 'insufficient_permission', TENANT_DETAIL, requestId))
-    }
-    case 'forbidden': {
-      const response = failureResponse(verdict.failure, requestId)
-      return reply.code(response.status).headers(response.headers).send(response.body)
-    }
+    case 'tenant_mismatch':
+      return sendTenantMismatch(reply, requestId)
+    case 'forbidden':
+      return sendFailure(reply, verdict.failure, requestId)
     default:
       return verdict satisfies never
   }
-}
-
-function sendProblem(reply: FastifyReply, body: ProblemDetails): FastifyReply {
-  return reply
-    .code(body.status)
-    .header('content-type', PROBLEM_CONTENT_TYPE)
-    .header('cache-control', 'no-store')
-    .send(body)
 }
 
 /** JSON with every non-ASCII character escaped (`\uXXXX`): the same value, header-safe. */

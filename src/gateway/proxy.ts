@@ -262,7 +262,12 @@ function sendNotAdmitted(
     : sendProblem(reply, problem(429, 'rate_limited', DETAIL[`${reason}Busy`], requestId))
 }
 
-function sendFailure(reply: FastifyReply, failure: AuthFailure, requestId: string): FastifyReply {
+/** The core's answer to an authentication or permission failure. */
+export function sendFailure(
+  reply: FastifyReply,
+  failure: AuthFailure,
+  requestId: string,
+): FastifyReply {
   const response = failureResponse(failure, requestId)
   return reply.code(response.status).headers(response.headers).send(response.body)
 }
@@ -271,7 +276,7 @@ function sendFailure(reply: FastifyReply, failure: AuthFailure, requestId: strin
  * 403 for a `tenantParam` mismatch: the `insufficient_permission` answer of the core's
  * mapping, with a detail that says what is wrong and no `scope` (no permission would help).
  */
-function sendTenantMismatch(reply: FastifyReply, requestId: string): FastifyReply {
+export function sendTenantMismatch(reply: FastifyReply, requestId: string): FastifyReply {
   const response = failureResponse({ code: 'insufficient_permission', required: [] }, requestId)
   return reply
     .code(response.status)
@@ -282,7 +287,8 @@ function sendTenantMismatch(reply: FastifyReply, requestId: string): FastifyRepl
     .send(problem(403, 'insufficient_permission', DETAIL.tenant, requestId))
 }
 
-function sendProblem(reply: FastifyReply, body: ProblemDetails): FastifyReply {
+/** A problem-details answer, never cached. */
+export function sendProblem(reply: FastifyReply, body: ProblemDetails): FastifyReply {
   return reply
     .code(body.status)
     .header('content-type', PROBLEM_CONTENT_TYPE)

@@ -12,7 +12,6 @@
  * Each app gets its own `Registry` (never prom-client's global one), so several servers in
  * one process (tests, embedding) do not collide.
  */
-import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
@@ -20,10 +19,11 @@ import { type AuthenticateMaybeSync, isPromiseLike } from '../core/authenticate.
 import type { JwksStatus } from '../core/jwks.ts'
 import type { Clock } from '../core/ports.ts'
 import type { AuthResult } from '../core/principal.ts'
-import { API_PREFIX, pathOf } from '../http/api-path.ts'
+import { API_PREFIX } from '../http/api-path.ts'
 import type { CacheStats } from '../stores/cached-lookups.ts'
 import type { OutboxStats } from '../stores/store.ts'
 import type { AuditWriterStats } from '../stores/write-behind.ts'
+import { listenForMetrics } from './metrics-http.ts'
 import { stateOf } from './request-state.ts'
 
 /** What the metrics read at scrape time; every source is optional. */
@@ -289,39 +289,17 @@ export interface MetricsListener {
   close(): Promise<void>
 }
 
-/**
- * Serves `GET /metrics` (Prometheus text format) on its own plain-HTTP server; every other
- * path is 404. Resolves once listening.
- */
+/** This process's registry on its own `/metrics` listener (metrics-http.ts). */
 export async function startMetricsListener(
   metrics: Metrics,
   host: string,
   port: number,
 ): Promise<MetricsListener> {
-  const server = http.createServer((req, res) => {
-    const path = pathOf(req.url ?? '')
-    if (path !== '/metrics' || (req.method !== 'GET' && req.method !== 'HEAD')) {
-      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n')
-      return
-    }
-    metrics.registry.metrics().then(
-      (text) => {
-        res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text)
-      },
-      () => {
-        // A failing source (the store behind the outbox gauge) must not hide the rest.
-        res.writeHead(500, { 'content-type': 'text/plain' }).end('collecting metrics failed\n')
-      },
-    )
-  })
-  server.keepAliveTimeout = 5000
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject)
-    server.listen(port, host, () => {
-      server.off('error', reject)
-      resolve()
-    })
-  })
+  const server = await listenForMetrics(
+    { contentType: metrics.registry.contentType, collect: () => metrics.registry.metrics() },
+    host,
+    port,
+  )
   const address = server.address() as AddressInfo
   const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address
   return {

@@ -17,6 +17,7 @@ import type { Config } from '../config/schema.ts'
 import { parseAuthorization } from '../core/credentials.ts'
 import type { AuthFailure } from '../core/failure.ts'
 import { fingerprintToken } from '../core/fingerprint.ts'
+import type { Principal } from '../core/principal.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
 import { API_PREFIX } from '../http/api-path.ts'
 import { problemResponse, storeUnavailable } from '../http/problem-response.ts'
@@ -171,22 +172,12 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     onRefused: (request) => refusals.record(request.ip, String(request.id)),
   })
   // Reuse of a rotated-out PAT revokes its rotation family (auth/reuse-detector.ts).
-  const reuse = createReuseDetector({
-    store: auth.store,
-    audit: auth.audit,
-    clock: auth.clock,
-    log: logger,
-  })
-  app.addHook('onClose', () => reuse.settled())
+  const reuse = registerReuseDetector(app, auth, logger)
   const onFailure = (request: FastifyRequest, failure: AuthFailure) =>
     recordFailure(auth, request, failure, reuse)
   await app.register(tokengatePlugin, {
     authenticate: metrics ? metrics.timeAuthenticate(auth.authenticate) : auth.authenticate,
-    onAuthenticated: (_request, principal) => {
-      if (principal.tokenType === 'pat' && principal.tokenId) {
-        auth.patUse.record(principal.tokenId, auth.clock.now())
-      }
-    },
+    onAuthenticated: (_request, principal) => recordPatUse(auth, principal),
     onFailure,
   })
 
@@ -267,6 +258,29 @@ export function logRequest(request: FastifyRequest, reply: FastifyReply): void {
     },
     'request',
   )
+}
+
+/** The reuse detector of `app`, whose pending revocations settle before the app closes. */
+export function registerReuseDetector(
+  app: FastifyInstance,
+  auth: AuthContext,
+  logger: Logger,
+): ReuseDetector {
+  const reuse = createReuseDetector({
+    store: auth.store,
+    audit: auth.audit,
+    clock: auth.clock,
+    log: logger,
+  })
+  app.addHook('onClose', () => reuse.settled())
+  return reuse
+}
+
+/** Notes an authenticated PAT's use (written behind, for `last_used_at`). */
+export function recordPatUse(auth: AuthContext, principal: Principal): void {
+  if (principal.tokenType === 'pat' && principal.tokenId) {
+    auth.patUse.record(principal.tokenId, auth.clock.now())
+  }
 }
 
 export function recordFailure(

@@ -10,10 +10,11 @@
  * same explicit port, and would leave the primary no IPC channel to aggregate metrics over.
  */
 import cluster, { type Worker } from 'node:cluster'
-import http from 'node:http'
+import type http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { availableParallelism } from 'node:os'
 import type { Config } from '../config/schema.ts'
+import { listenForMetrics } from './metrics-http.ts'
 
 /** What a worker runs: one full instance on the given config. */
 export type StartInstance = (
@@ -197,7 +198,7 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
     const urls = await Promise.all(Array.from({ length: options.count }, fork))
     url = urls[0] as string
     if (config.metrics.enabled) {
-      metricsServer = await listenForMetrics(config.metrics.host, config.metrics.port)
+      metricsServer = await listenForClusterMetrics(config.metrics.host, config.metrics.port)
     }
   } catch (error) {
     await close()
@@ -235,29 +236,14 @@ function send(worker: Worker, message: ToWorker): void {
 }
 
 /** `/metrics` in the primary: every worker's registry, summed by prom-client's aggregator. */
-async function listenForMetrics(host: string, port: number): Promise<http.Server> {
+async function listenForClusterMetrics(host: string, port: number): Promise<http.Server> {
   const { AggregatorRegistry } = await import('prom-client')
   const aggregator = new AggregatorRegistry()
-  const server = http.createServer((req, res) => {
-    const path = (req.url ?? '').split('?', 1)[0]
-    if (path !== '/metrics' || (req.method !== 'GET' && req.method !== 'HEAD')) {
-      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n')
-      return
-    }
-    aggregator.clusterMetrics().then(
-      (text) => res.writeHead(200, { 'content-type': aggregator.contentType }).end(text),
-      () => res.writeHead(500, { 'content-type': 'text/plain' }).end('collecting metrics failed\n'),
-    )
-  })
-  server.keepAliveTimeout = 5000
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject)
-    server.listen(port, host, () => {
-      server.off('error', reject)
-      resolve()
-    })
-  })
-  return server
+  return listenForMetrics(
+    { contentType: aggregator.contentType, collect: () => aggregator.clusterMetrics() },
+    host,
+    port,
+  )
 }
 
 function closeServer(server: http.Server): Promise<void> {

@@ -1,37 +1,36 @@
 import type { PatRecord } from '../core/ports.ts'
 import {
-  type AdminRole,
   type AdminStore,
-  type AdminTokenRecord,
-  likeContains,
+  addAuditSearch,
+  addPatSearch,
+  createWhere,
+  searchPage,
 } from './admin-store.ts'
-import { checkPageLimit, decodeCursor, toPage } from './cursor.ts'
-import { type AuditRow, type PatRow, toAudit, toPat } from './rows.ts'
-import type { AuditEvent, Page, PageRequest } from './store.ts'
+import {
+  ADMIN_TOKEN_COLUMNS,
+  type AdminTokenRow,
+  type AuditRow,
+  adminTokenValues,
+  type PatRow,
+  toAdminToken,
+  toAudit,
+  toPat,
+} from './rows.ts'
+import type { AuditEvent } from './store.ts'
 
 /** The store's query function: rows, with unique violations already as ConflictError. */
 type Query = <R extends object>(sql: string, params?: unknown[]) => Promise<R[]>
 
-// bigint columns arrive as strings from pg.
-interface AdminTokenRow {
-  id: string
-  token_hash: string
-  name: string
-  role: string
-  last4: string
-  created_at: string
-  expires_at: string
-  revoked_at: string | null
-}
+const numbered = (n: number) => `$${n}`
 
 /** The Postgres `AdminStore`, over the store's pool. */
 export function createPostgresAdminStore(query: Query): AdminStore {
   return {
     async insertAdminToken(r) {
       await query(
-        `INSERT INTO admin_tokens (id, token_hash, name, role, last4, created_at, expires_at,
-          revoked_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-        [r.id, r.tokenHash, r.name, r.role, r.last4, r.createdAt, r.expiresAt, r.revokedAt],
+        `INSERT INTO admin_tokens (${ADMIN_TOKEN_COLUMNS})
+          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+        [...adminTokenValues(r)],
       )
     },
     async findAdminTokenByHash(tokenHash) {
@@ -55,91 +54,30 @@ export function createPostgresAdminStore(query: Query): AdminStore {
       return rows[0] && toAdminToken(rows[0])
     },
     async searchPats(search, page) {
-      const where = createWhere()
-      if (search.tenantId !== undefined) where.add('tenant_id = $?', search.tenantId)
-      if (search.subject) where.add("subject ILIKE $? ESCAPE '\\'", likeContains(search.subject))
-      if (search.name) where.add("name ILIKE $? ESCAPE '\\'", likeContains(search.name))
-      if (search.last4) where.add('last4 = $?', search.last4)
-      if (search.expiringBefore !== undefined) {
-        where.add(
-          'expires_at IS NOT NULL AND revoked_at IS NULL AND expires_at < $?',
-          search.expiringBefore,
-        )
-      }
-      return pageOf<PatRow, PatRecord>(query, 'pats', 'created_at', where, page, toPat, (p) => ({
-        at: p.createdAt,
-        id: p.id,
-      }))
+      const where = createWhere(numbered)
+      addPatSearch(where, search, 'ILIKE')
+      return searchPage<PatRow, PatRecord>(
+        query,
+        'SELECT * FROM pats',
+        'created_at',
+        where,
+        page,
+        toPat,
+        (p) => ({ at: p.createdAt, id: p.id }),
+      )
     },
     async searchAudit(search, page) {
-      const where = createWhere()
-      if (search.tenantId !== undefined) where.add('tenant_id = $?', search.tenantId)
-      if (search.type !== undefined) where.add('type = $?', search.type)
-      if (search.actor !== undefined) where.add('actor = $?', search.actor)
-      if (search.since !== undefined) where.add('time >= $?', search.since)
-      if (search.until !== undefined) where.add('time < $?', search.until)
-      return pageOf<AuditRow, AuditEvent>(
+      const where = createWhere(numbered)
+      addAuditSearch(where, search)
+      return searchPage<AuditRow, AuditEvent>(
         query,
-        'audit_events',
+        'SELECT * FROM audit_events',
         'time',
         where,
         page,
         toAudit,
-        (e) => ({
-          at: e.time,
-          id: e.id,
-        }),
+        (e) => ({ at: e.time, id: e.id }),
       )
     },
-  }
-}
-
-/** WHERE clauses with numbered parameters: each `$?` becomes the next `$n`. */
-function createWhere() {
-  const clauses: string[] = []
-  const params: unknown[] = []
-  return {
-    params,
-    add(sql: string, ...values: unknown[]) {
-      let i = 0
-      clauses.push(sql.replace(/\$\?/g, () => `$${params.length + ++i}`))
-      params.push(...values)
-    },
-    sql: () => (clauses.length > 0 ? `WHERE ${clauses.join(' AND ')}` : ''),
-  }
-}
-
-async function pageOf<R extends object, T>(
-  query: Query,
-  table: string,
-  timeColumn: string,
-  where: ReturnType<typeof createWhere>,
-  page: PageRequest,
-  map: (row: R) => T,
-  positionOf: (item: T) => { at: number; id: string },
-): Promise<Page<T>> {
-  const limit = checkPageLimit(page.limit)
-  if (page.cursor !== undefined) {
-    const after = decodeCursor(page.cursor)
-    where.add(`(${timeColumn}, id) < ($?, $?)`, after.at, after.id)
-  }
-  const rows = await query<R>(
-    `SELECT * FROM ${table} ${where.sql()} ORDER BY ${timeColumn} DESC, id DESC
-      LIMIT ${limit + 1}`,
-    where.params,
-  )
-  return toPage(rows.map(map), limit, positionOf)
-}
-
-function toAdminToken(row: AdminTokenRow): AdminTokenRecord {
-  return {
-    id: row.id,
-    tokenHash: row.token_hash,
-    name: row.name,
-    role: row.role as AdminRole,
-    last4: row.last4,
-    createdAt: Number(row.created_at),
-    expiresAt: Number(row.expires_at),
-    revokedAt: row.revoked_at === null ? null : Number(row.revoked_at),
   }
 }

@@ -7,7 +7,13 @@
  */
 import type { IssuerConfig } from '../core/issuer.ts'
 import type { PatRecord, Tenant } from '../core/ports.ts'
-import { type AuditEvent, ConflictError, type StoredIssuer } from './store.ts'
+import {
+  type AdminRole,
+  type AdminTokenRecord,
+  type AuditEvent,
+  ConflictError,
+  type StoredIssuer,
+} from './store.ts'
 
 /** A time column: INTEGER in SQLite, bigint (read as a string by pg) in Postgres. */
 type Time = number | string
@@ -56,12 +62,25 @@ export interface AuditRow {
   details: Json<Record<string, unknown>>
 }
 
+export interface AdminTokenRow {
+  id: string
+  token_hash: string
+  name: string
+  role: string
+  last4: string
+  created_at: Time
+  expires_at: Time
+  revoked_at: Time | null
+}
+
 export const TENANT_COLUMNS = 'id, name, enabled, created_at'
 export const PAT_COLUMNS = `id, token_hash, tenant_id, subject, name, permissions, last4,
   created_at, expires_at, revoked_at, last_used_at, rotated_from, superseded_at, grace_until`
 export const AUDIT_COLUMNS =
   'id, time, type, tenant_id, actor, outcome, client_address, request_id, details'
 export const ISSUER_COLUMNS = 'issuer, config, created_at'
+export const ADMIN_TOKEN_COLUMNS =
+  'id, token_hash, name, role, last4, created_at, expires_at, revoked_at'
 
 const ms = (value: Time): number => Number(value)
 const msOrNull = (value: Time | null): number | null => (value === null ? null : Number(value))
@@ -114,6 +133,19 @@ export function toIssuer(row: IssuerRow): StoredIssuer {
   return { ...json(row.config), issuer: row.issuer, createdAt: ms(row.created_at) }
 }
 
+export function toAdminToken(row: AdminTokenRow): AdminTokenRecord {
+  return {
+    id: row.id,
+    tokenHash: row.token_hash,
+    name: row.name,
+    role: row.role as AdminRole,
+    last4: row.last4,
+    createdAt: ms(row.created_at),
+    expiresAt: ms(row.expires_at),
+    revokedAt: msOrNull(row.revoked_at),
+  }
+}
+
 /**
  * A PAT's column values in PAT_COLUMNS order; `permissions` encoded for the dialect
  * (JSON text for SQLite, a text[] for Postgres).
@@ -160,6 +192,20 @@ export function issuerValues(issuer: IssuerConfig): { name: string; config: stri
   const { issuer: name, ...config } = issuer
   delete (config as { createdAt?: unknown }).createdAt
   return { name, config: JSON.stringify(config) }
+}
+
+/** An admin token's column values in ADMIN_TOKEN_COLUMNS order. */
+export function adminTokenValues(record: AdminTokenRecord) {
+  return [
+    record.id,
+    record.tokenHash,
+    record.name,
+    record.role,
+    record.last4,
+    record.createdAt,
+    record.expiresAt,
+    record.revokedAt,
+  ] as const
 }
 
 export interface Migration {

@@ -412,6 +412,16 @@ describe('admin API on its own listener', () => {
       ['POST', '/admin/api/v1/pats/tok_x/rotate', { graceSeconds: -1 }, /^graceSeconds:/],
       ['POST', '/admin/api/v1/issuers', { issuer: 'https://x' }, /^body: expected \{ issuer/],
       ['POST', '/admin/api/v1/tenants', { id: 'ok-id', name: 7 }, /^name: required string/],
+      // The CLI's operator-input rules (core/operator-text.ts): bidi, zero-width, C1, dots only.
+      ['POST', '/admin/api/v1/tenants', { id: 'ok-id', name: 'x\u202etxt.exe' }, /^name:.*bidi/],
+      ['POST', '/admin/api/v1/tenants', { id: '..', name: 'dots' }, /^tenant id:/],
+      ['POST', '/admin/api/v1/pats', { tenantId: 'demo', subject: 'ali\u200bce' }, /^subject:/],
+      [
+        'POST',
+        '/admin/api/v1/pats',
+        { tenantId: 'demo', subject: 's', name: 'a\u009bb' },
+        /^name:/,
+      ],
     ]
     for (const [method, path, body, detail] of cases) {
       const response = await adminRequest(server, path, { method, headers: h, body })

@@ -104,7 +104,7 @@ describe('console over HTTP', () => {
     )
     assert.equal(
       await notice(b, await b.post('/admin/tenants', { id: 'no spaces' })),
-      'tenant id: expected 1-64 characters of A-Z a-z 0-9 . _ -',
+      'tenant id: expected 1-64 characters of A-Z a-z 0-9 . _ -, not only dots and dashes',
     )
     assert.equal(
       await notice(b, await b.post('/admin/tenants/web/disable', {})),

@@ -4,7 +4,6 @@
  * and a screenshot of every page into docs/console/ (the README shows them).
  */
 import assert from 'node:assert/strict'
-import { createHash, X509Certificate } from 'node:crypto'
 import { mkdirSync } from 'node:fs'
 import http from 'node:http'
 import https from 'node:https'
@@ -12,9 +11,10 @@ import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
+import type { Browser, BrowserContext, Page } from 'playwright-core'
+import { launchChromium } from '../helpers/browser.ts'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
-import { binaryPath, skipReason } from '../helpers/services.ts'
+import { skipReason } from '../helpers/services.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
 import { adminRequest, bearer, issueAdminTokenCli } from './admin-client.ts'
 
@@ -48,24 +48,7 @@ describe('web console in chromium', { skip }, () => {
     admin = server.running.adminUrl as string
     ;({ token: operator } = await issueAdminTokenCli(server, 'alice', 'operator'))
     ;({ token: readOnly } = await issueAdminTokenCli(server, 'rory', 'read-only'))
-    // Trust exactly the dev certificate's key (as a CA pin would), not every certificate.
-    // playwright gives every launch a fresh temporary profile (--user-data-dir of its own).
-    const spki = new X509Certificate(server.ca).publicKey.export({ type: 'spki', format: 'der' })
-    const pin = createHash('sha256').update(spki).digest('base64')
-    browser = await chromium.launch({
-      executablePath: binaryPath('chromium') as string,
-      headless: true,
-      args: [
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-        `--ignore-certificate-errors-spki-list=${pin}`,
-      ],
-    })
+    browser = await launchChromium(server.ca)
     mkdirSync(SHOTS, { recursive: true })
   })
   after(async () => {

@@ -143,6 +143,14 @@ gateway:
       assert.equal(result.code, 1, text)
       assert.match(result.stderr, message)
     }
+    for (const name of ['evil\u001b[2J', 'x\u202etxt.exe', 'a\u200bb', 'n'.repeat(201)]) {
+      writeFileSync(applyFile, `tenants:\n  - id: named\n    name: ${JSON.stringify(name)}\n`)
+      const dryRun = await cli(['apply', '-f', applyFile, '--dry-run'], { dataDir })
+      assert.equal(dryRun.code, 1, dryRun.stdout)
+      assert.match(dryRun.stderr, /tokengate\.yaml:2:5: tenants\[0\]: --name: expected at most 200/)
+      assert.equal(dryRun.stdout, '')
+    }
+    assert.equal(await withDataStore(dataDir, (store) => store.findTenant('named')), undefined)
     const missing = await cli(['apply'], { dataDir })
     assert.equal(missing.code, 2)
     assert.match(missing.stderr, /missing -f FILE/)

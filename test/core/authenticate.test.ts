@@ -62,7 +62,10 @@ describe('authenticate: PAT', () => {
     const other = await h.authenticate({
       authorization: bearer(token),
       tenantIds: [],
-      tokenSha256: { token: `${token.slice(0, -1)}x`, sha256Hex: 'f'.repeat(64) },
+      tokenSha256: {
+        token: `${token.slice(0, -1)}${token.endsWith('x') ? 'y' : 'x'}`,
+        sha256Hex: 'f'.repeat(64),
+      },
     })
     assert.equal(other.ok, true)
     assert.deepEqual(hashes, [hashPat(token), hashPat(token)])

@@ -254,6 +254,9 @@ describe('the installed bin', () => {
       const me = await httpsGet(`${url}/api/v1/me`, { authorization: `Bearer ${pat}` })
       assert.equal(me.status, 200, me.body)
       assert.equal(JSON.parse(me.body).tenantId, 'demo')
+      // The banner's CLI hints name the installed bin, not the clone's npm script.
+      const mint = await firstMatch(child, /^ +(\S+ \S+)[^\n]* jwt mint --dev /m)
+      assert.equal(mint, 'npx tokengate')
     } finally {
       await stop(child)
     }

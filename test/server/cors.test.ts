@@ -5,15 +5,14 @@
  * Preflights need no token and never count as failed authentications.
  */
 import assert from 'node:assert/strict'
-import { createHash, X509Certificate } from 'node:crypto'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { after, before, describe, it } from 'node:test'
-import { type BrowserContext, chromium } from 'playwright-core'
+import type { Browser } from 'playwright-core'
 import { mintDevJwt } from '../../src/dev/issuer.ts'
+import { launchChromium } from '../helpers/browser.ts'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
-import { binaryPath, skipReason } from '../helpers/services.ts'
-import { tempDir } from '../helpers/temp-dir.ts'
+import { skipReason } from '../helpers/services.ts'
 
 /** A page origin: serves one empty HTML page on 127.0.0.1:<port>. */
 async function startPageServer(): Promise<{ origin: string; server: Server }> {
@@ -83,27 +82,10 @@ describe('CORS', () => {
   })
 
   describe('in a real browser', { skip: skipReason('chromium') }, () => {
-    let browser: BrowserContext
+    let browser: Browser
     let jwt: string
     before(async () => {
-      // Trust exactly the API's dev certificate (its public key), nothing else.
-      const spki = new X509Certificate(api.ca).publicKey.export({ type: 'spki', format: 'der' })
-      const pin = createHash('sha256').update(spki).digest('base64')
-      browser = await chromium.launchPersistentContext(tempDir('tg-chromium-'), {
-        executablePath: binaryPath('chromium'),
-        headless: true,
-        args: [
-          '--headless',
-          '--no-sandbox',
-          '--disable-gpu',
-          '--disable-quic',
-          '--no-first-run',
-          '--disable-background-networking',
-          '--disable-component-update',
-          '--disable-sync',
-          `--ignore-certificate-errors-spki-list=${pin}`,
-        ],
-      })
+      browser = await launchChromium(api.ca)
       jwt = await mintDevJwt(api.dataDir, { tenantId: 'demo', subject: 'spa', permissions: [] })
     })
     after(() => browser?.close())

@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto'
 import { readFile, rename, writeFile } from 'node:fs/promises'
 import { dirname, isAbsolute, resolve } from 'node:path'
 import { isMap, isSeq, LineCounter, type Node, parseDocument, stringify } from 'yaml'
+import { MAX_TENANT_NAME_LENGTH } from '../../core/operator-text.ts'
 import { parsePolicy } from '../../gateway/policy.ts'
 import type { StoredIssuer } from '../../stores/store.ts'
 import { flag, optionalString, parseCommandArgs } from '../args.ts'
@@ -21,7 +22,7 @@ import {
 } from '../context.ts'
 import { CommandFailure, UsageError } from '../errors.ts'
 import { createOutput } from '../output.ts'
-import { checkTenantId } from '../validate.ts'
+import { checkTenantId, checkText } from '../validate.ts'
 import { issuerCommands, readIssuerConfig } from './issuer.ts'
 import { tenantCommands } from './tenant.ts'
 
@@ -206,6 +207,7 @@ async function plan(ctx: CommandContext, desired: DesiredState): Promise<Change[
   for (const { at, value } of desired.tenants) {
     try {
       checkTenantId(value.id, 'id')
+      checkText(value.name, 'name', MAX_TENANT_NAME_LENGTH)
     } catch (error) {
       throw new CommandFailure(`${at}: ${(error as Error).message}`)
     }

@@ -1,4 +1,5 @@
 import { createTenant, listTenants, setTenantEnabled } from '../../auth/tenant-operations.ts'
+import { MAX_TENANT_NAME_LENGTH } from '../../core/operator-text.ts'
 import type { Tenant } from '../../core/ports.ts'
 import { optionalString, requiredPositional } from '../args.ts'
 import {
@@ -11,8 +12,6 @@ import {
 } from '../context.ts'
 import { formatTime, isoTime } from '../output.ts'
 import { checkTenantId, checkText } from '../validate.ts'
-
-const MAX_NAME_LENGTH = 200
 
 /** The tenant as JSON output shows it. */
 export function tenantJson(tenant: Tenant) {
@@ -37,7 +36,7 @@ const create: CommandDef = {
   examples: ['tokengate tenant create acme --name "Acme Corp"'],
   async run(ctx) {
     const id = checkTenantId(requiredPositional(ctx.args, 0, 'ID'), 'ID')
-    const name = checkText(optionalString(ctx.args, 'name') ?? id, 'name', MAX_NAME_LENGTH)
+    const name = checkText(optionalString(ctx.args, 'name') ?? id, 'name', MAX_TENANT_NAME_LENGTH)
     const tenant = await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
       operate(() => createTenant(operationDeps(ctx, store), { id, name })),
     )
