@@ -7,7 +7,9 @@
  * drift on a shared machine hits all of them alike; the table shows medians and ratios from
  * this run only. See bench/README.md.
  *
- * Usage: npm run bench [-- --quick] [-- --duration 5] [-- --repeats 3] [-- --only tokengate]
+ * Usage: npm run bench [-- --quick] [-- --duration 5] [-- --repeats 3]
+ *        [-- --cases REGEX] [-- --servers REGEX]  (a focused run: printed, not written)
+ *        [-- --baseline DIR]  (an earlier commit's tokengate rows beside this tree's)
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
@@ -33,6 +35,20 @@ const DURATION_SEC = option('duration', quick ? 1 : 5)
 const REPEATS = option('repeats', quick ? 1 : 3)
 const CONNECTIONS = option('connections', 32)
 const started = Date.now()
+const text = (name: string) => {
+  const at = args.indexOf(`--${name}`)
+  return at === -1 ? undefined : new RegExp(String(args[at + 1]))
+}
+// A focused run (one change's before/after): only these cases and servers, no crypto ceiling
+// or micro-benchmark, nothing written to bench/results.
+const CASES = text('cases')
+const SERVERS = text('servers')
+// `--baseline DIR`: a copy of an earlier commit (git archive | tar -x, node_modules linked),
+// whose tokengate and library servers run as extra rows interleaved with this tree's: an
+// A/B of a change in one run.
+const baselineAt = args.indexOf('--baseline')
+const BASELINE = baselineAt === -1 ? undefined : args[baselineAt + 1]
+const focused = CASES !== undefined || SERVERS !== undefined
 const QUICK_PEER_CASES = /single|RS256 distinct|garbage|PAT/
 
 /** Issue #6's HAProxy `jwt_verify` figures, as shares of no-auth Fastify on the same machine. */
@@ -86,6 +102,17 @@ function defineServers(fixtures: Fixtures): Server[] {
   add('tokengate-gateway', 'tokengate', tokengate)
   // Library mode: tokengatePlugin + the public createAuthenticator, lookups in memory.
   add('tokengate library', 'tokengate', ['bench/servers/library.ts', fixtures.dir])
+  if (BASELINE) {
+    add('tokengate@baseline', 'tokengate', [
+      '--max-semi-space-size=8',
+      join(BASELINE, 'bench/servers/tokengate.ts'),
+      fixtures.dir,
+    ])
+    add('tokengate library@baseline', 'tokengate', [
+      join(BASELINE, 'bench/servers/library.ts'),
+      fixtures.dir,
+    ])
+  }
   // Every core: wrk stays on CPU 1, so two workers share it with the load generator and the
   // one-worker row on the same two CPUs is the fair comparison.
   const cores = /^PAT single|^JWT RS256 single|^401 garbage/
@@ -361,8 +388,8 @@ async function main() {
     `load: ${tool}; pinning: ${haveTaskset ? 'taskset (server CPU 0, load CPU 1)' : 'none'}`,
   )
   const fixtures = loadFixtures()
-  const servers = defineServers(fixtures)
-  const cases = defineCases(fixtures)
+  const servers = defineServers(fixtures).filter((s) => SERVERS?.test(s.id) ?? true)
+  const cases = defineCases(fixtures).filter((c) => CASES?.test(c.id) ?? true)
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.once(signal, () => {
       stopServers(servers)
@@ -372,7 +399,7 @@ async function main() {
   try {
     for (const server of servers) await startServer(server, servers)
     console.error('crypto ceiling (one core, tight loop)…')
-    const crypto = cryptoCeiling()
+    const crypto = focused ? {} : cryptoCeiling()
     const results = new Map<string, LoadResult[]>()
     const cpu = new Map<string, number[]>()
     const key = (c: Case, s: Server) => `${c.id}\u0000${s.id}`
@@ -440,8 +467,9 @@ async function main() {
     const ceilingOf = (which: 'single' | 'pool') => {
       const c = cases.find(
         (x) => x.id === (which === 'single' ? 'no-auth ceiling' : 'no-auth ceiling (pool)'),
-      ) as Case
-      const noauth = servers.find((s) => s.id === 'fastify-noauth') as Server
+      )
+      const noauth = servers.find((s) => s.id === 'fastify-noauth')
+      if (!c || !noauth) return 0
       return median((results.get(key(c, noauth)) ?? []).map((r) => r.rps))
     }
     const rows: Row[] = []
@@ -496,7 +524,7 @@ async function main() {
         rows.push(row)
       }
     }
-    const micro = coreMicro()
+    const micro = focused ? {} : coreMicro()
     report(rows, crypto, micro, tool)
   } finally {
     stopServers(servers)
@@ -547,6 +575,7 @@ function report(rows: Row[], crypto: Record<string, number>, micro: unknown, too
     '```',
   ].join('\n')
   console.log(markdown)
+  if (focused) return
   const dir = join('bench', 'results')
   mkdirSync(dir, { recursive: true })
   const stamp = facts.date.replace(/[:]/g, '-').replace(/\..*/, '')

@@ -148,3 +148,5 @@ async function start(): Promise<void> {
 await start()
 
 console.log(`READY ${port}`)
+// An orderly exit on SIGTERM, so `--cpu-prof` (bench/profile.ts) writes its profile.
+process.on('SIGTERM', () => process.exit(0))

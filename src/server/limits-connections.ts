@@ -21,11 +21,18 @@ export interface ConnectionLimits {
  * - `maxConnectionsPerAddress`, counted on the raw TCP socket before any TLS work, so one
  *   client cannot take the whole total and keep others out.
  *
+ * The returned function must be called with each request (before handling it): it stops the
+ * first-byte timer of the request's socket.
+ *
  * HAProxy's `timeout http-request` + `maxconn` and nginx's `client_header_timeout` +
  * `limit_conn` are the models; Node's defaults (120 s handshake, no caps) held zero-byte
  * sockets for two minutes.
  */
-export function limitConnections(server: HttpServer, secure: boolean, limits: ConnectionLimits) {
+export function limitConnections(
+  server: HttpServer,
+  secure: boolean,
+  limits: ConnectionLimits,
+): (request: IncomingMessage) => void {
   if (limits.maxConnections > 0) server.maxConnections = limits.maxConnections
   const perAddress = limits.maxConnectionsPerAddress
   if (perAddress > 0) {
@@ -51,12 +58,14 @@ export function limitConnections(server: HttpServer, secure: boolean, limits: Co
     waiting.set(socket, timer)
     socket.once('close', () => clearTimeout(timer))
   })
-  server.on('request', (request: IncomingMessage) => {
+  // Returned, not a 'request' listener: with two listeners Node copies the listener array on
+  // every request; the server's handler calls this first instead (server.ts serverFactory).
+  return (request: IncomingMessage) => {
     const timer = waiting.get(request.socket)
     if (timer === undefined) return
     clearTimeout(timer)
     waiting.delete(request.socket)
-  })
+  }
 }
 
 function addressKey(ip: string): string {

@@ -17,6 +17,7 @@ import type { Config } from '../config/schema.ts'
 import { parseAuthorization } from '../core/credentials.ts'
 import type { AuthFailure } from '../core/failure.ts'
 import { fingerprintToken } from '../core/fingerprint.ts'
+import { isPatToken } from '../core/pat.ts'
 import type { Principal } from '../core/principal.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
 import { API_PREFIX } from '../http/api-path.ts'
@@ -100,6 +101,11 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     },
     clientErrorHandler: createClientErrorHandler(logger),
     serverFactory: (handler) => {
+      let headReceived: (request: Http.IncomingMessage) => void = () => {}
+      const onRequest = (request: Http.IncomingMessage, response: Http.ServerResponse) => {
+        headReceived(request)
+        handler(request, response)
+      }
       const server = tls
         ? https.createServer(
             {
@@ -107,10 +113,10 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
               ...tlsServerOptions(tls),
               handshakeTimeout: config.server.firstByteTimeoutMs,
             },
-            handler,
+            onRequest,
           )
-        : http.createServer(serverOptions, handler)
-      limitConnections(server, tls !== undefined, config.server)
+        : http.createServer(serverOptions, onRequest)
+      headReceived = limitConnections(server, tls !== undefined, config.server)
       return server
     },
   }) as unknown as FastifyInstance
@@ -182,12 +188,16 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   })
 
   // recordOutcome: what every answer leaves behind, in one hook (metrics, the log line).
-  app.addHook('onResponse', (request, reply, done) => {
-    metrics?.recordResponse(request, reply)
-    // At `warn` (the benchmark, quiet deployments) the line is not even assembled.
-    if (logger.isLevelEnabled('info')) logRequest(request, reply)
-    done()
-  })
+  // Without metrics and below `info` (quiet deployments, the benchmark) it would record
+  // nothing, so it is not added: one hook step less per request (the level is fixed at start).
+  const logsRequests = logger.isLevelEnabled('info')
+  if (metrics || logsRequests) {
+    app.addHook('onResponse', (request, reply, done) => {
+      metrics?.recordResponse(request, reply)
+      if (logsRequests) logRequest(request, reply)
+      done()
+    })
+  }
 
   const context = { auth, config, onFailure }
   for (const route of v1Routes) {
@@ -314,11 +324,28 @@ function rawCredentialFingerprint(request: FastifyRequest): string | null {
   const parsed = parseAuthorization(readAuthHeaders(request.raw.rawHeaders).authorization)
   if (!parsed.ok) return null
   const digest = tokenDigestOf(request)
-  return fingerprintToken(
-    parsed.token,
-    digest?.token === parsed.token ? digest.sha256Hex : undefined,
-  )
+  if (digest?.token !== parsed.token) return fingerprintToken(parsed.token)
+  // A PAT's fingerprint is its last four characters or a digest prefix: cheaper than a lookup.
+  if (isPatToken(parsed.token)) return fingerprintToken(parsed.token, digest.sha256Hex)
+  let fingerprint = refusedTokenFingerprints.get(digest.sha256Hex)
+  if (fingerprint === undefined) {
+    fingerprint = fingerprintToken(parsed.token, digest.sha256Hex)
+    if (refusedTokenFingerprints.size >= MAX_REFUSED_TOKEN_FINGERPRINTS) {
+      refusedTokenFingerprints.clear()
+    }
+    refusedTokenFingerprints.set(digest.sha256Hex, fingerprint)
+  }
+  return fingerprint
 }
+
+/**
+ * Fingerprints of recently refused non-PAT tokens by the token's SHA-256. A fingerprint is a
+ * function of the token alone, and decoding a JWT's header and payload again for it was the
+ * largest share of a repeated token's 401 (bench/README.md "Speed measures and why").
+ * Bounded; a full map starts over. Holds digests and fingerprints, never a token.
+ */
+const refusedTokenFingerprints = new Map<string, string>()
+const MAX_REFUSED_TOKEN_FINGERPRINTS = 1_000
 
 function handleError(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
   const id = String(request.id)

@@ -34,9 +34,10 @@ export interface V1Route {
     readonly querystring?: object
     readonly response: Readonly<Record<number, object>>
   }
+  /** The body, or a promise of it (a value needs no promise: Fastify sends it at once). */
   readonly handler: (
     context: RouteContext,
-  ) => (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>
+  ) => (request: FastifyRequest, reply: FastifyReply) => unknown
 }
 
 /** Reads `request.principal`, which the auth plugin guarantees for every `/api/v1` route. */
