@@ -57,7 +57,22 @@ export const STORE_RETRY_AFTER_SECONDS = 5
  */
 export function createAuthenticator(deps: AuthenticatorDeps): Authenticate {
   const authenticate = createMaybeSyncAuthenticator(deps)
-  return async (input) => authenticate(input)
+  // The same pipeline, reachable by `maybeSyncOf` (bench/README.md "Speed measures and why").
+  return Object.assign(async (input: AuthInput) => authenticate(input), {
+    [MAYBE_SYNC]: authenticate,
+  })
+}
+
+const MAYBE_SYNC = Symbol('tokengate.maybeSyncAuthenticate')
+
+/**
+ * The maybe-synchronous pipeline behind an `Authenticate` made by `createAuthenticator`, or
+ * the function itself. Why: tokengatePlugin accepts either kind, and calling the pipeline
+ * directly spares an application using the public factory a promise and a microtask turn per
+ * request; a wrapped or hand-written function is called as given.
+ */
+export function maybeSyncOf(authenticate: AuthenticateMaybeSync): AuthenticateMaybeSync {
+  return (authenticate as { [MAYBE_SYNC]?: AuthenticateMaybeSync })[MAYBE_SYNC] ?? authenticate
 }
 
 /**

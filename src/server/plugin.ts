@@ -2,7 +2,7 @@ import { Buffer } from 'node:buffer'
 import { Readable } from 'node:stream'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { type AuthenticateMaybeSync, isPromiseLike } from '../core/authenticate.ts'
+import { type AuthenticateMaybeSync, isPromiseLike, maybeSyncOf } from '../core/authenticate.ts'
 import { authorize } from '../core/authorize.ts'
 import type { AuthFailure } from '../core/failure.ts'
 import type { AuthResult, Principal } from '../core/principal.ts'
@@ -63,6 +63,7 @@ export interface TokengatePluginOptions {
  */
 const plugin: FastifyPluginAsync<TokengatePluginOptions> = async (fastify, options) => {
   const prefix = options.prefix ?? `${API_PREFIX}/`
+  const authenticate = maybeSyncOf(options.authenticate)
   const exact = prefix.endsWith('/') ? prefix.slice(0, -1) : prefix
 
   fastify.decorateRequest('principal', null)
@@ -111,7 +112,7 @@ const plugin: FastifyPluginAsync<TokengatePluginOptions> = async (fastify, optio
   ) =>
     gate(request, reply, (gateError) => {
       if (gateError) return done(gateError)
-      const result = options.authenticate(authInputOf(request))
+      const result = authenticate(authInputOf(request))
       if (!isPromiseLike(result)) {
         if (authenticated(request, reply, result)) then()
         return

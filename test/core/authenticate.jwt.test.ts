@@ -11,6 +11,7 @@ import {
   createAuthenticator,
   createMaybeSyncAuthenticator,
   isPromiseLike,
+  maybeSyncOf,
 } from '../../src/core/authenticate.ts'
 import type { AuthFailure } from '../../src/core/failure.ts'
 import { createJwtVerifier } from '../../src/core/jwt.ts'
@@ -138,6 +139,18 @@ describe('the maybe-synchronous JWT path (what the server calls)', () => {
     const wrongTenant = maybeSync({ authorization: bearer(token), tenantIds: ['tenant-b'] })
     assert.ok(!isPromiseLike(wrongTenant))
     assert.equal(failureOf(wrongTenant).code, 'tenant_mismatch')
+  })
+
+  test("maybeSyncOf: the public factory's pipeline answers a cached JWT without a promise, with the async result; any other function is kept", async () => {
+    const publicAuth = createAuthenticator({ lookups: syncLookups, jwt: verifier, clock })
+    const token = await issuer.sign({ jti: 'public-1' })
+    const input = { authorization: bearer(token), tenantIds: [TEST_TENANT] }
+    const viaPromise = await publicAuth(input)
+    const direct = maybeSyncOf(publicAuth)(input)
+    assert.ok(!isPromiseLike(direct), "the public authenticator's pipeline returned a promise")
+    assert.deepEqual(direct, viaPromise)
+    const wrapped: typeof publicAuth = (i) => publicAuth(i)
+    assert.equal(maybeSyncOf(wrapped), wrapped)
   })
 
   test('a repeated JWT gets the same frozen principal object; another token its own', async () => {
