@@ -398,7 +398,7 @@ async function main() {
   }
   try {
     for (const server of servers) await startServer(server, servers)
-    console.error('crypto ceiling (one core, tight loop)…')
+    if (!focused) console.error('crypto ceiling (one core, tight loop)…')
     const crypto = focused ? {} : cryptoCeiling()
     const results = new Map<string, LoadResult[]>()
     const cpu = new Map<string, number[]>()
