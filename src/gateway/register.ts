@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { AuthContext } from '../auth/auth-context.ts'
 import type { Config } from '../config/schema.ts'
+import { loggablePath } from '../http/log-safe.ts'
 import { v1Routes } from '../server/routes/v1/index.ts'
 import { createUpstreamAdmission } from './admission.ts'
 import { effectiveHeaderName, IDENTITY_PREFIX } from './headers.ts'
@@ -141,7 +142,7 @@ export function auditRefusal(
     requestId: String(request.id),
     details: {
       method: request.method,
-      path: request.url.split('?', 1)[0],
+      path: loggablePath(request.url),
       ...('rule' in decision && decision.rule ? { policyLine: decision.rule.line } : {}),
     },
   })
