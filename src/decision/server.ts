@@ -29,6 +29,7 @@ import { DEFAULT_POLICY, loadPolicy } from '../gateway/policy.ts'
 import { createPolicyMatcher, type PolicyDecision } from '../gateway/policy-matcher.ts'
 import { sendFailure, sendProblem, sendTenantMismatch } from '../gateway/proxy.ts'
 import { auditRefusal } from '../gateway/register.ts'
+import { pathOf } from '../http/api-path.ts'
 import { problem } from '../http/problem.ts'
 import { tokengatePlugin } from '../server/plugin.ts'
 import { rateLimitPlugin } from '../server/rate-limit.ts'
@@ -235,9 +236,4 @@ function sendRefusal(
 /** JSON with every non-ASCII character escaped (`\uXXXX`): the same value, header-safe. */
 function asciiJson(json: string): string {
   return json.replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
-}
-
-function pathOf(url: string): string {
-  const q = url.indexOf('?')
-  return q === -1 ? url : url.slice(0, q)
 }
