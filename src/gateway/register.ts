@@ -6,9 +6,8 @@ import { v1Routes } from '../server/routes/v1/index.ts'
 import { createUpstreamAdmission } from './admission.ts'
 import { effectiveHeaderName, IDENTITY_PREFIX } from './headers.ts'
 import type { IdentityTokenSigner } from './identity-token.ts'
-import { DEFAULT_POLICY, loadPolicy } from './policy.ts'
-import { createPolicyMatcher, type PolicyDecision } from './policy-matcher.ts'
-import { createReloadablePolicy } from './policy-reload.ts'
+import type { PolicyDecision } from './policy-matcher.ts'
+import { policyMatcherOf } from './policy-reload.ts'
 import { createProxyHandler } from './proxy.ts'
 import { createUpstreamPool } from './upstream.ts'
 
@@ -44,7 +43,7 @@ export async function registerGateway(
   options: RegisterGatewayOptions,
 ): Promise<void> {
   const { gateway, auth } = options
-  const policy = gateway.policyFile ? await loadPolicy(gateway.policyFile) : DEFAULT_POLICY
+  const matcher = await policyMatcherOf(app, gateway.policyFile)
   const upstream = parseUpstream(gateway.upstream)
   const reserved = new Set(v1Routes.map((route) => firstSegment(route.path)))
   const pool = createUpstreamPool(upstream.origin, {
@@ -52,18 +51,6 @@ export async function registerGateway(
     connections: gateway.connections,
   })
   app.addHook('onClose', () => pool.destroy())
-  const reloadable = gateway.policyFile
-    ? createReloadablePolicy(gateway.policyFile, policy, app.log)
-    : undefined
-  if (reloadable) {
-    // SIGHUP re-reads the policy file without a restart (`tokengate apply` writes it).
-    const onHangup = () => void reloadable.reload()
-    process.on('SIGHUP', onHangup)
-    app.addHook('onClose', async () => {
-      process.off('SIGHUP', onHangup)
-    })
-  }
-
   const handler = createProxyHandler({
     basePath: upstream.pathname === '/' ? '' : upstream.pathname.replace(/\/$/, ''),
     timeoutMs: gateway.timeoutMs,
@@ -77,7 +64,7 @@ export async function registerGateway(
       waitMs: gateway.connectionWaitMs,
     }),
     uploadPace: { idleMs: gateway.bodyTimeoutMs, minBytesPerSec: gateway.minUploadBytesPerSec },
-    matcher: reloadable?.matcher ?? createPolicyMatcher(policy),
+    matcher,
     reserved,
     onRefused: (request, decision) => auditRefusal(auth, request, decision),
     internalToken: options.identityToken?.sign,

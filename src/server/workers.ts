@@ -172,9 +172,17 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
     }, delay)
   }
 
+  // SIGHUP reloads the gateway and decision policy in each worker (gateway/policy-reload.ts);
+  // the primary only passes it on, instead of dying of it (Node's default).
+  const onHangup = () => {
+    for (const worker of workers) if (!worker.isDead()) worker.process.kill('SIGHUP')
+  }
+  process.on('SIGHUP', onHangup)
+
   let metricsServer: http.Server | undefined
   const close = async (): Promise<void> => {
     closing = true
+    process.off('SIGHUP', onHangup)
     clearTimeout(restartTimer)
     const exits = [...workers].map(
       (worker) =>
@@ -293,4 +301,6 @@ export function runWorker(start: StartInstance): void {
   process.on('SIGTERM', stop)
   process.on('SIGINT', stop)
   process.on('disconnect', stop)
+  // The primary passes SIGHUP on for policy reloads; a worker without a policy ignores it.
+  process.on('SIGHUP', () => {})
 }

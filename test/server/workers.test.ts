@@ -8,6 +8,7 @@ import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import http from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -120,6 +121,8 @@ function requestLines(served: Served, from: number): LogLine[] {
   return served.log.slice(from).filter((line) => line.msg === 'request')
 }
 
+const isReload = (line: LogLine) => line.msg === 'gateway policy reloaded'
+
 function workerPids(served: Served): Set<number> {
   return new Set(served.log.filter((l) => l.msg.startsWith('listening on')).map((l) => l.pid))
 }
@@ -146,16 +149,29 @@ function counter(text: string, name: string, labels: string): number {
 
 describe('server.workers = 2 (real processes)', { timeout: 120_000 }, () => {
   const data = tempDataDir()
+  const policyFile = join(data.dir, 'policy.yaml')
   let served: Served
+  let upstream: http.Server
   before(async () => {
+    upstream = http.createServer((_req, res) => res.end('{}'))
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve))
+    const upstreamPort = (upstream.address() as AddressInfo).port
+    writeFileSync(policyFile, 'default: authenticated\n')
     // A long cache TTL: a revoke that did not reach a worker would keep answering 200 from
     // its cache for the whole test, so only change detection can turn it into a 401.
     const configFile = join(data.dir, 'config.json')
-    writeFileSync(configFile, JSON.stringify({ auth: { lookupCacheTtlMs: 600_000 } }))
+    writeFileSync(
+      configFile,
+      JSON.stringify({
+        auth: { lookupCacheTtlMs: 600_000 },
+        gateway: { upstream: `http://127.0.0.1:${upstreamPort}`, policyFile },
+      }),
+    )
     served = await serveWithWorkers(data.dir, configFile)
   })
   after(async () => {
     if (served?.child.exitCode === null) served.child.kill('SIGKILL')
+    upstream?.close()
     data.cleanup()
   })
 
@@ -226,6 +242,23 @@ describe('server.workers = 2 (real processes)', { timeout: 120_000 }, () => {
     assert.deepEqual(new Set(after.statuses), new Set([200]))
     assert.equal(after.pids.size, 2)
     assert.ok(!after.pids.has(victim))
+  })
+
+  it('SIGHUP to the primary reloads the gateway policy in every worker', async () => {
+    const { token } = await issuePat(data.dir, [])
+    const before = await batch(served, '/api/v1/reports/q3', token, 8)
+    assert.deepEqual(new Set(before.statuses), new Set([200]))
+    writeFileSync(
+      policyFile,
+      "rules:\n  - methods: '*'\n    path: /api/v1/reports/*\n    deny: true\n",
+    )
+    served.child.kill('SIGHUP')
+    for (let i = 0; i < 100 && served.log.filter(isReload).length < 2; i++) await sleep(50)
+    assert.equal(served.child.exitCode, null, `the primary still runs: ${served.stderr()}`)
+    assert.equal(new Set(served.log.filter(isReload).map((line) => line.pid)).size, 2)
+    const after = await batch(served, '/api/v1/reports/q3', token, 8)
+    assert.deepEqual(new Set(after.statuses), new Set([404]))
+    assert.equal(after.pids.size, 2)
   })
 
   it('SIGTERM drains every worker and the primary exits 0', async () => {
