@@ -8,7 +8,7 @@ import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import http from 'node:http'
-import type { AddressInfo } from 'node:net'
+import net, { type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -105,6 +105,39 @@ function get(
   })
 }
 
+/** One request on its own connection, so the primary's round-robin picks the worker. */
+function request(
+  url: string,
+  options: { method?: string; headers?: Record<string, string>; body?: string },
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      url,
+      { method: options.method ?? 'GET', headers: options.headers, agent: false },
+      (res) => {
+        let body = ''
+        res.on('data', (chunk: Buffer) => {
+          body += chunk.toString()
+        })
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }))
+      },
+    )
+    req.on('error', reject)
+    req.end(options.body)
+  })
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo
+      server.close(() => resolve(port))
+    })
+  })
+}
+
 /** Sends `count` requests one after another; returns their statuses and the answering pids. */
 async function batch(served: Served, path: string, token: string, count: number) {
   const start = served.log.length
@@ -152,10 +185,12 @@ describe('server.workers = 2 (real processes)', { timeout: 120_000 }, () => {
   const policyFile = join(data.dir, 'policy.yaml')
   let served: Served
   let upstream: http.Server
+  let adminPort: number
   before(async () => {
     upstream = http.createServer((_req, res) => res.end('{}'))
     await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve))
     const upstreamPort = (upstream.address() as AddressInfo).port
+    adminPort = await freePort()
     writeFileSync(policyFile, 'default: authenticated\n')
     // A long cache TTL: a revoke that did not reach a worker would keep answering 200 from
     // its cache for the whole test, so only change detection can turn it into a 401.
@@ -165,6 +200,7 @@ describe('server.workers = 2 (real processes)', { timeout: 120_000 }, () => {
       JSON.stringify({
         auth: { lookupCacheTtlMs: 600_000 },
         gateway: { upstream: `http://127.0.0.1:${upstreamPort}`, policyFile },
+        admin: { enabled: true, host: '127.0.0.1', port: adminPort },
       }),
     )
     served = await serveWithWorkers(data.dir, configFile)
@@ -242,6 +278,26 @@ describe('server.workers = 2 (real processes)', { timeout: 120_000 }, () => {
     assert.deepEqual(new Set(after.statuses), new Set([200]))
     assert.equal(after.pids.size, 2)
     assert.ok(!after.pids.has(victim))
+  })
+
+  it('a console session holds on every connection: one worker serves the admin listener', async () => {
+    const { token } = await cliJson<{ token: string }>(
+      ['admin', 'token', 'issue', '--name', 'ops', '--role', 'operator'],
+      { dataDir: data.dir },
+    )
+    const origin = `http://127.0.0.1:${adminPort}`
+    const signIn = await request(`${origin}/admin/sign-in`, {
+      method: 'POST',
+      headers: { origin, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ credential: token }).toString(),
+    })
+    assert.equal(signIn.status, 303, signIn.body)
+    const cookie = String(signIn.headers['set-cookie']).split(';')[0] as string
+    const statuses: number[] = []
+    for (let i = 0; i < 12; i++) {
+      statuses.push((await request(`${origin}/admin/tenants`, { headers: { cookie } })).status)
+    }
+    assert.deepEqual(new Set(statuses), new Set([200]))
   })
 
   it('SIGHUP to the primary reloads the gateway policy in every worker', async () => {
