@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { auditRecord } from '../auth/audit-events.ts'
 import type { AuthContext } from '../auth/auth-context.ts'
 import type { Config } from '../config/schema.ts'
 import { loggablePath } from '../http/log-safe.ts'
@@ -119,18 +120,26 @@ export function auditRefusal(
   decision: PolicyDecision,
 ): void {
   const principal = request.principal
-  auth.audit.write({
-    type: 'auth.forbidden',
-    tenantId: principal?.tenantId ?? null,
-    actor: principal?.fingerprint ?? null,
-    outcome:
-      decision.outcome === 'forbidden' ? 'insufficient_permission' : `gateway_${decision.outcome}`,
-    clientAddress: request.ip,
-    requestId: String(request.id),
-    details: {
-      method: request.method,
-      path: loggablePath(request.url),
-      ...('rule' in decision && decision.rule ? { policyLine: decision.rule.line } : {}),
-    },
-  })
+  auth.audit.write(
+    auditRecord(
+      {
+        type: 'auth.forbidden',
+        tenantId: principal?.tenantId ?? null,
+        outcome:
+          decision.outcome === 'forbidden'
+            ? 'insufficient_permission'
+            : `gateway_${decision.outcome}`,
+        details: {
+          method: request.method,
+          path: loggablePath(request.url),
+          ...('rule' in decision && decision.rule ? { policyLine: decision.rule.line } : {}),
+        },
+      },
+      {
+        actor: principal?.fingerprint ?? null,
+        clientAddress: request.ip,
+        requestId: String(request.id),
+      },
+    ),
+  )
 }
