@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { AuthFailure } from '../core/failure.ts'
 import { loggablePath } from '../http/log-safe.ts'
-import type { AuditEvent as AuditRecord, AuditStore } from '../stores/store.ts'
+import type { AuditStore, StoredAuditEvent } from '../stores/store.ts'
 import type { AuditEventInput } from '../stores/write-behind.ts'
 
 type Iso = string | null
@@ -179,7 +179,7 @@ export interface AuditSink {
 export function storeAuditSink(store: AuditStore, now: () => number): AuditSink {
   return {
     async write(record) {
-      const stored: AuditRecord = { id: randomUUID(), time: now(), ...record }
+      const stored: StoredAuditEvent = { id: randomUUID(), time: now(), ...record }
       await store.appendAudit([stored])
     },
   }

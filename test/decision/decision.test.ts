@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { createLocalJWKSet, jwtVerify } from 'jose'
 import { createProxyMatcher, readForwardedRequest } from '../../src/decision/forwarded-request.ts'
 import { openStore } from '../../src/stores/open-store.ts'
-import type { AuditEvent } from '../../src/stores/store.ts'
+import type { StoredAuditEvent } from '../../src/stores/store.ts'
 import { PROTECTED_PATH, send } from '../adapters/spec-table.ts'
 import { TEST_TENANT } from '../helpers/jwt.ts'
 import { SPEC_POLICY, type Stack, startStack } from './harness.ts'
@@ -145,7 +145,7 @@ describe('decision API: the original request is believed only from trusted proxi
     const requestId = JSON.parse(response.body).requestId
     const store = await openStore({ dataDir: trusting.dataDir })
     try {
-      let event: AuditEvent | undefined
+      let event: StoredAuditEvent | undefined
       for (let i = 0; i < 50 && !event; i++) {
         await sleep(100)
         const page = await store.listAudit(TEST_TENANT, { limit: 200 })
