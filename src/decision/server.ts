@@ -31,6 +31,7 @@ import { sendFailure, sendProblem, sendTenantMismatch } from '../gateway/proxy.t
 import { auditRefusal } from '../gateway/register.ts'
 import { pathOf } from '../http/api-path.ts'
 import { problem } from '../http/problem.ts'
+import type { Metrics } from '../server/metrics.ts'
 import { tokengatePlugin } from '../server/plugin.ts'
 import { rateLimitPlugin } from '../server/rate-limit.ts'
 import { createRequestIdGenerator, lazyChildLogger } from '../server/request-logger.ts'
@@ -51,6 +52,8 @@ export interface BuildDecisionServerOptions {
    * through to the upstream unauthenticated.
    */
   readonly identityToken?: IdentityTokenSigner | undefined
+  /** The instance's metrics: each decision is counted (`tokengate_decisions_total`). */
+  readonly metrics?: Metrics | undefined
 }
 
 export type DecisionConfig = NonNullable<Config['decision']>
@@ -175,6 +178,7 @@ export async function buildDecisionServer(
     done(null, payload)
   })
   app.addHook('onResponse', (request, reply, done) => {
+    options.metrics?.recordDecision(request, reply)
     if (logger.isLevelEnabled('info')) logRequest(request, reply)
     done()
   })

@@ -373,3 +373,42 @@ describe('decision API: policy reload on SIGHUP', () => {
     assert.equal((await send(stack.decisionUrl, reports, [token])).status, 404, 'last good policy')
   })
 })
+
+describe('decision API: metrics', () => {
+  let stack: Stack
+  before(async () => {
+    stack = await startStack({ metrics: true })
+  })
+  after(async () => {
+    await stack?.close()
+  })
+
+  test("each decision is counted by outcome, apart from the API listener's requests", async () => {
+    const scrape = async () => (await fetch(stack.running.metricsUrl as string)).text()
+    const count = (text: string, labels: string) =>
+      Number(
+        text
+          .split('\n')
+          .find((line) => line.startsWith(`tokengate_decisions_total{${labels}}`))
+          ?.split(' ')
+          .at(-1) ?? 0,
+      )
+    const before = await scrape()
+    assert.equal(
+      (await send(stack.decisionUrl, PROTECTED_PATH, [bearer(stack.tokens.pat)])).status,
+      200,
+    )
+    assert.equal((await send(stack.decisionUrl, PROTECTED_PATH, [])).status, 401)
+    const denied = [bearer(stack.tokens.patWithoutPermission)]
+    assert.equal((await send(stack.decisionUrl, PROTECTED_PATH, denied)).status, 403)
+    const after = await scrape()
+    assert.equal(
+      count(after, 'code="ok",status="200"') - count(before, 'code="ok",status="200"'),
+      1,
+    )
+    const missing = 'code="missing_authorization",status="401"'
+    assert.equal(count(after, missing) - count(before, missing), 1)
+    const forbidden = 'code="insufficient_permission",status="403"'
+    assert.equal(count(after, forbidden) - count(before, forbidden), 1)
+  })
+})

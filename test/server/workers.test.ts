@@ -186,11 +186,13 @@ describe('server.workers = 2 (real processes)', { timeout: 120_000 }, () => {
   let served: Served
   let upstream: http.Server
   let adminPort: number
+  let decisionPort: number
   before(async () => {
     upstream = http.createServer((_req, res) => res.end('{}'))
     await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve))
     const upstreamPort = (upstream.address() as AddressInfo).port
     adminPort = await freePort()
+    decisionPort = await freePort()
     writeFileSync(policyFile, 'default: authenticated\n')
     // A long cache TTL: a revoke that did not reach a worker would keep answering 200 from
     // its cache for the whole test, so only change detection can turn it into a 401.
@@ -201,6 +203,7 @@ describe('server.workers = 2 (real processes)', { timeout: 120_000 }, () => {
         auth: { lookupCacheTtlMs: 600_000 },
         gateway: { upstream: `http://127.0.0.1:${upstreamPort}`, policyFile },
         admin: { enabled: true, host: '127.0.0.1', port: adminPort },
+        decision: { host: '127.0.0.1', port: decisionPort },
       }),
     )
     served = await serveWithWorkers(data.dir, configFile)
@@ -298,6 +301,21 @@ describe('server.workers = 2 (real processes)', { timeout: 120_000 }, () => {
       statuses.push((await request(`${origin}/admin/tenants`, { headers: { cookie } })).status)
     }
     assert.deepEqual(new Set(statuses), new Set([200]))
+  })
+
+  it('every worker answers forward-auth decisions on the shared decision port', async () => {
+    const { token } = await issuePat(data.dir, [])
+    const start = served.log.length
+    const statuses: number[] = []
+    for (let i = 0; i < 8; i++) {
+      const decided = await request(`http://127.0.0.1:${decisionPort}/api/v1/reports/q3`, {
+        headers: { authorization: `Bearer ${token}` },
+      })
+      statuses.push(decided.status)
+    }
+    assert.deepEqual(new Set(statuses), new Set([200]))
+    for (let i = 0; i < 100 && requestLines(served, start).length < 8; i++) await sleep(20)
+    assert.equal(new Set(requestLines(served, start).map((line) => line.pid)).size, 2)
   })
 
   it('SIGHUP to the primary reloads the gateway policy in every worker', async () => {
