@@ -339,8 +339,8 @@ function rawCredentialFingerprint(request: FastifyRequest): string | null {
 
 /**
  * Fingerprints of recently refused non-PAT tokens by the token's SHA-256. A fingerprint is a
- * function of the token alone, and decoding a JWT's header and payload again for it was the
- * largest share of a repeated token's 401 (bench/README.md "Speed measures and why").
+ * function of the token alone, and decoding a JWT's header and payload again for it was a
+ * visible share of a repeated JWT's 401 (bench/README.md "Speed measures and why").
  * Bounded; a full map starts over. Holds digests and fingerprints, never a token.
  */
 const refusedTokenFingerprints = new Map<string, string>()
