@@ -23,8 +23,9 @@
  *
  * Run: `node --expose-gc bench/memory.bench.ts [--pats 1000000] [--warm 100000]
  * [--node-flags '--max-semi-space-size=8'] [--serve-only] [--data-dir DIR]` (`--node-flags`
- * replaces the production flags in the in-process phases and is added as NODE_OPTIONS to the
- * served one, to try others; `--serve-only` skips the in-process starts; `--data-dir` keeps
+ * replaces the production flags in the in-process phases and is added to the bin's own in
+ * the served one (then started as `node <the bin's flags> <these> bin/tokengate.js`), to try
+ * others; `--serve-only` skips the in-process starts; `--data-dir` keeps
  * the seeded store in DIR and, when DIR already holds one, reuses it and skips the seeding
  * and the cold lookups: seeding 1,000,000 PATs takes ~2 minutes).
  */
@@ -69,18 +70,18 @@ const gc = (globalThis as { gc?: () => void }).gc
 /**
  * The Node flags a production server runs with: those on the `#!` line of bin/tokengate.js
  * (docs/scale-out.md, "Memory per instance"), read from it so that the in-process phases
- * match the bin. `--node-flags` replaces them in the in-process phases and is added as
- * NODE_OPTIONS to the served one, to try others.
+ * match the bin. `--node-flags` replaces them in the in-process phases and is added to them
+ * in the served one, to try others (not as NODE_OPTIONS: it refuses most V8 flags).
  */
 const SHEBANG_FLAGS = (
   /node((?: --[\w-]+(?:=\S+)?)*)\s*$/.exec(
     readFileSync(new URL('../bin/tokengate.js', import.meta.url), 'utf8').split('\n')[0] ?? '',
   )?.[1] ?? ''
 ).trim()
-const NODE_OPTIONS = args.includes('--node-flags')
+const EXTRA_NODE_FLAGS = args.includes('--node-flags')
   ? String(args[args.indexOf('--node-flags') + 1])
   : ''
-const PRODUCTION_NODE_FLAGS = (NODE_OPTIONS || SHEBANG_FLAGS).split(' ').filter(Boolean)
+const PRODUCTION_NODE_FLAGS = (EXTRA_NODE_FLAGS || SHEBANG_FLAGS).split(' ').filter(Boolean)
 
 async function seed(store: SqliteStore, count: number, keep: number): Promise<string[]> {
   await store.migrate()
@@ -193,7 +194,9 @@ async function servePhase(dataDir: string, tokenFile: string, bin: string, compi
   const measured = await startAndReplay(dataDir, tokens, bin, compileCache, false)
   const mb1 = (bytes: number) => (bytes / 1024 / 1024).toFixed(1)
   console.log(
-    `tokengate serve (installed layout, dist/, started by the bin's #! line: ${SHEBANG_FLAGS}${NODE_OPTIONS ? `, NODE_OPTIONS=${NODE_OPTIONS}` : ''}):`,
+    EXTRA_NODE_FLAGS
+      ? `tokengate serve (installed layout, dist/, node ${SHEBANG_FLAGS} ${EXTRA_NODE_FLAGS} bin/tokengate.js):`
+      : `tokengate serve (installed layout, dist/, started by the bin's #! line: ${SHEBANG_FLAGS}):`,
   )
   console.log(
     `  RSS ${mb1(measured.rss)} MB with ${TOTAL} PATs stored and ${tokens.length} cached, each requested twice over HTTP (target < 150 MB); anonymous ${mb1(measured.anonymous)} MB, file-backed ${mb1(measured.rss - measured.anonymous)} MB; peak RSS ${mb1(measured.peak)} MB; passes took ${measured.passMs.join(' and ')} ms, server CPU ${measured.passCpuUs.join(' and ')} µs per request; RSS after 10 s more idle ${mb1(measured.idleRss)} MB`,
@@ -230,14 +233,20 @@ async function startAndReplay(
       ...(withMetrics ? { metrics: { enabled: true, port: metricsPort } } : {}),
     }),
   )
-  const child = spawn(bin, ['serve', '--http', '--listen', '127.0.0.1:0', '--json'], {
+  const serve = ['serve', '--http', '--listen', '127.0.0.1:0', '--json']
+  const [command, commandArgs] = EXTRA_NODE_FLAGS
+    ? [
+        process.execPath,
+        [...`${SHEBANG_FLAGS} ${EXTRA_NODE_FLAGS}`.split(' ').filter(Boolean), bin, ...serve],
+      ]
+    : [bin, serve]
+  const child = spawn(command, commandArgs, {
     env: {
       // Node 24 first, as `npm run` puts it: the bin's `#!/usr/bin/env -S node ...` finds it.
       PATH: `${dirname(process.execPath)}:${process.env.PATH}`,
       NODE_COMPILE_CACHE: compileCache,
       TOKENGATE_DATA_DIR: dataDir,
       TOKENGATE_CONFIG: configFile,
-      ...(NODE_OPTIONS ? { NODE_OPTIONS } : {}),
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   })
