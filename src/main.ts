@@ -197,7 +197,7 @@ export async function startTokengate(
     }
     if (config.decision) {
       const { buildDecisionServer } = await import('./decision/server.ts')
-      decisionApp = await buildDecisionServer({ config, auth, logger, identityToken })
+      decisionApp = await buildDecisionServer({ config, auth, logger, identityToken, metrics })
       await decisionApp.listen({ host: config.decision.host, port: config.decision.port })
     }
     const decisionAddress = decisionApp?.server.address() as AddressInfo | undefined

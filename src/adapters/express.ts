@@ -21,6 +21,7 @@ import { authorize } from '../core/authorize.ts'
 import type { AuthFailure } from '../core/failure.ts'
 import type { AuthResult, Principal } from '../core/principal.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
+import { pathOf } from '../http/api-path.ts'
 import { failureResponse } from '../http/failure-response.ts'
 import { failureHeaders, requestIdFrom } from './wire.ts'
 
@@ -146,9 +147,4 @@ function ensureRequestId(req: Request, res: Response): string {
   const id = requestIdFrom(req.headers['x-request-id'])
   res.setHeader('x-request-id', id)
   return id
-}
-
-function pathOf(url: string): string {
-  const q = url.indexOf('?')
-  return q === -1 ? url : url.slice(0, q)
 }

@@ -12,7 +12,7 @@ import type { IssuerConfig } from '../core/issuer.ts'
 import { MAX_TENANT_NAME_LENGTH } from '../core/operator-text.ts'
 import { type PatStatus, patStatus } from '../core/pat.ts'
 import type { AuditSearch, PatSearch } from '../stores/admin-store.ts'
-import type { AuditEvent } from '../stores/store.ts'
+import type { StoredAuditEvent } from '../stores/store.ts'
 import { type AdminContext, operationDeps, sendProblem } from './context.ts'
 import { checkPermissions, checkTenantId, checkText, invalid } from './input.ts'
 import { adminOpenApiDocument } from './openapi.ts'
@@ -269,8 +269,11 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
 }
 
 /** Every event matching `search`, newest first, up to 10,000 (the export bound). */
-export async function exportAudit(ctx: AdminContext, search: AuditSearch): Promise<AuditEvent[]> {
-  const events: AuditEvent[] = []
+export async function exportAudit(
+  ctx: AdminContext,
+  search: AuditSearch,
+): Promise<StoredAuditEvent[]> {
+  const events: StoredAuditEvent[] = []
   let cursor: string | undefined
   do {
     const page = await ctx.store.admin.searchAudit(search, { limit: 500, cursor })

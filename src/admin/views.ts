@@ -2,7 +2,7 @@ import type { IssuerConfig } from '../core/issuer.ts'
 import type { JwksStatus } from '../core/jwks.ts'
 import { patStatus } from '../core/pat.ts'
 import type { PatRecord } from '../core/ports.ts'
-import type { AuditEvent, StoredIssuer } from '../stores/store.ts'
+import type { StoredAuditEvent, StoredIssuer } from '../stores/store.ts'
 
 const iso = (ms: number | null | undefined) => (ms == null ? null : new Date(ms).toISOString())
 
@@ -25,7 +25,7 @@ export function patView(record: PatRecord, now: number) {
   }
 }
 
-export function auditView(event: AuditEvent) {
+export function auditView(event: StoredAuditEvent) {
   return { ...event, time: new Date(event.time).toISOString() }
 }
 
@@ -78,7 +78,7 @@ const CSV_COLUMNS = [
  * Audit events as CSV (RFC 4180). A cell that a spreadsheet would run as a formula
  * (`= + - @` first) gets a leading `'`: audit data is partly attacker-chosen (paths).
  */
-export function auditCsv(events: readonly AuditEvent[]): string {
+export function auditCsv(events: readonly StoredAuditEvent[]): string {
   const cell = (value: unknown) => {
     let text = value == null ? '' : typeof value === 'string' ? value : JSON.stringify(value)
     if (/^[=+\-@\t\r]/.test(text)) text = `'${text}`

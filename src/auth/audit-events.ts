@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { AuthFailure } from '../core/failure.ts'
-import type { AuditEvent as AuditRecord, AuditStore } from '../stores/store.ts'
+import { loggablePath } from '../http/log-safe.ts'
+import type { AuditStore, StoredAuditEvent } from '../stores/store.ts'
 import type { AuditEventInput } from '../stores/write-behind.ts'
 
 type Iso = string | null
@@ -92,6 +93,13 @@ export type AuditEvent =
       readonly tenantId: null
       readonly details: { adminTokenId: string; name: string }
     }
+  | {
+      /** One per client address and window while the address is over its failed-auth limit. */
+      readonly type: 'auth.throttled'
+      readonly tenantId: null
+      readonly outcome: 'rate_limited'
+      readonly details: { refused: number; windowSec: number }
+    }
 
 export type AuditEventType = AuditEvent['type'] | 'audit.dropped'
 
@@ -116,12 +124,25 @@ export function auditRecord(event: AuditEvent, by: Actor, time?: number): AuditE
   }
 }
 
-/** The failed-authentication event for a 401/403 answer (503s are not audited). */
-export function authFailureEvent(
+/** What an audited refusal keeps of its request, and who made it. */
+export interface RefusedRequest extends Actor {
+  readonly method: string
+  /** The request target; stored as `loggablePath` keeps it (no query, no token, capped). */
+  readonly url: string
+  readonly tenantId: string | null
+}
+
+/** The one audit record of a 401 or 403 answer, whichever front end gave it; none for a 503. */
+export function authFailureRecord(
   failure: AuthFailure,
-  request: { method: string; path: string; tenantId: string | null },
-): AuditEvent | undefined {
-  const base = { method: request.method, path: request.path }
+  request: RefusedRequest,
+): AuditEventInput | undefined {
+  const event = authFailureEvent(failure, request)
+  return event && auditRecord(event, request)
+}
+
+function authFailureEvent(failure: AuthFailure, request: RefusedRequest): AuditEvent | undefined {
+  const base = { method: request.method, path: loggablePath(request.url) }
   switch (failure.code) {
     case 'unavailable':
       return undefined
@@ -158,7 +179,7 @@ export interface AuditSink {
 export function storeAuditSink(store: AuditStore, now: () => number): AuditSink {
   return {
     async write(record) {
-      const stored: AuditRecord = { id: randomUUID(), time: now(), ...record }
+      const stored: StoredAuditEvent = { id: randomUUID(), time: now(), ...record }
       await store.appendAudit([stored])
     },
   }

@@ -28,6 +28,7 @@ import type { AuthResult, Principal } from '../core/principal.ts'
 import { missingPackageError } from '../missing-package.ts'
 import { openStore } from '../stores/open-store.ts'
 import type { Store } from '../stores/store.ts'
+import { authFailureRecord } from './audit-events.ts'
 import { createAuthContext, type Warn } from './auth-context.ts'
 import { createReuseDetector } from './reuse-detector.ts'
 
@@ -110,19 +111,15 @@ export async function createTokengate(options: TokengateOptions = {}): Promise<T
         const actor = context.principal?.fingerprint ?? actorOf(context.authorization)
         const requestId = context.requestId
         const clientAddress = context.clientAddress ?? null
-        auth.audit.write({
-          type: failure.code === 'insufficient_permission' ? 'auth.forbidden' : 'auth.failed',
-          tenantId: context.principal?.tenantId ?? null,
+        const record = authFailureRecord(failure, {
           actor,
-          outcome: failure.code,
           clientAddress,
           requestId,
-          details: {
-            ...(context.method ? { method: context.method } : {}),
-            ...(context.path ? { path: context.path } : {}),
-            ...(failure.code === 'invalid_token' ? { reason: failure.reason } : {}),
-          },
+          method: context.method ?? '',
+          url: context.path ?? '',
+          tenantId: context.principal?.tenantId ?? null,
         })
+        if (record) auth.audit.write(record)
         reuse.onFailure(failure, { actor, clientAddress, requestId })
       },
       close() {

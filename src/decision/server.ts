@@ -25,11 +25,13 @@ import type { Config } from '../config/schema.ts'
 import type { Principal } from '../core/principal.ts'
 import { type HeaderMap, IDENTITY_PREFIX, upstreamRequestHeaders } from '../gateway/headers.ts'
 import type { IdentityTokenSigner } from '../gateway/identity-token.ts'
-import { DEFAULT_POLICY, loadPolicy } from '../gateway/policy.ts'
-import { createPolicyMatcher, type PolicyDecision } from '../gateway/policy-matcher.ts'
+import type { PolicyDecision } from '../gateway/policy-matcher.ts'
+import { policyMatcherOf } from '../gateway/policy-reload.ts'
 import { sendFailure, sendProblem, sendTenantMismatch } from '../gateway/proxy.ts'
 import { auditRefusal } from '../gateway/register.ts'
+import { pathOf } from '../http/api-path.ts'
 import { problem } from '../http/problem.ts'
+import type { Metrics } from '../server/metrics.ts'
 import { tokengatePlugin } from '../server/plugin.ts'
 import { rateLimitPlugin } from '../server/rate-limit.ts'
 import { createRequestIdGenerator, lazyChildLogger } from '../server/request-logger.ts'
@@ -50,6 +52,8 @@ export interface BuildDecisionServerOptions {
    * through to the upstream unauthenticated.
    */
   readonly identityToken?: IdentityTokenSigner | undefined
+  /** The instance's metrics: each decision is counted (`tokengate_decisions_total`). */
+  readonly metrics?: Metrics | undefined
 }
 
 export type DecisionConfig = NonNullable<Config['decision']>
@@ -89,7 +93,6 @@ export async function buildDecisionServer(
   const decision = config.decision as DecisionConfig
   const trusted = createProxyMatcher(decision.trustedProxies)
   const policyFile = decision.policyFile ?? config.gateway?.policyFile
-  const matcher = createPolicyMatcher(policyFile ? await loadPolicy(policyFile) : DEFAULT_POLICY)
   const nextRequestId = createRequestIdGenerator()
 
   const app = Fastify({
@@ -128,6 +131,7 @@ export async function buildDecisionServer(
         },
       ),
   }) as unknown as FastifyInstance
+  const matcher = await policyMatcherOf(app, policyFile)
 
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
@@ -174,6 +178,7 @@ export async function buildDecisionServer(
     done(null, payload)
   })
   app.addHook('onResponse', (request, reply, done) => {
+    options.metrics?.recordDecision(request, reply)
     if (logger.isLevelEnabled('info')) logRequest(request, reply)
     done()
   })
@@ -235,9 +240,4 @@ function sendRefusal(
 /** JSON with every non-ASCII character escaped (`\uXXXX`): the same value, header-safe. */
 function asciiJson(json: string): string {
   return json.replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
-}
-
-function pathOf(url: string): string {
-  const q = url.indexOf('?')
-  return q === -1 ? url : url.slice(0, q)
 }

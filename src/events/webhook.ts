@@ -13,7 +13,7 @@
 import { Buffer } from 'node:buffer'
 import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto'
 import { type Clock, systemClock } from '../core/ports.ts'
-import type { AuditEvent } from '../stores/store.ts'
+import type { StoredAuditEvent } from '../stores/store.ts'
 
 export const SIGNATURE_HEADER = 'x-tokengate-signature'
 export const DELIVERY_HEADER = 'x-tokengate-delivery'
@@ -21,10 +21,10 @@ export const DELIVERY_HEADER = 'x-tokengate-delivery'
 export const MIN_SECRET_LENGTH = 16
 
 /** One event as delivered: the stored event with `time` as an ISO 8601 UTC string. */
-export type WebhookEvent = Omit<AuditEvent, 'time'> & { readonly time: string }
+export type WebhookEvent = Omit<StoredAuditEvent, 'time'> & { readonly time: string }
 
 /** The body of one delivery, as exact bytes to sign and send. */
-export function webhookBody(events: readonly AuditEvent[]): string {
+export function webhookBody(events: readonly StoredAuditEvent[]): string {
   return JSON.stringify({
     events: events.map((e) => ({
       id: e.id,
@@ -91,7 +91,7 @@ export type DeliveryResult =
 
 export interface WebhookSender {
   /** POSTs one batch; never throws. `signal` aborts it (shutdown). */
-  send(events: readonly AuditEvent[], signal?: AbortSignal): Promise<DeliveryResult>
+  send(events: readonly StoredAuditEvent[], signal?: AbortSignal): Promise<DeliveryResult>
 }
 
 export interface WebhookSenderOptions {

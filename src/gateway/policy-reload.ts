@@ -4,7 +4,8 @@
  * gateway down or opens it up: it is logged with every problem's file:line:col, and the
  * last good policy stays in force (as nginx keeps its old workers on a failed `reload`).
  */
-import { loadPolicy, type Policy } from './policy.ts'
+import type { FastifyInstance } from 'fastify'
+import { DEFAULT_POLICY, loadPolicy, type Policy } from './policy.ts'
 import { createPolicyMatcher, type PolicyMatcher } from './policy-matcher.ts'
 
 export interface PolicyReloadLog {
@@ -46,4 +47,23 @@ export function createReloadablePolicy(
       }
     },
   }
+}
+
+/**
+ * The policy `app` decides with: the file's, re-read on SIGHUP while the app runs (`tokengate
+ * apply` writes the file), or the default policy without a file. Throws when the file is
+ * invalid at start.
+ */
+export async function policyMatcherOf(
+  app: FastifyInstance,
+  file: string | undefined,
+): Promise<PolicyMatcher> {
+  if (!file) return createPolicyMatcher(DEFAULT_POLICY)
+  const reloadable = createReloadablePolicy(file, await loadPolicy(file), app.log)
+  const onHangup = () => void reloadable.reload()
+  process.on('SIGHUP', onHangup)
+  app.addHook('onClose', async () => {
+    process.off('SIGHUP', onHangup)
+  })
+  return reloadable.matcher
 }

@@ -3,6 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Dispatcher } from 'undici'
 import type { AuthFailure } from '../core/failure.ts'
 import type { Principal } from '../core/principal.ts'
+import { pathOf } from '../http/api-path.ts'
 import { bearerChallenge } from '../http/challenge.ts'
 import { failureResponse } from '../http/failure-response.ts'
 import { PROBLEM_CONTENT_TYPE, type ProblemDetails, problem } from '../http/problem.ts'
@@ -294,9 +295,4 @@ export function sendProblem(reply: FastifyReply, body: ProblemDetails): FastifyR
     .header('content-type', PROBLEM_CONTENT_TYPE)
     .header('cache-control', 'no-store')
     .send(body)
-}
-
-function pathOf(url: string): string {
-  const q = url.indexOf('?')
-  return q === -1 ? url : url.slice(0, q)
 }

@@ -1,13 +1,14 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { auditRecord } from '../auth/audit-events.ts'
 import type { AuthContext } from '../auth/auth-context.ts'
 import type { Config } from '../config/schema.ts'
+import { loggablePath } from '../http/log-safe.ts'
 import { v1Routes } from '../server/routes/v1/index.ts'
 import { createUpstreamAdmission } from './admission.ts'
 import { effectiveHeaderName, IDENTITY_PREFIX } from './headers.ts'
 import type { IdentityTokenSigner } from './identity-token.ts'
-import { DEFAULT_POLICY, loadPolicy } from './policy.ts'
-import { createPolicyMatcher, type PolicyDecision } from './policy-matcher.ts'
-import { createReloadablePolicy } from './policy-reload.ts'
+import type { PolicyDecision } from './policy-matcher.ts'
+import { policyMatcherOf } from './policy-reload.ts'
 import { createProxyHandler } from './proxy.ts'
 import { createUpstreamPool } from './upstream.ts'
 
@@ -43,7 +44,7 @@ export async function registerGateway(
   options: RegisterGatewayOptions,
 ): Promise<void> {
   const { gateway, auth } = options
-  const policy = gateway.policyFile ? await loadPolicy(gateway.policyFile) : DEFAULT_POLICY
+  const matcher = await policyMatcherOf(app, gateway.policyFile)
   const upstream = parseUpstream(gateway.upstream)
   const reserved = new Set(v1Routes.map((route) => firstSegment(route.path)))
   const pool = createUpstreamPool(upstream.origin, {
@@ -51,18 +52,6 @@ export async function registerGateway(
     connections: gateway.connections,
   })
   app.addHook('onClose', () => pool.destroy())
-  const reloadable = gateway.policyFile
-    ? createReloadablePolicy(gateway.policyFile, policy, app.log)
-    : undefined
-  if (reloadable) {
-    // SIGHUP re-reads the policy file without a restart (`tokengate apply` writes it).
-    const onHangup = () => void reloadable.reload()
-    process.on('SIGHUP', onHangup)
-    app.addHook('onClose', async () => {
-      process.off('SIGHUP', onHangup)
-    })
-  }
-
   const handler = createProxyHandler({
     basePath: upstream.pathname === '/' ? '' : upstream.pathname.replace(/\/$/, ''),
     timeoutMs: gateway.timeoutMs,
@@ -76,7 +65,7 @@ export async function registerGateway(
       waitMs: gateway.connectionWaitMs,
     }),
     uploadPace: { idleMs: gateway.bodyTimeoutMs, minBytesPerSec: gateway.minUploadBytesPerSec },
-    matcher: reloadable?.matcher ?? createPolicyMatcher(policy),
+    matcher,
     reserved,
     onRefused: (request, decision) => auditRefusal(auth, request, decision),
     internalToken: options.identityToken?.sign,
@@ -131,18 +120,26 @@ export function auditRefusal(
   decision: PolicyDecision,
 ): void {
   const principal = request.principal
-  auth.audit.write({
-    type: 'auth.forbidden',
-    tenantId: principal?.tenantId ?? null,
-    actor: principal?.fingerprint ?? null,
-    outcome:
-      decision.outcome === 'forbidden' ? 'insufficient_permission' : `gateway_${decision.outcome}`,
-    clientAddress: request.ip,
-    requestId: String(request.id),
-    details: {
-      method: request.method,
-      path: request.url.split('?', 1)[0],
-      ...('rule' in decision && decision.rule ? { policyLine: decision.rule.line } : {}),
-    },
-  })
+  auth.audit.write(
+    auditRecord(
+      {
+        type: 'auth.forbidden',
+        tenantId: principal?.tenantId ?? null,
+        outcome:
+          decision.outcome === 'forbidden'
+            ? 'insufficient_permission'
+            : `gateway_${decision.outcome}`,
+        details: {
+          method: request.method,
+          path: loggablePath(request.url),
+          ...('rule' in decision && decision.rule ? { policyLine: decision.rule.line } : {}),
+        },
+      },
+      {
+        actor: principal?.fingerprint ?? null,
+        clientAddress: request.ip,
+        requestId: String(request.id),
+      },
+    ),
+  )
 }

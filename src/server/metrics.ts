@@ -46,11 +46,14 @@ export interface Metrics {
   timeAuthenticate(authenticate: AuthenticateMaybeSync): AuthenticateMaybeSync
   /** Counts one answer (outcome code, status, rate-limit policy); called once per response. */
   recordResponse(request: FastifyRequest, reply: FastifyReply): void
+  /** Counts one answer of the forward-auth decision listener (outcome code, status). */
+  recordDecision(request: FastifyRequest, reply: FastifyReply): void
 }
 
 /** Status-derived codes for responses that are not an authentication failure. */
 const STATUS_CODES: Readonly<Record<number, string>> = {
   400: 'validation_failed',
+  403: 'insufficient_permission',
   404: 'not_found',
   413: 'payload_too_large',
   429: 'rate_limited',
@@ -75,6 +78,12 @@ export function createMetrics(sources: MetricsSources): Metrics {
   const requests = new Counter({
     name: 'tokengate_http_requests_total',
     help: 'Responses under /api/v1 by outcome code (ok, or the problem code) and status.',
+    labelNames: ['code', 'status'] as const,
+    registers,
+  })
+  const decisions = new Counter({
+    name: 'tokengate_decisions_total',
+    help: 'Forward-auth decisions by outcome code (ok, or the problem code) and status.',
     labelNames: ['code', 'status'] as const,
     registers,
   })
@@ -243,13 +252,22 @@ export function createMetrics(sources: MetricsSources): Metrics {
     recordResponse(request, reply) {
       if (!request.url.startsWith(API_PREFIX)) return
       const status = reply.statusCode
-      const code =
-        request.authFailure?.code ??
-        (status < 400 ? 'ok' : (STATUS_CODES[status] ?? `http_${status}`))
-      requests.inc({ code, status: String(status) })
+      requests.inc({ code: outcomeCode(request, status), status: String(status) })
+      if (status === 429) rateLimited.inc({ policy: stateOf(request).refusedBy ?? 'unknown' })
+    },
+    recordDecision(request, reply) {
+      const status = reply.statusCode
+      decisions.inc({ code: outcomeCode(request, status), status: String(status) })
       if (status === 429) rateLimited.inc({ policy: stateOf(request).refusedBy ?? 'unknown' })
     },
   }
+}
+
+/** `ok`, the authentication failure's code, or the code the status stands for. */
+function outcomeCode(request: FastifyRequest, status: number): string {
+  return (
+    request.authFailure?.code ?? (status < 400 ? 'ok' : (STATUS_CODES[status] ?? `http_${status}`))
+  )
 }
 
 /** The token type as far as the header tells, for failures (no principal to ask). */

@@ -9,6 +9,7 @@ import Fastify, {
   LogController,
 } from 'fastify'
 import type { Logger } from 'pino'
+import { auditRecord, authFailureRecord } from '../auth/audit-events.ts'
 import type { AuthContext } from '../auth/auth-context.ts'
 import { openCounterStore } from '../auth/counter-store.ts'
 import { createLimiter } from '../auth/limiter.ts'
@@ -20,12 +21,12 @@ import { fingerprintToken } from '../core/fingerprint.ts'
 import type { Principal } from '../core/principal.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
 import { API_PREFIX } from '../http/api-path.ts'
+import { loggablePath, looksLikeToken } from '../http/log-safe.ts'
 import { problemResponse, storeUnavailable } from '../http/problem-response.ts'
 import { createClientErrorHandler } from './client-error.ts'
 import { registerHealthRoutes } from './health.ts'
 import { limitConnections } from './limits-connections.ts'
 import { createRefusalRecorder } from './limits-refusals.ts'
-import { loggablePath, looksLikeToken } from './log-safe.ts'
 import type { Metrics } from './metrics.ts'
 import { tokengatePlugin } from './plugin.ts'
 import { rateLimitPlugin } from './rate-limit.ts'
@@ -136,15 +137,17 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   const refusals = createRefusalRecorder({
     windowSec: config.rateLimit.failedAuth.windowSec,
     write: (event) =>
-      auth.audit.write({
-        type: 'auth.throttled',
-        tenantId: null,
-        actor: null,
-        outcome: 'rate_limited',
-        clientAddress: event.clientAddress,
-        requestId: event.requestId,
-        details: { refused: event.refused, windowSec: event.windowSec },
-      }),
+      auth.audit.write(
+        auditRecord(
+          {
+            type: 'auth.throttled',
+            tenantId: null,
+            outcome: 'rate_limited',
+            details: { refused: event.refused, windowSec: event.windowSec },
+          },
+          { actor: null, clientAddress: event.clientAddress, requestId: event.requestId },
+        ),
+      ),
   })
   app.addHook('onClose', (_instance, done) => {
     refusals.close()
@@ -294,19 +297,15 @@ export function recordFailure(
   // only a 401 has to fingerprint the raw credential (decoding a JWT's claims again).
   const actor = request.principal?.fingerprint ?? rawCredentialFingerprint(request)
   const requestId = String(request.id)
-  auth.audit.write({
-    type: failure.code === 'insufficient_permission' ? 'auth.forbidden' : 'auth.failed',
-    tenantId: request.principal?.tenantId ?? null,
+  const record = authFailureRecord(failure, {
     actor,
-    outcome: failure.code,
     clientAddress: request.ip,
     requestId,
-    details: {
-      method: request.method,
-      path: loggablePath(request.url),
-      ...(failure.code === 'invalid_token' ? { reason: failure.reason } : {}),
-    },
+    method: request.method,
+    url: request.url,
+    tenantId: request.principal?.tenantId ?? null,
   })
+  if (record) auth.audit.write(record)
   reuse.onFailure(failure, { actor, clientAddress: request.ip, requestId })
 }
 

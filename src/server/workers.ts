@@ -124,15 +124,23 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
     giveUp = resolve
   })
 
+  // Console sessions live in the memory of the process that signed the operator in, so one
+  // worker serves the admin listener: cluster hands every admin connection to the only
+  // worker listening on that port. Its replacement takes the listener over.
+  let adminWorker: Worker | undefined
+  const withoutAdmin: Readonly<Config> = { ...config, admin: { ...config.admin, enabled: false } }
+
   const fork = (): Promise<string> =>
     new Promise((resolve, reject) => {
       const worker = cluster.fork()
       workers.add(worker)
+      const servesAdmin = config.admin.enabled && adminWorker === undefined
+      if (servesAdmin) adminWorker = worker
       let ready = false
       worker.on('online', () =>
         send(worker, {
           type: 'tokengate:start',
-          config,
+          config: servesAdmin ? config : withoutAdmin,
           logToStderr: options.logToStderr === true,
         }),
       )
@@ -146,6 +154,7 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
       })
       worker.on('exit', (code, signal) => {
         workers.delete(worker)
+        if (adminWorker === worker) adminWorker = undefined
         if (!ready) reject(new Error(`worker ${worker.process.pid} exited before listening`))
         if (!closing) onCrash(worker.process.pid, code, signal)
       })
@@ -172,9 +181,17 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
     }, delay)
   }
 
+  // SIGHUP reloads the gateway and decision policy in each worker (gateway/policy-reload.ts);
+  // the primary only passes it on, instead of dying of it (Node's default).
+  const onHangup = () => {
+    for (const worker of workers) if (!worker.isDead()) worker.process.kill('SIGHUP')
+  }
+  process.on('SIGHUP', onHangup)
+
   let metricsServer: http.Server | undefined
   const close = async (): Promise<void> => {
     closing = true
+    process.off('SIGHUP', onHangup)
     clearTimeout(restartTimer)
     const exits = [...workers].map(
       (worker) =>
@@ -293,4 +310,6 @@ export function runWorker(start: StartInstance): void {
   process.on('SIGTERM', stop)
   process.on('SIGINT', stop)
   process.on('disconnect', stop)
+  // The primary passes SIGHUP on for policy reloads; a worker without a policy ignores it.
+  process.on('SIGHUP', () => {})
 }

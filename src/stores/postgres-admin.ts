@@ -16,7 +16,7 @@ import {
   toAudit,
   toPat,
 } from './rows.ts'
-import type { AuditEvent } from './store.ts'
+import type { StoredAuditEvent } from './store.ts'
 
 /** The store's query function: rows, with unique violations already as ConflictError. */
 type Query = <R extends object>(sql: string, params?: unknown[]) => Promise<R[]>
@@ -69,7 +69,7 @@ export function createPostgresAdminStore(query: Query): AdminStore {
     async searchAudit(search, page) {
       const where = createWhere(numbered)
       addAuditSearch(where, search)
-      return searchPage<AuditRow, AuditEvent>(
+      return searchPage<AuditRow, StoredAuditEvent>(
         query,
         'SELECT * FROM audit_events',
         'time',

@@ -31,7 +31,6 @@ export type { ChangeFeedStatus } from './store.ts'
 
 import {
   type AppendAuditOptions,
-  type AuditEvent,
   type ChangeFeedStatus,
   checkReplacement,
   type OutboxEntry,
@@ -40,6 +39,7 @@ import {
   type PageRequest,
   type Store,
   type StoreChange,
+  type StoredAuditEvent,
   type StoredIssuer,
 } from './store.ts'
 
@@ -403,7 +403,10 @@ class PgStore implements PostgresStore {
     return true
   }
 
-  async appendAudit(events: readonly AuditEvent[], options?: AppendAuditOptions): Promise<void> {
+  async appendAudit(
+    events: readonly StoredAuditEvent[],
+    options?: AppendAuditOptions,
+  ): Promise<void> {
     this.#checkOpen()
     if (events.length === 0) return
     // Column-wise: one array per column, as unnest takes them.
@@ -483,7 +486,7 @@ class PgStore implements PostgresStore {
     return rows.length
   }
 
-  async listAudit(tenantId: string, page: PageRequest): Promise<Page<AuditEvent>> {
+  async listAudit(tenantId: string, page: PageRequest): Promise<Page<StoredAuditEvent>> {
     const limit = checkPageLimit(page.limit)
     const params: unknown[] = [tenantId]
     let after = ''

@@ -10,8 +10,8 @@ import type { PatRecord, Tenant } from '../core/ports.ts'
 import {
   type AdminRole,
   type AdminTokenRecord,
-  type AuditEvent,
   ConflictError,
+  type StoredAuditEvent,
   type StoredIssuer,
 } from './store.ts'
 
@@ -115,7 +115,7 @@ export function toPat(row: PatRow): PatRecord {
   }
 }
 
-export function toAudit(row: AuditRow): AuditEvent {
+export function toAudit(row: AuditRow): StoredAuditEvent {
   return {
     id: row.id,
     time: ms(row.time),
@@ -170,7 +170,7 @@ export function patValues<P>(record: PatRecord, permissions: (list: readonly str
 }
 
 /** An audit event's column values in AUDIT_COLUMNS order (details as JSON text). */
-export function auditValues(event: AuditEvent) {
+export function auditValues(event: StoredAuditEvent) {
   return [
     event.id,
     event.time,

@@ -20,7 +20,7 @@ import {
   toAudit,
   toPat,
 } from './rows.ts'
-import { type AuditEvent, ConflictError } from './store.ts'
+import { ConflictError, type StoredAuditEvent } from './store.ts'
 
 const SQLITE_CONSTRAINT_PRIMARYKEY = 1555
 const SQLITE_CONSTRAINT_UNIQUE = 2067
@@ -82,7 +82,7 @@ export function createSqliteAdminStore(db: () => DatabaseSync): AdminStore {
     async searchAudit(search: AuditSearch, page) {
       const where = createWhere(unnumbered)
       addAuditSearch(where, search)
-      return searchPage<AuditRow, AuditEvent>(
+      return searchPage<AuditRow, StoredAuditEvent>(
         all,
         `SELECT ${AUDIT_COLUMNS} FROM audit_events`,
         'time',

@@ -17,7 +17,6 @@ import { createSqliteAdminStore } from './sqlite-admin.ts'
 import { sqliteMigrations } from './sqlite-migrations.ts'
 import {
   type AppendAuditOptions,
-  type AuditEvent,
   checkReplacement,
   type OutboxEntry,
   type OutboxStats,
@@ -25,6 +24,7 @@ import {
   type PageRequest,
   type Store,
   type StoreChange,
+  type StoredAuditEvent,
   type StoredIssuer,
 } from './store.ts'
 
@@ -331,7 +331,10 @@ export class SqliteStore implements Store {
     return removed
   }
 
-  async appendAudit(events: readonly AuditEvent[], options?: AppendAuditOptions): Promise<void> {
+  async appendAudit(
+    events: readonly StoredAuditEvent[],
+    options?: AppendAuditOptions,
+  ): Promise<void> {
     const s = this.#s()
     if (events.length === 0) return
     const queue = options?.queue ?? true
@@ -386,7 +389,7 @@ export class SqliteStore implements Store {
     return Number(this.#s().clearOutbox.run().changes)
   }
 
-  async listAudit(tenantId: string, page: PageRequest): Promise<Page<AuditEvent>> {
+  async listAudit(tenantId: string, page: PageRequest): Promise<Page<StoredAuditEvent>> {
     const s = this.#s()
     const limit = checkPageLimit(page.limit)
     const after = page.cursor === undefined ? undefined : decodeCursor(page.cursor)

@@ -11,8 +11,11 @@ export interface Page<T> {
   readonly nextCursor: string | null
 }
 
-/** One security-relevant event. A stable schema: fields are added, never renamed. */
-export interface AuditEvent {
+/**
+ * One security-relevant event as stored: an `AuditEvent` of auth/audit-events.ts with its id,
+ * time, actor, client address and request id. A stable schema: fields are added, never renamed.
+ */
+export interface StoredAuditEvent {
   readonly id: string
   /** Epoch milliseconds. */
   readonly time: number
@@ -40,7 +43,7 @@ export interface AppendAuditOptions {
 
 /** An audit event waiting in the delivery outbox. */
 export interface OutboxEntry {
-  readonly event: AuditEvent
+  readonly event: StoredAuditEvent
   /** Failed delivery attempts so far. */
   readonly attempts: number
 }
@@ -139,9 +142,9 @@ export interface AuditStore {
    * when it is first stored). `queue: false` stores only: for callers that know no webhook
    * is configured, so the outbox has no reader and queuing would be work thrown away.
    */
-  appendAudit(events: readonly AuditEvent[], options?: AppendAuditOptions): Promise<void>
+  appendAudit(events: readonly StoredAuditEvent[], options?: AppendAuditOptions): Promise<void>
   /** Newest first. */
-  listAudit(tenantId: string, page: PageRequest): Promise<Page<AuditEvent>>
+  listAudit(tenantId: string, page: PageRequest): Promise<Page<StoredAuditEvent>>
 }
 
 /** The webhook delivery outbox, filled by `appendAudit`. */
@@ -261,5 +264,5 @@ export interface AdminStore {
   /** Newest first, keyset-paginated like `listPats`. */
   searchPats(search: PatSearch, page: PageRequest): Promise<Page<PatRecord>>
   /** Newest first, keyset-paginated like `listAudit`. */
-  searchAudit(search: AuditSearch, page: PageRequest): Promise<Page<AuditEvent>>
+  searchAudit(search: AuditSearch, page: PageRequest): Promise<Page<StoredAuditEvent>>
 }

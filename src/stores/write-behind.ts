@@ -8,7 +8,7 @@
  */
 import * as crypto from 'node:crypto'
 import { type Clock, systemClock } from '../core/ports.ts'
-import type { AuditEvent, Store } from './store.ts'
+import type { Store, StoredAuditEvent } from './store.ts'
 
 /** Called when a timer-driven flush fails (the data is kept and retried). */
 export type FlushErrorHandler = (error: unknown) => void
@@ -119,8 +119,8 @@ const MAX_KEPT_OFFSET_MS = 2 ** 30
 const KEPT_OFFSET_MARGIN_MS = 2 ** 29
 
 /** An audit event as the caller writes it: `id` and `time` are assigned when missing. */
-export type AuditEventInput = Omit<AuditEvent, 'id' | 'time'> &
-  Partial<Pick<AuditEvent, 'id' | 'time'>>
+export type AuditEventInput = Omit<StoredAuditEvent, 'id' | 'time'> &
+  Partial<Pick<StoredAuditEvent, 'id' | 'time'>>
 
 export interface AuditWriterOptions {
   /** Interval between flushes, in ms. Default 200; 0 disables the timer. */
@@ -177,7 +177,7 @@ export function createAuditWriter(
   const maxBatch = positiveInteger('maxBatch', options.maxBatch ?? 500)
   const maxQueue = positiveInteger('maxQueue', options.maxQueue ?? 100_000)
   const appendOptions = { queue: options.queueForDelivery ?? true }
-  const queue: AuditEvent[] = []
+  const queue: StoredAuditEvent[] = []
   let dropped = 0
   let droppedUnreported = 0
 

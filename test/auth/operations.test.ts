@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { generateKeyPairSync } from 'node:crypto'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { auditRecord, authFailureEvent, storeAuditSink } from '../../src/auth/audit-events.ts'
+import { auditRecord, authFailureRecord, storeAuditSink } from '../../src/auth/audit-events.ts'
 import { addIssuer, listIssuers, removeIssuer } from '../../src/auth/issuer-operations.ts'
 import { type OperationDeps, OperationRefused } from '../../src/auth/operations.ts'
 import {
@@ -261,23 +261,35 @@ describe('application layer operations (SQLite store)', () => {
       assert.equal('time' in record, false)
     })
 
-    it('authFailureEvent: 403 is auth.forbidden, 401 is auth.failed (with the reason), 503 is not audited', () => {
-      const where = { method: 'GET', path: '/api/v1/me', tenantId: 't' }
-      assert.equal(
-        authFailureEvent({ code: 'insufficient_permission', required: ['x'] }, where)?.type,
-        'auth.forbidden',
+    it('authFailureRecord: 403 is auth.forbidden, 401 is auth.failed (with the reason), 503 is not audited', () => {
+      const where = {
+        method: 'GET',
+        url: '/api/v1/me?access=1',
+        tenantId: 't',
+        actor: 'pat_…abcd',
+        clientAddress: '127.0.0.1',
+        requestId: 'r1',
+      }
+      const forbidden = authFailureRecord(
+        { code: 'insufficient_permission', required: ['x'] },
+        where,
       )
+      assert.equal(forbidden?.type, 'auth.forbidden')
+      assert.equal(forbidden?.actor, 'pat_…abcd')
+      assert.equal(forbidden?.requestId, 'r1')
       assert.deepEqual(
-        authFailureEvent({ code: 'invalid_token', reason: 'revoked', detail: '' }, where)?.details,
+        authFailureRecord({ code: 'invalid_token', reason: 'revoked', detail: '' }, where)?.details,
         { method: 'GET', path: '/api/v1/me', reason: 'revoked' },
       )
-      const missing = authFailureEvent({ code: 'missing_authorization' }, where)
       assert.equal(
-        missing && auditRecord(missing, { actor: null }).outcome,
+        authFailureRecord({ code: 'missing_authorization' }, where)?.outcome,
         'missing_authorization',
       )
       assert.equal(
-        authFailureEvent({ code: 'unavailable', dependency: 'store', retryAfterSeconds: 1 }, where),
+        authFailureRecord(
+          { code: 'unavailable', dependency: 'store', retryAfterSeconds: 1 },
+          where,
+        ),
         undefined,
       )
     })

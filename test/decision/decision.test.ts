@@ -4,15 +4,17 @@
  * signed identity token with its JWKS.
  */
 import assert from 'node:assert/strict'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { createLocalJWKSet, jwtVerify } from 'jose'
 import { createProxyMatcher, readForwardedRequest } from '../../src/decision/forwarded-request.ts'
 import { openStore } from '../../src/stores/open-store.ts'
-import type { AuditEvent } from '../../src/stores/store.ts'
+import type { StoredAuditEvent } from '../../src/stores/store.ts'
 import { PROTECTED_PATH, send } from '../adapters/spec-table.ts'
 import { TEST_TENANT } from '../helpers/jwt.ts'
-import { type Stack, startStack } from './harness.ts'
+import { SPEC_POLICY, type Stack, startStack } from './harness.ts'
 
 const bearer = (token: string): [string, string] => ['Authorization', `Bearer ${token}`]
 
@@ -143,7 +145,7 @@ describe('decision API: the original request is believed only from trusted proxi
     const requestId = JSON.parse(response.body).requestId
     const store = await openStore({ dataDir: trusting.dataDir })
     try {
-      let event: AuditEvent | undefined
+      let event: StoredAuditEvent | undefined
       for (let i = 0; i < 50 && !event; i++) {
         await sleep(100)
         const page = await store.listAudit(TEST_TENANT, { limit: 200 })
@@ -337,5 +339,76 @@ describe('trusted proxy addresses', () => {
       { trusted: false, pathPrefix: '' },
     )
     assert.deepEqual(read, { ok: true, kind: 'request-line', method: 'GET', url: '/api/v1/b' })
+  })
+})
+
+describe('decision API: policy reload on SIGHUP', () => {
+  let stack: Stack
+  before(async () => {
+    stack = await startStack()
+  })
+  after(async () => {
+    await stack?.close()
+  })
+
+  test('a policy file edited and signalled decides the next request; a broken edit keeps it', async () => {
+    const token = bearer(stack.tokens.pat)
+    const reports = '/api/v1/reports/q3'
+    assert.equal((await send(stack.decisionUrl, reports, [token])).status, 200)
+    const policyFile = join(stack.dataDir, 'policy.yaml')
+    writeFileSync(
+      policyFile,
+      `${SPEC_POLICY}  - methods: '*'\n    path: /api/v1/reports/*\n    deny: true\n`,
+    )
+    process.kill(process.pid, 'SIGHUP')
+    let status = 0
+    for (let i = 0; i < 100 && status !== 404; i++) {
+      status = (await send(stack.decisionUrl, reports, [token])).status
+      if (status !== 404) await sleep(50)
+    }
+    assert.equal(status, 404, 'the deny rule is in force')
+    writeFileSync(policyFile, 'rules:\n  - methods: [get]\n    path: /api/v1/reports/*\n')
+    process.kill(process.pid, 'SIGHUP')
+    await sleep(500)
+    assert.equal((await send(stack.decisionUrl, reports, [token])).status, 404, 'last good policy')
+  })
+})
+
+describe('decision API: metrics', () => {
+  let stack: Stack
+  before(async () => {
+    stack = await startStack({ metrics: true })
+  })
+  after(async () => {
+    await stack?.close()
+  })
+
+  test("each decision is counted by outcome, apart from the API listener's requests", async () => {
+    const scrape = async () => (await fetch(stack.running.metricsUrl as string)).text()
+    const count = (text: string, labels: string) =>
+      Number(
+        text
+          .split('\n')
+          .find((line) => line.startsWith(`tokengate_decisions_total{${labels}}`))
+          ?.split(' ')
+          .at(-1) ?? 0,
+      )
+    const before = await scrape()
+    assert.equal(
+      (await send(stack.decisionUrl, PROTECTED_PATH, [bearer(stack.tokens.pat)])).status,
+      200,
+    )
+    assert.equal((await send(stack.decisionUrl, PROTECTED_PATH, [])).status, 401)
+    const denied = [bearer(stack.tokens.patWithoutPermission)]
+    assert.equal((await send(stack.decisionUrl, PROTECTED_PATH, denied)).status, 403)
+    const after = await scrape()
+    assert.equal(
+      count(after, 'code="ok",status="200"') - count(before, 'code="ok",status="200"'),
+      1,
+    )
+    const missing = 'code="missing_authorization",status="401"'
+    assert.equal(count(after, missing) - count(before, missing), 1)
+    const forbidden = 'code="insufficient_permission",status="403"'
+    assert.equal(count(after, forbidden) - count(before, forbidden), 1)
   })
 })

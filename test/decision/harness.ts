@@ -60,6 +60,8 @@ export interface StackOptions {
   readonly perTokenMax?: number
   /** Failed authentications per address per window (default: high enough never to matter). */
   readonly failedAuthMax?: number
+  /** Serve `/metrics` on a port of its own (`running.metricsUrl`). */
+  readonly metrics?: boolean
 }
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
@@ -132,6 +134,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
         ...(options.pathPrefix ? { pathPrefix: options.pathPrefix } : {}),
       },
       ...(options.identityToken ? { identityToken: { enabled: true } } : {}),
+      ...(options.metrics ? { metrics: { enabled: true, host: '127.0.0.1', port: 0 } } : {}),
     },
   })
   const running = await startTokengate(config)

@@ -6,7 +6,7 @@ import { after, describe, it, type TestContext } from 'node:test'
 import { createOutboxWorker } from '../../src/events/outbox-worker.ts'
 import { createWebhookSender, verifyWebhookSignature } from '../../src/events/webhook.ts'
 import { openSqliteStore } from '../../src/stores/sqlite.ts'
-import type { AuditEvent, Store } from '../../src/stores/store.ts'
+import type { Store, StoredAuditEvent } from '../../src/stores/store.ts'
 import { startReceiver } from './receiver.ts'
 
 const SECRET = 'whsec_outbox_worker_test'
@@ -21,7 +21,7 @@ async function freshStore(t: TestContext): Promise<Store> {
   return store
 }
 
-function event(id: string, time = Date.now()): AuditEvent {
+function event(id: string, time = Date.now()): StoredAuditEvent {
   return {
     id,
     time,

@@ -7,13 +7,13 @@ import {
   verifyWebhookSignature,
   webhookBody,
 } from '../../src/events/webhook.ts'
-import type { AuditEvent } from '../../src/stores/store.ts'
+import type { StoredAuditEvent } from '../../src/stores/store.ts'
 import { startReceiver } from './receiver.ts'
 
 const SECRET = 'whsec_0123456789abcdef'
 const T = 1_767_225_600
 
-const sample: AuditEvent = {
+const sample: StoredAuditEvent = {
   id: 'evt-1',
   time: Date.UTC(2026, 0, 1, 0, 0, 0, 123),
   type: 'pat.revoked',

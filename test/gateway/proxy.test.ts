@@ -315,6 +315,31 @@ describe('gateway: policy', () => {
     assert.equal(upstream.seen.length, before)
   })
 
+  test('a refused path is audited capped at 512 characters and with tokens redacted', async () => {
+    const caller = await gateway.pat(['projects:read'])
+    const reader = await gateway.pat(['audit:read'])
+    const leaked = await gateway.pat([])
+    const path = `/api/v1/internal/${leaked}/${'a'.repeat(6000)}`
+    const refused = await fetch(`${gateway.url}${path}`, { headers: auth(caller) })
+    assert.equal(refused.status, 404)
+    const requestId = refused.headers.get('x-request-id')
+    let event: { details: { path: string } } | undefined
+    for (let i = 0; i < 50 && !event; i++) {
+      const listed = await fetch(`${gateway.url}/api/v1/audit-events?limit=200`, {
+        headers: auth(reader),
+      })
+      const { items } = (await listed.json()) as {
+        items: Array<{ requestId: string; details: { path: string } }>
+      }
+      event = items.find((e) => e.requestId === requestId)
+      if (!event) await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+    assert.ok(event, 'the refusal is audited')
+    assert.ok(!event.details.path.includes(leaked), 'no token in the audited path')
+    assert.ok(event.details.path.startsWith('/api/v1/internal/'), event.details.path)
+    assert.ok(event.details.path.length <= 512 + 20, `audited path of ${event.details.path.length}`)
+  })
+
   test('unmatched route with default authenticated → proxied for any valid token', async () => {
     const token = await gateway.pat([])
     const response = await fetch(`${gateway.url}/api/v1/elsewhere`, { headers: auth(token) })

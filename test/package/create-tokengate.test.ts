@@ -147,6 +147,39 @@ describe('createTokengate', () => {
     assert.notEqual((await reopened.store.getPat(pat.record.id))?.lastUsedAt, null)
   })
 
+  test('an audited refusal keeps no token from its path, and at most 512 characters of it', async () => {
+    const readOnly = issuePat({
+      ...issued().record,
+      permissions: [],
+      expiresAt: null,
+      now: Date.now(),
+    })
+    const { dataDir, gate } = await seededGate({ issuer: noIssuer(), pats: [readOnly.record] })
+    const app = express()
+    app.use('/api/v1', expressTokengate(gate))
+    app.get('/api/v1/things/*rest', requirePermission(REQUIRED_PERMISSION), (_req, res) => {
+      res.json({})
+    })
+    const server: Server = await new Promise((resolve) => {
+      const listening = app.listen(0, '127.0.0.1', () => resolve(listening))
+    })
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+    const leaked = issued().token
+    const path = `/api/v1/things/${leaked}/${'a'.repeat(3000)}`
+    assert.equal((await send(url, path, bearer(readOnly.token))).status, 403)
+    server.closeAllConnections()
+    server.close()
+    await gate.close()
+    const reopened = await createTokengate({ dataDir })
+    closers.push(() => reopened.close())
+    const events = await reopened.store.listAudit(TEST_TENANT, { limit: 10 })
+    const forbidden = events.items.find((event) => event.type === 'auth.forbidden')
+    const stored = String(forbidden?.details.path)
+    assert.ok(stored.startsWith('/api/v1/things/'), stored)
+    assert.ok(!stored.includes(leaked), 'no token in the audited path')
+    assert.ok(stored.length <= 512 + 20, `audited path of ${stored.length}`)
+  })
+
   test('tokengate/fastify keeps a safe incoming X-Request-Id and answers with it', async () => {
     const pat = issued()
     const app = await fastifyApp(

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { run } from '../../src/cli/main.ts'
 import { openStore } from '../../src/stores/open-store.ts'
-import type { AuditEvent } from '../../src/stores/store.ts'
+import type { StoredAuditEvent } from '../../src/stores/store.ts'
 import { eventually } from '../helpers/eventually.ts'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
 
@@ -49,7 +49,7 @@ describe('rotation reuse detection over the real server (SQLite)', () => {
 
   const me = (token: string) => server.request('/api/v1/me', ['Authorization', `Bearer ${token}`])
 
-  async function auditOf(type: string): Promise<AuditEvent[]> {
+  async function auditOf(type: string): Promise<StoredAuditEvent[]> {
     const store = await openStore({ dataDir: server.dataDir })
     try {
       await store.migrate()
@@ -79,7 +79,7 @@ describe('rotation reuse detection over the real server (SQLite)', () => {
       const found = await auditOf('pat.reuse_detected')
       return found.some((e) => e.details.tokenId === a.id) ? found : undefined
     })
-    const event = events.find((e) => e.details.tokenId === a.id) as AuditEvent
+    const event = events.find((e) => e.details.tokenId === a.id) as StoredAuditEvent
     assert.deepEqual(event.details.revokedTokenIds, [a.id, b.id].sort())
     assert.equal(event.outcome, 'family_revoked')
     assert.equal(event.tenantId, 'acme')

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import http from 'node:http'
+import net, { type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -104,6 +105,39 @@ function get(
   })
 }
 
+/** One request on its own connection, so the primary's round-robin picks the worker. */
+function request(
+  url: string,
+  options: { method?: string; headers?: Record<string, string>; body?: string },
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      url,
+      { method: options.method ?? 'GET', headers: options.headers, agent: false },
+      (res) => {
+        let body = ''
+        res.on('data', (chunk: Buffer) => {
+          body += chunk.toString()
+        })
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }))
+      },
+    )
+    req.on('error', reject)
+    req.end(options.body)
+  })
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo
+      server.close(() => resolve(port))
+    })
+  })
+}
+
 /** Sends `count` requests one after another; returns their statuses and the answering pids. */
 async function batch(served: Served, path: string, token: string, count: number) {
   const start = served.log.length
@@ -119,6 +153,8 @@ async function batch(served: Served, path: string, token: string, count: number)
 function requestLines(served: Served, from: number): LogLine[] {
   return served.log.slice(from).filter((line) => line.msg === 'request')
 }
+
+const isReload = (line: LogLine) => line.msg === 'gateway policy reloaded'
 
 function workerPids(served: Served): Set<number> {
   return new Set(served.log.filter((l) => l.msg.startsWith('listening on')).map((l) => l.pid))
@@ -146,16 +182,35 @@ function counter(text: string, name: string, labels: string): number {
 
 describe('server.workers = 2 (real processes)', { timeout: 120_000 }, () => {
   const data = tempDataDir()
+  const policyFile = join(data.dir, 'policy.yaml')
   let served: Served
+  let upstream: http.Server
+  let adminPort: number
+  let decisionPort: number
   before(async () => {
+    upstream = http.createServer((_req, res) => res.end('{}'))
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve))
+    const upstreamPort = (upstream.address() as AddressInfo).port
+    adminPort = await freePort()
+    decisionPort = await freePort()
+    writeFileSync(policyFile, 'default: authenticated\n')
     // A long cache TTL: a revoke that did not reach a worker would keep answering 200 from
     // its cache for the whole test, so only change detection can turn it into a 401.
     const configFile = join(data.dir, 'config.json')
-    writeFileSync(configFile, JSON.stringify({ auth: { lookupCacheTtlMs: 600_000 } }))
+    writeFileSync(
+      configFile,
+      JSON.stringify({
+        auth: { lookupCacheTtlMs: 600_000 },
+        gateway: { upstream: `http://127.0.0.1:${upstreamPort}`, policyFile },
+        admin: { enabled: true, host: '127.0.0.1', port: adminPort },
+        decision: { host: '127.0.0.1', port: decisionPort },
+      }),
+    )
     served = await serveWithWorkers(data.dir, configFile)
   })
   after(async () => {
     if (served?.child.exitCode === null) served.child.kill('SIGKILL')
+    upstream?.close()
     data.cleanup()
   })
 
@@ -226,6 +281,58 @@ describe('server.workers = 2 (real processes)', { timeout: 120_000 }, () => {
     assert.deepEqual(new Set(after.statuses), new Set([200]))
     assert.equal(after.pids.size, 2)
     assert.ok(!after.pids.has(victim))
+  })
+
+  it('a console session holds on every connection: one worker serves the admin listener', async () => {
+    const { token } = await cliJson<{ token: string }>(
+      ['admin', 'token', 'issue', '--name', 'ops', '--role', 'operator'],
+      { dataDir: data.dir },
+    )
+    const origin = `http://127.0.0.1:${adminPort}`
+    const signIn = await request(`${origin}/admin/sign-in`, {
+      method: 'POST',
+      headers: { origin, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ credential: token }).toString(),
+    })
+    assert.equal(signIn.status, 303, signIn.body)
+    const cookie = String(signIn.headers['set-cookie']).split(';')[0] as string
+    const statuses: number[] = []
+    for (let i = 0; i < 12; i++) {
+      statuses.push((await request(`${origin}/admin/tenants`, { headers: { cookie } })).status)
+    }
+    assert.deepEqual(new Set(statuses), new Set([200]))
+  })
+
+  it('every worker answers forward-auth decisions on the shared decision port', async () => {
+    const { token } = await issuePat(data.dir, [])
+    const start = served.log.length
+    const statuses: number[] = []
+    for (let i = 0; i < 8; i++) {
+      const decided = await request(`http://127.0.0.1:${decisionPort}/api/v1/reports/q3`, {
+        headers: { authorization: `Bearer ${token}` },
+      })
+      statuses.push(decided.status)
+    }
+    assert.deepEqual(new Set(statuses), new Set([200]))
+    for (let i = 0; i < 100 && requestLines(served, start).length < 8; i++) await sleep(20)
+    assert.equal(new Set(requestLines(served, start).map((line) => line.pid)).size, 2)
+  })
+
+  it('SIGHUP to the primary reloads the gateway policy in every worker', async () => {
+    const { token } = await issuePat(data.dir, [])
+    const before = await batch(served, '/api/v1/reports/q3', token, 8)
+    assert.deepEqual(new Set(before.statuses), new Set([200]))
+    writeFileSync(
+      policyFile,
+      "rules:\n  - methods: '*'\n    path: /api/v1/reports/*\n    deny: true\n",
+    )
+    served.child.kill('SIGHUP')
+    for (let i = 0; i < 100 && served.log.filter(isReload).length < 2; i++) await sleep(50)
+    assert.equal(served.child.exitCode, null, `the primary still runs: ${served.stderr()}`)
+    assert.equal(new Set(served.log.filter(isReload).map((line) => line.pid)).size, 2)
+    const after = await batch(served, '/api/v1/reports/q3', token, 8)
+    assert.deepEqual(new Set(after.statuses), new Set([404]))
+    assert.equal(after.pids.size, 2)
   })
 
   it('SIGTERM drains every worker and the primary exits 0', async () => {

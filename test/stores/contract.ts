@@ -22,10 +22,10 @@ import { describe, it, type TestContext } from 'node:test'
 import type { IssuerConfig } from '../../src/core/issuer.ts'
 import type { PatRecord } from '../../src/core/ports.ts'
 import {
-  type AuditEvent,
   ConflictError,
   type Store,
   type StoreChange,
+  type StoredAuditEvent,
 } from '../../src/stores/store.ts'
 
 export type MakeStore = () => Promise<{ store: Store; cleanup: () => Promise<void> }>
@@ -56,7 +56,7 @@ function pat(id: string, tenantId: string, overrides: Partial<PatRecord> = {}): 
   }
 }
 
-function event(id: string, tenantId: string | null, time: number): AuditEvent {
+function event(id: string, tenantId: string | null, time: number): StoredAuditEvent {
   return {
     id,
     time,
@@ -638,7 +638,7 @@ export function storeContract(name: string, makeStore: MakeStore): void {
 
       it('every field, nested details included, round-trips', async (t) => {
         const store = await open(t)
-        const full: AuditEvent = {
+        const full: StoredAuditEvent = {
           id: 'evt-1',
           time: T0 + 42,
           type: 'pat.revoked',
@@ -649,7 +649,7 @@ export function storeContract(name: string, makeStore: MakeStore): void {
           requestId: 'req-77',
           details: { patId: 'p1', reasons: ['rotated', 'leak'], nested: { n: 3, ok: true } },
         }
-        const sparse: AuditEvent = {
+        const sparse: StoredAuditEvent = {
           ...event('evt-0', 'acme', T0),
           actor: null,
           clientAddress: null,
@@ -679,7 +679,7 @@ export function storeContract(name: string, makeStore: MakeStore): void {
     describe('event outbox', () => {
       it('appendAudit queues every new event once, in order, with every field', async (t) => {
         const store = await open(t)
-        const full: AuditEvent = {
+        const full: StoredAuditEvent = {
           ...event('e1', 'acme', T0),
           actor: 'pat_…abcd',
           details: { nested: { list: [1, 'two'] }, reason: 'revoked' },
@@ -777,7 +777,7 @@ export function storeContract(name: string, makeStore: MakeStore): void {
 
       it('queue: false stores the events (all fields) without queuing them', async (t) => {
         const store = await open(t)
-        const full: AuditEvent = {
+        const full: StoredAuditEvent = {
           ...event('e1', 'acme', T0),
           actor: 'pat_…abcd',
           details: { nested: { list: [1, 'two'] } },

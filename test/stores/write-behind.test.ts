@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 import { openSqliteStore, type SqliteStore } from '../../src/stores/sqlite.ts'
-import type { AppendAuditOptions, AuditEvent } from '../../src/stores/store.ts'
+import type { AppendAuditOptions, StoredAuditEvent } from '../../src/stores/store.ts'
 import {
   type AuditEventInput,
   createAuditWriter,
@@ -19,7 +19,7 @@ const settle = () => new Promise((resolve) => setImmediate(resolve))
 /** A store double that records each call and fails the next `failNext` calls. */
 function recordingStore() {
   const uses: Map<string, number>[] = []
-  const audits: AuditEvent[][] = []
+  const audits: StoredAuditEvent[][] = []
   const appendOptions: (AppendAuditOptions | undefined)[] = []
   const state = { failNext: 0 }
   const maybeFail = () => {
@@ -37,7 +37,7 @@ function recordingStore() {
       maybeFail()
       uses.push(new Map(batch))
     },
-    async appendAudit(events: readonly AuditEvent[], options?: AppendAuditOptions) {
+    async appendAudit(events: readonly StoredAuditEvent[], options?: AppendAuditOptions) {
       maybeFail()
       audits.push([...events])
       appendOptions.push(options)
@@ -387,7 +387,7 @@ describe('audit writer', () => {
     let lostReplies = 1
     // The write commits, but its success never reaches the writer (a dropped connection).
     const flaky = {
-      async appendAudit(events: readonly AuditEvent[]) {
+      async appendAudit(events: readonly StoredAuditEvent[]) {
         await store.appendAudit(events)
         if (lostReplies-- > 0) throw new Error('connection reset')
       },

@@ -1,4 +1,4 @@
-import { pathOf } from '../http/api-path.ts'
+import { pathOf } from './api-path.ts'
 
 /**
  * Token-shaped text: a PAT (`pat_…`) or a JWT-shaped `eyJ….…[.…]`. Matched anywhere, because a caller can put a token in
