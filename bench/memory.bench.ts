@@ -3,33 +3,50 @@
  * 1. seeds 1,000,000 PATs into a fresh SQLite store with `insertPats` (batches of 10,000);
  * 2. times PAT lookups on a cold cache with 1,000,000 stored tokens against a store of
  *    1,000 (target: within 2x);
- * 3. warms 100,000 of them into the production lookup cache through `authenticate`, and
- *    prints the process RSS (target: under 150 MB; the bench's own list of the 100,000
- *    plaintext tokens it replays is still held when RSS is read, so it is in that figure).
+ * 3. in-process: warms 100,000 of them into the production lookup cache through
+ *    `authenticate` and prints the process RSS (the bench's own list of the 100,000
+ *    plaintext tokens it replays is still held when RSS is read, so it is in that figure);
+ * 4. served: `tokengate serve` as installed from the package, the 100,000 PATs requested
+ *    twice each over HTTP, RSS of the server process (`servePhase`). This is the figure
+ *    issue #15's target (< 150 MB) is about.
  *
- * The warm-up and the RSS reading run in a fresh child process that only opens the seeded
- * file, as a server would at start-up: the seeding process's own allocations (1,000,000
- * records built in JavaScript) would otherwise inflate the figure. The child starts the way
- * `bin/tokengate.js` starts a server, with Node's compile cache on (`NODE_COMPILE_CACHE`),
- * three times:
- * - cache empty, production flags: the first start after an install or upgrade, which loads
- *   the TypeScript stripper (a WebAssembly module, ~30 MB RSS) for the rest of its life;
+ * The in-process warm-ups run in a fresh child process that only opens the seeded file, as
+ * a server would at start-up: the seeding process's own allocations (1,000,000 records built
+ * in JavaScript) would otherwise inflate the figure. The child runs the TypeScript sources
+ * with Node's compile cache on (`NODE_COMPILE_CACHE`), three times:
+ * - cache empty, production flags: a first start from the sources, which loads the
+ *   TypeScript stripper (a WebAssembly module, ~30 MB RSS) for the rest of its life;
  * - cache filled, Node's default flags: shows what the flags below are worth;
- * - cache filled, production flags: every later start. This is the figure the target is
- *   about.
+ * - cache filled, production flags.
  * Each prints where the memory is: RSS split into anonymous and file-backed (mapped code:
  * mostly the node binary), the V8 heap (its young generation separately) and malloc.
  *
  * Run: `node --expose-gc bench/memory.bench.ts [--pats 1000000] [--warm 100000]
- * [--node-flags '--max-semi-space-size=8'] [--serve-only]` (`--node-flags` replaces the
- * production flags, to try others; `--serve-only` skips the in-process starts).
+ * [--node-flags '--max-semi-space-size=8'] [--serve-only] [--data-dir DIR]` (`--node-flags`
+ * replaces the production flags in the in-process phases and is added to the bin's own in
+ * the served one (then started as `node <the bin's flags> <these> bin/tokengate.js`), to try
+ * others; `--serve-only` skips the in-process starts; `--data-dir` keeps
+ * the seeded store in DIR and, when DIR already holds one, reuses it and skips the seeding
+ * and the cold lookups: seeding 1,000,000 PATs takes ~2 minutes).
  */
 import { execFileSync, spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  copyFileSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs'
 import http from 'node:http'
+import net from 'node:net'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { fileURLToPath } from 'node:url'
 import { getHeapSpaceStatistics } from 'node:v8'
 import { createAuthenticator } from '../src/core/authenticate.ts'
 import { issuePat } from '../src/core/pat.ts'
@@ -51,16 +68,20 @@ const mb = (bytes: number) => Math.round(bytes / 1024 / 1024)
 const gc = (globalThis as { gc?: () => void }).gc
 
 /**
- * The Node flags a production server runs with: docs/scale-out.md ("Memory per instance")
- * documents them (`NODE_OPTIONS`). Why: V8 sizes its young generation by how much survives
- * a scavenge, and a cache being filled is all survivors, so it grows to its 2 x 64 MB
- * maximum and stays there under load; 8 MB semi-spaces cap it at 16 MB.
+ * The Node flags a production server runs with: those on the `#!` line of bin/tokengate.js
+ * (docs/scale-out.md, "Memory per instance"), read from it so that the in-process phases
+ * match the bin. `--node-flags` replaces them in the in-process phases and is added to them
+ * in the served one, to try others (not as NODE_OPTIONS: it refuses most V8 flags).
  */
-const PRODUCTION_NODE_FLAGS = args.includes('--node-flags')
+const SHEBANG_FLAGS = (
+  /node((?: --[\w-]+(?:=\S+)?)*)\s*$/.exec(
+    readFileSync(new URL('../bin/tokengate.js', import.meta.url), 'utf8').split('\n')[0] ?? '',
+  )?.[1] ?? ''
+).trim()
+const EXTRA_NODE_FLAGS = args.includes('--node-flags')
   ? String(args[args.indexOf('--node-flags') + 1])
-      .split(' ')
-      .filter(Boolean)
-  : ['--max-semi-space-size=8']
+  : ''
+const PRODUCTION_NODE_FLAGS = (EXTRA_NODE_FLAGS || SHEBANG_FLAGS).split(' ').filter(Boolean)
 
 async function seed(store: SqliteStore, count: number, keep: number): Promise<string[]> {
   await store.migrate()
@@ -145,40 +166,90 @@ async function warmPhase(dbPath: string, tokenFile: string, label: string): Prom
 }
 
 /**
- * The figure the target is about, as operators see it: `tokengate serve` (the bin's flags,
- * default settings except the per-tenant quota, raised so that 100,000 requests of one
- * tenant are not answered 429; the limiter still counts them) on the seeded file, the
- * 100,000 PATs requested once each over HTTP, then the server's own RSS from /proc. Unlike
- * the in-process phases it includes Fastify, the rate limiter's per-token counters and the
- * audit writer, and not the bench's list of plaintext tokens.
+ * The figure the target is about, as operators see it: `tokengate serve` installed from the
+ * package (the built JavaScript in dist/, the bin started through its own `#!` line and so
+ * with its own Node flags; `installedLayout` below), with default settings except two, on
+ * the seeded file:
+ * - the per-tenant quota, raised so that 100,000 requests of one tenant are not answered
+ *   429 (the limiter still counts every request);
+ * - the lookup cache TTL, raised from 2 s to 1 h so that the 100,000 cached PATs are still
+ *   fresh when they are requested again (with 2 s they would be held, expired, and fetched
+ *   again: the same memory, but not "cached" in any useful sense).
+ * The 100,000 PATs are requested once each over HTTP (all cache misses), then once more (all
+ * hits), then the server's own RSS is read from /proc. It includes Fastify, the rate
+ * limiter's per-token counters, the pending last-used times and the audit writer, and not
+ * the bench's list of plaintext tokens.
+ *
+ * A second start, the same in every way but with `metrics.enabled`, checks the "cached"
+ * claim: its /metrics must show no lookup cache miss during the second pass.
  */
-async function servePhase(dataDir: string, tokenFile: string, compileCache: string) {
+async function servePhase(dataDir: string, tokenFile: string, bin: string, compileCache: string) {
+  const tokens = readFileSync(tokenFile, 'utf8').split('\n').filter(Boolean)
+  const checked = await startAndReplay(dataDir, tokens, bin, compileCache, true)
+  console.log(
+    `  hits check (metrics on): the second pass made ${checked.replayMisses} cache misses and ${checked.replayHits} hits (PAT and tenant lookups); cache entries ${checked.entries}`,
+  )
+  if (checked.replayMisses !== 0) throw new Error('the second pass was not served from the cache')
+  freshStore()
+  const measured = await startAndReplay(dataDir, tokens, bin, compileCache, false)
+  const mb1 = (bytes: number) => (bytes / 1024 / 1024).toFixed(1)
+  console.log(
+    EXTRA_NODE_FLAGS
+      ? `tokengate serve (installed layout, dist/, node ${SHEBANG_FLAGS} ${EXTRA_NODE_FLAGS} bin/tokengate.js):`
+      : `tokengate serve (installed layout, dist/, started by the bin's #! line: ${SHEBANG_FLAGS}):`,
+  )
+  console.log(
+    `  RSS ${mb1(measured.rss)} MB with ${TOTAL} PATs stored and ${tokens.length} cached, each requested twice over HTTP (target < 150 MB); anonymous ${mb1(measured.anonymous)} MB, file-backed ${mb1(measured.rss - measured.anonymous)} MB; peak RSS ${mb1(measured.peak)} MB; passes took ${measured.passMs.join(' and ')} ms, server CPU ${measured.passCpuUs.join(' and ')} µs per request; RSS after 10 s more idle ${mb1(measured.idleRss)} MB`,
+  )
+}
+
+interface Replayed {
+  readonly rss: number
+  readonly anonymous: number
+  readonly peak: number
+  readonly idleRss: number
+  readonly passMs: readonly number[]
+  readonly passCpuUs: readonly string[]
+  readonly replayHits: number
+  readonly replayMisses: number
+  readonly entries: number
+}
+
+async function startAndReplay(
+  dataDir: string,
+  tokens: readonly string[],
+  bin: string,
+  compileCache: string,
+  withMetrics: boolean,
+): Promise<Replayed> {
+  const metricsPort = withMetrics ? await freePort() : 0
   const configFile = join(dataDir, 'memory-bench.json')
   writeFileSync(
     configFile,
-    JSON.stringify({ log: { level: 'warn' }, rateLimit: { perTenant: { max: 1_000_000_000 } } }),
+    JSON.stringify({
+      log: { level: 'warn' },
+      rateLimit: { perTenant: { max: 1_000_000_000 } },
+      auth: { lookupCacheTtlMs: 3_600_000 },
+      ...(withMetrics ? { metrics: { enabled: true, port: metricsPort } } : {}),
+    }),
   )
-  const child = spawn(
-    process.execPath,
-    [
-      ...PRODUCTION_NODE_FLAGS,
-      'bin/tokengate.js',
-      'serve',
-      '--http',
-      '--listen',
-      '127.0.0.1:0',
-      '--json',
-    ],
-    {
-      env: {
-        PATH: process.env.PATH,
-        NODE_COMPILE_CACHE: compileCache,
-        TOKENGATE_DATA_DIR: dataDir,
-        TOKENGATE_CONFIG: configFile,
-      },
-      stdio: ['ignore', 'pipe', 'inherit'],
+  const serve = ['serve', '--http', '--listen', '127.0.0.1:0', '--json']
+  const [command, commandArgs] = EXTRA_NODE_FLAGS
+    ? [
+        process.execPath,
+        [...`${SHEBANG_FLAGS} ${EXTRA_NODE_FLAGS}`.split(' ').filter(Boolean), bin, ...serve],
+      ]
+    : [bin, serve]
+  const child = spawn(command, commandArgs, {
+    env: {
+      // Node 24 first, as `npm run` puts it: the bin's `#!/usr/bin/env -S node ...` finds it.
+      PATH: `${dirname(process.execPath)}:${process.env.PATH}`,
+      NODE_COMPILE_CACHE: compileCache,
+      TOKENGATE_DATA_DIR: dataDir,
+      TOKENGATE_CONFIG: configFile,
     },
-  )
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
   try {
     let stdout = ''
     child.stdout?.on('data', (chunk: Buffer) => {
@@ -186,43 +257,107 @@ async function servePhase(dataDir: string, tokenFile: string, compileCache: stri
     })
     for (let i = 0; i < 600 && !stdout.trim().endsWith('}'); i++) await sleep(50)
     const { url } = JSON.parse(stdout) as { url: string }
-    const tokens = readFileSync(tokenFile, 'utf8').split('\n').filter(Boolean)
-    const agent = new http.Agent({ keepAlive: true, maxSockets: 16 })
-    const started = performance.now()
-    let next = 0
-    const worker = async () => {
-      while (next < tokens.length) {
-        const token = tokens[next++] as string
-        const status = await new Promise<number>((resolve, reject) => {
-          const req = http.get(
-            `${url}/api/v1/me`,
-            { agent, headers: { authorization: `Bearer ${token}` } },
-            (res) => {
-              res.resume()
-              res.on('end', () => resolve(res.statusCode ?? 0))
-            },
-          )
-          req.on('error', reject)
-        })
-        if (status !== 200) throw new Error(`warm-up request answered ${status}`)
+    const cacheCounters = async () => {
+      const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()
+      const value = (name: string) =>
+        Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN)
+      return {
+        hits: value('tokengate_lookup_cache_hits_total'),
+        misses: value('tokengate_lookup_cache_misses_total'),
+        entries: value('tokengate_lookup_cache_entries'),
       }
     }
-    await Promise.all(Array.from({ length: 16 }, worker))
-    const warmMs = performance.now() - started
-    agent.destroy()
+    const passMs: number[] = []
+    const passCpuUs: string[] = []
+    let before = { hits: 0, misses: 0, entries: 0 }
+    for (let pass = 1; pass <= 2; pass++) {
+      if (pass === 2 && withMetrics) before = await cacheCounters()
+      const started = performance.now()
+      const cpuBefore = cpuMs(child.pid as number)
+      await requestEach(url, tokens)
+      passMs.push(Math.round(performance.now() - started))
+      passCpuUs.push((((cpuMs(child.pid as number) - cpuBefore) * 1000) / tokens.length).toFixed(0))
+    }
+    const after = withMetrics ? await cacheCounters() : before
     await sleep(2000)
-    const status = readFileSync(`/proc/${child.pid}/status`, 'utf8')
-    const smaps = readFileSync(`/proc/${child.pid}/smaps_rollup`, 'utf8')
-    const kb = (text: string, name: string) =>
-      Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(text)?.[1]) * 1024
-    console.log(`tokengate serve (${PRODUCTION_NODE_FLAGS.join(' ')}, as the bin starts it):`)
-    console.log(
-      `  RSS ${mb(kb(status, 'VmRSS'))} MB with ${TOTAL} PATs stored and ${tokens.length} requested once each over HTTP (target < 150 MB); anonymous ${mb(kb(smaps, 'Anonymous'))} MB; peak RSS ${mb(kb(status, 'VmHWM'))} MB; warm-up took ${Math.round(warmMs)} ms`,
-    )
+    const proc = readProc(child.pid as number)
+    await sleep(10_000)
+    return {
+      ...proc,
+      idleRss: readProc(child.pid as number).rss,
+      passMs,
+      passCpuUs,
+      replayHits: after.hits - before.hits,
+      replayMisses: after.misses - before.misses,
+      entries: after.entries,
+    }
   } finally {
     child.kill('SIGTERM')
     await new Promise((resolve) => child.once('exit', resolve))
   }
+}
+
+/** Requests /api/v1/me once with each token, 16 at a time over keep-alive connections. */
+async function requestEach(url: string, tokens: readonly string[]): Promise<void> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 16 })
+  let next = 0
+  const worker = async () => {
+    while (next < tokens.length) {
+      const token = tokens[next++] as string
+      const status = await new Promise<number>((resolve, reject) => {
+        const req = http.get(
+          `${url}/api/v1/me`,
+          { agent, headers: { authorization: `Bearer ${token}` } },
+          (res) => {
+            res.resume()
+            res.on('end', () => resolve(res.statusCode ?? 0))
+          },
+        )
+        req.on('error', reject)
+      })
+      if (status !== 200) throw new Error(`request answered ${status}`)
+    }
+  }
+  await Promise.all(Array.from({ length: 16 }, worker))
+  agent.destroy()
+}
+
+function readProc(pid: number): { rss: number; anonymous: number; peak: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+  const kb = (name: string) =>
+    Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(status)?.[1]) * 1024
+  return { rss: kb('VmRSS'), anonymous: kb('RssAnon'), peak: kb('VmHWM') }
+}
+
+/** User + system CPU time of a process, in ms (/proc/<pid>/stat, clock ticks of 10 ms). */
+function cpuMs(pid: number): number {
+  const fields = (readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1] ?? '').split(' ')
+  return (Number(fields[11]) + Number(fields[12])) * 10
+}
+
+async function freePort(): Promise<number> {
+  const server = net.createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as net.AddressInfo
+  await new Promise((resolve) => server.close(resolve))
+  return port
+}
+
+/**
+ * The package as npm installs it, in `dir`: bin/ and the freshly built dist/ copied (the bin
+ * runs dist/ only where no src/ is beside it), package.json, and node_modules linked to this
+ * clone's (the dependencies).
+ */
+function installedLayout(dir: string): string {
+  const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+  execFileSync(process.execPath, [join(root, 'scripts/build.ts')], { stdio: 'inherit' })
+  rmSync(dir, { recursive: true, force: true })
+  mkdirSync(dir, { recursive: true })
+  cpSync(join(root, 'bin'), join(dir, 'bin'), { recursive: true })
+  cpSync(join(root, 'dist'), join(dir, 'dist'), { recursive: true })
+  cpSync(join(root, 'package.json'), join(dir, 'package.json'))
+  symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'))
+  return join(dir, 'bin', 'tokengate.js')
 }
 
 const phase = args.indexOf('--warm-phase')
@@ -231,10 +366,72 @@ if (phase !== -1) {
   process.exit(0)
 }
 
-const dir = mkdtempSync(join(tmpdir(), 'tg-mem-'))
+const keptDir = args.includes('--data-dir') ? String(args[args.indexOf('--data-dir') + 1]) : ''
+const dir = keptDir || mkdtempSync(join(tmpdir(), 'tg-mem-'))
+const tokenFile = join(dir, 'warm.txt')
+const seedFile = join(dir, 'seeded.db')
 try {
+  if (keptDir !== '' && existsSync(tokenFile)) console.log(`reusing the store seeded in ${dir}`)
+  else await seedAndTimeColdLookups()
+  // Every start opens a copy of the seeded file, so that one run's writes (last-used times)
+  // never reach the next run's store.
+  const compileCache = join(dir, 'compile-cache')
+  rmSync(compileCache, { recursive: true, force: true })
+  const starts = [
+    [
+      `first start (compile cache empty), ${PRODUCTION_NODE_FLAGS.join(' ')}`,
+      PRODUCTION_NODE_FLAGS,
+    ],
+    ['later start (compile cache filled), default Node flags', []],
+    [
+      `later start (compile cache filled), ${PRODUCTION_NODE_FLAGS.join(' ')}`,
+      PRODUCTION_NODE_FLAGS,
+    ],
+  ] as const
+  for (const [label, flags] of ONLY_SERVE ? [] : starts) {
+    freshStore()
+    const output = execFileSync(
+      process.execPath,
+      [
+        '--expose-gc',
+        ...flags,
+        process.argv[1] as string,
+        '--pats',
+        String(TOTAL),
+        '--warm',
+        String(WARM),
+        '--warm-phase',
+        join(dir, 'tokengate.db'),
+        tokenFile,
+        label,
+      ],
+      { encoding: 'utf8', env: { ...process.env, NODE_COMPILE_CACHE: compileCache } },
+    )
+    process.stdout.write(output)
+  }
+  freshStore()
+  const installed = installedLayout(join(dir, 'package'))
+  await servePhase(dir, tokenFile, installed, join(dir, 'compile-cache-installed'))
+} finally {
+  if (keptDir === '') rmSync(dir, { recursive: true, force: true })
+  else removeStore()
+}
+
+/** The store a start opens: a copy of the seeded file, with no WAL left from an earlier run. */
+function freshStore(): void {
+  removeStore()
+  copyFileSync(seedFile, join(dir, 'tokengate.db'))
+}
+
+function removeStore(): void {
+  for (const suffix of ['', '-wal', '-shm'])
+    rmSync(join(dir, `tokengate.db${suffix}`), { force: true })
+}
+
+/** Seeds `seedFile` and the warm-up token list, timing cold lookups against a small store. */
+async function seedAndTimeColdLookups(): Promise<void> {
   const started = performance.now()
-  const big = openSqliteStore(join(dir, 'tokengate.db'))
+  const big = openSqliteStore(seedFile)
   const tokens = await seed(big, TOTAL, Math.max(WARM, SAMPLE * 2))
   console.log(
     `seeded ${TOTAL} PATs with insertPats in ${Math.round(performance.now() - started)} ms`,
@@ -265,44 +462,6 @@ try {
     `cold PAT authenticate: ${us((r) => r.bigUs)} µs with ${TOTAL} stored, ${us((r) => r.smallUs)} µs with ${SAMPLE} stored; median ratio ${median.toFixed(2)} (rounds ${ratios.map((r) => r.toFixed(2)).join(', ')}; target ≤ 2)`,
   )
   await small.close()
-
   await big.close()
-  const tokenFile = join(dir, 'warm.txt')
   writeFileSync(tokenFile, `${tokens.slice(0, WARM).join('\n')}\n`)
-  tokens.length = 0
-  const compileCache = join(dir, 'compile-cache')
-  const starts = [
-    [
-      `first start (compile cache empty), ${PRODUCTION_NODE_FLAGS.join(' ')}`,
-      PRODUCTION_NODE_FLAGS,
-    ],
-    ['later start (compile cache filled), default Node flags', []],
-    [
-      `later start (compile cache filled), ${PRODUCTION_NODE_FLAGS.join(' ')}`,
-      PRODUCTION_NODE_FLAGS,
-    ],
-  ] as const
-  for (const [label, flags] of ONLY_SERVE ? [] : starts) {
-    const output = execFileSync(
-      process.execPath,
-      [
-        '--expose-gc',
-        ...flags,
-        process.argv[1] as string,
-        '--pats',
-        String(TOTAL),
-        '--warm',
-        String(WARM),
-        '--warm-phase',
-        join(dir, 'tokengate.db'),
-        tokenFile,
-        label,
-      ],
-      { encoding: 'utf8', env: { ...process.env, NODE_COMPILE_CACHE: compileCache } },
-    )
-    process.stdout.write(output)
-  }
-  await servePhase(dir, tokenFile, compileCache)
-} finally {
-  rmSync(dir, { recursive: true, force: true })
 }

@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=8
+#!/usr/bin/env -S node --max-semi-space-size=8 --no-concurrent-recompilation
 // The `tokengate` bin. From the package it runs the built JavaScript (dist/); in a clone of
 // the repository, where src/ exists, it runs the TypeScript sources directly.
 //
@@ -9,8 +9,14 @@
 // the young generation to its 128 MB maximum and keeps it there under load; 8 MB semi-spaces
 // hold it at 16 MB (RSS with 100,000 cached PATs: ~238 -> ~157 MB, bench/memory.bench.ts) for
 // more frequent, short young collections (no throughput change beyond the benchmark's noise).
-// `env -S` splits the flag off (GNU coreutils 8.30+); where `env` has no -S, set
-// NODE_OPTIONS=--max-semi-space-size=8 instead (docs/scale-out.md).
+// Why --no-concurrent-recompilation: V8's optimizing compiler otherwise runs on its worker
+// threads, and the memory its jobs allocate stays in those threads' malloc arenas, free but
+// never returned (~20 MB once a server has warmed up); on the main thread it is reused. The
+// price is that each function's optimization (a few ms, in the first seconds of load) runs
+// on the event loop; steady-state CPU per request did not change (docs/scale-out.md).
+// `env -S` splits the flags off (GNU coreutils 8.30+); where `env` has no -S, start
+// `node --max-semi-space-size=8 --no-concurrent-recompilation bin/tokengate.js` (NODE_OPTIONS
+// accepts only the first; docs/scale-out.md).
 
 const [major, minor] = process.versions.node.split('.').map(Number)
 const fromSources = await exists(new URL('../src/cli/main.ts', import.meta.url))

@@ -123,13 +123,12 @@ export function createCachedLookups(
   const counters = { hits: 0, misses: 0, stale: 0 }
   // Why PATs get no last-known map: serving a PAT without the store would let a revoked
   // token through for as long as the store is down. Fail closed (503) instead.
-  const interner = new Interner()
   const pats = new TtlCache<PatRecord>(
     settings,
     counters,
     (hash) => Promise.resolve(inner.findPatByHash(hash)),
     undefined,
-    (hash, record) => compactPat(hash, record, interner),
+    new PatColumns(new Interner()),
   )
   const tenants = new TtlCache<Tenant>(
     settings,
@@ -227,17 +226,22 @@ class LastKnown<V> {
 
 /**
  * Found entries live in slots: the map gives a key's slot number (a small integer, stored
- * inline), and the value, expiry and last-touch time sit at that index of three flat arrays.
+ * inline), and the expiry and last-touch time sit at that index of two flat arrays, the value
+ * at that index of `values` (as loaded, or in columns: `PatColumns`).
  * Why not an `{ value, expiresAt, touchedAt }` object per key: with 100,000 cached PATs that
  * object and the two boxed doubles (epoch-ms times are not small integers) cost ~80 bytes a
- * key and two young-generation allocations per miss; the slots cost 24 bytes and none.
+ * key and two young-generation allocations per miss; the slots cost 16 bytes and none.
  */
 class Slots<V> {
-  values: (V | undefined)[] = []
+  readonly values: SlotValues<V>
   expiresAt = new Float64Array(0)
   touchedAt = new Float64Array(0)
   readonly #free: number[] = []
   #used = 0
+
+  constructor(values: SlotValues<V>) {
+    this.values = values
+  }
 
   /** A slot for a new key; `bound` caps the arrays' growth (the cache's entry bound + 1). */
   take(bound: number): number {
@@ -248,21 +252,56 @@ class Slots<V> {
       const capacity = Math.max(slot + 1, Math.min(Math.max(64, slot * 2), bound))
       this.expiresAt = grow(this.expiresAt, capacity)
       this.touchedAt = grow(this.touchedAt, capacity)
+      this.values.reserve(capacity)
     }
     return slot
   }
 
   release(slot: number): void {
-    this.values[slot] = undefined
+    this.values.release(slot)
     this.#free.push(slot)
   }
 
   clear(): void {
-    this.values = []
+    this.values.clear()
     this.expiresAt = new Float64Array(0)
     this.touchedAt = new Float64Array(0)
     this.#free.length = 0
     this.#used = 0
+  }
+}
+
+/** Where the found values of a cache live, by slot. */
+interface SlotValues<V> {
+  /** Room for slots 0 .. capacity - 1. */
+  reserve(capacity: number): void
+  write(slot: number, key: string, value: V): void
+  /** The value written at `slot` for `key` (the key it is found under). */
+  read(slot: number, key: string): V
+  release(slot: number): void
+  clear(): void
+}
+
+/** The values as loaded, one reference per slot (tenants: few, and shared with nobody). */
+class PlainValues<V> implements SlotValues<V> {
+  #values: (V | undefined)[] = []
+
+  reserve(): void {}
+
+  write(slot: number, _key: string, value: V): void {
+    this.#values[slot] = value
+  }
+
+  read(slot: number): V {
+    return this.#values[slot] as V
+  }
+
+  release(slot: number): void {
+    this.#values[slot] = undefined
+  }
+
+  clear(): void {
+    this.#values = []
   }
 }
 
@@ -277,11 +316,10 @@ class TtlCache<V> {
   readonly #counters: Counters
   readonly #load: (key: string) => Promise<V | undefined>
   readonly #lastKnown: LastKnown<V> | undefined
-  readonly #compact: (key: string, value: V) => V
   // Key -> slot. Map iteration order is insertion order: the first key is the least recently
   // used (to within `TOUCH_INTERVAL_MS`).
   readonly #found = new Map<string, number>()
-  readonly #slots = new Slots<V>()
+  readonly #slots: Slots<V>
   readonly #missing = new Map<string, number>()
   readonly #inFlight = new Map<string, Promise<V | undefined>>()
   #epoch = 0
@@ -291,14 +329,14 @@ class TtlCache<V> {
     counters: Counters,
     load: (key: string) => Promise<V | undefined>,
     lastKnown?: LastKnown<V>,
-    /** The form a found value is kept in (e.g. `compactPat`); default: as loaded. */
-    compact: (key: string, value: V) => V = (_key, value) => value,
+    /** Where found values are kept (e.g. `PatColumns`); default: as loaded. */
+    values: SlotValues<V> = new PlainValues<V>(),
   ) {
     this.#settings = settings
     this.#counters = counters
     this.#load = load
     this.#lastKnown = lastKnown
-    this.#compact = compact
+    this.#slots = new Slots(values)
   }
 
   get size(): number {
@@ -318,7 +356,7 @@ class TtlCache<V> {
           slots.touchedAt[slot] = now
         }
         this.#counters.hits++
-        return slots.values[slot]
+        return slots.values.read(slot, key)
       }
       this.#deleteFound(key, slot)
     }
@@ -422,7 +460,7 @@ class TtlCache<V> {
     if (slot === undefined) slot = slots.take(maxEntries + 1)
     else this.#found.delete(key)
     this.#found.set(key, slot)
-    slots.values[slot] = this.#compact(key, value)
+    slots.values.write(slot, key, value)
     slots.expiresAt[slot] = expiresAt
     slots.touchedAt[slot] = clock.now()
     for (const [oldest, oldestSlot] of this.#found) {
@@ -441,13 +479,13 @@ class TtlCache<V> {
 const MAX_INTERNED = 10_000
 
 /**
- * One copy of each equal string and permission list among the cached PATs. Rows read from a
- * store come with fresh strings and a fresh permissions array each: 100,000 tokens of one
- * tenant would hold 100,000 copies of its id, and of each permission list.
+ * One copy of each equal string, and of each (tenant, permissions) pair, among the cached
+ * PATs. Rows read from a store come with fresh strings and a fresh permissions array each:
+ * 100,000 tokens of one tenant would hold 100,000 copies of its id and of each permission list.
  */
 class Interner {
   readonly #strings = new Map<string, string>()
-  readonly #lists = new Map<string, readonly string[]>()
+  readonly #groups = new Map<string, PatGroup>()
 
   string(value: string): string {
     const known = this.#strings.get(value)
@@ -457,42 +495,130 @@ class Interner {
     return value
   }
 
-  /** A frozen list equal to `list`, shared by every cached PAT with the same permissions. */
-  list(list: readonly string[]): readonly string[] {
-    const key = JSON.stringify(list)
-    const known = this.#lists.get(key)
+  /** A frozen group shared by every cached PAT of this tenant with these permissions. */
+  group(tenantId: string, permissions: readonly string[]): PatGroup {
+    const key = JSON.stringify([tenantId, permissions])
+    const known = this.#groups.get(key)
     if (known !== undefined) return known
-    if (this.#lists.size >= MAX_INTERNED) this.#lists.clear()
-    const shared = Object.freeze(list.map((item) => this.string(item)))
-    this.#lists.set(key, shared)
-    return shared
+    if (this.#groups.size >= MAX_INTERNED) this.#groups.clear()
+    const group = Object.freeze({
+      tenantId: this.string(tenantId),
+      permissions: Object.freeze(permissions.map((item) => this.string(item))),
+    })
+    this.#groups.set(key, group)
+    return group
   }
 }
 
+/** What many cached PATs have in common: one shared, frozen copy per distinct pair. */
+interface PatGroup {
+  readonly tenantId: string
+  readonly permissions: readonly string[]
+}
+
+/** `PatColumns`' time columns, per slot: `TIME_FIELDS` numbers, NaN for null. */
+const TIME_FIELDS = 6
+
 /**
- * The form a PAT is cached in: the same fields and values as the store's record, frozen (its
- * strings and permission list are shared with other entries, so nobody may change them),
- * with the tenant id, name and permissions interned and the token hash sharing the map key's
- * string. Why: the store's record cost ~680 bytes a token in cache; this is about half.
- * A record whose hash differs from the key (a store bug the core checks for) keeps its own.
+ * Cached PATs in columns: per slot, the id, subject, name (interned) and last 4 characters,
+ * a shared `PatGroup` (tenant id and permissions), and six times in one Float64Array. A hit
+ * builds the record from them: a fresh object per caller, so nobody can change what another
+ * caller is given; the permission lists are shared and frozen. The token hash is the key the
+ * record was found under (a record whose hash differs from it, a store bug the core checks
+ * for, keeps its own).
+ * Why: a record object kept per token, with its boxed times, cost ~170 bytes a token in
+ * cache (as frozen, interned objects; ~680 as the store returns them); the columns cost ~60.
+ * The price is one short-lived object per hit.
  */
-function compactPat(key: string, record: PatRecord, interner: Interner): PatRecord {
-  return Object.freeze({
-    id: record.id,
-    tokenHash: record.tokenHash === key ? key : record.tokenHash,
-    tenantId: interner.string(record.tenantId),
-    subject: record.subject,
-    name: interner.string(record.name),
-    permissions: interner.list(record.permissions),
-    last4: record.last4,
-    createdAt: record.createdAt,
-    expiresAt: record.expiresAt,
-    revokedAt: record.revokedAt,
-    lastUsedAt: record.lastUsedAt,
-    rotatedFrom: record.rotatedFrom,
-    supersededAt: record.supersededAt ?? null,
-    graceUntil: record.graceUntil ?? null,
-  })
+class PatColumns implements SlotValues<PatRecord> {
+  readonly #interner: Interner
+  #ids: (string | undefined)[] = []
+  #subjects: (string | undefined)[] = []
+  #names: (string | undefined)[] = []
+  #last4s: (string | undefined)[] = []
+  #groups: (PatGroup | undefined)[] = []
+  #times = new Float64Array(0)
+  // Rare values, kept aside rather than in a column that would be empty almost everywhere.
+  readonly #rotatedFrom = new Map<number, string>()
+  readonly #foreignHashes = new Map<number, string>()
+
+  constructor(interner: Interner) {
+    this.#interner = interner
+  }
+
+  reserve(capacity: number): void {
+    if (capacity * TIME_FIELDS <= this.#times.length) return
+    const times = new Float64Array(capacity * TIME_FIELDS)
+    times.set(this.#times)
+    this.#times = times
+  }
+
+  write(slot: number, key: string, record: PatRecord): void {
+    this.#ids[slot] = record.id
+    this.#subjects[slot] = record.subject
+    this.#last4s[slot] = record.last4
+    this.#names[slot] = this.#interner.string(record.name)
+    this.#groups[slot] = this.#interner.group(record.tenantId, record.permissions)
+    const at = slot * TIME_FIELDS
+    const times = this.#times
+    times[at] = record.createdAt
+    times[at + 1] = record.expiresAt ?? Number.NaN
+    times[at + 2] = record.revokedAt ?? Number.NaN
+    times[at + 3] = record.lastUsedAt ?? Number.NaN
+    times[at + 4] = record.supersededAt ?? Number.NaN
+    times[at + 5] = record.graceUntil ?? Number.NaN
+    if (record.rotatedFrom === null) this.#rotatedFrom.delete(slot)
+    else this.#rotatedFrom.set(slot, record.rotatedFrom)
+    if (record.tokenHash === key) this.#foreignHashes.delete(slot)
+    else this.#foreignHashes.set(slot, record.tokenHash)
+  }
+
+  read(slot: number, key: string): PatRecord {
+    const group = this.#groups[slot] as PatGroup
+    const at = slot * TIME_FIELDS
+    const times = this.#times
+    return {
+      id: this.#ids[slot] as string,
+      tokenHash: this.#foreignHashes.size === 0 ? key : (this.#foreignHashes.get(slot) ?? key),
+      tenantId: group.tenantId,
+      subject: this.#subjects[slot] as string,
+      name: this.#names[slot] as string,
+      permissions: group.permissions,
+      last4: this.#last4s[slot] as string,
+      createdAt: times[at] as number,
+      expiresAt: orNull(times[at + 1] as number),
+      revokedAt: orNull(times[at + 2] as number),
+      lastUsedAt: orNull(times[at + 3] as number),
+      rotatedFrom: this.#rotatedFrom.size === 0 ? null : (this.#rotatedFrom.get(slot) ?? null),
+      supersededAt: orNull(times[at + 4] as number),
+      graceUntil: orNull(times[at + 5] as number),
+    }
+  }
+
+  release(slot: number): void {
+    this.#ids[slot] = undefined
+    this.#subjects[slot] = undefined
+    this.#names[slot] = undefined
+    this.#last4s[slot] = undefined
+    this.#groups[slot] = undefined
+    this.#rotatedFrom.delete(slot)
+    this.#foreignHashes.delete(slot)
+  }
+
+  clear(): void {
+    this.#ids = []
+    this.#subjects = []
+    this.#names = []
+    this.#last4s = []
+    this.#groups = []
+    this.#times = new Float64Array(0)
+    this.#rotatedFrom.clear()
+    this.#foreignHashes.clear()
+  }
+}
+
+function orNull(time: number): number | null {
+  return Number.isNaN(time) ? null : time
 }
 
 function evictOldest(map: Map<string, unknown>, max: number): void {

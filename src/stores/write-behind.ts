@@ -59,8 +59,11 @@ export function createPatUseRecorder(
   // The last use kept per token, for `resolutionMs`. Why: with many tokens each in steady use,
   // keeping every use meant one UPDATE per token per flush, i.e. close to one store write per
   // request; at a minute's resolution a busy token costs one write a minute. Bounded: when
-  // full it starts over, which at worst keeps one more use per token.
+  // full it starts over, which at worst keeps one more use per token. Times are kept as ms
+  // after `keptSince`, small integers stored inline in the map: an epoch-ms time would be a
+  // boxed double, 16 more bytes for each of up to MAX_KEPT_TOKENS tokens.
   let kept = new Map<string, number>()
+  let keptSince = clock.now() - KEPT_OFFSET_MARGIN_MS
 
   const keepLatest = (id: string, at: number) => {
     const known = pending.get(id)
@@ -87,10 +90,15 @@ export function createPatUseRecorder(
   return {
     record(id, at = clock.now()) {
       if (resolutionMs > 0) {
+        let offset = at - keptSince
         const last = kept.get(id)
-        if (last !== undefined && at >= last && at - last < resolutionMs) return
-        if (kept.size >= MAX_KEPT_TOKENS) kept = new Map()
-        kept.set(id, at)
+        if (last !== undefined && offset >= last && offset - last < resolutionMs) return
+        if (kept.size >= MAX_KEPT_TOKENS || !(offset >= 0 && offset < MAX_KEPT_OFFSET_MS)) {
+          kept = new Map()
+          keptSince = at - KEPT_OFFSET_MARGIN_MS
+          offset = KEPT_OFFSET_MARGIN_MS
+        }
+        kept.set(id, offset)
       }
       keepLatest(id, at)
     },
@@ -100,8 +108,15 @@ export function createPatUseRecorder(
   }
 }
 
-/** Tokens whose last kept use `createPatUseRecorder` remembers (~10 MB at most). */
+/** Tokens whose last kept use `createPatUseRecorder` remembers (~5 MB at most). */
 const MAX_KEPT_TOKENS = 100_000
+
+/**
+ * Kept times are offsets in [0, 2^30) ms (V8's small integers, ~12 days), starting in the
+ * middle so that uses recorded a little out of order never start over; outside, start over.
+ */
+const MAX_KEPT_OFFSET_MS = 2 ** 30
+const KEPT_OFFSET_MARGIN_MS = 2 ** 29
 
 /** An audit event as the caller writes it: `id` and `time` are assigned when missing. */
 export type AuditEventInput = Omit<StoredAuditEvent, 'id' | 'time'> &

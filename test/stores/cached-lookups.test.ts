@@ -183,10 +183,18 @@ describe('cached lookups', () => {
     assert.equal(inner.calls.pats, 4)
   })
 
-  it('a cached PAT has the store record’s values, frozen, with tenant and permissions shared', async () => {
+  it('a cached PAT has the store record’s values, a fresh object per hit, permissions shared and frozen', async () => {
     const clock = testClock(T0)
     const a = { ...pat('a'), permissions: ['tokens:read', 'audit:read'], expiresAt: T0 + 9 }
-    const b = { ...pat('b'), permissions: ['tokens:read', 'audit:read'], revokedAt: T0 + 1 }
+    const b = {
+      ...pat('b'),
+      permissions: ['tokens:read', 'audit:read'],
+      revokedAt: T0 + 1,
+      lastUsedAt: T0 + 2,
+      rotatedFrom: 'tok_old',
+      supersededAt: T0 + 3,
+      graceUntil: T0 + 4,
+    }
     const inner = countingLookups([a, b])
     const cache = createCachedLookups(inner.lookups, { clock })
     await cache.findPatByHash(hashOf('a'))
@@ -196,12 +204,59 @@ describe('cached lookups', () => {
     assert.equal(inner.calls.pats, 2)
     // The optional rotation fields are always present on a cached record (null when absent).
     assert.deepEqual(cachedA, { ...a, supersededAt: null, graceUntil: null })
-    assert.deepEqual(cachedB, { ...b, supersededAt: null, graceUntil: null })
-    assert.ok(Object.isFrozen(cachedA) && Object.isFrozen(cachedA?.permissions))
+    assert.deepEqual(cachedB, b)
+    assert.ok(Object.isFrozen(cachedA?.permissions))
     assert.equal(cachedA?.permissions, (cachedB as PatRecord).permissions)
+    // A caller changing its record cannot change what the next caller is given.
+    ;(cachedA as { revokedAt: number | null }).revokedAt = T0
+    const again = await cache.findPatByHash(hashOf('a'))
+    assert.notEqual(again, cachedA)
+    assert.equal(again?.revokedAt, null)
     // The store's own objects are neither shared nor frozen by the cache.
     assert.notEqual(cachedA?.permissions, a.permissions)
     assert.ok(!Object.isFrozen(a.permissions))
+  })
+
+  it('a slot freed by eviction or invalidation carries nothing over to the next PAT in it', async () => {
+    const clock = testClock(T0)
+    const rotated = {
+      ...pat('rotated'),
+      rotatedFrom: 'tok_prev',
+      revokedAt: T0 + 1,
+      supersededAt: T0 + 2,
+      graceUntil: T0 + 3,
+    }
+    const wrongHash = { ...pat('wrong'), tokenHash: hashOf('elsewhere') }
+    const plain = ['p1', 'p2', 'p3'].map((name) => pat(name))
+    const records = new Map([
+      [hashOf('rotated'), rotated],
+      [hashOf('wrong'), wrongHash],
+      ...plain.map((record) => [record.tokenHash, record] as const),
+    ])
+    const cache = createCachedLookups(
+      { findPatByHash: async (hash) => records.get(hash), findTenant: async () => undefined },
+      { clock, maxEntries: 2 },
+    )
+    await cache.findPatByHash(hashOf('rotated'))
+    await cache.findPatByHash(hashOf('wrong'))
+    // Both evicted; their slots are reused by p1 and p2.
+    await cache.findPatByHash(hashOf('p1'))
+    await cache.findPatByHash(hashOf('p2'))
+    for (const record of plain.slice(0, 2)) {
+      assert.deepEqual(await cache.maybeSync.findPatByHash(record.tokenHash), {
+        ...record,
+        supersededAt: null,
+        graceUntil: null,
+      })
+    }
+    cache.invalidatePat(hashOf('p1'))
+    await cache.findPatByHash(hashOf('p3'))
+    assert.deepEqual(await cache.maybeSync.findPatByHash(hashOf('p3')), {
+      ...plain[2],
+      supersededAt: null,
+      graceUntil: null,
+    })
+    assert.equal(cache.stats().size, 2)
   })
 
   it('keeps the hash a buggy store returned, so the core can still refuse the record', async () => {

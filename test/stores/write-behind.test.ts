@@ -112,6 +112,35 @@ describe('PAT use recorder', () => {
     ])
   })
 
+  it('the resolution holds for uses far apart and slightly out of order', async () => {
+    const store = recordingStore()
+    const recorder = createPatUseRecorder(store, { flushIntervalMs: 0, resolutionMs: 60_000 })
+    const later = T0 + 30 * 86_400_000
+    recorder.record('a', T0)
+    recorder.record('a', later)
+    recorder.record('a', later + 59_999)
+    recorder.record('b', later - 10)
+    recorder.record('b', later - 5)
+    recorder.record('b', later - 20)
+    await recorder.flush()
+    assert.deepEqual(store.uses, [
+      new Map([
+        ['a', later],
+        ['b', later - 10],
+      ]),
+    ])
+    recorder.record('a', later + 60_000)
+    recorder.record('b', later + 59_990)
+    await recorder.flush()
+    assert.deepEqual(
+      store.uses[1],
+      new Map([
+        ['b', later + 59_990],
+        ['a', later + 60_000],
+      ]),
+    )
+  })
+
   it('uses the clock when no time is given', async () => {
     const store = recordingStore()
     const recorder = createPatUseRecorder(store, { flushIntervalMs: 0, clock: { now: () => 77 } })
