@@ -10,7 +10,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { createInterface } from 'node:readline'
-import { commandExists, cpuMicros, loadTool, runLoad } from './load.ts'
+import { commandExists, cpuMicros, loadTool, PRODUCTION_NODE_FLAGS, runLoad } from './load.ts'
 
 const args = process.argv.slice(2)
 const option = (name: string, fallback: number) => {
@@ -40,7 +40,7 @@ async function start(checkout: string, port: number): Promise<Running> {
   const fixturesModule = await import(join(dir, 'bench/fixtures.ts'))
   const fixtures = fixturesModule.loadFixtures(fixturesDir)
   const node = join(dir, 'node_modules/.bin/node')
-  const argv = ['--max-semi-space-size=8', 'bench/servers/tokengate.ts', fixturesDir, String(port)]
+  const argv = [...PRODUCTION_NODE_FLAGS, 'bench/servers/tokengate.ts', fixturesDir, String(port)]
   const child = pinned
     ? spawn('taskset', ['-c', '0', node, ...argv], {
         cwd: dir,

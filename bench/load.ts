@@ -9,6 +9,9 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
+/** The Node flags production starts with: those of bin/tokengate.js's `#!` line (and `npm start`). */
+export const PRODUCTION_NODE_FLAGS = ['--max-semi-space-size=8', '--no-concurrent-recompilation']
+
 export interface LoadRequest {
   readonly url: string
   readonly path: string

@@ -12,7 +12,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync }
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { BENCH_TENANT, loadFixtures } from './fixtures.ts'
-import { cpuMicros, runLoad } from './load.ts'
+import { cpuMicros, PRODUCTION_NODE_FLAGS, runLoad } from './load.ts'
 
 const [serverKind = 'tokengate', caseKind = 'pat', ...rest] = process.argv.slice(2)
 const option = (name: string, fallback: number) => {
@@ -24,7 +24,7 @@ const TOP = option('top', 30)
 const fixtures = loadFixtures()
 
 const servers: Record<string, string[]> = {
-  tokengate: ['--max-semi-space-size=8', 'bench/servers/tokengate.ts', fixtures.dir],
+  tokengate: [...PRODUCTION_NODE_FLAGS, 'bench/servers/tokengate.ts', fixtures.dir],
   library: ['bench/servers/library.ts', fixtures.dir],
   noauth: ['bench/servers/peer.ts', 'fastify-noauth', 'RS256', fixtures.dir],
   naive: ['bench/servers/peer.ts', 'fastify-naive', 'RS256', fixtures.dir],

@@ -22,6 +22,7 @@ import {
   type LoadRequest,
   type LoadResult,
   loadTool,
+  PRODUCTION_NODE_FLAGS,
   runLoad,
 } from './load.ts'
 
@@ -97,14 +98,14 @@ function defineServers(fixtures: Fixtures): Server[] {
   ) => servers.push({ id, role, argv, cpus: more.cpus ?? '0', port: nextPort++, ...more })
   add('upstream', 'upstream', peerArgv('upstream', 'RS256', fixtures))
   // The Node flag production starts with (bin/tokengate.js, `npm start`): production defaults.
-  const tokengate = ['--max-semi-space-size=8', 'bench/servers/tokengate.ts', fixtures.dir]
+  const tokengate = [...PRODUCTION_NODE_FLAGS, 'bench/servers/tokengate.ts', fixtures.dir]
   add('tokengate', 'tokengate', tokengate)
   add('tokengate-gateway', 'tokengate', tokengate)
   // Library mode: tokengatePlugin + the public createAuthenticator, lookups in memory.
   add('tokengate library', 'tokengate', ['bench/servers/library.ts', fixtures.dir])
   if (BASELINE) {
     add('tokengate@baseline', 'tokengate', [
-      '--max-semi-space-size=8',
+      ...PRODUCTION_NODE_FLAGS,
       join(BASELINE, 'bench/servers/tokengate.ts'),
       fixtures.dir,
     ])

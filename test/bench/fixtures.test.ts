@@ -54,3 +54,12 @@ test('PATs are well-formed and stored; the rejection cases fail for their named 
   assert.deepEqual(checkPatFormat(fixtures.patBadChecksum), { ok: false, reason: 'bad_checksum' })
   assert.deepEqual(checkPatFormat(fixtures.patGarbage), { ok: false, reason: 'malformed' })
 })
+
+test('the bench starts tokengate with the flags production starts with', async () => {
+  const { PRODUCTION_NODE_FLAGS } = await import('../../bench/load.ts')
+  const root = new URL('../../', import.meta.url)
+  const shebang = readFileSync(new URL('bin/tokengate.js', root), 'utf8').split('\n')[0] ?? ''
+  assert.deepEqual(shebang.split(' ').slice(3), PRODUCTION_NODE_FLAGS)
+  const start = JSON.parse(readFileSync(new URL('package.json', root), 'utf8')).scripts.start
+  assert.ok(start.startsWith(`node ${PRODUCTION_NODE_FLAGS.join(' ')} bin/tokengate.js`), start)
+})
