@@ -11,6 +11,8 @@ import { join } from 'node:path'
 import type { IssuerConfig } from '../src/core/issuer.ts'
 import { issuePat } from '../src/core/pat.ts'
 import type { PatRecord } from '../src/core/ports.ts'
+import { openStore } from '../src/stores/open-store.ts'
+import type { SqliteStore } from '../src/stores/sqlite.ts'
 import { signCompact } from '../test/helpers/jwt.ts'
 
 export const BENCH_ALGORITHMS = ['RS256', 'ES256', 'EdDSA', 'HS256'] as const
@@ -199,4 +201,15 @@ export function benchIssuers(fixtures: Fixtures): IssuerConfig[] {
           : { kind: 'jwks', jwks: { keys: [entry.publicJwk as Record<string, unknown>] } },
     }
   })
+}
+
+/** Creates the SQLite store the bench servers run on: the bench tenant, every PAT and issuer. */
+export async function seedBenchStore(fixtures: Fixtures, dataDir: string): Promise<void> {
+  const store = (await openStore({ dataDir })) as SqliteStore
+  await store.migrate()
+  const now = Date.now()
+  await store.createTenant({ id: BENCH_TENANT, name: 'Bench' }, now)
+  await store.insertPats(readPatRecords(fixtures))
+  for (const issuer of benchIssuers(fixtures)) await store.putIssuer(issuer, now)
+  await store.close()
 }

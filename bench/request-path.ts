@@ -15,9 +15,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { loadConfig } from '../src/config/load.ts'
 import { startTokengate } from '../src/main.ts'
-import { openStore } from '../src/stores/open-store.ts'
-import type { SqliteStore } from '../src/stores/sqlite.ts'
-import { BENCH_TENANT, benchIssuers, loadFixtures, readPatRecords } from './fixtures.ts'
+import { BENCH_TENANT, loadFixtures, seedBenchStore } from './fixtures.ts'
 
 const LIFECYCLE = [
   'onRequest',
@@ -31,12 +29,7 @@ const LIFECYCLE = [
 
 const fixtures = loadFixtures()
 const dataDir = mkdtempSync(join(tmpdir(), 'tg-request-path-'))
-const store = (await openStore({ dataDir })) as SqliteStore
-await store.migrate()
-await store.createTenant({ id: BENCH_TENANT, name: 'Bench' }, Date.now())
-await store.insertPats(readPatRecords(fixtures))
-for (const issuer of benchIssuers(fixtures)) await store.putIssuer(issuer, Date.now())
-await store.close()
+await seedBenchStore(fixtures, dataDir)
 const running = await startTokengate(
   loadConfig({
     env: {},

@@ -14,9 +14,7 @@ import { join } from 'node:path'
 import { loadConfig } from '../../src/config/load.ts'
 import { prepareTokengate, startTokengate } from '../../src/main.ts'
 import { configForWorkers, startWorkerPool } from '../../src/server/workers.ts'
-import { openStore } from '../../src/stores/open-store.ts'
-import type { SqliteStore } from '../../src/stores/sqlite.ts'
-import { BENCH_TENANT, benchIssuers, loadFixtures, readPatRecords } from '../fixtures.ts'
+import { loadFixtures, seedBenchStore } from '../fixtures.ts'
 
 const workersFlag = process.argv.find((a) => a.startsWith('--workers='))
 const workers = workersFlag ? Number(workersFlag.slice('--workers='.length)) : 1
@@ -24,13 +22,7 @@ const [fixturesDir, portText, upstream] = process.argv.slice(2).filter((a) => a 
 const fixtures = loadFixtures(fixturesDir)
 const dataDir = mkdtempSync(join(tmpdir(), 'tg-bench-'))
 
-const store = (await openStore({ dataDir })) as SqliteStore
-await store.migrate()
-const now = Date.now()
-await store.createTenant({ id: BENCH_TENANT, name: 'Bench' }, now)
-await store.insertPats(readPatRecords(fixtures))
-for (const issuer of benchIssuers(fixtures)) await store.putIssuer(issuer, now)
-await store.close()
+await seedBenchStore(fixtures, dataDir)
 
 const unlimited = { max: 1_000_000_000, windowSec: 60 }
 const config = loadConfig({
