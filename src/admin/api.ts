@@ -3,6 +3,7 @@ import { addIssuer, removeIssuer } from '../auth/issuer-operations.ts'
 import type { OperationDeps } from '../auth/operations.ts'
 import {
   issueTenantPat,
+  patMetadata,
   revokeLeakedPats,
   revokeTenantPat,
   rotateTenantPat,
@@ -18,7 +19,7 @@ import { checkPermissions, checkTenantId, checkText, invalid } from './input.ts'
 import { adminOpenApiDocument } from './openapi.ts'
 import type { Operator } from './operators.ts'
 import { readStatus } from './status.ts'
-import { auditCsv, auditView, issuerView, patView } from './views.ts'
+import { auditCsv, auditView, issuerView } from './views.ts'
 
 export const API_PREFIX = '/admin/api/v1'
 const BEARER = /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/
@@ -156,7 +157,7 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
         const items = result.items.filter(
           (p) => status === undefined || patStatus(p, now) === status,
         )
-        return { tokens: items.map((p) => patView(p, now)), nextCursor: result.nextCursor }
+        return { tokens: items.map((p) => patMetadata(p, now)), nextCursor: result.nextCursor }
       })
       api.post('/pats', { preHandler: write }, async (request, reply) => {
         const b = body(request)
@@ -168,14 +169,14 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
           permissions: stringList(b.permissions, 'permissions'),
           expiresAt: expiryFrom(b.expiresInDays, now, ctx.config),
         })
-        return reply.code(201).send({ token, ...patView(record, now) })
+        return reply.code(201).send({ token, ...patMetadata(record, now) })
       })
       api.post<{ Params: { id: string } }>(
         '/pats/:id/revoke',
         { preHandler: write },
         async (request) => {
           const { record, changed } = await revokeTenantPat(deps(request), request.params.id)
-          return { ...patView(record, clock.now()), changed }
+          return { ...patMetadata(record, clock.now()), changed }
         },
       )
       api.post<{ Params: { id: string } }>(
@@ -200,7 +201,7 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
           })
           return reply.code(201).send({
             token: rotated.token,
-            ...patView(rotated.record, now),
+            ...patMetadata(rotated.record, now),
             oldTokenGraceUntil: new Date(rotated.graceUntil).toISOString(),
           })
         },

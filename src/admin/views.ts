@@ -1,29 +1,8 @@
 import type { IssuerConfig } from '../core/issuer.ts'
 import type { JwksStatus } from '../core/jwks.ts'
-import { patStatus } from '../core/pat.ts'
-import type { PatRecord } from '../core/ports.ts'
 import type { StoredAuditEvent, StoredIssuer } from '../stores/store.ts'
 
 const iso = (ms: number | null | undefined) => (ms == null ? null : new Date(ms).toISOString())
-
-/** A PAT as the admin API shows it: metadata only, never the token or its hash. */
-export function patView(record: PatRecord, now: number) {
-  return {
-    id: record.id,
-    tenantId: record.tenantId,
-    subject: record.subject,
-    name: record.name,
-    permissions: record.permissions,
-    last4: record.last4,
-    status: patStatus(record, now),
-    createdAt: iso(record.createdAt),
-    expiresAt: iso(record.expiresAt),
-    lastUsedAt: iso(record.lastUsedAt),
-    revokedAt: iso(record.revokedAt),
-    rotatedFrom: record.rotatedFrom,
-    graceUntil: iso(record.graceUntil),
-  }
-}
 
 export function auditView(event: StoredAuditEvent) {
   return { ...event, time: new Date(event.time).toISOString() }

@@ -6,7 +6,7 @@ import { audit, type OperationDeps, OperationRefused, requireEnabledTenant } fro
 
 export { type PatStatus, patStatus } from '../core/pat.ts'
 
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
+const iso = (ms: number | null | undefined) => (ms == null ? null : new Date(ms).toISOString())
 
 /** A token reference as it may be shown: a plaintext token given as an id is fingerprinted. */
 const shown = (ref: string) => (ref.startsWith('pat_') ? fingerprintToken(ref) : ref)
@@ -240,4 +240,24 @@ export async function listTenantPats(
     cursor = page.nextCursor ?? undefined
   } while (cursor !== undefined)
   return all
+}
+
+/** A PAT's metadata as the CLI's JSON and the admin API show it: never the token or its hash. */
+export function patMetadata(record: PatRecord, now: number) {
+  return {
+    id: record.id,
+    tenantId: record.tenantId,
+    subject: record.subject,
+    name: record.name,
+    permissions: record.permissions,
+    last4: record.last4,
+    status: patStatus(record, now),
+    createdAt: iso(record.createdAt),
+    expiresAt: iso(record.expiresAt),
+    lastUsedAt: iso(record.lastUsedAt),
+    revokedAt: iso(record.revokedAt),
+    rotatedFrom: record.rotatedFrom,
+    supersededAt: iso(record.supersededAt),
+    graceUntil: iso(record.graceUntil),
+  }
 }

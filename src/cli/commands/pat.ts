@@ -3,6 +3,7 @@ import {
   findPatByRef,
   issueTenantPat,
   listTenantPats,
+  patMetadata,
   patStatus,
   revokeLeakedPats,
   revokeTenantPat,
@@ -41,26 +42,6 @@ const EXPIRES_IN = {
   description:
     'Lifetime: <n>m, <n>h, <n>d or <n>w (e.g. 90d), or never. Default: config pat.defaultExpiresInDays (90d).',
 } as const
-
-/** A PAT's metadata as JSON output shows it: never the token, never its hash. */
-export function patJson(record: PatRecord, now: number) {
-  return {
-    id: record.id,
-    tenantId: record.tenantId,
-    subject: record.subject,
-    name: record.name,
-    permissions: record.permissions,
-    last4: record.last4,
-    status: patStatus(record, now),
-    createdAt: isoTime(record.createdAt),
-    expiresAt: isoTime(record.expiresAt),
-    lastUsedAt: isoTime(record.lastUsedAt),
-    revokedAt: isoTime(record.revokedAt),
-    rotatedFrom: record.rotatedFrom,
-    supersededAt: isoTime(record.supersededAt ?? null),
-    graceUntil: isoTime(record.graceUntil ?? null),
-  }
-}
 
 /** `pat_…abcd`: how a PAT is shown everywhere but at issue. */
 export function patHint(record: PatRecord): string {
@@ -166,7 +147,7 @@ const issue: CommandDef = {
         PAT_WORDING,
       ),
     )
-    if (ctx.json) ctx.out.json({ token, ...patJson(record, now) })
+    if (ctx.json) ctx.out.json({ token, ...patMetadata(record, now) })
     else printNewToken(ctx.out, token, record, `Issued PAT ${record.id}.`)
     return 0
   },
@@ -212,7 +193,7 @@ const list: CommandDef = {
       ),
     )
     if (ctx.json) {
-      ctx.out.json({ tenantId, tokens: records.map((r) => patJson(r, now)) })
+      ctx.out.json({ tenantId, tokens: records.map((r) => patMetadata(r, now)) })
       return 0
     }
     ctx.out.table(
@@ -255,7 +236,7 @@ const revoke: CommandDef = {
         },
       ),
     )
-    if (ctx.json) ctx.out.json({ ...patJson(record, now), changed })
+    if (ctx.json) ctx.out.json({ ...patMetadata(record, now), changed })
     else if (changed)
       ctx.out.line(`Revoked ${record.id} (${patHint(record)}, tenant ${record.tenantId}).`)
     else ctx.out.line(`${record.id} was already revoked at ${formatTime(record.revokedAt)}.`)
@@ -319,7 +300,7 @@ const rotate: CommandDef = {
       }),
     )
     if (ctx.json) {
-      ctx.out.json({ token, ...patJson(record, now), oldTokenGraceUntil: isoTime(graceUntil) })
+      ctx.out.json({ token, ...patMetadata(record, now), oldTokenGraceUntil: isoTime(graceUntil) })
     } else {
       const oldState =
         graceMs === 0
