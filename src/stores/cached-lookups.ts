@@ -36,6 +36,8 @@
  * a notification nobody hears, so each such entry may be outdated for at most `ttlMs`, and the
  * second resync drops them all anyway.
  */
+
+import { KeyedSlots } from '../core/keyed-slots.ts'
 import type { AuthLookups, Clock, PatRecord, Tenant } from '../core/ports.ts'
 import { systemClock } from '../core/ports.ts'
 
@@ -224,53 +226,6 @@ class LastKnown<V> {
   }
 }
 
-/**
- * Found entries live in slots: the map gives a key's slot number (a small integer, stored
- * inline), and the expiry and last-touch time sit at that index of two flat arrays, the value
- * at that index of `values` (as loaded, or in columns: `PatColumns`).
- * Why not an `{ value, expiresAt, touchedAt }` object per key: with 100,000 cached PATs that
- * object and the two boxed doubles (epoch-ms times are not small integers) cost ~80 bytes a
- * key and two young-generation allocations per miss; the slots cost 16 bytes and none.
- */
-class Slots<V> {
-  readonly values: SlotValues<V>
-  expiresAt = new Float64Array(0)
-  touchedAt = new Float64Array(0)
-  readonly #free: number[] = []
-  #used = 0
-
-  constructor(values: SlotValues<V>) {
-    this.values = values
-  }
-
-  /** A slot for a new key; `bound` caps the arrays' growth (the cache's entry bound + 1). */
-  take(bound: number): number {
-    const free = this.#free.pop()
-    if (free !== undefined) return free
-    const slot = this.#used++
-    if (slot === this.expiresAt.length) {
-      const capacity = Math.max(slot + 1, Math.min(Math.max(64, slot * 2), bound))
-      this.expiresAt = grow(this.expiresAt, capacity)
-      this.touchedAt = grow(this.touchedAt, capacity)
-      this.values.reserve(capacity)
-    }
-    return slot
-  }
-
-  release(slot: number): void {
-    this.values.release(slot)
-    this.#free.push(slot)
-  }
-
-  clear(): void {
-    this.values.clear()
-    this.expiresAt = new Float64Array(0)
-    this.touchedAt = new Float64Array(0)
-    this.#free.length = 0
-    this.#used = 0
-  }
-}
-
 /** Where the found values of a cache live, by slot. */
 interface SlotValues<V> {
   /** Room for slots 0 .. capacity - 1. */
@@ -305,21 +260,24 @@ class PlainValues<V> implements SlotValues<V> {
   }
 }
 
-function grow(array: Float64Array, capacity: number): Float64Array<ArrayBuffer> {
-  const grown = new Float64Array(capacity)
-  grown.set(array)
-  return grown
-}
-
+/**
+ * Found entries live in slots: `KeyedSlots` gives a key's slot (keys held in typed arrays,
+ * in recency order), and the expiry and last-touch time sit at that index of two flat arrays,
+ * the value at that index of `values` (as loaded, or in columns: `PatColumns`).
+ * Why not a `Map` of keys to `{ value, expiresAt, touchedAt }` objects: with 100,000 cached
+ * PATs the 64-character hash strings, the Map's table and those objects cost ~230 bytes a key
+ * of long-lived heap; the slots cost ~80 bytes off the V8 heap and no allocation per miss.
+ */
 class TtlCache<V> {
   readonly #settings: Settings
   readonly #counters: Counters
   readonly #load: (key: string) => Promise<V | undefined>
   readonly #lastKnown: LastKnown<V> | undefined
-  // Key -> slot. Map iteration order is insertion order: the first key is the least recently
-  // used (to within `TOUCH_INTERVAL_MS`).
-  readonly #found = new Map<string, number>()
-  readonly #slots: Slots<V>
+  // Keys of found entries; the oldest is the least recently used (to within `TOUCH_INTERVAL_MS`).
+  readonly #found: KeyedSlots
+  readonly #values: SlotValues<V>
+  #expiresAt = new Float64Array(0)
+  #touchedAt = new Float64Array(0)
   readonly #missing = new Map<string, number>()
   readonly #inFlight = new Map<string, Promise<V | undefined>>()
   #epoch = 0
@@ -336,7 +294,9 @@ class TtlCache<V> {
     this.#counters = counters
     this.#load = load
     this.#lastKnown = lastKnown
-    this.#slots = new Slots(values)
+    this.#values = values
+    // 32 bytes: a SHA-256 hex key packed; shorter keys (tenant ids) one byte a character.
+    this.#found = new KeyedSlots(settings.maxEntries, 32)
   }
 
   get size(): number {
@@ -346,19 +306,17 @@ class TtlCache<V> {
   /** A hit is answered with the value itself; a miss with the (shared) store promise. */
   get(key: string): V | undefined | Promise<V | undefined> {
     const now = this.#settings.clock.now()
-    const slot = this.#found.get(key)
-    if (slot !== undefined) {
-      const slots = this.#slots
-      if ((slots.expiresAt[slot] as number) > now) {
-        if (now - (slots.touchedAt[slot] as number) >= TOUCH_INTERVAL_MS) {
-          this.#found.delete(key)
-          this.#found.set(key, slot)
-          slots.touchedAt[slot] = now
+    const slot = this.#found.find(key)
+    if (slot !== -1) {
+      if ((this.#expiresAt[slot] as number) > now) {
+        if (now - (this.#touchedAt[slot] as number) >= TOUCH_INTERVAL_MS) {
+          this.#found.touch(slot)
+          this.#touchedAt[slot] = now
         }
         this.#counters.hits++
-        return slots.values.read(slot, key)
+        return this.#values.read(slot, key)
       }
-      this.#deleteFound(key, slot)
+      this.#deleteFound(slot)
     }
     const missingUntil = this.#missing.get(key)
     if (missingUntil !== undefined) {
@@ -383,8 +341,8 @@ class TtlCache<V> {
     // The last-known value is outdated too: serving it during an outage would undo the
     // very change (e.g. a tenant disable) this call reports.
     this.#epoch++
-    const slot = this.#found.get(key)
-    if (slot !== undefined) this.#deleteFound(key, slot)
+    const slot = this.#found.find(key)
+    if (slot !== -1) this.#deleteFound(slot)
     this.#missing.delete(key)
     this.#inFlight.delete(key)
     this.#lastKnown?.forget(key)
@@ -394,7 +352,9 @@ class TtlCache<V> {
   clearFresh(): void {
     this.#epoch++
     this.#found.clear()
-    this.#slots.clear()
+    this.#values.clear()
+    this.#expiresAt = new Float64Array(0)
+    this.#touchedAt = new Float64Array(0)
     this.#missing.clear()
     this.#inFlight.clear()
   }
@@ -455,24 +415,34 @@ class TtlCache<V> {
   #rememberFound(key: string, value: V, expiresAt: number): void {
     const { ttlMs, maxEntries, clock } = this.#settings
     if (ttlMs === 0) return
-    const slots = this.#slots
-    let slot = this.#found.get(key)
-    if (slot === undefined) slot = slots.take(maxEntries + 1)
-    else this.#found.delete(key)
-    this.#found.set(key, slot)
-    slots.values.write(slot, key, value)
-    slots.expiresAt[slot] = expiresAt
-    slots.touchedAt[slot] = clock.now()
-    for (const [oldest, oldestSlot] of this.#found) {
-      if (this.#found.size <= maxEntries) break
-      this.#deleteFound(oldest, oldestSlot)
+    const found = this.#found
+    let slot = found.find(key)
+    if (slot === -1) {
+      if (found.size >= maxEntries) this.#deleteFound(found.oldest())
+      slot = found.add(key)
+      if (found.capacity > this.#expiresAt.length) {
+        this.#expiresAt = grow(this.#expiresAt, found.capacity)
+        this.#touchedAt = grow(this.#touchedAt, found.capacity)
+        this.#values.reserve(found.capacity)
+      }
+    } else {
+      found.touch(slot)
     }
+    this.#values.write(slot, key, value)
+    this.#expiresAt[slot] = expiresAt
+    this.#touchedAt[slot] = clock.now()
   }
 
-  #deleteFound(key: string, slot: number): void {
-    this.#found.delete(key)
-    this.#slots.release(slot)
+  #deleteFound(slot: number): void {
+    this.#found.delete(slot)
+    this.#values.release(slot)
   }
+}
+
+function grow(array: Float64Array, capacity: number): Float64Array<ArrayBuffer> {
+  const grown = new Float64Array(capacity)
+  grown.set(array)
+  return grown
 }
 
 /** Bound on each table of `Interner`; a full table starts over (sharing is only a saving). */

@@ -1,0 +1,330 @@
+import { randomBytes } from 'node:crypto'
+
+/**
+ * A bounded map from string keys to small integer slots, in least-recently-used order, held
+ * in typed arrays: an open-addressing index (linear probing over an Int32Array) and, per slot,
+ * the key's bytes, its hash and two links of a doubly linked recency list. Callers keep their
+ * per-key values at the slot's index of their own typed arrays (`capacity` long).
+ *
+ * Why not a `Map<string, number>`: with 100,000 keys (cached PATs, per-token counters) each
+ * key is a heap string (~80 bytes for a 64-character hash) and a Map entry (~24 bytes, twice
+ * that once deletions leave its table half dead), all long-lived objects the old generation
+ * has to hold and trace. Here a key costs `keyBytes` + ~25 bytes off the V8 heap.
+ *
+ * Keys are stored inline when they fit: a key of exactly `2 × keyBytes` lowercase hex
+ * characters (a SHA-256 digest in a 32-byte table) is packed two characters to a byte; any
+ * other key of at most `keyBytes` characters, all below U+0100, is stored one byte per
+ * character. Other keys (longer, or with wider characters) live in a side `Map` with the same
+ * slots, recency and bound, so every string key works, only slower.
+ *
+ * Hash flooding: the probe start is a seeded hash of every character, the seed random per
+ * table, so a client choosing keys (an address key of the failed-authentication limit) cannot
+ * precompute keys that share a probe chain.
+ */
+export class KeyedSlots {
+  readonly #maxEntries: number
+  readonly #keyBytes: number
+  readonly #seed: number
+  #capacity = 0
+  #size = 0
+  /** Slots handed out so far; slots below it are in use or on the free list. */
+  #used = 0
+  /** Head of the free list of released slots (linked through `#next`), -1 when empty. */
+  #free = NONE
+  /** Index positions -> slot, or EMPTY / DELETED. Length: a power of two ≥ 2 × capacity. */
+  #index = new Int32Array(0)
+  #deleted = 0
+  #keys = new Uint8Array(0)
+  /** Per slot: the key's length (inline), HEX (packed) or SIDE (in `#side`). */
+  #lengths = new Uint8Array(0)
+  #hashes = new Int32Array(0)
+  #prev = new Int32Array(0)
+  #next = new Int32Array(0)
+  #oldest = NONE
+  #newest = NONE
+  readonly #side = new Map<string, number>()
+  readonly #sideKeys = new Map<number, string>()
+
+  /**
+   * @param maxEntries keys held at most (`add` beyond it throws: evict `oldest()` first)
+   * @param keyBytes inline bytes per key, at most 250
+   */
+  constructor(maxEntries: number, keyBytes: number) {
+    if (!Number.isSafeInteger(maxEntries) || maxEntries < 1) {
+      throw new RangeError('maxEntries must be >= 1')
+    }
+    if (!Number.isInteger(keyBytes) || keyBytes < 1 || keyBytes > 250) {
+      throw new RangeError('keyBytes must be in 1..250')
+    }
+    this.#maxEntries = maxEntries
+    this.#keyBytes = keyBytes
+    this.#seed = randomBytes(4).readInt32LE(0)
+  }
+
+  /** Keys held now. */
+  get size(): number {
+    return this.#size
+  }
+
+  /** Slots are below this number: the length a caller's per-slot arrays need. */
+  get capacity(): number {
+    return this.#capacity
+  }
+
+  /** The key's slot, or -1. */
+  find(key: string): number {
+    const form = this.#formOf(key)
+    if (form === SIDE) return this.#side.get(key) ?? NONE
+    const hash = this.#hash(key)
+    const index = this.#index
+    const mask = index.length - 1
+    if (mask < 0) return NONE
+    for (let at = hash & mask; ; at = (at + 1) & mask) {
+      const slot = index[at] as number
+      if (slot === EMPTY) return NONE
+      if (slot !== DELETED && this.#hashes[slot] === hash && this.#matches(slot, key, form)) {
+        return slot
+      }
+    }
+  }
+
+  /**
+   * Adds a key that is not held (check with `find` first) as the most recently used one and
+   * returns its slot. Throws when `maxEntries` keys are held.
+   */
+  add(key: string): number {
+    if (this.#size >= this.#maxEntries) throw new RangeError('KeyedSlots is full')
+    const slot = this.#take()
+    const form = this.#formOf(key)
+    this.#lengths[slot] = form
+    if (form === SIDE) {
+      this.#side.set(key, slot)
+      this.#sideKeys.set(slot, key)
+    } else {
+      this.#store(slot, key, form)
+      const hash = this.#hash(key)
+      this.#hashes[slot] = hash
+      // Too many DELETED marks make misses probe long: rebuild (before `slot` is linked).
+      if ((this.#size + 1 + this.#deleted) * 4 > this.#index.length * 3) {
+        this.#rebuild(this.#index.length)
+      }
+      this.#place(slot, hash)
+    }
+    this.#size++
+    this.#link(slot)
+    return slot
+  }
+
+  /** Removes the key held at `slot` (a slot `find` or `add` returned and not deleted since). */
+  delete(slot: number): void {
+    this.#unlink(slot)
+    this.#size--
+    if (this.#lengths[slot] === SIDE) {
+      const key = this.#sideKeys.get(slot) as string
+      this.#sideKeys.delete(slot)
+      this.#side.delete(key)
+    } else {
+      const index = this.#index
+      const mask = index.length - 1
+      for (let at = (this.#hashes[slot] as number) & mask; ; at = (at + 1) & mask) {
+        if (index[at] === slot) {
+          index[at] = DELETED
+          this.#deleted++
+          break
+        }
+      }
+    }
+    this.#next[slot] = this.#free
+    this.#free = slot
+  }
+
+  /** Makes the key at `slot` the most recently used. */
+  touch(slot: number): void {
+    if (slot === this.#newest) return
+    this.#unlink(slot)
+    this.#link(slot)
+  }
+
+  /** The least recently used key's slot (added or touched longest ago), or -1 when empty. */
+  oldest(): number {
+    return this.#oldest
+  }
+
+  /** The key held at `slot`. */
+  keyAt(slot: number): string {
+    const form = this.#lengths[slot] as number
+    if (form === SIDE) return this.#sideKeys.get(slot) as string
+    const keys = this.#keys
+    const at = slot * this.#keyBytes
+    let key = ''
+    if (form === HEX) {
+      for (let i = 0; i < this.#keyBytes; i++) {
+        const byte = keys[at + i] as number
+        key += HEX_DIGITS[byte >> 4] + (HEX_DIGITS[byte & 15] as string)
+      }
+    } else {
+      for (let i = 0; i < form; i++) key += String.fromCharCode(keys[at + i] as number)
+    }
+    return key
+  }
+
+  /** Forgets every key and gives the arrays back (they grow again as keys are added). */
+  clear(): void {
+    this.#capacity = 0
+    this.#size = 0
+    this.#used = 0
+    this.#free = NONE
+    this.#index = new Int32Array(0)
+    this.#deleted = 0
+    this.#keys = new Uint8Array(0)
+    this.#lengths = new Uint8Array(0)
+    this.#hashes = new Int32Array(0)
+    this.#prev = new Int32Array(0)
+    this.#next = new Int32Array(0)
+    this.#oldest = NONE
+    this.#newest = NONE
+    this.#side.clear()
+    this.#sideKeys.clear()
+  }
+
+  /** HEX, SIDE, or the key's length when it is stored one byte per character. */
+  #formOf(key: string): number {
+    const length = key.length
+    const bytes = this.#keyBytes
+    if (length === bytes * 2 && isLowerHex(key)) return HEX
+    if (length > bytes) return SIDE
+    for (let i = 0; i < length; i++) if (key.charCodeAt(i) > 0xff) return SIDE
+    return length
+  }
+
+  /** Seeded 32-bit FNV-1a over the characters, with a final avalanche (MurmurHash3's fmix32). */
+  #hash(key: string): number {
+    let hash = this.#seed ^ 0x811c9dc5
+    for (let i = 0; i < key.length; i++) hash = Math.imul(hash ^ key.charCodeAt(i), 0x01000193)
+    hash = Math.imul(hash ^ (hash >>> 16), 0x85ebca6b)
+    hash = Math.imul(hash ^ (hash >>> 13), 0xc2b2ae35)
+    return hash ^ (hash >>> 16)
+  }
+
+  #matches(slot: number, key: string, form: number): boolean {
+    if (this.#lengths[slot] !== form) return false
+    const keys = this.#keys
+    const at = slot * this.#keyBytes
+    if (form === HEX) {
+      for (let i = 0; i < this.#keyBytes; i++) {
+        const byte =
+          ((HEX_VALUES[key.charCodeAt(2 * i)] as number) << 4) |
+          (HEX_VALUES[key.charCodeAt(2 * i + 1)] as number)
+        if (keys[at + i] !== byte) return false
+      }
+      return true
+    }
+    for (let i = 0; i < form; i++) if (keys[at + i] !== key.charCodeAt(i)) return false
+    return true
+  }
+
+  #store(slot: number, key: string, form: number): void {
+    const keys = this.#keys
+    const at = slot * this.#keyBytes
+    if (form === HEX) {
+      for (let i = 0; i < this.#keyBytes; i++) {
+        keys[at + i] =
+          ((HEX_VALUES[key.charCodeAt(2 * i)] as number) << 4) |
+          (HEX_VALUES[key.charCodeAt(2 * i + 1)] as number)
+      }
+    } else {
+      for (let i = 0; i < form; i++) keys[at + i] = key.charCodeAt(i)
+    }
+  }
+
+  #place(slot: number, hash: number): void {
+    const index = this.#index
+    const mask = index.length - 1
+    for (let at = hash & mask; ; at = (at + 1) & mask) {
+      const held = index[at] as number
+      if (held === EMPTY || held === DELETED) {
+        if (held === DELETED) this.#deleted--
+        index[at] = slot
+        return
+      }
+    }
+  }
+
+  /** A new index of `length` positions holding every inline slot, no DELETED marks. */
+  #rebuild(length: number): void {
+    this.#index = new Int32Array(length).fill(EMPTY)
+    this.#deleted = 0
+    for (let slot = this.#oldest; slot !== NONE; slot = this.#next[slot] as number) {
+      if (this.#lengths[slot] !== SIDE) this.#place(slot, this.#hashes[slot] as number)
+    }
+  }
+
+  #take(): number {
+    const free = this.#free
+    if (free !== NONE) {
+      this.#free = this.#next[free] as number
+      return free
+    }
+    const slot = this.#used++
+    if (slot === this.#capacity) this.#grow()
+    return slot
+  }
+
+  /** Doubles the per-slot arrays (at least 64 slots, at most `maxEntries`). */
+  #grow(): void {
+    const capacity = Math.min(Math.max(64, this.#capacity * 2), this.#maxEntries)
+    this.#keys = grown(this.#keys, capacity * this.#keyBytes)
+    this.#lengths = grown(this.#lengths, capacity)
+    this.#hashes = grown(this.#hashes, capacity)
+    this.#prev = grown(this.#prev, capacity)
+    this.#next = grown(this.#next, capacity)
+    this.#capacity = capacity
+    let length = 8
+    while (length < capacity * 2) length *= 2
+    this.#rebuild(length)
+  }
+
+  #link(slot: number): void {
+    const newest = this.#newest
+    this.#prev[slot] = newest
+    this.#next[slot] = NONE
+    if (newest === NONE) this.#oldest = slot
+    else this.#next[newest] = slot
+    this.#newest = slot
+  }
+
+  #unlink(slot: number): void {
+    const prev = this.#prev[slot] as number
+    const next = this.#next[slot] as number
+    if (prev === NONE) this.#oldest = next
+    else this.#next[prev] = next
+    if (next === NONE) this.#newest = prev
+    else this.#prev[next] = prev
+  }
+}
+
+const NONE = -1
+const EMPTY = -1
+const DELETED = -2
+/** `#lengths` markers: a packed hex key, a key in the side map (both above 250). */
+const HEX = 255
+const SIDE = 254
+
+const HEX_DIGITS = '0123456789abcdef'
+/** Char code -> hex value, for '0'-'9' and 'a'-'f' (the only ones `isLowerHex` lets through). */
+const HEX_VALUES = new Uint8Array(128)
+for (let i = 0; i < 16; i++) HEX_VALUES[HEX_DIGITS.charCodeAt(i)] = i
+
+function isLowerHex(key: string): boolean {
+  for (let i = 0; i < key.length; i++) {
+    const code = key.charCodeAt(i)
+    if (!((code >= 48 && code <= 57) || (code >= 97 && code <= 102))) return false
+  }
+  return true
+}
+
+function grown<T extends Uint8Array | Int32Array>(array: T, length: number): T {
+  const bigger = new (array.constructor as new (length: number) => T)(length)
+  bigger.set(array)
+  return bigger
+}
