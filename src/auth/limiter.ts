@@ -1,5 +1,6 @@
 import { hash } from 'node:crypto'
 import type { Config } from '../config/schema.ts'
+import { KeyedSlots } from '../core/keyed-slots.ts'
 import type { Principal } from '../core/principal.ts'
 import { mostConstraining, type PolicyState } from '../http/rate-limit-headers.ts'
 import type { CounterResult, CounterStore } from './counter-store.ts'
@@ -201,41 +202,54 @@ export class KnownCredentials {
   readonly #maxEntries: number
   readonly #maxAgeMs: number
   readonly #refreshMs: number
-  readonly #seen = new Map<string, number>()
+  // Digests in typed arrays (a SHA-256 hex digest packed in 32 bytes; `KeyedSlots`), the time
+  // each was seen at its slot: no heap string or Map entry per remembered credential.
+  readonly #seen: KeyedSlots
+  #seenAt = new Float64Array(0)
 
   constructor(maxEntries: number, maxAgeMs: number) {
     this.#maxEntries = maxEntries
     this.#maxAgeMs = maxAgeMs
     this.#refreshMs = maxAgeMs / 64
+    this.#seen = new KeyedSlots(maxEntries, 32)
   }
 
   /**
    * Records the digest of a header value whose credential authenticated just now. A digest
    * refreshed within the last 1/64 of the maximum age keeps its place: the recency order is
-   * then approximate by under a minute, and the busiest tokens skip two Map writes a request.
+   * then approximate by under a minute, and the busiest tokens skip the reordering.
    */
   remember(digest: string, now: number): void {
-    const at = this.#seen.get(digest)
-    if (at !== undefined && now - at < this.#refreshMs) return
-    this.#seen.delete(digest)
-    this.#seen.set(digest, now)
-    if (this.#seen.size > this.#maxEntries) {
-      const oldest = this.#seen.keys().next()
-      if (!oldest.done) this.#seen.delete(oldest.value)
+    const seen = this.#seen
+    let slot = seen.find(digest)
+    if (slot === -1) {
+      if (seen.size >= this.#maxEntries) seen.delete(seen.oldest())
+      slot = seen.add(digest)
+      if (seen.capacity > this.#seenAt.length) {
+        const grown = new Float64Array(seen.capacity)
+        grown.set(this.#seenAt)
+        this.#seenAt = grown
+      }
+    } else if (now - (this.#seenAt[slot] as number) < this.#refreshMs) {
+      return
+    } else {
+      seen.touch(slot)
     }
+    this.#seenAt[slot] = now
   }
 
   /** Drops the digest of a header value whose credential failed (revoked or expired since). */
   forget(digest: string): void {
-    this.#seen.delete(digest)
+    const slot = this.#seen.find(digest)
+    if (slot !== -1) this.#seen.delete(slot)
   }
 
   /** Whether the header value of this digest authenticated within the maximum age. */
   has(digest: string, now: number): boolean {
-    const at = this.#seen.get(digest)
-    if (at === undefined) return false
-    if (now - at > this.#maxAgeMs) {
-      this.#seen.delete(digest)
+    const slot = this.#seen.find(digest)
+    if (slot === -1) return false
+    if (now - (this.#seenAt[slot] as number) > this.#maxAgeMs) {
+      this.#seen.delete(slot)
       return false
     }
     return true

@@ -7,6 +7,7 @@
  * the process alive on their own.
  */
 import * as crypto from 'node:crypto'
+import { KeyedSlots } from '../core/keyed-slots.ts'
 import { type Clock, systemClock } from '../core/ports.ts'
 import type { Store, StoredAuditEvent } from './store.ts'
 
@@ -59,10 +60,11 @@ export function createPatUseRecorder(
   // The last use kept per token, for `resolutionMs`. Why: with many tokens each in steady use,
   // keeping every use meant one UPDATE per token per flush, i.e. close to one store write per
   // request; at a minute's resolution a busy token costs one write a minute. Bounded: when
-  // full it starts over, which at worst keeps one more use per token. Times are kept as ms
-  // after `keptSince`, small integers stored inline in the map: an epoch-ms time would be a
-  // boxed double, 16 more bytes for each of up to MAX_KEPT_TOKENS tokens.
-  let kept = new Map<string, number>()
+  // full it starts over, which at worst keeps one more use per token. Ids are held in typed
+  // arrays (`KeyedSlots`) and times as ms after `keptSince` in an Int32Array at the id's slot:
+  // no heap string, Map entry or boxed epoch-ms double for each of up to MAX_KEPT_TOKENS tokens.
+  const kept = new KeyedSlots(MAX_KEPT_TOKENS, 32)
+  let keptOffsets = new Int32Array(0)
   let keptSince = clock.now() - KEPT_OFFSET_MARGIN_MS
 
   const keepLatest = (id: string, at: number) => {
@@ -91,14 +93,27 @@ export function createPatUseRecorder(
     record(id, at = clock.now()) {
       if (resolutionMs > 0) {
         let offset = at - keptSince
-        const last = kept.get(id)
-        if (last !== undefined && offset >= last && offset - last < resolutionMs) return
+        let slot = kept.find(id)
+        if (slot !== -1) {
+          const last = keptOffsets[slot] as number
+          if (offset >= last && offset - last < resolutionMs) return
+        }
         if (kept.size >= MAX_KEPT_TOKENS || !(offset >= 0 && offset < MAX_KEPT_OFFSET_MS)) {
-          kept = new Map()
+          kept.clear()
+          keptOffsets = new Int32Array(0)
           keptSince = at - KEPT_OFFSET_MARGIN_MS
           offset = KEPT_OFFSET_MARGIN_MS
+          slot = -1
         }
-        kept.set(id, offset)
+        if (slot === -1) {
+          slot = kept.add(id)
+          if (kept.capacity > keptOffsets.length) {
+            const grown = new Int32Array(kept.capacity)
+            grown.set(keptOffsets)
+            keptOffsets = grown
+          }
+        }
+        keptOffsets[slot] = offset
       }
       keepLatest(id, at)
     },
@@ -108,7 +123,7 @@ export function createPatUseRecorder(
   }
 }
 
-/** Tokens whose last kept use `createPatUseRecorder` remembers (~5 MB at most). */
+/** Tokens whose last kept use `createPatUseRecorder` remembers (~6 MB at most, off the V8 heap). */
 const MAX_KEPT_TOKENS = 100_000
 
 /**
