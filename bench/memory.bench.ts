@@ -22,7 +22,10 @@
  * mostly the node binary), the V8 heap (its young generation separately) and malloc.
  *
  * Run: `node --expose-gc bench/memory.bench.ts [--pats 1000000] [--warm 100000]
- * [--node-flags '--max-semi-space-size=8'] [--serve-only] [--data-dir DIR]` (`--node-flags`
+ * [--node-flags '--max-semi-space-size=8'] [--serve-only] [--data-dir DIR] [--heap-snapshot]`
+ * (`--heap-snapshot`: after the served RSS is read, the served process writes a heap snapshot
+ * into the data directory (`--heapsnapshot-signal`, through NODE_OPTIONS) and its summary
+ * by class and by holder is printed, bench/heap-summary.ts; `--node-flags`
  * replaces the production flags in the in-process phases and is added to the bin's own in
  * the served one (then started as `node <the bin's flags> <these> bin/tokengate.js`), to try
  * others; `--serve-only` skips the in-process starts; `--data-dir` keeps
@@ -36,6 +39,7 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
   symlinkSync,
@@ -53,6 +57,7 @@ import { issuePat } from '../src/core/pat.ts'
 import type { JwtVerifier, PatRecord } from '../src/core/ports.ts'
 import { createCachedLookups } from '../src/stores/cached-lookups.ts'
 import { openSqliteStore, type SqliteStore } from '../src/stores/sqlite.ts'
+import { printHeapSummary } from './heap-summary.ts'
 
 const args = process.argv.slice(2)
 const option = (name: string, fallback: number) => {
@@ -81,6 +86,7 @@ const SHEBANG_FLAGS = (
 const EXTRA_NODE_FLAGS = args.includes('--node-flags')
   ? String(args[args.indexOf('--node-flags') + 1])
   : ''
+const HEAP_SNAPSHOT = args.includes('--heap-snapshot')
 const PRODUCTION_NODE_FLAGS = (EXTRA_NODE_FLAGS || SHEBANG_FLAGS).split(' ').filter(Boolean)
 
 async function seed(store: SqliteStore, count: number, keep: number): Promise<string[]> {
@@ -242,6 +248,9 @@ async function startAndReplay(
     : [bin, serve]
   const child = spawn(command, commandArgs, {
     env: {
+      ...(HEAP_SNAPSHOT && !withMetrics
+        ? { NODE_OPTIONS: `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${dataDir}` }
+        : {}),
       // Node 24 first, as `npm run` puts it: the bin's `#!/usr/bin/env -S node ...` finds it.
       PATH: `${dirname(process.execPath)}:${process.env.PATH}`,
       NODE_COMPILE_CACHE: compileCache,
@@ -282,9 +291,11 @@ async function startAndReplay(
     await sleep(2000)
     const proc = readProc(child.pid as number)
     await sleep(10_000)
+    const idleRss = readProc(child.pid as number).rss
+    if (HEAP_SNAPSHOT && !withMetrics) await writeHeapSnapshot(child.pid as number, url, dataDir)
     return {
       ...proc,
-      idleRss: readProc(child.pid as number).rss,
+      idleRss,
       passMs,
       passCpuUs,
       replayHits: after.hits - before.hits,
@@ -295,6 +306,20 @@ async function startAndReplay(
     child.kill('SIGTERM')
     await new Promise((resolve) => child.once('exit', resolve))
   }
+}
+
+/**
+ * Signals the served process to write a heap snapshot into `dir` and prints its summary. The
+ * process writes it on its main thread, so it answers /healthz again once the file is complete.
+ */
+async function writeHeapSnapshot(pid: number, url: string, dir: string): Promise<void> {
+  const before = new Set(readdirSync(dir))
+  process.kill(pid, 'SIGUSR2')
+  await sleep(500)
+  await fetch(`${url}/healthz`)
+  const file = readdirSync(dir).find((name) => name.endsWith('.heapsnapshot') && !before.has(name))
+  if (file === undefined) throw new Error('no heap snapshot was written')
+  printHeapSummary(join(dir, file))
 }
 
 /** Requests /api/v1/me once with each token, 16 at a time over keep-alive connections. */
