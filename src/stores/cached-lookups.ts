@@ -490,25 +490,34 @@ interface PatGroup {
 const TIME_FIELDS = 6
 
 /**
- * Cached PATs in columns: per slot, the id, subject, name (interned) and last 4 characters,
- * a shared `PatGroup` (tenant id and permissions), and six times in one Float64Array. A hit
- * builds the record from them: a fresh object per caller, so nobody can change what another
- * caller is given; the permission lists are shared and frozen. The token hash is the key the
- * record was found under (a record whose hash differs from it, a store bug the core checks
- * for, keeps its own).
+ * `PatColumns`' text column, per slot: the lengths of the id, subject and last4, then their
+ * characters, one byte each (Latin-1). A PAT id (`tok_` + 20) and last4 leave 33 for the subject.
+ */
+const TEXT_BYTES = 64
+
+/** Marks a slot whose text did not fit `TEXT_BYTES` (or had a wider character): see `#wide`. */
+const WIDE = 255
+
+/**
+ * Cached PATs in columns: per slot, the id, subject and last 4 characters as bytes, the name
+ * (interned) and a shared `PatGroup` (tenant id and permissions), and six times in one
+ * Float64Array. A hit builds the record from them: a fresh object per caller, so nobody can
+ * change what another caller is given; the permission lists are shared and frozen. The token
+ * hash is the key the record was found under (a record whose hash differs from it, a store
+ * bug the core checks for, keeps its own).
  * Why: a record object kept per token, with its boxed times, cost ~170 bytes a token in
- * cache (as frozen, interned objects; ~680 as the store returns them); the columns cost ~60.
- * The price is one short-lived object per hit.
+ * cache (as frozen, interned objects; ~680 as the store returns them), three heap strings per
+ * token ~120 more; the columns cost ~130 bytes, ~16 of them on the V8 heap. The price is one
+ * short-lived object and two or three short strings per hit.
  */
 class PatColumns implements SlotValues<PatRecord> {
   readonly #interner: Interner
-  #ids: (string | undefined)[] = []
-  #subjects: (string | undefined)[] = []
   #names: (string | undefined)[] = []
-  #last4s: (string | undefined)[] = []
   #groups: (PatGroup | undefined)[] = []
   #times = new Float64Array(0)
+  #text = Buffer.alloc(0)
   // Rare values, kept aside rather than in a column that would be empty almost everywhere.
+  readonly #wide = new Map<number, { id: string; subject: string; last4: string }>()
   readonly #rotatedFrom = new Map<number, string>()
   readonly #foreignHashes = new Map<number, string>()
 
@@ -521,12 +530,14 @@ class PatColumns implements SlotValues<PatRecord> {
     const times = new Float64Array(capacity * TIME_FIELDS)
     times.set(this.#times)
     this.#times = times
+    const text = Buffer.alloc(capacity * TEXT_BYTES)
+    this.#text.copy(text)
+    this.#text = text
   }
 
   write(slot: number, key: string, record: PatRecord): void {
-    this.#ids[slot] = record.id
-    this.#subjects[slot] = record.subject
-    this.#last4s[slot] = record.last4
+    if (this.#writeText(slot, record.id, record.subject, record.last4)) this.#wide.delete(slot)
+    else this.#wide.set(slot, { id: record.id, subject: record.subject, last4: record.last4 })
     this.#names[slot] = this.#interner.string(record.name)
     this.#groups[slot] = this.#interner.group(record.tenantId, record.permissions)
     const at = slot * TIME_FIELDS
@@ -547,14 +558,28 @@ class PatColumns implements SlotValues<PatRecord> {
     const group = this.#groups[slot] as PatGroup
     const at = slot * TIME_FIELDS
     const times = this.#times
+    const text = this.#text
+    const textAt = slot * TEXT_BYTES
+    const idEnd = textAt + 3 + (text[textAt] as number)
+    const subjectEnd = idEnd + (text[textAt + 1] as number)
+    const wide = text[textAt] === WIDE ? this.#wide.get(slot) : undefined
     return {
-      id: this.#ids[slot] as string,
+      id: wide?.id ?? text.toString('latin1', textAt + 3, idEnd),
       tokenHash: this.#foreignHashes.size === 0 ? key : (this.#foreignHashes.get(slot) ?? key),
       tenantId: group.tenantId,
-      subject: this.#subjects[slot] as string,
+      subject: wide?.subject ?? text.toString('latin1', idEnd, subjectEnd),
       name: this.#names[slot] as string,
       permissions: group.permissions,
-      last4: this.#last4s[slot] as string,
+      last4:
+        wide?.last4 ??
+        (text[textAt + 2] === 4
+          ? String.fromCharCode(
+              text[subjectEnd] as number,
+              text[subjectEnd + 1] as number,
+              text[subjectEnd + 2] as number,
+              text[subjectEnd + 3] as number,
+            )
+          : text.toString('latin1', subjectEnd, subjectEnd + (text[textAt + 2] as number))),
       createdAt: times[at] as number,
       expiresAt: orNull(times[at + 1] as number),
       revokedAt: orNull(times[at + 2] as number),
@@ -566,24 +591,41 @@ class PatColumns implements SlotValues<PatRecord> {
   }
 
   release(slot: number): void {
-    this.#ids[slot] = undefined
-    this.#subjects[slot] = undefined
     this.#names[slot] = undefined
-    this.#last4s[slot] = undefined
     this.#groups[slot] = undefined
+    this.#wide.delete(slot)
     this.#rotatedFrom.delete(slot)
     this.#foreignHashes.delete(slot)
   }
 
   clear(): void {
-    this.#ids = []
-    this.#subjects = []
     this.#names = []
-    this.#last4s = []
     this.#groups = []
     this.#times = new Float64Array(0)
+    this.#text = Buffer.alloc(0)
+    this.#wide.clear()
     this.#rotatedFrom.clear()
     this.#foreignHashes.clear()
+  }
+
+  /** Writes the three strings into the slot's text; false (marked WIDE) when they do not fit. */
+  #writeText(slot: number, id: string, subject: string, last4: string): boolean {
+    const text = this.#text
+    const at = slot * TEXT_BYTES
+    text[at] = WIDE
+    if (3 + id.length + subject.length + last4.length > TEXT_BYTES) return false
+    let to = at + 3
+    for (const value of [id, subject, last4]) {
+      for (let i = 0; i < value.length; i++) {
+        const code = value.charCodeAt(i)
+        if (code > 0xff) return false
+        text[to++] = code
+      }
+    }
+    text[at + 1] = subject.length
+    text[at + 2] = last4.length
+    text[at] = id.length
+    return true
   }
 }
 

@@ -259,6 +259,33 @@ describe('cached lookups', () => {
     assert.equal(cache.stats().size, 2)
   })
 
+  it('ids, subjects and last4s of any length and alphabet come back as stored, through slot reuse', async () => {
+    const clock = testClock(T0)
+    const records = [
+      { ...pat('plain'), id: 'tok_0123456789abcdefghij', subject: 'user-1', last4: 'wxyz' },
+      { ...pat('long'), subject: `s${'x'.repeat(60)}` }, // does not fit the text column
+      { ...pat('wide'), subject: 'snow ☃ man', last4: 'ab☃d' }, // wider than Latin-1
+      { ...pat('latin1'), subject: 'José Müller', last4: 'éÿ' },
+      { ...pat('empty'), id: '', subject: 'e', last4: '' },
+    ]
+    const byHash = new Map(records.map((record) => [record.tokenHash, record]))
+    const cache = createCachedLookups(
+      { findPatByHash: async (hash) => byHash.get(hash), findTenant: async () => undefined },
+      { clock, maxEntries: 2 },
+    )
+    // Two slots, five records, three rounds: every slot holds each kind of text in turn.
+    for (let round = 0; round < 3; round++) {
+      for (const record of records) {
+        await cache.findPatByHash(record.tokenHash)
+        assert.deepEqual(await cache.maybeSync.findPatByHash(record.tokenHash), {
+          ...record,
+          supersededAt: null,
+          graceUntil: null,
+        })
+      }
+    }
+  })
+
   it('keeps the hash a buggy store returned, so the core can still refuse the record', async () => {
     const wrong = { ...pat('a'), tokenHash: hashOf('other') }
     const cache = createCachedLookups({
