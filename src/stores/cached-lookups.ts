@@ -486,8 +486,19 @@ interface PatGroup {
   readonly permissions: readonly string[]
 }
 
-/** `PatColumns`' time columns, per slot: `TIME_FIELDS` numbers, NaN for null. */
-const TIME_FIELDS = 6
+/**
+ * `PatColumns`' time columns, per slot: created, expires, last used (NaN for null). The times
+ * that end a token's life (revoked, superseded, grace) are null for almost every cached PAT
+ * and are kept aside (`#ended`).
+ */
+const TIME_FIELDS = 3
+
+/** A cached PAT's revocation and rotation times, for the few where any is set. */
+interface EndTimes {
+  readonly revokedAt: number | null
+  readonly supersededAt: number | null
+  readonly graceUntil: number | null
+}
 
 /**
  * `PatColumns`' text column, per slot: the lengths of the id, subject and last4, then their
@@ -500,8 +511,8 @@ const WIDE = 255
 
 /**
  * Cached PATs in columns: per slot, the id, subject and last 4 characters as bytes, the name
- * (interned) and a shared `PatGroup` (tenant id and permissions), and six times in one
- * Float64Array. A hit builds the record from them: a fresh object per caller, so nobody can
+ * (interned) and a shared `PatGroup` (tenant id and permissions), and three times in one
+ * Float64Array (the rare revocation and rotation times aside). A hit builds the record from them: a fresh object per caller, so nobody can
  * change what another caller is given; the permission lists are shared and frozen. The token
  * hash is the key the record was found under (a record whose hash differs from it, a store
  * bug the core checks for, keeps its own).
@@ -518,6 +529,7 @@ class PatColumns implements SlotValues<PatRecord> {
   #text = Buffer.alloc(0)
   // Rare values, kept aside rather than in a column that would be empty almost everywhere.
   readonly #wide = new Map<number, { id: string; subject: string; last4: string }>()
+  readonly #ended = new Map<number, EndTimes>()
   readonly #rotatedFrom = new Map<number, string>()
   readonly #foreignHashes = new Map<number, string>()
 
@@ -544,10 +556,12 @@ class PatColumns implements SlotValues<PatRecord> {
     const times = this.#times
     times[at] = record.createdAt
     times[at + 1] = record.expiresAt ?? Number.NaN
-    times[at + 2] = record.revokedAt ?? Number.NaN
-    times[at + 3] = record.lastUsedAt ?? Number.NaN
-    times[at + 4] = record.supersededAt ?? Number.NaN
-    times[at + 5] = record.graceUntil ?? Number.NaN
+    times[at + 2] = record.lastUsedAt ?? Number.NaN
+    const revokedAt = record.revokedAt
+    const supersededAt = record.supersededAt ?? null
+    const graceUntil = record.graceUntil ?? null
+    if (revokedAt === null && supersededAt === null && graceUntil === null) this.#ended.delete(slot)
+    else this.#ended.set(slot, { revokedAt, supersededAt, graceUntil })
     if (record.rotatedFrom === null) this.#rotatedFrom.delete(slot)
     else this.#rotatedFrom.set(slot, record.rotatedFrom)
     if (record.tokenHash === key) this.#foreignHashes.delete(slot)
@@ -563,6 +577,7 @@ class PatColumns implements SlotValues<PatRecord> {
     const idEnd = textAt + 3 + (text[textAt] as number)
     const subjectEnd = idEnd + (text[textAt + 1] as number)
     const wide = text[textAt] === WIDE ? this.#wide.get(slot) : undefined
+    const ended = this.#ended.size === 0 ? undefined : this.#ended.get(slot)
     return {
       id: wide?.id ?? text.toString('latin1', textAt + 3, idEnd),
       tokenHash: this.#foreignHashes.size === 0 ? key : (this.#foreignHashes.get(slot) ?? key),
@@ -582,11 +597,11 @@ class PatColumns implements SlotValues<PatRecord> {
           : text.toString('latin1', subjectEnd, subjectEnd + (text[textAt + 2] as number))),
       createdAt: times[at] as number,
       expiresAt: orNull(times[at + 1] as number),
-      revokedAt: orNull(times[at + 2] as number),
-      lastUsedAt: orNull(times[at + 3] as number),
+      revokedAt: ended === undefined ? null : ended.revokedAt,
+      lastUsedAt: orNull(times[at + 2] as number),
       rotatedFrom: this.#rotatedFrom.size === 0 ? null : (this.#rotatedFrom.get(slot) ?? null),
-      supersededAt: orNull(times[at + 4] as number),
-      graceUntil: orNull(times[at + 5] as number),
+      supersededAt: ended === undefined ? null : ended.supersededAt,
+      graceUntil: ended === undefined ? null : ended.graceUntil,
     }
   }
 
@@ -594,6 +609,7 @@ class PatColumns implements SlotValues<PatRecord> {
     this.#names[slot] = undefined
     this.#groups[slot] = undefined
     this.#wide.delete(slot)
+    this.#ended.delete(slot)
     this.#rotatedFrom.delete(slot)
     this.#foreignHashes.delete(slot)
   }
@@ -604,6 +620,7 @@ class PatColumns implements SlotValues<PatRecord> {
     this.#times = new Float64Array(0)
     this.#text = Buffer.alloc(0)
     this.#wide.clear()
+    this.#ended.clear()
     this.#rotatedFrom.clear()
     this.#foreignHashes.clear()
   }

@@ -63,7 +63,7 @@ export function createPatUseRecorder(
   // full it starts over, which at worst keeps one more use per token. Ids are held in typed
   // arrays (`KeyedSlots`) and times as ms after `keptSince` in an Int32Array at the id's slot:
   // no heap string, Map entry or boxed epoch-ms double for each of up to MAX_KEPT_TOKENS tokens.
-  const kept = new KeyedSlots(MAX_KEPT_TOKENS, 32)
+  const kept = new KeyedSlots(MAX_KEPT_TOKENS, PAT_ID_LENGTH)
   let keptOffsets = new Int32Array(0)
   let keptSince = clock.now() - KEPT_OFFSET_MARGIN_MS
 
@@ -122,6 +122,9 @@ export function createPatUseRecorder(
     pending: () => pending.size,
   }
 }
+
+/** A PAT id's length (`tok_` + 20, core/pat.ts): the kept ids are stored inline at this width. */
+const PAT_ID_LENGTH = 24
 
 /** Tokens whose last kept use `createPatUseRecorder` remembers (~6 MB at most, off the V8 heap). */
 const MAX_KEPT_TOKENS = 100_000
