@@ -22,13 +22,15 @@
  * mostly the node binary), the V8 heap (its young generation separately) and malloc.
  *
  * Run: `node --expose-gc bench/memory.bench.ts [--pats 1000000] [--warm 100000]
- * [--node-flags '--max-semi-space-size=8'] [--serve-only] [--data-dir DIR] [--heap-snapshot]`
- * (`--heap-snapshot`: after the served RSS is read, the served process writes a heap snapshot
- * into the data directory (`--heapsnapshot-signal`, through NODE_OPTIONS) and its summary
- * by class and by holder is printed, bench/heap-summary.ts; `--node-flags`
- * replaces the production flags in the in-process phases and is added to the bin's own in
- * the served one (then started as `node <the bin's flags> <these> bin/tokengate.js`), to try
- * others; `--serve-only` skips the in-process starts; `--data-dir` keeps
+ * [--node-flags '--max-semi-space-size=8'] [--serve-only] [--data-dir DIR] [--heap-stats]
+ * [--heap-snapshot]` (`--node-flags` replaces the production flags in the in-process phases
+ * and is added to the bin's own in the served one (then started as `node <the bin's flags>
+ * <these> bin/tokengate.js`), to try others; `--serve-only` skips the in-process starts;
+ * `--heap-stats`: the served process runs with its inspector on a free port and, when its RSS
+ * is read, its V8 heap by space (committed and used, no GC forced) and its external memory
+ * are printed; `--heap-snapshot`: after the RSS is read, the served process writes a heap
+ * snapshot into the data directory (`--heapsnapshot-signal`) and its summary by class and by
+ * holder is printed (bench/heap-summary.ts); `--data-dir` keeps
  * the seeded store in DIR and, when DIR already holds one, reuses it and skips the seeding
  * and the cold lookups: seeding 1,000,000 PATs takes ~2 minutes).
  */
@@ -87,6 +89,7 @@ const EXTRA_NODE_FLAGS = args.includes('--node-flags')
   ? String(args[args.indexOf('--node-flags') + 1])
   : ''
 const HEAP_SNAPSHOT = args.includes('--heap-snapshot')
+const HEAP_STATS = args.includes('--heap-stats')
 const PRODUCTION_NODE_FLAGS = (EXTRA_NODE_FLAGS || SHEBANG_FLAGS).split(' ').filter(Boolean)
 
 async function seed(store: SqliteStore, count: number, keep: number): Promise<string[]> {
@@ -248,16 +251,27 @@ async function startAndReplay(
     : [bin, serve]
   const child = spawn(command, commandArgs, {
     env: {
-      ...(HEAP_SNAPSHOT && !withMetrics
-        ? { NODE_OPTIONS: `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${dataDir}` }
-        : {}),
+      ...(withMetrics
+        ? {}
+        : {
+            NODE_OPTIONS: [
+              HEAP_SNAPSHOT ? `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${dataDir}` : '',
+              HEAP_STATS ? '--inspect=127.0.0.1:0' : '',
+            ].join(' '),
+          }),
       // Node 24 first, as `npm run` puts it: the bin's `#!/usr/bin/env -S node ...` finds it.
       PATH: `${dirname(process.execPath)}:${process.env.PATH}`,
       NODE_COMPILE_CACHE: compileCache,
       TOKENGATE_DATA_DIR: dataDir,
       TOKENGATE_CONFIG: configFile,
     },
-    stdio: ['ignore', 'pipe', 'inherit'],
+    stdio: ['ignore', 'pipe', HEAP_STATS ? 'pipe' : 'inherit'],
+  })
+  let inspectorUrl = ''
+  child.stderr?.on('data', (chunk: Buffer) => {
+    const text = chunk.toString()
+    inspectorUrl ||= /Debugger listening on (ws:\S+)/.exec(text)?.[1] ?? ''
+    if (!text.includes('Debugger') && !text.includes('inspector')) process.stderr.write(text)
   })
   try {
     let stdout = ''
@@ -290,6 +304,8 @@ async function startAndReplay(
     const after = withMetrics ? await cacheCounters() : before
     await sleep(2000)
     const proc = readProc(child.pid as number)
+    if (HEAP_STATS && !withMetrics)
+      printHeapStats(await evaluateIn(inspectorUrl, HEAP_STATS_EXPRESSION))
     await sleep(10_000)
     const idleRss = readProc(child.pid as number).rss
     if (HEAP_SNAPSHOT && !withMetrics) await writeHeapSnapshot(child.pid as number, url, dataDir)
@@ -306,6 +322,61 @@ async function startAndReplay(
     child.kill('SIGTERM')
     await new Promise((resolve) => child.once('exit', resolve))
   }
+}
+
+/** What `--heap-stats` reads from the served process (through the inspector). */
+const HEAP_STATS_EXPRESSION = `JSON.stringify({
+  usage: process.memoryUsage(),
+  spaces: process.getBuiltinModule('v8').getHeapSpaceStatistics(),
+})`
+
+/** Evaluates `expression` in the process whose inspector listens at `url`; its string value. */
+async function evaluateIn(url: string, expression: string): Promise<string> {
+  const socket = new WebSocket(url)
+  await new Promise((resolve, reject) => {
+    socket.onopen = resolve
+    socket.onerror = reject
+  })
+  const answer = new Promise<string>((resolve) => {
+    socket.onmessage = (event) => {
+      const message = JSON.parse(String(event.data)) as {
+        id?: number
+        result?: { result: { value: string } }
+      }
+      if (message.id === 1) resolve(message.result?.result.value ?? '')
+    }
+  })
+  socket.send(
+    JSON.stringify({
+      id: 1,
+      method: 'Runtime.evaluate',
+      params: { expression, returnByValue: true },
+    }),
+  )
+  const value = await answer
+  socket.close()
+  return value
+}
+
+/** `--heap-stats`: the V8 heap by space (committed and used) and the external memory. */
+function printHeapStats(json: string): void {
+  const { usage, spaces } = JSON.parse(json) as {
+    usage: NodeJS.MemoryUsage
+    spaces: { space_name: string; physical_space_size: number; space_used_size: number }[]
+  }
+  const mb1 = (bytes: number) => (bytes / 1024 / 1024).toFixed(1)
+  console.log(
+    `  heap stats at the RSS reading: V8 heap committed ${mb1(usage.heapTotal)} MB, used ${mb1(usage.heapUsed)} MB (no GC forced); external ${mb1(usage.external)} MB, of which ArrayBuffers ${mb1(usage.arrayBuffers)} MB`,
+  )
+  console.log(
+    `  by space (committed/used MB): ${spaces
+      .filter((space) => space.physical_space_size > 0)
+      .map(
+        (space) =>
+          `${space.space_name} ${mb1(space.physical_space_size)}/${mb1(space.space_used_size)}`,
+      )
+      .join(', ')}`,
+  )
 }
 
 /**
