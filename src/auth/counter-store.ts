@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis'
-import { KeyedSlots } from '../core/keyed-slots.ts'
+import { fitSlots, KeyedSlots } from '../core/keyed-slots.ts'
 
 /** A fixed-window counter's state: hits so far in the window, ms left of it. */
 export interface CounterResult {
@@ -58,10 +58,8 @@ export class MemoryCounters implements Counters {
     if (slot === -1) {
       if (slots.size >= this.#maxKeys) slots.delete(slots.oldest())
       slot = slots.add(key)
-      if (slots.capacity > this.#startMs.length) {
-        this.#startMs = grown(this.#startMs, slots.capacity)
-        this.#hits = grown(this.#hits, slots.capacity)
-      }
+      this.#startMs = fitSlots(this.#startMs, slots)
+      this.#hits = fitSlots(this.#hits, slots)
       this.#startMs[slot] = now
       this.#hits[slot] = 1
     } else {
@@ -84,12 +82,6 @@ export class MemoryCounters implements Counters {
     if (slot === -1 || startMs + timeWindow <= now) callback(null, { current: 0, ttl: 0 })
     else callback(null, { current: this.#hits[slot] as number, ttl: timeWindow - (now - startMs) })
   }
-}
-
-function grown(array: Float64Array, capacity: number): Float64Array<ArrayBuffer> {
-  const bigger = new Float64Array(capacity)
-  bigger.set(array)
-  return bigger
 }
 
 // One round trip per hit: INCR, and PEXPIRE when the window starts (a fixed window).

@@ -1,6 +1,6 @@
 import { hash } from 'node:crypto'
 import type { Config } from '../config/schema.ts'
-import { KeyedSlots } from '../core/keyed-slots.ts'
+import { fitSlots, KeyedSlots } from '../core/keyed-slots.ts'
 import type { Principal } from '../core/principal.ts'
 import { mostConstraining, type PolicyState } from '../http/rate-limit-headers.ts'
 import type { CounterResult, CounterStore } from './counter-store.ts'
@@ -225,11 +225,7 @@ export class KnownCredentials {
     if (slot === -1) {
       if (seen.size >= this.#maxEntries) seen.delete(seen.oldest())
       slot = seen.add(digest)
-      if (seen.capacity > this.#seenAt.length) {
-        const grown = new Float64Array(seen.capacity)
-        grown.set(this.#seenAt)
-        this.#seenAt = grown
-      }
+      this.#seenAt = fitSlots(this.#seenAt, seen)
     } else if (now - (this.#seenAt[slot] as number) < this.#refreshMs) {
       return
     } else {

@@ -323,7 +323,15 @@ function isLowerHex(key: string): boolean {
   return true
 }
 
-function grown<T extends Uint8Array | Int32Array>(array: T, length: number): T {
+/**
+ * A caller's per-slot array with room for every slot of `slots`: `array` itself, or a copy
+ * grown to `slots.capacity` after `add` grew the table.
+ */
+export function fitSlots<T extends Float64Array | Int32Array>(array: T, slots: KeyedSlots): T {
+  return array.length >= slots.capacity ? array : grown(array, slots.capacity)
+}
+
+function grown<T extends Uint8Array | Int32Array | Float64Array>(array: T, length: number): T {
   const bigger = new (array.constructor as new (length: number) => T)(length)
   bigger.set(array)
   return bigger

@@ -37,7 +37,7 @@
  * second resync drops them all anyway.
  */
 
-import { KeyedSlots } from '../core/keyed-slots.ts'
+import { fitSlots, KeyedSlots } from '../core/keyed-slots.ts'
 import type { AuthLookups, Clock, PatRecord, Tenant } from '../core/ports.ts'
 import { systemClock } from '../core/ports.ts'
 
@@ -420,11 +420,9 @@ class TtlCache<V> {
     if (slot === -1) {
       if (found.size >= maxEntries) this.#deleteFound(found.oldest())
       slot = found.add(key)
-      if (found.capacity > this.#expiresAt.length) {
-        this.#expiresAt = grow(this.#expiresAt, found.capacity)
-        this.#touchedAt = grow(this.#touchedAt, found.capacity)
-        this.#values.reserve(found.capacity)
-      }
+      this.#expiresAt = fitSlots(this.#expiresAt, found)
+      this.#touchedAt = fitSlots(this.#touchedAt, found)
+      this.#values.reserve(found.capacity)
     } else {
       found.touch(slot)
     }
@@ -437,12 +435,6 @@ class TtlCache<V> {
     this.#found.delete(slot)
     this.#values.release(slot)
   }
-}
-
-function grow(array: Float64Array, capacity: number): Float64Array<ArrayBuffer> {
-  const grown = new Float64Array(capacity)
-  grown.set(array)
-  return grown
 }
 
 /** Bound on each table of `Interner`; a full table starts over (sharing is only a saving). */

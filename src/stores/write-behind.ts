@@ -7,7 +7,7 @@
  * the process alive on their own.
  */
 import * as crypto from 'node:crypto'
-import { KeyedSlots } from '../core/keyed-slots.ts'
+import { fitSlots, KeyedSlots } from '../core/keyed-slots.ts'
 import { type Clock, systemClock } from '../core/ports.ts'
 import type { Store, StoredAuditEvent } from './store.ts'
 
@@ -107,11 +107,7 @@ export function createPatUseRecorder(
         }
         if (slot === -1) {
           slot = kept.add(id)
-          if (kept.capacity > keptOffsets.length) {
-            const grown = new Int32Array(kept.capacity)
-            grown.set(keptOffsets)
-            keptOffsets = grown
-          }
+          keptOffsets = fitSlots(keptOffsets, kept)
         }
         keptOffsets[slot] = offset
       }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
 import { describe, it } from 'node:test'
-import { KeyedSlots } from '../../src/core/keyed-slots.ts'
+import { fitSlots, KeyedSlots } from '../../src/core/keyed-slots.ts'
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex')
 
@@ -160,6 +160,19 @@ describe('KeyedSlots', () => {
     assert.equal(table.find('x'.repeat(40)), -1)
     assert.equal(table.oldest(), -1)
     assert.equal(table.keyAt(table.add('k1')), 'k1')
+  })
+
+  it('fitSlots grows a per-slot array to the capacity, keeping its values, and only then', () => {
+    const table = new KeyedSlots(1000, 8)
+    let values = new Float64Array(0)
+    for (let i = 0; i < 200; i++) {
+      const slot = table.add(`k${i}`)
+      values = fitSlots(values, table)
+      values[slot] = i + 0.5
+    }
+    assert.equal(values.length, table.capacity)
+    assert.equal(fitSlots(values, table), values, 'no copy while it fits')
+    for (let i = 0; i < 200; i++) assert.equal(values[table.find(`k${i}`)], i + 0.5)
   })
 
   it('rejects invalid bounds', () => {
