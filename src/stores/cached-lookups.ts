@@ -510,7 +510,7 @@ const WIDE = 255
  * bug the core checks for, keeps its own).
  * Why: a record object kept per token, with its boxed times, cost ~170 bytes a token in
  * cache (as frozen, interned objects; ~680 as the store returns them), three heap strings per
- * token ~120 more; the columns cost ~130 bytes, ~16 of them on the V8 heap. The price is one
+ * token ~120 more; the columns cost ~105 bytes, 16 of them on the V8 heap. The price is one
  * short-lived object and two or three short strings per hit.
  */
 class PatColumns implements SlotValues<PatRecord> {
