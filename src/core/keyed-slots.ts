@@ -11,13 +11,13 @@ import { randomBytes } from 'node:crypto'
  * that once deletions leave its table half dead), all long-lived objects the old generation
  * has to hold and trace. Here a key costs `keyBytes` + ~25 bytes off the V8 heap.
  *
- * Keys are stored inline when they fit: a key of exactly `2 × keyBytes` lowercase hex
- * characters (a SHA-256 digest in a 32-byte table) is packed two characters to a byte; any
- * other key of at most `keyBytes` characters, all below U+0100, is stored one byte per
+ * Keys are stored inline when they fit: in a table whose `keyBytes` is a multiple of 4, a key
+ * of exactly `2 × keyBytes` lowercase hex characters (a SHA-256 digest in a 32-byte table) is
+ * packed two characters to a byte, compared and hashed as 32-bit words; any other key of at most `keyBytes` characters, all below U+0100, is stored one byte per
  * character. Other keys (longer, or with wider characters) live in a side `Map` with the same
  * slots, recency and bound, so every string key works, only slower.
  *
- * Hash flooding: the probe start is a seeded hash of every character, the seed random per
+ * Hash flooding: the probe start is a seeded hash of the whole key, the seed random per
  * table, so a client choosing keys (an address key of the failed-authentication limit) cannot
  * precompute keys that share a probe chain.
  */
@@ -35,6 +35,13 @@ export class KeyedSlots {
   #index = new Int32Array(0)
   #deleted = 0
   #keys = new Uint8Array(0)
+  /** `#keys` as 32-bit words, where packed hex keys are read and written. */
+  #keyWords = new Int32Array(0)
+  /** Packed hex keys: whether this table packs them (`keyBytes` a multiple of 4), words each. */
+  readonly #hexWords: number
+  /** What `#scan` found: the key's hash, and a hex key's words. */
+  #scanHash = 0
+  readonly #scanWords: Int32Array
   /** Per slot: the key's length (inline), HEX (packed) or SIDE (in `#side`). */
   #lengths = new Uint8Array(0)
   #hashes = new Int32Array(0)
@@ -58,6 +65,8 @@ export class KeyedSlots {
     }
     this.#maxEntries = maxEntries
     this.#keyBytes = keyBytes
+    this.#hexWords = keyBytes % 4 === 0 ? keyBytes / 4 : 0
+    this.#scanWords = new Int32Array(this.#hexWords)
     this.#seed = randomBytes(4).readInt32LE(0)
   }
 
@@ -73,9 +82,9 @@ export class KeyedSlots {
 
   /** The key's slot, or -1. */
   find(key: string): number {
-    const form = this.#formOf(key)
+    const form = this.#scan(key)
     if (form === SIDE) return this.#side.get(key) ?? NONE
-    const hash = this.#hash(key)
+    const hash = this.#scanHash
     const index = this.#index
     const mask = index.length - 1
     if (mask < 0) return NONE
@@ -94,15 +103,15 @@ export class KeyedSlots {
    */
   add(key: string): number {
     if (this.#size >= this.#maxEntries) throw new RangeError('KeyedSlots is full')
+    const form = this.#scan(key)
+    const hash = this.#scanHash
     const slot = this.#take()
-    const form = this.#formOf(key)
     this.#lengths[slot] = form
     if (form === SIDE) {
       this.#side.set(key, slot)
       this.#sideKeys.set(slot, key)
     } else {
       this.#store(slot, key, form)
-      const hash = this.#hash(key)
       this.#hashes[slot] = hash
       // Too many DELETED marks make misses probe long: rebuild (before `slot` is linked).
       if ((this.#size + 1 + this.#deleted) * 4 > this.#index.length * 3) {
@@ -154,15 +163,17 @@ export class KeyedSlots {
   keyAt(slot: number): string {
     const form = this.#lengths[slot] as number
     if (form === SIDE) return this.#sideKeys.get(slot) as string
-    const keys = this.#keys
-    const at = slot * this.#keyBytes
     let key = ''
     if (form === HEX) {
-      for (let i = 0; i < this.#keyBytes; i++) {
-        const byte = keys[at + i] as number
-        key += HEX_DIGITS[byte >> 4] + (HEX_DIGITS[byte & 15] as string)
+      const words = this.#keyWords
+      const at = slot * this.#hexWords
+      for (let i = 0; i < this.#hexWords; i++) {
+        const word = words[at + i] as number
+        for (let shift = 28; shift >= 0; shift -= 4) key += HEX_DIGITS[(word >>> shift) & 15]
       }
     } else {
+      const keys = this.#keys
+      const at = slot * this.#keyBytes
       for (let i = 0; i < form; i++) key += String.fromCharCode(keys[at + i] as number)
     }
     return key
@@ -177,6 +188,7 @@ export class KeyedSlots {
     this.#index = new Int32Array(0)
     this.#deleted = 0
     this.#keys = new Uint8Array(0)
+    this.#keyWords = new Int32Array(0)
     this.#lengths = new Uint8Array(0)
     this.#hashes = new Int32Array(0)
     this.#prev = new Int32Array(0)
@@ -187,54 +199,72 @@ export class KeyedSlots {
     this.#sideKeys.clear()
   }
 
-  /** HEX, SIDE, or the key's length when it is stored one byte per character. */
-  #formOf(key: string): number {
+  /**
+   * The key's form (HEX, SIDE, or its length when stored one byte per character) and, unless
+   * SIDE, its hash in `#scanHash` (a hex key's words in `#scanWords`), in one pass: seeded
+   * 32-bit FNV-1a over the characters (or a hex key's words), MurmurHash3's fmix32 at the end.
+   */
+  #scan(key: string): number {
     const length = key.length
-    const bytes = this.#keyBytes
-    if (length === bytes * 2 && isLowerHex(key)) return HEX
-    if (length > bytes) return SIDE
-    for (let i = 0; i < length; i++) if (key.charCodeAt(i) > 0xff) return SIDE
+    const words = this.#hexWords
+    let hash = this.#seed ^ 0x811c9dc5
+    if (words !== 0 && length === words * 8) {
+      const scanned = this.#scanWords
+      let at = 0
+      for (let w = 0; w < words; w++) {
+        let word = 0
+        for (let end = at + 8; at < end; at++) {
+          const code = key.charCodeAt(at)
+          const value = code < 128 ? (HEX_VALUES[code] as number) : -1
+          if (value < 0) return this.#scanBytes(key, length)
+          word = (word << 4) | value
+        }
+        scanned[w] = word
+        hash = Math.imul(hash ^ word, 0x01000193)
+      }
+      this.#scanHash = mix(hash)
+      return HEX
+    }
+    return this.#scanBytes(key, length)
+  }
+
+  #scanBytes(key: string, length: number): number {
+    if (length > this.#keyBytes) return SIDE
+    let hash = this.#seed ^ 0x811c9dc5
+    for (let i = 0; i < length; i++) {
+      const code = key.charCodeAt(i)
+      if (code > 0xff) return SIDE
+      hash = Math.imul(hash ^ code, 0x01000193)
+    }
+    this.#scanHash = mix(hash)
     return length
   }
 
-  /** Seeded 32-bit FNV-1a over the characters, with a final avalanche (MurmurHash3's fmix32). */
-  #hash(key: string): number {
-    let hash = this.#seed ^ 0x811c9dc5
-    for (let i = 0; i < key.length; i++) hash = Math.imul(hash ^ key.charCodeAt(i), 0x01000193)
-    hash = Math.imul(hash ^ (hash >>> 16), 0x85ebca6b)
-    hash = Math.imul(hash ^ (hash >>> 13), 0xc2b2ae35)
-    return hash ^ (hash >>> 16)
-  }
-
+  /** Whether `slot` holds `key`, of the form `#scan` just found (its words in `#scanWords`). */
   #matches(slot: number, key: string, form: number): boolean {
     if (this.#lengths[slot] !== form) return false
-    const keys = this.#keys
-    const at = slot * this.#keyBytes
     if (form === HEX) {
-      for (let i = 0; i < this.#keyBytes; i++) {
-        const byte =
-          ((HEX_VALUES[key.charCodeAt(2 * i)] as number) << 4) |
-          (HEX_VALUES[key.charCodeAt(2 * i + 1)] as number)
-        if (keys[at + i] !== byte) return false
-      }
+      const words = this.#keyWords
+      const scanned = this.#scanWords
+      const at = slot * this.#hexWords
+      for (let i = 0; i < scanned.length; i++) if (words[at + i] !== scanned[i]) return false
       return true
     }
+    const keys = this.#keys
+    const at = slot * this.#keyBytes
     for (let i = 0; i < form; i++) if (keys[at + i] !== key.charCodeAt(i)) return false
     return true
   }
 
+  /** Writes the key `#scan` just read into `slot`. */
   #store(slot: number, key: string, form: number): void {
+    if (form === HEX) {
+      this.#keyWords.set(this.#scanWords, slot * this.#hexWords)
+      return
+    }
     const keys = this.#keys
     const at = slot * this.#keyBytes
-    if (form === HEX) {
-      for (let i = 0; i < this.#keyBytes; i++) {
-        keys[at + i] =
-          ((HEX_VALUES[key.charCodeAt(2 * i)] as number) << 4) |
-          (HEX_VALUES[key.charCodeAt(2 * i + 1)] as number)
-      }
-    } else {
-      for (let i = 0; i < form; i++) keys[at + i] = key.charCodeAt(i)
-    }
+    for (let i = 0; i < form; i++) keys[at + i] = key.charCodeAt(i)
   }
 
   #place(slot: number, hash: number): void {
@@ -274,6 +304,7 @@ export class KeyedSlots {
   #grow(): void {
     const capacity = Math.min(Math.max(64, this.#capacity * 2), this.#maxEntries)
     this.#keys = grown(this.#keys, capacity * this.#keyBytes)
+    this.#keyWords = new Int32Array(this.#keys.buffer)
     this.#lengths = grown(this.#lengths, capacity)
     this.#hashes = grown(this.#hashes, capacity)
     this.#prev = grown(this.#prev, capacity)
@@ -311,16 +342,15 @@ const HEX = 255
 const SIDE = 254
 
 const HEX_DIGITS = '0123456789abcdef'
-/** Char code -> hex value, for '0'-'9' and 'a'-'f' (the only ones `isLowerHex` lets through). */
-const HEX_VALUES = new Uint8Array(128)
+/** Char code -> value of a lowercase hex digit, -1 for any other character below 128. */
+const HEX_VALUES = new Int8Array(128).fill(-1)
 for (let i = 0; i < 16; i++) HEX_VALUES[HEX_DIGITS.charCodeAt(i)] = i
 
-function isLowerHex(key: string): boolean {
-  for (let i = 0; i < key.length; i++) {
-    const code = key.charCodeAt(i)
-    if (!((code >= 48 && code <= 57) || (code >= 97 && code <= 102))) return false
-  }
-  return true
+/** MurmurHash3's fmix32: every input bit moves every output bit (the index uses the low ones). */
+function mix(hash: number): number {
+  let h = Math.imul(hash ^ (hash >>> 16), 0x85ebca6b)
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35)
+  return h ^ (h >>> 16)
 }
 
 /**
