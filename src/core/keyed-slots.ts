@@ -13,9 +13,10 @@ import { randomBytes } from 'node:crypto'
  *
  * Keys are stored inline when they fit: in a table whose `keyBytes` is a multiple of 4, a key
  * of exactly `2 × keyBytes` lowercase hex characters (a SHA-256 digest in a 32-byte table) is
- * packed two characters to a byte, compared and hashed as 32-bit words; any other key of at most `keyBytes` characters, all below U+0100, is stored one byte per
- * character. Other keys (longer, or with wider characters) live in a side `Map` with the same
- * slots, recency and bound, so every string key works, only slower.
+ * packed two characters to a byte, compared and hashed as 32-bit words; any other key of at
+ * most `keyBytes` characters, all below U+0100, is stored one byte per character. Other keys
+ * (longer, or with wider characters) live in a side `Map` with the same slots, recency and
+ * bound, so every string key works, only slower.
  *
  * Hash flooding: the probe start is a seeded hash of the whole key, the seed random per
  * table, so a client choosing keys (an address key of the failed-authentication limit) cannot
@@ -37,7 +38,7 @@ export class KeyedSlots {
   #keys = new Uint8Array(0)
   /** `#keys` as 32-bit words, where packed hex keys are read and written. */
   #keyWords = new Int32Array(0)
-  /** Packed hex keys: whether this table packs them (`keyBytes` a multiple of 4), words each. */
+  /** Words per packed hex key; 0 when `keyBytes` is not a multiple of 4 (nothing is packed). */
   readonly #hexWords: number
   /** What `#scan` found: the key's hash, and a hex key's words. */
   #scanHash = 0

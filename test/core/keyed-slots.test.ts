@@ -54,6 +54,18 @@ describe('KeyedSlots', () => {
     assert.ok(table.capacity >= keys.length)
   })
 
+  it('a table whose width is not a multiple of 4 packs no hex key, and still holds every key', () => {
+    const table = new KeyedSlots(10, 10)
+    const hex = sha256('a').slice(0, 20) // 2 × 10 hex characters: held aside, not packed
+    const slots = [hex, 'short', sha256('b')].map((key) => table.add(key))
+    assert.deepEqual(
+      [hex, 'short', sha256('b')].map((key) => table.find(key)),
+      slots,
+    )
+    assert.equal(table.keyAt(slots[0] as number), hex)
+    assert.equal(table.find(sha256('a').slice(0, 19)), -1)
+  })
+
   it('a full table refuses a new key until one is deleted, and then reuses that slot', () => {
     const table = new KeyedSlots(3, 32)
     const slots = ['a', 'b', 'c'].map((key) => table.add(key))
