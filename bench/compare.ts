@@ -3,13 +3,18 @@
  * checkouts, in interleaved rounds: for before/after claims across commits. Each checkout
  * runs with its own fixtures and code; the servers take turns on CPU 0, wrk stays on CPU 1.
  *
- * Run: `node bench/compare.ts <checkoutA> <checkoutB> [--duration 4] [--repeats 3]`
+ * Run: `node bench/compare.ts <checkoutA> <checkoutB> [--duration 4] [--repeats 3] [--gateway]`
  * (e.g. `git worktree add /tmp/before <commit>` and link its node_modules to this one's).
+ *
+ * `--gateway`: both servers in gateway mode, proxying a PAT request to one small upstream
+ * (on CPU 1, beside wrk), with the bare undici proxy (`servers/undici-proxy.ts`) as a third
+ * server in every round: the floor issue #15's gateway target is measured against.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { createInterface } from 'node:readline'
+import { fixturesDir } from './fixtures.ts'
 import { commandExists, cpuMicros, loadTool, PRODUCTION_NODE_FLAGS, runLoad } from './load.ts'
 
 const args = process.argv.slice(2)
@@ -17,12 +22,17 @@ const option = (name: string, fallback: number) => {
   const at = args.indexOf(`--${name}`)
   return at === -1 ? fallback : Number(args[at + 1])
 }
-const checkouts = args.filter((a, i) => !a.startsWith('--') && !args[i - 1]?.startsWith('--'))
+const checkouts = args.filter(
+  (a, i) => !a.startsWith('--') && !/^--(duration|repeats)$/.test(args[i - 1] ?? ''),
+)
 if (checkouts.length !== 2) {
-  console.error('usage: node bench/compare.ts <checkoutA> <checkoutB> [--duration S] [--repeats N]')
+  console.error(
+    'usage: node bench/compare.ts <checkoutA> <checkoutB> [--duration S] [--repeats N] [--gateway]',
+  )
   process.exit(2)
 }
 const DURATION = option('duration', 4)
+const GATEWAY = args.includes('--gateway')
 const REPEATS = option('repeats', 3)
 const pinned = commandExists('taskset')
 
@@ -33,22 +43,32 @@ interface Running {
   readonly fixtures: { patSingle: string; rs256: string; tenant: string; garbage: string }
 }
 
+/** `node argv` in `cwd`, pinned to `cpu`; resolves once it prints READY. */
+async function startReady(cwd: string, cpu: number, argv: string[]): Promise<ChildProcess> {
+  const node = join(cwd, 'node_modules/.bin/node')
+  const child = pinned
+    ? spawn('taskset', ['-c', String(cpu), node, ...argv], {
+        cwd,
+        stdio: ['ignore', 'pipe', 'inherit'],
+      })
+    : spawn(node, argv, { cwd, stdio: ['ignore', 'pipe', 'inherit'] })
+  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream })
+  for await (const line of lines) if (line.startsWith('READY')) break
+  return child
+}
+
+const UPSTREAM_PORT = 18_900
+const upstreamUrl = `http://127.0.0.1:${UPSTREAM_PORT}`
+
 async function start(checkout: string, port: number): Promise<Running> {
   const dir = resolve(checkout)
   const fixturesDir = join(tmpdir(), 'tokengate-compare', dir.replaceAll('/', '_'))
   // The checkout's own fixtures module makes (or reuses) its fixtures, in its own format.
   const fixturesModule = await import(join(dir, 'bench/fixtures.ts'))
   const fixtures = fixturesModule.loadFixtures(fixturesDir)
-  const node = join(dir, 'node_modules/.bin/node')
   const argv = [...PRODUCTION_NODE_FLAGS, 'bench/servers/tokengate.ts', fixturesDir, String(port)]
-  const child = pinned
-    ? spawn('taskset', ['-c', '0', node, ...argv], {
-        cwd: dir,
-        stdio: ['ignore', 'pipe', 'inherit'],
-      })
-    : spawn(node, argv, { cwd: dir, stdio: ['ignore', 'pipe', 'inherit'] })
-  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream })
-  for await (const line of lines) if (line.startsWith('READY')) break
+  if (GATEWAY) argv.push(upstreamUrl)
+  const child = await startReady(dir, 0, argv)
   return {
     name: checkout,
     child,
@@ -62,31 +82,57 @@ async function start(checkout: string, port: number): Promise<Running> {
   }
 }
 
-const cases = {
-  'PAT single': (f: Running['fixtures']) => ({ authorization: `Bearer ${f.patSingle}` }),
-  'JWT RS256 single': (f: Running['fixtures']) => ({
-    authorization: `Bearer ${f.rs256}`,
-    'x-tenant-id': f.tenant,
-  }),
-  '401 garbage': (f: Running['fixtures']) => ({ authorization: `Bearer ${f.garbage}` }),
-}
+type Case = (f: Running['fixtures']) => { path: string; headers: Record<string, string> }
+const me = (headers: Record<string, string>) => ({ path: '/api/v1/me', headers })
+const cases: Record<string, Case> = GATEWAY
+  ? {
+      'proxied PAT': (f) => ({
+        path: '/api/v1/projects/p1',
+        headers: { authorization: `Bearer ${f.patSingle}` },
+      }),
+    }
+  : {
+      'PAT single': (f) => me({ authorization: `Bearer ${f.patSingle}` }),
+      'JWT RS256 single': (f) =>
+        me({ authorization: `Bearer ${f.rs256}`, 'x-tenant-id': f.tenant }),
+      '401 garbage': (f) => me({ authorization: `Bearer ${f.garbage}` }),
+    }
 
+const here = resolve(import.meta.dirname, '..')
+const upstream = GATEWAY
+  ? await startReady(here, 1, [
+      'bench/servers/peer.ts',
+      'upstream',
+      'RS256',
+      fixturesDir(),
+      `${UPSTREAM_PORT}`,
+    ])
+  : undefined
 const servers = [
   await start(checkouts[0] as string, 18_901),
   await start(checkouts[1] as string, 18_902),
 ]
+if (GATEWAY) {
+  const port = 18_903
+  const child = await startReady(here, 0, ['bench/servers/undici-proxy.ts', upstreamUrl, `${port}`])
+  servers.push({
+    name: 'bare undici proxy',
+    child,
+    url: `http://127.0.0.1:${port}`,
+    fixtures: (servers[0] as Running).fixtures,
+  })
+}
 const results = new Map<string, number[]>()
 try {
   for (let round = 0; round < REPEATS; round++) {
-    for (const [name, headers] of Object.entries(cases)) {
+    for (const [name, request] of Object.entries(cases)) {
       for (const server of servers) {
         const before = cpuMicros(server.child.pid)
         const load = await runLoad(
           loadTool(),
           {
             url: server.url,
-            path: '/api/v1/me',
-            headers: headers(server.fixtures),
+            ...request(server.fixtures),
             durationSec: DURATION,
             connections: 32,
           },
@@ -104,6 +150,7 @@ try {
   }
 } finally {
   for (const server of servers) server.child.kill('SIGTERM')
+  upstream?.kill('SIGTERM')
 }
 
 const median = (values: number[]) =>

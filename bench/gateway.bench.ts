@@ -72,37 +72,10 @@ async function runBareProxy(upstream: string): Promise<void> {
   report({ url: await app.listen({ host: '127.0.0.1', port: 0 }) })
 }
 
-/**
- * Child role: the smallest useful proxy, `node:http` + an undici pool dispatching directly,
- * hop-by-hop headers dropped both ways: what one extra HTTP hop costs in Node.js at all.
- */
+/** Child role: the bare undici proxy (bench/servers/undici-proxy.ts). */
 async function runBareUndici(upstream: string): Promise<void> {
-  const { Pool } = await import('undici')
-  const pool = new Pool(upstream, { connections: 128, pipelining: 1, keepAliveTimeout: 60_000 })
-  const hop = new Set(['connection', 'keep-alive', 'transfer-encoding', 'host'])
-  const server = createServer((req, res) => {
-    const headers: Record<string, string | string[] | undefined> = {}
-    for (const [name, value] of Object.entries(req.headers))
-      if (!hop.has(name)) headers[name] = value
-    pool.dispatch(
-      { method: req.method as 'GET', path: req.url ?? '/', headers, body: null },
-      {
-        // undici recognises the controller-style handler by this method: keep it.
-        onRequestStart() {},
-        onResponseStart(controller, status, responseHeaders) {
-          for (const name of hop) delete responseHeaders[name]
-          res.writeHead(status, responseHeaders as Record<string, string>)
-          res.on('drain', () => controller.resume())
-        },
-        onResponseData: (controller, chunk) => void (res.write(chunk) || controller.pause()),
-        onResponseEnd: () => void res.end(),
-        onResponseError: () => void res.writeHead(502).end(),
-      },
-    )
-  })
-  server.keepAliveTimeout = 65_000
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  report({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` })
+  const { startUndiciProxy } = await import('./servers/undici-proxy.ts')
+  report({ url: await startUndiciProxy(upstream, 0) })
 }
 
 /** Child role: tokengate in gateway mode with one tenant and one PAT. */
