@@ -124,6 +124,13 @@ if (GATEWAY) {
 }
 const results = new Map<string, number[]>()
 try {
+  // Warm-up, not measured: JIT, connection pools and caches of every server and case.
+  for (const [, request] of Object.entries(cases)) {
+    for (const server of servers) {
+      const warm = { url: server.url, ...request(server.fixtures), durationSec: 2, connections: 32 }
+      await runLoad(loadTool(), warm, pinned ? 1 : undefined)
+    }
+  }
   for (let round = 0; round < REPEATS; round++) {
     for (const [name, request] of Object.entries(cases)) {
       for (const server of servers) {
