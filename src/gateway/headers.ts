@@ -26,20 +26,9 @@ const HOP_BY_HOP = new Set([
   'proxy-connection',
 ])
 
-/** Removes hop-by-hop fields and every field the `Connection` header names. Mutates `headers`. */
-export function dropHopByHop(headers: HeaderMap): HeaderMap {
-  const connection = headers.connection
-  if (connection !== undefined) {
-    const listed = Array.isArray(connection) ? connection.join(',') : String(connection)
-    for (const token of listed.split(',')) {
-      const name = token.trim().toLowerCase()
-      if (name) delete headers[name]
-    }
-  }
-  for (const name of Object.keys(headers)) {
-    if (HOP_BY_HOP.has(name) || name.startsWith('proxy-')) delete headers[name]
-  }
-  return headers
+/** Whether `name` (lower case) is a hop-by-hop field, by itself or listed in `Connection`. */
+function isHopByHop(name: string, listed: ReadonlySet<string> | undefined): boolean {
+  return HOP_BY_HOP.has(name) || name.startsWith('proxy-') || listed?.has(name) === true
 }
 
 /**
@@ -111,28 +100,30 @@ export interface ForwardContext {
  * The headers sent upstream: the caller's, minus hop-by-hop fields, `Expect`, every
  * identity and forwarding/override field in any spelling (`isSpoofable`), `Authorization`
  * (when configured); plus the identity headers, `X-Request-Id` and `X-Forwarded-For/Proto`
- * (and `-Host` when configured). Mutates `headers`.
+ * (and `-Host` when configured). A new map, in the caller's order with the gateway's fields
+ * after (a kept field the gateway sets, such as `X-Request-Id`, keeps its place); `incoming`
+ * is not changed.
  */
-export function upstreamRequestHeaders(headers: HeaderMap, context: ForwardContext): HeaderMap {
-  dropHopByHop(headers)
-  delete headers.expect
-  if (context.stripAuthorization) delete headers.authorization
-  for (const name of Object.keys(headers)) {
+export function upstreamRequestHeaders(incoming: HeaderMap, context: ForwardContext): HeaderMap {
+  const listed = connectionListed(incoming.connection)
+  const headers: HeaderMap = {}
+  for (const name of Object.keys(incoming)) {
+    if (isHopByHop(name, listed)) continue
+    if (name === 'expect' || (name === 'authorization' && context.stripAuthorization)) continue
     // Why every spelling: the upstream trusts these headers as the gateway's word, and an
     // upstream that reads `_` as `-` would join a caller's `X_Auth_Tenant` with ours.
     // Forwarding fields are dropped even behind a trusted proxy: tokengate states what it
     // (and the proxies it trusts) saw, below.
-    if (isSpoofable(name, context.forwardHeaders)) delete headers[name]
+    if (isSpoofable(name, context.forwardHeaders)) continue
+    headers[name] = incoming[name]
   }
 
-  const { principal } = context
-  headers['x-auth-tenant'] = encodeHeaderValue(principal.tenantId)
-  headers['x-auth-subject'] = encodeHeaderValue(principal.subject)
-  headers['x-auth-token-type'] = principal.tokenType
-  if (principal.tokenId !== undefined) {
-    headers['x-auth-token-id'] = encodeHeaderValue(principal.tokenId)
-  }
-  headers['x-auth-permissions'] = principal.permissions.map(encodeListItem).join(',')
+  const identity = identityOf(context.principal)
+  headers['x-auth-tenant'] = identity.tenant
+  headers['x-auth-subject'] = identity.subject
+  headers['x-auth-token-type'] = identity.tokenType
+  if (identity.tokenId !== undefined) headers['x-auth-token-id'] = identity.tokenId
+  headers['x-auth-permissions'] = identity.permissions
   if (context.internalToken !== undefined) headers['x-auth-token'] = context.internalToken
   headers['x-request-id'] = context.requestId
 
@@ -144,13 +135,58 @@ export function upstreamRequestHeaders(headers: HeaderMap, context: ForwardConte
   return headers
 }
 
+/** The lower-case field names a `Connection` header lists (they are hop-by-hop too). */
+function connectionListed(connection: HeaderMap[string]): Set<string> | undefined {
+  if (connection === undefined) return undefined
+  const listed = Array.isArray(connection) ? connection.join(',') : String(connection)
+  const names = new Set<string>()
+  for (const token of listed.split(',')) {
+    const name = token.trim().toLowerCase()
+    if (name) names.add(name)
+  }
+  return names
+}
+
+interface IdentityValues {
+  readonly tenant: string
+  readonly subject: string
+  readonly tokenType: string
+  readonly tokenId: string | undefined
+  readonly permissions: string
+}
+
+/**
+ * The identity header values of a principal, encoded once per principal object: principals
+ * are immutable and memoised per cached token, so a repeated caller costs one lookup.
+ */
+const identities = new WeakMap<Principal, IdentityValues>()
+
+function identityOf(principal: Principal): IdentityValues {
+  let identity = identities.get(principal)
+  if (identity === undefined) {
+    identity = {
+      tenant: encodeHeaderValue(principal.tenantId),
+      subject: encodeHeaderValue(principal.subject),
+      tokenType: principal.tokenType,
+      tokenId: principal.tokenId === undefined ? undefined : encodeHeaderValue(principal.tokenId),
+      permissions: principal.permissions.map(encodeListItem).join(','),
+    }
+    identities.set(principal, identity)
+  }
+  return identity
+}
+
 /**
  * The upstream's response headers as passed to the caller: hop-by-hop fields dropped, and
- * `X-Request-Id` left to the gateway (its id is the one in its logs). Mutates `headers`.
+ * `X-Request-Id` left to the gateway (its id is the one in its logs). A new map.
  */
-export function callerResponseHeaders(headers: HeaderMap): HeaderMap {
-  dropHopByHop(headers)
-  delete headers['x-request-id']
+export function callerResponseHeaders(incoming: HeaderMap): HeaderMap {
+  const listed = connectionListed(incoming.connection)
+  const headers: HeaderMap = {}
+  for (const name of Object.keys(incoming)) {
+    if (isHopByHop(name, listed) || name === 'x-request-id') continue
+    headers[name] = incoming[name]
+  }
   return headers
 }
 

@@ -87,7 +87,7 @@ export function createProxyHandler(options: ProxyOptions) {
     if (isReserved(target.segments, options.reserved)) {
       return void sendProblem(reply, problem(404, 'not_found', DETAIL.notFound, requestId))
     }
-    const decision = options.matcher.decide(request.method, path, principal)
+    const decision = options.matcher.decide(request.method, path, principal, target.segments)
     switch (decision.outcome) {
       case 'bad_path':
         return void sendProblem(
@@ -177,7 +177,7 @@ function forward(
     if (relaying) exchange.abort(new Error('response body destroyed'))
   })
 
-  const headers = upstreamRequestHeaders({ ...request.headers } as HeaderMap, {
+  const headers = upstreamRequestHeaders(request.headers as HeaderMap, {
     principal,
     requestId,
     stripAuthorization: options.stripAuthorization,
@@ -315,9 +315,10 @@ const PLAIN_PATH = /^(?!.*\/(?:\.|%2e))[\x21\x24-\x3b\x3d\x40-\x5b\x5d\x5f\x61-\
 
 /** `api/v1/<built-in>/...` on decoded segments, ASCII case folded; anything outside /api/v1 too. */
 function isReserved(segments: readonly string[], reserved: ReadonlySet<string>): boolean {
-  const [api, version, first] = segments.map(asciiLowerCase)
-  if (api !== 'api' || version !== 'v1') return true
-  return first !== undefined && reserved.has(first)
+  const [api, version, first] = segments
+  if (api === undefined || asciiLowerCase(api) !== 'api') return true
+  if (version === undefined || asciiLowerCase(version) !== 'v1') return true
+  return first !== undefined && reserved.has(asciiLowerCase(first))
 }
 
 /**
