@@ -118,12 +118,14 @@ export function upstreamRequestHeaders(incoming: HeaderMap, context: ForwardCont
     headers[name] = incoming[name]
   }
 
-  const identity = identityOf(context.principal)
-  headers['x-auth-tenant'] = identity.tenant
-  headers['x-auth-subject'] = identity.subject
-  headers['x-auth-token-type'] = identity.tokenType
-  if (identity.tokenId !== undefined) headers['x-auth-token-id'] = identity.tokenId
-  headers['x-auth-permissions'] = identity.permissions
+  const { principal } = context
+  headers['x-auth-tenant'] = encodeHeaderValue(principal.tenantId)
+  headers['x-auth-subject'] = encodeHeaderValue(principal.subject)
+  headers['x-auth-token-type'] = principal.tokenType
+  if (principal.tokenId !== undefined) {
+    headers['x-auth-token-id'] = encodeHeaderValue(principal.tokenId)
+  }
+  headers['x-auth-permissions'] = permissionsHeader(principal.permissions)
   if (context.internalToken !== undefined) headers['x-auth-token'] = context.internalToken
   headers['x-request-id'] = context.requestId
 
@@ -147,33 +149,20 @@ function connectionListed(connection: HeaderMap[string]): Set<string> | undefine
   return names
 }
 
-interface IdentityValues {
-  readonly tenant: string
-  readonly subject: string
-  readonly tokenType: string
-  readonly tokenId: string | undefined
-  readonly permissions: string
-}
-
 /**
- * The identity header values of a principal, encoded once per principal object: principals
- * are immutable and memoised per cached token, so a repeated caller costs one lookup.
+ * `X-Auth-Permissions` per permission list, joined and encoded once per list object: a PAT's
+ * list is shared by every cached token with the same tenant and permissions, a JWT's by
+ * its memoised principal, so a repeated caller costs one lookup. Lists are immutable.
  */
-const identities = new WeakMap<Principal, IdentityValues>()
+const permissionHeaders = new WeakMap<readonly string[], string>()
 
-function identityOf(principal: Principal): IdentityValues {
-  let identity = identities.get(principal)
-  if (identity === undefined) {
-    identity = {
-      tenant: encodeHeaderValue(principal.tenantId),
-      subject: encodeHeaderValue(principal.subject),
-      tokenType: principal.tokenType,
-      tokenId: principal.tokenId === undefined ? undefined : encodeHeaderValue(principal.tokenId),
-      permissions: principal.permissions.map(encodeListItem).join(','),
-    }
-    identities.set(principal, identity)
+function permissionsHeader(permissions: readonly string[]): string {
+  let header = permissionHeaders.get(permissions)
+  if (header === undefined) {
+    header = permissions.map(encodeListItem).join(',')
+    permissionHeaders.set(permissions, header)
   }
-  return identity
+  return header
 }
 
 /**
@@ -199,16 +188,16 @@ export function callerResponseHeaders(incoming: HeaderMap): HeaderMap {
  * it would be refused by the HTTP client or, worse, read differently by the upstream.
  */
 export function encodeHeaderValue(value: string): string {
-  return /^[\x21-\x24\x26-\x7e]*$/.test(value) ? value : value.replace(UNSAFE, encodeChar)
+  return SAFE.test(value) ? value : value.replace(UNSAFE, encodeChar)
 }
 
 /** As `encodeHeaderValue`, and also `,` (the list separator of `X-Auth-Permissions`). */
 function encodeListItem(value: string): string {
-  return /^[\x21-\x24\x26-\x2b\x2d-\x7e]*$/.test(value)
-    ? value
-    : value.replace(UNSAFE_ITEM, encodeChar)
+  return SAFE_ITEM.test(value) ? value : value.replace(UNSAFE_ITEM, encodeChar)
 }
 
+const SAFE = /^[\x21-\x24\x26-\x7e]*$/
+const SAFE_ITEM = /^[\x21-\x24\x26-\x2b\x2d-\x7e]*$/
 const UNSAFE = /[^\x21-\x24\x26-\x7e]/gu
 const UNSAFE_ITEM = /[^\x21-\x24\x26-\x2b\x2d-\x7e]/gu
 

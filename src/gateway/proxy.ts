@@ -186,7 +186,8 @@ function forward(
     forwardedFor: request.ips ? [...request.ips].reverse() : [request.ip ?? 'unknown'],
     trustProxy: request.ips !== undefined,
     protocol: request.protocol,
-    host: request.host,
+    // Read only when sent: `request.host` parses the Host header (and trusted proxies').
+    host: options.forwardedHost ? request.host : '',
     internalToken,
     forwardHeaders: options.forwardHeaders,
     forwardedHost: options.forwardedHost,
