@@ -7,8 +7,9 @@
  * (e.g. `git worktree add /tmp/before <commit>` and link its node_modules to this one's).
  *
  * `--gateway`: both servers in gateway mode, proxying a PAT request to one small upstream
- * (on CPU 1, beside wrk), with the bare undici proxy (`servers/undici-proxy.ts`) as a third
- * server in every round: the floor issue #15's gateway target is measured against.
+ * (on CPU 1, beside wrk), with the bare undici proxy (`servers/undici-proxy.ts`, the floor
+ * issue #15's gateway target is measured against) and the same relay behind a bare Fastify
+ * route in every round.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { tmpdir } from 'node:os'
@@ -113,14 +114,20 @@ const servers = [
   await start(checkouts[1] as string, 18_902),
 ]
 if (GATEWAY) {
-  const port = 18_903
-  const child = await startReady(here, 0, ['bench/servers/undici-proxy.ts', upstreamUrl, `${port}`])
-  servers.push({
-    name: 'bare undici proxy',
-    child,
-    url: `http://127.0.0.1:${port}`,
-    fixtures: (servers[0] as Running).fixtures,
-  })
+  const references = [
+    ['bare undici proxy', []],
+    ['Fastify + undici proxy', ['--fastify']],
+  ] as const
+  for (const [i, [name, flags]] of references.entries()) {
+    const port = 18_903 + i
+    const argv = ['bench/servers/undici-proxy.ts', upstreamUrl, `${port}`, ...flags]
+    servers.push({
+      name,
+      child: await startReady(here, 0, argv),
+      url: `http://127.0.0.1:${port}`,
+      fixtures: (servers[0] as Running).fixtures,
+    })
+  }
 }
 const results = new Map<string, number[]>()
 try {
@@ -168,5 +175,18 @@ for (const [key, values] of results) {
   const [name, checkout] = key.split('\t')
   console.log(
     `| ${name} | ${checkout} | ${median(values).toFixed(1)} | ${values.map((v) => v.toFixed(1)).join(', ')} |`,
+  )
+}
+
+// The same round's figures side by side: on a shared machine a round's drift hits both.
+console.log('\n| case | B / A per round | median | rounds B below A |')
+console.log('|---|---|---:|---:|')
+for (const name of Object.keys(cases)) {
+  const a = results.get(`${name}\t${checkouts[0]}`) ?? []
+  const b = results.get(`${name}\t${checkouts[1]}`) ?? []
+  const ratios = b.map((value, i) => value / (a[i] ?? Number.NaN))
+  console.log(
+    `| ${name} | ${ratios.map((r) => r.toFixed(2)).join(', ')} | ${median(ratios).toFixed(2)} | ` +
+      `${ratios.filter((r) => r < 1).length} of ${ratios.length} |`,
   )
 }

@@ -1,6 +1,7 @@
 /**
  * Gateway overhead: the same small upstream called directly, through a bare undici proxy
- * (`node:http` + an undici pool: the floor of a Node.js proxy hop), through a bare Fastify +
+ * (`node:http` + an undici pool: the floor of a Node.js proxy hop), through the same relay
+ * behind a bare Fastify route (what Fastify adds), through a bare Fastify +
  * @fastify/reply-from proxy, and through tokengate in gateway mode (PAT authentication, policy
  * check, identity headers, proxy) over plain HTTP and over HTTPS. Prints requests/s, p50 and
  * p99 latency, the ratio to direct, and the CPU time the server under test spent per request.
@@ -72,10 +73,10 @@ async function runBareProxy(upstream: string): Promise<void> {
   report({ url: await app.listen({ host: '127.0.0.1', port: 0 }) })
 }
 
-/** Child role: the bare undici proxy (bench/servers/undici-proxy.ts). */
-async function runBareUndici(upstream: string): Promise<void> {
-  const { startUndiciProxy } = await import('./servers/undici-proxy.ts')
-  report({ url: await startUndiciProxy(upstream, 0) })
+/** Child role: the bare undici proxy, alone or behind Fastify (bench/servers/undici-proxy.ts). */
+async function runBareUndici(upstream: string, fastify: boolean): Promise<void> {
+  const { startFastifyUndiciProxy, startUndiciProxy } = await import('./servers/undici-proxy.ts')
+  report({ url: await (fastify ? startFastifyUndiciProxy : startUndiciProxy)(upstream, 0) })
 }
 
 /** Child role: tokengate in gateway mode with one tenant and one PAT. */
@@ -217,6 +218,7 @@ async function main(): Promise<void> {
     const upstream = await start(1, ['--role', 'upstream'])
     const upstreamUrl = upstream.info.url as string
     const undiciProxy = await start(0, ['--role', 'bare-undici', '--upstream', upstreamUrl])
+    const fastifyUndici = await start(0, ['--role', 'fastify-undici', '--upstream', upstreamUrl])
     const bare = await start(0, ['--role', 'bare', '--upstream', upstreamUrl])
     const plain = await start(0, ['--role', 'gateway', '--upstream', upstreamUrl])
     const tls = await start(0, ['--role', 'gateway', '--https', '--upstream', upstreamUrl])
@@ -228,6 +230,12 @@ async function main(): Promise<void> {
         url: undiciProxy.info.url as string,
         headers: {},
         pid: undiciProxy.child.pid,
+      },
+      {
+        name: 'Fastify + undici proxy (http)',
+        url: fastifyUndici.info.url as string,
+        headers: {},
+        pid: fastifyUndici.child.pid,
       },
       {
         name: 'bare reply-from (http)',
@@ -278,6 +286,7 @@ async function main(): Promise<void> {
 
 if (values.role === 'upstream') await runUpstream()
 else if (values.role === 'bare') await runBareProxy(values.upstream as string)
-else if (values.role === 'bare-undici') await runBareUndici(values.upstream as string)
+else if (values.role === 'bare-undici') await runBareUndici(values.upstream as string, false)
+else if (values.role === 'fastify-undici') await runBareUndici(values.upstream as string, true)
 else if (values.role === 'gateway') await runGateway(values.upstream as string, values.https)
 else await main()

@@ -5,7 +5,7 @@
  *
  * Usage: node bench/profile.ts <tokengate|library|noauth|naive|fastify-jwt>
  *          <pat|jwt|garbage|badsum|403|wrong-tenant> [--duration S] [--top N] [--keep]
- *        node bench/profile.ts <gateway|undici-proxy> proxy [...]
+ *        node bench/profile.ts <gateway|undici-proxy|fastify-undici-proxy> proxy [...]
  * (gateway mode: the proxy on CPU 0, its upstream on CPU 1 beside wrk.)
  * (`--keep` leaves the .cpuprofile in bench/results/profiles/ for Chrome DevTools.)
  */
@@ -47,8 +47,14 @@ const servers: Record<string, (port: number, upstream: string) => string[]> = {
     upstream,
   ],
   'undici-proxy': (port, upstream) => ['bench/servers/undici-proxy.ts', upstream, `${port}`],
+  'fastify-undici-proxy': (port, upstream) => [
+    'bench/servers/undici-proxy.ts',
+    upstream,
+    `${port}`,
+    '--fastify',
+  ],
 }
-const PROXIES = new Set(['gateway', 'undici-proxy'])
+const PROXIES = new Set(['gateway', 'undici-proxy', 'fastify-undici-proxy'])
 function peer(kind: string, port: number): string[] {
   return ['bench/servers/peer.ts', kind, 'RS256', fixtures.dir, `${port}`]
 }
