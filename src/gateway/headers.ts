@@ -137,10 +137,15 @@ export function upstreamRequestHeaders(incoming: HeaderMap, context: ForwardCont
   return headers
 }
 
+const LISTS_CLOSE: ReadonlySet<string> = new Set(['close'])
+
 /** The lower-case field names a `Connection` header lists (they are hop-by-hop too). */
-function connectionListed(connection: HeaderMap[string]): Set<string> | undefined {
+function connectionListed(connection: HeaderMap[string]): ReadonlySet<string> | undefined {
   if (connection === undefined) return undefined
   const listed = Array.isArray(connection) ? connection.join(',') : String(connection)
+  // The usual values, without building a set per message.
+  if (listed === 'keep-alive') return undefined
+  if (listed === 'close') return LISTS_CLOSE
   const names = new Set<string>()
   for (const token of listed.split(',')) {
     const name = token.trim().toLowerCase()

@@ -198,8 +198,11 @@ function forward(
   const body =
     request.body instanceof Readable ? paceUpload(request.body, options.uploadPace) : null
 
+  /** The upstream's headers for the caller, held until the head is written. */
+  let relayed: HeaderMap = {}
   const writeHead = () => {
     headWritten = true
+    reply.headers(relayed)
     res.writeHead(res.statusCode, reply.getHeaders() as OutgoingHttpHeaders)
   }
   const exchange = sendUpstream(
@@ -227,13 +230,14 @@ function forward(
           sendProblem(reply, problem(502, 'bad_gateway', DETAIL.badGateway, requestId))
           return
         }
-        reply.headers(callerResponseHeaders(responseHeaders))
+        relayed = callerResponseHeaders(responseHeaders)
         // An HTTP/1 connection cannot be reused until its request body has been read; the
         // upstream answered before that, so the caller's connection is closed after this.
         if (!request.raw.complete) reply.header('connection', 'close')
         if (statusCode === 204) {
           // No content: no body headers either (RFC 9110 §8.6), and nothing to relay.
-          reply.removeHeader('content-type').removeHeader('content-length').send()
+          reply.headers(relayed).removeHeader('content-type').removeHeader('content-length')
+          reply.send()
           return
         }
         relaying = true
@@ -255,18 +259,16 @@ function forward(
         if (relaying) {
           relaying = false
           // The body failed after its head: a caller that has the head sees the response
-          // cut short, as a broken connection should look; one that has nothing yet gets
-          // the error answer (the error handler's), as Fastify answers a failed stream.
+          // cut short, as a broken connection should look.
           if (headWritten || request.raw.aborted) {
-            request.log.warn(
-              { err: error },
-              'response terminated with an error with headers already sent',
-            )
+            request.log.warn({ code: error.code }, 'upstream response body failed: cut')
             res.destroy()
-          } else {
-            reply.send(error)
+            return
           }
-          return
+          // Nothing sent yet: a 502 like any upstream failure, without the upstream's
+          // headers (they were held back) and without the error's text.
+          request.log.warn({ code: error.code }, 'upstream failed')
+          return void sendProblem(reply, problem(502, 'bad_gateway', DETAIL.badGateway, requestId))
         }
         if (settled) return
         settled = true
