@@ -44,8 +44,15 @@ interface Running {
   readonly fixtures: { patSingle: string; rs256: string; tenant: string; garbage: string }
 }
 
-/** `node argv` in `cwd`, pinned to `cpu`; resolves once it prints READY. */
-async function startReady(cwd: string, cpu: number, argv: string[]): Promise<ChildProcess> {
+/**
+ * `node argv` in `cwd`, pinned to `cpu`; resolves with the port it prints (`READY <port>`),
+ * and fails if it exits first (a port taken by another run must not go unnoticed).
+ */
+async function startReady(
+  cwd: string,
+  cpu: number,
+  argv: string[],
+): Promise<{ child: ChildProcess; port: number }> {
   const node = join(cwd, 'node_modules/.bin/node')
   const child = pinned
     ? spawn('taskset', ['-c', String(cpu), node, ...argv], {
@@ -54,22 +61,26 @@ async function startReady(cwd: string, cpu: number, argv: string[]): Promise<Chi
       })
     : spawn(node, argv, { cwd, stdio: ['ignore', 'pipe', 'inherit'] })
   const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream })
-  for await (const line of lines) if (line.startsWith('READY')) break
-  return child
+  for await (const line of lines) {
+    if (line.startsWith('READY')) return { child, port: Number(line.split(' ')[1]) }
+  }
+  throw new Error(`${argv.join(' ')} exited before it was ready`)
 }
 
-const UPSTREAM_PORT = 18_900
+// The upstream (peer.ts) listens on the port it is given: a random one, so that two runs on
+// one machine never share it; the other servers take any free port (0) and print it.
+const UPSTREAM_PORT = 20_000 + Math.floor(Math.random() * 10_000)
 const upstreamUrl = `http://127.0.0.1:${UPSTREAM_PORT}`
 
-async function start(checkout: string, port: number): Promise<Running> {
+async function start(checkout: string): Promise<Running> {
   const dir = resolve(checkout)
   const fixturesDir = join(tmpdir(), 'tokengate-compare', dir.replaceAll('/', '_'))
   // The checkout's own fixtures module makes (or reuses) its fixtures, in its own format.
   const fixturesModule = await import(join(dir, 'bench/fixtures.ts'))
   const fixtures = fixturesModule.loadFixtures(fixturesDir)
-  const argv = [...PRODUCTION_NODE_FLAGS, 'bench/servers/tokengate.ts', fixturesDir, String(port)]
+  const argv = [...PRODUCTION_NODE_FLAGS, 'bench/servers/tokengate.ts', fixturesDir, '0']
   if (GATEWAY) argv.push(upstreamUrl)
-  const child = await startReady(dir, 0, argv)
+  const { child, port } = await startReady(dir, 0, argv)
   return {
     name: checkout,
     child,
@@ -99,31 +110,33 @@ const cases: Record<string, Case> = GATEWAY
       '401 garbage': (f) => me({ authorization: `Bearer ${f.garbage}` }),
     }
 
+/** The cases answered 401 by design. */
+const REFUSED = new Set(['401 garbage'])
+
 const here = resolve(import.meta.dirname, '..')
 const upstream = GATEWAY
-  ? await startReady(here, 1, [
-      'bench/servers/peer.ts',
-      'upstream',
-      'RS256',
-      fixturesDir(),
-      `${UPSTREAM_PORT}`,
-    ])
+  ? (
+      await startReady(here, 1, [
+        'bench/servers/peer.ts',
+        'upstream',
+        'RS256',
+        fixturesDir(),
+        `${UPSTREAM_PORT}`,
+      ])
+    ).child
   : undefined
-const servers = [
-  await start(checkouts[0] as string, 18_901),
-  await start(checkouts[1] as string, 18_902),
-]
+const servers = [await start(checkouts[0] as string), await start(checkouts[1] as string)]
 if (GATEWAY) {
   const references = [
     ['bare undici proxy', []],
     ['Fastify + undici proxy', ['--fastify']],
   ] as const
-  for (const [i, [name, flags]] of references.entries()) {
-    const port = 18_903 + i
-    const argv = ['bench/servers/undici-proxy.ts', upstreamUrl, `${port}`, ...flags]
+  for (const [name, flags] of references) {
+    const argv = ['bench/servers/undici-proxy.ts', upstreamUrl, '0', ...flags]
+    const { child, port } = await startReady(here, 0, argv)
     servers.push({
       name,
-      child: await startReady(here, 0, argv),
+      child,
       url: `http://127.0.0.1:${port}`,
       fixtures: (servers[0] as Running).fixtures,
     })
@@ -153,6 +166,10 @@ try {
           pinned ? 1 : undefined,
         )
         const after = cpuMicros(server.child.pid)
+        // A row of refusals (or of another server's answers) is not a measurement of this case.
+        if (load.non2xx > 0 !== REFUSED.has(name)) {
+          throw new Error(`${name} on ${server.name}: ${load.non2xx} of ${load.requests} not 2xx`)
+        }
         const perRequest = ((after ?? 0) - (before ?? 0)) / load.requests
         const key = `${name}\t${server.name}`
         results.set(key, [...(results.get(key) ?? []), perRequest])
