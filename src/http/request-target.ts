@@ -22,6 +22,7 @@ const CONTROL = /[\x00-\x1f\x7f]/
 /** Checked after CONTROL, so what it finds is non-ASCII. */
 const NON_ASCII = /[^\x20-\x7e]/
 const PRINTABLE = /^[\x20-\x7e]*$/
+const SUSPICIOUS_SEGMENT = /\/\/|[. ](?:\/|$)/
 
 /**
  * Reads the path of `target` (origin-form; a query string is ignored). Refused:
@@ -49,6 +50,12 @@ export function canonicalRequestTarget(target: string): RequestTarget {
   const plain = !raw.includes('%') && PRINTABLE.test(raw)
   const parts = raw.slice(1).split('/')
   if (parts[parts.length - 1] === '') parts.pop()
+  // A plain path without `//` and without a segment ending in `.` or a space (which covers
+  // `.` and `..`) passes every test below as it is.
+  if (plain && !SUSPICIOUS_SEGMENT.test(raw)) {
+    const path = raw.length > 1 && raw.endsWith('/') ? raw.slice(0, -1) : raw
+    return { ok: true, path, segments: parts }
+  }
   const segments: string[] = []
   for (const part of parts) {
     let segment = part

@@ -108,6 +108,7 @@ describe('canonicalRequestTarget', () => {
       const actual = canonicalRequestTarget(target)
       if (Array.isArray(expected)) {
         assert.deepEqual(actual.ok ? actual.segments : actual.reason, expected, target)
+        assert.equal(actual.ok && actual.path, `/${expected.join('/')}`, target)
       } else {
         assert.equal(actual.ok, false, target)
       }
