@@ -23,6 +23,7 @@ import type { AuthResult, Principal } from '../core/principal.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
 import { pathOf } from '../http/api-path.ts'
 import { failureResponse } from '../http/failure-response.ts'
+import { ONE_METHOD_FAILURE, queryHasAccessToken } from '../http/one-method.ts'
 import { failureHeaders, requestIdFrom } from './wire.ts'
 
 export type { FailureContext, Tokengate } from '../auth/tokengate.ts'
@@ -78,6 +79,9 @@ export function tokengate(options: TokengateExpressOptions): RequestHandler {
     const requestId = ensureRequestId(req, res)
     const answer = (result: AuthResult) => {
       if (!result.ok) return refuse(req, res, result.failure, requestId)
+      if (queryHasAccessToken(req.originalUrl)) {
+        return refuse(req, res, ONE_METHOD_FAILURE, requestId)
+      }
       req.principal = result.principal
       res.locals.principal = result.principal
       if (options.recordFailure) auditors.set(req, options.recordFailure)

@@ -29,6 +29,7 @@ import type { AuthFailure } from '../core/failure.ts'
 import type { Principal } from '../core/principal.ts'
 import { type AuthInput, authInputFromHeaders, readAuthHeaders } from '../core/raw-headers.ts'
 import { failureResponse } from '../http/failure-response.ts'
+import { ONE_METHOD_FAILURE, queryHasAccessToken } from '../http/one-method.ts'
 import { failureHeaders, requestIdFrom } from './wire.ts'
 
 export type { FailureContext, Tokengate } from '../auth/tokengate.ts'
@@ -73,12 +74,14 @@ export function tokengate(options: TokengateHonoOptions): MiddlewareHandler<Toke
   return async function tokengateMiddleware(c, next) {
     if (options.onFailure) failureHooks.set(c.req.raw, options.onFailure)
     const requestId = ensureRequestId(c)
-    const result = await authenticate(authInputOf(c))
-    if (!result.ok) {
-      options.onFailure?.(c, result.failure)
-      options.recordFailure?.(result.failure, failureContext(c, requestId))
-      return failureAsResponse(result.failure, requestId)
+    const refuse = (failure: AuthFailure) => {
+      options.onFailure?.(c, failure)
+      options.recordFailure?.(failure, failureContext(c, requestId))
+      return failureAsResponse(failure, requestId)
     }
+    const result = await authenticate(authInputOf(c))
+    if (!result.ok) return refuse(result.failure)
+    if (queryHasAccessToken(c.req.url)) return refuse(ONE_METHOD_FAILURE)
     c.set('principal', result.principal)
     c.set('tokengateRecordFailure', options.recordFailure)
     options.onAuthenticated?.(c, result.principal)

@@ -15,11 +15,12 @@
  */
 import { Buffer } from 'node:buffer'
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import type { AuthenticateMaybeSync } from '../core/authenticate.ts'
+import { type AuthenticateMaybeSync, isPromiseLike } from '../core/authenticate.ts'
 import type { AuthFailure } from '../core/failure.ts'
 import type { AuthResult } from '../core/principal.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
 import { failureResponse } from '../http/failure-response.ts'
+import { ONE_METHOD_FAILURE, queryHasAccessToken } from '../http/one-method.ts'
 import { failureHeaders, requestIdFrom } from './wire.ts'
 
 export type { FailureContext, Tokengate } from '../auth/tokengate.ts'
@@ -32,13 +33,22 @@ export type { AuthResult, Principal } from '../core/principal.ts'
  * Authenticates a request from its raw headers (`req.rawHeaders`, so that two
  * `Authorization` or `X-Tenant-Id` lines are seen as two). Never rejects for a bad request.
  * With `createTokengate(...).authenticate` a cache hit is answered synchronously (a value);
- * `await` takes either.
+ * `await` takes either. A token also sent as an `access_token` query parameter in `req.url`
+ * is refused (400 `invalid_request`, RFC 6750 §2), as the server does.
  */
 export function authenticateRequest(
-  req: Pick<IncomingMessage, 'rawHeaders'>,
+  req: Pick<IncomingMessage, 'rawHeaders'> & { readonly url?: string | undefined },
   authenticate: AuthenticateMaybeSync,
 ): AuthResult | Promise<AuthResult> {
-  return authenticate(readAuthHeaders(req.rawHeaders))
+  const result = authenticate(readAuthHeaders(req.rawHeaders))
+  const url = req.url
+  if (url === undefined || !queryHasAccessToken(url)) return result
+  return isPromiseLike(result) ? result.then(oneMethodOnly) : oneMethodOnly(result)
+}
+
+/** A successful result refused for its second copy of the token; a failure kept as it is. */
+function oneMethodOnly(result: AuthResult): AuthResult {
+  return result.ok ? { ok: false, failure: ONE_METHOD_FAILURE } : result
 }
 
 /** The request's id: a safe incoming `X-Request-Id`, or a new UUID. */

@@ -30,6 +30,11 @@ export type AuthFailure =
   | { code: 'tenant_header_required' }
   /** SPEC §5.3 rule 1 (and DESIGN rule 4 for PATs): `X-Tenant-Id` is not the caller's tenant. */
   | { code: 'tenant_mismatch'; detail: string }
+  /**
+   * RFC 6750 §2: the token was sent in more than one way (the header and an `access_token`
+   * query parameter or form field). Found by the HTTP front ends, not the core (400).
+   */
+  | { code: 'invalid_request'; detail: string }
   /** SPEC §5.3 rule 5: authenticated, but a required permission is not held. */
   | { code: 'insufficient_permission'; required: readonly string[] }
   /** Fail closed: a store or key source needed to decide is unreachable (503, never a pass). */

@@ -46,6 +46,14 @@ export function failureResponse(failure: AuthFailure, requestId: string): Failur
         invalidToken(DETAIL.tenantRequired),
         requestId,
       )
+    case 'invalid_request':
+      return problemResponse(failure.code, failure.detail, requestId, {
+        headers: {
+          'www-authenticate': memoised(`invalid_request\n${failure.detail}`, () =>
+            bearerChallenge({ error: 'invalid_request', errorDescription: failure.detail }),
+          ),
+        },
+      })
     case 'insufficient_permission': {
       const scope = failure.required.join(' ')
       const detail = `This request requires the permission(s): ${scope}.`

@@ -1,12 +1,20 @@
-import { bearerChallenge } from './challenge.ts'
-import { type FailureResponse, problemResponse } from './problem-response.ts'
+import type { AuthFailure } from '../core/failure.ts'
 
 /** RFC 6750 §2.2 and §2.3: the form field and the query parameter that carry a token. */
 const ACCESS_TOKEN = 'access_token'
 
-const DETAIL =
-  'Send the access token in exactly one way: the Authorization header, not also as access_token.'
-const CHALLENGE = bearerChallenge({ error: 'invalid_request', errorDescription: DETAIL })
+/**
+ * The refusal of a request that sent its token by more than one method (400
+ * `invalid_request`). RFC 6750 §2: "Clients MUST NOT use more than one method to transmit
+ * the token in each request", and §3.1 names `invalid_request` for it. Why refuse rather
+ * than use the header: an intermediary that reads the other copy (a cache key, a log, an
+ * upstream that accepts query tokens) would act on a credential tokengate never checked.
+ */
+export const ONE_METHOD_FAILURE: AuthFailure = Object.freeze({
+  code: 'invalid_request',
+  detail:
+    'Send the access token in exactly one way: the Authorization header, not also as access_token.',
+})
 
 /**
  * Whether a request target's query carries `access_token` (any value, also percent-encoded
@@ -23,17 +31,4 @@ export function queryHasAccessToken(url: string): boolean {
 /** Whether an `application/x-www-form-urlencoded` body carries an `access_token` field. */
 export function formHasAccessToken(body: string): boolean {
   return new URLSearchParams(body).has(ACCESS_TOKEN)
-}
-
-/**
- * 400 `invalid_request` for a request that sent its token by more than one method. RFC
- * 6750 §2: "Clients MUST NOT use more than one method to transmit the token in each
- * request", and §3.1 names `invalid_request` (400) for it. Why refuse rather than use the
- * header: an intermediary that reads the other copy (a cache key, a log, an upstream that
- * accepts query tokens) would act on a credential tokengate never checked.
- */
-export function oneMethodResponse(requestId: string): FailureResponse {
-  return problemResponse('invalid_request', DETAIL, requestId, {
-    headers: { 'www-authenticate': CHALLENGE },
-  })
 }

@@ -9,7 +9,7 @@ import type { AuthResult, Principal } from '../core/principal.ts'
 import { type AuthInput, readAuthHeaders } from '../core/raw-headers.ts'
 import { API_PREFIX, pathOf } from '../http/api-path.ts'
 import { failureResponse } from '../http/failure-response.ts'
-import { formHasAccessToken, oneMethodResponse, queryHasAccessToken } from '../http/one-method.ts'
+import { formHasAccessToken, ONE_METHOD_FAILURE, queryHasAccessToken } from '../http/one-method.ts'
 import { tokenDigestOf } from './request-state.ts'
 import { sendResponse } from './send-response.ts'
 
@@ -91,6 +91,10 @@ const plugin: FastifyPluginAsync<TokengatePluginOptions> = async (fastify, optio
     return true
   }
 
+  // RFC 6750 §2: the token also sent as `access_token` (http/one-method.ts).
+  const refuseOneMethod = (request: FastifyRequest, reply: FastifyReply) =>
+    void sendFailure(request, reply, ONE_METHOD_FAILURE, options.onFailure)
+
   // The rate-limit plugin (registered before this one) limits the principal right after
   // authentication, in this same hook; without it, an authenticated request just continues.
   const limit = fastify[LIMIT_PRINCIPAL]
@@ -135,7 +139,7 @@ const plugin: FastifyPluginAsync<TokengatePluginOptions> = async (fastify, optio
     const path = pathOf(request.url)
     if (!path.startsWith(prefix) && path !== exact) return done()
     gatedAuthenticate(request, reply, done, () => {
-      if (queryHasAccessToken(request.url)) return void sendOneMethod(request, reply)
+      if (queryHasAccessToken(request.url)) return refuseOneMethod(request, reply)
       next(request, reply, done)
     })
   })
@@ -150,7 +154,7 @@ const plugin: FastifyPluginAsync<TokengatePluginOptions> = async (fastify, optio
     }
     readBounded(payload, bodyLimit).then((body) => {
       if (body === undefined) return done(bodyTooLarge())
-      if (formHasAccessToken(body.toString('latin1'))) return void sendOneMethod(request, reply)
+      if (formHasAccessToken(body.toString('latin1'))) return refuseOneMethod(request, reply)
       done(null, Readable.from([body]))
     }, done)
   })
@@ -165,7 +169,7 @@ const plugin: FastifyPluginAsync<TokengatePluginOptions> = async (fastify, optio
       request.routeOptions.url?.startsWith(prefix)
     ) {
       return gatedAuthenticate(request, reply, done, () => {
-        if (queryHasAccessToken(request.url)) return void sendOneMethod(request, reply)
+        if (queryHasAccessToken(request.url)) return refuseOneMethod(request, reply)
         checkPermissions(request, reply, () => next(request, reply, done))
       })
     }
@@ -191,10 +195,6 @@ export function sendFailure(
   request.authFailure = failure
   onFailure?.(request, failure)
   return sendResponse(reply, failureResponse(failure, String(request.id)))
-}
-
-function sendOneMethod(request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  return sendResponse(reply, oneMethodResponse(String(request.id)))
 }
 
 function isPreflight(request: FastifyRequest): boolean {

@@ -11,7 +11,7 @@ import { PROTECTED_PATH, REQUIRED_PERMISSION, runSpecTable } from './spec-table.
 runSpecTable('node:http', async (authenticate) => {
   const server = createServer(async (req, res) => {
     const requestId = requestIdOf(req)
-    if (req.url !== PROTECTED_PATH) {
+    if (req.url?.split('?', 1)[0] !== PROTECTED_PATH) {
       res.writeHead(404).end()
       return
     }

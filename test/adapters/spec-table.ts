@@ -16,6 +16,7 @@ import type { Authenticate } from '../../src/core/authenticate.ts'
 import { authorize } from '../../src/core/authorize.ts'
 import { readAuthHeaders } from '../../src/core/raw-headers.ts'
 import { failureResponse } from '../../src/http/failure-response.ts'
+import { ONE_METHOD_FAILURE } from '../../src/http/one-method.ts'
 import { TEST_TENANT } from '../helpers/jwt.ts'
 import {
   createSpecFixture,
@@ -57,6 +58,23 @@ export function runSpecTable(
       app = await start(fixture.authenticate, fixture)
     })
     after(() => app?.close())
+
+    // RFC 6750 §2 (not a SPEC row): the server refuses a token sent in two ways, so an
+    // upstream that also reads `access_token` never acts on a copy nobody checked.
+    test('a valid PAT also sent as ?access_token → 400 invalid_request, as the server answers', async () => {
+      const lines: [string, string][] = [['Authorization', `Bearer ${fixture.tokens.pat}`]]
+      const response = await send(app.url, `${PROTECTED_PATH}?access_token=other`, lines)
+      assert.equal(response.status, 400)
+      const { requestId, ...rest } = JSON.parse(response.body) as Record<string, unknown>
+      const { requestId: _ignored, ...expected } = failureResponse(ONE_METHOD_FAILURE, 'x').body
+      assert.deepEqual(rest, expected)
+      assert.equal(response.headers['x-request-id'], requestId)
+      assert.equal(
+        response.headers['www-authenticate'],
+        failureResponse(ONE_METHOD_FAILURE, 'x').headers['www-authenticate'],
+      )
+      assert.equal(response.headers['cache-control'], 'no-store')
+    })
 
     for (const specCase of SPEC_CASES) {
       test(specCase.name, async () => {

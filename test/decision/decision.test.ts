@@ -161,6 +161,17 @@ describe('decision API: the original request is believed only from trusted proxi
     }
   })
 
+  test('a token also in the original URI as ?access_token → 400 invalid_request, as the API port answers', async () => {
+    const response = await send(trusting.decisionUrl, '/', [
+      bearer(trusting.tokens.pat),
+      ['X-Original-Method', 'GET'],
+      ['X-Original-URI', `${PROTECTED_PATH}?access_token=${trusting.tokens.pat}`],
+    ])
+    assert.equal(response.status, 400)
+    assert.equal(JSON.parse(response.body).code, 'invalid_request')
+    assert.match(String(response.headers['www-authenticate']), /error="invalid_request"/)
+  })
+
   test('paths outside /api/v1 are 404 without authentication, as on the API port', async () => {
     const response = await send(trusting.decisionUrl, '/', [
       ['X-Original-Method', 'GET'],

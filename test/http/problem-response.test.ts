@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { failureResponse } from '../../src/http/failure-response.ts'
-import { oneMethodResponse } from '../../src/http/one-method.ts'
+import { ONE_METHOD_FAILURE } from '../../src/http/one-method.ts'
 import {
   problemResponse,
   rateLimitedResponse,
@@ -25,7 +25,7 @@ describe('problemResponse: one builder for every non-2xx answer', () => {
       failureResponse({ code: 'missing_authorization' } as never, 'r'),
       failureResponse({ code: 'insufficient_permission', required: ['a:b'] } as never, 'r'),
       failureResponse({ code: 'unavailable', retryAfterSeconds: 2 } as never, 'r'),
-      oneMethodResponse('r'),
+      failureResponse(ONE_METHOD_FAILURE, 'r'),
       storeUnavailable('r'),
       rateLimitedResponse(
         { name: 'per-token', quota: 5, windowSec: 60, remaining: 0, resetSec: 7 },

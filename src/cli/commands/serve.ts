@@ -24,7 +24,7 @@ const serve: CommandDef = {
   summary: 'Start the server (HTTPS; applies migrations first)',
   synopsis: '[--listen HOST:PORT] [--dev] [--http] [--upstream URL [--policy FILE]]',
   description:
-    'Runs until SIGINT or SIGTERM, then finishes in-flight requests and exits 0. In dev mode a new\ndata directory gets a demo tenant, a demo PAT, a local JWT issuer and a self-signed\ncertificate, and ready-to-paste curl commands are printed.',
+    'Runs until SIGINT or SIGTERM, then finishes in-flight requests and exits 0. SIGHUP reloads\nthe gateway and decision policy files and stops nothing. In dev mode a new data directory\ngets a demo tenant, a demo PAT, a local JWT issuer and a self-signed certificate, and\nready-to-paste curl commands are printed.',
   options: {
     listen: {
       type: 'string',
@@ -74,6 +74,14 @@ const serve: CommandDef = {
       workers > 1
         ? await startWorkers(config, workers, options, ctx.json, (line) => ctx.out.note(line))
         : await (await import('../../main.ts')).startTokengate(config, options)
+    // Node exits on SIGHUP by default. Here it only reloads policy files (each listener
+    // with one registers its own reload); the worker pool's primary passes it on itself.
+    const noteHangup = () => {
+      if (!config.gateway?.policyFile && !config.decision?.policyFile) {
+        ctx.out.note('tokengate: SIGHUP: no gateway or decision policy file to reload')
+      }
+    }
+    if (workers <= 1) process.on('SIGHUP', noteHangup)
     let exitCode = 0
     try {
       const seed = running.devSeed
@@ -108,6 +116,7 @@ const serve: CommandDef = {
       if (reason.startsWith('error: ')) exitCode = 1
       ctx.out.note(`tokengate: ${reason}, shutting down`)
     } finally {
+      process.off('SIGHUP', noteHangup)
       await closeForcibly(running.close)
     }
     return exitCode

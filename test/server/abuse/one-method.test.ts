@@ -5,7 +5,10 @@
  * running server, and through the gateway to a real upstream (which would answer 200).
  */
 import assert from 'node:assert/strict'
+import { join } from 'node:path'
+import { DatabaseSync } from 'node:sqlite'
 import { after, before, describe, it } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { type Gateway, startGateway, startUpstream, type Upstream } from '../../gateway/harness.ts'
 import { startTestServer, type TestServer } from '../../helpers/server.ts'
 
@@ -46,6 +49,29 @@ describe('one method per request: server', () => {
       `Bearer ${pat}`,
     ])
     assertOneMethodRefusal(r.status, r.headers, r.json)
+  })
+
+  it('the refusal is audited like any failure, without the query that carried the token', async () => {
+    const marker = `/api/v1/me?access_token=${pat}&audit-marker=1`
+    const r = await server.request(marker, ['Authorization', `Bearer ${pat}`])
+    assert.equal(r.status, 400)
+    let rows: Array<{ outcome: string; tenant_id: string | null; details: string }> = []
+    for (let i = 0; i < 40 && rows.length === 0; i++) {
+      const db = new DatabaseSync(join(server.dataDir, 'tokengate.db'), { readOnly: true })
+      rows = db
+        .prepare(
+          "SELECT outcome, tenant_id, details FROM audit_events WHERE type = 'auth.failed' AND outcome = 'invalid_request'",
+        )
+        .all() as typeof rows
+      db.close()
+      if (rows.length === 0) await sleep(50)
+    }
+    assert.ok(rows.length > 0, 'an auth.failed event with outcome invalid_request')
+    for (const row of rows) {
+      assert.equal(row.tenant_id, 'demo')
+      assert.equal(JSON.parse(row.details).path, '/api/v1/me')
+      assert.ok(!row.details.includes(pat), 'the token in the query is not stored')
+    }
   })
 
   it('the header alone, or an unrelated query, still answers 200', async () => {
