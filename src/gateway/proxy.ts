@@ -154,6 +154,11 @@ function forward(
   internalToken: string | undefined,
 ): void {
   const res = reply.raw
+  if (res.destroyed) {
+    // The caller left while its identity token was signed: its `close` has passed.
+    admission.release()
+    return
+  }
   // Our own timer, not only undici's: undici rounds timeouts above one second to its
   // coarse timer tick, and the caller is promised an answer within `timeoutMs`.
   let settled = false
