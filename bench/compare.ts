@@ -3,13 +3,19 @@
  * checkouts, in interleaved rounds: for before/after claims across commits. Each checkout
  * runs with its own fixtures and code; the servers take turns on CPU 0, wrk stays on CPU 1.
  *
- * Run: `node bench/compare.ts <checkoutA> <checkoutB> [--duration 4] [--repeats 3]`
+ * Run: `node bench/compare.ts <checkoutA> <checkoutB> [--duration 4] [--repeats 3] [--gateway]`
  * (e.g. `git worktree add /tmp/before <commit>` and link its node_modules to this one's).
+ *
+ * `--gateway`: both servers in gateway mode, proxying a PAT request to one small upstream
+ * (on CPU 1, beside wrk), with the bare undici proxy (`servers/undici-proxy.ts`, the floor
+ * issue #15's gateway target is measured against) and the same relay behind a bare Fastify
+ * route in every round.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { createInterface } from 'node:readline'
+import { fixturesDir } from './fixtures.ts'
 import { commandExists, cpuMicros, loadTool, PRODUCTION_NODE_FLAGS, runLoad } from './load.ts'
 
 const args = process.argv.slice(2)
@@ -17,12 +23,17 @@ const option = (name: string, fallback: number) => {
   const at = args.indexOf(`--${name}`)
   return at === -1 ? fallback : Number(args[at + 1])
 }
-const checkouts = args.filter((a, i) => !a.startsWith('--') && !args[i - 1]?.startsWith('--'))
+const checkouts = args.filter(
+  (a, i) => !a.startsWith('--') && !/^--(duration|repeats)$/.test(args[i - 1] ?? ''),
+)
 if (checkouts.length !== 2) {
-  console.error('usage: node bench/compare.ts <checkoutA> <checkoutB> [--duration S] [--repeats N]')
+  console.error(
+    'usage: node bench/compare.ts <checkoutA> <checkoutB> [--duration S] [--repeats N] [--gateway]',
+  )
   process.exit(2)
 }
 const DURATION = option('duration', 4)
+const GATEWAY = args.includes('--gateway')
 const REPEATS = option('repeats', 3)
 const pinned = commandExists('taskset')
 
@@ -33,22 +44,43 @@ interface Running {
   readonly fixtures: { patSingle: string; rs256: string; tenant: string; garbage: string }
 }
 
-async function start(checkout: string, port: number): Promise<Running> {
+/**
+ * `node argv` in `cwd`, pinned to `cpu`; resolves with the port it prints (`READY <port>`),
+ * and fails if it exits first (a port taken by another run must not go unnoticed).
+ */
+async function startReady(
+  cwd: string,
+  cpu: number,
+  argv: string[],
+): Promise<{ child: ChildProcess; port: number }> {
+  const node = join(cwd, 'node_modules/.bin/node')
+  const child = pinned
+    ? spawn('taskset', ['-c', String(cpu), node, ...argv], {
+        cwd,
+        stdio: ['ignore', 'pipe', 'inherit'],
+      })
+    : spawn(node, argv, { cwd, stdio: ['ignore', 'pipe', 'inherit'] })
+  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream })
+  for await (const line of lines) {
+    if (line.startsWith('READY')) return { child, port: Number(line.split(' ')[1]) }
+  }
+  throw new Error(`${argv.join(' ')} exited before it was ready`)
+}
+
+// The upstream (peer.ts) listens on the port it is given: a random one, so that two runs on
+// one machine never share it; the other servers take any free port (0) and print it.
+const UPSTREAM_PORT = 20_000 + Math.floor(Math.random() * 10_000)
+const upstreamUrl = `http://127.0.0.1:${UPSTREAM_PORT}`
+
+async function start(checkout: string): Promise<Running> {
   const dir = resolve(checkout)
   const fixturesDir = join(tmpdir(), 'tokengate-compare', dir.replaceAll('/', '_'))
   // The checkout's own fixtures module makes (or reuses) its fixtures, in its own format.
   const fixturesModule = await import(join(dir, 'bench/fixtures.ts'))
   const fixtures = fixturesModule.loadFixtures(fixturesDir)
-  const node = join(dir, 'node_modules/.bin/node')
-  const argv = [...PRODUCTION_NODE_FLAGS, 'bench/servers/tokengate.ts', fixturesDir, String(port)]
-  const child = pinned
-    ? spawn('taskset', ['-c', '0', node, ...argv], {
-        cwd: dir,
-        stdio: ['ignore', 'pipe', 'inherit'],
-      })
-    : spawn(node, argv, { cwd: dir, stdio: ['ignore', 'pipe', 'inherit'] })
-  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream })
-  for await (const line of lines) if (line.startsWith('READY')) break
+  const argv = [...PRODUCTION_NODE_FLAGS, 'bench/servers/tokengate.ts', fixturesDir, '0']
+  if (GATEWAY) argv.push(upstreamUrl)
+  const { child, port } = await startReady(dir, 0, argv)
   return {
     name: checkout,
     child,
@@ -62,37 +94,82 @@ async function start(checkout: string, port: number): Promise<Running> {
   }
 }
 
-const cases = {
-  'PAT single': (f: Running['fixtures']) => ({ authorization: `Bearer ${f.patSingle}` }),
-  'JWT RS256 single': (f: Running['fixtures']) => ({
-    authorization: `Bearer ${f.rs256}`,
-    'x-tenant-id': f.tenant,
-  }),
-  '401 garbage': (f: Running['fixtures']) => ({ authorization: `Bearer ${f.garbage}` }),
-}
+type Case = (f: Running['fixtures']) => { path: string; headers: Record<string, string> }
+const me = (headers: Record<string, string>) => ({ path: '/api/v1/me', headers })
+const cases: Record<string, Case> = GATEWAY
+  ? {
+      'proxied PAT': (f) => ({
+        path: '/api/v1/projects/p1',
+        headers: { authorization: `Bearer ${f.patSingle}` },
+      }),
+    }
+  : {
+      'PAT single': (f) => me({ authorization: `Bearer ${f.patSingle}` }),
+      'JWT RS256 single': (f) =>
+        me({ authorization: `Bearer ${f.rs256}`, 'x-tenant-id': f.tenant }),
+      '401 garbage': (f) => me({ authorization: `Bearer ${f.garbage}` }),
+    }
 
-const servers = [
-  await start(checkouts[0] as string, 18_901),
-  await start(checkouts[1] as string, 18_902),
-]
+/** The cases answered 401 by design. */
+const REFUSED = new Set(['401 garbage'])
+
+const here = resolve(import.meta.dirname, '..')
+const upstream = GATEWAY
+  ? (
+      await startReady(here, 1, [
+        'bench/servers/peer.ts',
+        'upstream',
+        'RS256',
+        fixturesDir(),
+        `${UPSTREAM_PORT}`,
+      ])
+    ).child
+  : undefined
+const servers = [await start(checkouts[0] as string), await start(checkouts[1] as string)]
+if (GATEWAY) {
+  const references = [
+    ['bare undici proxy', []],
+    ['Fastify + undici proxy', ['--fastify']],
+  ] as const
+  for (const [name, flags] of references) {
+    const argv = ['bench/servers/undici-proxy.ts', upstreamUrl, '0', ...flags]
+    const { child, port } = await startReady(here, 0, argv)
+    servers.push({
+      name,
+      child,
+      url: `http://127.0.0.1:${port}`,
+      fixtures: (servers[0] as Running).fixtures,
+    })
+  }
+}
 const results = new Map<string, number[]>()
 try {
+  // Warm-up, not measured: JIT, connection pools and caches of every server and case.
+  for (const [, request] of Object.entries(cases)) {
+    for (const server of servers) {
+      const warm = { url: server.url, ...request(server.fixtures), durationSec: 2, connections: 32 }
+      await runLoad(loadTool(), warm, pinned ? 1 : undefined)
+    }
+  }
   for (let round = 0; round < REPEATS; round++) {
-    for (const [name, headers] of Object.entries(cases)) {
+    for (const [name, request] of Object.entries(cases)) {
       for (const server of servers) {
         const before = cpuMicros(server.child.pid)
         const load = await runLoad(
           loadTool(),
           {
             url: server.url,
-            path: '/api/v1/me',
-            headers: headers(server.fixtures),
+            ...request(server.fixtures),
             durationSec: DURATION,
             connections: 32,
           },
           pinned ? 1 : undefined,
         )
         const after = cpuMicros(server.child.pid)
+        // A row of refusals (or of another server's answers) is not a measurement of this case.
+        if (load.non2xx > 0 !== REFUSED.has(name)) {
+          throw new Error(`${name} on ${server.name}: ${load.non2xx} of ${load.requests} not 2xx`)
+        }
         const perRequest = ((after ?? 0) - (before ?? 0)) / load.requests
         const key = `${name}\t${server.name}`
         results.set(key, [...(results.get(key) ?? []), perRequest])
@@ -104,6 +181,7 @@ try {
   }
 } finally {
   for (const server of servers) server.child.kill('SIGTERM')
+  upstream?.kill('SIGTERM')
 }
 
 const median = (values: number[]) =>
@@ -114,5 +192,18 @@ for (const [key, values] of results) {
   const [name, checkout] = key.split('\t')
   console.log(
     `| ${name} | ${checkout} | ${median(values).toFixed(1)} | ${values.map((v) => v.toFixed(1)).join(', ')} |`,
+  )
+}
+
+// The same round's figures side by side: on a shared machine a round's drift hits both.
+console.log('\n| case | B / A per round | median | rounds B below A |')
+console.log('|---|---|---:|---:|')
+for (const name of Object.keys(cases)) {
+  const a = results.get(`${name}\t${checkouts[0]}`) ?? []
+  const b = results.get(`${name}\t${checkouts[1]}`) ?? []
+  const ratios = b.map((value, i) => value / (a[i] ?? Number.NaN))
+  console.log(
+    `| ${name} | ${ratios.map((r) => r.toFixed(2)).join(', ')} | ${median(ratios).toFixed(2)} | ` +
+      `${ratios.filter((r) => r < 1).length} of ${ratios.length} |`,
   )
 }

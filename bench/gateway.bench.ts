@@ -1,6 +1,7 @@
 /**
  * Gateway overhead: the same small upstream called directly, through a bare undici proxy
- * (`node:http` + an undici pool: the floor of a Node.js proxy hop), through a bare Fastify +
+ * (`node:http` + an undici pool: the floor of a Node.js proxy hop), through the same relay
+ * behind a bare Fastify route (what Fastify adds), through a bare Fastify +
  * @fastify/reply-from proxy, and through tokengate in gateway mode (PAT authentication, policy
  * check, identity headers, proxy) over plain HTTP and over HTTPS. Prints requests/s, p50 and
  * p99 latency, the ratio to direct, and the CPU time the server under test spent per request.
@@ -72,37 +73,10 @@ async function runBareProxy(upstream: string): Promise<void> {
   report({ url: await app.listen({ host: '127.0.0.1', port: 0 }) })
 }
 
-/**
- * Child role: the smallest useful proxy, `node:http` + an undici pool dispatching directly,
- * hop-by-hop headers dropped both ways: what one extra HTTP hop costs in Node.js at all.
- */
-async function runBareUndici(upstream: string): Promise<void> {
-  const { Pool } = await import('undici')
-  const pool = new Pool(upstream, { connections: 128, pipelining: 1, keepAliveTimeout: 60_000 })
-  const hop = new Set(['connection', 'keep-alive', 'transfer-encoding', 'host'])
-  const server = createServer((req, res) => {
-    const headers: Record<string, string | string[] | undefined> = {}
-    for (const [name, value] of Object.entries(req.headers))
-      if (!hop.has(name)) headers[name] = value
-    pool.dispatch(
-      { method: req.method as 'GET', path: req.url ?? '/', headers, body: null },
-      {
-        // undici recognises the controller-style handler by this method: keep it.
-        onRequestStart() {},
-        onResponseStart(controller, status, responseHeaders) {
-          for (const name of hop) delete responseHeaders[name]
-          res.writeHead(status, responseHeaders as Record<string, string>)
-          res.on('drain', () => controller.resume())
-        },
-        onResponseData: (controller, chunk) => void (res.write(chunk) || controller.pause()),
-        onResponseEnd: () => void res.end(),
-        onResponseError: () => void res.writeHead(502).end(),
-      },
-    )
-  })
-  server.keepAliveTimeout = 65_000
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  report({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` })
+/** Child role: the bare undici proxy, alone or behind Fastify (bench/servers/undici-proxy.ts). */
+async function runBareUndici(upstream: string, fastify: boolean): Promise<void> {
+  const { startFastifyUndiciProxy, startUndiciProxy } = await import('./servers/undici-proxy.ts')
+  report({ url: await (fastify ? startFastifyUndiciProxy : startUndiciProxy)(upstream, 0) })
 }
 
 /** Child role: tokengate in gateway mode with one tenant and one PAT. */
@@ -244,6 +218,7 @@ async function main(): Promise<void> {
     const upstream = await start(1, ['--role', 'upstream'])
     const upstreamUrl = upstream.info.url as string
     const undiciProxy = await start(0, ['--role', 'bare-undici', '--upstream', upstreamUrl])
+    const fastifyUndici = await start(0, ['--role', 'fastify-undici', '--upstream', upstreamUrl])
     const bare = await start(0, ['--role', 'bare', '--upstream', upstreamUrl])
     const plain = await start(0, ['--role', 'gateway', '--upstream', upstreamUrl])
     const tls = await start(0, ['--role', 'gateway', '--https', '--upstream', upstreamUrl])
@@ -255,6 +230,12 @@ async function main(): Promise<void> {
         url: undiciProxy.info.url as string,
         headers: {},
         pid: undiciProxy.child.pid,
+      },
+      {
+        name: 'Fastify + undici proxy (http)',
+        url: fastifyUndici.info.url as string,
+        headers: {},
+        pid: fastifyUndici.child.pid,
       },
       {
         name: 'bare reply-from (http)',
@@ -305,6 +286,7 @@ async function main(): Promise<void> {
 
 if (values.role === 'upstream') await runUpstream()
 else if (values.role === 'bare') await runBareProxy(values.upstream as string)
-else if (values.role === 'bare-undici') await runBareUndici(values.upstream as string)
+else if (values.role === 'bare-undici') await runBareUndici(values.upstream as string, false)
+else if (values.role === 'fastify-undici') await runBareUndici(values.upstream as string, true)
 else if (values.role === 'gateway') await runGateway(values.upstream as string, values.https)
 else await main()

@@ -5,9 +5,11 @@
  *
  * Usage: node bench/profile.ts <tokengate|library|noauth|naive|fastify-jwt>
  *          <pat|jwt|garbage|badsum|403|wrong-tenant> [--duration S] [--top N] [--keep]
+ *        node bench/profile.ts <gateway|undici-proxy|fastify-undici-proxy> proxy [...]
+ * (gateway mode: the proxy on CPU 0, its upstream on CPU 1 beside wrk.)
  * (`--keep` leaves the .cpuprofile in bench/results/profiles/ for Chrome DevTools.)
  */
-import { spawn } from 'node:child_process'
+import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -23,12 +25,38 @@ const DURATION = option('duration', 5)
 const TOP = option('top', 30)
 const fixtures = loadFixtures()
 
-const servers: Record<string, string[]> = {
-  tokengate: [...PRODUCTION_NODE_FLAGS, 'bench/servers/tokengate.ts', fixtures.dir],
-  library: ['bench/servers/library.ts', fixtures.dir],
-  noauth: ['bench/servers/peer.ts', 'fastify-noauth', 'RS256', fixtures.dir],
-  naive: ['bench/servers/peer.ts', 'fastify-naive', 'RS256', fixtures.dir],
-  'fastify-jwt': ['bench/servers/peer.ts', 'fastify-jwt', 'RS256', fixtures.dir],
+// Each server's argv (after `node`): its port and, for proxies, the upstream's URL.
+const servers: Record<string, (port: number, upstream: string) => string[]> = {
+  tokengate: (port) => [
+    ...PRODUCTION_NODE_FLAGS,
+    'bench/servers/tokengate.ts',
+    fixtures.dir,
+    `${port}`,
+  ],
+  library: (port) => ['bench/servers/library.ts', fixtures.dir, `${port}`],
+  noauth: (port) => peer('fastify-noauth', port),
+  naive: (port) => peer('fastify-naive', port),
+  'fastify-jwt': (port) => peer('fastify-jwt', port),
+  // Gateway mode (issue #15): tokengate's production server proxying to an upstream, and
+  // the bare undici proxy it is measured against. Both need the `proxy` case.
+  gateway: (port, upstream) => [
+    ...PRODUCTION_NODE_FLAGS,
+    'bench/servers/tokengate.ts',
+    fixtures.dir,
+    `${port}`,
+    upstream,
+  ],
+  'undici-proxy': (port, upstream) => ['bench/servers/undici-proxy.ts', upstream, `${port}`],
+  'fastify-undici-proxy': (port, upstream) => [
+    'bench/servers/undici-proxy.ts',
+    upstream,
+    `${port}`,
+    '--fastify',
+  ],
+}
+const PROXIES = new Set(['gateway', 'undici-proxy', 'fastify-undici-proxy'])
+function peer(kind: string, port: number): string[] {
+  return ['bench/servers/peer.ts', kind, 'RS256', fixtures.dir, `${port}`]
 }
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
 const jwt = (token: string, tenant = BENCH_TENANT) => ({ ...bearer(token), 'x-tenant-id': tenant })
@@ -39,39 +67,55 @@ const cases: Record<string, { path: string; headers: Record<string, string> }> =
   badsum: { path: '/api/v1/me', headers: bearer(fixtures.patBadChecksum) },
   '403': { path: '/api/v1/tokens', headers: jwt(fixtures.forbiddenJwt) },
   'wrong-tenant': { path: '/api/v1/me', headers: jwt(fixtures.algs.RS256.single, 'other') },
+  // A PAT request the gateway proxies (the default policy: any authenticated caller).
+  proxy: { path: '/api/v1/projects/p1', headers: bearer(fixtures.patSingle) },
 }
-const argv = servers[serverKind]
+const argvOf = servers[serverKind]
 const request = cases[caseKind]
-if (!argv || !request) {
+if (!argvOf || !request || PROXIES.has(serverKind) !== (caseKind === 'proxy')) {
   console.error(
-    `servers: ${Object.keys(servers).join(' ')}; cases: ${Object.keys(cases).join(' ')}`,
+    `servers: ${Object.keys(servers).join(' ')}; cases: ${Object.keys(cases).join(' ')} ` +
+      `(proxy: for ${[...PROXIES].join(' and ')} only)`,
   )
   process.exit(2)
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'tg-prof-'))
 const port = 19_700 + Math.floor(Math.random() * 200)
-const child = spawn(
-  'taskset',
-  ['-c', '0', process.execPath, '--cpu-prof', `--cpu-prof-dir=${dir}`, ...argv, String(port)],
-  { stdio: ['ignore', 'pipe', 'inherit'] },
-)
-await new Promise<void>((resolve, reject) => {
-  let out = ''
-  child.stdout?.on('data', (chunk) => {
-    out += chunk
-    if (out.includes('READY')) resolve()
+// A proxy's upstream shares CPU 1 with wrk, so the proxy has CPU 0 to itself.
+const upstream = PROXIES.has(serverKind)
+  ? await startPinned(1, peer('upstream', port + 200))
+  : undefined
+const child = await startPinned(0, [
+  '--cpu-prof',
+  `--cpu-prof-dir=${dir}`,
+  ...argvOf(port, `http://127.0.0.1:${port + 200}`),
+])
+
+/** Starts `node argv` pinned to `cpu`; resolves once it prints READY. */
+async function startPinned(cpu: number, argv: string[]): Promise<ChildProcess> {
+  const started = spawn('taskset', ['-c', `${cpu}`, process.execPath, ...argv], {
+    stdio: ['ignore', 'pipe', 'inherit'],
   })
-  child.on('exit', (code) => reject(new Error(`server exited with ${code}`)))
-})
+  await new Promise<void>((resolve, reject) => {
+    let out = ''
+    started.stdout?.on('data', (chunk) => {
+      out += chunk
+      if (out.includes('READY')) resolve()
+    })
+    started.on('exit', (code) => reject(new Error(`${argv.join(' ')} exited with ${code}`)))
+  })
+  started.removeAllListeners('exit')
+  return started
+}
 const url = `http://127.0.0.1:${port}`
 await runLoad('wrk', { ...request, url, durationSec: 1, connections: 32 }, 1)
 const before = cpuMicros(child.pid) ?? 0
 const result = await runLoad('wrk', { ...request, url, durationSec: DURATION, connections: 32 }, 1)
 const cpuPerRequest = ((cpuMicros(child.pid) ?? 0) - before) / result.requests
-child.removeAllListeners('exit')
 const exited = new Promise((resolve) => child.on('exit', resolve))
 child.kill('SIGTERM')
+upstream?.kill('SIGTERM')
 await exited
 
 interface Node {

@@ -26,20 +26,9 @@ const HOP_BY_HOP = new Set([
   'proxy-connection',
 ])
 
-/** Removes hop-by-hop fields and every field the `Connection` header names. Mutates `headers`. */
-export function dropHopByHop(headers: HeaderMap): HeaderMap {
-  const connection = headers.connection
-  if (connection !== undefined) {
-    const listed = Array.isArray(connection) ? connection.join(',') : String(connection)
-    for (const token of listed.split(',')) {
-      const name = token.trim().toLowerCase()
-      if (name) delete headers[name]
-    }
-  }
-  for (const name of Object.keys(headers)) {
-    if (HOP_BY_HOP.has(name) || name.startsWith('proxy-')) delete headers[name]
-  }
-  return headers
+/** Whether `name` (lower case) is a hop-by-hop field, by itself or listed in `Connection`. */
+function isHopByHop(name: string, listed: ReadonlySet<string> | undefined): boolean {
+  return HOP_BY_HOP.has(name) || name.startsWith('proxy-') || listed?.has(name) === true
 }
 
 /**
@@ -111,18 +100,22 @@ export interface ForwardContext {
  * The headers sent upstream: the caller's, minus hop-by-hop fields, `Expect`, every
  * identity and forwarding/override field in any spelling (`isSpoofable`), `Authorization`
  * (when configured); plus the identity headers, `X-Request-Id` and `X-Forwarded-For/Proto`
- * (and `-Host` when configured). Mutates `headers`.
+ * (and `-Host` when configured). A new map, in the caller's order with the gateway's fields
+ * after (a kept field the gateway sets, such as `X-Request-Id`, keeps its place); `incoming`
+ * is not changed.
  */
-export function upstreamRequestHeaders(headers: HeaderMap, context: ForwardContext): HeaderMap {
-  dropHopByHop(headers)
-  delete headers.expect
-  if (context.stripAuthorization) delete headers.authorization
-  for (const name of Object.keys(headers)) {
+export function upstreamRequestHeaders(incoming: HeaderMap, context: ForwardContext): HeaderMap {
+  const listed = connectionListed(incoming.connection)
+  const headers: HeaderMap = {}
+  for (const name of Object.keys(incoming)) {
+    if (isHopByHop(name, listed)) continue
+    if (name === 'expect' || (name === 'authorization' && context.stripAuthorization)) continue
     // Why every spelling: the upstream trusts these headers as the gateway's word, and an
     // upstream that reads `_` as `-` would join a caller's `X_Auth_Tenant` with ours.
     // Forwarding fields are dropped even behind a trusted proxy: tokengate states what it
     // (and the proxies it trusts) saw, below.
-    if (isSpoofable(name, context.forwardHeaders)) delete headers[name]
+    if (isSpoofable(name, context.forwardHeaders)) continue
+    headers[name] = incoming[name]
   }
 
   const { principal } = context
@@ -132,7 +125,7 @@ export function upstreamRequestHeaders(headers: HeaderMap, context: ForwardConte
   if (principal.tokenId !== undefined) {
     headers['x-auth-token-id'] = encodeHeaderValue(principal.tokenId)
   }
-  headers['x-auth-permissions'] = principal.permissions.map(encodeListItem).join(',')
+  headers['x-auth-permissions'] = permissionsHeader(principal.permissions)
   if (context.internalToken !== undefined) headers['x-auth-token'] = context.internalToken
   headers['x-request-id'] = context.requestId
 
@@ -144,13 +137,50 @@ export function upstreamRequestHeaders(headers: HeaderMap, context: ForwardConte
   return headers
 }
 
+const LISTS_CLOSE: ReadonlySet<string> = new Set(['close'])
+
+/** The lower-case field names a `Connection` header lists (they are hop-by-hop too). */
+function connectionListed(connection: HeaderMap[string]): ReadonlySet<string> | undefined {
+  if (connection === undefined) return undefined
+  const listed = Array.isArray(connection) ? connection.join(',') : String(connection)
+  // The usual values, without building a set per message.
+  if (listed === 'keep-alive') return undefined
+  if (listed === 'close') return LISTS_CLOSE
+  const names = new Set<string>()
+  for (const token of listed.split(',')) {
+    const name = token.trim().toLowerCase()
+    if (name) names.add(name)
+  }
+  return names
+}
+
+/**
+ * `X-Auth-Permissions` per permission list, joined and encoded once per list object: a PAT's
+ * list is shared by every cached token with the same tenant and permissions, a JWT's by
+ * its memoised principal, so a repeated caller costs one lookup. Lists are immutable.
+ */
+const permissionHeaders = new WeakMap<readonly string[], string>()
+
+function permissionsHeader(permissions: readonly string[]): string {
+  let header = permissionHeaders.get(permissions)
+  if (header === undefined) {
+    header = permissions.map(encodeListItem).join(',')
+    permissionHeaders.set(permissions, header)
+  }
+  return header
+}
+
 /**
  * The upstream's response headers as passed to the caller: hop-by-hop fields dropped, and
- * `X-Request-Id` left to the gateway (its id is the one in its logs). Mutates `headers`.
+ * `X-Request-Id` left to the gateway (its id is the one in its logs). A new map.
  */
-export function callerResponseHeaders(headers: HeaderMap): HeaderMap {
-  dropHopByHop(headers)
-  delete headers['x-request-id']
+export function callerResponseHeaders(incoming: HeaderMap): HeaderMap {
+  const listed = connectionListed(incoming.connection)
+  const headers: HeaderMap = {}
+  for (const name of Object.keys(incoming)) {
+    if (isHopByHop(name, listed) || name === 'x-request-id') continue
+    headers[name] = incoming[name]
+  }
   return headers
 }
 
@@ -163,16 +193,16 @@ export function callerResponseHeaders(headers: HeaderMap): HeaderMap {
  * it would be refused by the HTTP client or, worse, read differently by the upstream.
  */
 export function encodeHeaderValue(value: string): string {
-  return /^[\x21-\x24\x26-\x7e]*$/.test(value) ? value : value.replace(UNSAFE, encodeChar)
+  return SAFE.test(value) ? value : value.replace(UNSAFE, encodeChar)
 }
 
 /** As `encodeHeaderValue`, and also `,` (the list separator of `X-Auth-Permissions`). */
 function encodeListItem(value: string): string {
-  return /^[\x21-\x24\x26-\x2b\x2d-\x7e]*$/.test(value)
-    ? value
-    : value.replace(UNSAFE_ITEM, encodeChar)
+  return SAFE_ITEM.test(value) ? value : value.replace(UNSAFE_ITEM, encodeChar)
 }
 
+const SAFE = /^[\x21-\x24\x26-\x7e]*$/
+const SAFE_ITEM = /^[\x21-\x24\x26-\x2b\x2d-\x7e]*$/
 const UNSAFE = /[^\x21-\x24\x26-\x7e]/gu
 const UNSAFE_ITEM = /[^\x21-\x24\x26-\x2b\x2d-\x7e]/gu
 

@@ -46,6 +46,31 @@ interface LiveKey extends StoredKey {
 }
 
 const CLOCK_SKEW_MS = 60_000
+/** PATs whose last identity token is kept for reuse (only with identity tokens enabled). */
+const MAX_CACHED_PATS = 10_000
+
+interface SignedToken {
+  readonly token: string
+  readonly kid: string
+  /** Epoch ms from which a new token is signed (half the token's lifetime). */
+  readonly refreshAt: number
+  /** The principal it was signed for. */
+  readonly principal: Principal
+}
+
+/** Whether a token signed for `a` states exactly what one signed for `b` would. */
+function sameStatement(a: Principal, b: Principal): boolean {
+  if (a === b) return true
+  return (
+    a.tokenType === b.tokenType &&
+    a.tenantId === b.tenantId &&
+    a.subject === b.subject &&
+    a.tokenId === b.tokenId &&
+    a.expiresAt === b.expiresAt &&
+    a.permissions.length === b.permissions.length &&
+    a.permissions.every((permission, i) => permission === b.permissions[i])
+  )
+}
 
 /**
  * Loads (or creates) the key file and returns the signer. The file holds private keys:
@@ -60,7 +85,24 @@ export async function createIdentityTokenSigner(
   const ttlMs = settings.ttlSec * 1000
   let keys: LiveKey[] = []
   let nextMaintenance = 0
-  const cache = new WeakMap<Principal, { token: string; kid: string; refreshAt: number }>()
+  // JWT principals are memoised per verified token, so their object is their identity. A
+  // PAT's principal is built per request: it is found by its token id and reused only if
+  // everything the token states is unchanged (signing costs ~100 µs, a lookup ~nothing).
+  const byPrincipal = new WeakMap<Principal, SignedToken>()
+  const byPat = new Map<string, SignedToken>()
+  const cached = (principal: Principal) =>
+    principal.tokenType === 'pat' && principal.tokenId !== undefined
+      ? byPat.get(principal.tokenId)
+      : byPrincipal.get(principal)
+  const remember = (principal: Principal, signed: SignedToken) => {
+    if (principal.tokenType === 'pat' && principal.tokenId !== undefined) {
+      // Bounded: a full map starts over (each entry is re-signed on its next request).
+      if (byPat.size >= MAX_CACHED_PATS && !byPat.has(principal.tokenId)) byPat.clear()
+      byPat.set(principal.tokenId, signed)
+    } else {
+      byPrincipal.set(principal, signed)
+    }
+  }
 
   const maintain = async (now: number) => {
     const merged = new Map<string, StoredKey>()
@@ -90,8 +132,15 @@ export async function createIdentityTokenSigner(
       const now = clock.now()
       if (now >= nextMaintenance) await maintain(now)
       const key = current(now)
-      const cached = cache.get(principal)
-      if (cached && cached.kid === key.kid && now < cached.refreshAt) return cached.token
+      const hit = cached(principal)
+      if (
+        hit &&
+        hit.kid === key.kid &&
+        now < hit.refreshAt &&
+        sameStatement(hit.principal, principal)
+      ) {
+        return hit.token
+      }
       const expiresAt = Math.min(now + ttlMs, principal.expiresAt ?? Number.POSITIVE_INFINITY)
       const jwt = new SignJWT({
         tenant_id: principal.tenantId,
@@ -107,7 +156,12 @@ export async function createIdentityTokenSigner(
         .setJti(randomUUID())
       if (settings.audience) jwt.setAudience(settings.audience)
       const token = await jwt.sign(key.signingKey)
-      cache.set(principal, { token, kid: key.kid, refreshAt: now + (expiresAt - now) / 2 })
+      remember(principal, {
+        token,
+        kid: key.kid,
+        refreshAt: now + (expiresAt - now) / 2,
+        principal,
+      })
       return token
     },
     jwks() {

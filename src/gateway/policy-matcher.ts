@@ -20,10 +20,17 @@ export type PolicyDecision =
 
 export interface PolicyMatcher {
   /**
-   * Decides for one request. `path` is the raw request path, without the query string.
-   * The first rule whose methods and path match decides; no match means `policy.default`.
+   * Decides for one request. `path` is the raw request path, without the query string;
+   * `segments`, when the caller has read them already, are its `canonicalRequestTarget`
+   * segments (the path is then not read again). The first rule whose methods and path
+   * match decides; no match means `policy.default`.
    */
-  decide(method: string, path: string, principal: Principal): PolicyDecision
+  decide(
+    method: string,
+    path: string,
+    principal: Principal,
+    segments?: readonly string[],
+  ): PolicyDecision
 }
 
 type Segment = { readonly literal: string } | { readonly param: string }
@@ -54,10 +61,13 @@ export function createPolicyMatcher(policy: Policy): PolicyMatcher {
   const denyByDefault = policy.default === 'deny'
 
   return {
-    decide(method, path, principal) {
-      const split = splitRequestPath(path)
-      if (!split.ok) return { outcome: 'bad_path', reason: split.reason }
-      const segments = split.segments
+    decide(method, path, principal, known) {
+      let segments = known
+      if (segments === undefined) {
+        const split = splitRequestPath(path)
+        if (!split.ok) return { outcome: 'bad_path', reason: split.reason }
+        segments = split.segments
+      }
       const folded = segments.map(fold)
       for (const compiled of rules) {
         if (!methodMatches(compiled.methods, method)) continue

@@ -29,7 +29,10 @@ export function createReloadablePolicy(
 ): ReloadablePolicy {
   let current = createPolicyMatcher(initial)
   return {
-    matcher: { decide: (method, path, principal) => current.decide(method, path, principal) },
+    matcher: {
+      decide: (method, path, principal, segments) =>
+        current.decide(method, path, principal, segments),
+    },
     async reload() {
       try {
         const policy = await loadPolicy(file)

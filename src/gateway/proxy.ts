@@ -1,14 +1,16 @@
+import type { OutgoingHttpHeaders } from 'node:http'
 import { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Dispatcher } from 'undici'
 import type { AuthFailure } from '../core/failure.ts'
+import { isPromiseLike } from '../core/maybe-async.ts'
 import type { Principal } from '../core/principal.ts'
 import { pathOf } from '../http/api-path.ts'
 import { bearerChallenge } from '../http/challenge.ts'
 import { failureResponse } from '../http/failure-response.ts'
 import { PROBLEM_CONTENT_TYPE, type ProblemDetails, problem } from '../http/problem.ts'
 import { asciiLowerCase, canonicalRequestTarget } from '../http/request-target.ts'
-import type { UpstreamAdmission } from './admission.ts'
+import type { Admission, UpstreamAdmission } from './admission.ts'
 import { callerResponseHeaders, type HeaderMap, upstreamRequestHeaders } from './headers.ts'
 import type { PolicyDecision, PolicyMatcher } from './policy-matcher.ts'
 import { paceUpload, type UploadPaceOptions, UploadTooSlowError } from './upload-pace.ts'
@@ -66,7 +68,9 @@ const DETAIL = {
  * and a 502/504 problem when the upstream fails or is late.
  */
 export function createProxyHandler(options: ProxyOptions) {
-  return async function proxy(request: FastifyRequest, reply: FastifyReply) {
+  // Synchronous, returning nothing: Fastify then waits for the reply without a promise, and
+  // an async handler's returned reply would cost another end-of-stream watcher per request.
+  return function proxy(request: FastifyRequest, reply: FastifyReply): void {
     const principal = request.principal
     // Fail closed: reaching the proxy without a principal is a wiring bug, never a pass.
     if (!principal) throw new Error('bug: gateway route reached without a principal')
@@ -76,63 +80,92 @@ export function createProxyHandler(options: ProxyOptions) {
     // the policy are both recognised on the one decoded reading.
     const target = canonicalRequestTarget(path)
     if (!target.ok) {
-      return sendProblem(reply, problem(400, 'validation_failed', target.reason, requestId))
+      return void sendProblem(reply, problem(400, 'validation_failed', target.reason, requestId))
     }
     // Built-in names stay tokengate's whatever the method or spelling (`/api/v%31/tokens/x`):
     // the upstream cannot shadow them.
     if (isReserved(target.segments, options.reserved)) {
-      return sendProblem(reply, problem(404, 'not_found', DETAIL.notFound, requestId))
+      return void sendProblem(reply, problem(404, 'not_found', DETAIL.notFound, requestId))
     }
-    const decision = options.matcher.decide(request.method, path, principal)
+    const decision = options.matcher.decide(request.method, path, principal, target.segments)
     switch (decision.outcome) {
       case 'bad_path':
-        return sendProblem(reply, problem(400, 'validation_failed', decision.reason, requestId))
+        return void sendProblem(
+          reply,
+          problem(400, 'validation_failed', decision.reason, requestId),
+        )
       case 'deny':
         // A denied route answers exactly like one that does not exist, so the policy never
         // reveals which upstream routes exist.
         options.onRefused?.(request, decision)
-        return sendProblem(reply, problem(404, 'not_found', DETAIL.notFound, requestId))
+        return void sendProblem(reply, problem(404, 'not_found', DETAIL.notFound, requestId))
       case 'tenant_mismatch':
         options.onRefused?.(request, decision)
-        return sendTenantMismatch(reply, requestId)
+        return void sendTenantMismatch(reply, requestId)
       case 'forbidden':
         options.onRefused?.(request, decision)
-        return sendFailure(reply, decision.failure, requestId)
+        return void sendFailure(reply, decision.failure, requestId)
       case 'allow':
         break
       default:
-        return decision satisfies never
+        return void (decision satisfies never)
     }
-    const admitted = await options.admission.admit(
+    const admitted = options.admission.admit(
       principal.tenantId,
       principal.tokenId ?? principal.fingerprint,
     )
-    if (!admitted.ok) return sendNotAdmitted(reply, admitted.reason, requestId)
-    if (reply.raw.destroyed) {
-      // The caller left while waiting for a connection: nothing to send upstream.
-      admitted.release()
-      return reply
+    const admit = (admission: Admission) => {
+      if (!admission.ok) return void sendNotAdmitted(reply, admission.reason, requestId)
+      if (reply.raw.destroyed) {
+        // The caller left while waiting for a connection: nothing to send upstream.
+        admission.release()
+        return
+      }
+      if (!options.internalToken) {
+        return forward(request, reply, options, principal, requestId, admission, undefined)
+      }
+      const signed = options.internalToken(principal, requestId)
+      signed.then(
+        (token) => forward(request, reply, options, principal, requestId, admission, token),
+        (error: unknown) => {
+          admission.release()
+          reply.send(error)
+        },
+      )
     }
-    // The response's end (or the caller leaving) ends the exchange and frees the slot.
-    reply.raw.once('close', admitted.release)
-    const internalToken = options.internalToken
-      ? await options.internalToken(principal, requestId)
-      : undefined
-    return forward(request, reply, options, principal, requestId, internalToken)
+    if (isPromiseLike(admitted)) admitted.then(admit, (error: unknown) => reply.send(error))
+    else admit(admitted)
   }
 }
 
+/**
+ * The upstream exchange, its answer relayed to the caller. The status and headers go
+ * through the reply (so the headers the server's hooks set stay, and the upstream's win
+ * as `reply.header` has them), and are written with the first body chunk, as Fastify
+ * sends a stream; the body chunks are written to the caller's response as they arrive.
+ */
 function forward(
   request: FastifyRequest,
   reply: FastifyReply,
   options: ProxyOptions,
   principal: Principal,
   requestId: string,
+  admission: Admission & { ok: true },
   internalToken: string | undefined,
-): FastifyReply {
+): void {
+  const res = reply.raw
+  if (res.destroyed) {
+    // The caller left while its identity token was signed: its `close` has passed.
+    admission.release()
+    return
+  }
   // Our own timer, not only undici's: undici rounds timeouts above one second to its
   // coarse timer tick, and the caller is promised an answer within `timeoutMs`.
   let settled = false
+  /** The response head came and is being relayed (not dropped). */
+  let relaying = false
+  /** The head has been written to the caller (with the first body chunk, or at the end). */
+  let headWritten = false
   const timer = setTimeout(() => {
     if (settled) return
     settled = true
@@ -140,9 +173,16 @@ function forward(
     request.log.warn({ timeoutMs: options.timeoutMs }, 'upstream timed out')
     sendProblem(reply, problem(504, 'gateway_timeout', DETAIL.timeout, requestId))
   }, options.timeoutMs)
-  reply.raw.once('close', () => clearTimeout(timer))
+  // The response's end (or the caller leaving) ends the exchange and frees the slot; a
+  // caller who leaves during the body aborts it, so the half-read connection is closed
+  // instead of returned to the pool.
+  res.once('close', () => {
+    admission.release()
+    clearTimeout(timer)
+    if (relaying) exchange.abort(new Error('response body destroyed'))
+  })
 
-  const headers = upstreamRequestHeaders({ ...request.headers } as HeaderMap, {
+  const headers = upstreamRequestHeaders(request.headers as HeaderMap, {
     principal,
     requestId,
     stripAuthorization: options.stripAuthorization,
@@ -151,7 +191,8 @@ function forward(
     forwardedFor: request.ips ? [...request.ips].reverse() : [request.ip ?? 'unknown'],
     trustProxy: request.ips !== undefined,
     protocol: request.protocol,
-    host: request.host,
+    // Read only when sent: `request.host` parses the Host header (and trusted proxies').
+    host: options.forwardedHost ? request.host : '',
     internalToken,
     forwardHeaders: options.forwardHeaders,
     forwardedHost: options.forwardedHost,
@@ -162,38 +203,78 @@ function forward(
   const body =
     request.body instanceof Readable ? paceUpload(request.body, options.uploadPace) : null
 
+  /** The upstream's headers for the caller, held until the head is written. */
+  let relayed: HeaderMap = {}
+  const writeHead = () => {
+    headWritten = true
+    reply.headers(relayed)
+    res.writeHead(res.statusCode, reply.getHeaders() as OutgoingHttpHeaders)
+  }
   const exchange = sendUpstream(
     options.pool,
     { method: request.method, path: upstreamPath(options, request.url), headers, body },
     {
-      onResponse(statusCode, responseHeaders, stream) {
+      onResponse(statusCode, responseHeaders) {
         if (settled) {
           // Too late: the caller already has its 504. Release the upstream connection.
-          stream.destroy()
+          exchange.abort(new Error('response body destroyed'))
           return
         }
         settled = true
         clearTimeout(timer)
-        if (reply.raw.destroyed) {
+        if (res.destroyed) {
           // The caller went away while the upstream was answering.
-          stream.destroy()
+          exchange.abort(new Error('response body destroyed'))
           return
         }
         try {
           reply.code(statusCode)
         } catch {
-          stream.destroy()
+          exchange.abort(new Error('response body destroyed'))
           request.log.warn({ statusCode }, 'upstream sent an invalid status code')
           sendProblem(reply, problem(502, 'bad_gateway', DETAIL.badGateway, requestId))
           return
         }
-        reply.headers(callerResponseHeaders(responseHeaders))
+        relayed = callerResponseHeaders(responseHeaders)
         // An HTTP/1 connection cannot be reused until its request body has been read; the
         // upstream answered before that, so the caller's connection is closed after this.
         if (!request.raw.complete) reply.header('connection', 'close')
-        reply.send(stream)
+        if (statusCode === 204) {
+          // No content: no body headers either (RFC 9110 §8.6), and nothing to relay.
+          reply.headers(relayed).removeHeader('content-type').removeHeader('content-length')
+          reply.send()
+          return
+        }
+        relaying = true
+      },
+      onData(chunk) {
+        if (!relaying) return true
+        if (!headWritten) writeHead()
+        if (res.write(chunk)) return true
+        res.once('drain', () => exchange.resume())
+        return false
+      },
+      onEnd() {
+        if (!relaying) return
+        relaying = false
+        if (!headWritten) writeHead()
+        res.end()
       },
       onError(error) {
+        if (relaying) {
+          relaying = false
+          // The body failed after its head: a caller that has the head sees the response
+          // cut short, as a broken connection should look.
+          if (headWritten || request.raw.aborted) {
+            request.log.warn({ code: error.code }, 'upstream response body failed: cut')
+            res.destroy()
+            return
+          }
+          // Nothing sent yet: a 502 like any upstream failure, without the upstream's
+          // headers (they were held back) and without the error's text.
+          request.log.warn({ code: error.code }, 'upstream failed')
+          return void sendProblem(reply, problem(502, 'bad_gateway', DETAIL.badGateway, requestId))
+        }
         if (settled) return
         settled = true
         clearTimeout(timer)
@@ -218,7 +299,6 @@ function forward(
       },
     },
   )
-  return reply
 }
 
 /**
@@ -243,9 +323,10 @@ const PLAIN_PATH = /^(?!.*\/(?:\.|%2e))[\x21\x24-\x3b\x3d\x40-\x5b\x5d\x5f\x61-\
 
 /** `api/v1/<built-in>/...` on decoded segments, ASCII case folded; anything outside /api/v1 too. */
 function isReserved(segments: readonly string[], reserved: ReadonlySet<string>): boolean {
-  const [api, version, first] = segments.map(asciiLowerCase)
-  if (api !== 'api' || version !== 'v1') return true
-  return first !== undefined && reserved.has(first)
+  const [api, version, first] = segments
+  if (api === undefined || asciiLowerCase(api) !== 'api') return true
+  if (version === undefined || asciiLowerCase(version) !== 'v1') return true
+  return first !== undefined && reserved.has(asciiLowerCase(first))
 }
 
 /**

@@ -1,7 +1,8 @@
 /**
  * The connection to the upstream: one undici keep-alive pool, and one exchange per proxied
- * request driven through undici's dispatcher API, with the response body handed over as a
- * plain `Readable` that streams with backpressure.
+ * request driven through undici's dispatcher API, the response body handed over chunk by
+ * chunk with backpressure (no stream object in between: the proxy writes each chunk to the
+ * caller's response itself).
  *
  * Why not `@fastify/reply-from` (which tokengate used first, over the same undici pool):
  * profiled at 32 connections it spent more CPU per request than the rest of the proxy hop
@@ -10,7 +11,7 @@
  * (retries, load balancing, HTTP/2, body rewriting). Dispatching directly keeps the same
  * pool, the same streaming and the same timeouts at a fraction of the cost.
  */
-import { Readable } from 'node:stream'
+import type { Readable } from 'node:stream'
 import { type Dispatcher, Pool } from 'undici'
 import type { HeaderMap } from './headers.ts'
 
@@ -49,23 +50,38 @@ export interface UpstreamRequest {
   readonly body: Readable | null
 }
 
-/** What the exchange reports: exactly one of `onResponse` or `onError` is called. */
+/**
+ * What the exchange reports: `onResponse` (then `onData`* and `onEnd`, or `onError`), or
+ * `onError` alone when the request failed before any response header arrived.
+ */
 export interface UpstreamCallbacks {
-  /** The upstream's status and headers (lower-case names, repeats as arrays) and its body. */
-  onResponse(statusCode: number, headers: HeaderMap, body: Readable): void
-  /** The request failed before any response header arrived (connect, reset, timeout...). */
+  /** The upstream's status and headers (lower-case names, repeats as arrays). */
+  onResponse(statusCode: number, headers: HeaderMap): void
+  /** A chunk of the response body; `false` pauses the upstream until `resume()`. */
+  onData(chunk: Buffer): boolean
+  /** The whole response body has arrived. */
+  onEnd(): void
+  /**
+   * The exchange failed: before the response head (connect, reset, timeout...) or, when
+   * `onResponse` was called, in the body (a reset, a body timeout).
+   */
   onError(error: Error & { code?: string }): void
 }
 
-/** The handle of one exchange: abort it (the upstream connection is closed, not reused). */
+/** The handle of one exchange. */
 export interface UpstreamExchange {
+  /** Aborts the exchange unless it is complete: the upstream connection is closed, not reused. */
   abort(reason: Error): void
+  /** Resumes reading the response body after `onData` answered `false`. */
+  resume(): void
+  /** The upstream has sent the whole response (the connection went back to the pool). */
+  readonly complete: boolean
 }
 
 /**
- * Sends `request` over `pool`. Response body errors after the headers (a reset, a body
- * timeout) destroy the body stream with the error, which ends the caller's response early,
- * exactly as a broken connection should look to the caller.
+ * Sends `request` over `pool`. The body is relayed chunk by chunk with backpressure: a
+ * caller that reads slowly pauses the upstream socket, so a large download passes through
+ * with constant memory.
  */
 export function sendUpstream(
   pool: Dispatcher,
@@ -88,18 +104,25 @@ export function sendUpstream(
 class ExchangeHandler implements Dispatcher.DispatchHandler, UpstreamExchange {
   readonly #callbacks: UpstreamCallbacks
   #controller: Dispatcher.DispatchController | null = null
-  #body: UpstreamBody | null = null
   /** Set when aborted before undici handed over its controller. */
   #abortReason: Error | null = null
+  complete = false
 
   constructor(callbacks: UpstreamCallbacks) {
     this.#callbacks = callbacks
   }
 
   abort(reason: Error): void {
-    if (this.#body?.complete) return
-    if (this.#controller) this.#controller.abort(reason)
-    else this.#abortReason ??= reason
+    if (this.complete) return
+    if (this.#controller) {
+      if (!this.#controller.aborted) this.#controller.abort(reason)
+    } else {
+      this.#abortReason ??= reason
+    }
+  }
+
+  resume(): void {
+    this.#controller?.resume()
   }
 
   // undici tells this handler style from its deprecated one by `onRequestStart`: keep it.
@@ -114,50 +137,19 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, UpstreamExchange {
     headers: Record<string, string | string[] | undefined>,
   ): void {
     this.#controller = controller
-    const body = new UpstreamBody(controller)
-    this.#body = body
-    this.#callbacks.onResponse(statusCode, headers, body)
+    this.#callbacks.onResponse(statusCode, headers)
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    // Backpressure: a caller that reads slowly pauses the upstream socket, so a large
-    // download passes through with constant memory.
-    if (this.#body && !this.#body.push(chunk)) controller.pause()
+    if (!this.#callbacks.onData(chunk)) controller.pause()
   }
 
   onResponseEnd(): void {
-    if (!this.#body) return
-    this.#body.complete = true
-    this.#body.push(null)
+    this.complete = true
+    this.#callbacks.onEnd()
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
-    if (this.#body) this.#body.destroy(error)
-    else this.#callbacks.onError(error)
-  }
-}
-
-/** The upstream's response body: reading resumes the upstream socket; destroying aborts it. */
-class UpstreamBody extends Readable {
-  readonly #controller: Dispatcher.DispatchController
-  /** The upstream has sent the whole body (the exchange is over, whoever reads it). */
-  complete = false
-
-  constructor(controller: Dispatcher.DispatchController) {
-    super()
-    this.#controller = controller
-  }
-
-  override _read(): void {
-    this.#controller.resume()
-  }
-
-  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
-    // Destroyed before its end (the caller went away, or the caller's response failed):
-    // abort, so the half-read connection is closed instead of returned to the pool.
-    if (!this.complete && !this.#controller.aborted) {
-      this.#controller.abort(error ?? new Error('response body destroyed'))
-    }
-    callback(error)
+    this.#callbacks.onError(error)
   }
 }

@@ -21,6 +21,8 @@ export type RequestTarget =
 const CONTROL = /[\x00-\x1f\x7f]/
 /** Checked after CONTROL, so what it finds is non-ASCII. */
 const NON_ASCII = /[^\x20-\x7e]/
+const PRINTABLE = /^[\x20-\x7e]*$/
+const SUSPICIOUS_SEGMENT = /\/\/|[. ](?:\/|$)/
 
 /**
  * Reads the path of `target` (origin-form; a query string is ignored). Refused:
@@ -43,12 +45,21 @@ export function canonicalRequestTarget(target: string): RequestTarget {
   if (!raw.startsWith('/')) return refuse('the path must start with /')
   if (raw.includes('\\')) return refuse('the path contains a backslash')
   if (raw.includes(';')) return refuse('the path contains ; (path parameters are not accepted)')
+  // Without percent-encoding and with printable ASCII only, no segment can hold a control or
+  // non-ASCII character: the common path skips those two tests per segment.
+  const plain = !raw.includes('%') && PRINTABLE.test(raw)
   const parts = raw.slice(1).split('/')
   if (parts[parts.length - 1] === '') parts.pop()
+  // A plain path without `//` and without a segment ending in `.` or a space (which covers
+  // `.` and `..`) passes every test below as it is.
+  if (plain && !SUSPICIOUS_SEGMENT.test(raw)) {
+    const path = raw.length > 1 && raw.endsWith('/') ? raw.slice(0, -1) : raw
+    return { ok: true, path, segments: parts }
+  }
   const segments: string[] = []
   for (const part of parts) {
     let segment = part
-    if (part.includes('%')) {
+    if (!plain && part.includes('%')) {
       try {
         segment = decodeURIComponent(part)
       } catch {
@@ -66,8 +77,10 @@ export function canonicalRequestTarget(target: string): RequestTarget {
     if (segment.endsWith('.') || segment.endsWith(' ')) {
       return refuse('a path segment ends with . or a space')
     }
-    if (CONTROL.test(segment)) return refuse('the path contains control characters')
-    if (NON_ASCII.test(segment)) return refuse('the path contains non-ASCII characters')
+    if (!plain) {
+      if (CONTROL.test(segment)) return refuse('the path contains control characters')
+      if (NON_ASCII.test(segment)) return refuse('the path contains non-ASCII characters')
+    }
     segments.push(segment)
   }
   return { ok: true, path: `/${segments.join('/')}`, segments }
@@ -75,7 +88,12 @@ export function canonicalRequestTarget(target: string): RequestTarget {
 
 /** ASCII-only lower-casing: `İ`, `K` (Kelvin) and friends stay what they are. */
 export function asciiLowerCase(value: string): string {
-  return value.replace(/[A-Z]+/g, (upper) => upper.toLowerCase())
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i)
+    if (code >= 0x41 && code <= 0x5a)
+      return value.replace(/[A-Z]+/g, (upper) => upper.toLowerCase())
+  }
+  return value
 }
 
 function refuse(reason: string): RequestTarget {

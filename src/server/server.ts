@@ -215,12 +215,14 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     })
   }
   registerHealthRoutes(app, auth)
-  for (const mount of options.mounts ?? []) await mount(app)
 
   app.setNotFoundHandler((request, reply) =>
     sendResponse(reply, problemResponse('not_found', 'No such endpoint.', String(request.id))),
   )
   app.setErrorHandler((error: FastifyError, request, reply) => handleError(error, request, reply))
+  // After the handlers: a mount's scope (the gateway) inherits them only if
+  // they are set when it registers, or its errors get Fastify's default JSON.
+  for (const mount of options.mounts ?? []) await mount(app)
   return app
 }
 

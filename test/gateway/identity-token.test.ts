@@ -112,3 +112,34 @@ test('instances sharing the key file sign with the same key', async () => {
   assert.equal(kid(await one.sign(principal())), kid(await two.sign(principal())))
   assert.deepEqual(one.jwks(), two.jwks())
 })
+
+test('a PAT caller, whose principal is built per request, reuses its token like any principal', async () => {
+  const clock = createManualClock()
+  const signer = await createIdentityTokenSigner(SETTINGS, join(dir, 'pat-reuse.json'), clock)
+  const pat = (permissions = ['orders:read']): Principal => ({
+    tokenType: 'pat',
+    tenantId: 'tenant-a',
+    subject: 'ci-bot',
+    permissions,
+    tokenId: 'tok_1',
+    expiresAt: null,
+    fingerprint: 'pat_…abcd',
+  })
+  const token = await signer.sign(pat())
+  clock.advance(29_000)
+  assert.equal(await signer.sign(pat()), token, 'a new principal object of the same PAT')
+  // Anything the token states differs: a new token, never the cached one.
+  assert.notEqual(await signer.sign(pat(['orders:read', 'orders:write'])), token)
+  assert.notEqual(await signer.sign({ ...pat(), subject: 'other' }), token)
+  assert.notEqual(await signer.sign({ ...pat(), tenantId: 'tenant-b' }), token)
+  assert.notEqual(await signer.sign({ ...pat(), expiresAt: clock.now() + 10_000 }), token)
+  const { payload } = await jwtVerify(await signer.sign(pat()), createLocalJWKSet(signer.jwks()), {
+    currentDate: new Date(clock.now()),
+  })
+  assert.deepEqual(
+    [payload.sub, payload.tenant_id, payload.token_id, payload.permissions],
+    ['ci-bot', 'tenant-a', 'tok_1', ['orders:read']],
+  )
+  clock.advance(2_000)
+  assert.notEqual(await signer.sign(pat()), token, 'past half its lifetime')
+})

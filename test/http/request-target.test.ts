@@ -43,4 +43,75 @@ describe('canonicalRequestTarget', () => {
     assert.equal(asciiLowerCase('\u0130\u212A'), '\u0130\u212A')
     assert.notEqual('\u212A'.toLowerCase(), '\u212A')
   })
+
+  test('reads 20,000 generated targets exactly as the segment-by-segment reading does', () => {
+    // The reading before its shortcut for plain paths, kept as the reference.
+    const reference = (target: string) => {
+      const q = target.indexOf('?')
+      const raw = q === -1 ? target : target.slice(0, q)
+      if (!raw.startsWith('/')) return 'start'
+      if (raw.includes('\\') || raw.includes(';')) return 'char'
+      const parts = raw.slice(1).split('/')
+      if (parts[parts.length - 1] === '') parts.pop()
+      const segments: string[] = []
+      for (const part of parts) {
+        let segment = part
+        if (part.includes('%')) {
+          try {
+            segment = decodeURIComponent(part)
+          } catch {
+            return 'encoding'
+          }
+          if (/[/\\;]/.test(segment)) return 'encoded'
+        }
+        if (segment === '' || segment === '.' || segment === '..') return 'segment'
+        if (segment.endsWith('.') || segment.endsWith(' ')) return 'end'
+        // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds
+        if (/[\x00-\x1f\x7f]/.test(segment)) return 'control'
+        if (/[^\x20-\x7e]/.test(segment)) return 'non-ascii'
+        segments.push(segment)
+      }
+      return segments
+    }
+    const alphabet = [
+      '/',
+      '/',
+      'a',
+      'B',
+      '.',
+      '%',
+      '2',
+      'e',
+      'F',
+      '0',
+      ';',
+      '\\',
+      ' ',
+      '\x01',
+      '\x7f',
+      '\u0131',
+      '?',
+      '~',
+      'C',
+      '5',
+    ]
+    let x = 7
+    const next = () => {
+      x = (Math.imul(x, 1103515245) + 12345) >>> 0
+      return x >>> 8
+    }
+    for (let n = 0; n < 20_000; n++) {
+      let target = next() % 8 === 0 ? '' : '/'
+      const length = next() % 14
+      for (let i = 0; i < length; i++) target += alphabet[next() % alphabet.length]
+      const expected = reference(target)
+      const actual = canonicalRequestTarget(target)
+      if (Array.isArray(expected)) {
+        assert.deepEqual(actual.ok ? actual.segments : actual.reason, expected, target)
+        assert.equal(actual.ok && actual.path, `/${expected.join('/')}`, target)
+      } else {
+        assert.equal(actual.ok, false, target)
+      }
+    }
+  })
 })

@@ -327,9 +327,11 @@ describe('server.workers = 2 (real processes)', { timeout: 120_000 }, () => {
       "rules:\n  - methods: '*'\n    path: /api/v1/reports/*\n    deny: true\n",
     )
     served.child.kill('SIGHUP')
-    for (let i = 0; i < 100 && served.log.filter(isReload).length < 2; i++) await sleep(50)
+    // Each worker logs one reload per listener (API and decision): wait for two workers.
+    const reloadedPids = () => new Set(served.log.filter(isReload).map((line) => line.pid))
+    for (let i = 0; i < 200 && reloadedPids().size < 2; i++) await sleep(50)
     assert.equal(served.child.exitCode, null, `the primary still runs: ${served.stderr()}`)
-    assert.equal(new Set(served.log.filter(isReload).map((line) => line.pid)).size, 2)
+    assert.equal(reloadedPids().size, 2)
     const after = await batch(served, '/api/v1/reports/q3', token, 8)
     assert.deepEqual(new Set(after.statuses), new Set([404]))
     assert.equal(after.pids.size, 2)

@@ -119,6 +119,18 @@ describe('one method per request: gateway with a real upstream', () => {
     assert.equal(upstream.seen.length, seen, 'reached the upstream')
   })
 
+  it('a form body over the body limit → 413 problem+json, as on the API port, never proxied', async () => {
+    const pat = await gateway.pat([])
+    const seen = upstream.seen.length
+    const r = await post(pat, `name=${'x'.repeat(1_100_000)}`)
+    assert.equal(r.status, 413)
+    assert.match(r.headers.get('content-type') ?? '', /^application\/problem\+json/)
+    const text = await r.text()
+    assert.equal((JSON.parse(text) as { code: string }).code, 'payload_too_large')
+    assert.doesNotMatch(text, /FST_|statusCode/)
+    assert.equal(upstream.seen.length, seen, 'reached the upstream')
+  })
+
   it('a form body without access_token is proxied intact', async () => {
     const pat = await gateway.pat([])
     const r = await post(pat, 'name=x&token_type=y')
