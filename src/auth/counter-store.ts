@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis'
-import { fitSlots, KeyedSlots } from '../core/keyed-slots.ts'
+import { fitSlots, KeyedSlots } from '../lib/keyed-slots.ts'
 
 /** A fixed-window counter's state: hits so far in the window, ms left of it. */
 export interface CounterResult {

@@ -3,7 +3,7 @@ import { timingSafeEqual } from 'node:crypto'
 import { parseAuthorization } from './credentials.ts'
 import type { AuthFailure } from './failure.ts'
 import { jwtFingerprint, patFingerprint } from './fingerprint.ts'
-import { type MaybePromise, thenMaybe } from './maybe-async.ts'
+import { type MaybePromise, thenMaybe } from '../lib/maybe-async.ts'
 import { checkPatFormat, hashPat, isPatToken, patLast4, patStatus } from './pat.ts'
 import type {
   AuthLookups,
@@ -103,7 +103,7 @@ export function createMaybeSyncAuthenticator(deps: AuthenticatorDeps): Authentic
   }
 }
 
-export { isPromiseLike } from './maybe-async.ts'
+export { isPromiseLike } from '../lib/maybe-async.ts'
 
 function authenticatePat(
   token: string,

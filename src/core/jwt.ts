@@ -47,7 +47,7 @@ import {
   isNoneAlgorithm,
   type KeyLookup,
 } from './jwt-keys.ts'
-import { thenMaybe } from './maybe-async.ts'
+import { thenMaybe } from '../lib/maybe-async.ts'
 import { type Clock, type JwtOutcome, type JwtVerifier, systemClock } from './ports.ts'
 
 /** Options of {@link createJwtVerifier}; every field has a default. */

@@ -37,7 +37,7 @@
  * second resync drops them all anyway.
  */
 
-import { fitSlots, KeyedSlots } from '../core/keyed-slots.ts'
+import { fitSlots, KeyedSlots } from '../lib/keyed-slots.ts'
 import type { AuthLookups, Clock, PatRecord, Tenant } from '../core/ports.ts'
 import { systemClock } from '../core/ports.ts'
 

@@ -7,7 +7,7 @@
  * the process alive on their own.
  */
 import * as crypto from 'node:crypto'
-import { fitSlots, KeyedSlots } from '../core/keyed-slots.ts'
+import { fitSlots, KeyedSlots } from '../lib/keyed-slots.ts'
 import { type Clock, systemClock } from '../core/ports.ts'
 import type { Store, StoredAuditEvent } from './store.ts'
 

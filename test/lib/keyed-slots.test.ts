@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
 import { describe, it } from 'node:test'
-import { fitSlots, KeyedSlots } from '../../src/core/keyed-slots.ts'
+import { fitSlots, KeyedSlots } from '../../src/lib/keyed-slots.ts'
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex')
 
