@@ -1,8 +1,8 @@
 import { hash } from 'node:crypto'
 import type { Config } from '../config/schema.ts'
-import { fitSlots, KeyedSlots } from '../lib/keyed-slots.ts'
 import type { Principal } from '../core/principal.ts'
 import { mostConstraining, type PolicyState } from '../http/rate-limit-headers.ts'
+import { fitSlots, KeyedSlots } from '../lib/keyed-slots.ts'
 import type { CounterResult, CounterStore } from './counter-store.ts'
 
 export type RateLimitConfig = Config['rateLimit']

@@ -1,9 +1,9 @@
 import { Buffer } from 'node:buffer'
 import { timingSafeEqual } from 'node:crypto'
+import { type MaybePromise, thenMaybe } from '../lib/maybe-async.ts'
 import { parseAuthorization } from './credentials.ts'
 import type { AuthFailure } from './failure.ts'
 import { jwtFingerprint, patFingerprint } from './fingerprint.ts'
-import { type MaybePromise, thenMaybe } from '../lib/maybe-async.ts'
 import { checkPatFormat, hashPat, isPatToken, patLast4, patStatus } from './pat.ts'
 import type {
   AuthLookups,

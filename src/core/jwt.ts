@@ -15,6 +15,7 @@
  * against this verifier. Key fetching and caching are jwks.ts's, unchanged.
  */
 import { Buffer } from 'node:buffer'
+import { thenMaybe } from '../lib/maybe-async.ts'
 import type { AuthFailure } from './failure.ts'
 import {
   DEFAULT_ALGORITHMS,
@@ -47,7 +48,6 @@ import {
   isNoneAlgorithm,
   type KeyLookup,
 } from './jwt-keys.ts'
-import { thenMaybe } from '../lib/maybe-async.ts'
 import { type Clock, type JwtOutcome, type JwtVerifier, systemClock } from './ports.ts'
 
 /** Options of {@link createJwtVerifier}; every field has a default. */

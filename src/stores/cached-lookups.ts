@@ -37,9 +37,9 @@
  * second resync drops them all anyway.
  */
 
-import { fitSlots, KeyedSlots } from '../lib/keyed-slots.ts'
 import type { AuthLookups, Clock, PatRecord, Tenant } from '../core/ports.ts'
 import { systemClock } from '../core/ports.ts'
+import { fitSlots, KeyedSlots } from '../lib/keyed-slots.ts'
 
 export interface CachedLookupsOptions {
   /** How long a found PAT or tenant is served from memory, in ms. Default 2000; 0 disables. */

@@ -7,8 +7,8 @@
  * the process alive on their own.
  */
 import * as crypto from 'node:crypto'
-import { fitSlots, KeyedSlots } from '../lib/keyed-slots.ts'
 import { type Clock, systemClock } from '../core/ports.ts'
+import { fitSlots, KeyedSlots } from '../lib/keyed-slots.ts'
 import type { Store, StoredAuditEvent } from './store.ts'
 
 /** Called when a timer-driven flush fails (the data is kept and retried). */
