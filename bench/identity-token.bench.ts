@@ -9,8 +9,8 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { createIdentityTokenSigner } from '../src/auth/identity-token.ts'
 import type { Principal } from '../src/core/principal.ts'
-import { createIdentityTokenSigner } from '../src/gateway/identity-token.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'tg-idt-bench-'))
 const principal = (): Principal => ({

@@ -1,7 +1,7 @@
 /**
- * `tokengate` as a library. `createTokengate` opens the store and wires the whole pipeline
- * as the server does (docs/library.md); the framework-free auth core and its wire format
- * below are for users who bring their own PAT and tenant lookups.
+ * `tokengate` as a library. `createTokengate` opens the store and wires the gate as the
+ * server does (docs/library.md); the framework-free auth core and its wire format below are
+ * for users who bring their own PAT and tenant lookups (`createGate({ authenticate })`).
  *
  * @example
  * import { createAuthenticator, authorize, failureResponse, readAuthHeaders } from 'tokengate'
@@ -12,8 +12,21 @@
  */
 
 export {
+  type Access,
+  type Allowed,
+  createGate,
+  type Gate,
+  type GateDeps,
+  type GateRequest,
+  type GateSource,
+  type Outcome,
+  type Refused,
+} from './auth/gate.ts'
+export type { Answer, DecisionFacts, OutcomeRecorder } from './auth/outcome-recorder.ts'
+export type { IssuePatRequest, PatLifetime, RotatePatRequest } from './auth/pat-lifecycle.ts'
+export {
   createTokengate,
-  type FailureContext,
+  type PatOperations,
   type Tokengate,
   type TokengateOptions,
 } from './auth/tokengate.ts'

@@ -4,12 +4,15 @@ import { createSecureContext } from 'node:tls'
 import type { FastifyInstance } from 'fastify'
 import type { DestinationStream, Logger } from 'pino'
 import { createAuthContext } from './auth/auth-context.ts'
+import { type OpenedGate, openGate } from './auth/open-gate.ts'
 import type { Config } from './config/schema.ts'
 import { type Clock, systemClock } from './core/ports.ts'
+import type { DecisionServer } from './decision/server.ts'
 import type { DevSeed } from './dev/seed.ts'
 import { type EventDelivery, startEventDelivery } from './events/start.ts'
 import { createLogger } from './logger.ts'
 import type { MetricsListener } from './server/metrics.ts'
+import { v1Routes } from './server/routes/v1/index.ts'
 import { buildServer } from './server/server.ts'
 import { ensureDevCertificate, readTlsFiles, type TlsMaterial } from './server/tls.ts'
 import { openStore } from './stores/open-store.ts'
@@ -105,7 +108,9 @@ export async function startTokengate(
   let events: EventDelivery | undefined
   let metricsListener: MetricsListener | undefined
   let adminListener: { url: string; close(): Promise<void> } | undefined
-  let decisionApp: FastifyInstance | undefined
+  let decisionApp: DecisionServer | undefined
+  let decisionUrl: string | undefined
+  let opened: OpenedGate | undefined
   try {
     const devSeed = options.worker ? undefined : await migrateAndSeed(config, store, clock)
     const tls = await tlsFor(config)
@@ -124,15 +129,27 @@ export async function startTokengate(
         })
       : undefined
     const identityToken = await identitySignerFor(config, clock)
+    // The admin console's traffic chart counts the API listener's answers by status.
+    const traffic = config.admin.enabled
+      ? (await import('./admin/traffic.ts')).createTrafficRecorder(clock)
+      : undefined
+    // One gate for every listener: one limiter, one counter store, one outcome recorder.
+    opened = await openGate(auth, {
+      rateLimit: config.rateLimit,
+      redisUrl: config.redisUrl,
+      log: logger,
+      metrics,
+      traffic,
+      identityToken,
+    })
+    const gate = opened
     const gateway = config.gateway
     // Imported only in gateway mode: a server without an upstream never loads the proxy.
     const mountGateway = gateway
       ? async (app: FastifyInstance) =>
           (await import('./gateway/register.ts')).registerGateway(app, {
             gateway,
-            auth,
-            dataDir: config.dataDir,
-            identityToken,
+            reservedNames: v1Routes.map((route) => route.path.split('/')[1] ?? ''),
           })
       : undefined
     const app = await buildServer({
@@ -141,22 +158,13 @@ export async function startTokengate(
       logger,
       tls,
       metrics,
+      gate,
       mounts: mountGateway ? [mountGateway] : [],
     })
     if (identityToken) {
       // Public keys of the identity token, on the API listener only (see decision/server.ts).
       app.get('/.well-known/jwks.json', (_request, reply) => {
         reply.header('cache-control', 'public, max-age=300').send(identityToken.jwks())
-      })
-    }
-    // The admin console's traffic chart counts the API listener's answers by status.
-    const traffic = config.admin.enabled
-      ? (await import('./admin/traffic.ts')).createTrafficRecorder(clock)
-      : undefined
-    if (traffic) {
-      app.addHook('onResponse', (_request, reply, done) => {
-        traffic.record(reply.statusCode)
-        done()
       })
     }
     await app.listen({
@@ -197,10 +205,9 @@ export async function startTokengate(
     }
     if (config.decision) {
       const { buildDecisionServer } = await import('./decision/server.ts')
-      decisionApp = await buildDecisionServer({ config, auth, logger, identityToken, metrics })
-      await decisionApp.listen({ host: config.decision.host, port: config.decision.port })
+      decisionApp = await buildDecisionServer({ config, gate, logger })
+      decisionUrl = await decisionApp.listen(config.decision.host, config.decision.port)
     }
-    const decisionAddress = decisionApp?.server.address() as AddressInfo | undefined
     const started = { events, metricsListener, decisionApp, adminListener }
 
     let closing: Promise<void> | undefined
@@ -210,7 +217,7 @@ export async function startTokengate(
       logger,
       metricsUrl: metricsListener?.url,
       adminUrl: adminListener?.url,
-      decisionUrl: decisionAddress && `http://${hostOf(decisionAddress)}:${decisionAddress.port}`,
+      decisionUrl,
       get changeFeed() {
         return store.changeFeed
       },
@@ -228,6 +235,7 @@ export async function startTokengate(
           // Before the audit flush: events flushed now stay queued for the next start.
           await started.events.close()
           clearTimeout(force)
+          await gate.close()
           await auth.close()
           await store.close()
         })()
@@ -238,6 +246,7 @@ export async function startTokengate(
     await adminListener?.close()
     await decisionApp?.close()
     await metricsListener?.close()
+    await opened?.close()
     await events?.close()
     await store.close().catch(() => {})
     throw error
@@ -246,7 +255,7 @@ export async function startTokengate(
 
 async function identitySignerFor(config: Readonly<Config>, clock: Clock) {
   if (!config.identityToken.enabled) return undefined
-  const { createIdentityTokenSigner } = await import('./gateway/identity-token.ts')
+  const { createIdentityTokenSigner } = await import('./auth/identity-token.ts')
   return createIdentityTokenSigner(
     config.identityToken,
     config.identityToken.keysFile ?? join(config.dataDir, 'identity-keys.json'),
@@ -271,8 +280,4 @@ async function tlsFor(config: Readonly<Config>): Promise<TlsMaterial | undefined
     }
   }
   return ensureDevCertificate(config.dataDir)
-}
-
-function hostOf(address: AddressInfo): string {
-  return address.family === 'IPv6' ? `[${address.address}]` : address.address
 }

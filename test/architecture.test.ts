@@ -133,14 +133,24 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
   config: ['core'],
   events: ['core', 'stores', 'config'],
   auth: ['core', 'lib', 'stores', 'http', 'events', 'config', 'missing-package.ts'],
-  server: ['auth', 'core', 'http', 'config', 'stores:types', 'logger.ts'],
-  // The gateway must not shadow a built-in route, so it reads the route table (one file).
-  gateway: ['auth', 'core', 'lib', 'http', 'config', 'server/routes/v1/index.ts'],
-  // The decision API runs the server's Fastify pipeline and the gateway's policy.
-  decision: ['auth', 'core', 'http', 'config', 'gateway', 'server', 'stores:types'],
+  // The server is built on the public Fastify binding of the gate, the one apps register.
+  server: [
+    'auth',
+    'core',
+    'http',
+    'lib',
+    'config',
+    'stores:types',
+    'logger.ts',
+    'adapters/fastify.ts',
+  ],
+  // Gets the built-in route names from main.ts; never reads the server.
+  gateway: ['auth', 'core', 'lib', 'http', 'config'],
+  // Reads the forwarded request, asks the gate, answers: no other front end.
+  decision: ['auth', 'core', 'lib', 'http', 'config'],
   admin: ['auth', 'core', 'http', 'config', 'stores:types'],
-  // `tokengate/fastify` is the server's Fastify plugin plus the adapters' request-id rule.
-  adapters: ['auth', 'core', 'http', 'server/plugin.ts'],
+  // Thin bindings of the gate (auth/gate.ts) for each framework.
+  adapters: ['auth', 'core', 'lib', 'http'],
   // `apply -f` validates a gateway policy file with the gateway's own loader; `admin openapi`
   // prints the admin API's document (one file), as `openapi` prints the server's.
   cli: [

@@ -1,6 +1,6 @@
 /**
  * tokengate in library mode, as an application embeds it: a Fastify app with
- * `tokengatePlugin` and the public `createAuthenticator`, PATs and the tenant in memory (no
+ * `tokengate/fastify` over the public `createAuthenticator`, PATs and the tenant in memory (no
  * store, no rate limiting, no audit), the node:crypto JWT verifier over the bench issuers.
  * Answers the peers' routes: `GET /api/v1/me` (any valid token) and `GET /api/v1/tokens`
  * (`tokens:read`).
@@ -8,13 +8,13 @@
  * Usage: node bench/servers/library.ts <fixturesDir> <port>
  */
 import Fastify from 'fastify'
+import { tokengate } from '../../src/adapters/fastify.ts'
 import {
   createAuthenticator,
   createJwtVerifier,
   type PatRecord,
   type Tenant,
 } from '../../src/index.ts'
-import { tokengatePlugin } from '../../src/server/plugin.ts'
 import { BENCH_TENANT, benchIssuers, loadFixtures, readPatRecords } from '../fixtures.ts'
 
 const [fixturesDir, portText] = process.argv.slice(2)
@@ -31,7 +31,7 @@ const authenticate = createAuthenticator({
 })
 
 const app = Fastify()
-await app.register(tokengatePlugin, { authenticate, prefix: '/api/v1/' })
+await app.register(tokengate, { authenticate, prefix: '/api/v1/' })
 app.get('/api/v1/me', async (request) => ({
   subject: request.principal?.subject,
   tenant: request.principal?.tenantId,

@@ -10,13 +10,7 @@ import { demoPort, type RunningExample, runningServer } from '../shared/listen.t
 
 export function createApp(auth: DemoAuth): Express {
   const app = express()
-  app.use(
-    tokengate({
-      authenticate: auth.authenticate,
-      recordFailure: auth.recordFailure,
-      prefix: '/api/v1/',
-    }),
-  )
+  app.use(tokengate({ ...auth.gate, prefix: '/api/v1/' }))
 
   app.get('/healthz', (_req, res) => {
     res.send('ok')

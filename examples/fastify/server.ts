@@ -10,11 +10,7 @@ import { demoPort, type RunningExample } from '../shared/listen.ts'
 
 export async function createApp(auth: DemoAuth): Promise<FastifyInstance> {
   const app = Fastify()
-  await app.register(tokengate, {
-    authenticate: auth.authenticate,
-    recordFailure: auth.recordFailure,
-    prefix: '/api/v1/',
-  })
+  await app.register(tokengate, auth.gate)
 
   app.get('/healthz', async () => 'ok')
   app.get('/api/v1/projects', { config: { permissions: ['projects:read'] } }, async (request) => ({

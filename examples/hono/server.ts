@@ -12,10 +12,7 @@ import { demoPort, type RunningExample, runningServer } from '../shared/listen.t
 
 export function createApp(auth: DemoAuth): Hono<TokengateEnv> {
   const app = new Hono<TokengateEnv>()
-  app.use(
-    '/api/v1/*',
-    tokengate({ authenticate: auth.authenticate, recordFailure: auth.recordFailure }),
-  )
+  app.use('/api/v1/*', tokengate(auth.gate))
 
   app.get('/healthz', (c) => c.text('ok'))
   app.get('/api/v1/projects', requirePermission('projects:read'), (c) => {

@@ -1,15 +1,9 @@
 /**
  * tokengate in a plain `node:http` server: `npm run example -- examples/node-http/server.ts` (in a clone).
- * Authenticate, authorize, answer failures with `sendFailure`; nothing else is needed.
+ * `checkRequest` asks the gate with the route's permissions; `sendRefused` answers a refusal.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
-import {
-  authenticateRequest,
-  authorize,
-  type Principal,
-  requestIdOf,
-  sendFailure,
-} from 'tokengate/node-http'
+import { checkRequest, type Principal, requestIdOf, sendRefused } from 'tokengate/node-http'
 import { createDemoAuth, type DemoAuth, printDemoCommands } from '../shared/demo-auth.ts'
 import { demoPort, type RunningExample, runningServer } from '../shared/listen.ts'
 
@@ -40,14 +34,13 @@ export function createHandler(auth: DemoAuth) {
     res.setHeader('x-request-id', requestId)
     if (!path.startsWith('/api/v1/')) return json(res, 404, { error: 'not found' })
 
-    // Authenticate every /api/v1/ request before routing, so unknown paths are 401 too.
-    const result = await authenticateRequest(req, auth.authenticate)
-    if (!result.ok) return sendFailure(res, result.failure, requestId)
+    // Every /api/v1/ request is checked before it is routed, so unknown paths are 401 too.
     const route = routes[`${req.method} ${path}`]
+    const permissions = route?.permissions ?? []
+    const outcome = await checkRequest(req, auth.gate, { requestId, permissions })
+    if (!outcome.allowed) return sendRefused(res, outcome)
     if (!route) return json(res, 404, { error: 'not found' })
-    const denied = authorize(result.principal, route.permissions)
-    if (denied) return sendFailure(res, denied, requestId)
-    route.handle(result.principal, res)
+    route.handle(outcome.principal, res)
   }
 }
 

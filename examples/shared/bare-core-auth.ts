@@ -51,7 +51,7 @@ export async function createBareCoreAuth(): Promise<DemoAuth> {
     clock: systemClock,
   })
   return {
-    authenticate,
+    gate: { authenticate },
     async issuePat(permissions) {
       const now = Date.now()
       const { token, record } = issuePat({
@@ -75,7 +75,6 @@ export async function createBareCoreAuth(): Promise<DemoAuth> {
         .setExpirationTime('15m')
         .sign(privateKey)
     },
-    recordFailure: () => {},
     close: async () => {},
   }
 }

@@ -13,8 +13,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { exportJWK, generateKeyPair, SignJWT } from 'jose'
 import {
-  type AuthenticateMaybeSync,
   createTokengate,
+  type GateSource,
   type IssuerConfig,
   issuePat,
   type Tokengate,
@@ -25,9 +25,8 @@ export const DEMO_ISSUER = 'https://idp.example.test'
 export const DEMO_AUDIENCE = 'tokengate-demo'
 
 export interface DemoAuth {
-  readonly authenticate: AuthenticateMaybeSync
-  /** Audits refused requests (the adapters call it); the bare core has no audit. */
-  readonly recordFailure: Tokengate['recordFailure']
+  /** What every binding takes: `createTokengate`'s gate, or a bare authenticator. */
+  readonly gate: GateSource
   /** A PAT of tenant `acme` holding `permissions`. */
   issuePat(permissions: readonly string[]): Promise<string>
   /** A 15-minute JWT of tenant `acme` holding `permissions`; send it with `X-Tenant-Id: acme`. */
@@ -65,8 +64,6 @@ export async function createDemoAuth(
   return {
     gate,
     dataDir: dir,
-    authenticate: gate.authenticate,
-    recordFailure: gate.recordFailure,
     async issuePat(permissions) {
       const now = Date.now()
       const { token, record } = issuePat({

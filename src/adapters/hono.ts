@@ -22,17 +22,19 @@
  */
 import type { IncomingMessage } from 'node:http'
 import type { Context, MiddlewareHandler } from 'hono'
-import type { FailureContext } from '../auth/tokengate.ts'
-import type { AuthenticateMaybeSync } from '../core/authenticate.ts'
-import { authorize } from '../core/authorize.ts'
-import type { AuthFailure } from '../core/failure.ts'
+import {
+  type Gate,
+  type GateRequest,
+  type GateSource,
+  gateFrom,
+  type Refused,
+} from '../auth/gate.ts'
 import type { Principal } from '../core/principal.ts'
 import { type AuthInput, authInputFromHeaders, readAuthHeaders } from '../core/raw-headers.ts'
-import { failureResponse } from '../http/failure-response.ts'
-import { ONE_METHOD_FAILURE, queryHasAccessToken } from '../http/one-method.ts'
-import { failureHeaders, requestIdFrom } from './wire.ts'
+import { failureHeaders } from '../http/node-response.ts'
+import { requestIdOf } from '../http/request-id.ts'
 
-export type { FailureContext, Tokengate } from '../auth/tokengate.ts'
+export type { Tokengate } from '../auth/tokengate.ts'
 export type { Authenticate, AuthenticateMaybeSync } from '../core/authenticate.ts'
 export type { AuthFailure } from '../core/failure.ts'
 export type { Principal } from '../core/principal.ts'
@@ -41,8 +43,8 @@ export type { Principal } from '../core/principal.ts'
 export interface TokengateVariables {
   principal: Principal
   requestId: string
-  /** The audit of the `tokengate()` that authenticated the request (for `requirePermission`). */
-  tokengateRecordFailure: ((failure: AuthFailure, context: FailureContext) => void) | undefined
+  /** The gate and request that allowed the request (for `requirePermission`). */
+  tokengateChecked: { readonly gate: Gate; readonly request: GateRequest } | undefined
 }
 
 /** The Hono `Env` to declare on the app: `new Hono<TokengateEnv>()`. */
@@ -50,100 +52,72 @@ export interface TokengateEnv {
   Variables: TokengateVariables
 }
 
-export interface TokengateHonoOptions {
-  /**
-   * The authentication pipeline: `createTokengate(...).authenticate`, or your own
-   * `createAuthenticator` / `createMaybeSyncAuthenticator`.
-   */
-  readonly authenticate: AuthenticateMaybeSync
-  /** Called after a successful authentication. */
-  readonly onAuthenticated?: (c: Context, principal: Principal) => void
-  /** Called for every failure answered (401, 403, 503). */
-  readonly onFailure?: (c: Context, failure: AuthFailure) => void
-  /** Audits a refused request: `createTokengate`'s, passed along by `tokengate(gate)`. */
-  readonly recordFailure?: (failure: AuthFailure, context: FailureContext) => void
-}
+export type TokengateHonoOptions = GateSource
 
 /**
- * Authenticates each request and sets `principal` (and `requestId`) on the context; a
- * failure is answered at once with the server's problem body and headers. Mount it on the
- * paths to protect: `app.use('/api/v1/*', tokengate({ authenticate }))`.
+ * Checks each request with the gate and sets `principal` (and `requestId`) on the context;
+ * a refusal is answered at once with the server's problem body and headers. Mount it on the
+ * paths to protect: `app.use('/api/v1/*', tokengate(gate))`.
  */
 export function tokengate(options: TokengateHonoOptions): MiddlewareHandler<TokengateEnv> {
-  const { authenticate } = options
+  const gate = gateFrom(options)
   return async function tokengateMiddleware(c, next) {
-    if (options.onFailure) failureHooks.set(c.req.raw, options.onFailure)
-    const requestId = ensureRequestId(c)
-    const refuse = (failure: AuthFailure) => {
-      options.onFailure?.(c, failure)
-      options.recordFailure?.(failure, failureContext(c, requestId))
-      return failureAsResponse(failure, requestId)
-    }
-    const result = await authenticate(authInputOf(c))
-    if (!result.ok) return refuse(result.failure)
-    if (queryHasAccessToken(c.req.url)) return refuse(ONE_METHOD_FAILURE)
-    c.set('principal', result.principal)
-    c.set('tokengateRecordFailure', options.recordFailure)
-    options.onAuthenticated?.(c, result.principal)
+    const requestId = requestIdOf(c.req.header('x-request-id'))
+    c.set('requestId', requestId)
+    c.header('x-request-id', requestId)
+    const request = gateRequestOf(c, requestId)
+    const outcome = await gate.check(request)
+    if (!outcome.allowed) return refusedResponse(outcome)
+    c.set('principal', outcome.principal)
+    c.set('tokengateChecked', { gate, request })
+    for (const [name, value] of Object.entries(outcome.headers)) c.header(name, value)
     await next()
   }
 }
 
-/** Each request's `onFailure`, so that `requirePermission`'s 403s reach it too. */
-const failureHooks = new WeakMap<Request, (c: Context, failure: AuthFailure) => void>()
-
 /**
- * Route middleware: 403 unless the principal holds every permission. Without `tokengate()`
- * before it, it fails closed: it throws, and Hono answers 500 instead of running the route.
+ * Route middleware: 403 unless the principal holds every permission, recorded by the gate
+ * that allowed the request. Without `tokengate()` before it, it fails closed: it throws, and
+ * Hono answers 500 instead of running the route.
  */
 export function requirePermission(...permissions: string[]): MiddlewareHandler<TokengateEnv> {
   const required = Object.freeze([...permissions])
   return async function requirePermissionMiddleware(c, next) {
     const principal = c.get('principal') as Principal | undefined
-    if (!principal) throw new Error('requirePermission: no principal; mount tokengate() before it')
-    const failure = authorize(principal, required)
-    if (!failure) return next()
-    const requestId = ensureRequestId(c)
-    failureHooks.get(c.req.raw)?.(c, failure)
-    c.get('tokengateRecordFailure')?.(failure, failureContext(c, requestId))
-    return failureAsResponse(failure, requestId)
+    const allowed = c.get('tokengateChecked')
+    if (!principal || !allowed) {
+      throw new Error('requirePermission: no principal; mount tokengate() before it')
+    }
+    const refused = allowed.gate.authorize(allowed.request, principal, required)
+    if (!refused) return next()
+    return refusedResponse(refused)
   }
 }
 
-/** An `AuthFailure` as a Fetch `Response`, through the project's single wire mapping. */
-export function failureAsResponse(failure: AuthFailure, requestId: string): Response {
-  const response = failureResponse(failure, requestId)
-  return new Response(JSON.stringify(response.body), {
-    status: response.status,
-    headers: failureHeaders(response, requestId),
+/** A refusal as a Fetch `Response`, exactly as the server answers it. */
+export function refusedResponse(refused: Refused): Response {
+  return new Response(JSON.stringify(refused.body), {
+    status: refused.status,
+    headers: failureHeaders(refused, refused.body.requestId),
   })
 }
 
-/** What the audit event of a refused Hono request records. */
-function failureContext(c: Context, requestId: string): FailureContext {
+function gateRequestOf(c: Context, requestId: string): GateRequest {
   const incoming = (c.env as { incoming?: Partial<IncomingMessage> } | undefined)?.incoming
+  const { authorization, tenantIds } = authInputOf(incoming, c)
+  const url = new URL(c.req.url)
   return {
-    requestId,
-    clientAddress: incoming?.socket?.remoteAddress ?? null,
     method: c.req.method,
-    path: c.req.path,
-    authorization: authInputOf(c).authorization,
-    principal: (c.get('principal') as Principal | undefined) ?? null,
+    target: url.pathname + url.search,
+    authorization,
+    tenantIds,
+    clientAddress: incoming?.socket?.remoteAddress ?? '',
+    requestId,
   }
 }
 
 /** Raw Node headers when running on `@hono/node-server`, otherwise the Fetch headers. */
-function authInputOf(c: Context): AuthInput {
-  const incoming = (c.env as { incoming?: Partial<IncomingMessage> } | undefined)?.incoming
+function authInputOf(incoming: Partial<IncomingMessage> | undefined, c: Context): AuthInput {
   if (Array.isArray(incoming?.rawHeaders)) return readAuthHeaders(incoming.rawHeaders)
   return authInputFromHeaders((name) => c.req.raw.headers.get(name))
-}
-
-function ensureRequestId(c: Context<TokengateEnv>): string {
-  const existing = c.get('requestId') as string | undefined
-  if (existing) return existing
-  const id = requestIdFrom(c.req.header('x-request-id'))
-  c.set('requestId', id)
-  c.header('x-request-id', id)
-  return id
 }

@@ -1,73 +1,78 @@
 /**
- * `tokengate/node-http`: the auth core for a plain `node:http` / `node:https` server.
+ * `tokengate/node-http`: the gate for a plain `node:http` / `node:https` server.
  *
  * @example
  * import { createServer } from 'node:http'
- * import { authenticateRequest, authorize, requestIdOf, sendFailure } from 'tokengate/node-http'
+ * import { createTokengate } from 'tokengate'
+ * import { checkRequest, requestIdOf, sendRefused } from 'tokengate/node-http'
+ * const gate = await createTokengate({ dataDir: '.tokengate' })
  * createServer(async (req, res) => {
  *   const requestId = requestIdOf(req)
- *   const result = await authenticateRequest(req, authenticate)
- *   if (!result.ok) return sendFailure(res, result.failure, requestId)
- *   const denied = authorize(result.principal, ['projects:read'])
- *   if (denied) return sendFailure(res, denied, requestId)
- *   res.end(JSON.stringify({ tenant: result.principal.tenantId }))
+ *   const outcome = await checkRequest(req, gate, { requestId, permissions: ['projects:read'] })
+ *   if (!outcome.allowed) return sendRefused(res, outcome)
+ *   res.end(JSON.stringify({ tenant: outcome.principal.tenantId }))
  * })
  */
-import { Buffer } from 'node:buffer'
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { type AuthenticateMaybeSync, isPromiseLike } from '../core/authenticate.ts'
-import type { AuthFailure } from '../core/failure.ts'
-import type { AuthResult } from '../core/principal.ts'
+import { type Gate, type GateSource, gateFrom, type Outcome, type Refused } from '../auth/gate.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
-import { failureResponse } from '../http/failure-response.ts'
-import { ONE_METHOD_FAILURE, queryHasAccessToken } from '../http/one-method.ts'
-import { failureHeaders, requestIdFrom } from './wire.ts'
+import { sendFailureResponse } from '../http/node-response.ts'
+import { requestIdOf as requestIdRule } from '../http/request-id.ts'
+import type { MaybePromise } from '../lib/maybe-async.ts'
 
-export type { FailureContext, Tokengate } from '../auth/tokengate.ts'
+export type { Allowed, Outcome, Refused } from '../auth/gate.ts'
+export type { Tokengate } from '../auth/tokengate.ts'
 export type { Authenticate, AuthenticateMaybeSync } from '../core/authenticate.ts'
-export { authorize } from '../core/authorize.ts'
 export type { AuthFailure } from '../core/failure.ts'
 export type { AuthResult, Principal } from '../core/principal.ts'
 
-/**
- * Authenticates a request from its raw headers (`req.rawHeaders`, so that two
- * `Authorization` or `X-Tenant-Id` lines are seen as two). Never rejects for a bad request.
- * With `createTokengate(...).authenticate` a cache hit is answered synchronously (a value);
- * `await` takes either. A token also sent as an `access_token` query parameter in `req.url`
- * is refused (400 `invalid_request`, RFC 6750 §2), as the server does.
- */
-export function authenticateRequest(
-  req: Pick<IncomingMessage, 'rawHeaders'> & { readonly url?: string | undefined },
-  authenticate: AuthenticateMaybeSync,
-): AuthResult | Promise<AuthResult> {
-  const result = authenticate(readAuthHeaders(req.rawHeaders))
-  const url = req.url
-  if (url === undefined || !queryHasAccessToken(url)) return result
-  return isPromiseLike(result) ? result.then(oneMethodOnly) : oneMethodOnly(result)
+export interface CheckOptions {
+  /** The request's id (`requestIdOf(req)`), echoed in a refusal. */
+  readonly requestId: string
+  /** Permissions the route requires; all must be held (403 otherwise). */
+  readonly permissions?: readonly string[]
 }
 
-/** A successful result refused for its second copy of the token; a failure kept as it is. */
-function oneMethodOnly(result: AuthResult): AuthResult {
-  return result.ok ? { ok: false, failure: ONE_METHOD_FAILURE } : result
-}
-
-/** The request's id: a safe incoming `X-Request-Id`, or a new UUID. */
-export function requestIdOf(req: Pick<IncomingMessage, 'headers'>): string {
-  return requestIdFrom(req.headers['x-request-id'])
-}
+/** Gates of bare authenticators, one per authenticator object. */
+const gates = new WeakMap<object, Gate>()
 
 /**
- * Answers an `AuthFailure` with the server's problem body and headers (status,
- * `WWW-Authenticate`, `Retry-After`, `Cache-Control: no-store`, `X-Request-Id`), through the
- * project's single wire mapping. Does nothing if the response has already started.
+ * Checks a request with the gate: `req.rawHeaders` (so two `Authorization` or `X-Tenant-Id`
+ * lines are seen as two), the target and the peer address. A value when nothing had to
+ * wait, else a promise; `await` takes either. Never rejects for a bad request.
  */
-export function sendFailure(res: ServerResponse, failure: AuthFailure, requestId: string): void {
-  if (res.headersSent) return
-  const response = failureResponse(failure, requestId)
-  const body = JSON.stringify(response.body)
-  res.writeHead(response.status, {
-    ...failureHeaders(response, requestId),
-    'content-length': Buffer.byteLength(body),
+export function checkRequest(
+  req: Pick<IncomingMessage, 'rawHeaders' | 'method' | 'url' | 'socket'>,
+  source: GateSource,
+  options: CheckOptions,
+): MaybePromise<Outcome> {
+  let gate = gates.get(source)
+  if (gate === undefined) {
+    gate = gateFrom(source)
+    gates.set(source, gate)
+  }
+  const { authorization, tenantIds } = readAuthHeaders(req.rawHeaders)
+  return gate.check({
+    method: req.method ?? 'GET',
+    target: req.url ?? '/',
+    authorization,
+    tenantIds,
+    clientAddress: req.socket.remoteAddress ?? '',
+    requestId: options.requestId,
+    access: options.permissions ? { permissions: options.permissions } : undefined,
   })
-  res.end(body)
+}
+
+/** The request's id: a safe incoming `X-Request-Id` (the server's one rule), or a new one. */
+export function requestIdOf(req: Pick<IncomingMessage, 'headers'>): string {
+  return requestIdRule(req.headers['x-request-id'])
+}
+
+/**
+ * Answers a refusal with the server's problem body and headers (status, `WWW-Authenticate`,
+ * `Retry-After`, `Cache-Control: no-store`, `X-Request-Id`). Does nothing if the response
+ * has already started.
+ */
+export function sendRefused(res: ServerResponse, refused: Refused): void {
+  sendFailureResponse(res, refused, refused.body.requestId)
 }

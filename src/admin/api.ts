@@ -3,6 +3,8 @@ import { addIssuer, removeIssuer } from '../auth/issuer-operations.ts'
 import type { OperationDeps } from '../auth/operations.ts'
 import {
   issueTenantPat,
+  type PatLifetime,
+  type PatOperationDeps,
   patMetadata,
   revokeLeakedPats,
   revokeTenantPat,
@@ -167,7 +169,7 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
           subject: text(b.subject, 'subject'),
           name: optionalText(b.name, 'name'),
           permissions: stringList(b.permissions, 'permissions'),
-          expiresAt: expiryFrom(b.expiresInDays, now, ctx.config),
+          lifetime: lifetimeFrom(b.expiresInDays),
         })
         return reply.code(201).send({ token, ...patMetadata(record, now) })
       })
@@ -197,7 +199,7 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
           const rotated = await rotateTenantPat(deps(request), {
             id: request.params.id,
             graceMs: graceSeconds * 1000,
-            expiresAt: expiryFrom(b.expiresInDays, now, ctx.config),
+            lifetime: lifetimeFrom(b.expiresInDays),
           })
           return reply.code(201).send({
             token: rotated.token,
@@ -334,24 +336,15 @@ function pageOf(query: Query) {
   return { limit, cursor: query.cursor || undefined }
 }
 
-/** `expiresInDays`: a positive number of days, `null` for never, absent for the default. */
-export function expiryFrom(
-  value: unknown,
-  now: number,
-  config: AdminContext['config'],
-): number | null {
-  const maxDays = config.pat.maxExpiresInDays
-  if (value === undefined || value === '') return now + config.pat.defaultExpiresInDays * DAY_MS
-  if (value === null || value === 'never') {
-    if (maxDays > 0)
-      throw invalid('expiry', `at most ${maxDays} days (config pat.maxExpiresInDays)`)
-    return null
-  }
+/** `expiresInDays`: a positive number of days, `null` or `never`, absent for the default. */
+export function lifetimeFrom(value: unknown): PatLifetime {
+  if (value === undefined || value === '') return 'default'
+  if (value === null || value === 'never') return 'never'
   const days = typeof value === 'number' ? value : Number(value)
-  if (!(Number.isInteger(days) && days > 0) || (maxDays > 0 && days > maxDays)) {
+  if (!(Number.isInteger(days) && days > 0)) {
     throw invalid('expiresInDays', 'a whole number of days within policy')
   }
-  return now + days * DAY_MS
+  return days * DAY_MS
 }
 
 function text(value: unknown, name: string): string {
@@ -384,13 +377,13 @@ export function createNamedTenant(deps: OperationDeps, id: string, name: string 
 
 /** Issues a PAT from operator input (checked like the CLI's flags). */
 export function issuePat(
-  deps: OperationDeps,
+  deps: PatOperationDeps,
   input: {
     tenantId: string
     subject: string
     name: string | undefined
     permissions: readonly string[]
-    expiresAt: number | null
+    lifetime: PatLifetime
   },
 ) {
   return issueTenantPat(deps, {
@@ -398,6 +391,6 @@ export function issuePat(
     subject: checkText(input.subject, 'subject', 255, true),
     name: checkText(input.name ?? '', 'name', 100),
     permissions: checkPermissions(input.permissions),
-    expiresAt: input.expiresAt,
+    lifetime: input.lifetime,
   })
 }

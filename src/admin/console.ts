@@ -1,16 +1,16 @@
 import { readFileSync } from 'node:fs'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { addIssuer, removeIssuer } from '../auth/issuer-operations.ts'
-import type { OperationDeps } from '../auth/operations.ts'
+import type { PatOperationDeps } from '../auth/pat-lifecycle.ts'
 import { revokeLeakedPats, revokeTenantPat, rotateTenantPat } from '../auth/pat-lifecycle.ts'
 import { setTenantEnabled } from '../auth/tenant-operations.ts'
 import { patStatus } from '../core/pat.ts'
 import {
   auditQuery,
   createNamedTenant,
-  expiryFrom,
   exportAudit,
   issuePat,
+  lifetimeFrom,
   patQuery,
 } from './api.ts'
 import { trafficChart } from './chart.ts'
@@ -123,7 +123,7 @@ ${content}</main></body></html>`
   const csrfField = (session: Session) =>
     html`<input type="hidden" name="_csrf" value="${session.csrf}">`
   const canWrite = (session: Session) => session.operator.role === 'operator'
-  const op = (request: FastifyRequest, session: Session): OperationDeps =>
+  const op = (request: FastifyRequest, session: Session): PatOperationDeps =>
     operationDeps(request, session.operator, ctx)
 
   /** A read page: signed-in operators only, else to the sign-in page. */
@@ -370,7 +370,7 @@ ${next ? html`<p><a href="${next}">Next page</a></p>` : ''}`,
       subject: b.subject ?? '',
       name: b.name,
       permissions: (b.permissions ?? '').split(/\s+/).filter(Boolean),
-      expiresAt: expiryFrom(b.expiresInDays?.trim(), clock.now(), ctx.config),
+      lifetime: lifetimeFrom(b.expiresInDays?.trim()),
     })
     session.flash = {
       token,
@@ -411,7 +411,7 @@ ${next ? html`<p><a href="${next}">Next page</a></p>` : ''}`,
     const { token, record, graceUntil } = await rotateTenantPat(op(request, session), {
       id: request.params.id as string,
       graceMs: hours * 3_600_000,
-      expiresAt: expiryFrom(undefined, clock.now(), ctx.config),
+      lifetime: 'default',
     })
     const old =
       hours === 0

@@ -1,7 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Logger } from 'pino'
 import { storeAuditSink } from '../auth/audit-events.ts'
-import { type OperationDeps, OperationRefused, type RefusalCode } from '../auth/operations.ts'
+import { OperationRefused, type RefusalCode } from '../auth/operations.ts'
+import type { PatOperationDeps } from '../auth/pat-lifecycle.ts'
 import type { Config } from '../config/schema.ts'
 import type { IssuerConfig } from '../core/issuer.ts'
 import type { JwksStatus } from '../core/jwks.ts'
@@ -43,6 +44,7 @@ declare module 'fastify' {
 
 const REFUSAL_STATUS: Readonly<Record<RefusalCode, number>> = {
   invalid_input: 400,
+  lifetime_exceeded: 400,
   tenant_unknown: 404,
   token_unknown: 404,
   issuer_unknown: 404,
@@ -97,9 +99,10 @@ export function sendProblem(
 export function operationDeps(
   request: FastifyRequest,
   operator: Operator,
-  ctx: Pick<AdminDeps, 'store' | 'clock'>,
-): OperationDeps {
+  ctx: Pick<AdminDeps, 'store' | 'clock' | 'config'>,
+): PatOperationDeps {
   return {
+    patPolicy: ctx.config.pat,
     store: ctx.store,
     clock: ctx.clock,
     actor: { actor: operator.actor, clientAddress: request.ip, requestId: String(request.id) },

@@ -15,7 +15,7 @@ export type AuditEvent =
   | {
       readonly type: 'auth.failed'
       readonly tenantId: string | null
-      readonly outcome: Exclude<AuthFailure['code'], 'insufficient_permission'>
+      readonly outcome: Exclude<AuthFailure['code'], ForbiddenCode | 'rate_limited' | 'bad_path'>
       readonly details: { method: string; path: string; reason?: string }
     }
   | {
@@ -103,6 +103,9 @@ export type AuditEvent =
 
 export type AuditEventType = AuditEvent['type'] | 'audit.dropped'
 
+/** Refusals of an authenticated caller: audited as `auth.forbidden`. */
+type ForbiddenCode = 'insufficient_permission' | 'route_denied' | 'tenant_path_mismatch'
+
 /** Who acted, and over which request: the CLI's `cli:<user>`, or a caller's token fingerprint. */
 export interface Actor {
   readonly actor: string | null
@@ -132,7 +135,12 @@ export interface RefusedRequest extends Actor {
   readonly tenantId: string | null
 }
 
-/** The one audit record of a 401 or 403 answer, whichever front end gave it; none for a 503. */
+/**
+ * The one audit record of a refusal, whichever front end gave it: a 401 or 400 is
+ * `auth.failed`, a permission or policy refusal `auth.forbidden`. None for a 503 (the caller
+ * did nothing wrong), a 429 (the failed-authentication limit's are aggregated per address)
+ * or an ambiguous path (refused before the policy read it).
+ */
 export function authFailureRecord(
   failure: AuthFailure,
   request: RefusedRequest,
@@ -145,13 +153,18 @@ function authFailureEvent(failure: AuthFailure, request: RefusedRequest): AuditE
   const base = { method: request.method, path: loggablePath(request.url) }
   switch (failure.code) {
     case 'unavailable':
+    case 'rate_limited':
+    case 'bad_path':
       return undefined
     case 'insufficient_permission':
+    case 'route_denied':
+    case 'tenant_path_mismatch':
       return {
         type: 'auth.forbidden',
         tenantId: request.tenantId,
-        outcome: failure.code,
-        details: base,
+        outcome: FORBIDDEN_OUTCOMES[failure.code],
+        details:
+          failure.policyLine === undefined ? base : { ...base, policyLine: failure.policyLine },
       }
     case 'invalid_token':
       return {
@@ -168,6 +181,13 @@ function authFailureEvent(failure: AuthFailure, request: RefusedRequest): AuditE
         details: base,
       }
   }
+}
+
+/** The audited outcome of each forbidden kind (`gateway_<decision>` for the route policy's). */
+const FORBIDDEN_OUTCOMES: Readonly<Record<ForbiddenCode, string>> = {
+  insufficient_permission: 'insufficient_permission',
+  route_denied: 'gateway_deny',
+  tenant_path_mismatch: 'gateway_tenant_mismatch',
 }
 
 /** Where application-layer operations send their audit events. */

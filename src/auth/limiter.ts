@@ -1,7 +1,9 @@
 import { hash } from 'node:crypto'
+import { isIP } from 'node:net'
 import type { Config } from '../config/schema.ts'
+import type { LimitState } from '../core/failure.ts'
 import type { Principal } from '../core/principal.ts'
-import { mostConstraining, type PolicyState } from '../http/rate-limit-headers.ts'
+import { mostConstraining } from '../http/rate-limit-headers.ts'
 import { fitSlots, KeyedSlots } from '../lib/keyed-slots.ts'
 import type { CounterResult, CounterStore } from './counter-store.ts'
 
@@ -9,7 +11,7 @@ export type RateLimitConfig = Config['rateLimit']
 type PolicyName = 'per-token' | 'per-tenant' | 'failed-auth'
 
 interface Checked {
-  readonly state: PolicyState
+  readonly state: LimitState
   /** More hits than the quota in this window (this request is over the limit). */
   readonly exceeded: boolean
   /** Exactly the quota: this request was the last one allowed. */
@@ -25,8 +27,8 @@ interface Policy {
 
 /** What a step of the limiter decided: go on (headers to show, if any), or refuse with 429. */
 export type LimitVerdict =
-  | { readonly refused: false; readonly state?: PolicyState | undefined }
-  | { readonly refused: true; readonly state: PolicyState }
+  | { readonly refused: false; readonly state?: LimitState | undefined }
+  | { readonly refused: true; readonly state: LimitState }
 
 type VerdictCallback = (error: Error | null, verdict?: LimitVerdict) => void
 
@@ -75,7 +77,7 @@ export function createLimiter(config: Readonly<RateLimitConfig>, store: CounterS
           if (error || !result) return callback(error ?? new Error('rate-limit store: no result'))
           const remaining = Math.max(0, max - result.current)
           const exceeded = result.current > max
-          const state: PolicyState = {
+          const state: LimitState = {
             name,
             quota: max,
             windowSec: settings.windowSec,
@@ -258,4 +260,28 @@ export class KnownCredentials {
  */
 export function credentialDigest(value: string): string {
   return hash('sha256', value, 'base64url')
+}
+
+/**
+ * The failed-authentication key of a client address: an IPv4 address as it is, an IPv6
+ * address by its /64 (the block one subscriber usually controls, so rotating addresses
+ * within it buys nothing), an IPv4-mapped IPv6 address as its IPv4 address. Hand-written
+ * (a dozen lines) so that the library path needs no Fastify plugin for it.
+ */
+export function addressKeyOf(address: string): string {
+  if (!address.includes(':')) return address
+  const zone = address.indexOf('%')
+  const plain = (zone === -1 ? address : address.slice(0, zone)).toLowerCase()
+  const mapped = /^(?:0{0,4}:){0,5}:?ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(plain)
+  if (mapped && isIP(mapped[1] as string) === 4) return mapped[1] as string
+  if (isIP(plain) !== 6) return plain
+  const [head = '', tail] = plain.split('::')
+  const left = head === '' ? [] : head.split(':')
+  const right = tail === undefined || tail === '' ? [] : tail.split(':')
+  // An embedded IPv4 tail (`::1.2.3.4`) stands for two groups, none of them in the /64.
+  const groups = [...left, ...Array(8 - left.length - right.length).fill('0'), ...right]
+  return `${groups
+    .slice(0, 4)
+    .map((group) => Number.parseInt(group, 16).toString(16))
+    .join(':')}::/64`
 }

@@ -24,6 +24,7 @@ export type RefusalCode =
   | 'token_changed'
   | 'issuer_unknown'
   | 'invalid_input'
+  | 'lifetime_exceeded'
 
 /**
  * An operation refused for a reason the operator can act on. `subject` names the tenant,

@@ -1,5 +1,5 @@
 import { fingerprintToken } from '../core/fingerprint.ts'
-import { checkPatFormat, hashPat, issuePat, patStatus } from '../core/pat.ts'
+import { checkPatFormat, hashPat, isPatToken, issuePat, patStatus } from '../core/pat.ts'
 import type { PatRecord } from '../core/ports.ts'
 import type { PatStore } from '../stores/store.ts'
 import { audit, type OperationDeps, OperationRefused, requireEnabledTenant } from './operations.ts'
@@ -9,15 +9,67 @@ export { type PatStatus, patStatus } from '../core/pat.ts'
 const iso = (ms: number | null | undefined) => (ms == null ? null : new Date(ms).toISOString())
 
 /** A token reference as it may be shown: a plaintext token given as an id is fingerprinted. */
-const shown = (ref: string) => (ref.startsWith('pat_') ? fingerprintToken(ref) : ref)
+const shown = (ref: string) => (isPatToken(ref) ? fingerprintToken(ref) : ref)
+
+const DAY_MS = 86_400_000
+
+/** The operator's PAT lifetime policy (config `pat`). */
+export interface PatPolicy {
+  /** Lifetime of a token issued without one. */
+  readonly defaultExpiresInDays: number
+  /** Longest lifetime allowed; 0: no maximum (and `never` allowed). */
+  readonly maxExpiresInDays: number
+}
+
+/** A new token's lifetime: milliseconds, `never`, or the policy's default. */
+export type PatLifetime = number | 'never' | 'default'
+
+/** Operations that issue tokens run under the operator's lifetime policy. */
+export interface PatOperationDeps extends OperationDeps {
+  readonly patPolicy: PatPolicy
+}
+
+/**
+ * The expiry of a token issued at `now` with `lifetime`, under the policy: with a maximum,
+ * `never` and anything longer are refused (`lifetime_exceeded`). The one home of the rule:
+ * the CLI, the admin API, the console and library callers all issue through here.
+ */
+export function expiryUnderPolicy(
+  policy: PatPolicy,
+  now: number,
+  lifetime: PatLifetime,
+): number | null {
+  const maxDays = policy.maxExpiresInDays
+  if (lifetime === 'default') return now + policy.defaultExpiresInDays * DAY_MS
+  if (lifetime === 'never') {
+    if (maxDays > 0) {
+      throw new OperationRefused(
+        'lifetime_exceeded',
+        'never',
+        `a token that never expires is not allowed: the PAT lifetime is limited to ${maxDays} days (config pat.maxExpiresInDays)`,
+      )
+    }
+    return null
+  }
+  if (!(Number.isFinite(lifetime) && lifetime > 0)) {
+    throw new OperationRefused('invalid_input', 'lifetime', 'a token lifetime must be positive')
+  }
+  if (maxDays > 0 && lifetime > maxDays * DAY_MS) {
+    throw new OperationRefused(
+      'lifetime_exceeded',
+      String(lifetime),
+      `the lifetime is longer than the maximum PAT lifetime of ${maxDays} days (config pat.maxExpiresInDays)`,
+    )
+  }
+  return now + lifetime
+}
 
 export interface IssuePatRequest {
   readonly tenantId: string
   readonly subject: string
   readonly name: string
   readonly permissions: readonly string[]
-  /** Epoch ms, or null for a token that never expires. */
-  readonly expiresAt: number | null
+  readonly lifetime: PatLifetime
 }
 
 /** A new token: `token` is the plaintext, to be shown once and never stored. */
@@ -26,13 +78,22 @@ export interface IssuedPat {
   readonly record: PatRecord
 }
 
-/** Issues a PAT for an enabled tenant and audits `pat.issued`. */
+/** Issues a PAT for an enabled tenant, within the lifetime policy, and audits `pat.issued`. */
 export async function issueTenantPat(
-  deps: OperationDeps,
+  deps: PatOperationDeps,
   request: IssuePatRequest,
 ): Promise<IssuedPat> {
+  const now = deps.clock.now()
+  const expiresAt = expiryUnderPolicy(deps.patPolicy, now, request.lifetime)
   await requireEnabledTenant(deps.store, request.tenantId)
-  const issued = issuePat({ ...request, now: deps.clock.now() })
+  const issued = issuePat({
+    tenantId: request.tenantId,
+    subject: request.subject,
+    name: request.name,
+    permissions: request.permissions,
+    expiresAt,
+    now,
+  })
   await deps.store.insertPat(issued.record)
   await audit(deps, {
     type: 'pat.issued',
@@ -42,7 +103,7 @@ export async function issueTenantPat(
       subject: request.subject,
       name: request.name,
       permissions: request.permissions,
-      expiresAt: iso(request.expiresAt),
+      expiresAt: iso(expiresAt),
     },
   })
   return issued
@@ -50,7 +111,7 @@ export async function issueTenantPat(
 
 export interface RotatePatRequest {
   readonly id: string
-  readonly expiresAt: number | null
+  readonly lifetime: PatLifetime
   /** How long the old token keeps working; 0 refuses it at once. */
   readonly graceMs: number
 }
@@ -61,11 +122,12 @@ export interface RotatePatRequest {
  * token, or a disabled tenant.
  */
 export async function rotateTenantPat(
-  deps: OperationDeps,
+  deps: PatOperationDeps,
   request: RotatePatRequest,
 ): Promise<IssuedPat & { readonly graceUntil: number }> {
   const { store } = deps
   const now = deps.clock.now()
+  const expiresAt = expiryUnderPolicy(deps.patPolicy, now, request.lifetime)
   const old = await store.getPat(request.id)
   if (!old) {
     throw new OperationRefused('token_unknown', shown(request.id), `no token ${shown(request.id)}`)
@@ -87,7 +149,7 @@ export async function rotateTenantPat(
     subject: old.subject,
     name: old.name,
     permissions: old.permissions,
-    expiresAt: request.expiresAt,
+    expiresAt,
     now,
     rotatedFrom: old.id,
   })
@@ -106,7 +168,7 @@ export async function rotateTenantPat(
       tokenId: issued.record.id,
       rotatedFrom: old.id,
       graceUntil: iso(graceUntil),
-      expiresAt: iso(request.expiresAt),
+      expiresAt: iso(expiresAt),
     },
   })
   return { ...issued, graceUntil }
@@ -117,7 +179,7 @@ export async function rotateTenantPat(
  * looked up by hash exactly as authentication does; the plaintext is never echoed.
  */
 export async function findPatByRef(store: PatStore, ref: string): Promise<PatRecord> {
-  if (ref.startsWith('pat_')) {
+  if (isPatToken(ref)) {
     const found = checkPatFormat(ref).ok ? await store.findPatByHash(hashPat(ref)) : undefined
     if (!found) throw new OperationRefused('token_unknown', fingerprintToken(ref), 'no such token')
     return found

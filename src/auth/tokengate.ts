@@ -1,10 +1,10 @@
 /**
  * `createTokengate`: the whole product as a library. It opens the same store the server and
  * the CLI use (the embedded SQLite file in `dataDir`, or Postgres with `databaseUrl`) and
- * wires it exactly as `tokengate serve` does: cached PAT and tenant lookups, the store's
- * change feed (a `tokengate pat revoke` reaches the app within a second), trusted issuers
- * from the store, last-used times written behind, audit events of refused requests, and
- * rotation-reuse detection. The result plugs into every adapter:
+ * wires the same gate as `tokengate serve`: cached PAT and tenant lookups, the store's change
+ * feed (a `tokengate pat revoke` reaches the app within a second), trusted issuers from the
+ * store, the rate limits, last-used times written behind, audit events of refused requests,
+ * and rotation-reuse detection. The result is a gate every framework binding takes:
  *
  * @example
  * import express from 'express'
@@ -19,18 +19,22 @@
  * // on shutdown: await gate.close()
  */
 import type { Config } from '../config/schema.ts'
-import { type AuthenticateMaybeSync, isPromiseLike } from '../core/authenticate.ts'
-import { parseAuthorization } from '../core/credentials.ts'
-import type { AuthFailure } from '../core/failure.ts'
-import { fingerprintToken } from '../core/fingerprint.ts'
+import type { AuthenticateMaybeSync } from '../core/authenticate.ts'
 import { type Clock, systemClock } from '../core/ports.ts'
-import type { AuthResult, Principal } from '../core/principal.ts'
 import { missingPackageError } from '../missing-package.ts'
 import { openStore } from '../stores/open-store.ts'
 import type { Store } from '../stores/store.ts'
-import { authFailureRecord } from './audit-events.ts'
+import { storeAuditSink } from './audit-events.ts'
 import { createAuthContext, type Warn } from './auth-context.ts'
-import { createReuseDetector } from './reuse-detector.ts'
+import type { Gate } from './gate.ts'
+import { openGate } from './open-gate.ts'
+import {
+  type IssuedPat,
+  type IssuePatRequest,
+  issueTenantPat,
+  type RotatePatRequest,
+  rotateTenantPat,
+} from './pat-lifecycle.ts'
 
 export interface TokengateOptions {
   /**
@@ -45,39 +49,47 @@ export interface TokengateOptions {
   readonly migrate?: boolean
   /** The server's `auth` settings, same names and defaults (docs/configuration.md). */
   readonly auth?: Partial<Config['auth']>
+  /**
+   * The server's `rateLimit` settings, same names and defaults (per token, per tenant, failed
+   * authentications per address); `{ enabled: false }` turns them off.
+   */
+  readonly rateLimit?: RateLimitOptions
+  /** Redis for rate-limit counters shared by several processes (needs `ioredis`). */
+  readonly redisUrl?: string
+  /** The server's `pat` settings: default and maximum lifetime of issued tokens. */
+  readonly pat?: Partial<Config['pat']>
   /** Warnings (store or issuer reload failures, retried writes). Default `process.emitWarning`. */
   readonly log?: Warn
   readonly clock?: Clock
 }
 
-/** Where a refused request came from, for its audit event. */
-export interface FailureContext {
-  readonly requestId: string
-  readonly clientAddress?: string | null | undefined
-  readonly method?: string | undefined
-  /** The path without the query string. */
-  readonly path?: string | undefined
-  /** The request's `Authorization` header lines (only a fingerprint is ever stored). */
-  readonly authorization?: readonly string[] | undefined
-  /** Set for a 403: the caller was authenticated. */
-  readonly principal?: Principal | null | undefined
+type RateLimitOptions = {
+  readonly [K in keyof Config['rateLimit']]?: Config['rateLimit'][K] extends object
+    ? Partial<Config['rateLimit'][K]>
+    : Config['rateLimit'][K]
 }
 
-export interface Tokengate {
+/** Token operations under the operator's policy (`pat` settings), audited as the CLI's. */
+export interface PatOperations {
+  issue(request: IssuePatRequest): Promise<IssuedPat>
+  rotate(request: RotatePatRequest): Promise<IssuedPat & { readonly graceUntil: number }>
+}
+
+export interface Tokengate extends Gate {
   /**
-   * The server's own authentication pipeline: answers cache hits synchronously (a value),
-   * otherwise a promise; never rejects. A PAT's successful use is recorded (last-used time).
+   * Authentication alone (no limits, no audit): answers cache hits synchronously (a value),
+   * otherwise a promise; never rejects. Front ends use the gate's `check` instead.
    */
   readonly authenticate: AuthenticateMaybeSync
-  /** Audits a refused request (401/403) as the server does; the adapters call it. */
-  recordFailure(failure: AuthFailure, context: FailureContext): void
-  /** The opened store (tenants, PATs, issuers, audit), e.g. to issue tokens in code. */
+  /** Issue and rotate PATs in code, within the lifetime policy. */
+  readonly pats: PatOperations
+  /** The opened store (tenants, PATs, issuers, audit). */
   readonly store: Store
   /** Stops watching the store, flushes last-used times and audit events, closes the store. */
   close(): Promise<void>
 }
 
-/** Opens the store and wires the auth pipeline around it; see the module comment. */
+/** Opens the store and wires the gate around it; see the module comment. */
 export async function createTokengate(options: TokengateOptions = {}): Promise<Tokengate> {
   const clock = options.clock ?? systemClock
   const log = options.log ?? emitWarnings
@@ -92,39 +104,30 @@ export async function createTokengate(options: TokengateOptions = {}): Promise<T
   try {
     if (options.migrate !== false) await store.migrate()
     const auth = await createAuthContext(config, store, clock, log)
-    const reuse = createReuseDetector({ store, audit: auth.audit, clock, log })
-    const recordUse = (result: AuthResult): AuthResult => {
-      if (result.ok && result.principal.tokenType === 'pat' && result.principal.tokenId) {
-        auth.patUse.record(result.principal.tokenId, clock.now())
-      }
-      return result
+    const opened = await openGate(auth, {
+      rateLimit: config.rateLimit,
+      redisUrl: config.redisUrl,
+      log: { ...log, info() {}, isLevelEnabled: () => false },
+    })
+    const deps = {
+      store,
+      clock,
+      actor: { actor: 'library' },
+      audit: storeAuditSink(store, () => clock.now()),
+      patPolicy: config.pat,
     }
     let closing: Promise<void> | undefined
     return {
+      ...opened.gate,
+      authenticate: auth.authenticate,
+      pats: {
+        issue: (request) => issueTenantPat(deps, request),
+        rotate: (request) => rotateTenantPat(deps, request),
+      },
       store,
-      authenticate(input) {
-        const result = auth.authenticate(input)
-        return isPromiseLike(result) ? Promise.resolve(result).then(recordUse) : recordUse(result)
-      },
-      recordFailure(failure, context) {
-        if (failure.code === 'unavailable') return
-        const actor = context.principal?.fingerprint ?? actorOf(context.authorization)
-        const requestId = context.requestId
-        const clientAddress = context.clientAddress ?? null
-        const record = authFailureRecord(failure, {
-          actor,
-          clientAddress,
-          requestId,
-          method: context.method ?? '',
-          url: context.path ?? '',
-          tenantId: context.principal?.tenantId ?? null,
-        })
-        if (record) auth.audit.write(record)
-        reuse.onFailure(failure, { actor, clientAddress, requestId })
-      },
       close() {
         closing ??= (async () => {
-          await reuse.settled()
+          await opened.close()
           await auth.close()
           await store.close()
         })()
@@ -147,14 +150,12 @@ async function libraryConfig(options: TokengateOptions): Promise<Readonly<Config
       server: { plainHttp: true },
       ...(options.dataDir !== undefined ? { dataDir: options.dataDir } : {}),
       ...(options.databaseUrl !== undefined ? { databaseUrl: options.databaseUrl } : {}),
+      ...(options.redisUrl !== undefined ? { redisUrl: options.redisUrl } : {}),
       ...(options.auth ? { auth: { ...options.auth } } : {}),
+      ...(options.rateLimit ? { rateLimit: { ...options.rateLimit } } : {}),
+      ...(options.pat ? { pat: { ...options.pat } } : {}),
     },
   })
-}
-
-function actorOf(authorization: readonly string[] | undefined): string | null {
-  const parsed = parseAuthorization(authorization ?? [])
-  return parsed.ok ? fingerprintToken(parsed.token) : null
 }
 
 /** A library app has no logger of ours: warnings and errors become process warnings. */

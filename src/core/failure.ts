@@ -35,10 +35,24 @@ export type AuthFailure =
    * query parameter or form field). Found by the HTTP front ends, not the core (400).
    */
   | { code: 'invalid_request'; detail: string }
-  /** SPEC §5.3 rule 5: authenticated, but a required permission is not held. */
-  | { code: 'insufficient_permission'; required: readonly string[] }
+  /**
+   * SPEC §5.3 rule 5: authenticated, but a required permission is not held. `policyLine`:
+   * the gateway policy rule that required it (absent for a built-in route's permissions).
+   */
+  | { code: 'insufficient_permission'; required: readonly string[]; policyLine?: number }
   /** Fail closed: a store or key source needed to decide is unreachable (503, never a pass). */
   | { code: 'unavailable'; dependency: 'store' | 'jwks'; retryAfterSeconds: number }
+  /** A limit is exhausted: per token, per tenant, or failed authentications per address (429). */
+  | { code: 'rate_limited'; limit: LimitState }
+  /**
+   * The route policy denies the route (a `deny` rule, `default: deny`, or a built-in route's
+   * name the gateway never proxies): answered exactly like an unknown path (404).
+   */
+  | { code: 'route_denied'; policyLine?: number }
+  /** The policy rule's tenant path segment names a tenant other than the caller's (403). */
+  | { code: 'tenant_path_mismatch'; policyLine: number }
+  /** A path the policy refuses to interpret (`..`, `%2F`, `//`): 400, never guessed at. */
+  | { code: 'bad_path'; detail: string }
 
 export type InvalidTokenReason =
   | 'malformed'
@@ -58,3 +72,19 @@ export type InvalidTokenReason =
   | 'tenant_disabled'
 
 export type FailureCode = AuthFailure['code']
+
+/**
+ * One limit's state for one request, as the IETF RateLimit header fields describe it
+ * (draft-ietf-httpapi-ratelimit-headers): the 429's headers, or those of an allowed request.
+ */
+export interface LimitState {
+  /** Limit name, e.g. `per-token`: `[a-z-]` only, so it is a valid sf-string as is. */
+  readonly name: string
+  /** Requests allowed per window. */
+  readonly quota: number
+  readonly windowSec: number
+  /** Requests left in the current window (0 when exceeded). */
+  readonly remaining: number
+  /** Seconds until the current window ends (≥ 1 while a window is open). */
+  readonly resetSec: number
+}

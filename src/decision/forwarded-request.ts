@@ -124,3 +124,29 @@ export function createProxyMatcher(list: string): ProxyMatcher {
     return blocks.check(plain, isIPv4(plain) ? 'ipv4' : 'ipv6')
   }
 }
+
+/**
+ * The client address a request stands for: the peer, or, when the peer is a trusted proxy,
+ * the nearest address in `X-Forwarded-For` that is not itself a trusted proxy (proxy-addr's
+ * rule, which Fastify applies to the API listener). Hand-written: a dozen lines, and the
+ * decision listener needs no framework.
+ */
+export function clientAddressOf(
+  req: {
+    readonly socket: { readonly remoteAddress?: string | undefined }
+    readonly headers: Record<string, string | string[] | undefined>
+  },
+  trusted: ProxyMatcher,
+): string {
+  let address = req.socket.remoteAddress ?? ''
+  if (!trusted(address)) return address
+  const header = req.headers['x-forwarded-for']
+  const chain = (Array.isArray(header) ? header.join(',') : (header ?? '')).split(',')
+  for (let i = chain.length - 1; i >= 0; i--) {
+    const hop = (chain[i] as string).trim()
+    if (hop === '') continue
+    address = hop
+    if (!trusted(hop)) break
+  }
+  return address
+}

@@ -3,13 +3,10 @@
  * §7.6.1) are dropped in both directions; towards the upstream, caller-supplied identity
  * headers are removed and the gateway's own are added.
  */
-import type { Principal } from '../core/principal.ts'
+import { IDENTITY_PREFIX } from '../http/identity-headers.ts'
 
 /** Headers as Node and undici hand them over: lower-case names. */
 export type HeaderMap = Record<string, string | string[] | number | undefined>
-
-/** Prefix of every identity header the gateway sends; any incoming one is removed. */
-export const IDENTITY_PREFIX = 'x-auth-'
 
 /**
  * RFC 9110 §7.6.1 hop-by-hop fields, plus the obsolete `Proxy-Connection` and `Keep-Alive`
@@ -74,7 +71,8 @@ export function isSpoofable(name: string, allowed: ReadonlySet<string> = NO_NAME
 const NO_NAMES: ReadonlySet<string> = new Set()
 
 export interface ForwardContext {
-  readonly principal: Principal
+  /** The gate's identity headers (`X-Auth-*`, and `X-Auth-Token` when signed). */
+  readonly identity: Readonly<Record<string, string>>
   readonly requestId: string
   readonly stripAuthorization: boolean
   /**
@@ -88,8 +86,6 @@ export interface ForwardContext {
   readonly protocol: string
   /** The host the caller addressed. */
   readonly host: string
-  /** Optional internal token for the upstream (`X-Auth-Token`). */
-  readonly internalToken?: string | undefined
   /** Forwarding headers (lower-case) the caller may send through (`gateway.forwardHeaders`). */
   readonly forwardHeaders?: ReadonlySet<string> | undefined
   /** Send `X-Forwarded-Host` from the caller's `Host` (`gateway.forwardedHost`). */
@@ -118,15 +114,7 @@ export function upstreamRequestHeaders(incoming: HeaderMap, context: ForwardCont
     headers[name] = incoming[name]
   }
 
-  const { principal } = context
-  headers['x-auth-tenant'] = encodeHeaderValue(principal.tenantId)
-  headers['x-auth-subject'] = encodeHeaderValue(principal.subject)
-  headers['x-auth-token-type'] = principal.tokenType
-  if (principal.tokenId !== undefined) {
-    headers['x-auth-token-id'] = encodeHeaderValue(principal.tokenId)
-  }
-  headers['x-auth-permissions'] = permissionsHeader(principal.permissions)
-  if (context.internalToken !== undefined) headers['x-auth-token'] = context.internalToken
+  Object.assign(headers, context.identity)
   headers['x-request-id'] = context.requestId
 
   headers['x-forwarded-for'] = context.forwardedFor.join(', ')
@@ -155,22 +143,6 @@ function connectionListed(connection: HeaderMap[string]): ReadonlySet<string> | 
 }
 
 /**
- * `X-Auth-Permissions` per permission list, joined and encoded once per list object: a PAT's
- * list is shared by every cached token with the same tenant and permissions, a JWT's by
- * its memoised principal, so a repeated caller costs one lookup. Lists are immutable.
- */
-const permissionHeaders = new WeakMap<readonly string[], string>()
-
-function permissionsHeader(permissions: readonly string[]): string {
-  let header = permissionHeaders.get(permissions)
-  if (header === undefined) {
-    header = permissions.map(encodeListItem).join(',')
-    permissionHeaders.set(permissions, header)
-  }
-  return header
-}
-
-/**
  * The upstream's response headers as passed to the caller: hop-by-hop fields dropped, and
  * `X-Request-Id` left to the gateway (its id is the one in its logs). A new map.
  */
@@ -182,31 +154,4 @@ export function callerResponseHeaders(incoming: HeaderMap): HeaderMap {
     headers[name] = incoming[name]
   }
   return headers
-}
-
-/**
- * Makes an identity value safe and unambiguous as a header value: every character outside
- * visible ASCII, and `%` itself, is percent-encoded as UTF-8 (decode with
- * `decodeURIComponent`). Ordinary ids (`acme`, `user-1`, `tok_...`) pass unchanged.
- *
- * Why: a JWT `sub` is attacker-influenced JSON and may hold CR/LF or non-ASCII text; sent raw
- * it would be refused by the HTTP client or, worse, read differently by the upstream.
- */
-export function encodeHeaderValue(value: string): string {
-  return SAFE.test(value) ? value : value.replace(UNSAFE, encodeChar)
-}
-
-/** As `encodeHeaderValue`, and also `,` (the list separator of `X-Auth-Permissions`). */
-function encodeListItem(value: string): string {
-  return SAFE_ITEM.test(value) ? value : value.replace(UNSAFE_ITEM, encodeChar)
-}
-
-const SAFE = /^[\x21-\x24\x26-\x7e]*$/
-const SAFE_ITEM = /^[\x21-\x24\x26-\x2b\x2d-\x7e]*$/
-const UNSAFE = /[^\x21-\x24\x26-\x7e]/gu
-const UNSAFE_ITEM = /[^\x21-\x24\x26-\x2b\x2d-\x7e]/gu
-
-function encodeChar(char: string): string {
-  // encodeURIComponent throws on a lone surrogate; U+FFFD keeps the value well-formed.
-  return char.isWellFormed() ? encodeURIComponent(char) : '%EF%BF%BD'
 }

@@ -2,17 +2,10 @@ import type { OutgoingHttpHeaders } from 'node:http'
 import { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Dispatcher } from 'undici'
-import type { AuthFailure } from '../core/failure.ts'
-import type { Principal } from '../core/principal.ts'
-import { pathOf } from '../http/api-path.ts'
-import { bearerChallenge } from '../http/challenge.ts'
-import { failureResponse } from '../http/failure-response.ts'
 import { PROBLEM_CONTENT_TYPE, type ProblemDetails, problem } from '../http/problem.ts'
-import { asciiLowerCase, canonicalRequestTarget } from '../http/request-target.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
 import type { Admission, UpstreamAdmission } from './admission.ts'
 import { callerResponseHeaders, type HeaderMap, upstreamRequestHeaders } from './headers.ts'
-import type { PolicyDecision, PolicyMatcher } from './policy-matcher.ts'
 import { paceUpload, type UploadPaceOptions, UploadTooSlowError } from './upload-pace.ts'
 import { sendUpstream } from './upstream.ts'
 
@@ -26,15 +19,6 @@ export interface ProxyOptions {
   readonly forwardHeaders?: ReadonlySet<string> | undefined
   /** Send `X-Forwarded-Host` from the caller's `Host`. */
   readonly forwardedHost?: boolean | undefined
-  readonly matcher: PolicyMatcher
-  /** First path segments (after `/api/v1/`) that belong to tokengate's built-in routes. */
-  readonly reserved: ReadonlySet<string>
-  /** A short-lived token vouching for the request, sent as `X-Auth-Token`; optional. */
-  readonly internalToken?:
-    | ((principal: Principal, requestId: string) => Promise<string>)
-    | undefined
-  /** Called when the policy refuses an authenticated request (audit). */
-  readonly onRefused?: (request: FastifyRequest, decision: PolicyDecision) => void
   /** Per-token/per-tenant caps and the wait for a connection (`createUpstreamAdmission`). */
   readonly admission: UpstreamAdmission
   /** The minimum pace of a proxied request body. */
@@ -46,8 +30,6 @@ export interface ProxyOptions {
 }
 
 const DETAIL = {
-  notFound: 'No such endpoint.',
-  tenant: "The path names a tenant other than the caller's; a token acts only for its own tenant.",
   badGateway: 'The upstream service could not be reached or sent an invalid response.',
   timeout: 'The upstream service did not answer in time.',
   tokenBusy:
@@ -59,57 +41,23 @@ const DETAIL = {
 } as const
 
 /**
- * The catch-all handler of gateway mode: policy, then proxy. The auth plugin has already
- * authenticated the request (every path under `/api/v1/` is authenticated before routing),
- * so a 401 is always decided before anything here runs.
- *
- * Steps: a built-in name → 404; the policy decision (400 ambiguous path, 404 deny, 403 tenant or
- * permission); then the upstream exchange with the rewritten headers, the body streamed both ways,
+ * The catch-all handler of gateway mode. The gate has already decided the request in
+ * `onRequest` with the route policy (401, 429, 400 ambiguous path, 404 denied, 403), so
+ * what is left is the upstream's: admission (per-token and per-tenant caps, a free
+ * connection), then the exchange with the rewritten headers, the body streamed both ways,
  * and a 502/504 problem when the upstream fails or is late.
  */
 export function createProxyHandler(options: ProxyOptions) {
   // Synchronous, returning nothing: Fastify then waits for the reply without a promise, and
   // an async handler's returned reply would cost another end-of-stream watcher per request.
   return function proxy(request: FastifyRequest, reply: FastifyReply): void {
-    const principal = request.principal
-    // Fail closed: reaching the proxy without a principal is a wiring bug, never a pass.
-    if (!principal) throw new Error('bug: gateway route reached without a principal')
+    const outcome = request.outcome
+    // Fail closed: reaching the proxy without the gate's allowance is a wiring bug, never a pass.
+    if (!outcome?.allowed || outcome.identity === undefined) {
+      throw new Error('bug: gateway route reached without an allowed outcome')
+    }
+    const { principal, identity } = outcome
     const requestId = String(request.id)
-    const path = pathOf(request.url)
-    // Refused spellings are 400 before anything else reads the path: the built-in names and
-    // the policy are both recognised on the one decoded reading.
-    const target = canonicalRequestTarget(path)
-    if (!target.ok) {
-      return void sendProblem(reply, problem(400, 'validation_failed', target.reason, requestId))
-    }
-    // Built-in names stay tokengate's whatever the method or spelling (`/api/v%31/tokens/x`):
-    // the upstream cannot shadow them.
-    if (isReserved(target.segments, options.reserved)) {
-      return void sendProblem(reply, problem(404, 'not_found', DETAIL.notFound, requestId))
-    }
-    const decision = options.matcher.decide(request.method, path, principal, target.segments)
-    switch (decision.outcome) {
-      case 'bad_path':
-        return void sendProblem(
-          reply,
-          problem(400, 'validation_failed', decision.reason, requestId),
-        )
-      case 'deny':
-        // A denied route answers exactly like one that does not exist, so the policy never
-        // reveals which upstream routes exist.
-        options.onRefused?.(request, decision)
-        return void sendProblem(reply, problem(404, 'not_found', DETAIL.notFound, requestId))
-      case 'tenant_mismatch':
-        options.onRefused?.(request, decision)
-        return void sendTenantMismatch(reply, requestId)
-      case 'forbidden':
-        options.onRefused?.(request, decision)
-        return void sendFailure(reply, decision.failure, requestId)
-      case 'allow':
-        break
-      default:
-        return void (decision satisfies never)
-    }
     const admitted = options.admission.admit(
       principal.tenantId,
       principal.tokenId ?? principal.fingerprint,
@@ -121,17 +69,7 @@ export function createProxyHandler(options: ProxyOptions) {
         admission.release()
         return
       }
-      if (!options.internalToken) {
-        return forward(request, reply, options, principal, requestId, admission, undefined)
-      }
-      const signed = options.internalToken(principal, requestId)
-      signed.then(
-        (token) => forward(request, reply, options, principal, requestId, admission, token),
-        (error: unknown) => {
-          admission.release()
-          reply.send(error)
-        },
-      )
+      forward(request, reply, options, identity, requestId, admission)
     }
     if (isPromiseLike(admitted)) admitted.then(admit, (error: unknown) => reply.send(error))
     else admit(admitted)
@@ -148,17 +86,11 @@ function forward(
   request: FastifyRequest,
   reply: FastifyReply,
   options: ProxyOptions,
-  principal: Principal,
+  identity: Readonly<Record<string, string>>,
   requestId: string,
   admission: Admission & { ok: true },
-  internalToken: string | undefined,
 ): void {
   const res = reply.raw
-  if (res.destroyed) {
-    // The caller left while its identity token was signed: its `close` has passed.
-    admission.release()
-    return
-  }
   // Our own timer, not only undici's: undici rounds timeouts above one second to its
   // coarse timer tick, and the caller is promised an answer within `timeoutMs`.
   let settled = false
@@ -183,7 +115,7 @@ function forward(
   })
 
   const headers = upstreamRequestHeaders(request.headers as HeaderMap, {
-    principal,
+    identity,
     requestId,
     stripAuthorization: options.stripAuthorization,
     // Fastify defines `ips` only when `trustProxy` is on: it is then the trusted chain,
@@ -193,7 +125,6 @@ function forward(
     protocol: request.protocol,
     // Read only when sent: `request.host` parses the Host header (and trusted proxies').
     host: options.forwardedHost ? request.host : '',
-    internalToken,
     forwardHeaders: options.forwardHeaders,
     forwardedHost: options.forwardedHost,
   })
@@ -321,14 +252,6 @@ function upstreamPath(options: ProxyOptions, url: string): string {
  */
 const PLAIN_PATH = /^(?!.*\/(?:\.|%2e))[\x21\x24-\x3b\x3d\x40-\x5b\x5d\x5f\x61-\x7a\x7c\x7e]*$/i
 
-/** `api/v1/<built-in>/...` on decoded segments, ASCII case folded; anything outside /api/v1 too. */
-function isReserved(segments: readonly string[], reserved: ReadonlySet<string>): boolean {
-  const [api, version, first] = segments
-  if (api === undefined || asciiLowerCase(api) !== 'api') return true
-  if (version === undefined || asciiLowerCase(version) !== 'v1') return true
-  return first !== undefined && reserved.has(asciiLowerCase(first))
-}
-
 /**
  * Over a token's or tenant's cap: 429, the caller's own load (as Envoy's local rate limit
  * answers). No connection in time: 503, the upstream's capacity. Both retry after a second.
@@ -342,31 +265,6 @@ function sendNotAdmitted(
   return reason === 'busy'
     ? sendProblem(reply, problem(503, 'unavailable', DETAIL.busy, requestId))
     : sendProblem(reply, problem(429, 'rate_limited', DETAIL[`${reason}Busy`], requestId))
-}
-
-/** The core's answer to an authentication or permission failure. */
-export function sendFailure(
-  reply: FastifyReply,
-  failure: AuthFailure,
-  requestId: string,
-): FastifyReply {
-  const response = failureResponse(failure, requestId)
-  return reply.code(response.status).headers(response.headers).send(response.body)
-}
-
-/**
- * 403 for a `tenantParam` mismatch: the `insufficient_permission` answer of the core's
- * mapping, with a detail that says what is wrong and no `scope` (no permission would help).
- */
-export function sendTenantMismatch(reply: FastifyReply, requestId: string): FastifyReply {
-  const response = failureResponse({ code: 'insufficient_permission', required: [] }, requestId)
-  return reply
-    .code(response.status)
-    .headers({
-      ...response.headers,
-      'www-authenticate': bearerChallenge({ error: 'insufficient_scope' }),
-    })
-    .send(problem(403, 'insufficient_permission', DETAIL.tenant, requestId))
 }
 
 /** A problem-details answer, never cached. */

@@ -1,14 +1,11 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { auditRecord } from '../auth/audit-events.ts'
-import type { AuthContext } from '../auth/auth-context.ts'
+import type { FastifyInstance } from 'fastify'
+import type { PolicyMatcher } from '../auth/policy/matcher.ts'
+import { policyInForce } from '../auth/policy/reload.ts'
 import type { Config } from '../config/schema.ts'
-import { loggablePath } from '../http/log-safe.ts'
-import { v1Routes } from '../server/routes/v1/index.ts'
+import { IDENTITY_PREFIX } from '../http/identity-headers.ts'
+import { asciiLowerCase, canonicalRequestTarget } from '../http/request-target.ts'
 import { createUpstreamAdmission } from './admission.ts'
-import { effectiveHeaderName, IDENTITY_PREFIX } from './headers.ts'
-import type { IdentityTokenSigner } from './identity-token.ts'
-import type { PolicyDecision } from './policy-matcher.ts'
-import { policyMatcherOf } from './policy-reload.ts'
+import { effectiveHeaderName } from './headers.ts'
 import { createProxyHandler } from './proxy.ts'
 import { createUpstreamPool } from './upstream.ts'
 
@@ -16,16 +13,17 @@ export type GatewayConfig = NonNullable<Config['gateway']>
 
 export interface RegisterGatewayOptions {
   readonly gateway: Readonly<GatewayConfig>
-  readonly auth: AuthContext
-  /** The data directory (keys of the optional internal token live there). */
-  readonly dataDir: string
-  /** Signs the identity JWT sent upstream as `X-Auth-Token` (identity-token.ts); optional. */
-  readonly identityToken?: IdentityTokenSigner | undefined
+  /**
+   * First path segments below `/api/v1/` that belong to the server's built-in routes: the
+   * upstream never gets them, in any spelling (`/api/v1/Tokens`, `/api/v%31/tokens/x`).
+   */
+  readonly reservedNames: readonly string[]
 }
 
 /**
  * Mounts gateway mode on a server built by `buildServer`: every `/api/v1/*` request that no
- * built-in route answers is checked against the route policy and proxied to the upstream.
+ * built-in route answers is decided by the gate with the route policy (the route's
+ * `config.access`), then proxied to the upstream with the identity headers.
  *
  * - The policy file is loaded and validated here, so a bad file stops the start-up with
  *   every problem and its line (`PolicyError`); no policy file means the secure default
@@ -43,10 +41,15 @@ export async function registerGateway(
   app: FastifyInstance,
   options: RegisterGatewayOptions,
 ): Promise<void> {
-  const { gateway, auth } = options
-  const matcher = await policyMatcherOf(app, gateway.policyFile)
+  const { gateway } = options
+  const policy = await policyInForce(gateway.policyFile, app.log)
+  app.addHook('onClose', (_instance, done) => {
+    policy.close()
+    done()
+  })
+  const reserved = new Set(options.reservedNames.map(asciiLowerCase))
+  const matcher = withoutReserved(policy.matcher, reserved)
   const upstream = parseUpstream(gateway.upstream)
-  const reserved = new Set(v1Routes.map((route) => firstSegment(route.path)))
   const pool = createUpstreamPool(upstream.origin, {
     timeoutMs: gateway.timeoutMs,
     connections: gateway.connections,
@@ -65,10 +68,6 @@ export async function registerGateway(
       waitMs: gateway.connectionWaitMs,
     }),
     uploadPace: { idleMs: gateway.bodyTimeoutMs, minBytesPerSec: gateway.minUploadBytesPerSec },
-    matcher,
-    reserved,
-    onRefused: (request, decision) => auditRefusal(auth, request, decision),
-    internalToken: options.identityToken?.sign,
     pool,
     upstream,
   })
@@ -77,7 +76,7 @@ export async function registerGateway(
     scope.removeAllContentTypeParsers()
     // The body stays the raw request stream; the upstream exchange pipes it through.
     scope.addContentTypeParser('*', (_request, payload, done) => done(null, payload))
-    scope.all('/api/v1/*', handler)
+    scope.all('/api/v1/*', { config: { access: { policy: matcher, identity: true } } }, handler)
   })
 }
 
@@ -110,36 +109,27 @@ function forwardHeadersOf(gateway: Readonly<GatewayConfig>): ReadonlySet<string>
   return new Set(names)
 }
 
-function firstSegment(path: string): string {
-  return path.split('/')[1]?.toLowerCase() ?? ''
-}
-
-export function auditRefusal(
-  auth: AuthContext,
-  request: FastifyRequest,
-  decision: PolicyDecision,
-): void {
-  const principal = request.principal
-  auth.audit.write(
-    auditRecord(
-      {
-        type: 'auth.forbidden',
-        tenantId: principal?.tenantId ?? null,
-        outcome:
-          decision.outcome === 'forbidden'
-            ? 'insufficient_permission'
-            : `gateway_${decision.outcome}`,
-        details: {
-          method: request.method,
-          path: loggablePath(request.url),
-          ...('rule' in decision && decision.rule ? { policyLine: decision.rule.line } : {}),
-        },
-      },
-      {
-        actor: principal?.fingerprint ?? null,
-        clientAddress: request.ip,
-        requestId: String(request.id),
-      },
-    ),
-  )
+/**
+ * The policy as the gateway applies it: a built-in route's name (and anything outside
+ * `/api/v1`) is denied, answered as an unknown path, whatever the method or spelling, so the
+ * upstream can never shadow a built-in route. The path is read once, on the one decoded
+ * reading of `canonicalRequestTarget`; an ambiguous spelling is the policy's 400.
+ */
+function withoutReserved(policy: PolicyMatcher, reserved: ReadonlySet<string>): PolicyMatcher {
+  return {
+    decide(method, path, principal) {
+      const target = canonicalRequestTarget(path)
+      if (!target.ok) return { outcome: 'bad_path', reason: target.reason }
+      const [api, version, first] = target.segments
+      const outside =
+        api === undefined ||
+        asciiLowerCase(api) !== 'api' ||
+        version === undefined ||
+        asciiLowerCase(version) !== 'v1'
+      if (outside || (first !== undefined && reserved.has(asciiLowerCase(first)))) {
+        return { outcome: 'deny', rule: undefined }
+      }
+      return policy.decide(method, path, principal, target.segments)
+    },
+  }
 }

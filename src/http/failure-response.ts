@@ -1,6 +1,7 @@
 import type { AuthFailure } from '../core/failure.ts'
 import { bearerChallenge } from './challenge.ts'
-import { type FailureResponse, problemResponse } from './problem-response.ts'
+import type { ProblemCode } from './problem.ts'
+import { type FailureResponse, problemResponse, rateLimitedResponse } from './problem-response.ts'
 
 export type { FailureResponse } from './problem-response.ts'
 
@@ -9,6 +10,9 @@ const DETAIL = {
   tenantRequired: 'A JWT access token must be sent with an X-Tenant-Id header naming its tenant.',
   unavailable:
     'A service needed to authenticate this request is temporarily unavailable. Retry later.',
+  notFound: 'No such endpoint.',
+  tenantPath:
+    "The path names a tenant other than the caller's; a token acts only for its own tenant.",
 } as const
 
 /**
@@ -18,7 +22,11 @@ const DETAIL = {
  * - 401s carry `WWW-Authenticate: Bearer realm="tokengate"` and, except for a missing header
  *   (RFC 6750 §3.1: no error code when no credentials were sent), an `error` code;
  * - 403 carries `error="insufficient_scope"` and the required permissions as `scope`;
- * - 503 carries `Retry-After` and no challenge: the credentials may be fine.
+ * - 503 carries `Retry-After` and no challenge: the credentials may be fine;
+ * - 429 carries `Retry-After` and the exhausted limit's RateLimit pair;
+ * - the route policy's refusals: a denied route is exactly an unknown path (404), so the
+ *   policy never reveals which upstream routes exist; a tenant path of another tenant is a
+ *   403 without `scope` (no permission would help); an ambiguous path is a 400.
  *
  * The body's `detail` is the failure's client-safe detail; `reason`, the dependency name and
  * anything else internal stay out of the response. `cache-control: no-store` keeps shared
@@ -70,6 +78,16 @@ export function failureResponse(failure: AuthFailure, requestId: string): Failur
       return problemResponse(failure.code, DETAIL.unavailable, requestId, {
         headers: { 'retry-after': String(failure.retryAfterSeconds) },
       })
+    case 'rate_limited':
+      return rateLimitedResponse(failure.limit, requestId)
+    case 'route_denied':
+      return problemResponse('not_found', DETAIL.notFound, requestId)
+    case 'tenant_path_mismatch':
+      return problemResponse('insufficient_permission', DETAIL.tenantPath, requestId, {
+        headers: { 'www-authenticate': TENANT_PATH_CHALLENGE },
+      })
+    case 'bad_path':
+      return problemResponse('validation_failed', failure.detail, requestId)
     default:
       return failure satisfies never
   }
@@ -98,10 +116,11 @@ function memoised(key: string, build: () => string): string {
 }
 
 const challenges = new Map<string, string>()
+const TENANT_PATH_CHALLENGE = bearerChallenge({ error: 'insufficient_scope' })
 const MAX_MEMOISED_CHALLENGES = 256
 
 function unauthorized(
-  code: AuthFailure['code'],
+  code: Extract<ProblemCode, AuthFailure['code']>,
   detail: string,
   challenge: string,
   requestId: string,

@@ -1,6 +1,7 @@
+import type { LimitState } from '../core/failure.ts'
 import type { ProblemDetails } from './problem.ts'
 import { PROBLEM_CONTENT_TYPE, PROBLEMS, type ProblemCode, problem } from './problem.ts'
-import { type PolicyState, rateLimitHeaders } from './rate-limit-headers.ts'
+import { rateLimitHeaders } from './rate-limit-headers.ts'
 
 /** An HTTP error response, framework-free: adapters copy it onto their reply object. */
 export interface FailureResponse {
@@ -47,7 +48,7 @@ export function problemResponse(
 }
 
 /** 429 for an exhausted rate-limit policy: `Retry-After` and the policy's RateLimit pair. */
-export function rateLimitedResponse(state: PolicyState, requestId: string): FailureResponse {
+export function rateLimitedResponse(state: LimitState, requestId: string): FailureResponse {
   const detail =
     state.name === 'failed-auth'
       ? `Too many failed authentications from this address; retry in ${state.resetSec} s.`

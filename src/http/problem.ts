@@ -1,8 +1,15 @@
 import type { FailureCode } from '../core/failure.ts'
 
+/**
+ * Failure codes that never reach the wire as themselves: the route policy answers a denied
+ * route as an unknown one, a tenant path as a 403 and an ambiguous path as a 400
+ * (failure-response.ts). Metrics, logs and audit events keep the precise code.
+ */
+type PolicyOnlyCode = 'route_denied' | 'tenant_path_mismatch' | 'bad_path'
+
 /** Every problem `code` the project answers with: the auth failures, then the rest. */
 export type ProblemCode =
-  | FailureCode
+  | Exclude<FailureCode, PolicyOnlyCode>
   | 'validation_failed'
   | 'invalid_request'
   | 'headers_too_large'

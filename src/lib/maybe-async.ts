@@ -27,3 +27,40 @@ export function thenMaybe<T, R>(
   if (!isPromiseLike(value)) return next(value)
   return Promise.resolve(value).then(next, onRejected)
 }
+
+/**
+ * A callback-style call as a maybe-synchronous value: the result itself when `start` calls
+ * back before returning (an in-process counter), else a promise of it (a Redis round trip).
+ * An error rejects (or throws, when synchronous).
+ *
+ * @example
+ * const verdict = settle<Verdict>((done) => limiter.gate(key, digest, done))
+ */
+export function settle<T>(
+  start: (done: (error: Error | null, value?: T) => void) => void,
+): MaybePromise<T> {
+  let sync = true
+  let settled = false
+  let value: T | undefined
+  let failure: Error | null = null
+  let resolve: ((value: T) => void) | undefined
+  let reject: ((error: Error) => void) | undefined
+  start((error, result) => {
+    if (settled) return
+    settled = true
+    if (sync) {
+      failure = error
+      value = result
+    } else if (error) reject?.(error)
+    else resolve?.(result as T)
+  })
+  sync = false
+  if (settled) {
+    if (failure) throw failure
+    return value as T
+  }
+  return new Promise<T>((res, rej) => {
+    resolve = res
+    reject = rej
+  })
+}

@@ -13,18 +13,14 @@
  * one process (tests, embedding) do not collide.
  */
 import type { AddressInfo } from 'node:net'
-import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
-import { type AuthenticateMaybeSync, isPromiseLike } from '../core/authenticate.ts'
+import type { OutcomeMetrics } from '../auth/outcome-recorder.ts'
 import type { JwksStatus } from '../core/jwks.ts'
 import type { Clock } from '../core/ports.ts'
-import type { AuthResult } from '../core/principal.ts'
-import { API_PREFIX } from '../http/api-path.ts'
 import type { CacheStats } from '../stores/cached-lookups.ts'
 import type { OutboxStats } from '../stores/store.ts'
 import type { AuditWriterStats } from '../stores/write-behind.ts'
 import { listenForMetrics } from './metrics-http.ts'
-import { stateOf } from './request-state.ts'
 
 /** What the metrics read at scrape time; every source is optional. */
 export interface MetricsSources {
@@ -40,27 +36,12 @@ export interface MetricsSources {
   readonly changeFeed?: (() => { connected: boolean } | undefined) | undefined
 }
 
-export interface Metrics {
+/**
+ * The registry, and the outcome metrics the one recorder writes (auth/outcome-recorder.ts):
+ * the authentication-latency histogram and the answers by outcome code and status.
+ */
+export interface Metrics extends OutcomeMetrics {
   readonly registry: Registry
-  /** Wraps the authenticator to time it (histogram by token type and outcome). */
-  timeAuthenticate(authenticate: AuthenticateMaybeSync): AuthenticateMaybeSync
-  /** Counts one answer (outcome code, status, rate-limit policy); called once per response. */
-  recordResponse(request: FastifyRequest, reply: FastifyReply): void
-  /** Counts one answer of the forward-auth decision listener (outcome code, status). */
-  recordDecision(request: FastifyRequest, reply: FastifyReply): void
-}
-
-/** Status-derived codes for responses that are not an authentication failure. */
-const STATUS_CODES: Readonly<Record<number, string>> = {
-  400: 'validation_failed',
-  403: 'insufficient_permission',
-  404: 'not_found',
-  413: 'payload_too_large',
-  429: 'rate_limited',
-  500: 'internal_error',
-  502: 'bad_gateway',
-  503: 'unavailable',
-  504: 'gateway_timeout',
 }
 
 /**
@@ -232,49 +213,15 @@ export function createMetrics(sources: MetricsSources): Metrics {
 
   return {
     registry,
-    timeAuthenticate(authenticate) {
-      return (input) => {
-        const started = process.hrtime.bigint()
-        const observe = (result: AuthResult) => {
-          const seconds = Number(process.hrtime.bigint() - started) / 1e9
-          const type = result.ok ? result.principal.tokenType : tokenTypeOf(input.authorization)
-          authDuration.observe(
-            { token_type: type, outcome: result.ok ? 'ok' : result.failure.code },
-            seconds,
-          )
-          return result
-        }
-        // Synchronous answers stay synchronous (see createMaybeSyncAuthenticator).
-        const result = authenticate(input)
-        return isPromiseLike(result) ? Promise.resolve(result).then(observe) : observe(result)
-      }
+    observeAuthentication(tokenType, code, seconds) {
+      authDuration.observe({ token_type: tokenType, outcome: code }, seconds)
     },
-    recordResponse(request, reply) {
-      if (!request.url.startsWith(API_PREFIX)) return
-      const status = reply.statusCode
-      requests.inc({ code: outcomeCode(request, status), status: String(status) })
-      if (status === 429) rateLimited.inc({ policy: stateOf(request).refusedBy ?? 'unknown' })
-    },
-    recordDecision(request, reply) {
-      const status = reply.statusCode
-      decisions.inc({ code: outcomeCode(request, status), status: String(status) })
-      if (status === 429) rateLimited.inc({ policy: stateOf(request).refusedBy ?? 'unknown' })
+    countAnswer(listener, code, status, limit) {
+      const counter = listener === 'decision' ? decisions : requests
+      counter.inc({ code, status: String(status) })
+      if (status === 429) rateLimited.inc({ policy: limit ?? 'unknown' })
     },
   }
-}
-
-/** `ok`, the authentication failure's code, or the code the status stands for. */
-function outcomeCode(request: FastifyRequest, status: number): string {
-  return (
-    request.authFailure?.code ?? (status < 400 ? 'ok' : (STATUS_CODES[status] ?? `http_${status}`))
-  )
-}
-
-/** The token type as far as the header tells, for failures (no principal to ask). */
-function tokenTypeOf(authorization: readonly string[]): 'pat' | 'jwt' | 'none' {
-  const first = authorization[0]
-  if (first === undefined) return 'none'
-  return first.startsWith('Bearer pat_') ? 'pat' : 'jwt'
 }
 
 /** A counter whose value is read from a monotonic source at scrape time. */

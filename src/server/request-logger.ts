@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Bindings, ChildLoggerOptions, Logger } from 'pino'
 
@@ -93,20 +92,4 @@ export function lazyChildLogger(
     bindings,
     options,
   ) as unknown as FastifyBaseLogger
-}
-
-/**
- * Request ids: a random per-process prefix and a counter, e.g. `kQ2vX9c1TzA-1f3`.
- *
- * Why not `randomUUID()` per request: ids only correlate a response, its log line and its
- * audit event; they grant nothing, so they need to be unique, not secret. 64 random bits
- * per process make two instances' ids collide with negligible probability, the counter
- * makes them unique within one, and the prefix hides how many processes or restarts there
- * were. (An observer can tell how many requests one instance served between two of their
- * own; that is public knowledge on a shared API anyway.)
- */
-export function createRequestIdGenerator(): () => string {
-  const prefix = `${randomBytes(8).toString('base64url')}-`
-  let counter = 0
-  return () => prefix + (++counter).toString(36)
 }

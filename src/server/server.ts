@@ -9,30 +9,18 @@ import Fastify, {
   LogController,
 } from 'fastify'
 import type { Logger } from 'pino'
-import { auditRecord, authFailureRecord } from '../auth/audit-events.ts'
+import { tokengate } from '../adapters/fastify.ts'
 import type { AuthContext } from '../auth/auth-context.ts'
-import { openCounterStore } from '../auth/counter-store.ts'
-import { createLimiter } from '../auth/limiter.ts'
-import { createReuseDetector, type ReuseDetector } from '../auth/reuse-detector.ts'
+import { type OpenedGate, openGate } from '../auth/open-gate.ts'
 import type { Config } from '../config/schema.ts'
-import { parseAuthorization } from '../core/credentials.ts'
-import type { AuthFailure } from '../core/failure.ts'
-import { fingerprintToken } from '../core/fingerprint.ts'
-import { isPatToken } from '../core/pat.ts'
-import type { Principal } from '../core/principal.ts'
-import { readAuthHeaders } from '../core/raw-headers.ts'
 import { API_PREFIX } from '../http/api-path.ts'
-import { loggablePath, looksLikeToken } from '../http/log-safe.ts'
 import { problemResponse, storeUnavailable } from '../http/problem-response.ts'
+import { createRequestIdGenerator, requestIdOf } from '../http/request-id.ts'
 import { createClientErrorHandler } from './client-error.ts'
 import { registerHealthRoutes } from './health.ts'
 import { limitConnections } from './limits-connections.ts'
-import { createRefusalRecorder } from './limits-refusals.ts'
 import type { Metrics } from './metrics.ts'
-import { tokengatePlugin } from './plugin.ts'
-import { rateLimitPlugin } from './rate-limit.ts'
-import { createRequestIdGenerator, lazyChildLogger } from './request-logger.ts'
-import { tokenDigestOf } from './request-state.ts'
+import { lazyChildLogger } from './request-logger.ts'
 import { RequestFieldError } from './routes/pagination.ts'
 import { StoreUnavailableError } from './routes/route.ts'
 import { serializerSchema } from './routes/serializer-schema.ts'
@@ -49,6 +37,11 @@ export interface BuildServerOptions {
   /** Prometheus metrics to record into (served on their own listener, see metrics.ts). */
   readonly metrics?: Metrics | undefined
   /**
+   * The process's gate (one limiter and recorder for every listener; main.ts opens it).
+   * Omitted: the server opens its own and closes it with the app.
+   */
+  readonly gate?: OpenedGate | undefined
+  /**
    * Mounted after the built-in routes (the gateway's catch-all proxy): the composition root
    * wires them in, so the server never imports the gateway.
    */
@@ -61,13 +54,6 @@ export interface BuildServerOptions {
 const require = createRequire(import.meta.url)
 const http = require('node:http') as typeof Http
 const https = require('node:https') as typeof Https
-
-/**
- * A caller's X-Request-Id is kept only when it is a short, safe id and not token-shaped:
- * it is echoed in the response and written to every log line and audit event of the
- * request, so a token sent there (a misconfigured client) must not be logged.
- */
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/
 
 /**
  * Builds the Fastify app without listening (tests use `inject` or listen on 127.0.0.1:0).
@@ -94,12 +80,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     ajv: { customOptions: { validateSchema: false } },
     trustProxy: config.server.trustProxy,
     requestIdHeader: false,
-    genReqId: (req) => {
-      const incoming = req.headers['x-request-id']
-      return typeof incoming === 'string' && REQUEST_ID.test(incoming) && !looksLikeToken(incoming)
-        ? incoming
-        : nextRequestId()
-    },
+    genReqId: (req) => requestIdOf(req.headers['x-request-id'], nextRequestId),
     clientErrorHandler: createClientErrorHandler(logger),
     serverFactory: (handler) => {
       let headReceived: (request: Http.IncomingMessage) => void = () => {}
@@ -138,71 +119,23 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   const corsOrigins = config.server.cors.origins.split(/\s+/).filter(Boolean)
   if (corsOrigins.length > 0) await registerCors(app, corsOrigins, config.server.cors.maxAgeSec)
 
-  // Before the auth plugin: the failed-authentication limit is checked ahead of verification.
-  // Refused requests are audited as one event per address and window (limits-refusals.ts).
-  const refusals = createRefusalRecorder({
-    windowSec: config.rateLimit.failedAuth.windowSec,
-    write: (event) =>
-      auth.audit.write(
-        auditRecord(
-          {
-            type: 'auth.throttled',
-            tenantId: null,
-            outcome: 'rate_limited',
-            details: { refused: event.refused, windowSec: event.windowSec },
-          },
-          { actor: null, clientAddress: event.clientAddress, requestId: event.requestId },
-        ),
-      ),
-  })
-  app.addHook('onClose', (_instance, done) => {
-    refusals.close()
-    done()
-  })
-  // The limiter is a service of its own (auth/limiter.ts); the plugin only wires its hooks.
-  const limits = config.rateLimit.enabled
-    ? await openCounterStore({
-        redisUrl: config.redisUrl,
-        redisPrefix: config.rateLimit.redisPrefix,
-        redisTimeoutMs: config.rateLimit.redisTimeoutMs,
-        localMaxKeys: config.rateLimit.localMaxKeys,
-        log: app.log,
-      })
-    : undefined
-  if (limits) {
-    app.addHook('onClose', (_instance, done) => {
-      limits.close()
-      done()
-    })
-  }
-  await app.register(rateLimitPlugin, {
-    config: config.rateLimit,
-    ...(limits ? { limiter: createLimiter(config.rateLimit, limits.store) } : {}),
-    onRefused: (request) => refusals.record(request.ip, String(request.id)),
-  })
-  // Reuse of a rotated-out PAT revokes its rotation family (auth/reuse-detector.ts).
-  const reuse = registerReuseDetector(app, auth, logger)
-  const onFailure = (request: FastifyRequest, failure: AuthFailure) =>
-    recordFailure(auth, request, failure, reuse)
-  await app.register(tokengatePlugin, {
-    authenticate: metrics ? metrics.timeAuthenticate(auth.authenticate) : auth.authenticate,
-    onAuthenticated: (_request, principal) => recordPatUse(auth, principal),
-    onFailure,
+  const opened =
+    options.gate ??
+    (await openGate(auth, {
+      rateLimit: config.rateLimit,
+      redisUrl: config.redisUrl,
+      log: logger,
+      metrics,
+    }))
+  if (!options.gate) app.addHook('onClose', () => opened.close())
+  const { gate, recorder } = opened
+  await app.register(tokengate, {
+    ...gate,
+    requestIds: false,
+    recordAnswer: recorder.recordsAnswers ? recorder.recordAnswer : undefined,
   })
 
-  // recordOutcome: what every answer leaves behind, in one hook (metrics, the log line).
-  // Without metrics and below `info` (quiet deployments, the benchmark) it would record
-  // nothing, so it is not added: one hook step less per request (the level is fixed at start).
-  const logsRequests = logger.isLevelEnabled('info')
-  if (metrics || logsRequests) {
-    app.addHook('onResponse', (request, reply, done) => {
-      metrics?.recordResponse(request, reply)
-      if (logsRequests) logRequest(request, reply)
-      done()
-    })
-  }
-
-  const context = { auth, config, onFailure }
+  const context = { auth, config }
   for (const route of v1Routes) {
     app.route({
       method: route.method,
@@ -258,95 +191,6 @@ function serializerSchemas(response: Readonly<Record<number, object>>): Record<n
     Object.entries(response).map(([status, schema]) => [status, serializerSchema(schema)]),
   )
 }
-
-/** The one line per request, at `info`: a token fingerprint, never a token. */
-export function logRequest(request: FastifyRequest, reply: FastifyReply): void {
-  request.log.info(
-    {
-      method: request.method,
-      path: loggablePath(request.url),
-      status: reply.statusCode,
-      ms: Math.round(reply.elapsedTime * 100) / 100,
-      auth: request.principal?.fingerprint,
-      tenant: request.principal?.tenantId,
-      code: request.authFailure?.code,
-    },
-    'request',
-  )
-}
-
-/** The reuse detector of `app`, whose pending revocations settle before the app closes. */
-export function registerReuseDetector(
-  app: FastifyInstance,
-  auth: AuthContext,
-  logger: Logger,
-): ReuseDetector {
-  const reuse = createReuseDetector({
-    store: auth.store,
-    audit: auth.audit,
-    clock: auth.clock,
-    log: logger,
-  })
-  app.addHook('onClose', () => reuse.settled())
-  return reuse
-}
-
-/** Notes an authenticated PAT's use (written behind, for `last_used_at`). */
-export function recordPatUse(auth: AuthContext, principal: Principal): void {
-  if (principal.tokenType === 'pat' && principal.tokenId) {
-    auth.patUse.record(principal.tokenId, auth.clock.now())
-  }
-}
-
-export function recordFailure(
-  auth: AuthContext,
-  request: FastifyRequest,
-  failure: AuthFailure,
-  reuse: ReuseDetector,
-): void {
-  if (failure.code === 'unavailable') return
-  // A 403's caller is authenticated, and its principal carries the verified fingerprint;
-  // only a 401 has to fingerprint the raw credential (decoding a JWT's claims again).
-  const actor = request.principal?.fingerprint ?? rawCredentialFingerprint(request)
-  const requestId = String(request.id)
-  const record = authFailureRecord(failure, {
-    actor,
-    clientAddress: request.ip,
-    requestId,
-    method: request.method,
-    url: request.url,
-    tenantId: request.principal?.tenantId ?? null,
-  })
-  if (record) auth.audit.write(record)
-  reuse.onFailure(failure, { actor, clientAddress: request.ip, requestId })
-}
-
-function rawCredentialFingerprint(request: FastifyRequest): string | null {
-  const parsed = parseAuthorization(readAuthHeaders(request.raw.rawHeaders).authorization)
-  if (!parsed.ok) return null
-  const digest = tokenDigestOf(request)
-  if (digest?.token !== parsed.token) return fingerprintToken(parsed.token)
-  // A PAT's fingerprint is its last four characters or a digest prefix: cheaper than a lookup.
-  if (isPatToken(parsed.token)) return fingerprintToken(parsed.token, digest.sha256Hex)
-  let fingerprint = refusedTokenFingerprints.get(digest.sha256Hex)
-  if (fingerprint === undefined) {
-    fingerprint = fingerprintToken(parsed.token, digest.sha256Hex)
-    if (refusedTokenFingerprints.size >= MAX_REFUSED_TOKEN_FINGERPRINTS) {
-      refusedTokenFingerprints.clear()
-    }
-    refusedTokenFingerprints.set(digest.sha256Hex, fingerprint)
-  }
-  return fingerprint
-}
-
-/**
- * Fingerprints of recently refused non-PAT tokens by the token's SHA-256. A fingerprint is a
- * function of the token alone, and decoding a JWT's header and payload again for it was a
- * visible share of a repeated JWT's 401 (bench/README.md "Speed measures and why").
- * Bounded; a full map starts over. Holds digests and fingerprints, never a token.
- */
-const refusedTokenFingerprints = new Map<string, string>()
-const MAX_REFUSED_TOKEN_FINGERPRINTS = 1_000
 
 function handleError(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
   const id = String(request.id)

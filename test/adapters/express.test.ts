@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net'
 import { test } from 'node:test'
 import express from 'express'
 import { requirePermission, tokengate } from '../../src/adapters/express.ts'
+import { recordingGate } from '../helpers/recording-gate.ts'
 import {
   createSpecFixture,
   PROTECTED_PATH,
@@ -71,16 +72,11 @@ test('express: requirePermission without tokengate() fails closed (500)', async 
   }
 })
 
-test('express: a 403 from requirePermission reaches onFailure (audited like every failure)', async () => {
+test("express: a 403 from requirePermission reaches the gate's recorder (audited like every refusal)", async () => {
   const fixture = await createSpecFixture()
-  const seen: string[] = []
+  const { gate, recorded } = recordingGate(fixture.authenticate)
   const app = express()
-  app.use(
-    tokengate({
-      authenticate: fixture.authenticate,
-      onFailure: (_req, failure) => seen.push(failure.code),
-    }),
-  )
+  app.use(tokengate(gate))
   app.get(PROTECTED_PATH, requirePermission(REQUIRED_PERMISSION), (_req, res) => {
     res.send('reached')
   })
@@ -90,7 +86,7 @@ test('express: a 403 from requirePermission reaches onFailure (audited like ever
       ['Authorization', `Bearer ${fixture.tokens.patWithoutPermission}`],
     ])
     assert.equal(response.status, 403)
-    assert.deepEqual(seen, ['insufficient_permission'])
+    assert.deepEqual(recorded, ['ok', 'insufficient_permission'])
   } finally {
     await running.close()
   }

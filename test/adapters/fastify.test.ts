@@ -1,13 +1,10 @@
 import Fastify from 'fastify'
-import { tokengatePlugin } from '../../src/server/plugin.ts'
+import { tokengate } from '../../src/adapters/fastify.ts'
 import { PROTECTED_PATH, REQUIRED_PERMISSION, runSpecTable } from './spec-table.ts'
 
 runSpecTable('fastify plugin', async (authenticate) => {
   const app = Fastify()
-  app.addHook('onRequest', async (request, reply) => {
-    reply.header('x-request-id', request.id)
-  })
-  await app.register(tokengatePlugin, { authenticate })
+  await app.register(tokengate, { authenticate })
   app.get(PROTECTED_PATH, { config: { permissions: [REQUIRED_PERMISSION] } }, async (request) => ({
     tenantId: request.principal?.tenantId,
     subject: request.principal?.subject,

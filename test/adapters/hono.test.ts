@@ -4,6 +4,8 @@ import { test } from 'node:test'
 import { serve } from '@hono/node-server'
 import { Hono } from 'hono'
 import { requirePermission, type TokengateEnv, tokengate } from '../../src/adapters/hono.ts'
+import type { AuthenticateMaybeSync } from '../../src/core/authenticate.ts'
+import { recordingGate } from '../helpers/recording-gate.ts'
 import {
   createSpecFixture,
   PROTECTED_PATH,
@@ -11,7 +13,7 @@ import {
   runSpecTable,
 } from './spec-table.ts'
 
-function buildApp(authenticate: Parameters<typeof tokengate>[0]['authenticate']) {
+function buildApp(authenticate: AuthenticateMaybeSync) {
   const app = new Hono<TokengateEnv>()
   app.use('/api/v1/*', tokengate({ authenticate }))
   app.get(PROTECTED_PATH, requirePermission(REQUIRED_PERMISSION), (c) =>
@@ -47,21 +49,15 @@ test('hono without node-server (Fetch headers only) still refuses two Authorizat
   assert.equal(ok.status, 200)
 })
 
-test('hono: a 403 from requirePermission reaches onFailure (audited like every failure)', async () => {
+test("hono: a 403 from requirePermission reaches the gate's recorder (audited like every refusal)", async () => {
   const fixture = await createSpecFixture()
-  const seen: string[] = []
+  const { gate, recorded } = recordingGate(fixture.authenticate)
   const app = new Hono<TokengateEnv>()
-  app.use(
-    '/api/v1/*',
-    tokengate({
-      authenticate: fixture.authenticate,
-      onFailure: (_c, failure) => seen.push(failure.code),
-    }),
-  )
+  app.use('/api/v1/*', tokengate(gate))
   app.get(PROTECTED_PATH, requirePermission(REQUIRED_PERMISSION), (c) => c.text('reached'))
   const response = await app.request(PROTECTED_PATH, {
     headers: { authorization: `Bearer ${fixture.tokens.patWithoutPermission}` },
   })
   assert.equal(response.status, 403)
-  assert.deepEqual(seen, ['insufficient_permission'])
+  assert.deepEqual(recorded, ['ok', 'insufficient_permission'])
 })

@@ -1,11 +1,6 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import {
-  authenticateRequest,
-  authorize,
-  requestIdOf,
-  sendFailure,
-} from '../../src/adapters/node-http.ts'
+import { checkRequest, requestIdOf, sendRefused } from '../../src/adapters/node-http.ts'
 import { PROTECTED_PATH, REQUIRED_PERMISSION, runSpecTable } from './spec-table.ts'
 
 runSpecTable('node:http', async (authenticate) => {
@@ -15,12 +10,14 @@ runSpecTable('node:http', async (authenticate) => {
       res.writeHead(404).end()
       return
     }
-    const result = await authenticateRequest(req, authenticate)
-    if (!result.ok) return sendFailure(res, result.failure, requestId)
-    const denied = authorize(result.principal, [REQUIRED_PERMISSION])
-    if (denied) return sendFailure(res, denied, requestId)
+    const outcome = await checkRequest(
+      req,
+      { authenticate },
+      { requestId, permissions: [REQUIRED_PERMISSION] },
+    )
+    if (!outcome.allowed) return sendRefused(res, outcome)
     res.writeHead(200, { 'content-type': 'application/json', 'x-request-id': requestId })
-    res.end(JSON.stringify({ tenantId: result.principal.tenantId }))
+    res.end(JSON.stringify({ tenantId: outcome.principal.tenantId }))
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const { port } = server.address() as AddressInfo

@@ -4,11 +4,12 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { auditRecord, authFailureRecord, storeAuditSink } from '../../src/auth/audit-events.ts'
 import { addIssuer, listIssuers, removeIssuer } from '../../src/auth/issuer-operations.ts'
-import { type OperationDeps, OperationRefused } from '../../src/auth/operations.ts'
+import { OperationRefused } from '../../src/auth/operations.ts'
 import {
   findPatByRef,
   issueTenantPat,
   listTenantPats,
+  type PatOperationDeps,
   patStatus,
   revokeLeakedPats,
   revokeTenantPat,
@@ -28,7 +29,7 @@ describe('application layer operations (SQLite store)', () => {
   let store: SqliteStore
   const clock = testClock()
   const written: AuditEventInput[] = []
-  let deps: OperationDeps
+  let deps: PatOperationDeps
 
   before(async () => {
     store = openSqliteStore(join(tempDir('tg-auth-'), 'db.sqlite'))
@@ -38,6 +39,7 @@ describe('application layer operations (SQLite store)', () => {
       clock,
       actor: { actor: 'cli:test', clientAddress: null, requestId: null },
       audit: { write: (record) => void written.push(record) },
+      patPolicy: { defaultExpiresInDays: 90, maxExpiresInDays: 0 },
     }
     await createTenant(deps, { id: 'acme', name: 'Acme' })
   })
@@ -89,7 +91,7 @@ describe('application layer operations (SQLite store)', () => {
       subject: 'ci',
       name: 'deploy',
       permissions: ['tokens:read'],
-      expiresAt: NOW + 30 * DAY_MS,
+      lifetime: 30 * DAY_MS,
     }
 
     it('issue stores only the hash, audits pat.issued, and refuses unknown or disabled tenants', async () => {
@@ -111,11 +113,31 @@ describe('application layer operations (SQLite store)', () => {
       await setTenantEnabled(deps, 'globex', true)
     })
 
+    it('the lifetime policy holds for every caller: default, maximum, and never refused under a maximum', async () => {
+      const capped = { ...deps, patPolicy: { defaultExpiresInDays: 7, maxExpiresInDays: 30 } }
+      const byDefault = await issueTenantPat(capped, { ...request, lifetime: 'default' })
+      assert.equal(byDefault.record.expiresAt, NOW + 7 * DAY_MS)
+      await assert.rejects(
+        issueTenantPat(capped, { ...request, lifetime: 31 * DAY_MS }),
+        refusal('lifetime_exceeded'),
+      )
+      await assert.rejects(
+        issueTenantPat(capped, { ...request, lifetime: 'never' }),
+        refusal('lifetime_exceeded'),
+      )
+      await assert.rejects(
+        rotateTenantPat(capped, { id: byDefault.record.id, lifetime: 'never', graceMs: 0 }),
+        refusal('lifetime_exceeded'),
+      )
+      const withinMax = await issueTenantPat(capped, { ...request, lifetime: 30 * DAY_MS })
+      assert.equal(withinMax.record.expiresAt, NOW + 30 * DAY_MS)
+    })
+
     it('rotate: the old token is `grace` until graceUntil, then `rotated`; a second rotation is refused', async () => {
       const old = await issueTenantPat(deps, request)
       const rotated = await rotateTenantPat(deps, {
         id: old.record.id,
-        expiresAt: null,
+        lifetime: 'never',
         graceMs: HOUR_MS,
       })
       assert.equal(rotated.record.rotatedFrom, old.record.id)
@@ -125,12 +147,12 @@ describe('application layer operations (SQLite store)', () => {
       assert.equal(patStatus(stored, NOW), 'grace')
       assert.equal(patStatus(stored, NOW + HOUR_MS), 'rotated')
       await assert.rejects(
-        rotateTenantPat(deps, { id: old.record.id, expiresAt: null, graceMs: 0 }),
+        rotateTenantPat(deps, { id: old.record.id, lifetime: 'never', graceMs: 0 }),
         (error) =>
           refusal('token_rotated')(error) && (error as OperationRefused).tenantId === 'acme',
       )
       await assert.rejects(
-        rotateTenantPat(deps, { id: 'tok_missing', expiresAt: null, graceMs: 0 }),
+        rotateTenantPat(deps, { id: 'tok_missing', lifetime: 'never', graceMs: 0 }),
         refusal('token_unknown'),
       )
     })
@@ -157,7 +179,7 @@ describe('application layer operations (SQLite store)', () => {
       assert.equal(written.length, count)
       assert.equal(patStatus(second.record, NOW), 'revoked')
       await assert.rejects(
-        rotateTenantPat(deps, { id: record.id, expiresAt: null, graceMs: 0 }),
+        rotateTenantPat(deps, { id: record.id, lifetime: 'never', graceMs: 0 }),
         (error) => refusal('token_revoked')(error) && (error as OperationRefused).at === NOW,
       )
       await assert.rejects(revokeTenantPat(deps, 'pat_nope'), refusal('token_unknown'))
@@ -183,7 +205,7 @@ describe('application layer operations (SQLite store)', () => {
       const soon = await issueTenantPat(deps, {
         ...request,
         name: 'Nightly Backup',
-        expiresAt: NOW + DAY_MS,
+        lifetime: DAY_MS,
       })
       const all = await listTenantPats(deps, 'acme', {}, 2)
       assert.ok(all.length >= 6)

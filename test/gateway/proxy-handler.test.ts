@@ -1,16 +1,15 @@
 /**
  * The proxy handler's bookkeeping where timing decides, driven directly: an admission slot
- * must be freed however the caller leaves, also while its identity token is being signed.
+ * must be freed however the caller leaves, also while it waits for a connection.
  */
 import assert from 'node:assert/strict'
 import { EventEmitter } from 'node:events'
 import { test } from 'node:test'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Dispatcher } from 'undici'
+import type { Allowed } from '../../src/auth/gate.ts'
 import type { Principal } from '../../src/core/principal.ts'
-import type { UpstreamAdmission } from '../../src/gateway/admission.ts'
-import { DEFAULT_POLICY } from '../../src/gateway/policy.ts'
-import { createPolicyMatcher } from '../../src/gateway/policy-matcher.ts'
+import type { Admission, UpstreamAdmission } from '../../src/gateway/admission.ts'
 import { createProxyHandler } from '../../src/gateway/proxy.ts'
 
 const principal: Principal = {
@@ -23,28 +22,20 @@ const principal: Principal = {
   fingerprint: 'pat_…abcd',
 }
 
-test('a caller who leaves while its identity token is signed frees its slot, and nothing is sent upstream', async () => {
+test('a caller who leaves while it waits for a connection frees its slot, and nothing is sent upstream', async () => {
   let released = 0
+  let admit: (admission: Admission) => void = () => {}
   const admission: UpstreamAdmission = {
-    admit: () => ({
-      ok: true,
-      release: () => {
-        released++
-      },
-    }),
+    admit: () =>
+      new Promise<Admission>((resolve) => {
+        admit = resolve
+      }),
   }
-  let sign: (token: string) => void = () => {}
   let dispatched = 0
   const handler = createProxyHandler({
     basePath: '',
     timeoutMs: 10_000,
     stripAuthorization: true,
-    matcher: createPolicyMatcher(DEFAULT_POLICY),
-    reserved: new Set(['me']),
-    internalToken: () =>
-      new Promise<string>((resolve) => {
-        sign = resolve
-      }),
     admission,
     uploadPace: { idleMs: 10_000, minBytesPerSec: 0 },
     pool: {
@@ -56,8 +47,15 @@ test('a caller who leaves while its identity token is signed frees its slot, and
     upstream: new URL('http://127.0.0.1:9'),
   })
   const raw = Object.assign(new EventEmitter(), { destroyed: false })
+  const outcome: Allowed = {
+    allowed: true,
+    principal,
+    headers: {},
+    identity: { 'x-auth-tenant': principal.tenantId },
+  }
   const request = {
     principal,
+    outcome,
     id: 'req-1',
     url: '/api/v1/projects/p1',
     method: 'GET',
@@ -67,10 +65,15 @@ test('a caller who leaves while its identity token is signed frees its slot, and
   const reply = { raw } as unknown as FastifyReply
 
   handler(request, reply)
-  // The caller goes away before the token is ready: its response closes now.
+  // The caller goes away before a connection is free: its response closes now.
   raw.destroyed = true
   raw.emit('close')
-  sign('signed-token')
+  admit({
+    ok: true,
+    release: () => {
+      released++
+    },
+  })
   await new Promise((resolve) => setImmediate(resolve))
 
   assert.equal(released, 1)

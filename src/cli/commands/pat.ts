@@ -1,17 +1,19 @@
 import { Buffer } from 'node:buffer'
+import { OperationRefused } from '../../auth/operations.ts'
 import {
   findPatByRef,
   issueTenantPat,
   listTenantPats,
+  type PatLifetime,
   patMetadata,
   patStatus,
   revokeLeakedPats,
   revokeTenantPat,
   rotateTenantPat,
 } from '../../auth/pat-lifecycle.ts'
-import type { Config } from '../../config/schema.ts'
 import { PAT_PATTERN } from '../../core/pat.ts'
 import type { PatRecord } from '../../core/ports.ts'
+import type { Store } from '../../stores/store.ts'
 import {
   optionalString,
   type ParsedArgs,
@@ -49,33 +51,39 @@ export function patHint(record: PatRecord): string {
 }
 
 /**
- * The expiry for a new token from `--expires-in`, under the operator's policy: with
- * `pat.maxExpiresInDays` > 0, `never` and anything longer are refused.
+ * A lifetime the lifecycle refused under `pat.maxExpiresInDays`: for the CLI, a bad value of
+ * `--expires-in` (exit 2), worded with the flag.
  */
-export function resolveExpiry(args: ParsedArgs, config: Readonly<Config>, now: number) {
-  const text = optionalString(args, 'expires-in')
-  const maxDays = config.pat.maxExpiresInDays
-  if (text === undefined) return now + config.pat.defaultExpiresInDays * DAY_MS
-  if (text === 'never') {
-    if (maxDays > 0) {
-      throw new UsageError(
-        `--expires-in never is not allowed: the PAT lifetime is limited to ${maxDays}d (config pat.maxExpiresInDays); expected a duration up to ${maxDays}d`,
-      )
-    }
-    return null
+async function withinLifetimePolicy<T>(
+  args: ParsedArgs,
+  maxDays: number,
+  run: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await run()
+  } catch (error) {
+    if (!(error instanceof OperationRefused) || error.code !== 'lifetime_exceeded') throw error
+    const text = optionalString(args, 'expires-in') ?? 'never'
+    throw new UsageError(
+      text === 'never'
+        ? `--expires-in never is not allowed: the PAT lifetime is limited to ${maxDays}d (config pat.maxExpiresInDays); expected a duration up to ${maxDays}d`
+        : `--expires-in ${printable(text)} is longer than the maximum PAT lifetime of ${maxDays}d (config pat.maxExpiresInDays)`,
+    )
   }
+}
+
+/** The lifetime `--expires-in` asks for; the lifecycle applies the operator's policy. */
+export function requestedLifetime(args: ParsedArgs): PatLifetime {
+  const text = optionalString(args, 'expires-in')
+  if (text === undefined) return 'default'
+  if (text === 'never') return 'never'
   const ms = parseDuration(text)
   if (ms === undefined) {
     throw new UsageError(
       `--expires-in: '${printable(text)}' is not a duration (expected e.g. 90d, 12h, 30m, or never)`,
     )
   }
-  if (maxDays > 0 && ms > maxDays * DAY_MS) {
-    throw new UsageError(
-      `--expires-in ${text} is longer than the maximum PAT lifetime of ${maxDays}d (config pat.maxExpiresInDays)`,
-    )
-  }
-  return now + ms
+  return ms
 }
 
 /** How the PAT commands word the application layer's refusals. */
@@ -133,17 +141,16 @@ const issue: CommandDef = {
     const name = checkText(optionalString(ctx.args, 'name') ?? '', 'name', MAX_NAME_LENGTH)
     const config = ctx.config(ADMIN_OVERRIDES)
     const now = ctx.now()
-    const expiresAt = resolveExpiry(ctx.args, config, now)
+    const lifetime = requestedLifetime(ctx.args)
     const { token, record } = await withStore(config, (store) =>
       operate(
         () =>
-          issueTenantPat(operationDeps(ctx, store), {
-            tenantId,
-            subject,
-            name,
-            permissions,
-            expiresAt,
-          }),
+          withinLifetimePolicy(ctx.args, config.pat.maxExpiresInDays, () =>
+            issueTenantPat(
+              { ...operationDeps(ctx, store), patPolicy: config.pat },
+              { tenantId, subject, name, permissions, lifetime },
+            ),
+          ),
         PAT_WORDING,
       ),
     )
@@ -287,17 +294,24 @@ const rotate: CommandDef = {
     const graceMs = resolveGrace(ctx.args)
     const config = ctx.config(ADMIN_OVERRIDES)
     const now = ctx.now()
-    const expiresAt = resolveExpiry(ctx.args, config, now)
+    const lifetime = requestedLifetime(ctx.args)
+    const deps = (store: Store) => ({ ...operationDeps(ctx, store), patPolicy: config.pat })
     const { token, record, graceUntil } = await withStore(config, (store) =>
-      operate(() => rotateTenantPat(operationDeps(ctx, store), { id, expiresAt, graceMs }), {
-        ...PAT_WORDING,
-        token_unknown: () => `no token ${printable(id)}`,
-        token_revoked: (r) =>
-          `${id} is revoked (at ${formatTime(r.at)}); issue a new token with: tokengate pat issue`,
-        token_rotated: (r) =>
-          `${id} was already rotated (at ${formatTime(r.at)}); rotate its replacement instead (see: tokengate pat list --tenant ${r.tenantId})`,
-        token_changed: () => `${id} was revoked or rotated meanwhile; nothing changed`,
-      }),
+      operate(
+        () =>
+          withinLifetimePolicy(ctx.args, config.pat.maxExpiresInDays, () =>
+            rotateTenantPat(deps(store), { id, lifetime, graceMs }),
+          ),
+        {
+          ...PAT_WORDING,
+          token_unknown: () => `no token ${printable(id)}`,
+          token_revoked: (r) =>
+            `${id} is revoked (at ${formatTime(r.at)}); issue a new token with: tokengate pat issue`,
+          token_rotated: (r) =>
+            `${id} was already rotated (at ${formatTime(r.at)}); rotate its replacement instead (see: tokengate pat list --tenant ${r.tenantId})`,
+          token_changed: () => `${id} was revoked or rotated meanwhile; nothing changed`,
+        },
+      ),
     )
     if (ctx.json) {
       ctx.out.json({ token, ...patMetadata(record, now), oldTokenGraceUntil: isoTime(graceUntil) })

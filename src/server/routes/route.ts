@@ -2,7 +2,6 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { AuthContext } from '../../auth/auth-context.ts'
 import { InvalidCursorError } from '../../auth/operations.ts'
 import type { Config } from '../../config/schema.ts'
-import type { AuthFailure } from '../../core/failure.ts'
 import type { Page, PageRequest } from '../../stores/store.ts'
 import { pageRequest, RequestFieldError } from './pagination.ts'
 
@@ -10,8 +9,6 @@ import { pageRequest, RequestFieldError } from './pagination.ts'
 export interface RouteContext {
   readonly auth: AuthContext
   readonly config: Readonly<Config>
-  /** Records a route-level refusal (audit, failure counting) like the plugin's own checks. */
-  readonly onFailure?: ((request: FastifyRequest, failure: AuthFailure) => void) | undefined
 }
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
@@ -27,7 +24,7 @@ export interface V1Route {
   readonly path: string
   readonly summary: string
   readonly description?: string
-  /** Permissions enforced by the plugin before the handler (403 otherwise). */
+  /** Permissions the gate enforces before the handler (403 otherwise). */
   readonly permissions: readonly string[]
   readonly schema: {
     readonly params?: object

@@ -7,7 +7,7 @@ import { createTokengate, type Principal } from 'tokengate'
 import { requirePermission, tokengate } from 'tokengate/express'
 import { tokengate as fastifyTokengate } from 'tokengate/fastify'
 import { tokengate as honoTokengate, type TokengateEnv } from 'tokengate/hono'
-import { authenticateRequest } from 'tokengate/node-http'
+import { checkRequest } from 'tokengate/node-http'
 
 export async function typedApps(): Promise<string[]> {
   const gate = await createTokengate({ dataDir: '.tokengate' })
@@ -28,7 +28,8 @@ export async function typedApps(): Promise<string[]> {
   hono.use('/api/v1/*', honoTokengate(gate))
   hono.get('/api/v1/x', (c) => c.text(c.get('principal').tenantId))
 
-  const result = await authenticateRequest({ rawHeaders: [] }, gate.authenticate)
-  if (result.ok) seen.push(result.principal.tenantId)
+  const request = { rawHeaders: [], method: 'GET', url: '/api/v1/x', socket: {} as never }
+  const outcome = await checkRequest(request, gate, { requestId: 'r1' })
+  if (outcome.allowed) seen.push(outcome.principal.tenantId)
   return seen
 }

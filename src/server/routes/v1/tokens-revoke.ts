@@ -1,8 +1,8 @@
+import { refuse } from '../../../adapters/fastify.ts'
 import { OperationRefused } from '../../../auth/operations.ts'
 import { revokeTenantPat } from '../../../auth/pat-lifecycle.ts'
 import { authorize } from '../../../core/authorize.ts'
 import type { PatRecord } from '../../../core/ports.ts'
-import { sendFailure } from '../../plugin.ts'
 import { principalOf, StoreUnavailableError, type V1Route } from '../route.ts'
 import { notFound } from './not-found.ts'
 import { IdParams, TokenMetadata } from './schemas.ts'
@@ -21,7 +21,7 @@ export const tokensRevokeRoute: V1Route = {
   permissions: [],
   schema: { params: IdParams, response: { 200: TokenMetadata } },
   handler:
-    ({ auth, onFailure }) =>
+    ({ auth }) =>
     async (request, reply) => {
       const principal = principalOf(request)
       const { id } = request.params as { id: string }
@@ -29,7 +29,7 @@ export const tokensRevokeRoute: V1Route = {
       // The permission is decided before the lookup, so a caller without it learns nothing
       // about which ids exist.
       const failure = self ? undefined : authorize(principal, REVOKE)
-      if (failure) return sendFailure(request, reply, failure, onFailure)
+      if (failure) return refuse(request, reply, failure)
 
       const deps = {
         store: auth.store,

@@ -7,9 +7,9 @@ import assert from 'node:assert/strict'
 import { writeFileSync } from 'node:fs'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { parsePolicy } from '../../src/gateway/policy.ts'
-import { createReloadablePolicy } from '../../src/gateway/policy-reload.ts'
-import { type Gateway, startGateway, startUpstream, type Upstream } from './harness.ts'
+import { parsePolicy } from '../../src/auth/policy/policy.ts'
+import { createReloadablePolicy } from '../../src/auth/policy/reload.ts'
+import { type Gateway, startGateway, startUpstream, type Upstream } from '../gateway/harness.ts'
 
 const DENY_REPORTS = `
 rules:

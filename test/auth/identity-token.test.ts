@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
 import { createLocalJWKSet, decodeProtectedHeader, type JWK, jwtVerify } from 'jose'
+import { createIdentityTokenSigner } from '../../src/auth/identity-token.ts'
 import type { Principal } from '../../src/core/principal.ts'
-import { createIdentityTokenSigner } from '../../src/gateway/identity-token.ts'
 import { createManualClock } from '../helpers/jwt.ts'
 
 const SETTINGS = {

@@ -1,8 +1,8 @@
-import { sameTenantId } from '../core/authenticate.ts'
-import { authorize } from '../core/authorize.ts'
-import type { AuthFailure } from '../core/failure.ts'
-import type { Principal } from '../core/principal.ts'
-import { asciiLowerCase, canonicalRequestTarget } from '../http/request-target.ts'
+import { sameTenantId } from '../../core/authenticate.ts'
+import { authorize } from '../../core/authorize.ts'
+import type { AuthFailure } from '../../core/failure.ts'
+import type { Principal } from '../../core/principal.ts'
+import { asciiLowerCase, canonicalRequestTarget } from '../../http/request-target.ts'
 import type { Policy, PolicyRule } from './policy.ts'
 
 /** What the policy says about one authenticated request. */

@@ -3,9 +3,14 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, test } from 'node:test'
+import { createPolicyMatcher, splitRequestPath } from '../../src/auth/policy/matcher.ts'
+import {
+  DEFAULT_POLICY,
+  loadPolicy,
+  PolicyError,
+  parsePolicy,
+} from '../../src/auth/policy/policy.ts'
 import type { Principal } from '../../src/core/principal.ts'
-import { DEFAULT_POLICY, loadPolicy, PolicyError, parsePolicy } from '../../src/gateway/policy.ts'
-import { createPolicyMatcher, splitRequestPath } from '../../src/gateway/policy-matcher.ts'
 
 const principal = (permissions: string[] = [], tenantId = 'acme'): Principal => ({
   tokenType: 'pat',

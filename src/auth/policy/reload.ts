@@ -4,9 +4,9 @@
  * gateway down or opens it up: it is logged with every problem's file:line:col, and the
  * last good policy stays in force (as nginx keeps its old workers on a failed `reload`).
  */
-import type { FastifyInstance } from 'fastify'
+
+import { createPolicyMatcher, type PolicyMatcher } from './matcher.ts'
 import { DEFAULT_POLICY, loadPolicy, type Policy } from './policy.ts'
-import { createPolicyMatcher, type PolicyMatcher } from './policy-matcher.ts'
 
 export interface PolicyReloadLog {
   info(fields: object, message: string): void
@@ -52,21 +52,30 @@ export function createReloadablePolicy(
   }
 }
 
+/** A policy in force for as long as a listener runs. */
+export interface PolicyInForce {
+  readonly matcher: PolicyMatcher
+  /** Stops following SIGHUP. */
+  close(): void
+}
+
 /**
- * The policy `app` decides with: the file's, re-read on SIGHUP while the app runs (`tokengate
- * apply` writes the file), or the default policy without a file. Throws when the file is
- * invalid at start.
+ * The policy a listener decides with: the file's, re-read on SIGHUP (`tokengate apply`
+ * writes the file), or the default policy without a file. Throws when the file is invalid
+ * at start.
  */
-export async function policyMatcherOf(
-  app: FastifyInstance,
+export async function policyInForce(
   file: string | undefined,
-): Promise<PolicyMatcher> {
-  if (!file) return createPolicyMatcher(DEFAULT_POLICY)
-  const reloadable = createReloadablePolicy(file, await loadPolicy(file), app.log)
+  log: PolicyReloadLog,
+): Promise<PolicyInForce> {
+  if (!file) return { matcher: createPolicyMatcher(DEFAULT_POLICY), close() {} }
+  const reloadable = createReloadablePolicy(file, await loadPolicy(file), log)
   const onHangup = () => void reloadable.reload()
   process.on('SIGHUP', onHangup)
-  app.addHook('onClose', async () => {
-    process.off('SIGHUP', onHangup)
-  })
-  return reloadable.matcher
+  return {
+    matcher: reloadable.matcher,
+    close() {
+      process.off('SIGHUP', onHangup)
+    },
+  }
 }

@@ -1,0 +1,362 @@
+/**
+ * The gate: the one request pipeline every front end runs (the server and `tokengate/fastify`,
+ * Express, Hono, `node:http`, the gateway, the forward-auth decision API). A front end reads
+ * a `GateRequest` from its framework, calls `check`, and applies the `Outcome`; it never
+ * sequences these steps itself:
+ *
+ * 1. `readCredential`: the token and its digest, read once;
+ * 2. `gateFailedAuth`: an address over its failed-authentication limit gets 429 before any
+ *    verification (unless it presents a credential verified here recently);
+ * 3. `authenticate`: the credential kinds of core/ (401, or 503 when a store is down);
+ * 4. `refuseSecondMethod`: the token also sent as `?access_token` (400, RFC 6750 §2); after
+ *    authentication, so that an invalid token is still a 401 (SPEC §5.3 rule 4);
+ * 5. `limit`: per token, then per tenant (429);
+ * 6. `authorize`: the route's permissions, or the gateway policy (403, 404, 400);
+ * 7. `identity`: for a request bound upstream, the identity headers (and signed token).
+ *
+ * Every outcome, allowed or refused, reaches the one recorder (`outcome-recorder.ts`) before
+ * `check` returns: no front end can answer without the audit. A step that needs no I/O
+ * answers synchronously, so a cached PAT or JWT is decided without a promise.
+ */
+import { hash } from 'node:crypto'
+import type { AuthenticateMaybeSync } from '../core/authenticate.ts'
+import { maybeSyncOf } from '../core/authenticate.ts'
+import { authorize as authorizePermissions } from '../core/authorize.ts'
+import { parseAuthorization } from '../core/credentials.ts'
+import type { AuthFailure } from '../core/failure.ts'
+import type { AuthResult, Principal } from '../core/principal.ts'
+import type { TokenDigest } from '../core/raw-headers.ts'
+import { failureResponse } from '../http/failure-response.ts'
+import { identityHeaders } from '../http/identity-headers.ts'
+import { ONE_METHOD_FAILURE, queryHasAccessToken } from '../http/one-method.ts'
+import { rateLimitHeaders } from '../http/rate-limit-headers.ts'
+import { isPromiseLike, type MaybePromise, settle } from '../lib/maybe-async.ts'
+import type { IdentityTokenSigner } from './identity-token.ts'
+import { addressKeyOf, credentialDigest, type Limiter, type LimitVerdict } from './limiter.ts'
+import type { Allowed, GateRequest, Outcome, Refused } from './outcome.ts'
+import type { OutcomeRecorder } from './outcome-recorder.ts'
+import type { PolicyMatcher } from './policy/matcher.ts'
+
+export type { Access, Allowed, GateRequest, Outcome, Refused } from './outcome.ts'
+
+export interface Gate {
+  /** Runs the pipeline for one request; a value when no step had to wait, else a promise. */
+  check(request: GateRequest): MaybePromise<Outcome>
+  /**
+   * A later permission check of an allowed request (an Express or Hono route's
+   * `requirePermission`, a built-in route that decides from its parameters): the refusal,
+   * recorded like the gate's own, or undefined when every permission is held.
+   */
+  authorize(
+    request: GateRequest,
+    principal: Principal,
+    required: readonly string[],
+  ): Refused | undefined
+  /**
+   * A refusal found outside the gate's steps (the token also in a form body, read by the
+   * Fastify binding only when the route takes one), recorded like the gate's own.
+   */
+  refuse(request: GateRequest, failure: AuthFailure, principal: Principal | null): Refused
+}
+
+export interface GateDeps {
+  /** The credential kinds (`createMaybeSyncAuthenticator`, or the library user's own). */
+  readonly authenticate: AuthenticateMaybeSync
+  /** Rate limits and the failed-authentication gate; omitted: no limits. */
+  readonly limiter?: Limiter | undefined
+  /** Audit, reuse detection, last-used times, metrics; omitted: nothing is recorded. */
+  readonly recorder?: OutcomeRecorder | undefined
+  /** Signs the identity token sent upstream with the identity headers; optional. */
+  readonly identityToken?: IdentityTokenSigner | undefined
+}
+
+/** What one run of the pipeline has learnt so far. */
+interface Run {
+  readonly request: GateRequest
+  readonly digest: TokenDigest | undefined
+  /** The credential's key for the limiter's known-credentials set. */
+  readonly credentialKey: string | undefined
+  readonly addressKey: string
+  principal: Principal | null
+  /** The RateLimit state shown on the response. */
+  headers: Readonly<Record<string, string>>
+  identity: Readonly<Record<string, string>> | undefined
+  /** Nanoseconds spent authenticating, when the recorder times it. */
+  authenticationNs: bigint | undefined
+}
+
+/** A step's verdict: go on (undefined), or the failure to answer. */
+type StepResult = MaybePromise<AuthFailure | undefined>
+type Step = (run: Run) => StepResult
+
+const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({})
+const NO_FACTS = Object.freeze({ digest: undefined, authenticationNs: undefined })
+
+export function createGate(deps: GateDeps): Gate {
+  const authenticateInput = maybeSyncOf(deps.authenticate)
+  const { limiter, recorder, identityToken } = deps
+  const gatesFailures = limiter?.gatesFailures === true
+  const limits = limiter?.active === true
+  const timed = recorder?.timesAuthentication === true
+
+  const gateFailedAuth: Step = (run) => {
+    if (!gatesFailures) return undefined
+    const verdict = settle<LimitVerdict>((done) =>
+      (limiter as Limiter).gate(run.addressKey, run.credentialKey, done),
+    )
+    return thenStep(verdict, (v) =>
+      v.refused ? { code: 'rate_limited', limit: v.state } : undefined,
+    )
+  }
+
+  const authenticate: Step = (run) => {
+    const { request } = run
+    const started = timed ? process.hrtime.bigint() : undefined
+    const input = {
+      authorization: request.authorization,
+      tenantIds: request.tenantIds,
+      tokenSha256: run.digest,
+    }
+    const result = authenticateInput(input)
+    const done = (settled: AuthResult): AuthFailure | undefined => {
+      if (started !== undefined) run.authenticationNs = process.hrtime.bigint() - started
+      if (!settled.ok) return settled.failure
+      run.principal = settled.principal
+      return undefined
+    }
+    return isPromiseLike(result) ? Promise.resolve(result).then(done) : done(result)
+  }
+
+  const refuseSecondMethod: Step = (run) =>
+    queryHasAccessToken(run.request.target) ? ONE_METHOD_FAILURE : undefined
+
+  const limit: Step = (run) => {
+    if (!limits) return undefined
+    const principal = run.principal as Principal
+    const verdict = settle<LimitVerdict>((done) =>
+      (limiter as Limiter).limitPrincipal(principal, run.credentialKey, done),
+    )
+    return thenStep(verdict, (v) => {
+      if (v.refused) return { code: 'rate_limited', limit: v.state }
+      if (v.state) run.headers = rateLimitHeaders(v.state)
+      return undefined
+    })
+  }
+
+  const authorize: Step = (run) => {
+    const access = run.request.access
+    if (access === undefined) return undefined
+    const principal = run.principal as Principal
+    if ('permissions' in access) {
+      return access.permissions.length === 0
+        ? undefined
+        : authorizePermissions(principal, access.permissions)
+    }
+    return policyFailure(access.policy, run.request, principal)
+  }
+
+  const identity: Step = (run) => {
+    const access = run.request.access
+    if (access === undefined || !('policy' in access) || access.identity === false) {
+      return undefined
+    }
+    const principal = run.principal as Principal
+    const headers = identityHeaders(principal)
+    if (!identityToken) {
+      run.identity = headers
+      return undefined
+    }
+    return identityToken.sign(principal).then((token) => {
+      run.identity = { ...headers, 'x-auth-token': token }
+      return undefined
+    })
+  }
+
+  const steps: readonly Step[] = [
+    gateFailedAuth,
+    authenticate,
+    refuseSecondMethod,
+    limit,
+    authorize,
+    identity,
+  ]
+
+  /** Runs the steps from `index` on: a value while they answer synchronously. */
+  const runFrom = (run: Run, index: number): MaybePromise<Outcome> => {
+    for (let i = index; i < steps.length; i++) {
+      const result = (steps[i] as Step)(run)
+      if (isPromiseLike(result)) {
+        return Promise.resolve(result).then((failure) =>
+          failure ? refuseRun(run, failure) : runFrom(run, i + 1),
+        )
+      }
+      if (result) return refuseRun(run, result)
+    }
+    const allowed: Allowed = {
+      allowed: true,
+      principal: run.principal as Principal,
+      headers: run.headers,
+      identity: run.identity,
+    }
+    recorder?.recordOutcome(run.request, allowed, run)
+    return allowed
+  }
+
+  /** A 401 counts against the address first (its RateLimit pair goes on the answer). */
+  const refuseRun = (run: Run, failure: AuthFailure): MaybePromise<Refused> => {
+    if (!gatesFailures || failureStatus(failure) !== 401) return refused(run, failure, run.headers)
+    const counted = settle<LimitVerdict>((done) =>
+      (limiter as Limiter).countFailure(run.addressKey, run.credentialKey, done),
+    )
+    const answer = (verdict: LimitVerdict) => {
+      if (verdict.refused) recorder?.failedAuthLimitReached(run.request, verdict.state)
+      return refused(run, failure, verdict.state ? rateLimitHeaders(verdict.state) : NO_HEADERS)
+    }
+    return isPromiseLike(counted) ? Promise.resolve(counted).then(answer) : answer(counted)
+  }
+
+  const refused = (
+    run: Run,
+    failure: AuthFailure,
+    headers: Readonly<Record<string, string>>,
+  ): Refused => {
+    const outcome = refusal(run.request, failure, run.principal, headers)
+    recorder?.recordOutcome(run.request, outcome, run)
+    return outcome
+  }
+
+  const refuse = (
+    request: GateRequest,
+    failure: AuthFailure,
+    principal: Principal | null,
+  ): Refused => {
+    const outcome = refusal(request, failure, principal, NO_HEADERS)
+    recorder?.recordOutcome(request, outcome, NO_FACTS)
+    return outcome
+  }
+
+  return {
+    check(request) {
+      const digest = readCredential(request.authorization)
+      const run: Run = {
+        request,
+        digest,
+        credentialKey: gatesFailures ? credentialKeyOf(request.authorization, digest) : undefined,
+        addressKey: gatesFailures ? addressKeyOf(request.clientAddress) : '',
+        principal: null,
+        headers: NO_HEADERS,
+        identity: undefined,
+        authenticationNs: undefined,
+      }
+      return runFrom(run, 0)
+    },
+    authorize(request, principal, required) {
+      const failure = authorizePermissions(principal, required)
+      return failure ? refuse(request, failure, principal) : undefined
+    },
+    refuse,
+  }
+}
+
+/** The policy's verdict as a failure; undefined when it allows the request. */
+function policyFailure(
+  policy: PolicyMatcher,
+  request: GateRequest,
+  principal: Principal,
+): AuthFailure | undefined {
+  const decision = policy.decide(request.method, pathOf(request.target), principal)
+  switch (decision.outcome) {
+    case 'allow':
+      return undefined
+    case 'bad_path':
+      return { code: 'bad_path', detail: decision.reason }
+    case 'deny':
+      return decision.rule
+        ? { code: 'route_denied', policyLine: decision.rule.line }
+        : { code: 'route_denied' }
+    case 'tenant_mismatch':
+      return { code: 'tenant_path_mismatch', policyLine: decision.rule.line }
+    case 'forbidden':
+      return decision.failure.code === 'insufficient_permission'
+        ? { ...decision.failure, policyLine: decision.rule.line }
+        : decision.failure
+    default:
+      return decision satisfies never
+  }
+}
+
+function refusal(
+  request: GateRequest,
+  failure: AuthFailure,
+  principal: Principal | null,
+  headers: Readonly<Record<string, string>>,
+): Refused {
+  const response = failureResponse(failure, request.requestId)
+  return {
+    allowed: false,
+    failure,
+    principal,
+    status: response.status,
+    headers: headers === NO_HEADERS ? response.headers : { ...response.headers, ...headers },
+    body: response.body,
+  }
+}
+
+function failureStatus(failure: AuthFailure): number {
+  switch (failure.code) {
+    case 'missing_authorization':
+    case 'malformed_authorization':
+    case 'invalid_token':
+    case 'token_expired':
+    case 'tenant_header_required':
+    case 'tenant_mismatch':
+      return 401
+    default:
+      return 0
+  }
+}
+
+/**
+ * The bearer token of a request with exactly one well-formed `Authorization` header, and its
+ * SHA-256, computed once: the limiter's known-credentials key, a PAT's store key and a JWT's
+ * verified-token cache key are all this one digest. Only the digest outlives the request.
+ */
+function readCredential(authorization: readonly string[]): TokenDigest | undefined {
+  if (authorization.length !== 1) return undefined
+  const parsed = parseAuthorization(authorization)
+  if (!parsed.ok) return undefined
+  return { token: parsed.token, sha256Hex: hash('sha256', parsed.token, 'hex') }
+}
+
+/** The key a credential is remembered by: the token's digest, or a digest of the raw value. */
+function credentialKeyOf(
+  authorization: readonly string[],
+  digest: TokenDigest | undefined,
+): string | undefined {
+  if (digest) return digest.sha256Hex
+  const first = authorization[0]
+  return first === undefined ? undefined : credentialDigest(first)
+}
+
+function thenStep<T>(
+  value: MaybePromise<T>,
+  next: (value: T) => AuthFailure | undefined,
+): StepResult {
+  return isPromiseLike(value) ? Promise.resolve(value).then(next) : next(value)
+}
+
+function pathOf(target: string): string {
+  const q = target.indexOf('?')
+  return q === -1 ? target : target.slice(0, q)
+}
+
+/**
+ * What a front end is handed: a gate (`createTokengate`'s result, or the server's), or a bare
+ * authenticator for apps that bring their own lookups; that one gets a gate with no limits
+ * and nothing recorded.
+ */
+export type GateSource = Gate | { readonly authenticate: AuthenticateMaybeSync }
+
+export function gateFrom(source: GateSource): Gate {
+  return 'check' in source ? source : createGate({ authenticate: source.authenticate })
+}

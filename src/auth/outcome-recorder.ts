@@ -1,0 +1,234 @@
+/**
+ * The one place an outcome is recorded. The gate calls `recordOutcome` for every decision
+ * it makes (audit, rotation-reuse detection, last-used times, the authentication-latency
+ * metric); each front end calls `recordAnswer` once per answered request (the request
+ * counter by outcome code and status, the log line, the console's traffic chart). No front
+ * end writes an audit event or a metric of an outcome itself, so none can skip one.
+ */
+
+import type { LimitState } from '../core/failure.ts'
+import { fingerprintToken } from '../core/fingerprint.ts'
+import { isPatToken } from '../core/pat.ts'
+import type { Clock } from '../core/ports.ts'
+import type { TokenDigest } from '../core/raw-headers.ts'
+import { loggablePath } from '../http/log-safe.ts'
+import type { AuditWriter, PatUseRecorder } from '../stores/write-behind.ts'
+import { auditRecord, authFailureRecord } from './audit-events.ts'
+import { createRefusalRecorder } from './failed-auth-refusals.ts'
+import type { GateRequest, Outcome } from './outcome.ts'
+import type { ReuseDetector } from './reuse-detector.ts'
+
+/** The listener an answer went out on: metrics count the API's and the decisions apart. */
+export type Listener = 'api' | 'decision'
+
+/** One answered request, as a front end reports it after the response is sent. */
+export interface Answer {
+  readonly listener: Listener
+  readonly method: string
+  /** The request target as received (only its path, tokens redacted, is logged). */
+  readonly target: string
+  readonly requestId: string
+  readonly status: number
+  readonly durationMs: number
+  /** The gate's outcome, when the gate decided this request. */
+  readonly outcome: Outcome | undefined
+}
+
+/** What the gate learnt while deciding, besides the outcome. */
+export interface DecisionFacts {
+  /** The request's bearer token digest (its fingerprint is made from it, never the token). */
+  readonly digest: TokenDigest | undefined
+  /** Nanoseconds spent authenticating, when `timesAuthentication`. */
+  readonly authenticationNs: bigint | undefined
+}
+
+/** The metrics the recorder writes (server/metrics.ts implements them with prom-client). */
+export interface OutcomeMetrics {
+  observeAuthentication(tokenType: 'pat' | 'jwt' | 'none', code: string, seconds: number): void
+  countAnswer(listener: Listener, code: string, status: number, limit: string | undefined): void
+}
+
+export interface RequestLog {
+  isLevelEnabled(level: string): boolean
+  info(fields: object, message: string): void
+  warn(fields: object, message: string): void
+}
+
+export interface OutcomeRecorderDeps {
+  readonly audit: Pick<AuditWriter, 'write'>
+  readonly patUse: Pick<PatUseRecorder, 'record'>
+  readonly reuse: ReuseDetector
+  readonly clock: Clock
+  /** The failed-authentication window: refusals are audited once per address and window. */
+  readonly failedAuthWindowSec: number
+  readonly metrics?: OutcomeMetrics | undefined
+  readonly log?: RequestLog | undefined
+  /** The console's traffic chart: API answers by status. */
+  readonly traffic?: { record(status: number): void } | undefined
+}
+
+export interface OutcomeRecorder {
+  /** Whether the gate should time authentication (only when a metric records it). */
+  readonly timesAuthentication: boolean
+  /** Whether front ends need to report answers at all (metrics, request log, traffic). */
+  readonly recordsAnswers: boolean
+  recordOutcome(request: GateRequest, outcome: Outcome, facts: DecisionFacts): void
+  /** An address just reached its failed-authentication limit (logged once per window). */
+  failedAuthLimitReached(request: GateRequest, state: LimitState): void
+  recordAnswer(answer: Answer): void
+  /** Writes pending aggregates and waits for revocations under way (shutdown). */
+  close(): Promise<void>
+}
+
+export function createOutcomeRecorder(deps: OutcomeRecorderDeps): OutcomeRecorder {
+  const { audit, patUse, reuse, clock, metrics, traffic } = deps
+  const log = deps.log?.isLevelEnabled('info') ? deps.log : undefined
+  const refusals = createRefusalRecorder({
+    windowSec: deps.failedAuthWindowSec,
+    write: (event) =>
+      audit.write(
+        auditRecord(
+          {
+            type: 'auth.throttled',
+            tenantId: null,
+            outcome: 'rate_limited',
+            details: { refused: event.refused, windowSec: event.windowSec },
+          },
+          { actor: null, clientAddress: event.clientAddress, requestId: event.requestId },
+        ),
+      ),
+  })
+
+  return {
+    timesAuthentication: metrics !== undefined,
+    recordsAnswers: metrics !== undefined || log !== undefined || traffic !== undefined,
+
+    recordOutcome(request, outcome, facts) {
+      if (facts.authenticationNs !== undefined && metrics) {
+        metrics.observeAuthentication(
+          outcome.principal?.tokenType ?? tokenTypeOf(facts.digest, request),
+          outcome.allowed ? 'ok' : outcome.failure.code,
+          Number(facts.authenticationNs) / 1e9,
+        )
+      }
+      if (outcome.allowed) {
+        const { principal } = outcome
+        if (principal.tokenType === 'pat' && principal.tokenId) {
+          patUse.record(principal.tokenId, clock.now())
+        }
+        return
+      }
+      const { failure, principal } = outcome
+      if (failure.code === 'rate_limited') {
+        // A throttled address is audited once per window, with a count: the limit exists to
+        // stop paying per request on behalf of a guessing client.
+        if (failure.limit.name === 'failed-auth') {
+          refusals.record(request.clientAddress, request.requestId)
+        }
+        return
+      }
+      // A refused caller's fingerprint: the verified one after authentication, else the raw
+      // credential's, never the credential itself.
+      const actor = principal?.fingerprint ?? credentialFingerprint(facts.digest)
+      const record = authFailureRecord(failure, {
+        actor,
+        clientAddress: request.clientAddress,
+        requestId: request.requestId,
+        method: request.method,
+        url: request.target,
+        tenantId: principal?.tenantId ?? null,
+      })
+      if (record) audit.write(record)
+      reuse.onFailure(failure, {
+        actor,
+        clientAddress: request.clientAddress,
+        requestId: request.requestId,
+      })
+    },
+
+    failedAuthLimitReached(request, state) {
+      deps.log?.warn(
+        { clientAddress: request.clientAddress, policy: state.name, windowSec: state.windowSec },
+        'failed-authentication limit reached; unverified attempts from this address get 429',
+      )
+    },
+
+    recordAnswer(answer) {
+      const { outcome, status } = answer
+      const failure = outcome && !outcome.allowed ? outcome.failure : undefined
+      const code =
+        failure?.code ?? (status < 400 ? 'ok' : (STATUS_CODES[status] ?? `http_${status}`))
+      metrics?.countAnswer(
+        answer.listener,
+        code,
+        status,
+        failure?.code === 'rate_limited' ? failure.limit.name : undefined,
+      )
+      if (answer.listener === 'api') traffic?.record(status)
+      if (!log) return
+      const principal = outcome?.principal ?? undefined
+      log.info(
+        {
+          reqId: answer.requestId,
+          method: answer.method,
+          path: loggablePath(answer.target),
+          status,
+          ms: Math.round(answer.durationMs * 100) / 100,
+          auth: principal?.fingerprint,
+          tenant: principal?.tenantId,
+          code: failure?.code,
+        },
+        'request',
+      )
+    },
+
+    async close() {
+      refusals.close()
+      await reuse.settled()
+    },
+  }
+}
+
+/** Codes of answers the gate did not decide (a route's 404, a proxy's 502), by status. */
+const STATUS_CODES: Readonly<Record<number, string>> = {
+  400: 'validation_failed',
+  403: 'insufficient_permission',
+  404: 'not_found',
+  408: 'request_timeout',
+  413: 'payload_too_large',
+  429: 'rate_limited',
+  500: 'internal_error',
+  502: 'bad_gateway',
+  503: 'unavailable',
+  504: 'gateway_timeout',
+}
+
+function tokenTypeOf(
+  digest: TokenDigest | undefined,
+  request: GateRequest,
+): 'pat' | 'jwt' | 'none' {
+  if (digest) return isPatToken(digest.token) ? 'pat' : 'jwt'
+  return request.authorization.length === 0 ? 'none' : 'jwt'
+}
+
+/**
+ * The fingerprint of a refused request's credential. A PAT's is its last four characters;
+ * another token's needs its header and payload decoded, which a flood of one refused JWT
+ * would repeat per request, so those are kept by digest (bounded; a full map starts over;
+ * digests and fingerprints only, never a token).
+ */
+function credentialFingerprint(digest: TokenDigest | undefined): string | null {
+  // No well-formed bearer credential: nothing worth correlating, and nothing of it is kept.
+  if (digest === undefined) return null
+  if (isPatToken(digest.token)) return fingerprintToken(digest.token, digest.sha256Hex)
+  let fingerprint = refusedFingerprints.get(digest.sha256Hex)
+  if (fingerprint === undefined) {
+    fingerprint = fingerprintToken(digest.token, digest.sha256Hex)
+    if (refusedFingerprints.size >= MAX_REFUSED_FINGERPRINTS) refusedFingerprints.clear()
+    refusedFingerprints.set(digest.sha256Hex, fingerprint)
+  }
+  return fingerprint
+}
+
+const refusedFingerprints = new Map<string, string>()
+const MAX_REFUSED_FINGERPRINTS = 1_000

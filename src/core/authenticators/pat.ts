@@ -1,0 +1,121 @@
+/**
+ * Personal Access Tokens (DESIGN rule 4): format and checksum before any store access, one
+ * lookup by SHA-256, then revoked → rotated → expired → tenant → optional `X-Tenant-Id`.
+ */
+import { type MaybePromise, thenMaybe } from '../../lib/maybe-async.ts'
+import type { AuthFailure } from '../failure.ts'
+import { patFingerprint } from '../fingerprint.ts'
+import { checkPatFormat, hashPat, isPatToken, patLast4, patStatus } from '../pat.ts'
+import type { AuthLookups, Clock, PatRecord } from '../ports.ts'
+import type { AuthResult, Principal } from '../principal.ts'
+import {
+  afterTenantCheck,
+  checkOptionalTenantHeader,
+  checkTenantActive,
+  fail,
+  INVALID_TOKEN_DETAIL,
+  storeUnavailable,
+} from '../tenant-rules.ts'
+import type { Authenticator } from './authenticator.ts'
+
+export function createPatAuthenticator(deps: {
+  readonly lookups: AuthLookups
+  readonly clock: Clock
+}): Authenticator {
+  const { lookups, clock } = deps
+  return {
+    kind: 'pat',
+    claims: isPatToken,
+    authenticate(token, context) {
+      const format = checkPatFormat(token)
+      if (!format.ok) {
+        return fail({
+          code: 'invalid_token',
+          reason: format.reason,
+          detail: 'The personal access token is malformed (wrong length, characters or checksum).',
+        })
+      }
+      const tokenHash = context.sha256Hex ?? hashPat(token)
+      let found: MaybePromise<PatRecord | undefined>
+      try {
+        found = lookups.findPatByHash(tokenHash)
+      } catch {
+        return fail(storeUnavailable())
+      }
+      return thenMaybe(
+        found,
+        (record) => checkPat(token, tokenHash, record, context.tenantIds, lookups, clock),
+        () => fail(storeUnavailable()),
+      )
+    },
+  }
+}
+
+function checkPat(
+  token: string,
+  tokenHash: string,
+  record: PatRecord | undefined,
+  tenantIds: readonly string[],
+  lookups: AuthLookups,
+  clock: Clock,
+): AuthResult | Promise<AuthResult> {
+  // Why re-check the hash: a store bug (a case-insensitive collation, a wrong index) must not
+  // turn one token into another tenant's credential. The check costs one string comparison.
+  if (record === undefined || record.tokenHash !== tokenHash) {
+    return fail({ code: 'invalid_token', reason: 'unknown_token', detail: INVALID_TOKEN_DETAIL })
+  }
+  const recordFailure = checkPatRecord(record, clock.now())
+  if (recordFailure !== undefined) return fail(recordFailure)
+
+  return afterTenantCheck(checkTenantActive(lookups, record.tenantId), () => {
+    const headerFailure = checkOptionalTenantHeader(tenantIds, record.tenantId)
+    if (headerFailure !== undefined) return fail(headerFailure)
+    return { ok: true, principal: patPrincipal(record, token) }
+  })
+}
+
+/**
+ * A PAT's principal, built per request. Not memoised per cached record as a JWT's is: that
+ * costs ~190 bytes a cached token (19 MB with 100,000 cached) to save a fraction of a
+ * microsecond.
+ */
+function patPrincipal(record: PatRecord, token: string): Principal {
+  return Object.freeze({
+    tokenType: 'pat',
+    tenantId: record.tenantId,
+    subject: record.subject,
+    permissions: record.permissions,
+    tokenId: record.id,
+    expiresAt: record.expiresAt,
+    fingerprint: patFingerprint(patLast4(token)),
+  } satisfies Principal)
+}
+
+/**
+ * Revoked, rotated-out and expired PATs. Revoked shares the unknown token's client-facing
+ * detail: telling a caller that a token *was* valid once helps whoever holds a list of
+ * leaked strings; the precise `reason` still reaches the log.
+ *
+ * Rotation: a rotated-out token works until `graceUntil` (the operator's grace period, so
+ * deployments can switch over), then fails with reason `rotated` and its `tokenId`. It is
+ * checked before expiry on purpose: presenting a replaced token after its grace is the
+ * signal that it leaked (GitLab's reuse detection), and the outcome recorder answers it by
+ * revoking the whole rotation family. The core only decides; the revocation is an effect.
+ */
+function checkPatRecord(record: PatRecord, now: number): AuthFailure | undefined {
+  switch (patStatus(record, now)) {
+    case 'revoked':
+      return { code: 'invalid_token', reason: 'revoked', detail: INVALID_TOKEN_DETAIL }
+    case 'rotated':
+      return {
+        code: 'invalid_token',
+        reason: 'rotated',
+        detail: INVALID_TOKEN_DETAIL,
+        tokenId: record.id,
+      }
+    case 'expired':
+      return { code: 'token_expired', detail: 'The access token has expired.' }
+    default:
+      return undefined
+  }
+}
