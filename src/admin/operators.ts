@@ -2,6 +2,7 @@ import { verifyAdminToken } from '../auth/admin-tokens.ts'
 import type { Config } from '../config/schema.ts'
 import type { IssuerConfig } from '../core/issuer.ts'
 import { createJwtVerifier } from '../core/jwt.ts'
+import { isPatToken } from '../core/pat.ts'
 import type { Clock, JwtVerifier } from '../core/ports.ts'
 import type { AdminRole, AdminStore } from '../stores/admin-store.ts'
 
@@ -63,7 +64,7 @@ export function createOperatorVerifier(
           },
         }
       }
-      if (!jwt || credential.startsWith('pat_')) return { ok: false, reason: 'invalid' }
+      if (!jwt || isPatToken(credential)) return { ok: false, reason: 'invalid' }
       const outcome = await jwt.verify(credential)
       if (!outcome.ok) return { ok: false, reason: 'invalid' }
       const roles = outcome.jwt.permissions

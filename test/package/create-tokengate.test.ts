@@ -96,6 +96,34 @@ describe('createTokengate', () => {
   const closers: (() => Promise<void>)[] = []
   after(() => Promise.all(closers.map((close) => close())))
 
+  test('gate.pats issues under the lifetime policy, as the CLI and the console do', async () => {
+    const { dataDir, gate: seeded } = await seededGate({ issuer: noIssuer(), pats: [] })
+    await seeded.close()
+    const gate = await createTokengate({
+      dataDir,
+      pat: { defaultExpiresInDays: 7, maxExpiresInDays: 30 },
+    })
+    const app = await expressApp(gate)
+    closers.push(app.close)
+    const request = { tenantId: TEST_TENANT, subject: 'lib', name: 'lib', permissions: [] }
+    for (const lifetime of ['never', 31 * 86_400_000] as const) {
+      await assert.rejects(gate.pats.issue({ ...request, lifetime }), {
+        name: 'OperationRefused',
+        code: 'lifetime_exceeded',
+      })
+    }
+    const issued = await gate.pats.issue({
+      ...request,
+      permissions: [REQUIRED_PERMISSION],
+      lifetime: 'default',
+    })
+    assert.ok(
+      issued.record.expiresAt !== null && issued.record.expiresAt <= Date.now() + 30 * 86_400_000,
+    )
+    const ok = await send(app.url, PROTECTED_PATH, bearer(issued.token))
+    assert.equal(ok.status, 200)
+  })
+
   test('is exported from the package root', () => {
     assert.equal(fromIndex, createTokengate)
   })

@@ -11,7 +11,7 @@ import {
   revokeTenantPat,
   rotateTenantPat,
 } from '../../auth/pat-lifecycle.ts'
-import { PAT_PATTERN } from '../../core/pat.ts'
+import { isPatToken, PAT_PATTERN } from '../../core/pat.ts'
 import type { PatRecord } from '../../core/ports.ts'
 import type { Store } from '../../stores/store.ts'
 import {
@@ -237,7 +237,7 @@ const revoke: CommandDef = {
         async () => revokeTenantPat(operationDeps(ctx, store), (await findPatByRef(store, ref)).id),
         {
           token_unknown: () =>
-            ref.startsWith('pat_')
+            isPatToken(ref)
               ? 'no such token (the given pat_ token is not known)'
               : `no token ${printable(ref)} (see: tokengate pat list --tenant ID)`,
         },
