@@ -130,7 +130,8 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
   core: ['lib'],
   http: ['core'],
   stores: ['core', 'lib'],
-  config: ['core'],
+  // Lists in the configuration are checked at load with the rules that use them.
+  config: ['core', 'http'],
   events: ['core', 'stores', 'config'],
   auth: ['core', 'lib', 'stores', 'http', 'events', 'config', 'missing-package.ts'],
   // The server is built on the public Fastify binding of the gate, the one apps register.

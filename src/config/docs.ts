@@ -11,6 +11,7 @@ interface SchemaNode {
   minimum?: number
   maximum?: number
   pattern?: string
+  items?: SchemaNode
 }
 
 /** Renders docs/configuration.md from the schema's descriptions, so the two never drift. */
@@ -44,11 +45,14 @@ function walk(node: SchemaNode, path: string, rows: string[], env: Map<string, s
     }
     const type = child.anyOf
       ? child.anyOf.map((c) => ('const' in c ? JSON.stringify(c.const) : c.type)).join(' \\| ')
-      : (child.type ?? 'any')
+      : child.items
+        ? `array of ${child.items.type ?? 'any'}`
+        : (child.type ?? 'any')
+    const constrained = child.items ?? child
     const bounds = [
-      child.minimum !== undefined ? `≥ ${child.minimum}` : '',
-      child.maximum !== undefined ? `≤ ${child.maximum}` : '',
-      child.pattern ? `\`${child.pattern}\`` : '',
+      constrained.minimum !== undefined ? `≥ ${constrained.minimum}` : '',
+      constrained.maximum !== undefined ? `≤ ${constrained.maximum}` : '',
+      constrained.pattern ? `\`${constrained.pattern}\`` : '',
     ]
       .filter(Boolean)
       .join(', ')

@@ -1,6 +1,6 @@
 /**
  * The small part of TypeBox the configuration needs, without TypeBox: builders for the JSON
- * Schema kinds the config schema uses (object, string, integer, boolean, string literal
+ * Schema kinds the config schema uses (object, string, integer, boolean, array, string literal
  * unions, optional properties), the static type they describe, and TypeBox's Convert,
  * Default and Errors for those kinds, with the same results and the same error messages.
  *
@@ -38,6 +38,11 @@ export interface BooleanOptions {
   readonly default?: boolean
   readonly description?: string
 }
+export interface ArrayOptions<T> {
+  readonly default?: readonly T[]
+  readonly description?: string
+  readonly maxItems?: number
+}
 export interface ObjectOptions {
   readonly default?: Record<string, never>
   readonly description?: string
@@ -72,6 +77,8 @@ const KEYWORDS = new Set([
   'properties',
   'required',
   'additionalProperties',
+  'items',
+  'maxItems',
 ])
 
 function node<T>(fields: object): Schema<T> {
@@ -90,6 +97,8 @@ export const Type = {
   Integer: (options: IntegerOptions = {}): Schema<number> => node({ type: 'integer', ...options }),
   Boolean: (options: BooleanOptions = {}): Schema<boolean> => node({ type: 'boolean', ...options }),
   Literal: <const V extends string>(value: V): Schema<V> => node({ type: 'string', const: value }),
+  Array: <T>(items: Schema<T>, options: ArrayOptions<T> = {}): Schema<T[]> =>
+    node({ type: 'array', items, ...options }),
   Union: <const S extends readonly Schema<string | number>[]>(
     anyOf: S,
     options: { readonly default?: Static<S[number]>; readonly description?: string } = {},
@@ -128,6 +137,8 @@ interface Node {
   readonly properties?: Readonly<Record<string, Node>>
   readonly required?: readonly string[]
   readonly additionalProperties?: boolean
+  readonly items?: Node
+  readonly maxItems?: number
 }
 
 function isOptional(schema: unknown): boolean {
@@ -219,6 +230,12 @@ export function convert(schema: Schema, value: unknown): unknown {
     case 'string': {
       const text = toText(value)
       return text === NO ? value : text
+    }
+    case 'array': {
+      // One value stands for a list of one (as TypeBox converts it).
+      const list = Array.isArray(value) ? value : [value]
+      const items = n.items
+      return items ? list.map((item) => convert(items, item)) : list
     }
     case 'object': {
       if (!isRecord(value)) return value
@@ -314,6 +331,8 @@ function hasType(type: string, value: unknown): boolean {
       return Number.isInteger(value)
     case 'boolean':
       return typeof value === 'boolean'
+    case 'array':
+      return Array.isArray(value)
     default:
       throw new Error(`config schema: unsupported type '${type}'`)
   }
@@ -329,6 +348,18 @@ function collect(n: Node, path: string, value: unknown, errors: ValidationError[
     ok = fail(errors, 'type', path, { type: n.type }, `must be ${n.type}`)
   }
   if (isRecord(value)) ok = collectObject(n, path, value, errors) && ok
+  if (Array.isArray(value)) {
+    if (n.maxItems !== undefined && value.length > n.maxItems) {
+      const message = `must not have more than ${n.maxItems} items`
+      ok = fail(errors, 'maxItems', path, { limit: n.maxItems }, message)
+    }
+    const items = n.items
+    if (items) {
+      value.forEach((item, i) => {
+        ok = collect(items, `${path}/${i}`, item, errors) && ok
+      })
+    }
+  }
   if (typeof value === 'string') {
     // Lengths in code points, as JSON Schema counts them.
     const length = n.minLength === undefined && n.maxLength === undefined ? 0 : [...value].length

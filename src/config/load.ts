@@ -1,6 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { extname } from 'node:path'
+import { addressBlockProblem } from '../http/address-blocks.ts'
+import { IDENTITY_PREFIX } from '../http/identity-headers.ts'
 import { applyDefaults, convert, validationErrors } from './json-schema.ts'
 import { type Config, ConfigSchema } from './schema.ts'
 
@@ -160,6 +162,18 @@ function crossFieldProblems(config: Config): string[] {
   }
   if (config.pagination.defaultLimit > config.pagination.maxLimit) {
     problems.push('/pagination/defaultLimit: must not exceed maxLimit')
+  }
+  for (const [i, name] of config.gateway?.forwardHeaders.entries() ?? []) {
+    // Identity headers are tokengate's word to the upstream; a caller's never passes.
+    if (name.startsWith(IDENTITY_PREFIX)) {
+      problems.push(
+        `/gateway/forwardHeaders/${i}: ${name} is an identity header; it is never forwarded`,
+      )
+    }
+  }
+  for (const [i, entry] of config.decision?.trustedProxies.entries() ?? []) {
+    const problem = addressBlockProblem(entry)
+    if (problem) problems.push(`/decision/trustedProxies/${i}: ${problem}`)
   }
   if (
     config.pat.maxExpiresInDays > 0 &&

@@ -105,11 +105,10 @@ export const ConfigSchema = Type.Object(
         }),
         cors: Type.Object(
           {
-            origins: Type.String({
-              default: '',
-              pattern: '^(https?://[^/\\s,]+)?(\\s+https?://[^/\\s,]+)*$',
+            origins: Type.Array(Type.String({ pattern: '^https?://[^/\\s,]+$' }), {
+              default: [],
               description:
-                'Space-separated browser origins (scheme://host[:port], exact) allowed to call /api/v1 cross-origin. Empty: CORS off.',
+                'Browser origins (scheme://host[:port], exact) allowed to call /api/v1 cross-origin. Empty: CORS off.',
             }),
             maxAgeSec: Type.Integer({
               default: 600,
@@ -403,11 +402,10 @@ export const ConfigSchema = Type.Object(
             default: true,
             description: 'Remove the caller Authorization header before proxying.',
           }),
-          forwardHeaders: Type.String({
-            default: '',
-            pattern: '^([a-z0-9-]+(,[a-z0-9-]+)*)?$',
+          forwardHeaders: Type.Array(Type.String({ pattern: '^[a-z0-9-]+$' }), {
+            default: [],
             description:
-              'Comma-separated forwarding/override headers (lower-case, e.g. cf-connecting-ip) let through from the caller as spelled; all others are dropped. X-Auth-* never passes.',
+              'Forwarding/override headers (lower-case, e.g. cf-connecting-ip) let through from the caller as spelled; all others are dropped. X-Auth-* never passes.',
           }),
           forwardedHost: Type.Boolean({
             default: false,
@@ -465,11 +463,10 @@ export const ConfigSchema = Type.Object(
             maximum: 65535,
             description: 'Port of the forward-auth decision listener.',
           }),
-          trustedProxies: Type.String({
-            default: '127.0.0.1,::1',
-            minLength: 1,
+          trustedProxies: Type.Array(Type.String({ minLength: 1 }), {
+            default: ['127.0.0.1', '::1'],
             description:
-              'Comma-separated addresses or CIDR blocks of the proxies whose X-Original-* / X-Forwarded-* method, URI, host and client address are believed; other callers are decided on their own request line.',
+              'Addresses or CIDR blocks of the proxies whose X-Original-* / X-Forwarded-* method, URI, host and client address are believed; other callers are decided on their own request line.',
           }),
           pathPrefix: Type.String({
             default: '',

@@ -7,7 +7,7 @@
  * - Envoy `ext_authz` (HTTP service): the original method and path on the request line,
  *   behind the configured `path_prefix`.
  */
-import { BlockList, isIPv4, isIPv6 } from 'node:net'
+import type { AddressMatcher } from '../http/address-blocks.ts'
 
 export type ProxyKind = 'nginx' | 'forwarded' | 'request-line'
 
@@ -94,36 +94,8 @@ function headerValues(rawHeaders: readonly string[], name: string): string[] {
   return values
 }
 
-/** Whether an address is one of the configured proxies (addresses or CIDR blocks). */
-export type ProxyMatcher = (address: string | undefined) => boolean
-
-/** Compiles `decision.trustedProxies` ("127.0.0.1,::1,10.0.0.0/8"); throws on a bad entry. */
-export function createProxyMatcher(list: string): ProxyMatcher {
-  const blocks = new BlockList()
-  for (const raw of list.split(',')) {
-    const entry = raw.trim()
-    if (!entry) continue
-    const [address = '', bits] = entry.split('/')
-    const type = isIPv4(address) ? 'ipv4' : isIPv6(address) ? 'ipv6' : undefined
-    const prefix = bits === undefined ? undefined : Number(bits)
-    const max = type === 'ipv4' ? 32 : 128
-    if (
-      !type ||
-      (prefix !== undefined && !(Number.isInteger(prefix) && prefix >= 0 && prefix <= max))
-    ) {
-      throw new Error(`decision.trustedProxies: not an address or CIDR block: "${entry}"`)
-    }
-    if (prefix === undefined) blocks.addAddress(address, type)
-    else blocks.addSubnet(address, prefix, type)
-  }
-  return (address) => {
-    if (!address) return false
-    // A dual-stack listener reports IPv4 peers as IPv4-mapped IPv6.
-    const plain =
-      address.startsWith('::ffff:') && isIPv4(address.slice(7)) ? address.slice(7) : address
-    return blocks.check(plain, isIPv4(plain) ? 'ipv4' : 'ipv6')
-  }
-}
+/** Whether an address is one of the configured proxies (`decision.trustedProxies`). */
+export type ProxyMatcher = AddressMatcher
 
 /**
  * The client address a request stands for: the peer, or, when the peer is a trusted proxy,

@@ -18,6 +18,7 @@ import type { OpenedGate } from '../auth/open-gate.ts'
 import { policyInForce } from '../auth/policy/reload.ts'
 import type { Config } from '../config/schema.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
+import { createAddressMatcher } from '../http/address-blocks.ts'
 import { API_PREFIX, pathOf } from '../http/api-path.ts'
 import { sendFailureResponse } from '../http/node-response.ts'
 import { problemResponse } from '../http/problem-response.ts'
@@ -25,7 +26,6 @@ import { createRequestIdGenerator, requestIdOf } from '../http/request-id.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
 import {
   clientAddressOf,
-  createProxyMatcher,
   type ForwardedRequest,
   readForwardedRequest,
 } from './forwarded-request.ts'
@@ -64,15 +64,15 @@ const EXACT_PREFIX = API_PREFIX
 const PREFIX = `${API_PREFIX}/`
 
 /**
- * Builds the decision listener (plain HTTP, not listening yet). Throws when the policy file
- * or `trustedProxies` is invalid.
+ * Builds the decision listener (plain HTTP, not listening yet). Throws when the policy file is
+ * invalid.
  */
 export async function buildDecisionServer(
   options: BuildDecisionServerOptions,
 ): Promise<DecisionServer> {
   const { config, gate: opened, logger } = options
   const decision = config.decision as DecisionConfig
-  const trusted = createProxyMatcher(decision.trustedProxies)
+  const trusted = createAddressMatcher(decision.trustedProxies)
   const policy = await policyInForce(decision.policyFile ?? config.gateway?.policyFile, logger)
   const access = { policy: policy.matcher, identity: true }
   const nextRequestId = createRequestIdGenerator()

@@ -2,10 +2,8 @@ import type { FastifyInstance } from 'fastify'
 import type { PolicyMatcher } from '../auth/policy/matcher.ts'
 import { policyInForce } from '../auth/policy/reload.ts'
 import type { Config } from '../config/schema.ts'
-import { IDENTITY_PREFIX } from '../http/identity-headers.ts'
 import { asciiLowerCase, canonicalRequestTarget } from '../http/request-target.ts'
 import { createUpstreamAdmission } from './admission.ts'
-import { effectiveHeaderName } from './headers.ts'
 import { createProxyHandler } from './proxy.ts'
 import { createUpstreamPool } from './upstream.ts'
 
@@ -59,7 +57,7 @@ export async function registerGateway(
     basePath: upstream.pathname === '/' ? '' : upstream.pathname.replace(/\/$/, ''),
     timeoutMs: gateway.timeoutMs,
     stripAuthorization: gateway.stripAuthorization,
-    forwardHeaders: forwardHeadersOf(gateway),
+    forwardHeaders: new Set(gateway.forwardHeaders),
     forwardedHost: gateway.forwardedHost,
     admission: createUpstreamAdmission({
       connections: gateway.connections,
@@ -94,19 +92,6 @@ function parseUpstream(value: string): URL {
     throw new Error('gateway.upstream must not carry a query, fragment or credentials')
   }
   return url
-}
-
-/** The operator's allowlist; identity headers can never be on it. */
-function forwardHeadersOf(gateway: Readonly<GatewayConfig>): ReadonlySet<string> {
-  const names = gateway.forwardHeaders.split(',').filter((name) => name !== '')
-  for (const name of names) {
-    if (effectiveHeaderName(name).startsWith(IDENTITY_PREFIX)) {
-      throw new Error(
-        `gateway.forwardHeaders: ${name} is an identity header; it is never forwarded`,
-      )
-    }
-  }
-  return new Set(names)
 }
 
 /**

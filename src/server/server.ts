@@ -116,8 +116,8 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   })
 
   // First of the plugins: a preflight is answered before any limit or authentication.
-  const corsOrigins = config.server.cors.origins.split(/\s+/).filter(Boolean)
-  if (corsOrigins.length > 0) await registerCors(app, corsOrigins, config.server.cors.maxAgeSec)
+  const { origins, maxAgeSec } = config.server.cors
+  if (origins.length > 0) await registerCors(app, origins, maxAgeSec)
 
   const opened =
     options.gate ??

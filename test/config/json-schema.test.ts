@@ -26,9 +26,10 @@ const optional = (node: Node) => (node as { '~optional'?: boolean })['~optional'
 
 /** The same schema built with TypeBox itself, the reference the engine is checked against. */
 function toTypeBox(node: Node): TypeBox.TSchema {
-  const { type, const: literal, anyOf, properties, required: _, ...options } = node
+  const { type, const: literal, anyOf, properties, items, required: _, ...options } = node
   let built: TypeBox.TSchema
   if (anyOf) built = TypeBox.Union(anyOf.map(toTypeBox), options)
+  else if (type === 'array') built = TypeBox.Array(toTypeBox(items as Node), options)
   else if (literal !== undefined) built = TypeBox.Literal(literal)
   else if (type === 'object') {
     const mapped = Object.fromEntries(
@@ -78,6 +79,13 @@ const scalar = fc.oneof(
 )
 
 function valueFor(node: Node, depth: number): fc.Arbitrary<unknown> {
+  if (node.type === 'array') {
+    const item = fc.oneof(
+      scalar,
+      fc.constantFrom('https://a.example', 'http://b.example:8080', 'x-real-ip', '10.0.0.0/8'),
+    )
+    return fc.oneof({ arbitrary: fc.array(item, { maxLength: 3 }), weight: 4 }, scalar)
+  }
   if (node.type !== 'object' || depth > 3) return scalar
   const known = Object.fromEntries(
     Object.entries(node.properties ?? {}).map(([key, child]) => [key, valueFor(child, depth + 1)]),

@@ -9,7 +9,9 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { createLocalJWKSet, jwtVerify } from 'jose'
-import { createProxyMatcher, readForwardedRequest } from '../../src/decision/forwarded-request.ts'
+import { loadConfig } from '../../src/config/load.ts'
+import { readForwardedRequest } from '../../src/decision/forwarded-request.ts'
+import { createAddressMatcher } from '../../src/http/address-blocks.ts'
 import { openStore } from '../../src/stores/open-store.ts'
 import type { StoredAuditEvent } from '../../src/stores/store.ts'
 import { PROTECTED_PATH, send } from '../adapters/spec-table.ts'
@@ -23,7 +25,7 @@ describe('decision API: the original request is believed only from trusted proxi
   let distrusting: Stack
   before(async () => {
     trusting = await startStack()
-    distrusting = await startStack({ trustedProxies: '10.9.9.9, 192.168.0.0/16' })
+    distrusting = await startStack({ trustedProxies: ['10.9.9.9', '192.168.0.0/16'] })
   })
   after(async () => {
     await trusting?.close()
@@ -205,7 +207,7 @@ describe("decision API: the client address is the proxy's word too", () => {
   let distrusting: Stack
   before(async () => {
     trusting = await startStack({ failedAuthMax: 2 })
-    distrusting = await startStack({ failedAuthMax: 2, trustedProxies: '10.9.9.9' })
+    distrusting = await startStack({ failedAuthMax: 2, trustedProxies: ['10.9.9.9'] })
   })
   after(async () => {
     await trusting?.close()
@@ -319,7 +321,7 @@ describe('decision API + gateway: signed identity token', () => {
 
 describe('trusted proxy addresses', () => {
   test('addresses, CIDR blocks and IPv4-mapped peers', () => {
-    const trusted = createProxyMatcher('127.0.0.1, 10.0.0.0/8, fd00::/8')
+    const trusted = createAddressMatcher(['127.0.0.1', '10.0.0.0/8', 'fd00::/8'])
     assert.equal(trusted('127.0.0.1'), true)
     assert.equal(trusted('::ffff:127.0.0.1'), true)
     assert.equal(trusted('10.200.1.1'), true)
@@ -328,9 +330,16 @@ describe('trusted proxy addresses', () => {
     assert.equal(trusted(undefined), false)
   })
 
-  test('a bad entry stops the start', () => {
-    for (const bad of ['localhost', '10.0.0.0/33', '10.0.0.1/x']) {
-      assert.throws(() => createProxyMatcher(bad), /trustedProxies/)
+  test('a bad entry stops the start, named by its path in the configuration', () => {
+    for (const bad of ['localhost', '10.0.0.0/33', '10.0.0.1/x', '10.0.0.1/8/1']) {
+      assert.throws(
+        () =>
+          loadConfig({
+            env: {},
+            overrides: { server: { plainHttp: true }, decision: { trustedProxies: ['::1', bad] } },
+          }),
+        new RegExp(`/decision/trustedProxies/1: not an address or CIDR block: "${bad}"`),
+      )
     }
   })
 

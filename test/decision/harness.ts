@@ -53,7 +53,7 @@ export interface Stack {
 
 export interface StackOptions {
   /** `decision.trustedProxies`; default loopback. */
-  readonly trustedProxies?: string
+  readonly trustedProxies?: readonly string[]
   readonly pathPrefix?: string
   readonly identityToken?: boolean
   /** Per-token requests per window (default: high enough never to matter). */

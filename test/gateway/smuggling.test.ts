@@ -122,7 +122,7 @@ describe('gateway: the operator allowlist lets named forwarding headers through'
     upstream = await startUpstream()
     gateway = await startGateway({
       upstream: upstream.url,
-      gateway: { forwardHeaders: 'cf-connecting-ip', forwardedHost: true },
+      gateway: { forwardHeaders: ['cf-connecting-ip'], forwardedHost: true },
     })
   })
   after(async () => {
@@ -158,9 +158,9 @@ test('an identity header on the allowlist stops the start', async () => {
     await assert.rejects(
       startGateway({
         upstream: upstream.url,
-        gateway: { forwardHeaders: 'x-real-ip,x-auth-tenant' },
+        gateway: { forwardHeaders: ['x-real-ip', 'x-auth-tenant'] },
       }),
-      /gateway\.forwardHeaders: x-auth-tenant is an identity header/,
+      /\/gateway\/forwardHeaders\/1: x-auth-tenant is an identity header/,
     )
   } finally {
     await upstream.close()

@@ -42,7 +42,7 @@ describe('CORS', () => {
     allowed = await startPageServer()
     other = await startPageServer()
     api = await startTestServer({
-      server: { port: 0, cors: { origins: allowed.origin } },
+      server: { port: 0, cors: { origins: [allowed.origin] } },
       rateLimit: { failedAuth: { max: 3, windowSec: 60 } },
     })
   })
