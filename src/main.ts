@@ -83,7 +83,7 @@ async function migrateAndSeed(
 ): Promise<DevSeed | undefined> {
   await store.migrate()
   // Dev seeding (jose, for the dev issuer) is loaded only when configured: every module
-  // skipped is start-up time saved (bench/startup.bench.ts).
+  // skipped is start-up time saved.
   const devSeed = config.dev
     ? await (await import('./dev/seed.ts')).seedDevData(store, config.dataDir, clock.now())
     : undefined

@@ -87,7 +87,7 @@ export async function createIdentityTokenSigner(
   let nextMaintenance = 0
   // JWT principals are memoised per verified token, so their object is their identity. A
   // PAT's principal is built per request: it is found by its token id and reused only if
-  // everything the token states is unchanged (signing costs ~100 µs, a lookup ~nothing).
+  // everything the token states is unchanged (a signature costs far more than a lookup).
   const byPrincipal = new WeakMap<Principal, SignedToken>()
   const byPat = new Map<string, SignedToken>()
   const cached = (principal: Principal) =>

@@ -188,7 +188,7 @@ const MAX_JWT_KEYS = 10_000
 /**
  * Digests of `Authorization` values that authenticated recently on this instance, bounded
  * in count and age (least recently used dropped first): the token's SHA-256 for `Bearer <token>`
- * (shared with authentication, see server/request-state.ts), `credentialDigest` for anything else.
+ * (the gate computes it once per request, auth/gate.ts), `credentialDigest` for anything else.
  *
  * Why it exists: once an address is over its failed-authentication limit, its unverified
  * attempts are refused before any signature check or store lookup. A legitimate caller

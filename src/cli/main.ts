@@ -15,7 +15,7 @@ export type { CliIo } from './io.ts'
 /**
  * The module of each first command word, in the order help lists them. Only the module of
  * the command being run is loaded (all of them for the main help or an unknown word): the
- * server's start-up does not pay for the other commands' code (bench/startup.bench.ts).
+ * server's start-up does not pay for the other commands' code.
  */
 const COMMAND_MODULES: Readonly<Record<string, () => Promise<readonly CommandDef[]>>> = {
   serve: async () => (await import('./commands/serve.ts')).serveCommands,

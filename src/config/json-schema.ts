@@ -4,8 +4,8 @@
  * unions, optional properties), the static type they describe, and TypeBox's Convert,
  * Default and Errors for those kinds, with the same results and the same error messages.
  *
- * Why: TypeBox's `Type` and `Value` are ~680 modules together; loading them was a third of
- * the server's start-up (bench/startup.bench.ts), while the config needs a few dozen lines.
+ * Why: TypeBox's `Type` and `Value` are hundreds of modules, a large share of the server's
+ * start-up, while the config needs a few dozen lines.
  * test/config/json-schema.test.ts checks these against TypeBox itself on random inputs.
  * A keyword or kind not listed here is refused when the schema is built, so a schema that
  * grows beyond this subset fails loudly rather than going unchecked.

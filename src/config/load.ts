@@ -273,8 +273,8 @@ function deepFreeze<T>(value: T): T {
 }
 
 /**
- * YAML, loaded on the first YAML config file: the parser is ~70 modules, and a server
- * configured by environment or JSON never needs it (start-up time, bench/startup.bench.ts).
+ * YAML, loaded on the first YAML config file: a server configured by environment or JSON
+ * never pays the parser's start-up time.
  */
 function parseYaml(text: string): unknown {
   const yaml = createRequire(import.meta.url)('yaml') as typeof import('yaml')

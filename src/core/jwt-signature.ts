@@ -1,8 +1,9 @@
 /**
  * Signature checks on node:crypto, one prepared function per bound key.
  *
- * Synchronous node:crypto, not WebCrypto: bench/README.md "Speed measures and why". Every
- * option object is built once, here, never per request.
+ * Synchronous node:crypto, not WebCrypto: a verification then needs no promise, so a request
+ * whose key is known is decided in the same tick. Every option object is built once, here,
+ * never per request.
  *
  * The check is fixed to exactly one JWS algorithm when the key is bound (jwt-keys.ts), so the
  * token's `alg` only ever selects a key; it never chooses how that key is used.

@@ -111,7 +111,7 @@ export function isPatToken(token: string): boolean {
  * bits, so brute-forcing the hash is infeasible, and a fast, unsalted hash allows an indexed
  * lookup. Looking up by hash also avoids a timing-sensitive comparison of secrets: the
  * attacker-chosen input is hashed before it meets any stored value. One-shot `crypto.hash`:
- * bench/README.md "Speed measures and why".
+ * no Hash object per call.
  */
 export function hashPat(token: string): string {
   return hash('sha256', token, 'hex')

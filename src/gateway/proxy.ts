@@ -236,7 +236,7 @@ function forward(
  * The request line's target at the upstream: the upstream's path prefix, the caller's path,
  * the caller's query unchanged. Ordinary paths are used as they are; a path with characters
  * a URL parser would percent-encode (or a dot segment, already refused by the policy) is
- * passed through WHATWG URL resolution, as the proxy library used before did.
+ * passed through WHATWG URL resolution, so the upstream receives a well-formed target.
  */
 function upstreamPath(options: ProxyOptions, url: string): string {
   const q = url.indexOf('?')

@@ -1,7 +1,7 @@
 /**
  * Values that are there now or arrive later. The request path answers synchronously when no
  * step has to wait (a cached PAT, a cached JWT, a static key); each `await` would cost a
- * microtask turn and a promise per request (bench/README.md "Speed measures and why").
+ * microtask turn and a promise per request.
  */
 
 /** A value now, or a promise of it. */

@@ -7,9 +7,9 @@ type Level = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace'
  * A request's logger that becomes a pino child only when something is actually logged.
  *
  * Why: Fastify gives every request `logger.child({ reqId })`, and a pino child serialises
- * its bindings through the redaction-aware stringifier at creation (~0.9 µs a request,
- * measured on Node 24). Most requests log nothing at the configured level (the per-request
- * line is written by the server's `onResponse` hook, and only at `info`), so the child is
+ * its bindings through the redaction-aware stringifier at creation, per request. Most
+ * requests log nothing at the configured level (the per-request line is written by the
+ * outcome recorder, and only at `info`), so the child is
  * built on the first enabled call and reused after it. A call below the level returns at
  * once. Output, bindings and redaction are exactly the child's, since the child does the
  * writing.

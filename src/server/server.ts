@@ -49,8 +49,8 @@ export interface BuildServerOptions {
 }
 
 // Why require and not `import http from 'node:http'`: to build an ES module namespace for a
-// built-in, Node reads every export, which loads its bundled undici: ~30 ms of start-up
-// (measured) that this server never uses.
+// built-in, Node reads every export, which loads its bundled undici at start-up, and this
+// server never uses it.
 const require = createRequire(import.meta.url)
 const http = require('node:http') as typeof Http
 const https = require('node:https') as typeof Https
@@ -76,7 +76,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     childLoggerFactory: lazyChildLogger,
     bodyLimit: config.server.bodyLimitBytes,
     // The route schemas are ours and fixed (their tests and the OpenAPI test cover them), so
-    // Ajv need not compile the draft-07 meta-schema to check them at every start (~30 ms).
+    // Ajv need not compile the draft-07 meta-schema to check them at every start.
     ajv: { customOptions: { validateSchema: false } },
     trustProxy: config.server.trustProxy,
     requestIdHeader: false,
@@ -161,9 +161,9 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
 
 /**
  * CORS for the configured origins only, with @fastify/cors (its `onRequest` hook runs before
- * the auth plugin's, so a preflight from an allowed origin is answered without a token). An
+ * the gate binding's, so a preflight from an allowed origin is answered without a token). An
  * origin not listed gets no `Access-Control-*` header at all (the origin callback answers
- * `false`), and its preflight is answered 204 by the auth plugin, never authenticated or
+ * `false`), and its preflight is answered 204 by the gate binding, never checked or
  * counted. `Vary: Origin` on every response, so caches never mix origins. No credentials
  * mode: tokens travel in `Authorization`, never cookies.
  */

@@ -64,8 +64,8 @@ function checkPat(
   if (record === undefined || record.tokenHash !== tokenHash) {
     return fail({ code: 'invalid_token', reason: 'unknown_token', detail: INVALID_TOKEN_DETAIL })
   }
-  const recordFailure = checkPatRecord(record, clock.now())
-  if (recordFailure !== undefined) return fail(recordFailure)
+  const statusFailure = checkPatRecord(record, clock.now())
+  if (statusFailure !== undefined) return fail(statusFailure)
 
   return afterTenantCheck(checkTenantActive(lookups, record.tenantId), () => {
     const headerFailure = checkOptionalTenantHeader(tenantIds, record.tenantId)
@@ -76,8 +76,7 @@ function checkPat(
 
 /**
  * A PAT's principal, built per request. Not memoised per cached record as a JWT's is: that
- * costs ~190 bytes a cached token (19 MB with 100,000 cached) to save a fraction of a
- * microsecond.
+ * would cost memory per cached token to save a fraction of a microsecond.
  */
 function patPrincipal(record: PatRecord, token: string): Principal {
   return Object.freeze({

@@ -37,7 +37,7 @@ export interface V1Route {
   ) => (request: FastifyRequest, reply: FastifyReply) => unknown
 }
 
-/** Reads `request.principal`, which the auth plugin guarantees for every `/api/v1` route. */
+/** Reads `request.principal`, which the gate guarantees for every `/api/v1` route. */
 export function principalOf(request: FastifyRequest) {
   const principal = request.principal
   if (!principal) throw new Error('bug: /api/v1 route reached without a principal')

@@ -2,8 +2,8 @@
  * Shared response and parameter schemas of the built-in API (JSON Schema 2020-12).
  *
  * Written with the small builders below rather than TypeBox: `import Type from 'typebox'`
- * loads ~370 modules, 90–170 ms of start-up (issue #6), and the routes never used its
- * inferred types (handlers return `unknown`). The builders emit exactly what TypeBox's
+ * loads hundreds of modules at start-up, and the routes never use its inferred types
+ * (handlers return `unknown`). The builders emit exactly what TypeBox's
  * `Type` did, key order included, so the OpenAPI document and Fastify's validators and
  * serialisers are unchanged; test/server/routes/schemas.test.ts checks them against TypeBox.
  */
