@@ -22,7 +22,6 @@ import { hash } from 'node:crypto'
 import type { AuthenticateMaybeSync } from '../core/authenticate.ts'
 import { maybeSyncOf } from '../core/authenticate.ts'
 import { authorize as authorizePermissions } from '../core/authorize.ts'
-import { parseAuthorization } from '../core/credentials.ts'
 import type { AuthFailure } from '../core/failure.ts'
 import type { AuthResult, Principal } from '../core/principal.ts'
 import type { TokenDigest } from '../core/raw-headers.ts'
@@ -317,16 +316,20 @@ function failureStatus(failure: AuthFailure): number {
 }
 
 /**
- * The bearer token of a request with exactly one well-formed `Authorization` header, and its
- * SHA-256, computed once: the limiter's known-credentials key, a PAT's store key and a JWT's
- * verified-token cache key are all this one digest. Only the digest outlives the request.
+ * The bearer token of a request with one `Authorization: Bearer …` header, and its SHA-256,
+ * computed once: the limiter's known-credentials key, a PAT's store key and a JWT's
+ * verified-token cache key are all this one digest. Not a parse: the authenticator parses
+ * strictly and uses the digest only for exactly the token it parsed. Only the digest
+ * outlives the request.
  */
 function readCredential(authorization: readonly string[]): TokenDigest | undefined {
-  if (authorization.length !== 1) return undefined
-  const parsed = parseAuthorization(authorization)
-  if (!parsed.ok) return undefined
-  return { token: parsed.token, sha256Hex: hash('sha256', parsed.token, 'hex') }
+  const value = authorization.length === 1 ? (authorization[0] as string) : ''
+  if (!value.startsWith(BEARER) || value.length === BEARER.length) return undefined
+  const token = value.slice(BEARER.length)
+  return { token, sha256Hex: hash('sha256', token, 'hex') }
 }
+
+const BEARER = 'Bearer '
 
 /** The key a credential is remembered by: the token's digest, or a digest of the raw value. */
 function credentialKeyOf(
