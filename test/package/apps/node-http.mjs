@@ -1,15 +1,13 @@
 import { createServer } from 'node:http'
-import { authenticateRequest, authorize, requestIdOf, sendFailure } from 'tokengate/node-http'
+import { checkRequest, requestIdOf, sendRefused } from 'tokengate/node-http'
 import { announce, openSeededGate, stopOnSignal } from './seed.mjs'
 
 const gate = await openSeededGate()
 const server = createServer(async (req, res) => {
   const requestId = requestIdOf(req)
-  const result = await authenticateRequest(req, gate.authenticate)
-  if (!result.ok) return sendFailure(res, result.failure, requestId)
-  const denied = authorize(result.principal, ['things:read'])
-  if (denied) return sendFailure(res, denied, requestId)
-  const { tenantId, subject } = result.principal
+  const outcome = await checkRequest(req, gate, { requestId, permissions: ['things:read'] })
+  if (!outcome.allowed) return sendRefused(res, outcome)
+  const { tenantId, subject } = outcome.principal
   res.writeHead(200, { 'content-type': 'application/json', 'x-request-id': requestId })
   res.end(JSON.stringify({ tenantId, subject }))
 })
