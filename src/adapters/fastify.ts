@@ -34,6 +34,7 @@ import type { AuthFailure } from '../core/failure.ts'
 import type { Principal } from '../core/principal.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
 import { API_PREFIX, pathOf } from '../http/api-path.ts'
+import type { FailureResponse } from '../http/failure-response.ts'
 import { formHasAccessToken, ONE_METHOD_FAILURE } from '../http/one-method.ts'
 import { requestIdOf } from '../http/request-id.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
@@ -167,7 +168,12 @@ export function sendRefused(
 ): FastifyReply {
   request.outcome = refused
   request.authFailure = refused.failure
-  return reply.code(refused.status).headers(refused.headers).send(refused.body)
+  return sendProblemResponse(reply, refused)
+}
+
+/** The one way a Fastify reply sends a non-2xx answer built in src/http/ (`problemResponse`). */
+export function sendProblemResponse(reply: FastifyReply, response: FailureResponse): FastifyReply {
+  return reply.code(response.status).headers(response.headers).send(response.body)
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Logger } from 'pino'
+import { sendProblemResponse } from '../adapters/fastify.ts'
 import { storeAuditSink } from '../auth/audit-events.ts'
 import { OperationRefused, type RefusalCode } from '../auth/operations.ts'
 import type { PatOperationDeps } from '../auth/pat-lifecycle.ts'
@@ -7,7 +8,8 @@ import type { Config } from '../config/schema.ts'
 import type { IssuerConfig } from '../core/issuer.ts'
 import type { JwksStatus } from '../core/jwks.ts'
 import type { Clock } from '../core/ports.ts'
-import { PROBLEM_CONTENT_TYPE, type ProblemCode, problem } from '../http/problem.ts'
+import type { ProblemCode } from '../http/problem.ts'
+import { problemResponse } from '../http/problem-response.ts'
 import type { Store } from '../stores/store.ts'
 import type { Operator, OperatorVerifier } from './operators.ts'
 import type { Sessions } from './sessions.ts'
@@ -85,11 +87,10 @@ export function sendProblem(
   request: FastifyRequest,
   headers: Record<string, string> = {},
 ) {
-  return reply
-    .code(status)
-    .headers(headers)
-    .type(PROBLEM_CONTENT_TYPE)
-    .send(problem(status, code, detail, String(request.id)))
+  return sendProblemResponse(
+    reply,
+    problemResponse(code, detail, String(request.id), { status, headers }),
+  )
 }
 
 /**

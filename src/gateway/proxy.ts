@@ -2,7 +2,8 @@ import type { OutgoingHttpHeaders } from 'node:http'
 import { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Dispatcher } from 'undici'
-import { PROBLEM_CONTENT_TYPE, type ProblemDetails, problem } from '../http/problem.ts'
+import { sendProblemResponse } from '../adapters/fastify.ts'
+import { problemResponse } from '../http/problem-response.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
 import type { Admission, UpstreamAdmission } from './admission.ts'
 import { callerResponseHeaders, type HeaderMap, upstreamRequestHeaders } from './headers.ts'
@@ -103,7 +104,7 @@ function forward(
     settled = true
     exchange.abort(new Error('gateway timeout'))
     request.log.warn({ timeoutMs: options.timeoutMs }, 'upstream timed out')
-    sendProblem(reply, problem(504, 'gateway_timeout', DETAIL.timeout, requestId))
+    sendProblemResponse(reply, problemResponse('gateway_timeout', DETAIL.timeout, requestId))
   }, options.timeoutMs)
   // The response's end (or the caller leaving) ends the exchange and frees the slot; a
   // caller who leaves during the body aborts it, so the half-read connection is closed
@@ -163,7 +164,7 @@ function forward(
         } catch {
           exchange.abort(new Error('response body destroyed'))
           request.log.warn({ statusCode }, 'upstream sent an invalid status code')
-          sendProblem(reply, problem(502, 'bad_gateway', DETAIL.badGateway, requestId))
+          sendProblemResponse(reply, problemResponse('bad_gateway', DETAIL.badGateway, requestId))
           return
         }
         relayed = callerResponseHeaders(responseHeaders)
@@ -204,7 +205,10 @@ function forward(
           // Nothing sent yet: a 502 like any upstream failure, without the upstream's
           // headers (they were held back) and without the error's text.
           request.log.warn({ code: error.code }, 'upstream failed')
-          return void sendProblem(reply, problem(502, 'bad_gateway', DETAIL.badGateway, requestId))
+          return void sendProblemResponse(
+            reply,
+            problemResponse('bad_gateway', DETAIL.badGateway, requestId),
+          )
         }
         if (settled) return
         settled = true
@@ -215,17 +219,17 @@ function forward(
           request.log.info('request body too slow: cut')
           // The rest of the body is never read: the connection cannot carry another request.
           reply.header('connection', 'close')
-          return void sendProblem(
+          return void sendProblemResponse(
             reply,
-            problem(408, 'request_timeout', DETAIL.slowBody, requestId),
+            problemResponse('request_timeout', DETAIL.slowBody, requestId),
           )
         }
         request.log.warn({ code: error.code }, 'upstream failed')
-        sendProblem(
+        sendProblemResponse(
           reply,
           error.code === 'UND_ERR_HEADERS_TIMEOUT'
-            ? problem(504, 'gateway_timeout', DETAIL.timeout, requestId)
-            : problem(502, 'bad_gateway', DETAIL.badGateway, requestId),
+            ? problemResponse('gateway_timeout', DETAIL.timeout, requestId)
+            : problemResponse('bad_gateway', DETAIL.badGateway, requestId),
         )
       },
     },
@@ -261,17 +265,11 @@ function sendNotAdmitted(
   reason: 'token' | 'tenant' | 'busy',
   requestId: string,
 ): FastifyReply {
-  reply.header('retry-after', '1')
-  return reason === 'busy'
-    ? sendProblem(reply, problem(503, 'unavailable', DETAIL.busy, requestId))
-    : sendProblem(reply, problem(429, 'rate_limited', DETAIL[`${reason}Busy`], requestId))
-}
-
-/** A problem-details answer, never cached. */
-export function sendProblem(reply: FastifyReply, body: ProblemDetails): FastifyReply {
-  return reply
-    .code(body.status)
-    .header('content-type', PROBLEM_CONTENT_TYPE)
-    .header('cache-control', 'no-store')
-    .send(body)
+  const headers = { 'retry-after': '1' }
+  return sendProblemResponse(
+    reply,
+    reason === 'busy'
+      ? problemResponse('unavailable', DETAIL.busy, requestId, { headers })
+      : problemResponse('rate_limited', DETAIL[`${reason}Busy`], requestId, { headers }),
+  )
 }

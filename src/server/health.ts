@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify'
+import { sendProblemResponse } from '../adapters/fastify.ts'
 import type { AuthContext } from '../auth/auth-context.ts'
 import type { JwksStatus } from '../core/jwks.ts'
 import { storeUnavailable } from '../http/problem-response.ts'
-import { sendResponse } from './send-response.ts'
 
 /**
  * Liveness and readiness, outside `/api/v1` and without a token: orchestrators call them.
@@ -24,7 +24,7 @@ export function registerHealthRoutes(app: FastifyInstance, auth: AuthContext): v
     try {
       await auth.store.ping()
     } catch {
-      return sendResponse(reply, storeUnavailable(String(request.id)))
+      return sendProblemResponse(reply, storeUnavailable(String(request.id)))
     }
     const issuers = {
       ...issuerReadiness(auth.issuers.keyStatus()),

@@ -9,7 +9,7 @@ import Fastify, {
   LogController,
 } from 'fastify'
 import type { Logger } from 'pino'
-import { tokengate } from '../adapters/fastify.ts'
+import { sendProblemResponse, tokengate } from '../adapters/fastify.ts'
 import type { AuthContext } from '../auth/auth-context.ts'
 import { type OpenedGate, openGate } from '../auth/open-gate.ts'
 import type { Config } from '../config/schema.ts'
@@ -25,7 +25,6 @@ import { RequestFieldError } from './routes/pagination.ts'
 import { StoreUnavailableError } from './routes/route.ts'
 import { serializerSchema } from './routes/serializer-schema.ts'
 import { v1Routes } from './routes/v1/index.ts'
-import { sendResponse } from './send-response.ts'
 import { type TlsMaterial, tlsServerOptions } from './tls.ts'
 
 export interface BuildServerOptions {
@@ -150,7 +149,10 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   registerHealthRoutes(app, auth)
 
   app.setNotFoundHandler((request, reply) =>
-    sendResponse(reply, problemResponse('not_found', 'No such endpoint.', String(request.id))),
+    sendProblemResponse(
+      reply,
+      problemResponse('not_found', 'No such endpoint.', String(request.id)),
+    ),
   )
   app.setErrorHandler((error: FastifyError, request, reply) => handleError(error, request, reply))
   // After the handlers: a mount's scope (the gateway) inherits them only if
@@ -201,14 +203,14 @@ function handleError(error: FastifyError, request: FastifyRequest, reply: Fastif
     }))
     const first = errors[0]
     const detail = first ? `${first.field}: ${first.message}` : 'Invalid request.'
-    return sendResponse(
+    return sendProblemResponse(
       reply,
       problemResponse('validation_failed', detail, id, { extra: { errors } }),
     )
   }
   if (error instanceof RequestFieldError) {
     const detail = `${error.field}: ${error.message}`
-    return sendResponse(
+    return sendProblemResponse(
       reply,
       problemResponse('validation_failed', detail, id, {
         extra: { errors: [{ field: error.field, message: error.message }] },
@@ -217,11 +219,11 @@ function handleError(error: FastifyError, request: FastifyRequest, reply: Fastif
   }
   if (error instanceof StoreUnavailableError) {
     request.log.warn({ err: error.cause }, 'store unavailable')
-    return sendResponse(reply, storeUnavailable(id))
+    return sendProblemResponse(reply, storeUnavailable(id))
   }
   if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
     const detail = 'The request body is larger than this server accepts.'
-    return sendResponse(reply, problemResponse('payload_too_large', detail, id))
+    return sendProblemResponse(reply, problemResponse('payload_too_large', detail, id))
   }
   // Fastify's own client errors (body too large, bad JSON, unsupported media type) carry a
   // safe message and a 4xx status; anything else is a bug: log it, answer a generic 500.
@@ -231,11 +233,14 @@ function handleError(error: FastifyError, request: FastifyRequest, reply: Fastif
     error.statusCode < 500 &&
     error.code?.startsWith('FST_')
   ) {
-    return sendResponse(
+    return sendProblemResponse(
       reply,
       problemResponse('validation_failed', error.message, id, { status: error.statusCode }),
     )
   }
   request.log.error({ err: error }, 'unhandled error')
-  return sendResponse(reply, problemResponse('internal_error', 'An unexpected error occurred.', id))
+  return sendProblemResponse(
+    reply,
+    problemResponse('internal_error', 'An unexpected error occurred.', id),
+  )
 }
