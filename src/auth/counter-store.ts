@@ -1,27 +1,10 @@
 import type { Redis } from 'ioredis'
 import { fitSlots, KeyedSlots } from '../lib/keyed-slots.ts'
+import type { CounterResult, CounterStore, Counters } from './counters.ts'
 
-/** A fixed-window counter's state: hits so far in the window, ms left of it. */
-export interface CounterResult {
-  readonly current: number
-  readonly ttl: number
-}
+export type { CounterResult, CounterStore, Counters } from './counters.ts'
 
 type Callback = (error: Error | null, result?: CounterResult) => void
-
-/**
- * Fixed-window counters, callback style (in-process answers synchronously, Redis after the
- * round trip): `incr` counts a hit, `read` only looks, `child` gives a policy its own keys.
- */
-export interface Counters {
-  incr(key: string, callback: Callback, timeWindow: number, max: number): void
-  read(key: string, callback: Callback, timeWindow: number, max: number): void
-}
-
-/** Counters with a child per policy (its own keys); what the limiter is given. */
-export interface CounterStore extends Counters {
-  child(params: { policy?: string }): CounterStore
-}
 
 /**
  * In-process counters, least recently used dropped first once `maxKeys` are held. A key maps

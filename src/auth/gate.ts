@@ -30,7 +30,6 @@ import { identityHeaders } from '../http/identity-headers.ts'
 import { ONE_METHOD_FAILURE, queryHasAccessToken } from '../http/one-method.ts'
 import { rateLimitHeaders } from '../http/rate-limit-headers.ts'
 import { isPromiseLike, type MaybePromise, settle } from '../lib/maybe-async.ts'
-import type { IdentityTokenSigner } from './identity-token.ts'
 import { addressKeyOf, credentialDigest, type Limiter, type LimitVerdict } from './limiter.ts'
 import type { Allowed, GateRequest, Outcome, Refused } from './outcome.ts'
 import type { OutcomeRecorder } from './outcome-recorder.ts'
@@ -65,8 +64,8 @@ export interface GateDeps {
   readonly limiter?: Limiter | undefined
   /** Audit, reuse detection, last-used times, metrics; omitted: nothing is recorded. */
   readonly recorder?: OutcomeRecorder | undefined
-  /** Signs the identity token sent upstream with the identity headers; optional. */
-  readonly identityToken?: IdentityTokenSigner | undefined
+  /** Signs the identity token sent upstream with the identity headers (identity-token.ts). */
+  readonly identityToken?: { sign(principal: Principal): Promise<string> } | undefined
 }
 
 /** What one run of the pipeline has learnt so far. */

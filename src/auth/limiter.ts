@@ -5,7 +5,7 @@ import type { LimitState } from '../core/failure.ts'
 import type { Principal } from '../core/principal.ts'
 import { mostConstraining } from '../http/rate-limit-headers.ts'
 import { fitSlots, KeyedSlots } from '../lib/keyed-slots.ts'
-import type { CounterResult, CounterStore } from './counter-store.ts'
+import type { CounterResult, CounterStore } from './counters.ts'
 
 export type RateLimitConfig = Config['rateLimit']
 type PolicyName = 'per-token' | 'per-tenant' | 'failed-auth'
