@@ -166,7 +166,7 @@ export function createGate(deps: GateDeps): Gate {
       run.identity = headers
       return undefined
     }
-    return identityToken.sign(principal).then((token) => {
+    return identityToken.sign(principal, access.audience).then((token) => {
       run.identity = { ...headers, 'x-auth-token': token }
       return undefined
     })

@@ -465,11 +465,26 @@ export const ConfigSchema = Type.Object(
             maximum: 65535,
             description: 'Port of the forward-auth decision listener.',
           }),
+          proxy: Type.Optional(
+            Type.Union(
+              [
+                Type.Literal('nginx'),
+                Type.Literal('ingress-nginx'),
+                Type.Literal('caddy'),
+                Type.Literal('traefik'),
+                Type.Literal('envoy'),
+              ],
+              {
+                description:
+                  'The proxy that asks: the one header family believed from trustedProxies (nginx: X-Original-Method/-URI; ingress-nginx: X-Original-Method/-URL; caddy, traefik: X-Forwarded-Method/-Uri; envoy: the request line). Required unless every trustedProxies entry names its own.',
+              },
+            ),
+          ),
           trustedProxies: Type.String({
             default: '127.0.0.1,::1',
             minLength: 1,
             description:
-              'Comma-separated addresses or CIDR blocks of the proxies whose X-Original-* / X-Forwarded-* method, URI, host and client address are believed; other callers are decided on their own request line.',
+              'Comma-separated addresses or CIDR blocks of the proxies whose statement of the original request and client address is believed, each optionally followed by =<proxy> (e.g. 10.0.0.0/8=ingress-nginx) to override decision.proxy; other callers are decided on their own request line.',
           }),
           pathPrefix: Type.String({
             default: '',
@@ -500,7 +515,11 @@ export const ConfigSchema = Type.Object(
           description: 'iss claim of identity tokens.',
         }),
         audience: Type.Optional(
-          Type.String({ minLength: 1, description: 'aud claim of identity tokens (optional).' }),
+          Type.String({
+            minLength: 1,
+            description:
+              "aud claim of every identity token. Default: the upstream's origin (gateway: gateway.upstream; decision API: the scheme and host the client addressed, as the proxy states them).",
+          }),
         ),
         ttlSec: Type.Integer({
           default: 60,
