@@ -498,6 +498,14 @@ export const ConfigSchema = Type.Object(
                 'Route permission policy (the gateway format, docs/gateway.md); default gateway.policyFile, else authentication only.',
             }),
           ),
+          grpcPort: Type.Optional(
+            Type.Integer({
+              minimum: 0,
+              maximum: 65535,
+              description:
+                'Port of the Envoy gRPC ext_authz service (envoy.service.auth.v3.Authorization/Check, plaintext HTTP/2) on decision.host; unset: none. Answers only trustedProxies entries of kind envoy.',
+            }),
+          ),
         },
         { additionalProperties: false },
       ),

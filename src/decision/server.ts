@@ -39,6 +39,8 @@ export interface BuildDecisionServerOptions {
 export interface DecisionServer {
   /** Listens; resolves with `http://host:port`. */
   listen(host: string, port: number): Promise<string>
+  /** `http://host:port` of the Envoy gRPC ext_authz service, when `decision.grpcPort` is set. */
+  readonly grpcUrl: string | undefined
   close(): Promise<void>
 }
 
@@ -58,7 +60,8 @@ const require = createRequire(import.meta.url)
 const http = require('node:http') as typeof Http
 
 /**
- * Builds the decision listener (plain HTTP, not listening yet). Throws when the policy file or
+ * Builds the decision listener (plain HTTP, not listening yet) and, with `decision.grpcPort`,
+ * starts the Envoy gRPC ext_authz service beside it. Throws when the policy file or
  * `trustedProxies` is invalid.
  */
 export async function buildDecisionServer(
@@ -120,7 +123,20 @@ export async function buildDecisionServer(
     { maxHeaderSize: config.server.maxHeaderBytes, requestTimeout: config.server.requestTimeoutMs },
     handle,
   )
+  const grpc =
+    decision.grpcPort === undefined
+      ? undefined
+      : await (await import('./envoy-grpc.ts')).startEnvoyGrpc({
+          host: decision.host,
+          port: decision.grpcPort,
+          decide,
+          trusted,
+          recorder,
+          nextRequestId,
+          logger,
+        })
   return {
+    grpcUrl: grpc?.url,
     listen: (host, port) =>
       new Promise((resolve, reject) => {
         server.once('error', reject)
@@ -132,6 +148,7 @@ export async function buildDecisionServer(
         })
       }),
     close: async () => {
+      await grpc?.close()
       await new Promise<void>((resolve) => {
         policy.close()
         server.closeIdleConnections()

@@ -494,6 +494,28 @@ describe('decision API: Envoy ext_authz (HTTP service, path_prefix)', () => {
     assert.match(String(refused.headers['www-authenticate']), /insufficient_scope/)
   })
 
+  test("the answer names every other spelling of the client's identity and steering headers for removal", async () => {
+    const response = await send(stack.decisionUrl, '/ext-authz/api/v1/status', [
+      bearer(stack.tokens.pat),
+      ['x-auth-tenant', 'tenant-b'],
+      ['x_auth_tenant', 'tenant-b'],
+      ['x-http-method-override', 'DELETE'],
+      ['cookie', 'theme=dark; __Host-tokengate-admin=s3cr3t'],
+    ])
+    assert.equal(response.status, 200)
+    assert.equal(response.headers['x-auth-tenant'], TEST_TENANT, 'replaced, not removed')
+    assert.equal(
+      response.headers['x-envoy-auth-headers-to-remove'],
+      'x_auth_tenant, x-http-method-override',
+    )
+    assert.equal(response.headers.cookie, 'theme=dark')
+    const plain = await send(stack.decisionUrl, '/ext-authz/api/v1/status', [
+      bearer(stack.tokens.pat),
+    ])
+    assert.equal(plain.headers['x-envoy-auth-headers-to-remove'], undefined)
+    assert.equal(plain.headers.cookie, undefined)
+  })
+
   test('a path without the prefix is refused', async () => {
     const response = await send(stack.decisionUrl, PROTECTED_PATH, [bearer(stack.tokens.pat)])
     assert.equal(response.status, 400)

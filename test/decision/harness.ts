@@ -51,6 +51,8 @@ export interface Stack {
   readonly gatewayUrl: string
   readonly decisionUrl: string
   readonly decisionPort: number
+  /** `http://host:port` of the Envoy gRPC ext_authz service (option `grpc`). */
+  readonly grpcUrl: string | undefined
   readonly tokens: SpecFixture['tokens']
   /** A PAT of the same tenant holding only `projects:read`. */
   readonly readerPat: string
@@ -65,6 +67,8 @@ export interface StackOptions {
   readonly proxy?: string
   /** `server.cors.origins`. */
   readonly corsOrigins?: string
+  /** Start the Envoy gRPC ext_authz service too (`decision.grpcPort: 0`). */
+  readonly grpc?: boolean
   /** `decision.trustedProxies`; default loopback. */
   readonly trustedProxies?: string
   readonly pathPrefix?: string
@@ -152,6 +156,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
         proxy: options.proxy ?? 'envoy',
         ...(options.trustedProxies ? { trustedProxies: options.trustedProxies } : {}),
         ...(options.pathPrefix ? { pathPrefix: options.pathPrefix } : {}),
+        ...(options.grpc ? { grpcPort: 0 } : {}),
       },
       ...(options.identityToken ? { identityToken: { enabled: true } } : {}),
       ...(options.metrics ? { metrics: { enabled: true, host: '127.0.0.1', port: 0 } } : {}),
@@ -169,6 +174,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     gatewayUrl: running.url,
     decisionUrl,
     decisionPort: Number(new URL(decisionUrl).port),
+    grpcUrl: running.decisionGrpcUrl,
     tokens,
     readerPat,
     unreachableIssuerJwt: await down.sign({ permissions: [REQUIRED_PERMISSION] }),
