@@ -133,7 +133,7 @@ function problems(
           found.push(...single(root, field, v, `${at}.${k}`))
     } else if (field.repeated) {
       if (!Array.isArray(item)) found.push(`${at}: not a list`)
-      else item.forEach((v, i) => found.push(...single(root, field, v, `${at}[${i}]`)))
+      else found.push(...item.flatMap((v, i) => single(root, field, v, `${at}[${i}]`)))
     } else {
       found.push(...single(root, field, item, at))
     }
