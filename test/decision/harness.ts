@@ -222,12 +222,23 @@ export interface ProxyProcess {
  * nginx in the foreground, one process, everything in a temporary prefix: the example is
  * included inside `http { }` as a user would include it.
  */
-export async function startNginx(ports: {
-  decision: number
-  upstream: number
-}): Promise<ProxyProcess> {
+export async function startNginx(
+  ports: { decision: number; upstream: number },
+  options: { readonly decisionCache?: boolean } = {},
+): Promise<ProxyProcess> {
   const proxy = await freePort()
-  return runNginx(exampleConfig('nginx.conf', { proxy, ...ports }), proxy)
+  const config = exampleConfig('nginx.conf', { proxy, ...ports })
+  return runNginx(
+    options.decisionCache ? withDecisionCache(config, '{{dir}}/cache') : config,
+    proxy,
+  )
+}
+
+/** The nginx example with its decision cache turned on (its `#cache ` lines), kept in `dir`. */
+export function withDecisionCache(config: string, dir: string): string {
+  const enabled = config.replaceAll('#cache ', '').replaceAll('/run/nginx/tokengate-decisions', dir)
+  if (enabled === config) throw new Error('nginx.conf has no decision cache lines')
+  return enabled
 }
 
 /**
