@@ -11,6 +11,8 @@
  * proxy's own lets the client state the request that is decided.
  */
 import { BlockList, isIPv4, isIPv6 } from 'node:net'
+import { IDENTITY_HEADER_NAMES } from '../http/identity-headers.ts'
+import { STEERING_HEADERS } from '../http/spoofable-headers.ts'
 
 export const PROXY_KINDS = ['nginx', 'ingress-nginx', 'caddy', 'traefik', 'envoy'] as const
 export type ProxyKind = (typeof PROXY_KINDS)[number]
@@ -58,26 +60,11 @@ export interface ProxyRules {
   readonly problemHeader: boolean
 }
 
-/** The identity headers tokengate answers, which every example sets (or clears) upstream. */
-const IDENTITY_NAMES = [
-  'x-auth-tenant',
-  'x-auth-subject',
-  'x-auth-token-type',
-  'x-auth-token-id',
-  'x-auth-permissions',
-  'x-auth-token',
-]
-
-/** The steering headers every example removes by name (http/spoofable-headers.ts). */
-const REMOVED_BY_NAME = [
-  'x-http-method-override',
-  'x-http-method',
-  'x-method-override',
-  'x-original-url',
-  'x-rewrite-url',
-]
-
-const NAMED = new Set([...IDENTITY_NAMES, ...REMOVED_BY_NAME])
+/**
+ * What every example sets or clears by name: the identity headers tokengate answers and the
+ * steering headers (http/spoofable-headers.ts).
+ */
+const NAMED = new Set([...IDENTITY_HEADER_NAMES, ...STEERING_HEADERS])
 
 const ORIGINAL: HeaderFamily = {
   method: 'x-original-method',

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict'
 import { writeFileSync } from 'node:fs'
-import { request as httpRequest, type IncomingHttpHeaders } from 'node:http'
+import type { IncomingHttpHeaders } from 'node:http'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -15,6 +15,7 @@ import { createProxyMatcher } from '../../src/decision/proxy-kinds.ts'
 import { openStore } from '../../src/stores/open-store.ts'
 import type { StoredAuditEvent } from '../../src/stores/store.ts'
 import { PROTECTED_PATH, send } from '../adapters/spec-table.ts'
+import { rawRequest } from '../gateway/raw-request.ts'
 import { TEST_TENANT } from '../helpers/jwt.ts'
 import { SPEC_POLICY, type Stack, startStack } from './harness.ts'
 
@@ -37,44 +38,16 @@ const corsOf = (headers: IncomingHttpHeaders) =>
     ),
   )
 
-interface Answer {
-  readonly status: number
-  readonly headers: IncomingHttpHeaders
-  readonly body: string
-}
-
 /** A request with exactly these header lines, from `localAddress`. */
-function sendFrom(
+async function sendFrom(
   localAddress: string,
   base: string,
   path: string,
   lines: readonly (readonly [string, string])[],
   method = 'GET',
-): Promise<Answer> {
-  const url = new URL(base)
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(
-      {
-        host: url.hostname,
-        port: url.port,
-        path,
-        method,
-        localAddress,
-        agent: false,
-        headers: [['Host', url.host], ...lines].flat(),
-      },
-      (res) => {
-        let body = ''
-        res.setEncoding('utf8')
-        res.on('data', (chunk: string) => {
-          body += chunk
-        })
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }))
-      },
-    )
-    req.on('error', reject)
-    req.end()
-  })
+) {
+  const { status, headers, text } = await rawRequest(base, path, lines, method, { localAddress })
+  return { status, headers, body: text }
 }
 
 describe('decision API: the original request is believed only from trusted proxies', () => {

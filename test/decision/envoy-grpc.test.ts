@@ -13,7 +13,7 @@ import { CHECK_PROTO, PROTO_OPTIONS } from '../../src/decision/envoy-grpc.ts'
 import { PROTECTED_PATH, SPEC_CASES, send } from '../adapters/spec-table.ts'
 import { TEST_TENANT } from '../helpers/jwt.ts'
 import { checkRequest, ENVOY_CHECK_REQUEST } from './envoy-check-requests.ts'
-import { type Stack, startStack } from './harness.ts'
+import { SPOOFED_IDENTITY, type Stack, startStack } from './harness.ts'
 
 const definition = protoLoader.loadSync(CHECK_PROTO, PROTO_OPTIONS)
 const loaded = grpc.loadPackageDefinition(definition) as unknown as {
@@ -67,14 +67,6 @@ function check(client: Client, request: object): Promise<CheckResponse> {
 const headersOf = (options: HeaderOption[] = []) =>
   Object.fromEntries(options.map(({ header }) => [header.key, header.value]))
 
-const SPOOFED: [string, string][] = [
-  ['X-Auth-Tenant', 'evil-tenant'],
-  ['X-Auth-Subject', 'root'],
-  ['X-Auth-Token-Id', 'spoofed-id'],
-  ['X-Auth-Permissions', 'admin:all'],
-  ['X-Auth-Token-Type', 'pat'],
-]
-
 describe('Envoy gRPC ext_authz: the SPEC table', () => {
   let stack: Stack
   let client: Client
@@ -90,11 +82,11 @@ describe('Envoy gRPC ext_authz: the SPEC table', () => {
   for (const specCase of SPEC_CASES) {
     test(specCase.name, async () => {
       const lines = specCase.headers(stack.tokens)
-      const direct = await send(stack.gatewayUrl, PROTECTED_PATH, [...lines, ...SPOOFED])
+      const direct = await send(stack.gatewayUrl, PROTECTED_PATH, [...lines, ...SPOOFED_IDENTITY])
       assert.equal(direct.status, specCase.status)
       const response = await check(
         client,
-        checkRequest('GET', PROTECTED_PATH, [...lines, ...SPOOFED], { raw: true }),
+        checkRequest('GET', PROTECTED_PATH, [...lines, ...SPOOFED_IDENTITY], { raw: true }),
       )
       if (specCase.status === 200) {
         assert.equal(response.http_response, 'ok_response')
@@ -110,7 +102,7 @@ describe('Envoy gRPC ext_authz: the SPEC table', () => {
           assert.equal(option.append_action, 'OVERWRITE_IF_EXISTS_OR_ADD')
         }
         // Every spoofed header is replaced by the answer's or removed.
-        for (const [name] of SPOOFED) {
+        for (const [name] of SPOOFED_IDENTITY) {
           const lower = name.toLowerCase()
           assert.ok(upstream[lower] !== undefined || ok.headers_to_remove?.includes(lower), name)
         }

@@ -44,6 +44,15 @@ rules:
     permissions: [projects:write]
 `
 
+/** Identity headers a hostile client adds to every SPEC-table request. */
+export const SPOOFED_IDENTITY: [string, string][] = [
+  ['X-Auth-Tenant', 'evil-tenant'],
+  ['X-Auth-Subject', 'root'],
+  ['X-Auth-Token-Id', 'spoofed-id'],
+  ['X-Auth-Permissions', 'admin:all'],
+  ['X-Auth-Token-Type', 'pat'],
+]
+
 export interface Stack {
   readonly upstream: Upstream
   readonly running: RunningTokengate

@@ -15,28 +15,41 @@ import { PROTECTED_PATH } from '../adapters/spec-table.ts'
 import { rawRequest } from '../gateway/raw-request.ts'
 import { TEST_TENANT } from '../helpers/jwt.ts'
 import { skipReason } from '../helpers/services.ts'
-import { type ProxyProcess, type Stack, startNginx, startStack } from './harness.ts'
+import {
+  type ProxyProcess,
+  type Stack,
+  type StackOptions,
+  startNginx,
+  startStack,
+} from './harness.ts'
 
 /** `proxy_cache_valid 200 5s` in the example, plus the instance's own lookup cache (2 s). */
 const REVOCATION_BOUND_MS = 5_000 + 2_000
 
-describe('nginx decision cache', { skip: skipReason('nginx') }, () => {
-  let stack: Stack
-  let front: ProxyProcess
+/**
+ * A stack and nginx with the example's decision cache, started before the suite's tests and
+ * stopped after them; read `stack.value` / `front.value` inside tests.
+ */
+function cachedNginx(options: StackOptions) {
+  const stack = { value: undefined as unknown as Stack }
+  const front = { value: undefined as unknown as ProxyProcess }
   before(async () => {
-    stack = await startStack({ proxy: 'nginx', metrics: true })
-    front = await startNginx(
-      { decision: stack.decisionPort, upstream: stack.upstream.port },
-      { decisionCache: true },
-    )
+    stack.value = await startStack({ proxy: 'nginx', ...options })
+    const ports = { decision: stack.value.decisionPort, upstream: stack.value.upstream.port }
+    front.value = await startNginx(ports, { decisionCache: true })
   })
   after(async () => {
-    await front?.stop()
-    await stack?.close()
+    await front.value?.stop()
+    await stack.value?.close()
   })
+  return { stack, front }
+}
+
+describe('nginx decision cache', { skip: skipReason('nginx') }, () => {
+  const { stack, front } = cachedNginx({ metrics: true })
 
   const decisions = async () => {
-    const text = await (await fetch(stack.running.metricsUrl as string)).text()
+    const text = await (await fetch(stack.value.running.metricsUrl as string)).text()
     return text
       .split('\n')
       .filter((line) => line.startsWith('tokengate_decisions_total{'))
@@ -44,18 +57,18 @@ describe('nginx decision cache', { skip: skipReason('nginx') }, () => {
   }
 
   test('a repeated request is answered from the cache; another method, path or tenant header is not', async () => {
-    const reader: [string, string] = ['Authorization', `Bearer ${stack.readerPat}`]
+    const reader: [string, string] = ['Authorization', `Bearer ${stack.value.readerPat}`]
     const before = await decisions()
     for (let i = 0; i < 3; i++) {
-      const response = await rawRequest(front.url, '/api/v1/projects/1', [reader])
-      assert.equal(response.status, 200, front.log())
+      const response = await rawRequest(front.value.url, '/api/v1/projects/1', [reader])
+      assert.equal(response.status, 200, front.value.log())
     }
     assert.equal((await decisions()) - before, 1, 'one decision for three requests')
-    const deleted = await rawRequest(front.url, '/api/v1/projects/1', [reader], 'DELETE')
+    const deleted = await rawRequest(front.value.url, '/api/v1/projects/1', [reader], 'DELETE')
     assert.equal(deleted.status, 403, 'the method is part of the key')
-    const other = await rawRequest(front.url, '/api/v1/projects/2', [reader])
+    const other = await rawRequest(front.value.url, '/api/v1/projects/2', [reader])
     assert.equal(other.status, 200)
-    const tenant = await rawRequest(front.url, '/api/v1/projects/1', [
+    const tenant = await rawRequest(front.value.url, '/api/v1/projects/1', [
       reader,
       ['X-Tenant-Id', 'tenant-b'],
     ])
@@ -64,40 +77,43 @@ describe('nginx decision cache', { skip: skipReason('nginx') }, () => {
   })
 
   test('a second X-Tenant-Id never rides on a cached decision: the upstream gets the first only', async () => {
-    const jwt: [string, string] = ['Authorization', `Bearer ${stack.tokens.jwt}`]
-    const cached = await rawRequest(front.url, PROTECTED_PATH, [jwt, ['X-Tenant-Id', TEST_TENANT]])
+    const jwt: [string, string] = ['Authorization', `Bearer ${stack.value.tokens.jwt}`]
+    const cached = await rawRequest(front.value.url, PROTECTED_PATH, [
+      jwt,
+      ['X-Tenant-Id', TEST_TENANT],
+    ])
     assert.equal(cached.status, 200)
-    const seenBefore = stack.upstream.seen.length
-    const twice = await rawRequest(front.url, PROTECTED_PATH, [
+    const seenBefore = stack.value.upstream.seen.length
+    const twice = await rawRequest(front.value.url, PROTECTED_PATH, [
       jwt,
       ['X-Tenant-Id', TEST_TENANT],
       ['X-Tenant-Id', 'tenant-b'],
     ])
     assert.equal(twice.status, 200)
-    assert.equal(stack.upstream.seen[seenBefore]?.headers['x-tenant-id'], TEST_TENANT)
+    assert.equal(stack.value.upstream.seen[seenBefore]?.headers['x-tenant-id'], TEST_TENANT)
   })
 
   test('a revoked PAT stops passing within the documented bound', async () => {
-    const token: [string, string] = ['Authorization', `Bearer ${stack.tokens.pat}`]
-    assert.equal((await rawRequest(front.url, PROTECTED_PATH, [token])).status, 200)
-    const store = await openStore({ dataDir: stack.dataDir })
+    const token: [string, string] = ['Authorization', `Bearer ${stack.value.tokens.pat}`]
+    assert.equal((await rawRequest(front.value.url, PROTECTED_PATH, [token])).status, 200)
+    const store = await openStore({ dataDir: stack.value.dataDir })
     const revokedAt = Date.now()
     try {
-      const record = await store.findPatByHash(hashPat(stack.tokens.pat))
+      const record = await store.findPatByHash(hashPat(stack.value.tokens.pat))
       assert.ok(record)
       await store.revokePat(record.id, revokedAt)
     } finally {
       await store.close()
     }
     assert.equal(
-      (await rawRequest(front.url, PROTECTED_PATH, [token])).status,
+      (await rawRequest(front.value.url, PROTECTED_PATH, [token])).status,
       200,
       'still cached right after the revocation',
     )
     let status = 200
     while (status === 200 && Date.now() - revokedAt < REVOCATION_BOUND_MS + 1_000) {
       await sleep(250)
-      status = (await rawRequest(front.url, PROTECTED_PATH, [token])).status
+      status = (await rawRequest(front.value.url, PROTECTED_PATH, [token])).status
     }
     assert.equal(status, 401)
     assert.ok(Date.now() - revokedAt <= REVOCATION_BOUND_MS + 1_000)
@@ -105,29 +121,19 @@ describe('nginx decision cache', { skip: skipReason('nginx') }, () => {
 })
 
 describe('nginx decision cache with identity tokens', { skip: skipReason('nginx') }, () => {
-  let stack: Stack
-  let front: ProxyProcess
-  before(async () => {
-    stack = await startStack({ proxy: 'nginx', identityToken: true })
-    front = await startNginx(
-      { decision: stack.decisionPort, upstream: stack.upstream.port },
-      { decisionCache: true },
-    )
-  })
-  after(async () => {
-    await front?.stop()
-    await stack?.close()
-  })
+  const { stack, front } = cachedNginx({ identityToken: true })
 
   test('an answer carrying an identity token is never cached: each request gets its own jti', async () => {
     const jtis = new Set<unknown>()
     for (let i = 0; i < 3; i++) {
-      const seenBefore = stack.upstream.seen.length
-      const response = await rawRequest(front.url, PROTECTED_PATH, [
-        ['Authorization', `Bearer ${stack.tokens.pat}`],
+      const seenBefore = stack.value.upstream.seen.length
+      const response = await rawRequest(front.value.url, PROTECTED_PATH, [
+        ['Authorization', `Bearer ${stack.value.tokens.pat}`],
       ])
       assert.equal(response.status, 200)
-      jtis.add(decodeJwt(String(stack.upstream.seen[seenBefore]?.headers['x-auth-token'])).jti)
+      jtis.add(
+        decodeJwt(String(stack.value.upstream.seen[seenBefore]?.headers['x-auth-token'])).jti,
+      )
     }
     assert.equal(jtis.size, 3)
   })

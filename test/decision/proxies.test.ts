@@ -15,6 +15,7 @@ import { TEST_TENANT } from '../helpers/jwt.ts'
 import { skipReason } from '../helpers/services.ts'
 import {
   type ProxyProcess,
+  SPOOFED_IDENTITY,
   type Stack,
   startCaddy,
   startIngressNginx,
@@ -42,14 +43,6 @@ const PROXY_OWN_ANSWERS: Record<Proxy, Record<string, number>> = {
 
 /** ingress-nginx passes 401 and 403 on; every other refusal becomes its own 500. */
 const ingressStatus = (status: number) => (status === 401 || status === 403 ? status : 500)
-
-const SPOOFED: [string, string][] = [
-  ['X-Auth-Tenant', 'evil-tenant'],
-  ['X-Auth-Subject', 'root'],
-  ['X-Auth-Token-Id', 'spoofed-id'],
-  ['X-Auth-Permissions', 'admin:all'],
-  ['X-Auth-Token-Type', 'pat'],
-]
 
 const IDENTITY = [
   'x-auth-tenant',
@@ -83,7 +76,7 @@ for (const [proxy, { binary, start }] of Object.entries(PROXIES) as [
         const lines = specCase.headers(stack.tokens)
         const own = PROXY_OWN_ANSWERS[proxy][specCase.name]
         const seenBefore = stack.upstream.seen.length
-        const proxied = await send(front.url, PROTECTED_PATH, [...lines, ...SPOOFED])
+        const proxied = await send(front.url, PROTECTED_PATH, [...lines, ...SPOOFED_IDENTITY])
         if (own !== undefined) {
           assert.equal(proxied.status, own, front.log())
           assert.equal(stack.upstream.seen.length, seenBefore, 'a refusal reached the upstream')
@@ -92,7 +85,7 @@ for (const [proxy, { binary, start }] of Object.entries(PROXIES) as [
         if (specCase.status !== 200) {
           assert.equal(stack.upstream.seen.length, seenBefore, 'a refusal reached the upstream')
         }
-        const direct = await send(stack.gatewayUrl, PROTECTED_PATH, [...lines, ...SPOOFED])
+        const direct = await send(stack.gatewayUrl, PROTECTED_PATH, [...lines, ...SPOOFED_IDENTITY])
         assert.equal(direct.status, specCase.status)
         assert.equal(proxied.status, direct.status, `${proxied.body}\n${front.log()}`)
 
