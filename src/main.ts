@@ -34,6 +34,8 @@ export interface RunningTokengate {
   readonly adminUrl: string | undefined
   /** `http://host:port` of the forward-auth decision listener when `decision` is set. */
   readonly decisionUrl: string | undefined
+  /** `http://host:port` of the Envoy gRPC ext_authz service when `decision.grpcPort` is set. */
+  readonly decisionGrpcUrl: string | undefined
   /** Graceful: stop accepting, finish in-flight requests, flush last-used times and audit. */
   close(): Promise<void>
 }
@@ -218,6 +220,7 @@ export async function startTokengate(
       metricsUrl: metricsListener?.url,
       adminUrl: adminListener?.url,
       decisionUrl,
+      decisionGrpcUrl: decisionApp?.grpcUrl,
       get changeFeed() {
         return store.changeFeed
       },

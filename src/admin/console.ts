@@ -5,6 +5,7 @@ import type { PatOperationDeps } from '../auth/pat-lifecycle.ts'
 import { revokeLeakedPats, revokeTenantPat, rotateTenantPat } from '../auth/pat-lifecycle.ts'
 import { setTenantEnabled } from '../auth/tenant-operations.ts'
 import { patStatus } from '../core/pat.ts'
+import { ADMIN_SESSION_COOKIE } from '../http/own-cookies.ts'
 import {
   auditQuery,
   createNamedTenant,
@@ -22,7 +23,7 @@ import { readStatus } from './status.ts'
 import { auditCsv, auditView, issuerView } from './views.ts'
 
 /** `__Host-`: Secure, Path=/ and no Domain are enforced by the browser, so no subdomain sets it. */
-export const SESSION_COOKIE = '__Host-tokengate-admin'
+export const SESSION_COOKIE = ADMIN_SESSION_COOKIE
 const ASSETS = new URL('./assets/', import.meta.url)
 const asset = (name: string) => readFileSync(new URL(name, ASSETS))
 

@@ -65,7 +65,9 @@ export interface GateDeps {
   /** Audit, reuse detection, last-used times, metrics; omitted: nothing is recorded. */
   readonly recorder?: OutcomeRecorder | undefined
   /** Signs the identity token sent upstream with the identity headers (identity-token.ts). */
-  readonly identityToken?: { sign(principal: Principal): Promise<string> } | undefined
+  readonly identityToken?:
+    | { sign(principal: Principal, audience: string | undefined): Promise<string> }
+    | undefined
 }
 
 /** What one run of the pipeline has learnt so far. */
@@ -164,7 +166,7 @@ export function createGate(deps: GateDeps): Gate {
       run.identity = headers
       return undefined
     }
-    return identityToken.sign(principal).then((token) => {
+    return identityToken.sign(principal, access.audience).then((token) => {
       run.identity = { ...headers, 'x-auth-token': token }
       return undefined
     })

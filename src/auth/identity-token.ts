@@ -4,15 +4,20 @@
  * Sent as `X-Auth-Token` by the gateway and answered by the decision API; the public keys
  * are served as a JWKS (docs/forward-auth.md "Identity token").
  *
+ * Every token is signed for one request: its own `jti` (an upstream may refuse a `jti` it has
+ * seen, within the token's short life) and `aud` = the upstream it is bound for, so a token
+ * handed to upstream A is refused by upstream B trusting the same JWKS. Signing per request
+ * costs one signature (bench/identity-token.bench.ts; bench/README.md has the figures).
+ *
  * Rotation without a false-rejection window:
  * - a new key enters the JWKS `publishAheadSec` before it signs anything, so an upstream
  *   whose cached JWKS is younger than that already knows it when the first token arrives;
  * - a key that stopped signing stays in the JWKS until every token it signed has expired
  *   (`ttlSec`, plus a minute of clock skew).
  */
-import { randomUUID } from 'node:crypto'
+import { createPrivateKey, type JsonWebKey, type KeyObject, randomUUID, sign } from 'node:crypto'
 import { readFile, rename, writeFile } from 'node:fs/promises'
-import { exportJWK, generateKeyPair, importJWK, type JWK, SignJWT } from 'jose'
+import { exportJWK, generateKeyPair, type JWK } from 'jose'
 import type { Clock } from '../core/ports.ts'
 import type { Principal } from '../core/principal.ts'
 
@@ -26,8 +31,11 @@ export interface IdentityTokenSettings {
 }
 
 export interface IdentityTokenSigner {
-  /** A token for the principal; reused for the same principal until half its lifetime. */
-  sign(principal: Principal): Promise<string>
+  /**
+   * A new token for the principal, bound for `audience` (the upstream's origin) unless
+   * `settings.audience` fixes one.
+   */
+  sign(principal: Principal, audience: string | undefined): Promise<string>
   /** The public keys upstreams verify with: the next key, the current one, recent old ones. */
   jwks(): { keys: JWK[] }
 }
@@ -42,35 +50,12 @@ interface StoredKey {
 
 interface LiveKey extends StoredKey {
   readonly publicJwk: JWK
-  readonly signingKey: CryptoKey | Uint8Array
+  readonly signingKey: KeyObject
+  /** The base64url JWS protected header, the same for every token of the key. */
+  readonly header: string
 }
 
 const CLOCK_SKEW_MS = 60_000
-/** PATs whose last identity token is kept for reuse (only with identity tokens enabled). */
-const MAX_CACHED_PATS = 10_000
-
-interface SignedToken {
-  readonly token: string
-  readonly kid: string
-  /** Epoch ms from which a new token is signed (half the token's lifetime). */
-  readonly refreshAt: number
-  /** The principal it was signed for. */
-  readonly principal: Principal
-}
-
-/** Whether a token signed for `a` states exactly what one signed for `b` would. */
-function sameStatement(a: Principal, b: Principal): boolean {
-  if (a === b) return true
-  return (
-    a.tokenType === b.tokenType &&
-    a.tenantId === b.tenantId &&
-    a.subject === b.subject &&
-    a.tokenId === b.tokenId &&
-    a.expiresAt === b.expiresAt &&
-    a.permissions.length === b.permissions.length &&
-    a.permissions.every((permission, i) => permission === b.permissions[i])
-  )
-}
 
 /**
  * Loads (or creates) the key file and returns the signer. The file holds private keys:
@@ -85,24 +70,6 @@ export async function createIdentityTokenSigner(
   const ttlMs = settings.ttlSec * 1000
   let keys: LiveKey[] = []
   let nextMaintenance = 0
-  // JWT principals are memoised per verified token, so their object is their identity. A
-  // PAT's principal is built per request: it is found by its token id and reused only if
-  // everything the token states is unchanged (a signature costs far more than a lookup).
-  const byPrincipal = new WeakMap<Principal, SignedToken>()
-  const byPat = new Map<string, SignedToken>()
-  const cached = (principal: Principal) =>
-    principal.tokenType === 'pat' && principal.tokenId !== undefined
-      ? byPat.get(principal.tokenId)
-      : byPrincipal.get(principal)
-  const remember = (principal: Principal, signed: SignedToken) => {
-    if (principal.tokenType === 'pat' && principal.tokenId !== undefined) {
-      // Bounded: a full map starts over (each entry is re-signed on its next request).
-      if (byPat.size >= MAX_CACHED_PATS && !byPat.has(principal.tokenId)) byPat.clear()
-      byPat.set(principal.tokenId, signed)
-    } else {
-      byPrincipal.set(principal, signed)
-    }
-  }
 
   const maintain = async (now: number) => {
     const merged = new Map<string, StoredKey>()
@@ -128,41 +95,27 @@ export async function createIdentityTokenSigner(
   }
 
   return {
-    async sign(principal) {
+    async sign(principal, audience) {
       const now = clock.now()
       if (now >= nextMaintenance) await maintain(now)
       const key = current(now)
-      const hit = cached(principal)
-      if (
-        hit &&
-        hit.kid === key.kid &&
-        now < hit.refreshAt &&
-        sameStatement(hit.principal, principal)
-      ) {
-        return hit.token
-      }
+      const aud = settings.audience ?? audience
+      // A bug, not a caller's mistake: every front end that asks for identity names its upstream.
+      if (!aud) throw new Error('identity token: no audience for this request')
       const expiresAt = Math.min(now + ttlMs, principal.expiresAt ?? Number.POSITIVE_INFINITY)
-      const jwt = new SignJWT({
+      const claims = {
+        iss: settings.issuer,
+        sub: principal.subject,
+        aud,
+        iat: Math.floor(now / 1000),
+        exp: Math.floor(expiresAt / 1000),
+        jti: randomUUID(),
         tenant_id: principal.tenantId,
         token_type: principal.tokenType,
         ...(principal.tokenId !== undefined ? { token_id: principal.tokenId } : {}),
-        permissions: [...principal.permissions],
-      })
-        .setProtectedHeader({ alg: key.alg, kid: key.kid, typ: 'JWT' })
-        .setIssuer(settings.issuer)
-        .setSubject(principal.subject)
-        .setIssuedAt(Math.floor(now / 1000))
-        .setExpirationTime(Math.floor(expiresAt / 1000))
-        .setJti(randomUUID())
-      if (settings.audience) jwt.setAudience(settings.audience)
-      const token = await jwt.sign(key.signingKey)
-      remember(principal, {
-        token,
-        kid: key.kid,
-        refreshAt: now + (expiresAt - now) / 2,
-        principal,
-      })
-      return token
+        permissions: principal.permissions,
+      }
+      return compactJws(key, claims)
     },
     jwks() {
       return { keys: keys.map((key) => key.publicJwk) }
@@ -204,11 +157,26 @@ async function generateKey(alg: 'ES256' | 'EdDSA', activatesAt: number): Promise
 
 async function liveKey(key: StoredKey): Promise<LiveKey> {
   const { d: _private, ...publicPart } = key.privateJwk
+  const header = JSON.stringify({ alg: key.alg, kid: key.kid, typ: 'JWT' })
   return {
     ...key,
     publicJwk: { ...publicPart, kid: key.kid, alg: key.alg, use: 'sig' },
-    signingKey: await importJWK(key.privateJwk, key.alg),
+    signingKey: createPrivateKey({ key: key.privateJwk as JsonWebKey, format: 'jwk' }),
+    header: Buffer.from(header).toString('base64url'),
   }
+}
+
+/**
+ * A compact JWS (RFC 7515) of the claims. Hand-written over node:crypto's synchronous `sign`:
+ * jose signs through WebCrypto, which cost ~40–60 µs more per token (bench/identity-token).
+ */
+function compactJws(key: LiveKey, claims: object): string {
+  const input = `${key.header}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`
+  const signature =
+    key.alg === 'ES256'
+      ? sign('sha256', Buffer.from(input), { key: key.signingKey, dsaEncoding: 'ieee-p1363' })
+      : sign(null, Buffer.from(input), key.signingKey)
+  return `${input}.${signature.toString('base64url')}`
 }
 
 async function readKeys(file: string): Promise<StoredKey[]> {

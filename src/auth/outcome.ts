@@ -27,11 +27,16 @@ export interface GateRequest {
 /**
  * What a request must be allowed: a built-in or application route's permissions (all must be
  * held), or the gateway's route policy for a request bound upstream (which also gets the
- * identity headers).
+ * identity headers; `audience` names that upstream, the identity token's `aud` unless
+ * `identityToken.audience` is configured).
  */
 export type Access =
   | { readonly permissions: readonly string[] }
-  | { readonly policy: PolicyMatcher; readonly identity?: boolean }
+  | {
+      readonly policy: PolicyMatcher
+      readonly identity?: boolean
+      readonly audience?: string | undefined
+    }
 
 export interface Allowed {
   readonly allowed: true

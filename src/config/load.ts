@@ -4,7 +4,7 @@ import { extname } from 'node:path'
 import { addressBlockProblem } from '../http/address-blocks.ts'
 import { IDENTITY_PREFIX } from '../http/identity-headers.ts'
 import { applyDefaults, convert, validationErrors } from './json-schema.ts'
-import { type Config, ConfigSchema } from './schema.ts'
+import { type Config, ConfigSchema, PROXY_KINDS, type ProxyKind } from './schema.ts'
 
 /** Thrown with every problem found, one per line, so an operator fixes them in one pass. */
 export class ConfigError extends Error {
@@ -171,16 +171,39 @@ function crossFieldProblems(config: Config): string[] {
       )
     }
   }
-  for (const [i, entry] of config.decision?.trustedProxies.entries() ?? []) {
-    const problem = addressBlockProblem(entry)
-    if (problem) problems.push(`/decision/trustedProxies/${i}: ${problem}`)
-  }
+  if (config.decision) problems.push(...trustedProxyProblems(config.decision))
   if (
     config.pat.maxExpiresInDays > 0 &&
     config.pat.defaultExpiresInDays > config.pat.maxExpiresInDays
   ) {
     problems.push('/pat/defaultExpiresInDays: must not exceed maxExpiresInDays')
   }
+  return problems
+}
+
+/**
+ * What is wrong with `decision.trustedProxies`, each problem with its config path: an entry
+ * that is not an address or CIDR block, a proxy kind that does not exist, an entry without a
+ * kind while `decision.proxy` is not set. Checked when the configuration is loaded.
+ */
+function trustedProxyProblems(decision: {
+  readonly trustedProxies: readonly string[]
+  readonly proxy?: ProxyKind | undefined
+}): string[] {
+  const problems: string[] = []
+  decision.trustedProxies.forEach((text, i) => {
+    const path = `/decision/trustedProxies/${i}`
+    const [where = '', named] = text.split('=').map((part) => part.trim())
+    const problem = addressBlockProblem(where)
+    if (problem) problems.push(`${path}: ${problem}`)
+    if (named !== undefined && !(PROXY_KINDS as readonly string[]).includes(named)) {
+      problems.push(`${path}: "${named}" is not one of ${PROXY_KINDS.join(', ')}`)
+    } else if (named === undefined && decision.proxy === undefined) {
+      problems.push(
+        `${path}: say which proxy asks from ${where}: set decision.proxy (${PROXY_KINDS.join(' | ')}), or write ${where}=<proxy>`,
+      )
+    }
+  })
   return problems
 }
 

@@ -6,6 +6,10 @@ import { type Static, Type } from './json-schema.ts'
  * defaults < config file (JSON or YAML) < environment (`TOKENGATE_*`, `DATABASE_URL`,
  * `REDIS_URL`) < command-line flags. See `load.ts`.
  */
+/** The proxies the forward-auth decision API knows, each with its one header family. */
+export const PROXY_KINDS = ['nginx', 'ingress-nginx', 'caddy', 'traefik', 'envoy'] as const
+export type ProxyKind = (typeof PROXY_KINDS)[number]
+
 export const ConfigSchema = Type.Object(
   {
     dataDir: Type.String({
@@ -463,10 +467,19 @@ export const ConfigSchema = Type.Object(
             maximum: 65535,
             description: 'Port of the forward-auth decision listener.',
           }),
+          proxy: Type.Optional(
+            Type.Union(
+              PROXY_KINDS.map((kind) => Type.Literal(kind)),
+              {
+                description:
+                  'The proxy that asks: the one header family believed from trustedProxies (nginx: X-Original-Method/-URI; ingress-nginx: X-Original-Method/-URL; caddy, traefik: X-Forwarded-Method/-Uri; envoy: the request line). Required unless every trustedProxies entry names its own.',
+              },
+            ),
+          ),
           trustedProxies: Type.Array(Type.String({ minLength: 1 }), {
             default: ['127.0.0.1', '::1'],
             description:
-              'Addresses or CIDR blocks of the proxies whose X-Original-* / X-Forwarded-* method, URI, host and client address are believed; other callers are decided on their own request line.',
+              'Addresses or CIDR blocks of the proxies whose statement of the original request and client address is believed, each optionally followed by =<proxy> (e.g. 10.0.0.0/8=ingress-nginx) to override decision.proxy; other callers are decided on their own request line.',
           }),
           pathPrefix: Type.String({
             default: '',
@@ -478,6 +491,14 @@ export const ConfigSchema = Type.Object(
             Type.String({
               description:
                 'Route permission policy (the gateway format, docs/gateway.md); default gateway.policyFile, else authentication only.',
+            }),
+          ),
+          grpcPort: Type.Optional(
+            Type.Integer({
+              minimum: 0,
+              maximum: 65535,
+              description:
+                'Port of the Envoy gRPC ext_authz service (envoy.service.auth.v3.Authorization/Check, plaintext HTTP/2) on decision.host; unset: none. Answers only trustedProxies entries of kind envoy.',
             }),
           ),
         },
@@ -497,7 +518,11 @@ export const ConfigSchema = Type.Object(
           description: 'iss claim of identity tokens.',
         }),
         audience: Type.Optional(
-          Type.String({ minLength: 1, description: 'aud claim of identity tokens (optional).' }),
+          Type.String({
+            minLength: 1,
+            description:
+              "aud claim of every identity token. Default: the upstream's origin (gateway: gateway.upstream; decision API: the scheme and host the client addressed, as the proxy states them).",
+          }),
         ),
         ttlSec: Type.Integer({
           default: 60,

@@ -1,92 +1,102 @@
 /**
- * The request a proxy asks about: which method and URI its client sent. Each proxy says it
- * its own way:
- * - nginx `auth_request`: `X-Original-Method`, `X-Original-URI`; ingress-nginx sends
- *   `X-Original-URL` (absolute) instead of the URI;
- * - Caddy `forward_auth`, Traefik `forwardAuth`: `X-Forwarded-Method`, `-Uri`, `-Host`;
- * - Envoy `ext_authz` (HTTP service): the original method and path on the request line,
- *   behind the configured `path_prefix`.
+ * The request a proxy asks about: which method and URI its client sent, read from the one
+ * header family of the configured proxy kind (proxy-kinds.ts), and the origin the client
+ * addressed (the identity token's default audience).
  */
-import type { AddressMatcher } from '../http/address-blocks.ts'
-
-export type ProxyKind = 'nginx' | 'forwarded' | 'request-line'
+import { effectiveHeaderName } from '../http/spoofable-headers.ts'
+import type { ProxyKind, ProxyMatcher } from './proxy-kinds.ts'
+import { PROXY_RULES } from './proxy-kinds.ts'
 
 export type ForwardedRequest =
-  | { readonly ok: true; readonly kind: ProxyKind; readonly method: string; readonly url: string }
-  | { readonly ok: false; readonly reason: string; readonly kind?: ProxyKind }
+  | {
+      readonly ok: true
+      readonly method: string
+      readonly url: string
+      /** `scheme://host` the client addressed, when the proxy states it. */
+      readonly origin: string | undefined
+    }
+  | { readonly ok: false; readonly reason: string }
 
 const METHOD = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,32}$/
 /** An origin-form request target: a path and an optional query, visible ASCII only. */
 const ORIGIN_FORM = /^\/[\x21-\x7e]*$/
-
-const FAMILIES = [
-  { kind: 'nginx', method: 'x-original-method', uri: 'x-original-uri' },
-  { kind: 'forwarded', method: 'x-forwarded-method', uri: 'x-forwarded-uri' },
-] as const
+/** `http(s)://authority` of an absolute URL, the authority free of `/`, `?`, `#`, `@`. */
+const ABSOLUTE = /^(https?):\/\/([^/?#@\s]*)/i
+const HOST = /^[A-Za-z0-9.:[\]-]{1,255}$/
+const PROTO = /^https?$/i
 
 /**
- * Reads the original method and URI. The `X-Original-*` / `X-Forwarded-*` headers are
- * believed only when `trusted` (the peer is a configured proxy): they are the proxy's
- * statement about its client, and anyone else sending them is making it up, so for other
- * callers they are ignored and the request line decides, as for Envoy.
+ * Reads the original method and URI. `kind` is the proxy at the peer's address; undefined
+ * when the peer is no trusted proxy, whose `X-Original-*` / `X-Forwarded-*` headers are then
+ * ignored and the request line decides: a direct caller cannot make tokengate decide (or
+ * audit, or count failures) for a request other than the one it made.
  *
- * Fail closed: a family given half (a URI without its method) or twice, an invalid method
- * or a target that is not a plain path is refused rather than guessed at, because a guess
- * (say GET for an unknown method) could pass a request under a weaker rule.
+ * Exactly the kind's family is read, whatever else is present (proxy-kinds.ts says why).
+ * Fail closed: a family given half (a URI without its method) or twice, an invalid method or
+ * a target that is not a plain path is refused rather than guessed at, because a guess (say
+ * GET for an unknown method) could pass a request under a weaker rule.
  */
 export function readForwardedRequest(
   rawHeaders: readonly string[],
   requestLine: { readonly method: string; readonly url: string },
-  options: { readonly trusted: boolean; readonly pathPrefix: string },
+  options: { readonly kind: ProxyKind | undefined; readonly pathPrefix: string },
 ): ForwardedRequest {
-  if (options.trusted) {
-    for (const family of FAMILIES) {
-      let uris = headerValues(rawHeaders, family.uri)
-      if (family.kind === 'nginx' && uris.length === 0) {
-        uris = headerValues(rawHeaders, 'x-original-url').map(withoutOrigin)
-      }
-      const methods = headerValues(rawHeaders, family.method)
-      if (uris.length === 0 && methods.length === 0) continue
-      if (uris.length !== 1 || methods.length !== 1) {
-        return {
-          ok: false,
-          kind: family.kind,
-          reason: `send exactly one ${family.uri} and one ${family.method} header`,
-        }
-      }
-      return checked(family.kind, methods[0] as string, uris[0] as string)
+  const family = options.kind === undefined ? undefined : PROXY_RULES[options.kind].family
+  if (family === undefined) {
+    const { url, method } = requestLine
+    const prefix = options.pathPrefix
+    if (prefix && !(url.startsWith(`${prefix}/`) || url === prefix)) {
+      return { ok: false, reason: `the request path does not start with ${prefix}` }
     }
+    const origin =
+      options.kind === 'envoy'
+        ? originOf(headerValues(rawHeaders, 'x-forwarded-proto'), headerValues(rawHeaders, 'host'))
+        : undefined
+    return checked(method, url.slice(prefix.length) || '/', origin)
   }
-  const { url, method } = requestLine
-  const prefix = options.pathPrefix
-  if (prefix && !(url.startsWith(`${prefix}/`) || url === prefix)) {
-    return { ok: false, reason: `the request path does not start with ${prefix}` }
+  const uris = headerValues(rawHeaders, family.uri)
+  const methods = headerValues(rawHeaders, family.method)
+  if (uris.length !== 1 || methods.length !== 1) {
+    return { ok: false, reason: `send exactly one ${family.uri} and one ${family.method} header` }
   }
-  return checked('request-line', method, url.slice(prefix.length) || '/')
+  const uri = uris[0] as string
+  if (!family.absolute) {
+    const origin = originOf(
+      headerValues(rawHeaders, 'x-forwarded-proto'),
+      headerValues(rawHeaders, 'x-forwarded-host'),
+    )
+    return checked(methods[0] as string, uri, origin)
+  }
+  // `https://host/path?q` → `/path?q`, without URL parsing: a parser would resolve `..` and
+  // re-encode characters, hiding from the policy the spelling the upstream will receive.
+  const match = ABSOLUTE.exec(uri)
+  const path = match ? uri.slice(match[0].length) : ''
+  if (!match || !path.startsWith('/')) {
+    return { ok: false, reason: `${family.uri} is not an absolute http(s) URL` }
+  }
+  const origin = originOf([match[1] as string], [match[2] as string])
+  return checked(methods[0] as string, path, origin)
 }
 
-function checked(kind: ProxyKind, method: string, url: string): ForwardedRequest {
-  if (!METHOD.test(method)) {
-    return { ok: false, kind, reason: 'the original method is not a method' }
-  }
+function checked(method: string, url: string, origin: string | undefined): ForwardedRequest {
+  if (!METHOD.test(method)) return { ok: false, reason: 'the original method is not a method' }
   if (!ORIGIN_FORM.test(url)) {
-    return { ok: false, kind, reason: 'the original URI is not a path with an optional query' }
+    return { ok: false, reason: 'the original URI is not a path with an optional query' }
   }
-  return { ok: true, kind, method: method.toUpperCase(), url }
+  return { ok: true, method: method.toUpperCase(), url, origin }
 }
 
-/**
- * `https://host/path?q` → `/path?q`, without URL parsing: a parser would resolve `..` and
- * re-encode characters, hiding from the policy the spelling the upstream will receive.
- */
-function withoutOrigin(url: string): string {
-  const match = /^https?:\/\/[^/?#]*/i.exec(url)
-  if (!match) return url
-  const rest = url.slice(match[0].length)
-  return rest.startsWith('/') ? rest : `/${rest}`
+/** `scheme://host` from one proto and one host value each, when both are plausible. */
+function originOf(protos: readonly string[], hosts: readonly string[]): string | undefined {
+  const [proto] = protos
+  const [host] = hosts
+  if (protos.length !== 1 || hosts.length !== 1 || !proto || !host) return undefined
+  if (!PROTO.test(proto) || !HOST.test(host)) return undefined
+  return `${proto.toLowerCase()}://${host.toLowerCase()}`
 }
 
-function headerValues(rawHeaders: readonly string[], name: string): string[] {
+/** Every value of a header (exact name, case-insensitive; `_` is another name). */
+export function headerValues(rawHeaders: readonly string[], name: string): string[] {
   const values: string[] = []
   for (let i = 0; i < rawHeaders.length; i += 2) {
     if ((rawHeaders[i] as string).toLowerCase() === name) values.push(rawHeaders[i + 1] as string)
@@ -94,8 +104,18 @@ function headerValues(rawHeaders: readonly string[], name: string): string[] {
   return values
 }
 
-/** Whether an address is one of the configured proxies (`decision.trustedProxies`). */
-export type ProxyMatcher = AddressMatcher
+/** Every header name (lower-case, once each) whose effective spelling satisfies `test`. */
+export function headerNames(
+  rawHeaders: readonly string[],
+  test: (effectiveName: string) => boolean,
+): string[] {
+  const names = new Set<string>()
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = (rawHeaders[i] as string).toLowerCase()
+    if (test(effectiveHeaderName(name))) names.add(name)
+  }
+  return [...names]
+}
 
 /**
  * The client address a request stands for: the peer, or, when the peer is a trusted proxy,

@@ -1,9 +1,9 @@
 /**
- * The forward-auth decision API (docs/forward-auth.md): nginx `auth_request`, Caddy
- * `forward_auth`, Traefik `forwardAuth` and Envoy `ext_authz` ask it about a request and
- * carry the bytes themselves. It reads the forwarded request, asks the gate with the route
- * policy, and answers 200 with the identity headers, or exactly the refusal tokengate would
- * have sent the client.
+ * The forward-auth decision API (docs/forward-auth.md): nginx `auth_request`, ingress-nginx
+ * `auth-url`, Caddy `forward_auth`, Traefik `forwardAuth` and Envoy's HTTP `ext_authz` ask
+ * it about a request and carry the bytes themselves. A thin node:http binding of decide.ts:
+ * it reads the request, decides, and answers 200 with the identity headers, or exactly the
+ * refusal tokengate would have sent the client.
  *
  * Why its own listener, not a path on the API port: the original method and URI arrive in
  * headers that only the proxy may set, so the port is bound to where only the proxy reaches
@@ -13,22 +13,18 @@
 import type * as Http from 'node:http'
 import { createRequire } from 'node:module'
 import type { AddressInfo } from 'node:net'
-import type { GateRequest, Outcome } from '../auth/gate.ts'
+import type { Outcome } from '../auth/gate.ts'
 import type { OpenedGate } from '../auth/open-gate.ts'
 import { policyInForce } from '../auth/policy/reload.ts'
 import type { Config } from '../config/schema.ts'
-import { readAuthHeaders } from '../core/raw-headers.ts'
-import { createAddressMatcher } from '../http/address-blocks.ts'
-import { API_PREFIX, pathOf } from '../http/api-path.ts'
+import { corsSettings } from '../http/cors.ts'
 import { sendFailureResponse } from '../http/node-response.ts'
 import { problemResponse } from '../http/problem-response.ts'
 import { createRequestIdGenerator, requestIdOf } from '../http/request-id.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
-import {
-  clientAddressOf,
-  type ForwardedRequest,
-  readForwardedRequest,
-} from './forwarded-request.ts'
+import { type Answer, createDecider } from './decide.ts'
+import { clientAddressOf } from './forwarded-request.ts'
+import { createProxyMatcher, PROXY_RULES, type ProxyKind } from './proxy-kinds.ts'
 
 export interface BuildDecisionServerOptions {
   readonly config: Readonly<Config>
@@ -43,6 +39,8 @@ export interface BuildDecisionServerOptions {
 export interface DecisionServer {
   /** Listens; resolves with `http://host:port`. */
   listen(host: string, port: number): Promise<string>
+  /** `http://host:port` of the Envoy gRPC ext_authz service, when `decision.grpcPort` is set. */
+  readonly grpcUrl: string | undefined
   close(): Promise<void>
 }
 
@@ -55,40 +53,53 @@ export type DecisionConfig = NonNullable<Config['decision']>
  */
 export const PROBLEM_HEADER = 'x-tokengate-problem'
 
+/** Envoy's HTTP ext_authz removes the request headers this answer header lists. */
+const ENVOY_REMOVE_HEADER = 'x-envoy-auth-headers-to-remove'
+
 const require = createRequire(import.meta.url)
 const http = require('node:http') as typeof Http
 
-/** Methods Node's HTTP parser knows; anything else is refused rather than guessed at. */
-const KNOWN_METHODS = new Set(http.METHODS)
-const EXACT_PREFIX = API_PREFIX
-const PREFIX = `${API_PREFIX}/`
-
 /**
- * Builds the decision listener (plain HTTP, not listening yet). Throws when the policy file is
- * invalid.
+ * Builds the decision listener (plain HTTP, not listening yet) and, with `decision.grpcPort`,
+ * starts the Envoy gRPC ext_authz service beside it. Throws when the policy file or
+ * `trustedProxies` is invalid.
  */
 export async function buildDecisionServer(
   options: BuildDecisionServerOptions,
 ): Promise<DecisionServer> {
   const { config, gate: opened, logger } = options
   const decision = config.decision as DecisionConfig
-  const trusted = createAddressMatcher(decision.trustedProxies)
+  const trusted = createProxyMatcher(decision)
   const policy = await policyInForce(decision.policyFile ?? config.gateway?.policyFile, logger)
-  const access = { policy: policy.matcher, identity: true }
+  const decide = createDecider({
+    gate: opened.gate,
+    policy: policy.matcher,
+    cors: corsSettings(config.server.cors),
+  })
   const nextRequestId = createRequestIdGenerator()
-  const { gate, recorder } = opened
+  const { recorder } = opened
 
   const handle = (req: Http.IncomingMessage, res: Http.ServerResponse) => {
     const started = performance.now()
     const requestId = requestIdOf(req.headers['x-request-id'], nextRequestId)
-    const stated = statedRequest(req, trusted(req.socket.remoteAddress), decision.pathPrefix)
+    const kind = trusted(req.socket.remoteAddress)
+    req.resume()
+    const decided = decide({
+      kind,
+      requestLine: { method: req.method ?? 'GET', url: req.url ?? '/' },
+      pathPrefix: decision.pathPrefix,
+      rawHeaders: req.rawHeaders,
+      clientAddress: clientAddressOf(req, trusted),
+      requestId,
+      host: req.headers.host,
+    })
     let outcome: Outcome | undefined
     if (recorder.recordsAnswers) {
       res.once('finish', () =>
         recorder.recordAnswer({
           listener: 'decision',
-          method: stated.ok ? stated.method : (req.method ?? ''),
-          target: stated.ok ? stated.url : (req.url ?? ''),
+          method: decided.method,
+          target: decided.target,
           requestId,
           status: res.statusCode,
           durationMs: performance.now() - started,
@@ -96,55 +107,12 @@ export async function buildDecisionServer(
         }),
       )
     }
-    req.resume()
-    if (!stated.ok) {
-      return sendFailureResponse(
-        res,
-        problemResponse('validation_failed', stated.reason, requestId),
-        requestId,
-      )
+    const send = (answer: Answer) => {
+      if (answer.type !== 'preflight') outcome = answer.outcome
+      writeAnswer(res, answer, requestId, kind)
     }
-    // A CORS preflight carries no credentials (Fetch standard): never checked, never counted.
-    if (stated.method === 'OPTIONS' && isPreflight(req)) {
-      res.writeHead(204, { 'x-request-id': requestId, 'content-length': '0' }).end()
-      return
-    }
-    const path = pathOf(stated.url)
-    if (!path.startsWith(PREFIX) && path !== EXACT_PREFIX) {
-      const notFound = problemResponse('not_found', 'No such endpoint.', requestId)
-      return sendFailureResponse(res, notFound, requestId)
-    }
-    const { authorization, tenantIds } = readAuthHeaders(req.rawHeaders)
-    const request: GateRequest = {
-      method: stated.method,
-      target: stated.url,
-      authorization,
-      tenantIds,
-      clientAddress: clientAddressOf(req, trusted),
-      requestId,
-      access,
-    }
-    const answer = (settled: Outcome) => {
-      outcome = settled
-      if (settled.allowed) {
-        res.writeHead(200, {
-          ...settled.headers,
-          ...settled.identity,
-          'x-request-id': requestId,
-          'content-length': '0',
-        })
-        return void res.end()
-      }
-      // nginx drops the subrequest's body: the problem travels in a header it can return.
-      const extra =
-        stated.kind === 'nginx'
-          ? { [PROBLEM_HEADER]: asciiJson(JSON.stringify(settled.body)) }
-          : undefined
-      sendFailureResponse(res, settled, requestId, extra)
-    }
-    const checked = gate.check(request)
-    if (!isPromiseLike(checked)) return answer(checked)
-    checked.then(answer, (error: unknown) => {
+    if (!isPromiseLike(decided.answer)) return send(decided.answer)
+    decided.answer.then(send, (error: unknown) => {
       logger.error({ err: error, reqId: requestId }, 'decision failed')
       const failed = problemResponse('internal_error', 'An unexpected error occurred.', requestId)
       sendFailureResponse(res, failed, requestId)
@@ -155,7 +123,20 @@ export async function buildDecisionServer(
     { maxHeaderSize: config.server.maxHeaderBytes, requestTimeout: config.server.requestTimeoutMs },
     handle,
   )
+  const grpc =
+    decision.grpcPort === undefined
+      ? undefined
+      : await (await import('./envoy-grpc.ts')).startEnvoyGrpc({
+          host: decision.host,
+          port: decision.grpcPort,
+          decide,
+          trusted,
+          recorder,
+          nextRequestId,
+          logger,
+        })
   return {
+    grpcUrl: grpc?.url,
     listen: (host, port) =>
       new Promise((resolve, reject) => {
         server.once('error', reject)
@@ -166,36 +147,52 @@ export async function buildDecisionServer(
           resolve(`http://${shown}:${address.port}`)
         })
       }),
-    close: () =>
-      new Promise<void>((resolve) => {
+    close: async () => {
+      await grpc?.close()
+      await new Promise<void>((resolve) => {
         policy.close()
         server.closeIdleConnections()
         server.close(() => resolve())
         if (!server.listening) resolve()
-      }),
+      })
+    },
   }
 }
 
-/** The original request the proxy states, or why it cannot be decided. */
-function statedRequest(
-  req: Http.IncomingMessage,
-  trustedPeer: boolean,
-  pathPrefix: string,
-): ForwardedRequest {
-  const stated = readForwardedRequest(
-    req.rawHeaders,
-    { method: req.method ?? 'GET', url: req.url ?? '/' },
-    { trusted: trustedPeer, pathPrefix },
-  )
-  return stated.ok && !KNOWN_METHODS.has(stated.method)
-    ? { ok: false, kind: stated.kind, reason: 'the original method is not supported' }
-    : stated
-}
-
-function isPreflight(req: Http.IncomingMessage): boolean {
-  return (
-    req.headers.origin !== undefined && req.headers['access-control-request-method'] !== undefined
-  )
+/** Writes an answer as the proxy at `kind` reads it. */
+function writeAnswer(
+  res: Http.ServerResponse,
+  answer: Answer,
+  requestId: string,
+  kind: ProxyKind | undefined,
+): void {
+  switch (answer.type) {
+    case 'preflight':
+      res.writeHead(204, { ...answer.headers, 'x-request-id': requestId, 'content-length': '0' })
+      return void res.end()
+    case 'allow': {
+      const headers: Record<string, string | string[]> = {
+        ...answer.client,
+        ...answer.upstream,
+        'x-request-id': requestId,
+        'content-length': '0',
+      }
+      if (answer.remove.length > 0) headers[ENVOY_REMOVE_HEADER] = [...answer.remove]
+      res.writeHead(200, headers)
+      return void res.end()
+    }
+    case 'refuse': {
+      // nginx drops the subrequest's body: the problem travels in a header it can return.
+      const extra =
+        kind !== undefined && PROXY_RULES[kind].problemHeader
+          ? { [PROBLEM_HEADER]: asciiJson(JSON.stringify(answer.response.body)) }
+          : undefined
+      sendFailureResponse(res, answer.response, requestId, extra)
+      return
+    }
+    default:
+      answer satisfies never
+  }
 }
 
 /** JSON with every non-ASCII character escaped (`\uXXXX`): the same value, header-safe. */

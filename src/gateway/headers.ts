@@ -3,7 +3,8 @@
  * §7.6.1) are dropped in both directions; towards the upstream, caller-supplied identity
  * headers are removed and the gateway's own are added.
  */
-import { IDENTITY_PREFIX } from '../http/identity-headers.ts'
+import { withoutOwnCookies } from '../http/own-cookies.ts'
+import { isSpoofable } from '../http/spoofable-headers.ts'
 
 /** Headers as Node and undici hand them over: lower-case names. */
 export type HeaderMap = Record<string, string | string[] | number | undefined>
@@ -27,48 +28,6 @@ const HOP_BY_HOP = new Set([
 function isHopByHop(name: string, listed: ReadonlySet<string> | undefined): boolean {
   return HOP_BY_HOP.has(name) || name.startsWith('proxy-') || listed?.has(name) === true
 }
-
-/**
- * Headers a caller must never set for the upstream: they name the client, the URL or the
- * method on a proxy's word, and frameworks act on them (Symfony reads `X-Original-URL`,
- * Express' method-override reads `X-HTTP-Method-Override`, many apps trust `X-Real-IP`).
- * Every `X-Forwarded-*` field is one too (below).
- */
-const FORWARDING = new Set([
-  'forwarded',
-  'x-real-ip',
-  'true-client-ip',
-  'x-client-ip',
-  'cf-connecting-ip',
-  'x-original-url',
-  'x-rewrite-url',
-  'x-http-method-override',
-  'x-http-method',
-  'x-method-override',
-])
-
-/**
- * A header name as the upstream may read it: lower-cased, with `_` read as `-`. CGI, WSGI,
- * PHP and Rack expose headers as `HTTP_X_AUTH_TENANT`, so `X_Auth_Tenant` and
- * `X-Auth-Tenant` are one field there (and their values are joined).
- */
-export function effectiveHeaderName(name: string): string {
-  return name.toLowerCase().replaceAll('_', '-')
-}
-
-/**
- * Whether a caller's header is dropped on its way to the upstream: identity headers and
- * forwarding/override headers in any spelling, except a name the operator allows, and then
- * only in exactly that spelling. Identity headers are never allowed.
- */
-export function isSpoofable(name: string, allowed: ReadonlySet<string> = NO_NAMES): boolean {
-  const effective = effectiveHeaderName(name)
-  if (effective.startsWith(IDENTITY_PREFIX)) return true
-  if (!effective.startsWith('x-forwarded-') && !FORWARDING.has(effective)) return false
-  return !allowed.has(name.toLowerCase())
-}
-
-const NO_NAMES: ReadonlySet<string> = new Set()
 
 export interface ForwardContext {
   /** The gate's identity headers (`X-Auth-*`, and `X-Auth-Token` when signed). */
@@ -94,8 +53,8 @@ export interface ForwardContext {
 
 /**
  * The headers sent upstream: the caller's, minus hop-by-hop fields, `Expect`, every
- * identity and forwarding/override field in any spelling (`isSpoofable`), `Authorization`
- * (when configured); plus the identity headers, `X-Request-Id` and `X-Forwarded-For/Proto`
+ * identity and forwarding/override field in any spelling (`isSpoofable`), tokengate's own
+ * cookies, `Authorization` (when configured); plus the identity headers, `X-Request-Id` and `X-Forwarded-For/Proto`
  * (and `-Host` when configured). A new map, in the caller's order with the gateway's fields
  * after (a kept field the gateway sets, such as `X-Request-Id`, keeps its place); `incoming`
  * is not changed.
@@ -111,6 +70,12 @@ export function upstreamRequestHeaders(incoming: HeaderMap, context: ForwardCont
     // Forwarding fields are dropped even behind a trusted proxy: tokengate states what it
     // (and the proxies it trusts) saw, below.
     if (isSpoofable(name, context.forwardHeaders)) continue
+    if (name === 'cookie') {
+      // The admin console's session cookie is an operator credential (http/own-cookies.ts).
+      const kept = withoutOwnCookies(String(incoming.cookie))
+      if (kept !== undefined) headers.cookie = kept
+      continue
+    }
     headers[name] = incoming[name]
   }
 

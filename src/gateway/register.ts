@@ -74,7 +74,8 @@ export async function registerGateway(
     scope.removeAllContentTypeParsers()
     // The body stays the raw request stream; the upstream exchange pipes it through.
     scope.addContentTypeParser('*', (_request, payload, done) => done(null, payload))
-    scope.all('/api/v1/*', { config: { access: { policy: matcher, identity: true } } }, handler)
+    const access = { policy: matcher, identity: true, audience: upstream.origin }
+    scope.all('/api/v1/*', { config: { access } }, handler)
   })
 }
 

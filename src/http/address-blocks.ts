@@ -3,13 +3,15 @@ import { BlockList, isIPv4, isIPv6 } from 'node:net'
 /** Whether an address is in a configured list (addresses or CIDR blocks). */
 export type AddressMatcher = (address: string | undefined) => boolean
 
-interface Block {
+/** One parsed address or CIDR block. */
+export interface AddressBlock {
   readonly address: string
   readonly type: 'ipv4' | 'ipv6'
   readonly prefix: number | undefined
 }
 
-function parseBlock(entry: string): Block | undefined {
+/** An address or CIDR block (`10.0.0.0/8`, `::1`), or undefined when it is neither. */
+export function parseAddressBlock(entry: string): AddressBlock | undefined {
   const [address = '', bits, extra] = entry.split('/')
   const type = isIPv4(address) ? 'ipv4' : isIPv6(address) ? 'ipv6' : undefined
   if (!type || extra !== undefined) return undefined
@@ -20,7 +22,7 @@ function parseBlock(entry: string): Block | undefined {
 
 /** Why an entry is not an address or a CIDR block, or undefined when it is one. */
 export function addressBlockProblem(entry: string): string | undefined {
-  return parseBlock(entry) ? undefined : `not an address or CIDR block: "${entry}"`
+  return parseAddressBlock(entry) ? undefined : `not an address or CIDR block: "${entry}"`
 }
 
 /**
@@ -31,7 +33,7 @@ export function addressBlockProblem(entry: string): string | undefined {
 export function createAddressMatcher(entries: readonly string[]): AddressMatcher {
   const blocks = new BlockList()
   for (const entry of entries) {
-    const block = parseBlock(entry)
+    const block = parseAddressBlock(entry)
     if (!block) throw new Error(addressBlockProblem(entry))
     if (block.prefix === undefined) blocks.addAddress(block.address, block.type)
     else blocks.addSubnet(block.address, block.prefix, block.type)

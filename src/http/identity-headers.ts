@@ -9,6 +9,16 @@ import type { Principal } from '../core/principal.ts'
 /** Prefix of every identity header; any incoming one is removed. */
 export const IDENTITY_PREFIX = 'x-auth-'
 
+/** Every identity header tokengate may send: `identityHeaders` and the signed `X-Auth-Token`. */
+export const IDENTITY_HEADER_NAMES: readonly string[] = [
+  'x-auth-tenant',
+  'x-auth-subject',
+  'x-auth-token-type',
+  'x-auth-token-id',
+  'x-auth-permissions',
+  'x-auth-token',
+]
+
 /** The identity headers of a principal, lowercase names, values made header-safe. */
 export function identityHeaders(principal: Principal): Record<string, string> {
   const headers: Record<string, string> = {

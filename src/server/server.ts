@@ -14,6 +14,7 @@ import type { AuthContext } from '../auth/auth-context.ts'
 import { type OpenedGate, openGate } from '../auth/open-gate.ts'
 import type { Config } from '../config/schema.ts'
 import { API_PREFIX } from '../http/api-path.ts'
+import { CORS_ALLOWED_HEADERS, CORS_EXPOSED_HEADERS, CORS_METHODS } from '../http/cors.ts'
 import { problemResponse, storeUnavailable } from '../http/problem-response.ts'
 import { createRequestIdGenerator, requestIdOf } from '../http/request-id.ts'
 import { createClientErrorHandler } from './client-error.ts'
@@ -162,8 +163,9 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
 }
 
 /**
- * CORS for the configured origins only, with @fastify/cors (its `onRequest` hook runs before
- * the gate binding's, so a preflight from an allowed origin is answered without a token). An
+ * CORS for the configured origins only (the lists of http/cors.ts), with @fastify/cors (its
+ * `onRequest` hook runs before the gate binding's, so a preflight from an allowed origin is
+ * answered without a token). An
  * origin not listed gets no `Access-Control-*` header at all (the origin callback answers
  * `false`), and its preflight is answered 204 by the gate binding, never checked or
  * counted. `Vary: Origin` on every response, so caches never mix origins. No credentials
@@ -174,15 +176,9 @@ async function registerCors(app: FastifyInstance, origins: readonly string[], ma
   const allowed = new Set(origins)
   await app.register(cors, {
     origin: (origin, callback) => callback(null, origin !== undefined && allowed.has(origin)),
-    methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
-    allowedHeaders: ['Authorization', 'X-Tenant-Id', 'Content-Type', 'X-Request-Id'],
-    exposedHeaders: [
-      'X-Request-Id',
-      'WWW-Authenticate',
-      'Retry-After',
-      'RateLimit',
-      'RateLimit-Policy',
-    ],
+    methods: [...CORS_METHODS],
+    allowedHeaders: [...CORS_ALLOWED_HEADERS],
+    exposedHeaders: [...CORS_EXPOSED_HEADERS],
     maxAge: maxAgeSec,
     strictPreflight: false,
   })

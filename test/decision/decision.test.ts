@@ -5,36 +5,76 @@
  */
 import assert from 'node:assert/strict'
 import { writeFileSync } from 'node:fs'
+import type { IncomingHttpHeaders } from 'node:http'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { createLocalJWKSet, jwtVerify } from 'jose'
 import { loadConfig } from '../../src/config/load.ts'
 import { readForwardedRequest } from '../../src/decision/forwarded-request.ts'
-import { createAddressMatcher } from '../../src/http/address-blocks.ts'
+import { createProxyMatcher } from '../../src/decision/proxy-kinds.ts'
 import { openStore } from '../../src/stores/open-store.ts'
 import type { StoredAuditEvent } from '../../src/stores/store.ts'
 import { PROTECTED_PATH, send } from '../adapters/spec-table.ts'
+import { rawRequest } from '../gateway/raw-request.ts'
 import { TEST_TENANT } from '../helpers/jwt.ts'
 import { SPEC_POLICY, type Stack, startStack } from './harness.ts'
 
 const bearer = (token: string): [string, string] => ['Authorization', `Bearer ${token}`]
 
+// One decision listener, one proxy kind per loopback address (Linux routes all of 127/8 to
+// the host): the requests below come from the address of the proxy they speak as.
+const NGINX = '127.0.0.1'
+const INGRESS = '127.0.0.2'
+const CADDY = '127.0.0.3'
+const TRAEFIK = '127.0.0.4'
+const ENVOY = '127.0.0.5'
+const PER_ADDRESS = [
+  NGINX,
+  `${INGRESS}=ingress-nginx`,
+  `${CADDY}=caddy`,
+  `${TRAEFIK}=traefik`,
+  `${ENVOY}=envoy`,
+]
+
+/** The CORS part of a response's headers. */
+const corsOf = (headers: IncomingHttpHeaders) =>
+  Object.fromEntries(
+    Object.entries(headers).filter(
+      ([name]) => name.startsWith('access-control-') || name === 'vary',
+    ),
+  )
+
+/** A request with exactly these header lines, from `localAddress`. */
+async function sendFrom(
+  localAddress: string,
+  base: string,
+  path: string,
+  lines: readonly (readonly [string, string])[],
+  method = 'GET',
+) {
+  const { status, headers, text } = await rawRequest(base, path, lines, method, { localAddress })
+  return { status, headers, body: text }
+}
+
 describe('decision API: the original request is believed only from trusted proxies', () => {
   let trusting: Stack
   let distrusting: Stack
   before(async () => {
-    trusting = await startStack()
-    distrusting = await startStack({ trustedProxies: ['10.9.9.9', '192.168.0.0/16'] })
+    trusting = await startStack({ proxy: 'nginx', trustedProxies: PER_ADDRESS })
+    distrusting = await startStack({
+      proxy: 'nginx',
+      trustedProxies: ['10.9.9.9', '192.168.0.0/16'],
+    })
   })
   after(async () => {
     await trusting?.close()
     await distrusting?.close()
   })
 
-  for (const [family, method, uri] of [
-    ['nginx', 'X-Original-Method', 'X-Original-URI'],
-    ['Caddy/Traefik', 'X-Forwarded-Method', 'X-Forwarded-Uri'],
+  for (const [family, from, method, uri] of [
+    ['nginx', NGINX, 'X-Original-Method', 'X-Original-URI'],
+    ['Caddy', CADDY, 'X-Forwarded-Method', 'X-Forwarded-Uri'],
   ] as const) {
     test(`${family}: a direct caller's ${uri} does not change what is decided`, async () => {
       // The token may not read /api/v1/things; the forged header claims another path.
@@ -43,7 +83,7 @@ describe('decision API: the original request is believed only from trusted proxi
         [method, 'GET'],
         [uri, '/api/v1/elsewhere'],
       ]
-      const fromProxy = await send(trusting.decisionUrl, PROTECTED_PATH, lines)
+      const fromProxy = await sendFrom(from, trusting.decisionUrl, PROTECTED_PATH, lines)
       assert.equal(fromProxy.status, 200, 'a trusted proxy states the original request')
       const forged = await send(
         distrusting.decisionUrl,
@@ -96,7 +136,7 @@ describe('decision API: the original request is believed only from trusted proxi
   })
 
   test('the answer to a proxy is 200 with the identity headers and no body', async () => {
-    const response = await send(trusting.decisionUrl, '/', [
+    const response = await sendFrom(CADDY, trusting.decisionUrl, '/', [
       bearer(trusting.tokens.pat),
       ['X-Forwarded-Method', 'GET'],
       ['X-Forwarded-Uri', `${PROTECTED_PATH}?page=2`],
@@ -193,12 +233,194 @@ describe('decision API: the original request is believed only from trusted proxi
       JSON.parse(String(nginx.headers['x-tokengate-problem'])),
       JSON.parse(nginx.body),
     )
-    const caddy = await send(trusting.decisionUrl, '/', [
+    const caddy = await sendFrom(CADDY, trusting.decisionUrl, '/', [
       ['X-Forwarded-Method', 'GET'],
       ['X-Forwarded-Uri', PROTECTED_PATH],
     ])
     assert.equal(caddy.status, 401)
     assert.equal(caddy.headers['x-tokengate-problem'], undefined)
+  })
+})
+
+describe('decision API: each proxy kind believes its own header family, never another', () => {
+  let stack: Stack
+  before(async () => {
+    stack = await startStack({
+      proxy: 'nginx',
+      trustedProxies: PER_ADDRESS,
+      corsOrigins: 'https://app.example',
+    })
+  })
+  after(() => stack?.close())
+
+  const ALLOWED = '/api/v1/status'
+  const DENIED = '/api/v1/internal/secret'
+  /** Every family at once, the kind's own stating `own`, every other one `other`. */
+  const everyFamily = (kind: string, own: string, other: string): [string, string][] => {
+    const path = (family: string) => (family === kind ? own : other)
+    return [
+      ['X-Original-Method', 'GET'],
+      ['X-Original-URI', path('nginx')],
+      ['X-Original-URL', `https://api.example${path('ingress-nginx')}`],
+      ['X-Forwarded-Method', 'GET'],
+      ['X-Forwarded-Uri', path(kind === 'traefik' ? 'traefik' : 'caddy')],
+    ]
+  }
+
+  for (const [kind, from] of [
+    ['nginx', NGINX],
+    ['ingress-nginx', INGRESS],
+    ['caddy', CADDY],
+    ['traefik', TRAEFIK],
+  ] as const) {
+    test(`${kind}: exactly its own family decides, whatever else the client added`, async () => {
+      const token = bearer(stack.tokens.pat)
+      const allowed = await sendFrom(from, stack.decisionUrl, DENIED, [
+        token,
+        ...everyFamily(kind, ALLOWED, DENIED),
+      ])
+      assert.equal(allowed.status, 200, allowed.body)
+      const denied = await sendFrom(from, stack.decisionUrl, ALLOWED, [
+        token,
+        ...everyFamily(kind, DENIED, ALLOWED),
+      ])
+      assert.equal(denied.status, 404, denied.body)
+      assert.equal(JSON.parse(denied.body).code, 'not_found')
+    })
+  }
+
+  test('envoy: the request line decides, whatever headers state', async () => {
+    const token = bearer(stack.tokens.pat)
+    const allowed = await sendFrom(ENVOY, stack.decisionUrl, ALLOWED, [
+      token,
+      ...everyFamily('envoy', DENIED, DENIED),
+    ])
+    assert.equal(allowed.status, 200, allowed.body)
+    const denied = await sendFrom(ENVOY, stack.decisionUrl, DENIED, [
+      token,
+      ...everyFamily('envoy', ALLOWED, ALLOWED),
+    ])
+    assert.equal(denied.status, 404)
+  })
+
+  test("a kind's family given half is refused, even when another family is complete", async () => {
+    const response = await sendFrom(INGRESS, stack.decisionUrl, '/', [
+      bearer(stack.tokens.pat),
+      ['X-Original-Method', 'GET'],
+      ['X-Original-URI', ALLOWED],
+    ])
+    assert.equal(response.status, 400)
+    assert.equal(JSON.parse(response.body).code, 'validation_failed')
+  })
+
+  // What Traefik's forwardAuth sends (traefik/traefik fd5a576, pkg/middlewares/auth/forward.go,
+  // writeHeader with trustForwardHeader: false): GET on the configured address, the client's
+  // headers (only those in authRequestHeaders, when set), X-Forwarded-* of Traefik's own,
+  // X-Forwarded-Uri = the request URI.
+  const traefikAsks = (
+    method: string,
+    uri: string,
+    client: [string, string][],
+  ): [string, string][] => [
+    ...client,
+    ['X-Forwarded-For', '203.0.113.7'],
+    ['X-Forwarded-Method', method],
+    ['X-Forwarded-Proto', 'https'],
+    ['X-Forwarded-Port', '443'],
+    ['X-Forwarded-Host', 'api.example.com'],
+    ['X-Forwarded-Uri', uri],
+  ]
+
+  test('traefik: the request as forwardAuth states it is decided, with the identity answered', async () => {
+    const ok = await sendFrom(
+      TRAEFIK,
+      stack.decisionUrl,
+      '/',
+      traefikAsks('GET', `${PROTECTED_PATH}?page=2`, [bearer(stack.tokens.pat)]),
+    )
+    assert.equal(ok.status, 200, ok.body)
+    assert.equal(ok.headers['x-auth-tenant'], TEST_TENANT)
+    assert.equal(ok.headers['x-tokengate-problem'], undefined)
+    const refused = await sendFrom(
+      TRAEFIK,
+      stack.decisionUrl,
+      '/',
+      traefikAsks('DELETE', '/api/v1/projects/1', [bearer(stack.readerPat)]),
+    )
+    assert.equal(refused.status, 403)
+    assert.equal(JSON.parse(refused.body).code, 'insufficient_permission')
+    assert.equal(refused.headers['x-tokengate-problem'], undefined, 'Traefik relays the body')
+  })
+
+  test('traefik: a preflight is decided like any request, never answered 2xx', async () => {
+    const preflight: [string, string][] = [
+      ['Origin', 'https://app.example'],
+      ['Access-Control-Request-Method', 'DELETE'],
+    ]
+    // GET on the request line, and OPTIONS there too (forwardAuth's preserveRequestMethod).
+    for (const method of ['GET', 'OPTIONS']) {
+      const response = await sendFrom(
+        TRAEFIK,
+        stack.decisionUrl,
+        '/',
+        traefikAsks('OPTIONS', DENIED, preflight),
+        method,
+      )
+      assert.equal(response.status, 401, method)
+    }
+  })
+
+  test('traefik: what its authResponseHeadersRegex strips may arrive; other client headers may not', async () => {
+    const token = bearer(stack.tokens.pat)
+    for (const client of [
+      ['X-Auth-Tenant', 'tenant-b'],
+      ['X-Http-Method-Override', 'DELETE'],
+    ] as [string, string][]) {
+      const overwritten = await sendFrom(
+        TRAEFIK,
+        stack.decisionUrl,
+        '/',
+        traefikAsks('GET', ALLOWED, [token, client]),
+      )
+      assert.equal(overwritten.status, 200, client[0])
+    }
+    for (const client of [
+      ['X_Auth_Tenant', 'tenant-b'],
+      ['X_Http_Method_Override', 'DELETE'],
+      ['Cookie', 'theme=dark; __Host-tokengate-admin=s3cr3t'],
+    ] as [string, string][]) {
+      const response = await sendFrom(
+        TRAEFIK,
+        stack.decisionUrl,
+        '/',
+        traefikAsks('GET', ALLOWED, [token, client]),
+      )
+      assert.equal(response.status, 400, client[0])
+      assert.equal(JSON.parse(response.body).code, 'validation_failed')
+    }
+  })
+
+  test('a preflight on the request line is answered as the API port answers it, where the kind allows', async () => {
+    const preflight: [string, string][] = [
+      ['Origin', 'https://app.example'],
+      ['Access-Control-Request-Method', 'DELETE'],
+      ['X-Original-Method', 'OPTIONS'],
+      ['X-Original-URI', DENIED],
+      ['X-Forwarded-Method', 'OPTIONS'],
+      ['X-Forwarded-Uri', DENIED],
+    ]
+    for (const [from, status] of [
+      [NGINX, 204],
+      [CADDY, 204],
+      [ENVOY, 204],
+      [INGRESS, 400],
+      [TRAEFIK, 401],
+    ] as const) {
+      const response = await sendFrom(from, stack.decisionUrl, DENIED, preflight, 'OPTIONS')
+      assert.equal(response.status, status, from)
+      const api = await sendFrom(NGINX, stack.gatewayUrl, DENIED, preflight, 'OPTIONS')
+      if (status === 204) assert.deepEqual(corsOf(response.headers), corsOf(api.headers))
+    }
   })
 })
 
@@ -238,7 +460,7 @@ describe("decision API: the client address is the proxy's word too", () => {
 describe('decision API: Envoy ext_authz (HTTP service, path_prefix)', () => {
   let stack: Stack
   before(async () => {
-    stack = await startStack({ pathPrefix: '/ext-authz' })
+    stack = await startStack({ proxy: 'envoy', pathPrefix: '/ext-authz' })
   })
   after(() => stack?.close())
 
@@ -255,6 +477,28 @@ describe('decision API: Envoy ext_authz (HTTP service, path_prefix)', () => {
     assert.match(String(refused.headers['www-authenticate']), /insufficient_scope/)
   })
 
+  test("the answer names every other spelling of the client's identity and steering headers for removal", async () => {
+    const response = await send(stack.decisionUrl, '/ext-authz/api/v1/status', [
+      bearer(stack.tokens.pat),
+      ['x-auth-tenant', 'tenant-b'],
+      ['x_auth_tenant', 'tenant-b'],
+      ['x-http-method-override', 'DELETE'],
+      ['cookie', 'theme=dark; __Host-tokengate-admin=s3cr3t'],
+    ])
+    assert.equal(response.status, 200)
+    assert.equal(response.headers['x-auth-tenant'], TEST_TENANT, 'replaced, not removed')
+    assert.equal(
+      response.headers['x-envoy-auth-headers-to-remove'],
+      'x_auth_tenant, x-http-method-override',
+    )
+    assert.equal(response.headers.cookie, 'theme=dark')
+    const plain = await send(stack.decisionUrl, '/ext-authz/api/v1/status', [
+      bearer(stack.tokens.pat),
+    ])
+    assert.equal(plain.headers['x-envoy-auth-headers-to-remove'], undefined)
+    assert.equal(plain.headers.cookie, undefined)
+  })
+
   test('a path without the prefix is refused', async () => {
     const response = await send(stack.decisionUrl, PROTECTED_PATH, [bearer(stack.tokens.pat)])
     assert.equal(response.status, 400)
@@ -264,7 +508,7 @@ describe('decision API: Envoy ext_authz (HTTP service, path_prefix)', () => {
 describe('decision API + gateway: signed identity token', () => {
   let stack: Stack
   before(async () => {
-    stack = await startStack({ identityToken: true })
+    stack = await startStack({ proxy: 'nginx', identityToken: true })
   })
   after(() => stack?.close())
 
@@ -282,20 +526,11 @@ describe('decision API + gateway: signed identity token', () => {
     const upstreamToken = stack.upstream.seen.at(-1)?.headers['x-auth-token']
     // On the API listener only: on the decision listener a route answering 200 would be an
     // "allowed" decision for that path, letting a proxy pass it upstream unauthenticated.
-    for (const spelling of [
-      [
-        ['X-Original-Method', 'GET'],
-        ['X-Original-URI', '/.well-known/jwks.json'],
-      ],
-      [
-        ['X-Forwarded-Method', 'GET'],
-        ['X-Forwarded-Uri', '/.well-known/jwks.json'],
-      ],
-      [],
-    ] as [string, string][][]) {
-      const asked = await send(stack.decisionUrl, '/.well-known/jwks.json', spelling)
-      assert.equal(asked.status, 404, JSON.stringify(spelling))
-    }
+    const asked = await send(stack.decisionUrl, '/.well-known/jwks.json', [
+      ['X-Original-Method', 'GET'],
+      ['X-Original-URI', '/.well-known/jwks.json'],
+    ])
+    assert.equal(asked.status, 404)
     for (const base of [stack.gatewayUrl]) {
       const jwks = JSON.parse((await send(base, '/.well-known/jwks.json', [])).body)
       assert.equal(jwks.keys.length, 1)
@@ -306,6 +541,7 @@ describe('decision API + gateway: signed identity token', () => {
           createLocalJWKSet(jwks),
           {
             issuer: 'tokengate',
+            audience: token === upstreamToken ? stack.upstream.url : stack.decisionUrl,
           },
         )
         assert.equal(protectedHeader.alg, 'ES256')
@@ -320,45 +556,82 @@ describe('decision API + gateway: signed identity token', () => {
 })
 
 describe('trusted proxy addresses', () => {
-  test('addresses, CIDR blocks and IPv4-mapped peers', () => {
-    const trusted = createAddressMatcher(['127.0.0.1', '10.0.0.0/8', 'fd00::/8'])
-    assert.equal(trusted('127.0.0.1'), true)
-    assert.equal(trusted('::ffff:127.0.0.1'), true)
-    assert.equal(trusted('10.200.1.1'), true)
-    assert.equal(trusted('fd12::1'), true)
-    assert.equal(trusted('127.0.0.2'), false)
-    assert.equal(trusted(undefined), false)
+  test('addresses, CIDR blocks and IPv4-mapped peers, each with its proxy kind', () => {
+    const trusted = createProxyMatcher({
+      proxy: 'nginx',
+      trustedProxies: ['127.0.0.1', '10.0.0.0/8=ingress-nginx', 'fd00::/8=envoy'],
+    })
+    assert.equal(trusted('127.0.0.1'), 'nginx')
+    assert.equal(trusted('::ffff:127.0.0.1'), 'nginx')
+    assert.equal(trusted('10.200.1.1'), 'ingress-nginx')
+    assert.equal(trusted('fd12::1'), 'envoy')
+    assert.equal(trusted('127.0.0.2'), undefined)
+    assert.equal(trusted(undefined), undefined)
   })
 
-  test('a bad entry stops the start, named by its path in the configuration', () => {
-    for (const bad of ['localhost', '10.0.0.0/33', '10.0.0.1/x', '10.0.0.1/8/1']) {
-      assert.throws(
-        () =>
-          loadConfig({
-            env: {},
-            overrides: { server: { plainHttp: true }, decision: { trustedProxies: ['::1', bad] } },
-          }),
-        new RegExp(`/decision/trustedProxies/1: not an address or CIDR block: "${bad}"`),
-      )
+  test('a bad entry or an entry without a kind is named by its config path at load', () => {
+    const load = (decision: Record<string, unknown>) =>
+      loadConfig({ env: {}, overrides: { server: { plainHttp: true }, decision } })
+    for (const [entry, error] of [
+      ['localhost', /\/decision\/trustedProxies\/1: not an address or CIDR block: "localhost"/],
+      ['10.0.0.0/33', /\/decision\/trustedProxies\/1: not an address/],
+      ['10.0.0.1/x', /\/decision\/trustedProxies\/1: not an address/],
+      ['10.0.0.1=haproxy', /\/decision\/trustedProxies\/1: "haproxy" is not one of/],
+    ] as const) {
+      assert.throws(() => load({ proxy: 'nginx', trustedProxies: ['::1', entry] }), error)
     }
+    assert.throws(
+      () => load({ trustedProxies: ['127.0.0.1'] }),
+      /\/decision\/trustedProxies\/0: say which proxy asks from 127\.0\.0\.1: set decision\.proxy/,
+    )
+    assert.doesNotThrow(() => load({ trustedProxies: ['127.0.0.1=caddy'] }))
+  })
+
+  test('one address of two kinds stops the start', () => {
+    for (const list of [
+      ['10.0.0.0/8=nginx', '10.1.2.3=caddy'],
+      ['10.1.0.0/16=caddy', '10.0.0.0/8=nginx'],
+    ]) {
+      assert.throws(() => createProxyMatcher({ proxy: 'nginx', trustedProxies: list }), /both/)
+    }
+    assert.equal(
+      createProxyMatcher({ proxy: undefined, trustedProxies: ['127.0.0.1=caddy'] })('127.0.0.1'),
+      'caddy',
+    )
   })
 
   test('ingress-nginx: X-Original-URL stands for the URI, its spelling kept for the policy', () => {
     const read = readForwardedRequest(
       ['X-Original-Method', 'GET', 'X-Original-URL', 'https://api.example.com/api/v1/a/../b?x=1'],
       { method: 'GET', url: '/' },
-      { trusted: true, pathPrefix: '' },
+      { kind: 'ingress-nginx', pathPrefix: '' },
     )
-    assert.deepEqual(read, { ok: true, kind: 'nginx', method: 'GET', url: '/api/v1/a/../b?x=1' })
+    assert.deepEqual(read, {
+      ok: true,
+      method: 'GET',
+      url: '/api/v1/a/../b?x=1',
+      origin: 'https://api.example.com',
+    })
+  })
+
+  test('ingress-nginx: an X-Original-URL whose host would hide the path is refused', () => {
+    for (const url of ['http://a?b/api/v1/x', 'http://a#b/api/v1/x', '/api/v1/x', 'ftp://a/x']) {
+      const read = readForwardedRequest(
+        ['X-Original-Method', 'GET', 'X-Original-URL', url],
+        { method: 'GET', url: '/' },
+        { kind: 'ingress-nginx', pathPrefix: '' },
+      )
+      assert.equal(read.ok, false, url)
+    }
   })
 
   test('an untrusted peer is decided on its request line', () => {
     const read = readForwardedRequest(
       ['X-Original-URI', '/api/v1/a', 'X-Original-Method', 'POST'],
       { method: 'GET', url: '/api/v1/b' },
-      { trusted: false, pathPrefix: '' },
+      { kind: undefined, pathPrefix: '' },
     )
-    assert.deepEqual(read, { ok: true, kind: 'request-line', method: 'GET', url: '/api/v1/b' })
+    assert.deepEqual(read, { ok: true, method: 'GET', url: '/api/v1/b', origin: undefined })
   })
 })
 

@@ -20,6 +20,7 @@ import { PROTECTED_PATH, REQUIRED_PERMISSION } from '../adapters/spec-table.ts'
 import { startUpstream, type Upstream } from '../gateway/harness.ts'
 import { createTestIssuer, TEST_TENANT } from '../helpers/jwt.ts'
 import { binaryPath } from '../helpers/services.ts'
+import { ingressNginxServer } from './ingress-nginx-shape.ts'
 
 export const EXAMPLES = join(import.meta.dirname, '../../examples/forward-auth')
 
@@ -35,7 +36,22 @@ rules:
   - methods: '*'
     path: /api/v1/tenants/:tenant/*
     tenantParam: tenant
+  - methods: [GET]
+    path: /api/v1/projects/*
+    permissions: [projects:read]
+  - methods: [DELETE]
+    path: /api/v1/projects/*
+    permissions: [projects:write]
 `
+
+/** Identity headers a hostile client adds to every SPEC-table request. */
+export const SPOOFED_IDENTITY: [string, string][] = [
+  ['X-Auth-Tenant', 'evil-tenant'],
+  ['X-Auth-Subject', 'root'],
+  ['X-Auth-Token-Id', 'spoofed-id'],
+  ['X-Auth-Permissions', 'admin:all'],
+  ['X-Auth-Token-Type', 'pat'],
+]
 
 export interface Stack {
   readonly upstream: Upstream
@@ -44,7 +60,11 @@ export interface Stack {
   readonly gatewayUrl: string
   readonly decisionUrl: string
   readonly decisionPort: number
+  /** `http://host:port` of the Envoy gRPC ext_authz service (option `grpc`). */
+  readonly grpcUrl: string | undefined
   readonly tokens: SpecFixture['tokens']
+  /** A PAT of the same tenant holding only `projects:read`. */
+  readonly readerPat: string
   /** A JWT of a trusted issuer whose JWKS URL refuses connections: tokengate answers 503. */
   readonly unreachableIssuerJwt: string
   readonly dataDir: string
@@ -52,6 +72,12 @@ export interface Stack {
 }
 
 export interface StackOptions {
+  /** `decision.proxy`: the header family the decision listener believes (default envoy: the request line). */
+  readonly proxy?: string
+  /** `server.cors.origins`. */
+  readonly corsOrigins?: string
+  /** Start the Envoy gRPC ext_authz service too (`decision.grpcPort: 0`). */
+  readonly grpc?: boolean
   /** `decision.trustedProxies`; default loopback. */
   readonly trustedProxies?: readonly string[]
   readonly pathPrefix?: string
@@ -92,6 +118,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     await store.insertPat(issued.record)
     return issued
   }
+  const readerPat = (await pat(['projects:read'])).token
   const revoked = await pat([REQUIRED_PERMISSION])
   await store.revokePat(revoked.record.id, now - 60_000)
   const tokens: SpecFixture['tokens'] = {
@@ -120,7 +147,12 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     env: {},
     overrides: {
       dataDir,
-      server: { host: '127.0.0.1', port: 0, plainHttp: true },
+      server: {
+        host: '127.0.0.1',
+        port: 0,
+        plainHttp: true,
+        ...(options.corsOrigins ? { cors: { origins: options.corsOrigins } } : {}),
+      },
       log: { level: 'silent' },
       rateLimit: {
         failedAuth: { max: options.failedAuthMax ?? 10_000 },
@@ -130,14 +162,20 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       decision: {
         host: '127.0.0.1',
         port: 0,
+        proxy: options.proxy ?? 'envoy',
         ...(options.trustedProxies ? { trustedProxies: options.trustedProxies } : {}),
         ...(options.pathPrefix ? { pathPrefix: options.pathPrefix } : {}),
+        ...(options.grpc ? { grpcPort: 0 } : {}),
       },
       ...(options.identityToken ? { identityToken: { enabled: true } } : {}),
       ...(options.metrics ? { metrics: { enabled: true, host: '127.0.0.1', port: 0 } } : {}),
     },
   })
-  const running = await startTokengate(config)
+  const running = await startTokengate(config).catch(async (error: unknown) => {
+    await upstream.close()
+    rmSync(dataDir, { recursive: true, force: true })
+    throw error
+  })
   const decisionUrl = running.decisionUrl as string
   return {
     upstream,
@@ -145,7 +183,9 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     gatewayUrl: running.url,
     decisionUrl,
     decisionPort: Number(new URL(decisionUrl).port),
+    grpcUrl: running.decisionGrpcUrl,
     tokens,
+    readerPat,
     unreachableIssuerJwt: await down.sign({ permissions: [REQUIRED_PERMISSION] }),
     dataDir,
     async close() {
@@ -191,13 +231,42 @@ export interface ProxyProcess {
  * nginx in the foreground, one process, everything in a temporary prefix: the example is
  * included inside `http { }` as a user would include it.
  */
-export async function startNginx(ports: {
+export async function startNginx(
+  ports: { decision: number; upstream: number },
+  options: { readonly decisionCache?: boolean } = {},
+): Promise<ProxyProcess> {
+  const proxy = await freePort()
+  const config = exampleConfig('nginx.conf', { proxy, ...ports })
+  return runNginx(
+    options.decisionCache ? withDecisionCache(config, '{{dir}}/cache') : config,
+    proxy,
+  )
+}
+
+/** The nginx example with its decision cache turned on (its `#cache ` lines), kept in `dir`. */
+export function withDecisionCache(config: string, dir: string): string {
+  const enabled = config.replaceAll('#cache ', '').replaceAll('/run/nginx/tokengate-decisions', dir)
+  if (enabled === config) throw new Error('nginx.conf has no decision cache lines')
+  return enabled
+}
+
+/**
+ * nginx configured exactly as ingress-nginx generates it for the Ingress in
+ * examples/forward-auth/ingress-nginx.yaml (its `auth-url` and `auth-response-headers`
+ * annotations), in place of the ingress controller.
+ */
+export async function startIngressNginx(ports: {
   decision: number
   upstream: number
 }): Promise<ProxyProcess> {
   const proxy = await freePort()
+  return runNginx(ingressNginxServer({ proxy, ...ports }), proxy)
+}
+
+/** Runs nginx with `server` (http-level directives and server blocks) inside `http { }`. */
+export async function runNginx(server: string, port: number): Promise<ProxyProcess> {
   const dir = mkdtempSync(join(tmpdir(), 'tokengate-nginx-'))
-  writeFileSync(join(dir, 'tokengate.conf'), exampleConfig('nginx.conf', { proxy, ...ports }))
+  writeFileSync(join(dir, 'tokengate.conf'), server.replaceAll('{{dir}}', dir))
   writeFileSync(
     join(dir, 'nginx.conf'),
     `daemon off;
@@ -222,7 +291,7 @@ http {
     ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', 'stderr'],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   )
-  return watchProxy(child, proxy, dir)
+  return watchProxy(child, port, dir)
 }
 
 /** Caddy with the example Caddyfile, admin API off, no automatic HTTPS. */

@@ -10,12 +10,16 @@ export interface RawResponse {
   readonly text: string
 }
 
-/** Sends one request; `headers` is a list of [name, value] pairs, kept in order and spelling. */
+/**
+ * Sends one request; `headers` is a list of [name, value] pairs, kept in order and spelling.
+ * `localAddress`: the address the connection comes from (any of 127/8 on Linux).
+ */
 export function rawRequest(
   base: string,
   path: string,
   headers: ReadonlyArray<readonly [string, string]>,
   method = 'GET',
+  options: { readonly localAddress?: string } = {},
 ): Promise<RawResponse> {
   const url = new URL(base)
   return new Promise((resolve, reject) => {
@@ -24,6 +28,7 @@ export function rawRequest(
       port: url.port,
       method,
       path,
+      localAddress: options.localAddress,
       // A raw header list replaces Node's defaults, Host included.
       headers: [['Host', url.host] as const, ...headers].flat(),
       agent: false,

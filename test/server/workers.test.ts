@@ -203,7 +203,7 @@ describe('server.workers = 2 (real processes)', { timeout: 120_000 }, () => {
         auth: { lookupCacheTtlMs: 600_000 },
         gateway: { upstream: `http://127.0.0.1:${upstreamPort}`, policyFile },
         admin: { enabled: true, host: '127.0.0.1', port: adminPort },
-        decision: { host: '127.0.0.1', port: decisionPort },
+        decision: { host: '127.0.0.1', port: decisionPort, proxy: 'envoy' },
       }),
     )
     served = await serveWithWorkers(data.dir, configFile)

@@ -1,0 +1,264 @@
+/**
+ * Envoy's gRPC ext_authz service, `envoy.service.auth.v3.Authorization/Check`, on the one
+ * gate: a `CheckRequest` becomes an `AskedRequest` (decide.ts), the `Answer` a
+ * `CheckResponse`. The same decisions and problem bodies as the HTTP decision listener:
+ * a refusal is a `denied_response` (its status, headers and problem+json body reach the
+ * client as they are), an allowed request an `ok_response` whose headers replace the
+ * upstream request's identity headers, whose `headers_to_remove` drop every other spelling a
+ * client sent, and whose `response_headers_to_add` carry the RateLimit pair.
+ *
+ * Protos: Envoy's own, vendored in vendor/envoy-protos/ and loaded once at start with
+ * @grpc/proto-loader (grpc-js's own dependency): no code generation step and no generated
+ * code to review, as the repository runs its sources directly.
+ *
+ * Only peers in `decision.trustedProxies` of kind envoy are answered: a CheckRequest states
+ * the whole request, so anyone else could have any request decided (PERMISSION_DENIED).
+ */
+import { fileURLToPath } from 'node:url'
+import * as grpc from '@grpc/grpc-js'
+import * as protoLoader from '@grpc/proto-loader'
+import type { Outcome } from '../auth/gate.ts'
+import type { OutcomeRecorder } from '../auth/outcome-recorder.ts'
+import { failureHeaders } from '../http/node-response.ts'
+import { requestIdOf } from '../http/request-id.ts'
+import { isPromiseLike } from '../lib/maybe-async.ts'
+import type { Answer, Decider } from './decide.ts'
+import { clientAddressOf } from './forwarded-request.ts'
+import type { ProxyMatcher } from './proxy-kinds.ts'
+
+export const PROTO_DIR = fileURLToPath(new URL('../../vendor/envoy-protos/', import.meta.url))
+export const CHECK_PROTO = 'envoy/service/auth/v3/external_auth.proto'
+/** As Envoy's docs spell messages: field names as in the .proto, enums by name. */
+export const PROTO_OPTIONS: protoLoader.Options = {
+  keepCase: true,
+  longs: String,
+  enums: String,
+  defaults: false,
+  oneofs: true,
+  includeDirs: [PROTO_DIR],
+}
+
+export interface EnvoyGrpcOptions {
+  readonly host: string
+  readonly port: number
+  readonly decide: Decider
+  readonly trusted: ProxyMatcher
+  readonly recorder: Pick<OutcomeRecorder, 'recordsAnswers' | 'recordAnswer'>
+  readonly nextRequestId: () => string
+  readonly logger: { error(fields: object, message: string): void }
+}
+
+export interface EnvoyGrpc {
+  /** `http://host:port` (plaintext HTTP/2). */
+  readonly url: string
+  close(): Promise<void>
+}
+
+/** The parts of a CheckRequest tokengate reads (attribute_context.proto). */
+interface CheckRequest {
+  attributes?: {
+    source?: { address?: { socket_address?: { address?: string } } }
+    request?: {
+      http?: {
+        method?: string
+        path?: string
+        host?: string
+        scheme?: string
+        headers?: Record<string, string>
+        header_map?: { headers?: { key?: string; value?: string; raw_value?: Buffer }[] }
+      }
+    }
+  }
+}
+
+interface HeaderValueOption {
+  header: { key: string; value: string }
+  append_action: 'OVERWRITE_IF_EXISTS_OR_ADD'
+}
+
+/** Starts the service on `host:port` (0: any free port). */
+export async function startEnvoyGrpc(options: EnvoyGrpcOptions): Promise<EnvoyGrpc> {
+  const definition = protoLoader.loadSync(CHECK_PROTO, PROTO_OPTIONS)
+  const service =
+    (definition['envoy.service.auth.v3.Authorization'] as grpc.ServiceDefinition) ?? {}
+  const server = new grpc.Server()
+  server.addService(service, {
+    Check: (
+      call: grpc.ServerUnaryCall<CheckRequest, unknown>,
+      callback: grpc.sendUnaryData<unknown>,
+    ) => check(options, call, callback),
+  })
+  const host = options.host.includes(':') ? `[${options.host}]` : options.host
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(
+      `${host}:${options.port}`,
+      grpc.ServerCredentials.createInsecure(),
+      (error, bound) => (error ? reject(error) : resolve(bound)),
+    ),
+  )
+  return {
+    url: `http://${host}:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        const force = setTimeout(() => server.forceShutdown(), 5_000)
+        server.tryShutdown(() => {
+          clearTimeout(force)
+          resolve()
+        })
+      }),
+  }
+}
+
+function check(
+  options: EnvoyGrpcOptions,
+  call: grpc.ServerUnaryCall<CheckRequest, unknown>,
+  callback: grpc.sendUnaryData<unknown>,
+): void {
+  const started = performance.now()
+  const peer = peerAddress(call.getPeer())
+  if (options.trusted(peer) !== 'envoy') {
+    callback({
+      code: grpc.status.PERMISSION_DENIED,
+      details: 'not a trusted Envoy (decision.trustedProxies)',
+    })
+    return
+  }
+  const http = call.request.attributes?.request?.http ?? {}
+  const rawHeaders = rawHeadersOf(http)
+  const requestId = requestIdOf(headerOf(rawHeaders, 'x-request-id'), options.nextRequestId)
+  const source = call.request.attributes?.source?.address?.socket_address?.address || peer
+  const decided = options.decide({
+    kind: 'envoy',
+    requestLine: { method: http.method ?? '', url: http.path ?? '' },
+    rawHeaders,
+    pathPrefix: '',
+    clientAddress: clientAddressOf(
+      {
+        socket: { remoteAddress: source },
+        headers: { 'x-forwarded-for': headerOf(rawHeaders, 'x-forwarded-for') },
+      },
+      options.trusted,
+    ),
+    requestId,
+    host: http.host,
+  })
+  const respond = (answer: Answer) => {
+    const { status, response } = checkResponse(answer, requestId)
+    callback(null, response)
+    if (!options.recorder.recordsAnswers) return
+    const outcome: Outcome | undefined = answer.type === 'preflight' ? undefined : answer.outcome
+    options.recorder.recordAnswer({
+      listener: 'decision',
+      method: decided.method,
+      target: decided.target,
+      requestId,
+      status,
+      durationMs: performance.now() - started,
+      outcome,
+    })
+  }
+  if (!isPromiseLike(decided.answer)) {
+    respond(decided.answer)
+    return
+  }
+  decided.answer.then(respond, (error: unknown) => {
+    options.logger.error({ err: error, reqId: requestId }, 'decision failed')
+    callback({ code: grpc.status.INTERNAL, details: 'decision failed' })
+  })
+}
+
+/** The CheckResponse of an answer, and the HTTP status it stands for (metrics, logs). */
+export function checkResponse(
+  answer: Answer,
+  requestId: string,
+): { status: number; response: Record<string, unknown> } {
+  switch (answer.type) {
+    case 'allow':
+      return {
+        status: 200,
+        response: {
+          status: { code: grpc.status.OK },
+          ok_response: {
+            headers: options({ ...answer.upstream, 'x-request-id': requestId }),
+            headers_to_remove: [...answer.remove],
+            response_headers_to_add: options({ ...answer.client, 'x-request-id': requestId }),
+          },
+        },
+      }
+    case 'preflight':
+      return {
+        status: 204,
+        response: {
+          status: { code: grpc.status.PERMISSION_DENIED },
+          denied_response: {
+            status: { code: 204 },
+            headers: options({ ...answer.headers, 'x-request-id': requestId }),
+          },
+        },
+      }
+    case 'refuse': {
+      const { response } = answer
+      return {
+        status: response.status,
+        response: {
+          status: {
+            code:
+              response.status === 401 ? grpc.status.UNAUTHENTICATED : grpc.status.PERMISSION_DENIED,
+          },
+          denied_response: {
+            status: { code: response.status },
+            headers: options(failureHeaders(response, requestId)),
+            body: JSON.stringify(response.body),
+          },
+        },
+      }
+    }
+    default:
+      return answer satisfies never
+  }
+}
+
+function options(headers: Readonly<Record<string, string>>): HeaderValueOption[] {
+  return Object.entries(headers).map(([key, value]) => ({
+    header: { key, value },
+    append_action: 'OVERWRITE_IF_EXISTS_OR_ADD',
+  }))
+}
+
+/**
+ * The original request's headers as `[name, value, ...]`: `header_map` (Envoy's
+ * `encode_raw_headers`, duplicates kept apart) or else the `headers` map (duplicates joined
+ * with `,` by Envoy); pseudo-headers left out. `Host` and the scheme come from their fields
+ * when the map has none, for the origin the client addressed.
+ */
+function rawHeadersOf(
+  http: NonNullable<NonNullable<NonNullable<CheckRequest['attributes']>['request']>['http']>,
+): string[] {
+  const raw: string[] = []
+  const entries = http.header_map?.headers
+    ? http.header_map.headers.map(
+        (h) =>
+          [h.key ?? '', h.raw_value ? h.raw_value.toString('latin1') : (h.value ?? '')] as const,
+      )
+    : Object.entries(http.headers ?? {})
+  for (const [name, value] of entries) if (!name.startsWith(':')) raw.push(name, value)
+  if (http.host && headerOf(raw, 'host') === undefined) raw.push('host', http.host)
+  if (http.scheme && headerOf(raw, 'x-forwarded-proto') === undefined) {
+    raw.push('x-forwarded-proto', http.scheme)
+  }
+  return raw
+}
+
+function headerOf(raw: readonly string[], name: string): string | undefined {
+  for (let i = 0; i < raw.length; i += 2) if (raw[i] === name) return raw[i + 1]
+  return undefined
+}
+
+/** `ipv4:10.0.0.1:5000`, `[::1]:5000`, `::ffff:10.0.0.1:5000` → the address alone. */
+function peerAddress(peer: string): string {
+  const plain = peer.replace(/^ipv[46]:/, '')
+  const bracketed = /^\[([^\]]+)\]:\d+$/.exec(plain)
+  if (bracketed) return bracketed[1] as string
+  const colon = plain.lastIndexOf(':')
+  return colon === -1 ? plain : plain.slice(0, colon)
+}

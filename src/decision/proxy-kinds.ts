@@ -1,0 +1,185 @@
+/**
+ * Which proxy asks, and what that proxy can and cannot do for tokengate: the one header
+ * family the decision listener believes from it, and how the answer covers what the shipped
+ * example (examples/forward-auth/) cannot strip before the upstream sees it. One table, read
+ * by the HTTP and the gRPC front ends (docs/forward-auth.md "What each proxy relays").
+ *
+ * Why one family per proxy, never "whichever is present": a proxy overwrites only the
+ * headers it sets itself and passes the client's others on. Caddy and Traefik set
+ * `X-Forwarded-Method/-Uri` and forward a client's `X-Original-*`; ingress-nginx sets
+ * `X-Original-URL` and forwards a client's `X-Original-URI`. Believing any family but the
+ * proxy's own lets the client state the request that is decided.
+ */
+import { BlockList, isIPv4 } from 'node:net'
+import { PROXY_KINDS, type ProxyKind } from '../config/schema.ts'
+import { parseAddressBlock } from '../http/address-blocks.ts'
+import { IDENTITY_HEADER_NAMES } from '../http/identity-headers.ts'
+import { STEERING_HEADERS } from '../http/spoofable-headers.ts'
+
+export { PROXY_KINDS, type ProxyKind } from '../config/schema.ts'
+
+/** Where a proxy states the original request. */
+export interface HeaderFamily {
+  readonly method: string
+  readonly uri: string
+  /** The URI header holds an absolute URL (ingress-nginx's `X-Original-URL`). */
+  readonly absolute: boolean
+}
+
+export interface ProxyRules {
+  /** The one family believed; undefined: the request line (Envoy's HTTP ext_authz). */
+  readonly family: HeaderFamily | undefined
+  /**
+   * Steering headers (`isSteering`) that may arrive on the decision request because the
+   * proxy itself sets them or its example removes or overwrites them before the upstream, in
+   * these exact lower-case names. Any other spelling a client sent reaches the upstream as
+   * it is: the answer refuses the request, or (Envoy) names it for removal.
+   */
+  readonly overwritten: ReadonlySet<string>
+  /**
+   * What the answer does about a steering header the proxy passes on as it is: `refuse` the
+   * request, or (Envoy, whose answer can remove request headers) `remove` every client
+   * spelling the answer does not itself replace.
+   */
+  readonly passedOn: 'refuse' | 'remove'
+  /**
+   * The console's session cookie as the decision sees it: `refuse` the request (the proxy
+   * cannot strip it, or strips it before asking, so what is left would pass on);
+   * `refuse-repeated` (nginx: the example strips one occurrence after asking; a browser
+   * never sends two); or `rewrite` the `Cookie` header in the answer (Envoy).
+   */
+  readonly adminCookie: 'refuse' | 'refuse-repeated' | 'rewrite'
+  /**
+   * Whether a CORS preflight on the decision listener's own request line is answered (204
+   * and the CORS headers, as the API port answers it). Only where that answer cannot be
+   * taken as "allowed": the example routes preflights to the decision listener as the
+   * client's request (nginx, Caddy), or any answer but 200 is final (Envoy). Elsewhere a
+   * preflight is decided like any request, so without a token it never reaches the upstream.
+   */
+  readonly answersPreflight: boolean
+  /** nginx drops a refusal's body: it gets the problem in `X-Tokengate-Problem` too. */
+  readonly problemHeader: boolean
+}
+
+/**
+ * What every example sets or clears by name: the identity headers tokengate answers and the
+ * steering headers (http/spoofable-headers.ts).
+ */
+const NAMED = new Set([...IDENTITY_HEADER_NAMES, ...STEERING_HEADERS])
+
+const ORIGINAL: HeaderFamily = {
+  method: 'x-original-method',
+  uri: 'x-original-uri',
+  absolute: false,
+}
+const FORWARDED: HeaderFamily = {
+  method: 'x-forwarded-method',
+  uri: 'x-forwarded-uri',
+  absolute: false,
+}
+
+export const PROXY_RULES: Readonly<Record<ProxyKind, ProxyRules>> = {
+  nginx: {
+    family: ORIGINAL,
+    overwritten: NAMED,
+    passedOn: 'refuse',
+    adminCookie: 'refuse-repeated',
+    answersPreflight: true,
+    problemHeader: true,
+  },
+  'ingress-nginx': {
+    family: { method: 'x-original-method', uri: 'x-original-url', absolute: true },
+    // ingress-nginx sets X-Auth-Request-Redirect on the auth subrequest itself.
+    overwritten: new Set([...NAMED, 'x-auth-request-redirect']),
+    passedOn: 'refuse',
+    adminCookie: 'refuse',
+    answersPreflight: false,
+    problemHeader: true,
+  },
+  caddy: {
+    family: FORWARDED,
+    overwritten: NAMED,
+    passedOn: 'refuse',
+    adminCookie: 'refuse',
+    answersPreflight: true,
+    problemHeader: false,
+  },
+  traefik: {
+    family: FORWARDED,
+    overwritten: NAMED,
+    passedOn: 'refuse',
+    adminCookie: 'refuse',
+    answersPreflight: false,
+    problemHeader: false,
+  },
+  envoy: {
+    family: undefined,
+    // Unused: every client spelling is named for removal, except the answer's own headers.
+    overwritten: new Set(),
+    passedOn: 'remove',
+    adminCookie: 'rewrite',
+    answersPreflight: true,
+    problemHeader: false,
+  },
+}
+
+/** The proxy kind at an address, or undefined when it is not a trusted proxy. */
+export type ProxyMatcher = (address: string | undefined) => ProxyKind | undefined
+
+/**
+ * Compiles `decision.trustedProxies` (`['127.0.0.1', '10.0.0.0/8=ingress-nginx']`), with
+ * `decision.proxy` as the kind of entries that name none. The entries were checked when the
+ * configuration was loaded (`trustedProxyProblems`); this throws only when two entries of
+ * different kinds overlap: an address is one proxy.
+ */
+export function createProxyMatcher(decision: {
+  readonly trustedProxies: readonly string[]
+  readonly proxy?: ProxyKind | undefined
+}): ProxyMatcher {
+  const entries: { kind: ProxyKind; blocks: BlockList; address: string; type: Family }[] = []
+  for (const text of decision.trustedProxies) {
+    const { where, kind } = splitEntry(text, decision.proxy)
+    const block = parseAddressBlock(where)
+    if (!block || !kind) throw new Error(`decision.trustedProxies: unchecked entry "${text}"`)
+    const blocks = new BlockList()
+    if (block.prefix === undefined) blocks.addAddress(block.address, block.type)
+    else blocks.addSubnet(block.address, block.prefix, block.type)
+    entries.push({ kind, blocks, address: block.address, type: block.type })
+  }
+  for (const a of entries) {
+    for (const b of entries) {
+      // Two CIDR blocks overlap exactly when one holds the other's first address.
+      if (a.kind !== b.kind && a.type === b.type && a.blocks.check(b.address, b.type)) {
+        throw new Error(
+          `decision.trustedProxies: ${b.address} is both ${a.kind} and ${b.kind}; an address is one proxy`,
+        )
+      }
+    }
+  }
+  return (address) => {
+    if (!address) return undefined
+    // A dual-stack listener reports IPv4 peers as IPv4-mapped IPv6.
+    const plain =
+      address.startsWith('::ffff:') && isIPv4(address.slice(7)) ? address.slice(7) : address
+    const type = isIPv4(plain) ? 'ipv4' : 'ipv6'
+    for (const entry of entries) if (entry.blocks.check(plain, type)) return entry.kind
+    return undefined
+  }
+}
+
+type Family = 'ipv4' | 'ipv6'
+
+/** An entry's address part and the proxy kind it stands for (its own, or the default). */
+function splitEntry(
+  text: string,
+  fallback: ProxyKind | undefined,
+): { where: string; kind: ProxyKind | undefined } {
+  const [where = '', named] = text.split('=').map((part) => part.trim())
+  const kind =
+    named === undefined
+      ? fallback
+      : (PROXY_KINDS as readonly string[]).includes(named)
+        ? (named as ProxyKind)
+        : undefined
+  return { where, kind }
+}

@@ -1,0 +1,73 @@
+/**
+ * Request headers a client must never hand an upstream: tokengate's identity headers, the
+ * method-override and URL-rewrite headers frameworks route on, and the forwarding headers
+ * that name the client. The one home of these rules: the gateway drops them, the decision
+ * API refuses or removes what a proxy cannot (docs/forward-auth.md).
+ */
+import { IDENTITY_PREFIX } from './identity-headers.ts'
+
+/**
+ * Headers frameworks act on to change the method or the URL they route on: Symfony and IIS
+ * read `X-Original-URL` / `X-Rewrite-URL`, Express' method-override and many others read
+ * `X-HTTP-Method-Override`. A client's copy would re-route the request after it was decided.
+ */
+export const STEERING_HEADERS: readonly string[] = [
+  'x-http-method-override',
+  'x-http-method',
+  'x-method-override',
+  'x-original-url',
+  'x-rewrite-url',
+]
+
+const STEERING = new Set(STEERING_HEADERS)
+
+/**
+ * Headers that name the client on a proxy's word (apps trust `X-Real-IP`); every
+ * `X-Forwarded-*` field is one too (below).
+ */
+const ADDRESSING = new Set([
+  'forwarded',
+  'x-real-ip',
+  'true-client-ip',
+  'x-client-ip',
+  'cf-connecting-ip',
+])
+
+/**
+ * A header name as the upstream may read it: lower-cased, with `_` read as `-`. CGI, WSGI,
+ * PHP and Rack expose headers as `HTTP_X_AUTH_TENANT`, so `X_Auth_Tenant` and
+ * `X-Auth-Tenant` are one field there (and their values are joined).
+ */
+export function effectiveHeaderName(name: string): string {
+  return name.toLowerCase().replaceAll('_', '-')
+}
+
+/**
+ * Whether a header, in any spelling, would tell the upstream who the caller is or which
+ * method or URL to act on: an `X-Auth-*` identity header or a steering header. No operator
+ * setting lets a client send one.
+ */
+export function isSteering(name: string): boolean {
+  const effective = effectiveHeaderName(name)
+  return effective.startsWith(IDENTITY_PREFIX) || STEERING.has(effective)
+}
+
+/**
+ * Whether a caller's header is dropped on its way to the upstream: identity headers and
+ * forwarding/override headers in any spelling, except a name the operator allows, and then
+ * only in exactly that spelling. Identity headers are never allowed.
+ */
+export function isSpoofable(name: string, allowed: ReadonlySet<string> = NO_NAMES): boolean {
+  const effective = effectiveHeaderName(name)
+  if (effective.startsWith(IDENTITY_PREFIX)) return true
+  if (
+    !effective.startsWith('x-forwarded-') &&
+    !STEERING.has(effective) &&
+    !ADDRESSING.has(effective)
+  ) {
+    return false
+  }
+  return !allowed.has(name.toLowerCase())
+}
+
+const NO_NAMES: ReadonlySet<string> = new Set()
