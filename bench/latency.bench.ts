@@ -1,0 +1,558 @@
+/**
+ * Tail latency at half load (issue #26). For each case: the subject's saturation (its 2xx
+ * rate with wrk, 32 connections), then the subject, its baseline and its comparisons at
+ * `--load` (0.5) of that rate, evenly paced, interleaved round by round (the order flips every
+ * round); p50 / p99 / p99.9 of the 2xx answers of each run, and the subject's added latency
+ * (subject − baseline of the same round) per round and as the median of the rounds.
+ *
+ * Servers on CPU 0, the load generator (and the proxies' upstream) on CPU 1; see
+ * bench/latency-servers.ts and bench/latency-load.ts, and bench/README.md ("Tail latency").
+ *
+ * Usage: node bench/latency.bench.ts [--quick] [--rounds 3] [--duration 5] [--warmup 1]
+ *   [--saturation 3] [--load 0.5] [--connections 32] [--generator paced|hey] [--cases REGEX]
+ *        node bench/latency.bench.ts --slow-fsync 50 [...]   (PAT with and without a slow disk)
+ *        node bench/latency.bench.ts --check-generators [...] (paced against hey)
+ */
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { cpus, loadavg, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import { BENCH_TENANT, type Fixtures, freshJwtPool, loadFixtures } from './fixtures.ts'
+import { type Generator, type LatencyRequest, type LatencyRun, runLatency } from './latency-load.ts'
+import {
+  LatencyServers,
+  LOAD_CPU,
+  missingFor,
+  type RunningServer,
+  type ServerId,
+} from './latency-servers.ts'
+import { median } from './latency-stats.ts'
+import { commandExists, loadTool, runLoad } from './load.ts'
+import { CAN_PIN } from './processes.ts'
+import { buildSlowFsync, type SlowFsync } from './slow-fsync.ts'
+
+const { values } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    rounds: { type: 'string' },
+    duration: { type: 'string' },
+    warmup: { type: 'string' },
+    saturation: { type: 'string' },
+    load: { type: 'string', default: '0.5' },
+    connections: { type: 'string', default: '32' },
+    generator: { type: 'string', default: 'paced' },
+    cases: { type: 'string' },
+    'slow-fsync': { type: 'string' },
+    'check-generators': { type: 'boolean', default: false },
+    'hey-workers': { type: 'string', default: '20' },
+  },
+})
+const quick = values.quick
+const setting = (given: string | undefined, full: number, short: number) =>
+  given === undefined ? (quick ? short : full) : Number(given)
+const ROUNDS = setting(values.rounds, 3, 1)
+const DURATION = setting(values.duration, 5, 1)
+const WARMUP = setting(values.warmup, 1, 0.3)
+const SATURATION = setting(values.saturation, 3, 1)
+const LOAD = Number(values.load)
+const CONNECTIONS = Number(values.connections)
+const GENERATOR = values.generator as Generator
+if (GENERATOR !== 'paced' && GENERATOR !== 'hey') throw new Error('--generator paced|hey')
+/** The quick mode's cases, when `--cases` does not name others. */
+const QUICK_CASES = /^(server PAT|server JWT RS256 distinct|createTokengate PAT|gateway|nginx)/
+
+// ---------------------------------------------------------------------------------------
+// Cases
+
+/** What the load sends: one fixed request, a never-repeated JWT each, or a file of tokens. */
+type Traffic =
+  | { readonly kind: 'fixed'; readonly headers: Readonly<Record<string, string>> }
+  | { readonly kind: 'fresh-jwt' }
+  | { readonly kind: 'pool'; readonly file: string }
+
+interface LatencyCase {
+  readonly id: string
+  readonly path: string
+  readonly traffic: Traffic
+  /** The server whose saturation sets the rate and whose added latency is the result. */
+  readonly subject: ServerId
+  readonly baseline: ServerId
+  /** Also run at the same rate, their added latency shown beside the subject's. */
+  readonly others: readonly ServerId[]
+  /** wrk's request for the saturation, when it is not the traffic's fixed one. */
+  readonly saturationPool?: { readonly file: string; readonly tenant?: string }
+}
+
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
+
+function standardCases(fixtures: Fixtures): LatencyCase[] {
+  const pat = { kind: 'fixed', headers: bearer(fixtures.patSingle) } as const
+  const jwt = {
+    kind: 'fixed',
+    headers: { ...bearer(fixtures.algs.RS256.single), 'x-tenant-id': BENCH_TENANT },
+  } as const
+  const me = '/api/v1/me'
+  const proxied = '/api/v1/projects/p1'
+  const noauth = 'fastify-noauth'
+  return [
+    {
+      id: 'server PAT',
+      path: me,
+      traffic: pat,
+      subject: 'tokengate',
+      baseline: noauth,
+      others: [],
+    },
+    {
+      id: 'server JWT RS256 repeated',
+      path: me,
+      traffic: jwt,
+      subject: 'tokengate',
+      baseline: noauth,
+      others: ['fastify-jwt'],
+    },
+    {
+      id: 'server JWT RS256 distinct',
+      path: me,
+      traffic: { kind: 'fresh-jwt' },
+      subject: 'tokengate',
+      baseline: noauth,
+      others: ['fastify-jwt'],
+      saturationPool: { file: fixtures.algs.RS256.poolFile, tenant: BENCH_TENANT },
+    },
+    {
+      id: 'library PAT (bare core)',
+      path: me,
+      traffic: pat,
+      subject: 'library',
+      baseline: noauth,
+      others: ['fastify-naive'],
+    },
+    {
+      id: 'library JWT RS256 repeated (bare core)',
+      path: me,
+      traffic: jwt,
+      subject: 'library',
+      baseline: noauth,
+      others: ['fastify-jwt'],
+    },
+    {
+      id: 'createTokengate PAT',
+      path: me,
+      traffic: pat,
+      subject: 'createTokengate',
+      baseline: noauth,
+      others: ['fastify-naive'],
+    },
+    {
+      id: 'createTokengate JWT RS256 repeated',
+      path: me,
+      traffic: jwt,
+      subject: 'createTokengate',
+      baseline: noauth,
+      others: ['fastify-jwt'],
+    },
+    {
+      id: 'gateway PAT',
+      path: proxied,
+      traffic: pat,
+      subject: 'gateway',
+      baseline: 'haproxy',
+      others: [],
+    },
+    {
+      id: 'nginx + decision PAT',
+      path: proxied,
+      traffic: pat,
+      subject: 'nginx + decision',
+      baseline: 'nginx',
+      others: [],
+    },
+  ]
+}
+
+/** PAT traffic on the server with the slow disk against the same server without it. */
+function slowFsyncCases(fixtures: Fixtures, dir: string): LatencyCase[] {
+  // Every 100th request a garbage PAT: refused, so audited (written behind, committed).
+  const pats = readFileSync(fixtures.patPoolFile, 'utf8').split('\n').filter(Boolean)
+  const mixed = join(dir, 'pats-1pc-refused.txt')
+  writeFileSync(mixed, pats.map((t, i) => (i % 100 === 99 ? fixtures.patGarbage : t)).join('\n'))
+  const base = {
+    path: '/api/v1/me',
+    subject: 'tokengate slow-fsync',
+    baseline: 'tokengate',
+    others: [],
+  } as const
+  return [
+    {
+      ...base,
+      id: 'PAT, one token',
+      traffic: { kind: 'fixed', headers: bearer(fixtures.patSingle) },
+    },
+    {
+      ...base,
+      id: `PAT, ${pats.length} tokens`,
+      traffic: { kind: 'pool', file: fixtures.patPoolFile },
+    },
+    {
+      ...base,
+      id: `PAT, ${pats.length} tokens, 1 % refused`,
+      traffic: { kind: 'pool', file: mixed },
+    },
+  ]
+}
+
+// ---------------------------------------------------------------------------------------
+// Runs
+
+interface Measured {
+  readonly run: LatencyRun
+  /** The shim's delayed syncs during the run, for the slow-disk server. */
+  readonly slowSyncs?: number
+}
+
+interface CaseResult {
+  readonly benchCase: LatencyCase
+  /** The server whose saturation set the rate, and that saturation (2xx/s). */
+  readonly saturatedServer: ServerId
+  readonly saturation: number
+  readonly rate: number
+  /** Per round, by server. */
+  readonly rounds: Map<ServerId, Measured>[]
+}
+
+/** The subject's 2xx rate with wrk on the load CPU: the saturation the rate is half of. */
+async function saturation(benchCase: LatencyCase, server: RunningServer): Promise<number> {
+  const fixed = benchCase.traffic.kind === 'fixed' ? benchCase.traffic.headers : {}
+  const request = {
+    url: server.url,
+    path: benchCase.path,
+    headers: fixed,
+    connections: 32,
+    ...(benchCase.saturationPool ? { pool: benchCase.saturationPool } : {}),
+  }
+  const tool = loadTool()
+  if (!quick) await runLoad(tool, { ...request, durationSec: 1 }, LOAD_CPU)
+  const result = await runLoad(tool, { ...request, durationSec: SATURATION }, LOAD_CPU)
+  if (result.requests === 0) return 0
+  return (result.rps * (result.requests - result.non2xx)) / result.requests
+}
+
+/** Per server, the next unused line of the fresh-JWT file: no server sees a token twice. */
+const freshCursor = new Map<ServerId, number>()
+
+function latencyRequest(
+  benchCase: LatencyCase,
+  server: ServerId,
+  url: string,
+  freshFile: string | undefined,
+  perRun: number,
+): LatencyRequest {
+  const { traffic, path } = benchCase
+  if (traffic.kind === 'fixed') return { url, path, headers: traffic.headers }
+  if (traffic.kind === 'pool')
+    return { url, path, headers: {}, pool: { file: traffic.file, start: 0, wrap: true } }
+  if (!freshFile) throw new Error('no fresh JWT file')
+  // The baseline does not verify tokens: it may see them again.
+  if (server === benchCase.baseline) {
+    return {
+      url,
+      path,
+      headers: {},
+      pool: { file: freshFile, start: 0, wrap: true, tenant: BENCH_TENANT },
+    }
+  }
+  const start = freshCursor.get(server) ?? 0
+  freshCursor.set(server, start + perRun)
+  return { url, path, headers: {}, pool: { file: freshFile, start, tenant: BENCH_TENANT } }
+}
+
+const perRunRequests = (rate: number) => Math.round(WARMUP * rate) + Math.round(DURATION * rate)
+
+async function runCases(
+  cases: readonly LatencyCase[],
+  servers: LatencyServers,
+  fixtures: Fixtures,
+  slowFsync: SlowFsync | undefined,
+  sharedSaturation = false,
+): Promise<CaseResult[]> {
+  const results: CaseResult[] = []
+  let shared: number | undefined
+  for (const benchCase of cases) {
+    // The slow-disk cases share the rate of the server without the slow disk.
+    const saturatedServer = sharedSaturation ? benchCase.baseline : benchCase.subject
+    const sat =
+      sharedSaturation && shared !== undefined
+        ? shared
+        : await saturation(benchCase, await servers.get(saturatedServer))
+    shared = sat
+    const rate = Math.max(1, Math.round(LOAD * sat))
+    progress(`${benchCase.id}: saturation ${Math.round(sat)} 2xx/s → ${rate} req/s`)
+    results.push({ benchCase, saturatedServer, saturation: sat, rate, rounds: [] })
+  }
+  const fresh = results.filter((r) => r.benchCase.traffic.kind === 'fresh-jwt')
+  let freshFile: string | undefined
+  if (fresh.length > 0) {
+    const need = Math.max(...fresh.map((r) => perRunRequests(r.rate))) * ROUNDS * fresh.length
+    progress(`signing up to ${need} fresh RS256 JWTs (cached in ${fixtures.dir})`)
+    freshFile = freshJwtPool(fixtures, 'RS256', need)
+  }
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const result of results) {
+      const { benchCase, rate } = result
+      const order = [benchCase.subject, benchCase.baseline, ...benchCase.others]
+      if (round % 2 === 1) order.reverse()
+      const measured = new Map<ServerId, Measured>()
+      for (const id of order) {
+        const server = await servers.get(id)
+        const request = latencyRequest(benchCase, id, server.url, freshFile, perRunRequests(rate))
+        const generator = request.pool ? 'paced' : GENERATOR
+        const from = Date.now()
+        const run = await runLatency(generator, request, {
+          rate,
+          durationSec: DURATION,
+          warmupSec: WARMUP,
+          connections: CONNECTIONS,
+          cpu: LOAD_CPU,
+        })
+        const slowSyncs =
+          slowFsync && id === 'tokengate slow-fsync'
+            ? slowFsync.callsBetween(from, Date.now())
+            : undefined
+        measured.set(id, { run, ...(slowSyncs === undefined ? {} : { slowSyncs }) })
+        progress(
+          `round ${round + 1} · ${benchCase.id} · ${id}: p50 ${ms(run.summary.p50Ms)} p99 ${ms(run.summary.p99Ms)} p99.9 ${ms(run.summary.p999Ms)}`,
+        )
+      }
+      result.rounds.push(measured)
+    }
+  }
+  return results
+}
+
+// ---------------------------------------------------------------------------------------
+// Tables
+
+const ms = (value: number) => (Number.isNaN(value) ? '-' : value.toFixed(3))
+const signed = (value: number) =>
+  Number.isNaN(value) ? '-' : `${value >= 0 ? '+' : ''}${value.toFixed(3)}`
+const count = (value: number) => Math.round(value).toLocaleString('en')
+
+function otherAnswers(run: LatencyRun): string {
+  const parts = Object.entries(run.non2xx).map(([status, n]) => `${n}×${status}`)
+  if (run.failed > 0) parts.push(`${run.failed} failed`)
+  return parts.join(', ') || '0'
+}
+
+function printCase(result: CaseResult, withSyncs: boolean): void {
+  const { benchCase, rate, saturation: sat, saturatedServer, rounds } = result
+  const generator = benchCase.traffic.kind === 'fixed' ? GENERATOR : 'paced'
+  console.log(
+    `\n### ${benchCase.id}: ${count(rate)} req/s (${LOAD * 100} % of ${saturatedServer}'s ${count(sat)} 2xx/s), ${generator}\n`,
+  )
+  const syncHeader = withSyncs ? ' slow syncs |' : ''
+  console.log(
+    `| round | server | p50 ms | p99 ms | p99.9 ms | max ms | 2xx | not 2xx |${syncHeader} added p50 | added p99 | added p99.9 |`,
+  )
+  console.log(`|---|---|---:|---:|---:|---:|---:|---:|${withSyncs ? '---:|' : ''}---:|---:|---:|`)
+  const servers = [benchCase.subject, ...benchCase.others, benchCase.baseline]
+  rounds.forEach((measured, round) => {
+    const base = measured.get(benchCase.baseline)?.run.summary
+    for (const id of servers) {
+      const m = measured.get(id)
+      if (!m || !base) continue
+      const s = m.run.summary
+      const isBase = id === benchCase.baseline
+      const added = (a: number, b: number) => (isBase ? '' : signed(a - b))
+      const syncs = withSyncs ? ` ${m.slowSyncs ?? ''} |` : ''
+      console.log(
+        `| ${round + 1} | ${id}${isBase ? ' (baseline)' : ''} | ${ms(s.p50Ms)} | ${ms(s.p99Ms)} | ${ms(s.p999Ms)} | ${ms(s.maxMs)} | ${count(s.count)} | ${otherAnswers(m.run)} |${syncs} ${added(s.p50Ms, base.p50Ms)} | ${added(s.p99Ms, base.p99Ms)} | ${added(s.p999Ms, base.p999Ms)} |`,
+      )
+    }
+  })
+  for (const id of servers) {
+    const of = (pick: (m: Measured) => number) =>
+      median(rounds.map((r) => (r.get(id) ? pick(r.get(id) as Measured) : Number.NaN)))
+    const addedOf = (field: 'p50Ms' | 'p99Ms' | 'p999Ms') =>
+      id === benchCase.baseline ? '' : signed(addedMedian(result, id, field))
+    const syncs = withSyncs ? ` ${of((m) => m.slowSyncs ?? Number.NaN) || ''} |` : ''
+    console.log(
+      `| median | ${id}${id === benchCase.baseline ? ' (baseline)' : ''} | ${ms(of((m) => m.run.summary.p50Ms))} | ${ms(of((m) => m.run.summary.p99Ms))} | ${ms(of((m) => m.run.summary.p999Ms))} | ${ms(of((m) => m.run.summary.maxMs))} | | |${syncs} ${addedOf('p50Ms')} | ${addedOf('p99Ms')} | ${addedOf('p999Ms')} |`,
+    )
+  }
+}
+
+/** Median over the rounds of (server − baseline of the same round) at one percentile. */
+function addedMedian(
+  result: CaseResult,
+  id: ServerId,
+  field: 'p50Ms' | 'p99Ms' | 'p999Ms',
+): number {
+  return median(
+    result.rounds.map((r) => {
+      const server = r.get(id)?.run.summary[field]
+      const base = r.get(result.benchCase.baseline)?.run.summary[field]
+      return server === undefined || base === undefined ? Number.NaN : server - base
+    }),
+  )
+}
+
+function printSummary(results: readonly CaseResult[]): void {
+  console.log('\n### Added latency, median of rounds (ms; per round in brackets)\n')
+  console.log('| case | rate req/s | server | baseline | added p50 | added p99 | added p99.9 |')
+  console.log('|---|---:|---|---|---:|---:|---:|')
+  for (const result of results) {
+    const { benchCase } = result
+    for (const id of [benchCase.subject, ...benchCase.others]) {
+      const perRound = (field: 'p50Ms' | 'p99Ms' | 'p999Ms') => {
+        const each = result.rounds.map((r) => {
+          const s = r.get(id)?.run.summary[field]
+          const b = r.get(benchCase.baseline)?.run.summary[field]
+          return s === undefined || b === undefined ? '-' : signed(s - b)
+        })
+        const mid = signed(addedMedian(result, id, field))
+        return each.length > 1 ? `${mid} (${each.join(', ')})` : mid
+      }
+      console.log(
+        `| ${benchCase.id} | ${count(result.rate)} | ${id} | ${benchCase.baseline} | ${perRound('p50Ms')} | ${perRound('p99Ms')} | ${perRound('p999Ms')} |`,
+      )
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Generator check: paced against hey on a fixed token
+
+async function checkGenerators(servers: LatencyServers, fixtures: Fixtures): Promise<void> {
+  const headers = bearer(fixtures.patSingle)
+  const probe: LatencyCase = {
+    id: 'PAT',
+    path: '/api/v1/me',
+    traffic: { kind: 'fixed', headers },
+    subject: 'tokengate',
+    baseline: 'fastify-noauth',
+    others: [],
+  }
+  const sat = await saturation(probe, await servers.get('tokengate'))
+  const rate = Math.max(1, Math.round(LOAD * sat))
+  const workers = Number(values['hey-workers'])
+  const generators: { label: string; generator: Generator; connections: number }[] = [
+    { label: `paced, ${CONNECTIONS} sockets`, generator: 'paced', connections: CONNECTIONS },
+    { label: 'hey -c 1', generator: 'hey', connections: 1 },
+    { label: `hey -c ${workers}`, generator: 'hey', connections: workers },
+  ]
+  console.log(
+    `\n### Generators at ${count(rate)} req/s (${LOAD * 100} % of tokengate PAT's ${count(sat)} 2xx/s), fixed PAT\n`,
+  )
+  console.log(
+    '| round | server | generator | p50 ms | p99 ms | p99.9 ms | max ms | 2xx | not 2xx |',
+  )
+  console.log('|---|---|---|---:|---:|---:|---:|---:|---:|')
+  const table = new Map<string, LatencyRun[]>()
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const id of ['fastify-noauth', 'tokengate'] as const) {
+      const server = await servers.get(id)
+      const order = round % 2 ? [...generators].reverse() : generators
+      for (const g of order) {
+        const run = await runLatency(
+          g.generator,
+          { url: server.url, path: probe.path, headers },
+          {
+            rate,
+            durationSec: DURATION,
+            warmupSec: WARMUP,
+            connections: g.connections,
+            cpu: LOAD_CPU,
+          },
+        )
+        const key = `${id} | ${g.label}`
+        table.set(key, [...(table.get(key) ?? []), run])
+        const s = run.summary
+        console.log(
+          `| ${round + 1} | ${key} | ${ms(s.p50Ms)} | ${ms(s.p99Ms)} | ${ms(s.p999Ms)} | ${ms(s.maxMs)} | ${count(s.count)} | ${otherAnswers(run)} |`,
+        )
+      }
+    }
+  }
+  for (const [key, runs] of table) {
+    const of = (pick: (r: LatencyRun) => number) => ms(median(runs.map(pick)))
+    console.log(
+      `| median | ${key} | ${of((r) => r.summary.p50Ms)} | ${of((r) => r.summary.p99Ms)} | ${of((r) => r.summary.p999Ms)} | ${of((r) => r.summary.maxMs)} | | |`,
+    )
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+
+function progress(line: string): void {
+  process.stderr.write(`${line}\n`)
+}
+
+function header(mode: string): void {
+  let commit = ''
+  try {
+    commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim()
+  } catch {}
+  const [one, five] = loadavg()
+  console.log(
+    `## Tail latency (${mode}), ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${commit}, Node ${process.versions.node}, ${cpus().length} × ${cpus()[0]?.model ?? 'CPU'}`,
+  )
+  console.log(
+    `\n${ROUNDS} round(s) × ${DURATION} s measured after ${WARMUP} s warm-up per run, saturation ${SATURATION} s with ${loadTool()}, ${CONNECTIONS} ${GENERATOR === 'hey' ? 'hey workers' : 'sockets'}; servers on CPU 0, load on CPU 1${CAN_PIN ? '' : ' (NOT pinned: taskset or a second CPU is missing)'}; load average at start ${one?.toFixed(2)} / ${five?.toFixed(2)}. Latencies in ms; only 2xx answers count.`,
+  )
+}
+
+async function main(): Promise<void> {
+  if (GENERATOR === 'hey' || values['check-generators']) {
+    if (!commandExists('hey')) throw new Error('hey is not installed (Debian: apt-get install hey)')
+  }
+  const fixtures = loadFixtures(join(tmpdir(), 'tokengate-latency-fixtures'))
+  const scratch = mkdtempSync(join(tmpdir(), 'tg-latency-'))
+  const slowMs = values['slow-fsync']
+  const slowFsync = slowMs === undefined ? undefined : buildSlowFsync(Number(slowMs))
+  const servers = new LatencyServers(fixtures, slowFsync?.env)
+  const stopAll = async () => {
+    await servers.stopAll()
+    slowFsync?.cleanup()
+    rmSync(scratch, { recursive: true, force: true })
+  }
+  process.once('SIGINT', () => void stopAll().then(() => process.exit(130)))
+  try {
+    if (values['check-generators']) {
+      header('generator check')
+      await checkGenerators(servers, fixtures)
+      return
+    }
+    if (slowFsync) {
+      header(`slow disk: every fsync + ${slowMs} ms on the tokengate server`)
+      const results = await runCases(
+        slowFsyncCases(fixtures, scratch),
+        servers,
+        fixtures,
+        slowFsync,
+        true,
+      )
+      for (const result of results) printCase(result, true)
+      printSummary(results)
+      return
+    }
+    const filter = values.cases ? new RegExp(values.cases) : quick ? QUICK_CASES : undefined
+    const cases = standardCases(fixtures).filter((c) => !filter || filter.test(c.id))
+    const runnable = cases.filter((c) => {
+      const missing = [c.subject, c.baseline, ...c.others].map(missingFor).find(Boolean)
+      if (missing) console.log(`skipped ${c.id}: ${missing}`)
+      return !missing
+    })
+    header(quick ? 'quick: a smoke test, numbers indicative only' : 'interleaved rounds')
+    const results = await runCases(runnable, servers, fixtures, undefined)
+    for (const result of results) printCase(result, false)
+    printSummary(results)
+  } finally {
+    await stopAll()
+    const [one] = loadavg()
+    console.log(`\nload average at the end: ${one?.toFixed(2)}`)
+  }
+}
+
+await main()
