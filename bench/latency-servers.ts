@@ -44,13 +44,14 @@ export function missingFor(id: ServerId): string | undefined {
 
 export class LatencyServers {
   readonly #fixtures: Fixtures
-  readonly #slowFsyncEnv: Readonly<Record<string, string>> | undefined
+  readonly #env: Partial<Record<ServerId, Record<string, string>>>
   readonly #started = new Map<ServerId, Promise<RunningServer>>()
   readonly #cleanups: (() => void)[] = []
 
-  constructor(fixtures: Fixtures, slowFsyncEnv?: Readonly<Record<string, string>>) {
+  /** `env`: added to the environment of those servers (the slow-disk shim). */
+  constructor(fixtures: Fixtures, env: Partial<Record<ServerId, Record<string, string>>> = {}) {
     this.#fixtures = fixtures
-    this.#slowFsyncEnv = slowFsyncEnv
+    this.#env = env
   }
 
   /** The server, started (with what it depends on) if it is not running yet. */
@@ -84,10 +85,12 @@ export class LatencyServers {
       case 'upstream':
         return node(LOAD_CPU, peer('upstream'))
       case 'tokengate':
-        return node(SERVER_CPU, tokengate)
-      case 'tokengate slow-fsync':
-        if (!this.#slowFsyncEnv) throw new Error('no slow-fsync shim was built')
-        return node(SERVER_CPU, tokengate, [], this.#slowFsyncEnv)
+        return node(SERVER_CPU, tokengate, [], this.#env.tokengate)
+      case 'tokengate slow-fsync': {
+        const env = this.#env[id]
+        if (!env) throw new Error('no slow-fsync shim was built')
+        return node(SERVER_CPU, tokengate, [], env)
+      }
       case 'library':
         return node(SERVER_CPU, ['bench/servers/library.ts', dir])
       case 'createTokengate':

@@ -9,7 +9,8 @@
  * bench/latency-servers.ts and bench/latency-load.ts, and bench/README.md ("Tail latency").
  *
  * Usage: node bench/latency.bench.ts [--quick] [--rounds 3] [--duration 5] [--warmup 1]
- *   [--saturation 3] [--load 0.5] [--connections 32] [--generator paced|hey] [--cases REGEX]
+ *   [--saturation 3] [--load 0.5 | --rate N] [--connections 32] [--generator paced|hey]
+ *   [--cases REGEX]
  *        node bench/latency.bench.ts --slow-fsync 50 [...]   (PAT with and without a slow disk)
  *        node bench/latency.bench.ts --check-generators [...] (paced against hey)
  */
@@ -40,6 +41,7 @@ const { values } = parseArgs({
     warmup: { type: 'string' },
     saturation: { type: 'string' },
     load: { type: 'string', default: '0.5' },
+    rate: { type: 'string' },
     connections: { type: 'string', default: '32' },
     generator: { type: 'string', default: 'paced' },
     cases: { type: 'string' },
@@ -55,7 +57,11 @@ const ROUNDS = setting(values.rounds, 3, 1)
 const DURATION = setting(values.duration, 5, 1)
 const WARMUP = setting(values.warmup, 1, 0.3)
 const SATURATION = setting(values.saturation, 3, 1)
+/** Seconds each server serves a case's traffic before the first measured round. */
+const PRIME = quick ? 0.5 : 2
 const LOAD = Number(values.load)
+/** A fixed rate for every case instead of `--load` × its saturation (no saturation runs). */
+const FIXED_RATE = values.rate === undefined ? undefined : Number(values.rate)
 const CONNECTIONS = Number(values.connections)
 const GENERATOR = values.generator as Generator
 if (GENERATOR !== 'paced' && GENERATOR !== 'hey') throw new Error('--generator paced|hey')
@@ -80,8 +86,10 @@ interface LatencyCase {
   readonly baseline: ServerId
   /** Also run at the same rate, their added latency shown beside the subject's. */
   readonly others: readonly ServerId[]
-  /** wrk's request for the saturation, when it is not the traffic's fixed one. */
+  /** wrk's tokens for the saturation, when the traffic's own would not do. */
   readonly saturationPool?: { readonly file: string; readonly tenant?: string }
+  /** The server whose saturation sets the rate, when not the subject. */
+  readonly saturationOf?: ServerId
 }
 
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
@@ -183,6 +191,7 @@ function slowFsyncCases(fixtures: Fixtures, dir: string): LatencyCase[] {
     subject: 'tokengate slow-fsync',
     baseline: 'tokengate',
     others: [],
+    saturationOf: 'tokengate',
   } as const
   return [
     {
@@ -208,8 +217,8 @@ function slowFsyncCases(fixtures: Fixtures, dir: string): LatencyCase[] {
 
 interface Measured {
   readonly run: LatencyRun
-  /** The shim's delayed syncs during the run, for the slow-disk server. */
-  readonly slowSyncs?: number
+  /** Syncs the server asked for during the run (warm-up included), in slow-disk mode. */
+  readonly syncs?: number
 }
 
 interface CaseResult {
@@ -224,13 +233,15 @@ interface CaseResult {
 
 /** The subject's 2xx rate with wrk on the load CPU: the saturation the rate is half of. */
 async function saturation(benchCase: LatencyCase, server: RunningServer): Promise<number> {
-  const fixed = benchCase.traffic.kind === 'fixed' ? benchCase.traffic.headers : {}
+  const { traffic } = benchCase
+  const pool =
+    benchCase.saturationPool ?? (traffic.kind === 'pool' ? { file: traffic.file } : undefined)
   const request = {
     url: server.url,
     path: benchCase.path,
-    headers: fixed,
+    headers: traffic.kind === 'fixed' ? traffic.headers : {},
     connections: 32,
-    ...(benchCase.saturationPool ? { pool: benchCase.saturationPool } : {}),
+    ...(pool ? { pool } : {}),
   }
   const tool = loadTool()
   if (!quick) await runLoad(tool, { ...request, durationSec: 1 }, LOAD_CPU)
@@ -246,27 +257,27 @@ function latencyRequest(
   benchCase: LatencyCase,
   server: ServerId,
   url: string,
-  freshFile: string | undefined,
-  perRun: number,
+  fresh: { file: string; perRun: number } | 'prime' | undefined,
 ): LatencyRequest {
   const { traffic, path } = benchCase
   if (traffic.kind === 'fixed') return { url, path, headers: traffic.headers }
-  if (traffic.kind === 'pool')
-    return { url, path, headers: {}, pool: { file: traffic.file, start: 0, wrap: true } }
-  if (!freshFile) throw new Error('no fresh JWT file')
-  // The baseline does not verify tokens: it may see them again.
-  if (server === benchCase.baseline) {
-    return {
-      url,
-      path,
-      headers: {},
-      pool: { file: freshFile, start: 0, wrap: true, tenant: BENCH_TENANT },
-    }
-  }
+  const wrap = (file: string, tenant?: string) => ({
+    url,
+    path,
+    headers: {},
+    pool: { file, start: 0, wrap: true, ...(tenant ? { tenant } : {}) },
+  })
+  if (traffic.kind === 'pool') return wrap(traffic.file)
+  // Priming, and the baseline (which verifies nothing), may repeat tokens.
+  if (fresh === 'prime') return wrap(benchCase.saturationPool?.file ?? '', BENCH_TENANT)
+  if (!fresh) throw new Error('no fresh JWT file')
+  if (server === benchCase.baseline) return wrap(fresh.file, BENCH_TENANT)
   const start = freshCursor.get(server) ?? 0
-  freshCursor.set(server, start + perRun)
-  return { url, path, headers: {}, pool: { file: freshFile, start, tenant: BENCH_TENANT } }
+  freshCursor.set(server, start + fresh.perRun)
+  return { url, path, headers: {}, pool: { file: fresh.file, start, tenant: BENCH_TENANT } }
 }
+
+const members = (c: LatencyCase): ServerId[] => [c.subject, c.baseline, ...c.others]
 
 const perRunRequests = (rate: number) => Math.round(WARMUP * rate) + Math.round(DURATION * rate)
 
@@ -275,20 +286,17 @@ async function runCases(
   servers: LatencyServers,
   fixtures: Fixtures,
   slowFsync: SlowFsync | undefined,
-  sharedSaturation = false,
 ): Promise<CaseResult[]> {
   const results: CaseResult[] = []
-  let shared: number | undefined
   for (const benchCase of cases) {
-    // The slow-disk cases share the rate of the server without the slow disk.
-    const saturatedServer = sharedSaturation ? benchCase.baseline : benchCase.subject
-    const sat =
-      sharedSaturation && shared !== undefined
-        ? shared
-        : await saturation(benchCase, await servers.get(saturatedServer))
-    shared = sat
-    const rate = Math.max(1, Math.round(LOAD * sat))
-    progress(`${benchCase.id}: saturation ${Math.round(sat)} 2xx/s → ${rate} req/s`)
+    const saturatedServer = benchCase.saturationOf ?? benchCase.subject
+    const sat = FIXED_RATE
+      ? Number.NaN
+      : await saturation(benchCase, await servers.get(saturatedServer))
+    const rate = FIXED_RATE ?? Math.max(1, Math.round(LOAD * sat))
+    progress(
+      `${benchCase.id}: ${FIXED_RATE ? 'fixed' : `saturation ${Math.round(sat)} 2xx/s`} → ${rate} req/s`,
+    )
     results.push({ benchCase, saturatedServer, saturation: sat, rate, rounds: [] })
   }
   const fresh = results.filter((r) => r.benchCase.traffic.kind === 'fresh-jwt')
@@ -298,15 +306,34 @@ async function runCases(
     progress(`signing up to ${need} fresh RS256 JWTs (cached in ${fixtures.dir})`)
     freshFile = freshJwtPool(fixtures, 'RS256', need)
   }
+  // Every server serves each case's traffic once before its first measured run: JIT, caches,
+  // first writes (a cold server's first second is not what the rounds compare).
+  for (const { benchCase, rate } of results) {
+    for (const id of members(benchCase)) {
+      const server = await servers.get(id)
+      await runLatency('paced', latencyRequest(benchCase, id, server.url, 'prime'), {
+        rate,
+        durationSec: PRIME,
+        warmupSec: 0,
+        connections: CONNECTIONS,
+        cpu: LOAD_CPU,
+      })
+    }
+  }
   for (let round = 0; round < ROUNDS; round++) {
     for (const result of results) {
       const { benchCase, rate } = result
-      const order = [benchCase.subject, benchCase.baseline, ...benchCase.others]
+      const order = members(benchCase)
       if (round % 2 === 1) order.reverse()
       const measured = new Map<ServerId, Measured>()
       for (const id of order) {
         const server = await servers.get(id)
-        const request = latencyRequest(benchCase, id, server.url, freshFile, perRunRequests(rate))
+        const request = latencyRequest(
+          benchCase,
+          id,
+          server.url,
+          freshFile ? { file: freshFile, perRun: perRunRequests(rate) } : undefined,
+        )
         const generator = request.pool ? 'paced' : GENERATOR
         const from = Date.now()
         const run = await runLatency(generator, request, {
@@ -316,11 +343,8 @@ async function runCases(
           connections: CONNECTIONS,
           cpu: LOAD_CPU,
         })
-        const slowSyncs =
-          slowFsync && id === 'tokengate slow-fsync'
-            ? slowFsync.callsBetween(from, Date.now())
-            : undefined
-        measured.set(id, { run, ...(slowSyncs === undefined ? {} : { slowSyncs }) })
+        const syncs = slowFsync?.callsBetween(id, from, Date.now())
+        measured.set(id, { run, ...(syncs === undefined ? {} : { syncs }) })
         progress(
           `round ${round + 1} · ${benchCase.id} · ${id}: p50 ${ms(run.summary.p50Ms)} p99 ${ms(run.summary.p99Ms)} p99.9 ${ms(run.summary.p999Ms)}`,
         )
@@ -348,10 +372,9 @@ function otherAnswers(run: LatencyRun): string {
 function printCase(result: CaseResult, withSyncs: boolean): void {
   const { benchCase, rate, saturation: sat, saturatedServer, rounds } = result
   const generator = benchCase.traffic.kind === 'fixed' ? GENERATOR : 'paced'
-  console.log(
-    `\n### ${benchCase.id}: ${count(rate)} req/s (${LOAD * 100} % of ${saturatedServer}'s ${count(sat)} 2xx/s), ${generator}\n`,
-  )
-  const syncHeader = withSyncs ? ' slow syncs |' : ''
+  const why = FIXED_RATE ? 'fixed' : `${LOAD * 100} % of ${saturatedServer}'s ${count(sat)} 2xx/s`
+  console.log(`\n### ${benchCase.id}: ${count(rate)} req/s (${why}), ${generator}\n`)
+  const syncHeader = withSyncs ? ' syncs |' : ''
   console.log(
     `| round | server | p50 ms | p99 ms | p99.9 ms | max ms | 2xx | not 2xx |${syncHeader} added p50 | added p99 | added p99.9 |`,
   )
@@ -365,7 +388,7 @@ function printCase(result: CaseResult, withSyncs: boolean): void {
       const s = m.run.summary
       const isBase = id === benchCase.baseline
       const added = (a: number, b: number) => (isBase ? '' : signed(a - b))
-      const syncs = withSyncs ? ` ${m.slowSyncs ?? ''} |` : ''
+      const syncs = withSyncs ? ` ${m.syncs ?? ''} |` : ''
       console.log(
         `| ${round + 1} | ${id}${isBase ? ' (baseline)' : ''} | ${ms(s.p50Ms)} | ${ms(s.p99Ms)} | ${ms(s.p999Ms)} | ${ms(s.maxMs)} | ${count(s.count)} | ${otherAnswers(m.run)} |${syncs} ${added(s.p50Ms, base.p50Ms)} | ${added(s.p99Ms, base.p99Ms)} | ${added(s.p999Ms, base.p999Ms)} |`,
       )
@@ -376,7 +399,8 @@ function printCase(result: CaseResult, withSyncs: boolean): void {
       median(rounds.map((r) => (r.get(id) ? pick(r.get(id) as Measured) : Number.NaN)))
     const addedOf = (field: 'p50Ms' | 'p99Ms' | 'p999Ms') =>
       id === benchCase.baseline ? '' : signed(addedMedian(result, id, field))
-    const syncs = withSyncs ? ` ${of((m) => m.slowSyncs ?? Number.NaN) || ''} |` : ''
+    const syncsMedian = of((m) => m.syncs ?? Number.NaN)
+    const syncs = withSyncs ? ` ${Number.isNaN(syncsMedian) ? '' : syncsMedian} |` : ''
     console.log(
       `| median | ${id}${id === benchCase.baseline ? ' (baseline)' : ''} | ${ms(of((m) => m.run.summary.p50Ms))} | ${ms(of((m) => m.run.summary.p99Ms))} | ${ms(of((m) => m.run.summary.p999Ms))} | ${ms(of((m) => m.run.summary.maxMs))} | | |${syncs} ${addedOf('p50Ms')} | ${addedOf('p99Ms')} | ${addedOf('p999Ms')} |`,
     )
@@ -434,17 +458,16 @@ async function checkGenerators(servers: LatencyServers, fixtures: Fixtures): Pro
     baseline: 'fastify-noauth',
     others: [],
   }
-  const sat = await saturation(probe, await servers.get('tokengate'))
-  const rate = Math.max(1, Math.round(LOAD * sat))
+  const sat = FIXED_RATE ? Number.NaN : await saturation(probe, await servers.get('tokengate'))
+  const rate = FIXED_RATE ?? Math.max(1, Math.round(LOAD * sat))
   const workers = Number(values['hey-workers'])
   const generators: { label: string; generator: Generator; connections: number }[] = [
     { label: `paced, ${CONNECTIONS} sockets`, generator: 'paced', connections: CONNECTIONS },
     { label: 'hey -c 1', generator: 'hey', connections: 1 },
     { label: `hey -c ${workers}`, generator: 'hey', connections: workers },
   ]
-  console.log(
-    `\n### Generators at ${count(rate)} req/s (${LOAD * 100} % of tokengate PAT's ${count(sat)} 2xx/s), fixed PAT\n`,
-  )
+  const why = FIXED_RATE ? 'fixed' : `${LOAD * 100} % of tokengate PAT's ${count(sat)} 2xx/s`
+  console.log(`\n### Generators at ${count(rate)} req/s (${why}), one PAT\n`)
   console.log(
     '| round | server | generator | p50 ms | p99 ms | p99.9 ms | max ms | 2xx | not 2xx |',
   )
@@ -510,8 +533,17 @@ async function main(): Promise<void> {
   const fixtures = loadFixtures(join(tmpdir(), 'tokengate-latency-fixtures'))
   const scratch = mkdtempSync(join(tmpdir(), 'tg-latency-'))
   const slowMs = values['slow-fsync']
-  const slowFsync = slowMs === undefined ? undefined : buildSlowFsync(Number(slowMs))
-  const servers = new LatencyServers(fixtures, slowFsync?.env)
+  const slowFsync = slowMs === undefined ? undefined : buildSlowFsync()
+  // Both servers get the shim; the baseline's only counts (0 ms), so the two differ in delay only.
+  const servers = new LatencyServers(
+    fixtures,
+    slowFsync
+      ? {
+          'tokengate slow-fsync': slowFsync.env(Number(slowMs), 'tokengate slow-fsync'),
+          tokengate: slowFsync.env(0, 'tokengate'),
+        }
+      : {},
+  )
   const stopAll = async () => {
     await servers.stopAll()
     slowFsync?.cleanup()
@@ -531,7 +563,6 @@ async function main(): Promise<void> {
         servers,
         fixtures,
         slowFsync,
-        true,
       )
       for (const result of results) printCase(result, true)
       printSummary(results)

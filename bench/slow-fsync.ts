@@ -12,21 +12,24 @@ import { join } from 'node:path'
 import { commandExists } from './load.ts'
 
 export interface SlowFsync {
-  /** Add to the environment of the process that should have the slow disk. */
-  readonly env: Readonly<Record<string, string>>
-  /** The shim's log: one line per delayed call, "<function> <epoch ms> <fd>". */
-  readonly logFile: string
-  /** Delayed calls logged from `fromMs` to `toMs` (epoch ms). */
-  callsBetween(fromMs: number, toMs: number): number
+  /**
+   * The environment that gives one process the shim: each sync delayed by `delayMs` (0: only
+   * counted) and logged under `name`.
+   */
+  env(delayMs: number, name: string): Record<string, string>
+  /** The log's path for `name`: one line per call, "<function> <epoch ms> <fd>". */
+  logFile(name: string): string
+  /** Calls logged under `name` from `fromMs` to `toMs` (epoch ms). */
+  callsBetween(name: string, fromMs: number, toMs: number): number
   cleanup(): void
 }
 
 /** Compiles the shim; throws with the compiler's message when `cc` is missing or fails. */
-export function buildSlowFsync(delayMs: number): SlowFsync {
+export function buildSlowFsync(): SlowFsync {
   if (!commandExists('cc')) throw new Error('--slow-fsync needs a C compiler (cc)')
   const dir = mkdtempSync(join(tmpdir(), 'tg-slow-fsync-'))
   const library = join(dir, 'slow-fsync.so')
-  const logFile = join(dir, 'calls.log')
+  const logFile = (name: string) => join(dir, `${name.replace(/[^\w-]/g, '_')}.log`)
   execFileSync('cc', [
     '-shared',
     '-fPIC',
@@ -37,12 +40,16 @@ export function buildSlowFsync(delayMs: number): SlowFsync {
     '-ldl',
   ])
   return {
-    env: { LD_PRELOAD: library, SLOW_FSYNC_MS: String(delayMs), SLOW_FSYNC_LOG: logFile },
+    env: (delayMs, name) => ({
+      LD_PRELOAD: library,
+      SLOW_FSYNC_MS: String(delayMs),
+      SLOW_FSYNC_LOG: logFile(name),
+    }),
     logFile,
-    callsBetween(fromMs, toMs) {
+    callsBetween(name, fromMs, toMs) {
       let text = ''
       try {
-        text = readFileSync(logFile, 'utf8')
+        text = readFileSync(logFile(name), 'utf8')
       } catch {
         return 0
       }
@@ -74,7 +81,7 @@ async function commitLoop(): Promise<void> {
 if (import.meta.main) {
   if (process.argv[2] === '--commit-loop') await commitLoop()
   else {
-    const shim = buildSlowFsync(Number(process.argv[2] ?? 50))
+    const shim = buildSlowFsync()
     const run = (env: Record<string, string>) =>
       execFileSync(process.execPath, [import.meta.filename, '--commit-loop'], {
         env: { ...process.env, ...env },
@@ -82,8 +89,8 @@ if (import.meta.main) {
         stdio: ['ignore', 'pipe', 'inherit'],
       }).trim()
     console.log(`without the shim: ${run({})}`)
-    console.log(`with the shim:    ${run(shim.env)}`)
-    console.log(readFileSync(shim.logFile, 'utf8').trim())
+    console.log(`with the shim:    ${run(shim.env(Number(process.argv[2] ?? 50), 'check'))}`)
+    console.log(readFileSync(shim.logFile('check'), 'utf8').trim())
     shim.cleanup()
   }
 }
