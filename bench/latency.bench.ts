@@ -376,9 +376,11 @@ function printCase(result: CaseResult, withSyncs: boolean): void {
   console.log(`\n### ${benchCase.id}: ${count(rate)} req/s (${why}), ${generator}\n`)
   const syncHeader = withSyncs ? ' syncs |' : ''
   console.log(
-    `| round | server | p50 ms | p99 ms | p99.9 ms | max ms | 2xx | not 2xx |${syncHeader} added p50 | added p99 | added p99.9 |`,
+    `| round | server | p50 ms | p99 ms | p99.9 ms | max ms | 2xx | not 2xx | late p99 |${syncHeader} added p50 | added p99 | added p99.9 |`,
   )
-  console.log(`|---|---|---:|---:|---:|---:|---:|---:|${withSyncs ? '---:|' : ''}---:|---:|---:|`)
+  console.log(
+    `|---|---|---:|---:|---:|---:|---:|---:|---:|${withSyncs ? '---:|' : ''}---:|---:|---:|`,
+  )
   const servers = [benchCase.subject, ...benchCase.others, benchCase.baseline]
   rounds.forEach((measured, round) => {
     const base = measured.get(benchCase.baseline)?.run.summary
@@ -390,7 +392,7 @@ function printCase(result: CaseResult, withSyncs: boolean): void {
       const added = (a: number, b: number) => (isBase ? '' : signed(a - b))
       const syncs = withSyncs ? ` ${m.syncs ?? ''} |` : ''
       console.log(
-        `| ${round + 1} | ${id}${isBase ? ' (baseline)' : ''} | ${ms(s.p50Ms)} | ${ms(s.p99Ms)} | ${ms(s.p999Ms)} | ${ms(s.maxMs)} | ${count(s.count)} | ${otherAnswers(m.run)} |${syncs} ${added(s.p50Ms, base.p50Ms)} | ${added(s.p99Ms, base.p99Ms)} | ${added(s.p999Ms, base.p999Ms)} |`,
+        `| ${round + 1} | ${id}${isBase ? ' (baseline)' : ''} | ${ms(s.p50Ms)} | ${ms(s.p99Ms)} | ${ms(s.p999Ms)} | ${ms(s.maxMs)} | ${count(s.count)} | ${otherAnswers(m.run)} | ${ms(m.run.sendLagP99Ms ?? Number.NaN)} |${syncs} ${added(s.p50Ms, base.p50Ms)} | ${added(s.p99Ms, base.p99Ms)} | ${added(s.p999Ms, base.p999Ms)} |`,
       )
     }
   })
@@ -402,7 +404,7 @@ function printCase(result: CaseResult, withSyncs: boolean): void {
     const syncsMedian = of((m) => m.syncs ?? Number.NaN)
     const syncs = withSyncs ? ` ${Number.isNaN(syncsMedian) ? '' : syncsMedian} |` : ''
     console.log(
-      `| median | ${id}${id === benchCase.baseline ? ' (baseline)' : ''} | ${ms(of((m) => m.run.summary.p50Ms))} | ${ms(of((m) => m.run.summary.p99Ms))} | ${ms(of((m) => m.run.summary.p999Ms))} | ${ms(of((m) => m.run.summary.maxMs))} | | |${syncs} ${addedOf('p50Ms')} | ${addedOf('p99Ms')} | ${addedOf('p999Ms')} |`,
+      `| median | ${id}${id === benchCase.baseline ? ' (baseline)' : ''} | ${ms(of((m) => m.run.summary.p50Ms))} | ${ms(of((m) => m.run.summary.p99Ms))} | ${ms(of((m) => m.run.summary.p999Ms))} | ${ms(of((m) => m.run.summary.maxMs))} | | | |${syncs} ${addedOf('p50Ms')} | ${addedOf('p99Ms')} | ${addedOf('p999Ms')} |`,
     )
   }
 }

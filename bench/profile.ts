@@ -247,10 +247,10 @@ if (!against) {
     keep ? `${serverKind}-${against}` : undefined,
   )
   console.log(headline(against, other))
-  // Profile µs per request are inflated by the profiler; scaled to each process's CPU µs/req,
-  // so the differences add up to the difference in CPU per request.
-  const scale = (p: Profiled) => p.cpuPerRequest / (p.total / p.requests)
-  const perRequest = (p: Profiled, us: number | undefined) => ((us ?? 0) / p.requests) * scale(p)
+  // Profile µs per request: the main thread's busy samples (JS, and the native and kernel
+  // work it calls); not scaled to CPU µs/req, which also counts other threads and the kernel's
+  // wake-ups between events (the profiler sees those as idle).
+  const perRequest = (p: Profiled, us: number | undefined) => (us ?? 0) / p.requests
   const diff = (a: Map<string, number>, b: Map<string, number>) =>
     [...new Set([...a.keys(), ...b.keys()])]
       .map((key) => {
@@ -261,9 +261,10 @@ if (!against) {
       .sort((x, y) => y.delta - x.delta)
   const row = (r: { key: string; mine: number; theirs: number; delta: number }) =>
     `${r.delta.toFixed(2).padStart(7)} ${r.mine.toFixed(2).padStart(7)} ${r.theirs.toFixed(2).padStart(7)}  ${r.key}`
+  const busy = (p: Profiled) => p.total / p.requests
   console.log(
-    `\nCPU µs/req: ${caseKind} ${main.cpuPerRequest.toFixed(1)} − ${against} ${other.cpuPerRequest.toFixed(1)} = ${(main.cpuPerRequest - other.cpuPerRequest).toFixed(1)}` +
-      " (self time below scaled to each process's CPU µs/req)",
+    `\nCPU µs/req (process): ${caseKind} ${main.cpuPerRequest.toFixed(1)} − ${against} ${other.cpuPerRequest.toFixed(1)} = ${(main.cpuPerRequest - other.cpuPerRequest).toFixed(1)}` +
+      `\nprofile busy µs/req (main thread): ${busy(main).toFixed(1)} − ${busy(other).toFixed(1)} = ${(busy(main) - busy(other)).toFixed(1)}`,
   )
   console.log(`\nby file:   Δ µs/req, ${caseKind}, ${against}`)
   for (const r of diff(main.byFile, other.byFile).slice(0, TOP)) console.log(row(r))
