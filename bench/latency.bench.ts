@@ -15,12 +15,29 @@
  *        node bench/latency.bench.ts --check-generators [...] (paced against hey)
  */
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { BENCH_TENANT, type Fixtures, freshJwtPool, loadFixtures } from './fixtures.ts'
+import {
+  bearer,
+  type LatencyCase,
+  members,
+  QUICK_CASES,
+  slowFsyncCases,
+  standardCases,
+} from './latency-cases.ts'
 import { type Generator, type LatencyRequest, type LatencyRun, runLatency } from './latency-load.ts'
+import {
+  type CaseResult,
+  count,
+  type Measured,
+  ms,
+  otherAnswers,
+  printCase,
+  printSummary,
+} from './latency-report.ts'
 import {
   LatencyServers,
   LOAD_CPU,
@@ -65,171 +82,9 @@ const FIXED_RATE = values.rate === undefined ? undefined : Number(values.rate)
 const CONNECTIONS = Number(values.connections)
 const GENERATOR = values.generator as Generator
 if (GENERATOR !== 'paced' && GENERATOR !== 'hey') throw new Error('--generator paced|hey')
-/** The quick mode's cases, when `--cases` does not name others. */
-const QUICK_CASES = /^(server PAT|server JWT RS256 distinct|createTokengate PAT|gateway|nginx)/
-
-// ---------------------------------------------------------------------------------------
-// Cases
-
-/** What the load sends: one fixed request, a never-repeated JWT each, or a file of tokens. */
-type Traffic =
-  | { readonly kind: 'fixed'; readonly headers: Readonly<Record<string, string>> }
-  | { readonly kind: 'fresh-jwt' }
-  | { readonly kind: 'pool'; readonly file: string }
-
-interface LatencyCase {
-  readonly id: string
-  readonly path: string
-  readonly traffic: Traffic
-  /** The server whose saturation sets the rate and whose added latency is the result. */
-  readonly subject: ServerId
-  readonly baseline: ServerId
-  /** Also run at the same rate, their added latency shown beside the subject's. */
-  readonly others: readonly ServerId[]
-  /** wrk's tokens for the saturation, when the traffic's own would not do. */
-  readonly saturationPool?: { readonly file: string; readonly tenant?: string }
-  /** The server whose saturation sets the rate, when not the subject. */
-  readonly saturationOf?: ServerId
-}
-
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
-
-function standardCases(fixtures: Fixtures): LatencyCase[] {
-  const pat = { kind: 'fixed', headers: bearer(fixtures.patSingle) } as const
-  const jwt = {
-    kind: 'fixed',
-    headers: { ...bearer(fixtures.algs.RS256.single), 'x-tenant-id': BENCH_TENANT },
-  } as const
-  const me = '/api/v1/me'
-  const proxied = '/api/v1/projects/p1'
-  const noauth = 'fastify-noauth'
-  return [
-    {
-      id: 'server PAT',
-      path: me,
-      traffic: pat,
-      subject: 'tokengate',
-      baseline: noauth,
-      others: [],
-    },
-    {
-      id: 'server JWT RS256 repeated',
-      path: me,
-      traffic: jwt,
-      subject: 'tokengate',
-      baseline: noauth,
-      others: ['fastify-jwt'],
-    },
-    {
-      id: 'server JWT RS256 distinct',
-      path: me,
-      traffic: { kind: 'fresh-jwt' },
-      subject: 'tokengate',
-      baseline: noauth,
-      others: ['fastify-jwt'],
-      saturationPool: { file: fixtures.algs.RS256.poolFile, tenant: BENCH_TENANT },
-    },
-    {
-      id: 'library PAT (bare core)',
-      path: me,
-      traffic: pat,
-      subject: 'library',
-      baseline: noauth,
-      others: ['fastify-naive'],
-    },
-    {
-      id: 'library JWT RS256 repeated (bare core)',
-      path: me,
-      traffic: jwt,
-      subject: 'library',
-      baseline: noauth,
-      others: ['fastify-jwt'],
-    },
-    {
-      id: 'createTokengate PAT',
-      path: me,
-      traffic: pat,
-      subject: 'createTokengate',
-      baseline: noauth,
-      others: ['fastify-naive'],
-    },
-    {
-      id: 'createTokengate JWT RS256 repeated',
-      path: me,
-      traffic: jwt,
-      subject: 'createTokengate',
-      baseline: noauth,
-      others: ['fastify-jwt'],
-    },
-    {
-      id: 'gateway PAT',
-      path: proxied,
-      traffic: pat,
-      subject: 'gateway',
-      baseline: 'haproxy',
-      others: [],
-    },
-    {
-      id: 'nginx + decision PAT',
-      path: proxied,
-      traffic: pat,
-      subject: 'nginx + decision',
-      baseline: 'nginx',
-      others: [],
-    },
-  ]
-}
-
-/** PAT traffic on the server with the slow disk against the same server without it. */
-function slowFsyncCases(fixtures: Fixtures, dir: string): LatencyCase[] {
-  // Every 100th request a garbage PAT: refused, so audited (written behind, committed).
-  const pats = readFileSync(fixtures.patPoolFile, 'utf8').split('\n').filter(Boolean)
-  const mixed = join(dir, 'pats-1pc-refused.txt')
-  writeFileSync(mixed, pats.map((t, i) => (i % 100 === 99 ? fixtures.patGarbage : t)).join('\n'))
-  const base = {
-    path: '/api/v1/me',
-    subject: 'tokengate slow-fsync',
-    baseline: 'tokengate',
-    others: [],
-    saturationOf: 'tokengate',
-  } as const
-  return [
-    {
-      ...base,
-      id: 'PAT, one token',
-      traffic: { kind: 'fixed', headers: bearer(fixtures.patSingle) },
-    },
-    {
-      ...base,
-      id: `PAT, ${pats.length} tokens`,
-      traffic: { kind: 'pool', file: fixtures.patPoolFile },
-    },
-    {
-      ...base,
-      id: `PAT, ${pats.length} tokens, 1 % refused`,
-      traffic: { kind: 'pool', file: mixed },
-    },
-  ]
-}
-
+const settings = { generator: GENERATOR, load: LOAD, fixedRate: FIXED_RATE }
 // ---------------------------------------------------------------------------------------
 // Runs
-
-interface Measured {
-  readonly run: LatencyRun
-  /** Syncs the server asked for during the run (warm-up included), in slow-disk mode. */
-  readonly syncs?: number
-}
-
-interface CaseResult {
-  readonly benchCase: LatencyCase
-  /** The server whose saturation set the rate, and that saturation (2xx/s). */
-  readonly saturatedServer: ServerId
-  readonly saturation: number
-  readonly rate: number
-  /** Per round, by server. */
-  readonly rounds: Map<ServerId, Measured>[]
-}
 
 /** The subject's 2xx rate with wrk on the load CPU: the saturation the rate is half of. */
 async function saturation(benchCase: LatencyCase, server: RunningServer): Promise<number> {
@@ -276,8 +131,6 @@ function latencyRequest(
   freshCursor.set(server, start + fresh.perRun)
   return { url, path, headers: {}, pool: { file: fresh.file, start, tenant: BENCH_TENANT } }
 }
-
-const members = (c: LatencyCase): ServerId[] => [c.subject, c.baseline, ...c.others]
 
 const perRunRequests = (rate: number) => Math.round(WARMUP * rate) + Math.round(DURATION * rate)
 
@@ -353,98 +206,6 @@ async function runCases(
     }
   }
   return results
-}
-
-// ---------------------------------------------------------------------------------------
-// Tables
-
-const ms = (value: number) => (Number.isNaN(value) ? '-' : value.toFixed(3))
-const signed = (value: number) =>
-  Number.isNaN(value) ? '-' : `${value >= 0 ? '+' : ''}${value.toFixed(3)}`
-const count = (value: number) => Math.round(value).toLocaleString('en')
-
-function otherAnswers(run: LatencyRun): string {
-  const parts = Object.entries(run.non2xx).map(([status, n]) => `${n}×${status}`)
-  if (run.failed > 0) parts.push(`${run.failed} failed`)
-  return parts.join(', ') || '0'
-}
-
-function printCase(result: CaseResult, withSyncs: boolean): void {
-  const { benchCase, rate, saturation: sat, saturatedServer, rounds } = result
-  const generator = benchCase.traffic.kind === 'fixed' ? GENERATOR : 'paced'
-  const why = FIXED_RATE ? 'fixed' : `${LOAD * 100} % of ${saturatedServer}'s ${count(sat)} 2xx/s`
-  console.log(`\n### ${benchCase.id}: ${count(rate)} req/s (${why}), ${generator}\n`)
-  const syncHeader = withSyncs ? ' syncs |' : ''
-  console.log(
-    `| round | server | p50 ms | p99 ms | p99.9 ms | max ms | 2xx | not 2xx | late p99 |${syncHeader} added p50 | added p99 | added p99.9 |`,
-  )
-  console.log(
-    `|---|---|---:|---:|---:|---:|---:|---:|---:|${withSyncs ? '---:|' : ''}---:|---:|---:|`,
-  )
-  const servers = [benchCase.subject, ...benchCase.others, benchCase.baseline]
-  rounds.forEach((measured, round) => {
-    const base = measured.get(benchCase.baseline)?.run.summary
-    for (const id of servers) {
-      const m = measured.get(id)
-      if (!m || !base) continue
-      const s = m.run.summary
-      const isBase = id === benchCase.baseline
-      const added = (a: number, b: number) => (isBase ? '' : signed(a - b))
-      const syncs = withSyncs ? ` ${m.syncs ?? ''} |` : ''
-      console.log(
-        `| ${round + 1} | ${id}${isBase ? ' (baseline)' : ''} | ${ms(s.p50Ms)} | ${ms(s.p99Ms)} | ${ms(s.p999Ms)} | ${ms(s.maxMs)} | ${count(s.count)} | ${otherAnswers(m.run)} | ${ms(m.run.sendLagP99Ms ?? Number.NaN)} |${syncs} ${added(s.p50Ms, base.p50Ms)} | ${added(s.p99Ms, base.p99Ms)} | ${added(s.p999Ms, base.p999Ms)} |`,
-      )
-    }
-  })
-  for (const id of servers) {
-    const of = (pick: (m: Measured) => number) =>
-      median(rounds.map((r) => (r.get(id) ? pick(r.get(id) as Measured) : Number.NaN)))
-    const addedOf = (field: 'p50Ms' | 'p99Ms' | 'p999Ms') =>
-      id === benchCase.baseline ? '' : signed(addedMedian(result, id, field))
-    const syncsMedian = of((m) => m.syncs ?? Number.NaN)
-    const syncs = withSyncs ? ` ${Number.isNaN(syncsMedian) ? '' : syncsMedian} |` : ''
-    console.log(
-      `| median | ${id}${id === benchCase.baseline ? ' (baseline)' : ''} | ${ms(of((m) => m.run.summary.p50Ms))} | ${ms(of((m) => m.run.summary.p99Ms))} | ${ms(of((m) => m.run.summary.p999Ms))} | ${ms(of((m) => m.run.summary.maxMs))} | | | |${syncs} ${addedOf('p50Ms')} | ${addedOf('p99Ms')} | ${addedOf('p999Ms')} |`,
-    )
-  }
-}
-
-/** Median over the rounds of (server − baseline of the same round) at one percentile. */
-function addedMedian(
-  result: CaseResult,
-  id: ServerId,
-  field: 'p50Ms' | 'p99Ms' | 'p999Ms',
-): number {
-  return median(
-    result.rounds.map((r) => {
-      const server = r.get(id)?.run.summary[field]
-      const base = r.get(result.benchCase.baseline)?.run.summary[field]
-      return server === undefined || base === undefined ? Number.NaN : server - base
-    }),
-  )
-}
-
-function printSummary(results: readonly CaseResult[]): void {
-  console.log('\n### Added latency, median of rounds (ms; per round in brackets)\n')
-  console.log('| case | rate req/s | server | baseline | added p50 | added p99 | added p99.9 |')
-  console.log('|---|---:|---|---|---:|---:|---:|')
-  for (const result of results) {
-    const { benchCase } = result
-    for (const id of [benchCase.subject, ...benchCase.others]) {
-      const perRound = (field: 'p50Ms' | 'p99Ms' | 'p999Ms') => {
-        const each = result.rounds.map((r) => {
-          const s = r.get(id)?.run.summary[field]
-          const b = r.get(benchCase.baseline)?.run.summary[field]
-          return s === undefined || b === undefined ? '-' : signed(s - b)
-        })
-        const mid = signed(addedMedian(result, id, field))
-        return each.length > 1 ? `${mid} (${each.join(', ')})` : mid
-      }
-      console.log(
-        `| ${benchCase.id} | ${count(result.rate)} | ${id} | ${benchCase.baseline} | ${perRound('p50Ms')} | ${perRound('p99Ms')} | ${perRound('p999Ms')} |`,
-      )
-    }
-  }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -566,7 +327,7 @@ async function main(): Promise<void> {
         fixtures,
         slowFsync,
       )
-      for (const result of results) printCase(result, true)
+      for (const result of results) printCase(result, settings, true)
       printSummary(results)
       return
     }
@@ -579,7 +340,7 @@ async function main(): Promise<void> {
     })
     header(quick ? 'quick: a smoke test, numbers indicative only' : 'interleaved rounds')
     const results = await runCases(runnable, servers, fixtures, undefined)
-    for (const result of results) printCase(result, false)
+    for (const result of results) printCase(result, settings, false)
     printSummary(results)
   } finally {
     await stopAll()

@@ -33,6 +33,18 @@ function paced(args: string[]): Promise<{ result: PacedResult; latencies: Float6
   })
 }
 
+/** Arguments for `rate` requests a second for `durationSec`, no warm-up (a later one wins). */
+const schedule = (url: string, rate: number, durationSec: number) => [
+  '--url',
+  url,
+  '--rate',
+  String(rate),
+  '--duration',
+  String(durationSec),
+  '--warmup',
+  '0',
+]
+
 async function listen(server: Server): Promise<string> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   after(() => server.close())
@@ -51,18 +63,7 @@ test('a stall is charged to every request due during it, not only to the one in 
       res.end('ok')
     }),
   )
-  const { result, latencies } = await paced([
-    '--url',
-    url,
-    '--rate',
-    '200',
-    '--duration',
-    '1',
-    '--warmup',
-    '0',
-    '--connections',
-    '4',
-  ])
+  const { result, latencies } = await paced([...schedule(url, 200, 1), '--connections', '4'])
   assert.equal(result.due, 200)
   assert.equal(result.ok, 200)
   // Requests due in the stall's first 200 ms waited at least 100 ms each: ~40 of them. A
@@ -82,16 +83,7 @@ test('chunked and closing answers are read; non-2xx answers are counted apart', 
       res.end('chunk two')
     }),
   )
-  const { result, latencies } = await paced([
-    '--url',
-    url,
-    '--rate',
-    '300',
-    '--duration',
-    '0.5',
-    '--warmup',
-    '0',
-  ])
+  const { result, latencies } = await paced(schedule(url, 300, 0.5))
   assert.equal(result.due, 150)
   assert.equal(result.failed, 0)
   assert.equal(result.non2xx['429'], 15)
@@ -110,7 +102,7 @@ test('every request of a pool run carries the next unused token; a short pool is
       res.end()
     }),
   )
-  const args = ['--url', url, '--rate', '100', '--duration', '0.2', '--warmup', '0.1']
+  const args = [...schedule(url, 100, 0.2), '--warmup', '0.1']
   const { result } = await paced([...args, '--pool', pool, '--pool-start', '5', '--tenant', 't1'])
   assert.equal(result.poolUsed, 30)
   assert.deepEqual(
