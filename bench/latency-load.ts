@@ -58,8 +58,11 @@ export interface LatencyRun {
    * but not answered (its errors, which its CSV leaves out, and ticks it skipped while waiting).
    */
   readonly failed: number
-  /** paced only: how late the 99th percentile request left after its due time, ms. */
-  readonly sendLagP99Ms?: number
+  /**
+   * paced only: how late the generator itself took up its 99th-percentile request (its clock
+   * and CPU; waits for a free socket, i.e. for the server, are not in it), ms.
+   */
+  readonly lateP99Ms?: number
 }
 
 export function runLatency(
@@ -109,7 +112,7 @@ async function runPaced(request: LatencyRequest, options: LatencyOptions): Promi
       due: result.due,
       non2xx: result.non2xx,
       failed: result.failed,
-      sendLagP99Ms: result.sendLagP99Ms,
+      lateP99Ms: result.lateP99Ms,
     }
   } finally {
     rmSync(dir, { recursive: true, force: true })
