@@ -3,7 +3,8 @@
  * lookups over an in-memory store, the node:crypto JWT verifier with its cache) without
  * HTTP. Distinct pools of 10,000 tokens cycle so that the JWT cache never hits.
  *
- * Run: `node bench/authenticate.bench.ts` (a table) or `--json`; `--quick` for a shorter run.
+ * Run: `node bench/authenticate.bench.ts` (a table) or `--json`; `--quick` for a shorter run;
+ * `--cases REGEX` for some cases only (e.g. under `node --cpu-prof`).
  */
 import { readFileSync } from 'node:fs'
 import { createAuthenticator } from '../src/core/authenticate.ts'
@@ -21,6 +22,8 @@ import {
 
 const json = process.argv.includes('--json')
 const budgetMs = process.argv.includes('--quick') ? 150 : 1000
+const casesAt = process.argv.indexOf('--cases')
+const only = casesAt === -1 ? undefined : new RegExp(process.argv[casesAt + 1] ?? '')
 const fixtures = loadFixtures()
 
 const pats = new Map<string, PatRecord>(readPatRecords(fixtures).map((r) => [r.tokenHash, r]))
@@ -61,6 +64,7 @@ for (const alg of BENCH_ALGORITHMS) {
 
 const results: Record<string, number> = {}
 for (const [name, inputs, ok] of cases) {
+  if (only && !only.test(name)) continue
   for (let i = 0; i < Math.min(inputs.length, 200); i++) {
     const result = await authenticate(inputs[i] as AuthInput)
     if (result.ok !== ok) throw new Error(`${name}: unexpected ${JSON.stringify(result)}`)

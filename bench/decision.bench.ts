@@ -22,16 +22,15 @@
  * --connections 16`). Needs nginx (Debian: /usr/sbin/nginx) and wrk or autocannon.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer } from 'node:http'
-import { type AddressInfo, createConnection } from 'node:net'
+import type { AddressInfo } from 'node:net'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { parseArgs } from 'node:util'
-import { withDecisionCache } from '../test/decision/harness.ts'
 import { commandExists, cpuMicros, loadTool, runLoad } from './load.ts'
+import { nginxBinary, type RunningNginx, startNginx } from './servers/nginx.ts'
 
 const { values } = parseArgs({
   options: {
@@ -126,91 +125,6 @@ function startChild(
   })
 }
 
-/**
- * One nginx process with the documented auth_request config, and either a plain proxy on a
- * second port or (`cache`) the example's decision cache turned on.
- */
-async function startNginx(upstreamPort: number, decisionPort: number, cache: boolean) {
-  const binary = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((path) => existsSync(path)) ?? 'nginx'
-  const [plain, guarded] = [await freePort(), await freePort()]
-  const dir = mkdtempSync(join(tmpdir(), 'tokengate-bench-nginx-'))
-  const example = readFileSync(
-    join(import.meta.dirname, '../examples/forward-auth/nginx.conf'),
-    'utf8',
-  )
-    .replaceAll('127.0.0.1:8080', `127.0.0.1:${guarded}`)
-    .replaceAll('127.0.0.1:8081', `127.0.0.1:${decisionPort}`)
-    .replaceAll('127.0.0.1:3000', `127.0.0.1:${upstreamPort}`)
-  writeFileSync(
-    join(dir, 'tokengate.conf'),
-    cache ? withDecisionCache(example, join(dir, 'cache')) : example,
-  )
-  const plainServer = `server {
-    listen 127.0.0.1:${plain};
-    location / {
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_pass http://app;
-    }
-  }`
-  writeFileSync(
-    join(dir, 'nginx.conf'),
-    `daemon off;
-master_process off;
-worker_processes 1;
-pid ${join(dir, 'nginx.pid')};
-error_log stderr error;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path ${join(dir, 'body')};
-  proxy_temp_path ${join(dir, 'proxy')};
-  fastcgi_temp_path ${join(dir, 'fastcgi')};
-  uwsgi_temp_path ${join(dir, 'uwsgi')};
-  scgi_temp_path ${join(dir, 'scgi')};
-  include ${join(dir, 'tokengate.conf')};
-  ${cache ? '' : plainServer}
-}
-`,
-  )
-  const child = spawn(binary, ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', 'stderr'], {
-    stdio: ['ignore', 'ignore', 'inherit'],
-  })
-  const deadline = Date.now() + 10_000
-  while ((!cache && !(await accepts(plain))) || !(await accepts(guarded))) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error('nginx did not start')
-    await sleep(50)
-  }
-  return {
-    child,
-    plain: `http://127.0.0.1:${plain}`,
-    guarded: `http://127.0.0.1:${guarded}`,
-    cleanup: () => rmSync(dir, { recursive: true, force: true }),
-  }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo
-      server.close(() => resolve(port))
-    })
-  })
-}
-
-function accepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = createConnection({ host: '127.0.0.1', port })
-    socket.once('connect', () => {
-      socket.destroy()
-      resolve(true)
-    })
-    socket.once('error', () => resolve(false))
-  })
-}
-
 interface Case {
   readonly name: string
   readonly url: string
@@ -229,15 +143,15 @@ interface Measured {
 }
 
 async function main(): Promise<void> {
-  if (!commandExists('nginx') && !existsSync('/usr/sbin/nginx')) {
+  if (!commandExists('nginx') && !nginxBinary()) {
     console.log('nginx not installed: nothing to measure (apt-get install nginx)')
     return
   }
   const children: ChildProcess[] = []
   const tool = loadTool()
   const wrkCpu = commandExists('taskset') && cpus().length >= 2 ? cpus().length - 1 : undefined
-  let nginx: Awaited<ReturnType<typeof startNginx>> | undefined
-  let cached: Awaited<ReturnType<typeof startNginx>> | undefined
+  let nginx: RunningNginx | undefined
+  let cached: RunningNginx | undefined
   try {
     const upstream = await startChild(['--role', 'upstream'])
     children.push(upstream.child)
@@ -246,9 +160,9 @@ async function main(): Promise<void> {
     children.push(tokengate.child)
     const { gateway, decision, pat, jwt } = tokengate.info as Record<string, string>
     const decisionPort = Number(new URL(decision as string).port)
-    nginx = await startNginx(Number(upstream.info.port), decisionPort, false)
+    nginx = await startNginx(Number(upstream.info.port), decisionPort)
     children.push(nginx.child)
-    cached = await startNginx(Number(upstream.info.port), decisionPort, true)
+    cached = await startNginx(Number(upstream.info.port), decisionPort, { cache: true })
     children.push(cached.child)
 
     const patHeaders = { authorization: `Bearer ${pat}` }

@@ -4,8 +4,8 @@
  * seconds, so fixtures are cached in a directory and reused while their tokens stay valid.
  */
 import { Buffer } from 'node:buffer'
-import { generateKeyPairSync, type KeyObject, randomBytes } from 'node:crypto'
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { createPrivateKey, generateKeyPairSync, type KeyObject, randomBytes } from 'node:crypto'
+import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { IssuerConfig } from '../src/core/issuer.ts'
@@ -85,8 +85,9 @@ function keyPair(alg: BenchAlgorithm): { privateKey: KeyObject; publicKey: KeyOb
   return generateKeyPairSync('ed25519')
 }
 
-function generate(dir: string, nowSec: number, poolSize: number): Fixtures {
-  const claims = (alg: string, extra: Record<string, unknown> = {}) => ({
+/** The claims of every bench JWT of `alg` issued at `nowSec`, plus `extra`. */
+function benchClaims(alg: string, nowSec: number, extra: Record<string, unknown> = {}) {
+  return {
     iss: issuerOf(alg),
     aud: BENCH_AUDIENCE,
     sub: 'bench-user',
@@ -95,11 +96,21 @@ function generate(dir: string, nowSec: number, poolSize: number): Fixtures {
     iat: nowSec,
     exp: nowSec + LIFETIME_SEC,
     ...extra,
-  })
+  }
+}
+
+const benchJwtHeader = (alg: BenchAlgorithm) =>
+  alg === 'HS256' ? { alg, typ: 'JWT' } : { alg, typ: 'JWT', kid: `${alg.toLowerCase()}-bench` }
+const privateKeyFile = (dir: string, alg: BenchAlgorithm) => join(dir, `${alg}-private.pem`)
+const freshPoolFile = (dir: string, alg: BenchAlgorithm) => join(dir, `jwt-${alg}-fresh.txt`)
+
+function generate(dir: string, nowSec: number, poolSize: number): Fixtures {
+  const claims = (alg: string, extra: Record<string, unknown> = {}) =>
+    benchClaims(alg, nowSec, extra)
   const algs = {} as Record<BenchAlgorithm, Fixtures['algs'][BenchAlgorithm]>
   let forbiddenJwt = ''
   for (const alg of BENCH_ALGORITHMS) {
-    const kid = `${alg.toLowerCase()}-bench`
+    rmSync(freshPoolFile(dir, alg), { force: true })
     let signingKey: KeyObject | Uint8Array
     let entry: Omit<Fixtures['algs'][BenchAlgorithm], 'single' | 'poolFile'>
     if (alg === 'HS256') {
@@ -110,17 +121,23 @@ function generate(dir: string, nowSec: number, poolSize: number): Fixtures {
     } else {
       const pair = keyPair(alg)
       signingKey = pair.privateKey
+      // Kept (bench fixtures only) so freshJwtPool can sign more tokens later.
+      writeFileSync(
+        privateKeyFile(dir, alg),
+        pair.privateKey.export({ format: 'pem', type: 'pkcs8' }),
+        { mode: 0o600 },
+      )
       entry = {
         publicJwk: {
           ...(pair.publicKey.export({ format: 'jwk' }) as object),
-          kid,
+          kid: benchJwtHeader(alg).kid,
           alg,
           use: 'sig',
         },
         publicPem: pair.publicKey.export({ format: 'pem', type: 'spki' }).toString(),
       }
     }
-    const header = alg === 'HS256' ? { alg, typ: 'JWT' } : { alg, typ: 'JWT', kid }
+    const header = benchJwtHeader(alg)
     const pool = Array.from({ length: poolSize }, (_, i) =>
       signCompact(header, claims(alg, { jti: `${alg}-${i}` }), signingKey),
     )
@@ -212,4 +229,32 @@ export async function seedBenchStore(fixtures: Fixtures, dataDir: string): Promi
   await store.insertPats(readPatRecords(fixtures))
   for (const issuer of benchIssuers(fixtures)) await store.putIssuer(issuer, now)
   await store.close()
+}
+
+/**
+ * A file of at least `count` JWTs of `alg` (asymmetric) found in no other fixture file, with
+ * the pool's claims and lifetime, for runs where every request must carry a token the server
+ * has never seen: the first run that asks signs them (RS256: ~2,000 a second), later runs
+ * reuse and extend the file until the fixtures are regenerated.
+ */
+export function freshJwtPool(
+  fixtures: Fixtures,
+  alg: Exclude<BenchAlgorithm, 'HS256'>,
+  count: number,
+): string {
+  const file = freshPoolFile(fixtures.dir, alg)
+  const have = existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean).length : 0
+  if (have >= count) return file
+  const keyFile = privateKeyFile(fixtures.dir, alg)
+  if (!existsSync(keyFile)) {
+    throw new Error(`${keyFile} is missing (fixtures from an older bench): remove ${fixtures.dir}`)
+  }
+  const key = createPrivateKey(readFileSync(keyFile))
+  const lines: string[] = []
+  for (let i = have; i < count; i++) {
+    const claims = benchClaims(alg, fixtures.createdSec, { jti: `${alg}-fresh-${i}` })
+    lines.push(signCompact(benchJwtHeader(alg), claims, key))
+  }
+  appendFileSync(file, `${lines.join('\n')}\n`)
+  return file
 }

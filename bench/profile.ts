@@ -4,17 +4,27 @@
  * CPU µs per request and the profile's self time of the loaded window, by file and by function.
  *
  * Usage: node bench/profile.ts <tokengate|library|noauth|naive|fastify-jwt>
- *          <pat|jwt|garbage|badsum|403|wrong-tenant> [--duration S] [--top N] [--keep]
+ *          <pat|jwt|jwt-distinct|garbage|badsum|403|wrong-tenant> [--duration S] [--top N]
+ *          [--interval US] [--keep] [--against CASE]
  *        node bench/profile.ts <gateway|undici-proxy|fastify-undici-proxy> proxy [...]
  * (gateway mode: the proxy on CPU 0, its upstream on CPU 1 beside wrk.)
- * (`--keep` leaves the .cpuprofile in bench/results/profiles/ for Chrome DevTools.)
+ * (`--keep` leaves the .cpuprofile in bench/results/profiles/ for Chrome DevTools;
+ * `--interval`: the profiler's sampling interval, default 1000 µs; `--rate R`: load at R requests
+ * a second, evenly paced (bench/paced-load.ts), instead of wrk's saturation, so two cases can be
+ * compared at the same rate (a server's per-request overhead falls as its load rises: more
+ * requests per event-loop turn and per wake-up); `--against CASE`: profiles a
+ * second server process of the same kind under CASE too, and prints where the first case spends
+ * more, function by function, in µs per request: e.g. `jwt-distinct --against jwt` is the
+ * verified-token cache's miss path.)
  */
-import { type ChildProcess, spawn } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { BENCH_TENANT, loadFixtures } from './fixtures.ts'
-import { cpuMicros, PRODUCTION_NODE_FLAGS, runLoad } from './load.ts'
+import { runLatency } from './latency-load.ts'
+import { cpuMicros, type LoadRequest, PRODUCTION_NODE_FLAGS, runLoad } from './load.ts'
+import { startNode } from './processes.ts'
 
 const [serverKind = 'tokengate', caseKind = 'pat', ...rest] = process.argv.slice(2)
 const option = (name: string, fallback: number) => {
@@ -23,6 +33,10 @@ const option = (name: string, fallback: number) => {
 }
 const DURATION = option('duration', 5)
 const TOP = option('top', 30)
+const INTERVAL_US = option('interval', 1000)
+const RATE = option('rate', 0)
+const againstAt = rest.indexOf('--against')
+const against = againstAt === -1 ? undefined : rest[againstAt + 1]
 const fixtures = loadFixtures()
 
 // Each server's argv (after `node`): its port and, for proxies, the upstream's URL.
@@ -60,9 +74,16 @@ function peer(kind: string, port: number): string[] {
 }
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
 const jwt = (token: string, tenant = BENCH_TENANT) => ({ ...bearer(token), 'x-tenant-id': tenant })
-const cases: Record<string, { path: string; headers: Record<string, string> }> = {
+type ProfiledCase = Pick<LoadRequest, 'path' | 'headers' | 'pool'>
+const cases: Record<string, ProfiledCase> = {
   pat: { path: '/api/v1/me', headers: bearer(fixtures.patSingle) },
   jwt: { path: '/api/v1/me', headers: jwt(fixtures.algs.RS256.single) },
+  // wrk rotates through 10,000 RS256 tokens: every request misses the verified-token cache.
+  'jwt-distinct': {
+    path: '/api/v1/me',
+    headers: {},
+    pool: { file: fixtures.algs.RS256.poolFile, tenant: BENCH_TENANT },
+  },
   garbage: { path: '/api/v1/me', headers: bearer(fixtures.patGarbage) },
   badsum: { path: '/api/v1/me', headers: bearer(fixtures.patBadChecksum) },
   '403': { path: '/api/v1/tokens', headers: jwt(fixtures.forbiddenJwt) },
@@ -72,7 +93,9 @@ const cases: Record<string, { path: string; headers: Record<string, string> }> =
 }
 const argvOf = servers[serverKind]
 const request = cases[caseKind]
-if (!argvOf || !request || PROXIES.has(serverKind) !== (caseKind === 'proxy')) {
+const valid = (c: string | undefined) =>
+  c !== undefined && c in cases && PROXIES.has(serverKind) === (c === 'proxy')
+if (!argvOf || !request || !valid(caseKind) || (against !== undefined && !valid(against))) {
   console.error(
     `servers: ${Object.keys(servers).join(' ')}; cases: ${Object.keys(cases).join(' ')} ` +
       `(proxy: for ${[...PROXIES].join(' and ')} only)`,
@@ -80,87 +103,110 @@ if (!argvOf || !request || PROXIES.has(serverKind) !== (caseKind === 'proxy')) {
   process.exit(2)
 }
 
-const dir = mkdtempSync(join(tmpdir(), 'tg-prof-'))
-const port = 19_700 + Math.floor(Math.random() * 200)
-// A proxy's upstream shares CPU 1 with wrk, so the proxy has CPU 0 to itself.
-const upstream = PROXIES.has(serverKind)
-  ? await startPinned(1, peer('upstream', port + 200))
-  : undefined
-const child = await startPinned(0, [
-  '--cpu-prof',
-  `--cpu-prof-dir=${dir}`,
-  ...argvOf(port, `http://127.0.0.1:${port + 200}`),
-])
-
-/** Starts `node argv` pinned to `cpu`; resolves once it prints READY. */
-async function startPinned(cpu: number, argv: string[]): Promise<ChildProcess> {
-  const started = spawn('taskset', ['-c', `${cpu}`, process.execPath, ...argv], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  })
-  await new Promise<void>((resolve, reject) => {
-    let out = ''
-    started.stdout?.on('data', (chunk) => {
-      out += chunk
-      if (out.includes('READY')) resolve()
-    })
-    started.on('exit', (code) => reject(new Error(`${argv.join(' ')} exited with ${code}`)))
-  })
-  started.removeAllListeners('exit')
-  return started
+interface Profiled {
+  readonly rps: number
+  readonly requests: number
+  readonly non2xx: number
+  /** The server process's CPU µs per request, profiler on. */
+  readonly cpuPerRequest: number
+  /** Self time in the loaded window, µs, by function and by file; and their total. */
+  readonly byFunction: Map<string, number>
+  readonly byFile: Map<string, number>
+  readonly total: number
 }
-const url = `http://127.0.0.1:${port}`
-await runLoad('wrk', { ...request, url, durationSec: 1, connections: 32 }, 1)
-const before = cpuMicros(child.pid) ?? 0
-const result = await runLoad('wrk', { ...request, url, durationSec: DURATION, connections: 32 }, 1)
-const cpuPerRequest = ((cpuMicros(child.pid) ?? 0) - before) / result.requests
-const exited = new Promise((resolve) => child.on('exit', resolve))
-child.kill('SIGTERM')
-upstream?.kill('SIGTERM')
-await exited
 
-interface Node {
-  id: number
-  callFrame: { functionName: string; url: string; lineNumber: number }
+/** One server process under `--cpu-prof`, loaded with one case by wrk; its profile read. */
+async function profileOnce(
+  argvOf: (port: number, upstream: string) => string[],
+  request: ProfiledCase,
+  keepAs?: string,
+): Promise<Profiled> {
+  const dir = mkdtempSync(join(tmpdir(), 'tg-prof-'))
+  const port = 19_700 + Math.floor(Math.random() * 200)
+  // A proxy's upstream shares CPU 1 with wrk, so the proxy has CPU 0 to itself.
+  const upstream: ChildProcess | undefined = PROXIES.has(serverKind)
+    ? (await startNode(1, peer('upstream', port + 200))).child
+    : undefined
+  const { child } = await startNode(0, [
+    '--cpu-prof',
+    `--cpu-prof-dir=${dir}`,
+    `--cpu-prof-interval=${INTERVAL_US}`,
+    ...argvOf(port, `http://127.0.0.1:${port + 200}`),
+  ])
+  const url = `http://127.0.0.1:${port}`
+  const before = { cpu: 0 }
+  const loaded = async (durationSec: number) => {
+    before.cpu = cpuMicros(child.pid) ?? 0
+    if (!RATE) return runLoad('wrk', { ...request, url, durationSec, connections: 32 }, 1)
+    const { pool, ...rest } = request
+    const run = await runLatency(
+      'paced',
+      { ...rest, url, ...(pool ? { pool: { ...pool, start: 0, wrap: true } } : {}) },
+      { rate: RATE, durationSec, warmupSec: 0, connections: 32, cpu: 1 },
+    )
+    const non2xx = Object.values(run.non2xx).reduce((a, b) => a + b, 0)
+    return { rps: RATE, requests: run.summary.count + non2xx, non2xx }
+  }
+  await loaded(1)
+  const result = await loaded(DURATION)
+  const cpuPerRequest = ((cpuMicros(child.pid) ?? 0) - before.cpu) / result.requests
+  const exited = new Promise((resolve) => child.on('exit', resolve))
+  child.kill('SIGTERM')
+  upstream?.kill('SIGTERM')
+  await exited
+  const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'))
+  if (!file) throw new Error('no profile written')
+  const profile = JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile
+  if (keepAs) {
+    mkdirSync('bench/results/profiles', { recursive: true })
+    renameSync(join(dir, file), join('bench/results/profiles', `${keepAs}.cpuprofile`))
+  }
+  rmSync(dir, { recursive: true, force: true })
+  return {
+    rps: result.rps,
+    requests: result.requests,
+    non2xx: result.non2xx,
+    cpuPerRequest,
+    ...selfTimes(profile),
+  }
 }
-const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'))
-if (!file) throw new Error('no profile written')
-const profile = JSON.parse(readFileSync(join(dir, file), 'utf8')) as {
-  nodes: Node[]
+
+interface CpuProfile {
+  nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[]
   samples: number[]
   timeDeltas: number[]
   endTime: number
 }
-if (rest.includes('--keep')) {
-  mkdirSync('bench/results/profiles', { recursive: true })
-  renameSync(
-    join(dir, file),
-    join('bench/results/profiles', `${serverKind}-${caseKind}.cpuprofile`),
-  )
-}
-rmSync(dir, { recursive: true, force: true })
 
-// Only the samples of the measured window (the last DURATION seconds before shutdown).
-const byId = new Map(profile.nodes.map((n) => [n.id, n]))
-const times: number[] = []
-let t = profile.endTime
-for (let i = profile.timeDeltas.length - 1; i >= 0; i--) {
-  times[i] = t
-  t -= profile.timeDeltas[i] ?? 0
-}
-const windowStart = profile.endTime - (DURATION + 0.3) * 1e6
-const selfByFunction = new Map<string, number>()
-const selfByFile = new Map<string, number>()
-let total = 0
-for (let i = 0; i < profile.samples.length; i++) {
-  if ((times[i] ?? 0) < windowStart) continue
-  const node = byId.get(profile.samples[i] ?? -1)
-  if (!node) continue
-  const dt = profile.timeDeltas[i] ?? 0
-  total += dt
-  const where = shortFile(node.callFrame.url)
-  const fn = `${node.callFrame.functionName || '(anonymous)'} ${where}:${node.callFrame.lineNumber + 1}`
-  selfByFunction.set(fn, (selfByFunction.get(fn) ?? 0) + dt)
-  selfByFile.set(where, (selfByFile.get(where) ?? 0) + dt)
+/**
+ * Self time by function and by file, of the busy samples of the measured window only (the
+ * last DURATION seconds before shutdown).
+ */
+function selfTimes(profile: CpuProfile) {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]))
+  const times: number[] = []
+  let t = profile.endTime
+  for (let i = profile.timeDeltas.length - 1; i >= 0; i--) {
+    times[i] = t
+    t -= profile.timeDeltas[i] ?? 0
+  }
+  const windowStart = profile.endTime - (DURATION + 0.3) * 1e6
+  const byFunction = new Map<string, number>()
+  const byFile = new Map<string, number>()
+  let total = 0
+  for (let i = 0; i < profile.samples.length; i++) {
+    if ((times[i] ?? 0) < windowStart) continue
+    const node = byId.get(profile.samples[i] ?? -1)
+    // Waiting for the next event is not work: shares are of the busy time.
+    if (!node || node.callFrame.functionName === '(idle)') continue
+    const dt = profile.timeDeltas[i] ?? 0
+    total += dt
+    const where = shortFile(node.callFrame.url)
+    const fn = `${node.callFrame.functionName || '(anonymous)'} ${where}:${node.callFrame.lineNumber + 1}`
+    byFunction.set(fn, (byFunction.get(fn) ?? 0) + dt)
+    byFile.set(where, (byFile.get(where) ?? 0) + dt)
+  }
+  return { byFunction, byFile, total }
 }
 
 function shortFile(url: string): string {
@@ -175,17 +221,53 @@ function shortFile(url: string): string {
   return url.replace(/^file:\/\//, '')
 }
 
-const share = (us: number) => `${((100 * us) / total).toFixed(1).padStart(5)} %`
-const perRequest = (us: number) => (us / result.requests).toFixed(2).padStart(6)
-console.log(
-  `${serverKind} · ${caseKind}: ${Math.round(result.rps)} req/s, ${cpuPerRequest.toFixed(1)} CPU µs/req ` +
-    `(process, profiler on); profile: ${(total / 1e3).toFixed(0)} ms sampled in the window`,
-)
-console.log('\nself time by file (share, µs/req):')
-for (const [where, us] of [...selfByFile].sort((a, b) => b[1] - a[1]).slice(0, TOP)) {
-  console.log(`${share(us)} ${perRequest(us)}  ${where}`)
-}
-console.log('\nself time by function:')
-for (const [fn, us] of [...selfByFunction].sort((a, b) => b[1] - a[1]).slice(0, TOP)) {
-  console.log(`${share(us)} ${perRequest(us)}  ${fn}`)
+const keep = rest.includes('--keep')
+const main = await profileOnce(argvOf, request, keep ? `${serverKind}-${caseKind}` : undefined)
+const headline = (kind: string, p: Profiled) =>
+  `${serverKind} · ${kind}: ${Math.round(p.rps)} req/s (${p.non2xx} not 2xx), ` +
+  `${p.cpuPerRequest.toFixed(1)} CPU µs/req ` +
+  `(process, profiler on); profile: ${(p.total / 1e3).toFixed(0)} ms sampled in the window`
+console.log(headline(caseKind, main))
+
+if (!against) {
+  const share = (us: number) => `${((100 * us) / main.total).toFixed(1).padStart(5)} %`
+  const perRequest = (us: number) => (us / main.requests).toFixed(2).padStart(6)
+  console.log('\nself time by file (share, µs/req):')
+  for (const [where, us] of [...main.byFile].sort((a, b) => b[1] - a[1]).slice(0, TOP)) {
+    console.log(`${share(us)} ${perRequest(us)}  ${where}`)
+  }
+  console.log('\nself time by function:')
+  for (const [fn, us] of [...main.byFunction].sort((a, b) => b[1] - a[1]).slice(0, TOP)) {
+    console.log(`${share(us)} ${perRequest(us)}  ${fn}`)
+  }
+} else {
+  const other = await profileOnce(
+    argvOf,
+    cases[against] as ProfiledCase,
+    keep ? `${serverKind}-${against}` : undefined,
+  )
+  console.log(headline(against, other))
+  // Profile µs per request: the main thread's busy samples (JS, and the native and kernel
+  // work it calls); not scaled to CPU µs/req, which also counts other threads and the kernel's
+  // wake-ups between events (the profiler sees those as idle).
+  const perRequest = (p: Profiled, us: number | undefined) => (us ?? 0) / p.requests
+  const diff = (a: Map<string, number>, b: Map<string, number>) =>
+    [...new Set([...a.keys(), ...b.keys()])]
+      .map((key) => {
+        const mine = perRequest(main, a.get(key))
+        const theirs = perRequest(other, b.get(key))
+        return { key, mine, theirs, delta: mine - theirs }
+      })
+      .sort((x, y) => y.delta - x.delta)
+  const row = (r: { key: string; mine: number; theirs: number; delta: number }) =>
+    `${r.delta.toFixed(2).padStart(7)} ${r.mine.toFixed(2).padStart(7)} ${r.theirs.toFixed(2).padStart(7)}  ${r.key}`
+  const busy = (p: Profiled) => p.total / p.requests
+  console.log(
+    `\nCPU µs/req (process): ${caseKind} ${main.cpuPerRequest.toFixed(1)} − ${against} ${other.cpuPerRequest.toFixed(1)} = ${(main.cpuPerRequest - other.cpuPerRequest).toFixed(1)}` +
+      `\nprofile busy µs/req (main thread): ${busy(main).toFixed(1)} − ${busy(other).toFixed(1)} = ${(busy(main) - busy(other)).toFixed(1)}`,
+  )
+  console.log(`\nby file:   Δ µs/req, ${caseKind}, ${against}`)
+  for (const r of diff(main.byFile, other.byFile).slice(0, TOP)) console.log(row(r))
+  console.log(`\nby function: Δ µs/req, ${caseKind}, ${against}`)
+  for (const r of diff(main.byFunction, other.byFunction).slice(0, TOP)) console.log(row(r))
 }

@@ -6,7 +6,10 @@
  * on every request; only its thresholds change).
  *
  * Usage: node bench/servers/tokengate.ts <fixturesDir> <port> [upstreamUrl] [--workers=N]
- * (`--workers=N`: `server.workers`, N node:cluster workers behind one listener, as `serve`).
+ *   [--decision]
+ * (`--workers=N`: `server.workers`, N node:cluster workers behind one listener, as `serve`;
+ * `--decision`: the forward-auth decision listener too, on a free port printed as
+ * `DECISION <port>` before READY.)
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -18,7 +21,10 @@ import { loadFixtures, seedBenchStore } from '../fixtures.ts'
 
 const workersFlag = process.argv.find((a) => a.startsWith('--workers='))
 const workers = workersFlag ? Number(workersFlag.slice('--workers='.length)) : 1
-const [fixturesDir, portText, upstream] = process.argv.slice(2).filter((a) => a !== workersFlag)
+const decision = process.argv.includes('--decision')
+const [fixturesDir, portText, upstream] = process.argv
+  .slice(2)
+  .filter((a) => a !== workersFlag && a !== '--decision')
 const fixtures = loadFixtures(fixturesDir)
 const dataDir = mkdtempSync(join(tmpdir(), 'tg-bench-'))
 
@@ -37,6 +43,7 @@ const config = loadConfig({
     ...(upstream
       ? { gateway: { upstream, maxInFlightPerToken: 1_000_000, maxInFlightPerTenant: 1_000_000 } }
       : {}),
+    ...(decision ? { decision: { host: '127.0.0.1', port: 0, proxy: 'nginx' } } : {}),
   },
 })
 const running =
@@ -50,6 +57,9 @@ const running =
         }),
       )
     : await startTokengate(config)
+if ('decisionUrl' in running && running.decisionUrl) {
+  console.log(`DECISION ${new URL(running.decisionUrl).port}`)
+}
 console.log(`READY ${new URL(running.url).port}`)
 
 const stop = async () => {

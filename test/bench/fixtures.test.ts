@@ -13,6 +13,7 @@ import {
   BENCH_ALGORITHMS,
   BENCH_TENANT,
   benchIssuers,
+  freshJwtPool,
   loadFixtures,
   readPatRecords,
 } from '../../bench/fixtures.ts'
@@ -39,6 +40,24 @@ test('every pooled and single JWT verifies, for its tenant, and the pools hold d
   }
   const forbidden = await verifier.verify(fixtures.forbiddenJwt)
   assert.ok(forbidden.ok && forbidden.jwt.permissions.length === 0)
+  verifier.close()
+})
+
+test('fresh JWTs verify, appear in no other fixture, and the file only grows', async () => {
+  const verifier = createJwtVerifier(benchIssuers(fixtures), { cacheMaxEntries: 0 })
+  const first = lines(freshJwtPool(fixtures, 'RS256', 3))
+  assert.equal(first.length, 3)
+  const grown = lines(freshJwtPool(fixtures, 'RS256', 5))
+  assert.deepEqual(grown.slice(0, 3), first)
+  assert.equal(lines(freshJwtPool(fixtures, 'RS256', 4)).length, 5)
+  const elsewhere = new Set([...lines(fixtures.algs.RS256.poolFile), fixtures.algs.RS256.single])
+  assert.equal(new Set(grown).size, 5)
+  for (const token of grown) {
+    assert.ok(!elsewhere.has(token))
+    const outcome = await verifier.verify(token)
+    if (!outcome.ok) assert.fail(JSON.stringify(outcome.failure))
+    assert.equal(outcome.jwt.tenantId, BENCH_TENANT)
+  }
   verifier.close()
 })
 

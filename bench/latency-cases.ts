@@ -1,0 +1,156 @@
+/**
+ * The cases bench/latency.bench.ts measures: what each sends, to which server, against which
+ * baseline (bench/README.md, "Tail latency", lists them).
+ */
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { BENCH_TENANT, type Fixtures } from './fixtures.ts'
+import type { ServerId } from './latency-servers.ts'
+
+/** The quick mode's cases, when `--cases` does not name others. */
+export const QUICK_CASES =
+  /^(server PAT|server JWT RS256 distinct|createTokengate PAT|gateway|nginx)/
+
+/** What the load sends: one fixed request, a never-repeated JWT each, or a file of tokens. */
+export type Traffic =
+  | { readonly kind: 'fixed'; readonly headers: Readonly<Record<string, string>> }
+  | { readonly kind: 'fresh-jwt' }
+  | { readonly kind: 'pool'; readonly file: string }
+
+export interface LatencyCase {
+  readonly id: string
+  readonly path: string
+  readonly traffic: Traffic
+  /** The server whose saturation sets the rate and whose added latency is the result. */
+  readonly subject: ServerId
+  readonly baseline: ServerId
+  /** Also run at the same rate, their added latency shown beside the subject's. */
+  readonly others: readonly ServerId[]
+  /** wrk's tokens for the saturation, when the traffic's own would not do. */
+  readonly saturationPool?: { readonly file: string; readonly tenant?: string }
+  /** The server whose saturation sets the rate, when not the subject. */
+  readonly saturationOf?: ServerId
+}
+
+export const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
+
+export function standardCases(fixtures: Fixtures): LatencyCase[] {
+  const pat = { kind: 'fixed', headers: bearer(fixtures.patSingle) } as const
+  const jwt = {
+    kind: 'fixed',
+    headers: { ...bearer(fixtures.algs.RS256.single), 'x-tenant-id': BENCH_TENANT },
+  } as const
+  const me = '/api/v1/me'
+  const proxied = '/api/v1/projects/p1'
+  const noauth = 'fastify-noauth'
+  return [
+    {
+      id: 'server PAT',
+      path: me,
+      traffic: pat,
+      subject: 'tokengate',
+      baseline: noauth,
+      others: [],
+    },
+    {
+      id: 'server JWT RS256 repeated',
+      path: me,
+      traffic: jwt,
+      subject: 'tokengate',
+      baseline: noauth,
+      others: ['fastify-jwt'],
+    },
+    {
+      id: 'server JWT RS256 distinct',
+      path: me,
+      traffic: { kind: 'fresh-jwt' },
+      subject: 'tokengate',
+      baseline: noauth,
+      others: ['fastify-jwt'],
+      saturationPool: { file: fixtures.algs.RS256.poolFile, tenant: BENCH_TENANT },
+    },
+    {
+      id: 'library PAT (bare core)',
+      path: me,
+      traffic: pat,
+      subject: 'library',
+      baseline: noauth,
+      others: ['fastify-naive'],
+    },
+    {
+      id: 'library JWT RS256 repeated (bare core)',
+      path: me,
+      traffic: jwt,
+      subject: 'library',
+      baseline: noauth,
+      others: ['fastify-jwt'],
+    },
+    {
+      id: 'createTokengate PAT',
+      path: me,
+      traffic: pat,
+      subject: 'createTokengate',
+      baseline: noauth,
+      others: ['fastify-naive'],
+    },
+    {
+      id: 'createTokengate JWT RS256 repeated',
+      path: me,
+      traffic: jwt,
+      subject: 'createTokengate',
+      baseline: noauth,
+      others: ['fastify-jwt'],
+    },
+    {
+      id: 'gateway PAT',
+      path: proxied,
+      traffic: pat,
+      subject: 'gateway',
+      baseline: 'haproxy',
+      others: [],
+    },
+    {
+      id: 'nginx + decision PAT',
+      path: proxied,
+      traffic: pat,
+      subject: 'nginx + decision',
+      baseline: 'nginx',
+      others: [],
+    },
+  ]
+}
+
+/** PAT traffic on the server with the slow disk against the same server without it. */
+export function slowFsyncCases(fixtures: Fixtures, dir: string): LatencyCase[] {
+  // Every 100th request a garbage PAT: refused, so audited (written behind, committed).
+  const pats = readFileSync(fixtures.patPoolFile, 'utf8').split('\n').filter(Boolean)
+  const mixed = join(dir, 'pats-1pc-refused.txt')
+  writeFileSync(mixed, pats.map((t, i) => (i % 100 === 99 ? fixtures.patGarbage : t)).join('\n'))
+  const base = {
+    path: '/api/v1/me',
+    subject: 'tokengate slow-fsync',
+    baseline: 'tokengate',
+    others: [],
+    saturationOf: 'tokengate',
+  } as const
+  return [
+    {
+      ...base,
+      id: 'PAT, one token',
+      traffic: { kind: 'fixed', headers: bearer(fixtures.patSingle) },
+    },
+    {
+      ...base,
+      id: `PAT, ${pats.length} tokens`,
+      traffic: { kind: 'pool', file: fixtures.patPoolFile },
+    },
+    {
+      ...base,
+      id: `PAT, ${pats.length} tokens, 1 % refused`,
+      traffic: { kind: 'pool', file: mixed },
+    },
+  ]
+}
+
+/** The servers of a case, in the order a round runs them. */
+export const members = (c: LatencyCase): ServerId[] => [c.subject, c.baseline, ...c.others]

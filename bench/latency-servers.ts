@@ -1,0 +1,146 @@
+/**
+ * The servers bench/latency.bench.ts measures, started on first use and kept up for the whole
+ * run: every server under test on CPU 0, the proxies' upstream on CPU 1 beside the load
+ * generator (so a proxy has CPU 0 to itself, the same for tokengate's gateway and HAProxy).
+ */
+import type { ChildProcess } from 'node:child_process'
+import type { Fixtures } from './fixtures.ts'
+import { PRODUCTION_NODE_FLAGS } from './load.ts'
+import { freePort, type Started, startNode, stop } from './processes.ts'
+import { haproxyBinary, startHaproxy } from './servers/haproxy.ts'
+import { nginxBinary, type RunningNginx, startNginx } from './servers/nginx.ts'
+
+export const SERVER_CPU = 0
+export const LOAD_CPU = 1
+
+export const SERVER_IDS = [
+  'fastify-noauth',
+  'fastify-naive',
+  'fastify-jwt',
+  'tokengate',
+  'tokengate slow-fsync',
+  'library',
+  'createTokengate',
+  'upstream',
+  'gateway',
+  'haproxy',
+  'nginx',
+  'nginx + decision',
+] as const
+export type ServerId = (typeof SERVER_IDS)[number]
+
+export interface RunningServer {
+  readonly url: string
+  /** The process whose stderr and exit matter (nginx: both listeners share one). */
+  readonly child: ChildProcess
+}
+
+/** Why a server cannot run here (a missing binary), or undefined. */
+export function missingFor(id: ServerId): string | undefined {
+  if (id === 'haproxy' && !haproxyBinary()) return 'haproxy is not installed'
+  if (id.startsWith('nginx') && !nginxBinary()) return 'nginx is not installed'
+  return undefined
+}
+
+export class LatencyServers {
+  readonly #fixtures: Fixtures
+  readonly #env: Partial<Record<ServerId, Record<string, string>>>
+  readonly #started = new Map<ServerId, Promise<RunningServer>>()
+  readonly #cleanups: (() => void)[] = []
+
+  /** `env`: added to the environment of those servers (the slow-disk shim). */
+  constructor(fixtures: Fixtures, env: Partial<Record<ServerId, Record<string, string>>> = {}) {
+    this.#fixtures = fixtures
+    this.#env = env
+  }
+
+  /** The server, started (with what it depends on) if it is not running yet. */
+  get(id: ServerId): Promise<RunningServer> {
+    let running = this.#started.get(id)
+    if (!running) {
+      running = this.#start(id)
+      this.#started.set(id, running)
+    }
+    return running
+  }
+
+  /** Stops every started server, the dependents first. */
+  async stopAll(): Promise<void> {
+    for (const running of [...this.#started.values()].reverse()) {
+      const server = await running.catch(() => undefined)
+      await stop(server?.child)
+    }
+    for (const cleanup of this.#cleanups) cleanup()
+  }
+
+  async #start(id: ServerId): Promise<RunningServer> {
+    const dir = this.#fixtures.dir
+    const tokengate = [...PRODUCTION_NODE_FLAGS, 'bench/servers/tokengate.ts', dir]
+    const peer = (kind: string) => ['bench/servers/peer.ts', kind, 'RS256', dir]
+    switch (id) {
+      case 'fastify-noauth':
+      case 'fastify-naive':
+      case 'fastify-jwt':
+        return node(SERVER_CPU, peer(id))
+      case 'upstream':
+        return node(LOAD_CPU, peer('upstream'))
+      case 'tokengate':
+        return node(SERVER_CPU, tokengate, [], this.#env.tokengate)
+      case 'tokengate slow-fsync': {
+        const env = this.#env[id]
+        if (!env) throw new Error('no slow-fsync shim was built')
+        return node(SERVER_CPU, tokengate, [], env)
+      }
+      case 'library':
+        return node(SERVER_CPU, ['bench/servers/library.ts', dir])
+      case 'createTokengate':
+        return node(SERVER_CPU, ['bench/servers/library.ts', dir], ['--create-tokengate'])
+      case 'gateway':
+        return node(SERVER_CPU, tokengate, [(await this.get('upstream')).url, '--decision'])
+      case 'haproxy': {
+        const haproxy = await startHaproxy(await portOf(this.get('upstream')), SERVER_CPU)
+        this.#cleanups.push(haproxy.cleanup)
+        return haproxy
+      }
+      case 'nginx':
+        return { child: (await this.#nginx()).child, url: (await this.#nginx()).plain }
+      case 'nginx + decision':
+        return { child: (await this.#nginx()).child, url: (await this.#nginx()).guarded }
+    }
+  }
+
+  #nginxStarted: Promise<RunningNginx> | undefined
+
+  /** One nginx process serves both nginx rows: the plain proxy and the auth_request one. */
+  #nginx(): Promise<RunningNginx> {
+    this.#nginxStarted ??= (async () => {
+      const upstream = await portOf(this.get('upstream'))
+      const gateway = (await this.get('gateway')) as RunningServer & { decisionPort: number }
+      const nginx = await startNginx(upstream, gateway.decisionPort, { cpu: SERVER_CPU })
+      this.#cleanups.push(nginx.cleanup)
+      return nginx
+    })()
+    return this.#nginxStarted
+  }
+}
+
+/** A bench server (`node argv <port> ...more`), with `DECISION <port>` read when it prints one. */
+async function node(
+  cpu: number,
+  argv: string[],
+  more: string[] = [],
+  env: Record<string, string> = {},
+): Promise<RunningServer & { decisionPort?: number }> {
+  const port = await freePort()
+  const started: Started = await startNode(cpu, [...argv, String(port), ...more], env)
+  const decision = /^DECISION (\d+)/m.exec(started.output)?.[1]
+  return {
+    child: started.child,
+    url: `http://127.0.0.1:${port}`,
+    ...(decision ? { decisionPort: Number(decision) } : {}),
+  }
+}
+
+async function portOf(server: Promise<RunningServer>): Promise<number> {
+  return Number(new URL((await server).url).port)
+}

@@ -1,0 +1,352 @@
+/**
+ * Tail latency at half load (issue #26). For each case: the subject's saturation (its 2xx
+ * rate with wrk, 32 connections), then the subject, its baseline and its comparisons at
+ * `--load` (0.5) of that rate, evenly paced, interleaved round by round (the order flips every
+ * round); p50 / p99 / p99.9 of the 2xx answers of each run, and the subject's added latency
+ * (subject − baseline of the same round) per round and as the median of the rounds.
+ *
+ * Servers on CPU 0, the load generator (and the proxies' upstream) on CPU 1; see
+ * bench/latency-servers.ts and bench/latency-load.ts, and bench/README.md ("Tail latency").
+ *
+ * Usage: node bench/latency.bench.ts [--quick] [--rounds 3] [--duration 5] [--warmup 1]
+ *   [--saturation 3] [--load 0.5 | --rate N] [--connections 32] [--generator paced|hey]
+ *   [--cases REGEX]
+ *        node bench/latency.bench.ts --slow-fsync 50 [...]   (PAT with and without a slow disk)
+ *        node bench/latency.bench.ts --check-generators [...] (paced against hey)
+ */
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { cpus, loadavg, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import { BENCH_TENANT, type Fixtures, freshJwtPool, loadFixtures } from './fixtures.ts'
+import {
+  bearer,
+  type LatencyCase,
+  members,
+  QUICK_CASES,
+  slowFsyncCases,
+  standardCases,
+} from './latency-cases.ts'
+import { type Generator, type LatencyRequest, type LatencyRun, runLatency } from './latency-load.ts'
+import {
+  type CaseResult,
+  count,
+  type Measured,
+  ms,
+  otherAnswers,
+  printCase,
+  printSummary,
+} from './latency-report.ts'
+import {
+  LatencyServers,
+  LOAD_CPU,
+  missingFor,
+  type RunningServer,
+  type ServerId,
+} from './latency-servers.ts'
+import { median } from './latency-stats.ts'
+import { commandExists, loadTool, runLoad } from './load.ts'
+import { CAN_PIN } from './processes.ts'
+import { buildSlowFsync, type SlowFsync } from './slow-fsync.ts'
+
+const { values } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    rounds: { type: 'string' },
+    duration: { type: 'string' },
+    warmup: { type: 'string' },
+    saturation: { type: 'string' },
+    load: { type: 'string', default: '0.5' },
+    rate: { type: 'string' },
+    connections: { type: 'string', default: '32' },
+    generator: { type: 'string', default: 'paced' },
+    cases: { type: 'string' },
+    'slow-fsync': { type: 'string' },
+    'check-generators': { type: 'boolean', default: false },
+    'hey-workers': { type: 'string', default: '20' },
+  },
+})
+const quick = values.quick
+const setting = (given: string | undefined, full: number, short: number) =>
+  given === undefined ? (quick ? short : full) : Number(given)
+const ROUNDS = setting(values.rounds, 3, 1)
+const DURATION = setting(values.duration, 5, 1)
+const WARMUP = setting(values.warmup, 1, 0.3)
+const SATURATION = setting(values.saturation, 3, 1)
+/** Seconds each server serves a case's traffic before the first measured round. */
+const PRIME = quick ? 0.5 : 2
+const LOAD = Number(values.load)
+/** A fixed rate for every case instead of `--load` × its saturation (no saturation runs). */
+const FIXED_RATE = values.rate === undefined ? undefined : Number(values.rate)
+const CONNECTIONS = Number(values.connections)
+const GENERATOR = values.generator as Generator
+if (GENERATOR !== 'paced' && GENERATOR !== 'hey') throw new Error('--generator paced|hey')
+const settings = { generator: GENERATOR, load: LOAD, fixedRate: FIXED_RATE }
+// ---------------------------------------------------------------------------------------
+// Runs
+
+/** The subject's 2xx rate with wrk on the load CPU: the saturation the rate is half of. */
+async function saturation(benchCase: LatencyCase, server: RunningServer): Promise<number> {
+  const { traffic } = benchCase
+  const pool =
+    benchCase.saturationPool ?? (traffic.kind === 'pool' ? { file: traffic.file } : undefined)
+  const request = {
+    url: server.url,
+    path: benchCase.path,
+    headers: traffic.kind === 'fixed' ? traffic.headers : {},
+    connections: 32,
+    ...(pool ? { pool } : {}),
+  }
+  const tool = loadTool()
+  if (!quick) await runLoad(tool, { ...request, durationSec: 1 }, LOAD_CPU)
+  const result = await runLoad(tool, { ...request, durationSec: SATURATION }, LOAD_CPU)
+  if (result.requests === 0) return 0
+  return (result.rps * (result.requests - result.non2xx)) / result.requests
+}
+
+/** Per server, the next unused line of the fresh-JWT file: no server sees a token twice. */
+const freshCursor = new Map<ServerId, number>()
+
+function latencyRequest(
+  benchCase: LatencyCase,
+  server: ServerId,
+  url: string,
+  fresh: { file: string; perRun: number } | 'prime' | undefined,
+): LatencyRequest {
+  const { traffic, path } = benchCase
+  if (traffic.kind === 'fixed') return { url, path, headers: traffic.headers }
+  const wrap = (file: string, tenant?: string) => ({
+    url,
+    path,
+    headers: {},
+    pool: { file, start: 0, wrap: true, ...(tenant ? { tenant } : {}) },
+  })
+  if (traffic.kind === 'pool') return wrap(traffic.file)
+  // Priming, and the baseline (which verifies nothing), may repeat tokens.
+  if (fresh === 'prime') return wrap(benchCase.saturationPool?.file ?? '', BENCH_TENANT)
+  if (!fresh) throw new Error('no fresh JWT file')
+  if (server === benchCase.baseline) return wrap(fresh.file, BENCH_TENANT)
+  const start = freshCursor.get(server) ?? 0
+  freshCursor.set(server, start + fresh.perRun)
+  return { url, path, headers: {}, pool: { file: fresh.file, start, tenant: BENCH_TENANT } }
+}
+
+const perRunRequests = (rate: number) => Math.round(WARMUP * rate) + Math.round(DURATION * rate)
+
+async function runCases(
+  cases: readonly LatencyCase[],
+  servers: LatencyServers,
+  fixtures: Fixtures,
+  slowFsync: SlowFsync | undefined,
+): Promise<CaseResult[]> {
+  const results: CaseResult[] = []
+  for (const benchCase of cases) {
+    const saturatedServer = benchCase.saturationOf ?? benchCase.subject
+    const sat = FIXED_RATE
+      ? Number.NaN
+      : await saturation(benchCase, await servers.get(saturatedServer))
+    const rate = FIXED_RATE ?? Math.max(1, Math.round(LOAD * sat))
+    progress(
+      `${benchCase.id}: ${FIXED_RATE ? 'fixed' : `saturation ${Math.round(sat)} 2xx/s`} → ${rate} req/s`,
+    )
+    results.push({ benchCase, saturatedServer, saturation: sat, rate, rounds: [] })
+  }
+  const fresh = results.filter((r) => r.benchCase.traffic.kind === 'fresh-jwt')
+  let freshFile: string | undefined
+  if (fresh.length > 0) {
+    const need = Math.max(...fresh.map((r) => perRunRequests(r.rate))) * ROUNDS * fresh.length
+    progress(`signing up to ${need} fresh RS256 JWTs (cached in ${fixtures.dir})`)
+    freshFile = freshJwtPool(fixtures, 'RS256', need)
+  }
+  // Every server serves each case's traffic once before its first measured run: JIT, caches,
+  // first writes (a cold server's first second is not what the rounds compare).
+  for (const { benchCase, rate } of results) {
+    for (const id of members(benchCase)) {
+      const server = await servers.get(id)
+      await runLatency('paced', latencyRequest(benchCase, id, server.url, 'prime'), {
+        rate,
+        durationSec: PRIME,
+        warmupSec: 0,
+        connections: CONNECTIONS,
+        cpu: LOAD_CPU,
+      })
+    }
+  }
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const result of results) {
+      const { benchCase, rate } = result
+      const order = members(benchCase)
+      if (round % 2 === 1) order.reverse()
+      const measured = new Map<ServerId, Measured>()
+      for (const id of order) {
+        const server = await servers.get(id)
+        const request = latencyRequest(
+          benchCase,
+          id,
+          server.url,
+          freshFile ? { file: freshFile, perRun: perRunRequests(rate) } : undefined,
+        )
+        const generator = request.pool ? 'paced' : GENERATOR
+        const from = Date.now()
+        const run = await runLatency(generator, request, {
+          rate,
+          durationSec: DURATION,
+          warmupSec: WARMUP,
+          connections: CONNECTIONS,
+          cpu: LOAD_CPU,
+        })
+        const syncs = slowFsync?.callsBetween(id, from, Date.now())
+        measured.set(id, { run, ...(syncs === undefined ? {} : { syncs }) })
+        progress(
+          `round ${round + 1} · ${benchCase.id} · ${id}: p50 ${ms(run.summary.p50Ms)} p99 ${ms(run.summary.p99Ms)} p99.9 ${ms(run.summary.p999Ms)}`,
+        )
+      }
+      result.rounds.push(measured)
+    }
+  }
+  return results
+}
+
+// ---------------------------------------------------------------------------------------
+// Generator check: paced against hey on a fixed token
+
+async function checkGenerators(servers: LatencyServers, fixtures: Fixtures): Promise<void> {
+  const headers = bearer(fixtures.patSingle)
+  const probe: LatencyCase = {
+    id: 'PAT',
+    path: '/api/v1/me',
+    traffic: { kind: 'fixed', headers },
+    subject: 'tokengate',
+    baseline: 'fastify-noauth',
+    others: [],
+  }
+  const sat = FIXED_RATE ? Number.NaN : await saturation(probe, await servers.get('tokengate'))
+  const rate = FIXED_RATE ?? Math.max(1, Math.round(LOAD * sat))
+  const workers = Number(values['hey-workers'])
+  const generators: { label: string; generator: Generator; connections: number }[] = [
+    { label: `paced, ${CONNECTIONS} sockets`, generator: 'paced', connections: CONNECTIONS },
+    { label: 'hey -c 1', generator: 'hey', connections: 1 },
+    { label: `hey -c ${workers}`, generator: 'hey', connections: workers },
+  ]
+  const why = FIXED_RATE ? 'fixed' : `${LOAD * 100} % of tokengate PAT's ${count(sat)} 2xx/s`
+  console.log(`\n### Generators at ${count(rate)} req/s (${why}), one PAT\n`)
+  console.log(
+    '| round | server | generator | p50 ms | p99 ms | p99.9 ms | max ms | 2xx | not 2xx |',
+  )
+  console.log('|---|---|---|---:|---:|---:|---:|---:|---:|')
+  const table = new Map<string, LatencyRun[]>()
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const id of ['fastify-noauth', 'tokengate'] as const) {
+      const server = await servers.get(id)
+      const order = round % 2 ? [...generators].reverse() : generators
+      for (const g of order) {
+        const run = await runLatency(
+          g.generator,
+          { url: server.url, path: probe.path, headers },
+          {
+            rate,
+            durationSec: DURATION,
+            warmupSec: WARMUP,
+            connections: g.connections,
+            cpu: LOAD_CPU,
+          },
+        )
+        const key = `${id} | ${g.label}`
+        table.set(key, [...(table.get(key) ?? []), run])
+        const s = run.summary
+        console.log(
+          `| ${round + 1} | ${key} | ${ms(s.p50Ms)} | ${ms(s.p99Ms)} | ${ms(s.p999Ms)} | ${ms(s.maxMs)} | ${count(s.count)} | ${otherAnswers(run)} |`,
+        )
+      }
+    }
+  }
+  for (const [key, runs] of table) {
+    const of = (pick: (r: LatencyRun) => number) => ms(median(runs.map(pick)))
+    console.log(
+      `| median | ${key} | ${of((r) => r.summary.p50Ms)} | ${of((r) => r.summary.p99Ms)} | ${of((r) => r.summary.p999Ms)} | ${of((r) => r.summary.maxMs)} | | |`,
+    )
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+
+function progress(line: string): void {
+  process.stderr.write(`${line}\n`)
+}
+
+function header(mode: string): void {
+  let commit = ''
+  try {
+    commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim()
+  } catch {}
+  const [one, five] = loadavg()
+  console.log(
+    `## Tail latency (${mode}), ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${commit}, Node ${process.versions.node}, ${cpus().length} × ${cpus()[0]?.model ?? 'CPU'}`,
+  )
+  console.log(
+    `\n${ROUNDS} round(s) × ${DURATION} s measured after ${WARMUP} s warm-up per run, saturation ${SATURATION} s with ${loadTool()}, ${CONNECTIONS} ${GENERATOR === 'hey' ? 'hey workers' : 'sockets'}; servers on CPU 0, load on CPU 1${CAN_PIN ? '' : ' (NOT pinned: taskset or a second CPU is missing)'}; load average at start ${one?.toFixed(2)} / ${five?.toFixed(2)}. Latencies in ms; only 2xx answers count.`,
+  )
+}
+
+async function main(): Promise<void> {
+  if (GENERATOR === 'hey' || values['check-generators']) {
+    if (!commandExists('hey')) throw new Error('hey is not installed (Debian: apt-get install hey)')
+  }
+  const fixtures = loadFixtures(join(tmpdir(), 'tokengate-latency-fixtures'))
+  const scratch = mkdtempSync(join(tmpdir(), 'tg-latency-'))
+  const slowMs = values['slow-fsync']
+  const slowFsync = slowMs === undefined ? undefined : buildSlowFsync()
+  // Both servers get the shim; the baseline's only counts (0 ms), so the two differ in delay only.
+  const servers = new LatencyServers(
+    fixtures,
+    slowFsync
+      ? {
+          'tokengate slow-fsync': slowFsync.env(Number(slowMs), 'tokengate slow-fsync'),
+          tokengate: slowFsync.env(0, 'tokengate'),
+        }
+      : {},
+  )
+  const stopAll = async () => {
+    await servers.stopAll()
+    slowFsync?.cleanup()
+    rmSync(scratch, { recursive: true, force: true })
+  }
+  process.once('SIGINT', () => void stopAll().then(() => process.exit(130)))
+  try {
+    if (values['check-generators']) {
+      header('generator check')
+      await checkGenerators(servers, fixtures)
+      return
+    }
+    if (slowFsync) {
+      header(`slow disk: every fsync + ${slowMs} ms on the tokengate server`)
+      const results = await runCases(
+        slowFsyncCases(fixtures, scratch),
+        servers,
+        fixtures,
+        slowFsync,
+      )
+      for (const result of results) printCase(result, settings, true)
+      printSummary(results)
+      return
+    }
+    const filter = values.cases ? new RegExp(values.cases) : quick ? QUICK_CASES : undefined
+    const cases = standardCases(fixtures).filter((c) => !filter || filter.test(c.id))
+    const runnable = cases.filter((c) => {
+      const missing = [c.subject, c.baseline, ...c.others].map(missingFor).find(Boolean)
+      if (missing) console.log(`skipped ${c.id}: ${missing}`)
+      return !missing
+    })
+    header(quick ? 'quick: a smoke test, numbers indicative only' : 'interleaved rounds')
+    const results = await runCases(runnable, servers, fixtures, undefined)
+    for (const result of results) printCase(result, settings, false)
+    printSummary(results)
+  } finally {
+    await stopAll()
+    const [one] = loadavg()
+    console.log(`\nload average at the end: ${one?.toFixed(2)}`)
+  }
+}
+
+await main()
