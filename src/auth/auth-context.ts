@@ -75,12 +75,15 @@ export async function createAuthContext(
       case 'issuers_changed':
         void issuers.reload()
         break
+      case 'policy_changed':
+        // The gateway's policy follows the store itself (gateway/policy-reload.ts).
+        break
       default:
-        // 'resync' (and any kind added later): notifications may have been missed, so
-        // nothing cached can be trusted any more. Only the last-known tenants survive: they
-        // are served solely while the store is failing, so that JWTs keep working through
-        // a Postgres outage (the feed resyncs exactly when Postgres goes away); PATs then
-        // fail closed. See cached-lookups.ts.
+        // 'resync' (and any kind added later): changes may have been missed, so nothing
+        // cached can be trusted any more. Only the last-known tenants survive: they are
+        // served solely while the store is failing, so that JWTs keep working through a
+        // Postgres outage (the change log becomes unreadable exactly then); PATs then fail
+        // closed. See cached-lookups.ts.
         lookups.resync()
         void issuers.reload()
     }

@@ -114,4 +114,64 @@ export const sqliteMigrations: readonly Migration[] = [
       ) STRICT;
     `,
   },
+  {
+    // The change log (issue #25), as in Postgres: triggers log every change other processes
+    // may have cached (the CLI and every worker write the same file), and each process
+    // follows the log by sequence. AUTOINCREMENT: a number is never reused, even once the
+    // newest rows are pruned. SQLite has no generic row comparison, so the pats trigger lists
+    // every column but last_used_at (write-behind): a migration that adds a column to pats
+    // must recreate it (test/stores/contract.ts updates every column and checks the log).
+    version: 7,
+    sql: `
+      CREATE TABLE change_log (
+        seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind    TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        at      INTEGER NOT NULL
+      ) STRICT;
+
+      CREATE TRIGGER pats_updated_logged AFTER UPDATE OF id, token_hash, tenant_id, subject,
+        name, permissions, last4, created_at, expires_at, revoked_at, rotated_from,
+        superseded_at, grace_until ON pats
+      BEGIN
+        INSERT INTO change_log (kind, subject, at)
+        VALUES ('pat', NEW.token_hash, CAST(unixepoch('subsec') * 1000 AS INTEGER));
+      END;
+      CREATE TRIGGER pats_deleted_logged AFTER DELETE ON pats
+      BEGIN
+        INSERT INTO change_log (kind, subject, at)
+        VALUES ('pat', OLD.token_hash, CAST(unixepoch('subsec') * 1000 AS INTEGER));
+      END;
+      CREATE TRIGGER tenants_inserted_logged AFTER INSERT ON tenants
+      BEGIN
+        INSERT INTO change_log (kind, subject, at)
+        VALUES ('tenant', NEW.id, CAST(unixepoch('subsec') * 1000 AS INTEGER));
+      END;
+      CREATE TRIGGER tenants_updated_logged AFTER UPDATE ON tenants
+      BEGIN
+        INSERT INTO change_log (kind, subject, at)
+        VALUES ('tenant', NEW.id, CAST(unixepoch('subsec') * 1000 AS INTEGER));
+      END;
+      CREATE TRIGGER tenants_deleted_logged AFTER DELETE ON tenants
+      BEGIN
+        INSERT INTO change_log (kind, subject, at)
+        VALUES ('tenant', OLD.id, CAST(unixepoch('subsec') * 1000 AS INTEGER));
+      END;
+      CREATE TRIGGER issuers_inserted_logged AFTER INSERT ON issuers
+      BEGIN
+        INSERT INTO change_log (kind, subject, at)
+        VALUES ('issuer', NEW.issuer, CAST(unixepoch('subsec') * 1000 AS INTEGER));
+      END;
+      CREATE TRIGGER issuers_updated_logged AFTER UPDATE ON issuers
+      BEGIN
+        INSERT INTO change_log (kind, subject, at)
+        VALUES ('issuer', NEW.issuer, CAST(unixepoch('subsec') * 1000 AS INTEGER));
+      END;
+      CREATE TRIGGER issuers_deleted_logged AFTER DELETE ON issuers
+      BEGIN
+        INSERT INTO change_log (kind, subject, at)
+        VALUES ('issuer', OLD.issuer, CAST(unixepoch('subsec') * 1000 AS INTEGER));
+      END;
+    `,
+  },
 ]

@@ -58,14 +58,20 @@ export interface StoredIssuer extends IssuerConfig {
   readonly createdAt: number
 }
 
-/** Changes other components cache; delivered to `watch` listeners (in-process, or via NOTIFY). */
+/**
+ * Changes other components cache, delivered to `watch` listeners in change-log order: what
+ * this store object wrote before its method resolves, other processes' changes within the
+ * poll interval (sooner when NOTIFY wakes the follower). See change-log.ts.
+ */
 export type StoreChange =
-  | { readonly kind: 'pat_changed'; readonly id: string; readonly tokenHash: string }
+  | { readonly kind: 'pat_changed'; readonly tokenHash: string }
   | { readonly kind: 'tenant_changed'; readonly id: string }
   | { readonly kind: 'issuers_changed' }
+  /** The stored gateway policy named `name` was written or removed. */
+  | { readonly kind: 'policy_changed'; readonly name: string }
   /**
-   * Changes may have been missed (e.g. the Postgres LISTEN connection dropped): drop every
-   * cache. Sent when delivery is lost and again once it is restored.
+   * Changes may have been missed (the change log could not be read, or entries this process
+   * never applied were pruned): drop every cache.
    */
   | { readonly kind: 'resync' }
 
@@ -73,12 +79,16 @@ export class ConflictError extends Error {
   override readonly name = 'ConflictError'
 }
 
-/** State of a cross-instance change feed, for health checks and tests. */
+/** State of change delivery, for health checks, metrics and tests. */
 export interface ChangeFeedStatus {
-  /** True while changes from other instances are being received. */
+  /** True while a Postgres LISTEN connection is up (a wake-up only: see change-log.ts). */
   readonly connected: boolean
   /** Server pid of the listening connection, when connected. */
   readonly backendPid: number | undefined
+  /** The last change-log sequence number applied, once known. */
+  readonly lastSeq?: number | undefined
+  /** False while the change log cannot be read (caches were dropped; PATs fail closed). */
+  readonly current?: boolean | undefined
 }
 
 export interface TenantStore {
@@ -168,7 +178,7 @@ export interface OutboxStore {
 export interface ChangeSource {
   /** Subscribe to changes made through any connection to this store; returns unsubscribe. */
   watch(listener: (change: StoreChange) => void): () => void
-  /** The cross-instance change feed, for stores that have one (Postgres LISTEN/NOTIFY). */
+  /** State of change delivery (the change log follower, and Postgres' LISTEN connection). */
   readonly changeFeed?: ChangeFeedStatus | undefined
 }
 
