@@ -56,11 +56,7 @@ export async function prepareTokengate(
   options: StartOptions = {},
 ): Promise<DevSeed | undefined> {
   const logger = createLogger(config.log.level, options.logDestination)
-  const store = await openStore(
-    config.databaseUrl
-      ? { databaseUrl: config.databaseUrl, logger }
-      : { dataDir: config.dataDir, logger },
-  )
+  const store = await openStore({ ...storeLocation(config), logger })
   try {
     const clock = options.clock ?? systemClock
     const devSeed = await migrateAndSeed(config, store, clock)
@@ -97,11 +93,12 @@ export async function startTokengate(
 ): Promise<RunningTokengate> {
   const clock = options.clock ?? systemClock
   const logger = createLogger(config.log.level, options.logDestination)
-  const store = await openStore(
-    config.databaseUrl
-      ? { databaseUrl: config.databaseUrl, logger, secretKeyFile: config.secretKeyFile }
-      : { dataDir: config.dataDir, logger, secretKeyFile: config.secretKeyFile },
-  )
+  const store = await openStore({
+    ...storeLocation(config),
+    logger,
+    secretKeyFile: config.secretKeyFile,
+    changePollMs: config.store.changePollMs,
+  })
   let events: EventDelivery | undefined
   let metricsListener: MetricsListener | undefined
   let adminListener: { url: string; close(): Promise<void> } | undefined
@@ -242,6 +239,13 @@ export async function startTokengate(
     await store.close().catch(() => {})
     throw error
   }
+}
+
+/** The embedded file, or Postgres (with its LISTEN connection's own URL, when given). */
+function storeLocation(config: Readonly<Config>) {
+  return config.databaseUrl
+    ? { databaseUrl: config.databaseUrl, databaseListenUrl: config.databaseListenUrl }
+    : { dataDir: config.dataDir }
 }
 
 async function identitySignerFor(config: Readonly<Config>, clock: Clock) {

@@ -38,6 +38,7 @@ export const ENV_VARIABLES: Readonly<Record<string, string>> = {
   TOKENGATE_SECRET_KEY_FILE: 'secretKeyFile',
   TOKENGATE_DEV: 'dev',
   DATABASE_URL: 'databaseUrl',
+  DATABASE_LISTEN_URL: 'databaseListenUrl',
   REDIS_URL: 'redisUrl',
   TOKENGATE_HOST: 'server.host',
   TOKENGATE_PORT: 'server.port',

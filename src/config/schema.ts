@@ -24,6 +24,25 @@ export const ConfigSchema = Type.Object(
         description: 'Postgres URL for scale-out; when unset the embedded SQLite store is used.',
       }),
     ),
+    databaseListenUrl: Type.Optional(
+      Type.String({
+        pattern: '^postgres(ql)?://',
+        description:
+          'Postgres URL for the one LISTEN connection per instance (change wake-ups); default databaseUrl. Behind PgBouncer in transaction pooling LISTEN never delivers: point this at Postgres itself or a session-mode pool (without it changes still arrive within store.changePollMs).',
+      }),
+    ),
+    store: Type.Object(
+      {
+        changePollMs: Type.Integer({
+          default: 500,
+          minimum: 10,
+          maximum: 60_000,
+          description:
+            'How often each instance reads the change log (revocations, tenant, issuer and policy changes) without waiting for a wake-up: the bound on how late a change from another process is applied when NOTIFY does not arrive.',
+        }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
     secretKeyFile: Type.Optional(
       Type.String({
         minLength: 1,

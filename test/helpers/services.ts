@@ -17,14 +17,21 @@
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { createConnection, createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 
-export type Service = 'postgres' | 'redis' | 'nginx' | 'caddy' | 'chromium'
+export type Service =
+  | 'postgres'
+  | 'pgbouncer'
+  | 'redis'
+  | 'redis-sentinel'
+  | 'nginx'
+  | 'caddy'
+  | 'chromium'
 
 /** A running throwaway Postgres. */
 export interface PostgresServer {
@@ -42,6 +49,14 @@ export interface PostgresServer {
   /** Starts the halted server again on the same data directory and port; waits until ready. */
   start(): Promise<void>
   /** Stops the server (if running) and removes its directory. Idempotent. */
+  stop(): Promise<void>
+}
+
+/** A running throwaway PgBouncer in front of one Postgres. */
+export interface PgBouncerServer {
+  /** `postgres://postgres@127.0.0.1:<port>/<database>` through the bouncer. */
+  urlFor(database: string): string
+  readonly port: number
   stop(): Promise<void>
 }
 
@@ -244,6 +259,91 @@ export async function startRedis(): Promise<RedisServer> {
   return { url: `redis://127.0.0.1:${port}`, port, stop }
 }
 
+/**
+ * Starts PgBouncer (Debian package `pgbouncer`) in front of `postgres`, in `poolMode`
+ * (default `transaction`, what production setups run), every database passed through, any
+ * user accepted (the Postgres behind trusts 127.0.0.1). Resolves once it accepts queries.
+ */
+export async function startPgBouncer(
+  postgres: Pick<PostgresServer, 'port'>,
+  options: { poolMode?: 'session' | 'transaction'; poolSize?: number } = {},
+): Promise<PgBouncerServer> {
+  const reason = skipReason('pgbouncer')
+  if (reason) throw new Error(reason)
+  const owner = postgresOwner()
+  const root = mkdtempSync(join(tmpdir(), 'tokengate-pgbouncer-'))
+  if (owner) chownSync(root, owner.uid, owner.gid)
+  const port = await freePort()
+  const ini = join(root, 'pgbouncer.ini')
+  writeFileSync(
+    ini,
+    [
+      '[databases]',
+      `* = host=127.0.0.1 port=${postgres.port} user=postgres`,
+      '[pgbouncer]',
+      'listen_addr = 127.0.0.1',
+      `listen_port = ${port}`,
+      'unix_socket_dir =',
+      'auth_type = any',
+      `pool_mode = ${options.poolMode ?? 'transaction'}`,
+      `default_pool_size = ${options.poolSize ?? 10}`,
+      'max_client_conn = 500',
+      'server_reset_query =',
+      '',
+    ].join('\n'),
+  )
+  if (owner) chownSync(ini, owner.uid, owner.gid)
+  let log = ''
+  // PgBouncer refuses to run as root, like Postgres.
+  const proc = spawn(binaryPath('pgbouncer') as string, [ini], {
+    ...(owner ? { uid: owner.uid, gid: owner.gid } : {}),
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  for (const stream of [proc.stdout, proc.stderr]) {
+    stream?.setEncoding('utf8').on('data', (chunk: string) => {
+      log = (log + chunk).slice(-4000)
+    })
+  }
+  let stopped = false
+  const stop = async (): Promise<void> => {
+    if (stopped) return
+    stopped = true
+    await stopProcess(proc, 'SIGINT')
+    rmSync(root, { recursive: true, force: true })
+  }
+  const urlFor = (database: string) => `postgres://postgres@127.0.0.1:${port}/${database}`
+  try {
+    await waitUntil(
+      async () => {
+        if (proc.exitCode !== null || proc.signalCode !== null) {
+          throw new Error(`pgbouncer exited during start-up: ${log}`)
+        }
+        const client = new pg.Client({
+          connectionString: urlFor('postgres'),
+          connectionTimeoutMillis: 1000,
+        })
+        client.on('error', () => {})
+        try {
+          await client.connect()
+          await client.query('SELECT 1')
+          return true
+        } catch {
+          return false
+        } finally {
+          await client.end().catch(() => {})
+        }
+      },
+      `pgbouncer on port ${port}`,
+      () => log,
+    )
+  } catch (error) {
+    await stop()
+    throw error
+  }
+  return { urlFor, port, stop }
+}
+
 function postgresUnavailable(): string | undefined {
   if (!findPostgresBinDir()) {
     return 'no initdb/postgres binaries in /usr/lib/postgresql/*/bin or on PATH (apt-get install postgresql)'
@@ -256,7 +356,15 @@ function postgresUnavailable(): string | undefined {
 
 const unavailable: Record<Service, () => string | undefined> = {
   postgres: postgresUnavailable,
+  pgbouncer: () =>
+    postgresUnavailable() ??
+    (binaryPath('pgbouncer') ? undefined : 'no pgbouncer binary (apt-get install pgbouncer)'),
   redis: redisUnavailable,
+  'redis-sentinel': () =>
+    redisUnavailable() ??
+    (binaryPath('redis-sentinel')
+      ? undefined
+      : 'no redis-sentinel binary (apt-get install redis-sentinel)'),
   nginx: () => (binaryPath('nginx') ? undefined : 'no nginx binary (apt-get install nginx)'),
   caddy: () => (binaryPath('caddy') ? undefined : 'no caddy binary (apt-get install caddy)'),
   chromium: () =>
@@ -267,7 +375,9 @@ const unavailable: Record<Service, () => string | undefined> = {
  * The absolute path of a proxy or browser binary: PATH first, then the sbin directories
  * Debian installs nginx into (absent from a non-root PATH).
  */
-export function binaryPath(name: 'nginx' | 'caddy' | 'chromium'): string | undefined {
+export function binaryPath(
+  name: 'nginx' | 'caddy' | 'chromium' | 'pgbouncer' | 'redis-sentinel',
+): string | undefined {
   return (
     findOnPath(name) ??
     ['/usr/sbin', '/usr/bin'].map((dir) => join(dir, name)).find((path) => existsSync(path))
