@@ -52,8 +52,9 @@ export const ConfigSchema = Type.Object(
     ),
     redisUrl: Type.Optional(
       Type.String({
-        pattern: '^rediss?://',
-        description: 'Redis URL for rate-limit counters shared across instances.',
+        pattern: '^rediss?(-sentinel|-cluster)?://',
+        description:
+          'Redis for rate-limit counters shared across instances: `redis://[:PASSWORD@]HOST:PORT[/DB]` (one server; `rediss://` for TLS), `redis-sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB][?sentinelPassword=...]` (Sentinel: the master is looked up and followed across failovers), or `redis-cluster://[:PASSWORD@]HOST:PORT[,HOST:PORT...]` (Cluster seed nodes). See docs/scale-out.md for what a failover loses.',
       }),
     ),
     server: Type.Object(

@@ -65,6 +65,8 @@ export interface RedisServer {
   readonly url: string
   readonly port: number
   stop(): Promise<void>
+  /** SIGKILL, as a crash (the directory is removed by `stop`). */
+  kill(): Promise<void>
 }
 
 const READY_TIMEOUT_MS = 30_000
@@ -207,31 +209,43 @@ export async function startPostgres(): Promise<PostgresServer> {
 }
 
 /** Starts a Redis server without persistence; resolves once it answers PING. */
-export async function startRedis(): Promise<RedisServer> {
+export async function startRedis(extraArgs: readonly string[] = []): Promise<RedisServer> {
   const reason = skipReason('redis')
   if (reason) throw new Error(reason)
   const root = mkdtempSync(join(tmpdir(), 'tokengate-redis-'))
   const port = await freePort()
-  let stderr = ''
-  const proc = spawn(
-    'redis-server',
-    [
-      '--port',
-      String(port),
-      '--bind',
-      '127.0.0.1',
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-      '--dir',
-      root,
-    ],
-    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
-  )
+  const args = [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--dir',
+    root,
+    ...extraArgs,
+  ]
+  const server = await spawnRedis('redis-server', args, root, port)
+  return { url: `redis://127.0.0.1:${port}`, port, stop: server.stop, kill: server.kill }
+}
+
+/** One redis-server or redis-sentinel process, ready once it answers PING. */
+async function spawnRedis(
+  binary: 'redis-server' | 'redis-sentinel',
+  args: readonly string[],
+  root: string,
+  port: number,
+): Promise<{ stop(): Promise<void>; kill(): Promise<void> }> {
+  let output = ''
+  const proc = spawn(binaryPath(binary) ?? binary, args, {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   for (const stream of [proc.stdout, proc.stderr]) {
     stream?.setEncoding('utf8').on('data', (chunk: string) => {
-      stderr = (stderr + chunk).slice(-4000)
+      output = (output + chunk).slice(-4000)
     })
   }
   let stopped = false
@@ -245,18 +259,156 @@ export async function startRedis(): Promise<RedisServer> {
     await waitUntil(
       async () => {
         if (proc.exitCode !== null || proc.signalCode !== null) {
-          throw new Error(`redis-server exited during start-up: ${stderr}`)
+          throw new Error(`${binary} exited during start-up: ${output}`)
         }
         return (await redisPing(port)) === '+PONG'
       },
-      `redis on port ${port}`,
-      () => stderr,
+      `${binary} on port ${port}`,
+      () => output,
     )
   } catch (error) {
     await stop()
     throw error
   }
-  return { url: `redis://127.0.0.1:${port}`, port, stop }
+  // SIGKILL: a crash, for failover tests (the directory goes with stop()).
+  const kill = () => stopProcess(proc, 'SIGKILL')
+  return { stop, kill }
+}
+
+/** A master, one replica and one sentinel (quorum 1) watching them as `name`. */
+export interface RedisSentinelSetup {
+  /** `redis-sentinel://127.0.0.1:<sentinel port>/<name>` */
+  readonly url: string
+  readonly name: string
+  readonly master: RedisServer
+  readonly replica: RedisServer
+  readonly sentinelPort: number
+  stop(): Promise<void>
+}
+
+/**
+ * Sentinel with fast failover (the master is down after 500 ms without answers), for tests
+ * that kill the master under load. A sentinel needs a config file it may rewrite.
+ */
+export async function startRedisSentinel(): Promise<RedisSentinelSetup> {
+  const reason = skipReason('redis-sentinel')
+  if (reason) throw new Error(reason)
+  const name = 'tokengate'
+  const master = await startRedis()
+  const replica = await startRedis(['--replicaof', '127.0.0.1', String(master.port)])
+  // In sync before anyone counts: a failover must lose only what replication had not sent.
+  await waitUntil(
+    async () =>
+      execFileSync('redis-cli', ['-p', String(replica.port), 'info', 'replication'], {
+        encoding: 'utf8',
+      }).includes('master_link_status:up'),
+    `replica of ${master.port} in sync`,
+    () => '',
+  )
+  const root = mkdtempSync(join(tmpdir(), 'tokengate-sentinel-'))
+  const sentinelPort = await freePort()
+  const conf = join(root, 'sentinel.conf')
+  writeFileSync(
+    conf,
+    [
+      `port ${sentinelPort}`,
+      'bind 127.0.0.1',
+      `dir ${root}`,
+      `sentinel monitor ${name} 127.0.0.1 ${master.port} 1`,
+      `sentinel down-after-milliseconds ${name} 500`,
+      `sentinel failover-timeout ${name} 3000`,
+      `sentinel parallel-syncs ${name} 1`,
+      '',
+    ].join('\n'),
+  )
+  let sentinel: Awaited<ReturnType<typeof spawnRedis>> | undefined
+  try {
+    sentinel = await spawnRedis('redis-sentinel', [conf], root, sentinelPort)
+  } catch (error) {
+    await replica.stop()
+    await master.stop()
+    throw error
+  }
+  return {
+    url: `redis-sentinel://127.0.0.1:${sentinelPort}/${name}`,
+    name,
+    master,
+    replica,
+    sentinelPort,
+    async stop() {
+      await sentinel?.stop()
+      await replica.stop()
+      await master.stop()
+    },
+  }
+}
+
+/** A Redis Cluster of 3 masters, each with one replica, on 127.0.0.1. */
+export interface RedisClusterSetup {
+  /** `redis-cluster://127.0.0.1:<port>,...` (every node as a seed). */
+  readonly url: string
+  readonly nodes: readonly RedisServer[]
+  stop(): Promise<void>
+}
+
+/** Six nodes (cluster-node-timeout 1 s, so a failover takes ~2 s), joined by `redis-cli --cluster create`. */
+export async function startRedisCluster(): Promise<RedisClusterSetup> {
+  const reason = skipReason('redis')
+  if (reason) throw new Error(reason)
+  const nodes: RedisServer[] = []
+  const stopAll = async () => {
+    for (const node of nodes) await node.stop()
+  }
+  try {
+    for (let i = 0; i < 6; i++) {
+      nodes.push(
+        await startRedis([
+          '--cluster-enabled',
+          'yes',
+          '--cluster-config-file',
+          `nodes-${i}.conf`,
+          '--cluster-node-timeout',
+          '1000',
+        ]),
+      )
+    }
+    execFileSync(
+      findOnPath('redis-cli') ?? 'redis-cli',
+      [
+        '--cluster',
+        'create',
+        ...nodes.map((node) => `127.0.0.1:${node.port}`),
+        '--cluster-replicas',
+        '1',
+        '--cluster-yes',
+      ],
+      { stdio: 'pipe', timeout: 30_000 },
+    )
+    for (const node of nodes) {
+      await waitUntil(
+        async () => {
+          const cli = (...args: string[]) =>
+            execFileSync('redis-cli', ['-p', String(node.port), ...args], { encoding: 'utf8' })
+          const replication = cli('info', 'replication')
+          // Replicas in sync: one that never synced is not promoted when its master dies.
+          return (
+            cli('cluster', 'info').includes('cluster_state:ok') &&
+            (replication.includes('role:master') || replication.includes('master_link_status:up'))
+          )
+        },
+        `cluster node ${node.port} ready`,
+        () => '',
+      )
+    }
+  } catch (error) {
+    await stopAll()
+    throw error
+  }
+  return {
+    url: `redis-cluster://${nodes.map((node) => `127.0.0.1:${node.port}`).join(',')}`,
+    nodes,
+    stop: stopAll,
+  }
 }
 
 /**
@@ -376,7 +528,7 @@ const unavailable: Record<Service, () => string | undefined> = {
  * Debian installs nginx into (absent from a non-root PATH).
  */
 export function binaryPath(
-  name: 'nginx' | 'caddy' | 'chromium' | 'pgbouncer' | 'redis-sentinel',
+  name: 'nginx' | 'caddy' | 'chromium' | 'pgbouncer' | 'redis-sentinel' | 'redis-server',
 ): string | undefined {
   return (
     findOnPath(name) ??
