@@ -29,15 +29,38 @@ export interface Sessions {
 
 export const MAX_SESSIONS = 10_000
 
+/**
+ * Sessions one credential (an admin token, or an SSO subject) may hold. Why: with only the
+ * global cap, one credential signing in 10,000 times evicted every other operator's session;
+ * now a flood ends only the flooder's own oldest sessions.
+ */
+export const MAX_SESSIONS_PER_CREDENTIAL = 16
+
+/** The credential a session was opened with: its admin token's hash, or the SSO actor. */
+const credentialOf = (operator: Operator) => operator.adminTokenHash ?? operator.actor
+
 export function createSessions(options: { ttlMs: number; idleMs: number }): Sessions {
   const byHash = new Map<string, Session>()
+  // Per credential, its sessions' keys, oldest first.
+  const byCredential = new Map<string, Set<string>>()
   const key = (id: string) => hash('sha256', id, 'hex')
+  const remove = (k: string) => {
+    const session = byHash.get(k)
+    if (!session) return
+    byHash.delete(k)
+    const own = byCredential.get(credentialOf(session.operator))
+    own?.delete(k)
+    if (own?.size === 0) byCredential.delete(credentialOf(session.operator))
+  }
   return {
     create(operator, now) {
+      const own = byCredential.get(credentialOf(operator)) ?? new Set<string>()
+      byCredential.set(credentialOf(operator), own)
+      if (own.size >= MAX_SESSIONS_PER_CREDENTIAL) remove(own.values().next().value as string)
       if (byHash.size >= MAX_SESSIONS) {
-        // Oldest first (Map keeps insertion order): a flood of sign-ins cannot grow memory.
+        // Oldest first (Map keeps insertion order): many credentials cannot grow memory.
         const oldest = byHash.keys().next().value
-        if (oldest !== undefined) byHash.delete(oldest)
+        if (oldest !== undefined) remove(oldest)
       }
       const id = randomBytes(32).toString('base64url')
       const session: Session = {
@@ -49,6 +72,7 @@ export function createSessions(options: { ttlMs: number; idleMs: number }): Sess
         flash: undefined,
       }
       byHash.set(key(id), session)
+      own.add(key(id))
       return { id, session }
     },
     get(id, now) {
@@ -57,17 +81,17 @@ export function createSessions(options: { ttlMs: number; idleMs: number }): Sess
       const session = byHash.get(k)
       if (!session) return undefined
       if (now >= session.expiresAt || now - session.lastSeen >= options.idleMs) {
-        byHash.delete(k)
+        remove(k)
         return undefined
       }
       session.lastSeen = now
       return session
     },
     end(id) {
-      if (id) byHash.delete(key(id))
+      if (id) remove(key(id))
     },
     endWhere(test) {
-      for (const [k, session] of byHash) if (test(session)) byHash.delete(k)
+      for (const [k, session] of byHash) if (test(session)) remove(k)
     },
     get size() {
       return byHash.size

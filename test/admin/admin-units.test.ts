@@ -5,7 +5,12 @@ import pino from 'pino'
 import { trafficChart } from '../../src/admin/chart.ts'
 import { escapeHtml, html, time } from '../../src/admin/html.ts'
 import { buildAdminServer } from '../../src/admin/server.ts'
-import { createSessions, csrfMatches, MAX_SESSIONS } from '../../src/admin/sessions.ts'
+import {
+  createSessions,
+  csrfMatches,
+  MAX_SESSIONS,
+  MAX_SESSIONS_PER_CREDENTIAL,
+} from '../../src/admin/sessions.ts'
 import { BUCKET_MS, createTrafficRecorder } from '../../src/admin/traffic.ts'
 import { auditCsv, issuerView } from '../../src/admin/views.ts'
 import { loadConfig } from '../../src/config/load.ts'
@@ -60,10 +65,21 @@ describe('sessions', () => {
   })
   test('a flood of sign-ins keeps at most MAX_SESSIONS, dropping the oldest', () => {
     const sessions = createSessions({ ttlMs: 10_000, idleMs: 10_000 })
-    const first = sessions.create(operator, T0)
-    for (let i = 0; i < MAX_SESSIONS; i++) sessions.create(operator, T0)
+    // Distinct credentials: one credential alone is held to MAX_SESSIONS_PER_CREDENTIAL.
+    const as = (i: number) => ({ ...operator, adminTokenHash: `hash-${i}` })
+    const first = sessions.create(as(-1), T0)
+    for (let i = 0; i < MAX_SESSIONS; i++) sessions.create(as(i), T0)
     assert.equal(sessions.size, MAX_SESSIONS)
     assert.equal(sessions.get(first.id, T0), undefined)
+  })
+  test('one credential keeps at most MAX_SESSIONS_PER_CREDENTIAL, its own oldest dropped', () => {
+    const sessions = createSessions({ ttlMs: 10_000, idleMs: 10_000 })
+    const other = sessions.create({ ...operator, adminTokenHash: 'other' }, T0)
+    const first = sessions.create(operator, T0)
+    for (let i = 0; i < MAX_SESSIONS_PER_CREDENTIAL; i++) sessions.create(operator, T0)
+    assert.equal(sessions.size, MAX_SESSIONS_PER_CREDENTIAL + 1)
+    assert.equal(sessions.get(first.id, T0), undefined)
+    assert.ok(sessions.get(other.id, T0))
   })
   test('CSRF tokens compare exactly', () => {
     const { session } = createSessions({ ttlMs: 1, idleMs: 1 }).create(operator, T0)
