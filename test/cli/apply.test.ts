@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { generateKeyPairSync } from 'node:crypto'
-import { readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { cli, cliJson, tempDataDir, withDataStore } from './helpers.ts'
@@ -45,7 +45,9 @@ gateway:
 
   it('--dry-run plans every create and changes nothing', async () => {
     writeFileSync(applyFile, desired(true, 'api'))
-    const plan = await cliJson<Plan>(['apply', '-f', applyFile, '--dry-run'], { dataDir })
+    const run = await cli(['apply', '-f', applyFile, '--dry-run', '--json'], { dataDir })
+    assert.equal(run.code, 3, run.stderr)
+    const plan = JSON.parse(run.stdout) as Plan
     assert.equal(plan.dryRun, true)
     assert.deepEqual(
       plan.changes.map((c) => `${c.action} ${c.kind} ${c.id}`),
@@ -92,7 +94,7 @@ gateway:
   it('a changed file plans and applies only the differences', async () => {
     writeFileSync(applyFile, desired(false, 'api2').replace('Acme Corp', 'Acme Renamed'))
     const plan = await cli(['apply', '-f', applyFile, '--dry-run'], { dataDir })
-    assert.equal(plan.code, 0, plan.stderr)
+    assert.equal(plan.code, 3, plan.stderr)
     assert.match(plan.stdout, /^update {4}tenant acme \(disable\)$/m)
     assert.match(plan.stdout, /^unchanged tenant beta$/m)
     assert.match(plan.stdout, /^update {4}issuer https:\/\/login.example.com\/ \(replace\)$/m)
@@ -154,5 +156,95 @@ gateway:
     const missing = await cli(['apply'], { dataDir })
     assert.equal(missing.code, 2)
     assert.match(missing.stderr, /missing -f FILE/)
+  })
+})
+
+/**
+ * Attacks on `apply` (issue #25), each written before its fix: a file that passes --dry-run
+ * but stops half way, file references that escape the applied file's directory (read and
+ * quoted in the error, or overwritten), and keys that redirect the writes to another store.
+ */
+describe('tokengate apply: hostile or broken files change nothing', () => {
+  const data = tempDataDir()
+  after(() => data.cleanup())
+  const root = join(data.dir, 'gitops')
+  const outside = join(data.dir, 'outside')
+  const dataDir = join(data.dir, 'store')
+  mkdirSync(root)
+  mkdirSync(outside)
+  const file = join(root, 'tokengate.yaml')
+  const canary = 'CANARY-7f3a9e-do-not-print'
+  writeFileSync(join(outside, 'canary.txt'), `${canary}\n`)
+  const pem = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+    .publicKey.export({ type: 'spki', format: 'pem' })
+    .toString()
+  writeFileSync(join(root, 'issuer.pem'), pem)
+
+  it('an issuer naming an unknown tenant is refused by --dry-run and by apply, before any write', async () => {
+    writeFileSync(
+      file,
+      'tenants:\n  - id: fresh\nissuers:\n  - issuer: https://idp.example/\n    audience: api\n    pem-file: issuer.pem\n    algorithm: ES256\n    tenant: ghost\n',
+    )
+    for (const args of [['--dry-run'], []]) {
+      const result = await cli(['apply', '-f', file, ...args], { dataDir })
+      assert.equal(result.code, 1, result.stdout)
+      assert.match(result.stderr, /issuers\[0\].*tenant ghost/)
+    }
+    assert.equal(await withDataStore(dataDir, (store) => store.findTenant('fresh')), undefined)
+  })
+
+  it('a key file outside the applied file’s directory is refused, its contents never printed', async () => {
+    writeFileSync(
+      file,
+      'issuers:\n  - issuer: https://idp.example/\n    audience: api\n    jwks-file: ../outside/canary.txt\n',
+    )
+    const result = await cli(['apply', '-f', file, '--dry-run'], { dataDir })
+    assert.equal(result.code, 1)
+    assert.match(result.stderr, /outside/)
+    assert.doesNotMatch(result.stderr + result.stdout, /CANARY/)
+    // Inside the directory, a file that is not a key set: named, never quoted.
+    writeFileSync(join(root, 'not-jwks.json'), `${canary}\n`)
+    writeFileSync(
+      file,
+      'issuers:\n  - issuer: https://idp.example/\n    audience: api\n    jwks-file: not-jwks.json\n',
+    )
+    const bad = await cli(['apply', '-f', file, '--dry-run'], { dataDir })
+    assert.equal(bad.code, 1)
+    assert.match(bad.stderr, /not-jwks\.json/)
+    assert.doesNotMatch(bad.stderr + bad.stdout, /CANARY/)
+  })
+
+  it('a policyFile outside the directory is refused and left untouched', async () => {
+    const target = join(outside, 'policy.yaml')
+    writeFileSync(target, 'default: deny\n')
+    writeFileSync(
+      file,
+      'gateway:\n  policyFile: ../outside/policy.yaml\n  policy:\n    default: authenticated\n',
+    )
+    const result = await cli(['apply', '-f', file], { dataDir })
+    assert.equal(result.code, 1)
+    assert.match(result.stderr, /outside/)
+    assert.equal(readFileSync(target, 'utf8'), 'default: deny\n')
+  })
+
+  it('a global option spelled as an issuer key (data-dir) is refused: writes cannot be redirected', async () => {
+    const elsewhere = join(data.dir, 'elsewhere')
+    writeFileSync(
+      file,
+      `issuers:\n  - issuer: https://idp.example/\n    audience: api\n    pem-file: issuer.pem\n    algorithm: ES256\n    data-dir: ${elsewhere}\n`,
+    )
+    const result = await cli(['apply', '-f', file], { dataDir })
+    assert.equal(result.code, 1)
+    assert.match(result.stderr, /issuers\[0\]: unknown key data-dir/)
+    assert.equal(existsSync(elsewhere), false)
+  })
+
+  it('--dry-run exits 3 while changes are pending and 0 once there are none', async () => {
+    writeFileSync(file, 'tenants:\n  - id: pending\n')
+    const planned = await cli(['apply', '-f', file, '--dry-run'], { dataDir })
+    assert.equal(planned.code, 3, planned.stderr)
+    assert.match(planned.stdout, /create {4}tenant pending/)
+    assert.equal((await cli(['apply', '-f', file], { dataDir })).code, 0)
+    assert.equal((await cli(['apply', '-f', file, '--dry-run'], { dataDir })).code, 0)
   })
 })

@@ -6,8 +6,9 @@
  * tenant or issuer absent from the file is left as it is (no pruning).
  */
 import { randomBytes } from 'node:crypto'
+import { realpathSync } from 'node:fs'
 import { readFile, rename, writeFile } from 'node:fs/promises'
-import { dirname, isAbsolute, resolve } from 'node:path'
+import { dirname, isAbsolute, relative, resolve } from 'node:path'
 import { isMap, isSeq, LineCounter, type Node, parseDocument, stringify } from 'yaml'
 import { MAX_TENANT_NAME_LENGTH } from '../../core/operator-text.ts'
 import { parsePolicy } from '../../gateway/policy.ts'
@@ -51,6 +52,8 @@ interface DesiredState {
 }
 
 const TOP_KEYS = new Set(['tenants', 'issuers', 'gateway'])
+/** `apply --dry-run`'s exit code when the plan changes something (docs/cli.md). */
+export const CHANGES_PENDING = 3
 /** `issuer add` options whose value is a file, read relative to the applied file. */
 const FILE_OPTIONS = new Set(['jwks-file', 'pem-file', 'secret-file'])
 
@@ -59,7 +62,7 @@ const apply: CommandDef = {
   summary: 'Apply tenants, issuers and the gateway policy from a declarative file',
   synopsis: '-f FILE [--dry-run]',
   description:
-    'FILE (YAML or JSON) lists tenants, issuers (keys are the options of issuer add) and the\ngateway policy. Each change runs the matching tenant/issuer command; applying the same file\ntwice changes nothing. Objects missing from the file are never removed. --dry-run prints the\nplan (create / update / unchanged) and changes nothing. After a policy change, send SIGHUP to\nthe server to reload it.',
+    "FILE (YAML or JSON) lists tenants, issuers (keys are the options of issuer add) and the\ngateway policy. Each change runs the matching tenant/issuer command; applying the same file\ntwice changes nothing. Objects missing from the file are never removed. Every entry and\nreference is checked before the first write. Files it names (key files, policyFile) must lie\ninside FILE's directory. --dry-run prints the plan (create / update / unchanged), changes\nnothing, and exits 3 when changes are pending (0 when none). After a policy change, send\nSIGHUP to the server to reload it.",
   options: {
     file: { type: 'string', short: 'f', value: 'FILE', description: 'The declarative file.' },
     'dry-run': { type: 'boolean', description: 'Print the plan; change nothing.' },
@@ -71,6 +74,7 @@ const apply: CommandDef = {
     const dryRun = flag(ctx.args, 'dry-run')
     const desired = await readDesired(file)
     const changes = await plan(ctx, desired)
+    const pending = changes.filter((c) => c.action !== 'unchanged').length
     if (!dryRun) await carryOut(ctx, changes, desired)
     if (ctx.json) ctx.out.json({ dryRun, changes })
     else {
@@ -78,14 +82,15 @@ const apply: CommandDef = {
         const note = change.note ? ` (${change.note})` : ''
         ctx.out.line(`${change.action.padEnd(9)} ${change.kind} ${change.id}${note}`)
       }
-      const count = changes.filter((c) => c.action !== 'unchanged').length
       ctx.out.line(
         dryRun
-          ? `Dry run: ${count} change(s) planned, nothing applied.`
-          : `Applied ${count} change(s).`,
+          ? `Dry run: ${pending} change(s) planned, nothing applied.`
+          : `Applied ${pending} change(s).`,
       )
     }
-    return 0
+    // As `terraform plan -detailed-exitcode` and `decK diff`, for CI: a plan with changes is
+    // not an error (1) nor a usage error (2), so it has a code of its own.
+    return dryRun && pending > 0 ? CHANGES_PENDING : 0
   },
 }
 
@@ -120,7 +125,32 @@ async function readDesired(file: string): Promise<DesiredState> {
     if (!TOP_KEYS.has(key))
       fail(pair.key as Node, `unknown key ${key} (expected tenants, issuers, gateway)`)
   }
-  const base = dirname(resolve(file))
+  const base = realpathSync(dirname(resolve(file)))
+  /**
+   * A path from the file, resolved against its directory, which it must not leave: a file
+   * from a pull request must not make apply read (and quote) or overwrite anything else.
+   */
+  const inside = (node: Node, key: string, text: string): string => {
+    const path = resolve(base, text)
+    let real = path
+    try {
+      real = realpathSync(path)
+    } catch {
+      // Not there (yet): its directory decides.
+      try {
+        real = resolve(realpathSync(dirname(path)), relative(dirname(path), path))
+      } catch {}
+    }
+    const rel = relative(base, real)
+    if (rel === '' || rel.startsWith('..') || isAbsolute(rel)) {
+      fail(
+        node,
+        `${key}: ${text} is outside ${base}; files named in the file must lie inside its directory`,
+      )
+    }
+    return real
+  }
+  const issuerOptions = commandNamed(['issuer', 'add']).options
   const list = (key: string): Node[] => {
     const node = root.get(key, true) as Node | undefined
     if (node === undefined) return []
@@ -147,6 +177,9 @@ async function readDesired(file: string): Promise<DesiredState> {
     if (!isMap(node)) return fail(node, `issuers[${i}]: expected a mapping of issuer add options`)
     const argv: string[] = []
     for (const [key, raw] of Object.entries((node as { toJSON(): object }).toJSON())) {
+      // The command's own options only: a global one (data-dir, database-url, config) would
+      // send this entry's write to another store.
+      if (!Object.hasOwn(issuerOptions, key)) fail(node, `issuers[${i}]: unknown key ${key}`)
       const values = Array.isArray(raw) ? raw : [raw]
       if (key === 'algorithms' && Array.isArray(raw)) {
         argv.push('--algorithms', raw.join(','))
@@ -157,10 +190,7 @@ async function readDesired(file: string): Promise<DesiredState> {
         else if (value === false) continue
         else if (typeof value === 'string' || typeof value === 'number') {
           const text = String(value)
-          argv.push(
-            `--${key}`,
-            FILE_OPTIONS.has(key) && !isAbsolute(text) ? resolve(base, text) : text,
-          )
+          argv.push(`--${key}`, FILE_OPTIONS.has(key) ? inside(node, key, text) : text)
         } else fail(node, `issuers[${i}].${key}: expected a string, a list of strings or true`)
       }
     }
@@ -188,7 +218,7 @@ async function readDesired(file: string): Promise<DesiredState> {
     } catch (error) {
       throw new CommandFailure(`gateway.policy: ${(error as Error).message}`)
     }
-    policy = { file: isAbsolute(target) ? target : resolve(base, target), text: policyText }
+    policy = { file: inside(gateway, 'gateway.policyFile', target), text: policyText }
   }
   return { tenants, issuers, policy }
 }
@@ -217,6 +247,15 @@ async function plan(ctx: CommandContext, desired: DesiredState): Promise<Change[
     tenants: await store.listTenants(),
     issuers: await store.listIssuers(),
   }))
+  // Every reference checked before the first write: an issuer bound to a tenant needs that
+  // tenant in the store or in the file, or apply would stop half way.
+  const known = new Set([...tenants.map((t) => t.id), ...desired.tenants.map((t) => t.value.id)])
+  for (const { at, config } of issuerArgs) {
+    const fixed = config.tenant && 'fixed' in config.tenant ? config.tenant.fixed : undefined
+    if (fixed !== undefined && !known.has(fixed)) {
+      throw new CommandFailure(`${at}: tenant ${fixed} does not exist and is not in the file`)
+    }
+  }
   const changes: Change[] = []
   for (const { value } of desired.tenants) {
     const existing = tenants.find((t) => t.id === value.id)
