@@ -9,6 +9,7 @@ import { type Clock, systemClock } from './core/ports.ts'
 import type { DevSeed } from './dev/seed.ts'
 import { type EventDelivery, startEventDelivery } from './events/start.ts'
 import { createLogger } from './logger.ts'
+import { fitToDescriptorLimit } from './server/descriptor-budget.ts'
 import type { MetricsListener } from './server/metrics.ts'
 import { buildServer } from './server/server.ts'
 import { ensureDevCertificate, readTlsFiles, type TlsMaterial } from './server/tls.ts'
@@ -133,7 +134,7 @@ export async function startTokengate(
           })
       : undefined
     const app = await buildServer({
-      config,
+      config: fitToDescriptorLimit(config, logger),
       auth,
       logger,
       tls,
