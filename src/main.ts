@@ -107,7 +107,9 @@ export async function startTokengate(
   try {
     const devSeed = options.worker ? undefined : await migrateAndSeed(config, store, clock)
     const tls = await tlsFor(config)
-    const auth = await createAuthContext(config, store, clock, logger)
+    const auth = await createAuthContext(config, store, clock, logger, {
+      auditSpoolDir: join(config.dataDir, 'audit-spool'),
+    })
     events = startEventDelivery(config.events, store, clock, logger)
     const metricsModule = config.metrics.enabled ? await import('./server/metrics.ts') : undefined
     const metrics = metricsModule
