@@ -166,4 +166,25 @@ export const postgresMigrations: readonly Migration[] = [
         EXECUTE FUNCTION tokengate_log_change('issuer', 'issuer');
     `,
   },
+  {
+    // Console sessions in the store (issue #25), so that any instance serves any page: the
+    // cookie's SHA-256 only, the operator it signed in, its CSRF token, and a one-shot
+    // notice and flash (a new token, sealed with a key derived from the cookie: the store
+    // alone cannot open it). Capped per credential by insertSession.
+    version: 8,
+    sql: `
+      CREATE TABLE console_sessions (
+        id_hash text COLLATE "C" PRIMARY KEY,
+        credential text COLLATE "C" NOT NULL,
+        operator jsonb NOT NULL,
+        csrf text NOT NULL,
+        created_at bigint NOT NULL,
+        expires_at bigint NOT NULL,
+        last_seen bigint NOT NULL,
+        flash text,
+        notice jsonb
+      );
+      CREATE INDEX console_sessions_credential ON console_sessions (credential, created_at);
+    `,
+  },
 ]

@@ -174,4 +174,22 @@ export const sqliteMigrations: readonly Migration[] = [
       END;
     `,
   },
+  {
+    // Console sessions in the store (issue #25); see the Postgres migration 8.
+    version: 8,
+    sql: `
+      CREATE TABLE console_sessions (
+        id_hash    TEXT PRIMARY KEY,
+        credential TEXT NOT NULL,
+        operator   TEXT NOT NULL,
+        csrf       TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        last_seen  INTEGER NOT NULL,
+        flash      TEXT,
+        notice     TEXT
+      ) STRICT;
+      CREATE INDEX console_sessions_credential ON console_sessions (credential, created_at);
+    `,
+  },
 ]

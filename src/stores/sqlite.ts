@@ -442,11 +442,6 @@ export class SqliteStore implements Store {
     }
   }
 
-  /** State of change delivery: the follower's position (no LISTEN connection here). */
-  get changeFeed() {
-    return { connected: false, backendPid: undefined, ...this.#follower.status }
-  }
-
   /** Delivers what this object just wrote (and anything before it) to its watchers. */
   async #delivered(): Promise<void> {
     if (this.#listeners.size > 0) await this.#follower.catchUp()

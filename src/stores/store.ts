@@ -275,4 +275,42 @@ export interface AdminStore {
   searchPats(search: PatSearch, page: PageRequest): Promise<Page<PatRecord>>
   /** Newest first, keyset-paginated like `listAudit`. */
   searchAudit(search: AuditSearch, page: PageRequest): Promise<Page<StoredAuditEvent>>
+  /**
+   * Stores a console session. First removes ended ones (expired, or unused since
+   * `staleBefore`), the credential's oldest beyond `perCredential - 1`, and the oldest of all
+   * beyond `total - 1`, so neither one credential nor many can grow the table without bound.
+   */
+  insertSession(
+    record: ConsoleSessionRecord,
+    limits: { perCredential: number; total: number; now: number; staleBefore: number },
+  ): Promise<void>
+  findSession(idHash: string): Promise<ConsoleSessionRecord | undefined>
+  /** Changes the fields given; a field set to null is cleared. */
+  updateSession(
+    idHash: string,
+    changes: { lastSeen?: number; flash?: string | null; notice?: string | null },
+  ): Promise<void>
+  deleteSession(idHash: string): Promise<void>
+}
+
+/** A console session as stored (admin/sessions.ts): never the cookie, only its SHA-256. */
+export interface ConsoleSessionRecord {
+  /** Lowercase hex SHA-256 of the cookie value. */
+  readonly idHash: string
+  /** What the operator signed in with: the admin token's hash, or the SSO actor. */
+  readonly credential: string
+  readonly operator: {
+    readonly actor: string
+    readonly role: AdminRole
+    readonly expiresAt: number
+    readonly adminTokenHash: string | undefined
+  }
+  readonly csrf: string
+  readonly createdAt: number
+  readonly expiresAt: number
+  readonly lastSeen: number
+  /** Sealed with a key only the cookie gives (admin/sessions.ts). */
+  readonly flash: string | null
+  /** A one-shot message for the next page, JSON. */
+  readonly notice: string | null
 }
