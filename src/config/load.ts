@@ -159,6 +159,11 @@ function crossFieldProblems(config: Config): string[] {
     // Unsigned delivery is not offered: a receiver could not tell our events from forgeries.
     problems.push('/events: webhookUrl and webhookSecret must be given together')
   }
+  if (config.gateway?.policyStore && config.gateway.policyFile) {
+    problems.push(
+      '/gateway: policyStore and policyFile are exclusive; the policy comes from one place',
+    )
+  }
   if (config.pagination.defaultLimit > config.pagination.maxLimit) {
     problems.push('/pagination/defaultLimit: must not exceed maxLimit')
   }

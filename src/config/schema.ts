@@ -414,6 +414,11 @@ export const ConfigSchema = Type.Object(
           policyFile: Type.Optional(
             Type.String({ description: 'Route permission policy (YAML or JSON).' }),
           ),
+          policyStore: Type.Boolean({
+            default: false,
+            description:
+              'Read the route policy from the store instead of policyFile (`tokengate policy set FILE` or `apply`): written once, every instance applies it within store.changePollMs (sooner with LISTEN). The decision API uses it too unless decision.policyFile is set.',
+          }),
           timeoutMs: Type.Integer({
             default: 30_000,
             minimum: 1,

@@ -131,7 +131,8 @@ export async function buildDecisionServer(
         },
       ),
   }) as unknown as FastifyInstance
-  const matcher = await policyMatcherOf(app, policyFile)
+  const fromStore = config.gateway?.policyStore && !decision.policyFile ? auth.store : undefined
+  const matcher = await policyMatcherOf(app, policyFile, fromStore)
 
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)

@@ -5,7 +5,8 @@
  * last good policy stays in force (as nginx keeps its old workers on a failed `reload`).
  */
 import type { FastifyInstance } from 'fastify'
-import { DEFAULT_POLICY, loadPolicy, type Policy } from './policy.ts'
+import type { ChangeSource, PolicyStore } from '../stores/store.ts'
+import { DEFAULT_POLICY, loadPolicy, type Policy, parsePolicy } from './policy.ts'
 import { createPolicyMatcher, type PolicyMatcher } from './policy-matcher.ts'
 
 export interface PolicyReloadLog {
@@ -26,6 +27,7 @@ export function createReloadablePolicy(
   file: string,
   initial: Policy,
   log: PolicyReloadLog,
+  load: () => Promise<Policy> = () => loadPolicy(file),
 ): ReloadablePolicy {
   let current = createPolicyMatcher(initial)
   return {
@@ -35,7 +37,7 @@ export function createReloadablePolicy(
     },
     async reload() {
       try {
-        const policy = await loadPolicy(file)
+        const policy = await load()
         current = createPolicyMatcher(policy)
         log.info({ policyFile: file, rules: policy.rules.length }, 'gateway policy reloaded')
         return { ok: true }
@@ -52,15 +54,46 @@ export function createReloadablePolicy(
   }
 }
 
+/** The name the gateway's (and the decision API's) policy is stored under. */
+export const GATEWAY_POLICY = 'gateway'
+
 /**
- * The policy `app` decides with: the file's, re-read on SIGHUP while the app runs (`tokengate
- * apply` writes the file), or the default policy without a file. Throws when the file is
+ * The policy stored under `gateway` (none stored: the default policy). Read once here,
+ * then again whenever the change log says it changed, on every instance; an invalid text
+ * (written around `tokengate policy set`, which validates) keeps the last good policy.
+ */
+async function loadStoredPolicy(store: PolicyStore): Promise<Policy> {
+  const stored = await store.getPolicy(GATEWAY_POLICY)
+  return stored ? parsePolicy(stored.text, `store:${GATEWAY_POLICY}`) : DEFAULT_POLICY
+}
+
+/**
+ * The policy `app` decides with: the store's when `store` is given (`gateway.policyStore`),
+ * followed through the change log; else the file's, re-read on SIGHUP while the app runs
+ * (`tokengate apply` writes the file); else the default policy. Throws when the policy is
  * invalid at start.
  */
 export async function policyMatcherOf(
   app: FastifyInstance,
   file: string | undefined,
+  store?: (PolicyStore & ChangeSource) | undefined,
 ): Promise<PolicyMatcher> {
+  if (store) {
+    const source = `store:${GATEWAY_POLICY}`
+    const reloadable = createReloadablePolicy(source, await loadStoredPolicy(store), app.log, () =>
+      loadStoredPolicy(store),
+    )
+    const unwatch = store.watch((change) => {
+      if (
+        (change.kind === 'policy_changed' && change.name === GATEWAY_POLICY) ||
+        change.kind === 'resync'
+      ) {
+        void reloadable.reload()
+      }
+    })
+    app.addHook('onClose', async () => unwatch())
+    return reloadable.matcher
+  }
   if (!file) return createPolicyMatcher(DEFAULT_POLICY)
   const reloadable = createReloadablePolicy(file, await loadPolicy(file), app.log)
   const onHangup = () => void reloadable.reload()

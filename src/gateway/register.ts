@@ -44,7 +44,11 @@ export async function registerGateway(
   options: RegisterGatewayOptions,
 ): Promise<void> {
   const { gateway, auth } = options
-  const matcher = await policyMatcherOf(app, gateway.policyFile)
+  const matcher = await policyMatcherOf(
+    app,
+    gateway.policyFile,
+    gateway.policyStore ? auth.store : undefined,
+  )
   const upstream = parseUpstream(gateway.upstream)
   const reserved = new Set(v1Routes.map((route) => firstSegment(route.path)))
   const pool = createUpstreamPool(upstream.origin, {

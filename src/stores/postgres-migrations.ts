@@ -187,4 +187,18 @@ export const postgresMigrations: readonly Migration[] = [
       CREATE INDEX console_sessions_credential ON console_sessions (credential, created_at);
     `,
   },
+  {
+    // The gateway policy may live in the store (issue #25): one row per policy name, written
+    // by `tokengate policy set` or `apply`; the change log tells every instance to reload.
+    version: 9,
+    sql: `
+      CREATE TABLE policies (
+        name text COLLATE "C" PRIMARY KEY,
+        text text NOT NULL,
+        updated_at bigint NOT NULL
+      );
+      CREATE TRIGGER policies_logged AFTER INSERT OR UPDATE OR DELETE ON policies FOR EACH ROW
+        EXECUTE FUNCTION tokengate_log_change('policy', 'name');
+    `,
+  },
 ]

@@ -37,6 +37,7 @@ import {
   type StoreChange,
   type StoredAuditEvent,
   type StoredIssuer,
+  type StoredPolicy,
 } from './store.ts'
 
 export interface PostgresStoreOptions {
@@ -418,6 +419,28 @@ class PgStore implements PostgresStore {
        ON CONFLICT (issuer) DO UPDATE SET config = excluded.config`,
       [name, config, at],
     )
+  }
+
+  async getPolicy(name: string): Promise<StoredPolicy | undefined> {
+    const rows = await this.#query<{ name: string; text: string; updated_at: Int8 }>(
+      'SELECT name, text, updated_at FROM policies WHERE name = $1',
+      [name],
+    )
+    const row = rows[0]
+    return row && { name: row.name, text: row.text, updatedAt: Number(row.updated_at) }
+  }
+
+  async putPolicy(name: string, text: string, at: number): Promise<void> {
+    await this.#change(
+      `INSERT INTO policies (name, text, updated_at) VALUES ($1, $2, $3)
+       ON CONFLICT (name) DO UPDATE SET text = excluded.text, updated_at = excluded.updated_at`,
+      [name, text, at],
+    )
+  }
+
+  async removePolicy(name: string): Promise<boolean> {
+    const rows = await this.#change('DELETE FROM policies WHERE name = $1 RETURNING name', [name])
+    return rows.length > 0
   }
 
   async listIssuers(): Promise<readonly StoredIssuer[]> {

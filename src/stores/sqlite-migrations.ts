@@ -192,4 +192,30 @@ export const sqliteMigrations: readonly Migration[] = [
       CREATE INDEX console_sessions_credential ON console_sessions (credential, created_at);
     `,
   },
+  {
+    // The gateway policy in the store (issue #25); see the Postgres migration 9.
+    version: 9,
+    sql: `
+      CREATE TABLE policies (
+        name       TEXT PRIMARY KEY,
+        text       TEXT NOT NULL,
+        updated_at INTEGER NOT NULL
+      ) STRICT;
+      CREATE TRIGGER policies_inserted_logged AFTER INSERT ON policies
+      BEGIN
+        INSERT INTO change_log (kind, subject, at)
+        VALUES ('policy', NEW.name, CAST(unixepoch('subsec') * 1000 AS INTEGER));
+      END;
+      CREATE TRIGGER policies_updated_logged AFTER UPDATE ON policies
+      BEGIN
+        INSERT INTO change_log (kind, subject, at)
+        VALUES ('policy', NEW.name, CAST(unixepoch('subsec') * 1000 AS INTEGER));
+      END;
+      CREATE TRIGGER policies_deleted_logged AFTER DELETE ON policies
+      BEGIN
+        INSERT INTO change_log (kind, subject, at)
+        VALUES ('policy', OLD.name, CAST(unixepoch('subsec') * 1000 AS INTEGER));
+      END;
+    `,
+  },
 ]

@@ -28,6 +28,7 @@ import {
   type StoreChange,
   type StoredAuditEvent,
   type StoredIssuer,
+  type StoredPolicy,
 } from './store.ts'
 
 /** Options of `openSqliteStore`. */
@@ -125,6 +126,10 @@ function prepareStatements(db: DatabaseSync) {
     clearOutbox: db.prepare('DELETE FROM event_outbox'),
     listAudit: listAudit(''),
     listAuditAfter: listAudit('AND (time, id) < ($at, $id)'),
+    getPolicy: db.prepare('SELECT name, text, updated_at FROM policies WHERE name = ?'),
+    putPolicy: db.prepare(`INSERT INTO policies (name, text, updated_at) VALUES (?, ?, ?)
+      ON CONFLICT (name) DO UPDATE SET text = excluded.text, updated_at = excluded.updated_at`),
+    removePolicy: db.prepare('DELETE FROM policies WHERE name = ?'),
     changesAfter: db.prepare(`SELECT seq, kind, subject, at FROM change_log WHERE seq > ?
       ORDER BY seq LIMIT ?`),
     lowestChange: db.prepare('SELECT min(seq) AS lowest FROM change_log'),
@@ -343,6 +348,24 @@ export class SqliteStore implements Store {
     const { name, config } = shared.issuerValues(issuer)
     this.#s().putIssuer.run(name, config, at)
     await this.#delivered()
+  }
+
+  async getPolicy(name: string): Promise<StoredPolicy | undefined> {
+    const row = this.#s().getPolicy.get(name) as
+      | { name: string; text: string; updated_at: number }
+      | undefined
+    return row && { name: row.name, text: row.text, updatedAt: row.updated_at }
+  }
+
+  async putPolicy(name: string, text: string, at: number): Promise<void> {
+    this.#s().putPolicy.run(name, text, at)
+    await this.#delivered()
+  }
+
+  async removePolicy(name: string): Promise<boolean> {
+    const removed = this.#s().removePolicy.run(name).changes > 0
+    await this.#delivered()
+    return removed
   }
 
   async listIssuers(): Promise<readonly StoredIssuer[]> {

@@ -145,6 +145,22 @@ export interface IssuerStore {
   removeIssuer(issuer: string): Promise<boolean>
 }
 
+/** A stored route policy: its YAML/JSON text, as `parsePolicy` reads it. */
+export interface StoredPolicy {
+  readonly name: string
+  readonly text: string
+  readonly updatedAt: number
+}
+
+/** Route policies kept in the store (`gateway.policyStore`), by name (`gateway`). */
+export interface PolicyStore {
+  getPolicy(name: string): Promise<StoredPolicy | undefined>
+  /** Insert or replace; watchers everywhere get `policy_changed`. */
+  putPolicy(name: string, text: string, at: number): Promise<void>
+  /** False when there was none. */
+  removePolicy(name: string): Promise<boolean>
+}
+
 export interface AuditStore {
   /**
    * Stores the events. With `queue` (the default), each one not already stored is also
@@ -194,6 +210,7 @@ export interface Store
     IssuerStore,
     AuditStore,
     OutboxStore,
+    PolicyStore,
     ChangeSource {
   readonly kind: 'sqlite' | 'postgres'
   /** Admin tokens and cross-tenant operator searches (the admin API). */

@@ -10,8 +10,10 @@ import { realpathSync } from 'node:fs'
 import { readFile, rename, writeFile } from 'node:fs/promises'
 import { dirname, isAbsolute, relative, resolve } from 'node:path'
 import { isMap, isSeq, LineCounter, type Node, parseDocument, stringify } from 'yaml'
+import { storePolicy } from '../../auth/policy-operations.ts'
 import { MAX_TENANT_NAME_LENGTH } from '../../core/operator-text.ts'
 import { parsePolicy } from '../../gateway/policy.ts'
+import { GATEWAY_POLICY } from '../../gateway/policy-reload.ts'
 import type { StoredIssuer } from '../../stores/store.ts'
 import { flag, optionalString, parseCommandArgs } from '../args.ts'
 import {
@@ -19,6 +21,7 @@ import {
   type CommandContext,
   type CommandDef,
   createContext,
+  operationDeps,
   withStore,
 } from '../context.ts'
 import { CommandFailure, UsageError } from '../errors.ts'
@@ -48,7 +51,10 @@ interface Located<T> {
 interface DesiredState {
   readonly tenants: readonly Located<{ id: string; name: string; enabled: boolean }>[]
   readonly issuers: readonly Located<readonly string[]>[]
-  readonly policy?: { readonly file: string; readonly text: string } | undefined
+  /** `file` undefined: the policy goes to the store (`gateway.policyStore`). */
+  readonly policy?:
+    | { readonly file: string | undefined; readonly text: string; readonly rules: number }
+    | undefined
 }
 
 const TOP_KEYS = new Set(['tenants', 'issuers', 'gateway'])
@@ -201,24 +207,35 @@ async function readDesired(file: string): Promise<DesiredState> {
   const gateway = root.get('gateway', true) as Node | undefined
   if (gateway !== undefined) {
     if (!isMap(gateway))
-      return fail(gateway, 'gateway: expected a mapping with policyFile and policy')
+      return fail(gateway, 'gateway: expected a mapping with policy (and policyFile)')
+    for (const pair of gateway.items) {
+      const key = String((pair.key as { value?: unknown }).value)
+      if (key !== 'policy' && key !== 'policyFile') {
+        fail(pair.key as Node, `gateway: unknown key ${key} (expected policy, policyFile)`)
+      }
+    }
     const target = gateway.get('policyFile')
     const rules = gateway.get('policy', true) as Node | undefined
-    if (typeof target !== 'string')
-      return fail(gateway, 'gateway.policyFile: required (where the server reads its policy)')
+    if (target !== undefined && typeof target !== 'string')
+      return fail(gateway, 'gateway.policyFile: expected a file name')
     if (rules === undefined) return fail(gateway, 'gateway.policy: required')
     const policyText = stringify((rules as { toJSON(): unknown }).toJSON())
+    let ruleCount = 0
     try {
       // The policy's own text, padded to where it sits in the file: the policy parser's
       // problems then carry this file's line and column.
       const [start = 0, , end = text.length] = rules.range ?? []
       const pos = lineCounter.linePos(start)
       const padded = '\n'.repeat(pos.line - 1) + ' '.repeat(pos.col - 1) + text.slice(start, end)
-      parsePolicy(padded, file)
+      ruleCount = parsePolicy(padded, file).rules.length
     } catch (error) {
       throw new CommandFailure(`gateway.policy: ${(error as Error).message}`)
     }
-    policy = { file: inside(gateway, 'gateway.policyFile', target), text: policyText }
+    policy = {
+      file: target === undefined ? undefined : inside(gateway, 'gateway.policyFile', target),
+      text: policyText,
+      rules: ruleCount,
+    }
   }
   return { tenants, issuers, policy }
 }
@@ -243,10 +260,14 @@ async function plan(ctx: CommandContext, desired: DesiredState): Promise<Change[
     }
   }
 
-  const { tenants, issuers } = await withStore(ctx.config(ADMIN_OVERRIDES), async (store) => ({
-    tenants: await store.listTenants(),
-    issuers: await store.listIssuers(),
-  }))
+  const { tenants, issuers, storedPolicy } = await withStore(
+    ctx.config(ADMIN_OVERRIDES),
+    async (store) => ({
+      tenants: await store.listTenants(),
+      issuers: await store.listIssuers(),
+      storedPolicy: await store.getPolicy(GATEWAY_POLICY),
+    }),
+  )
   // Every reference checked before the first write: an issuer bound to a tenant needs that
   // tenant in the store or in the file, or apply would stop half way.
   const known = new Set([...tenants.map((t) => t.id), ...desired.tenants.map((t) => t.value.id)])
@@ -307,14 +328,16 @@ async function plan(ctx: CommandContext, desired: DesiredState): Promise<Change[
       })
   }
   if (desired.policy) {
-    const current = await readFile(desired.policy.file, 'utf8').catch(() => undefined)
+    const { file } = desired.policy
+    const current = file ? await readFile(file, 'utf8').catch(() => undefined) : storedPolicy?.text
     const action: Action =
       current === undefined ? 'create' : current === desired.policy.text ? 'unchanged' : 'update'
+    const note = file ? 'send SIGHUP to the server to reload' : 'every instance reloads it'
     changes.push({
       kind: 'policy',
-      id: desired.policy.file,
+      id: file ?? `store:${GATEWAY_POLICY}`,
       action,
-      ...(action === 'unchanged' ? {} : { note: 'send SIGHUP to the server to reload' }),
+      ...(action === 'unchanged' ? {} : { note }),
     })
   }
   return changes
@@ -324,11 +347,16 @@ async function plan(ctx: CommandContext, desired: DesiredState): Promise<Change[
 async function carryOut(ctx: CommandContext, changes: readonly Change[], desired: DesiredState) {
   for (const change of changes) {
     if (change.action === 'unchanged') continue
-    if (change.kind === 'policy' && desired.policy) {
+    const policy = desired.policy
+    if (change.kind === 'policy' && policy?.file) {
       // Write-then-rename: the server never reads a half-written policy.
-      const temp = `${desired.policy.file}.${randomBytes(4).toString('hex')}.tmp`
-      await writeFile(temp, desired.policy.text, { mode: 0o600 })
-      await rename(temp, desired.policy.file)
+      const temp = `${policy.file}.${randomBytes(4).toString('hex')}.tmp`
+      await writeFile(temp, policy.text, { mode: 0o600 })
+      await rename(temp, policy.file)
+    } else if (change.kind === 'policy' && policy) {
+      await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
+        storePolicy(operationDeps(ctx, store), { ...policy, name: GATEWAY_POLICY }),
+      )
     } else if (change.command) await invoke(ctx, change.command)
   }
 }
