@@ -5,7 +5,6 @@
  * last good policy stays in force (as nginx keeps its old workers on a failed `reload`).
  */
 import type { FastifyInstance } from 'fastify'
-import type { ChangeSource, PolicyStore } from '../stores/store.ts'
 import { DEFAULT_POLICY, loadPolicy, type Policy, parsePolicy } from './policy.ts'
 import { createPolicyMatcher, type PolicyMatcher } from './policy-matcher.ts'
 
@@ -54,6 +53,15 @@ export function createReloadablePolicy(
   }
 }
 
+/**
+ * Where a stored policy comes from: the store's policy role and its change feed (by shape:
+ * the gateway layer does not import the stores).
+ */
+export interface StoredPolicySource {
+  getPolicy(name: string): Promise<{ readonly text: string } | undefined>
+  watch(listener: (change: { readonly kind: string; readonly name?: string }) => void): () => void
+}
+
 /** The name the gateway's (and the decision API's) policy is stored under. */
 export const GATEWAY_POLICY = 'gateway'
 
@@ -62,7 +70,7 @@ export const GATEWAY_POLICY = 'gateway'
  * then again whenever the change log says it changed, on every instance; an invalid text
  * (written around `tokengate policy set`, which validates) keeps the last good policy.
  */
-async function loadStoredPolicy(store: PolicyStore): Promise<Policy> {
+async function loadStoredPolicy(store: StoredPolicySource): Promise<Policy> {
   const stored = await store.getPolicy(GATEWAY_POLICY)
   return stored ? parsePolicy(stored.text, `store:${GATEWAY_POLICY}`) : DEFAULT_POLICY
 }
@@ -76,7 +84,7 @@ async function loadStoredPolicy(store: PolicyStore): Promise<Policy> {
 export async function policyMatcherOf(
   app: FastifyInstance,
   file: string | undefined,
-  store?: (PolicyStore & ChangeSource) | undefined,
+  store?: StoredPolicySource | undefined,
 ): Promise<PolicyMatcher> {
   if (store) {
     const source = `store:${GATEWAY_POLICY}`
