@@ -9,8 +9,8 @@ import { randomBytes } from 'node:crypto'
 import { realpathSync } from 'node:fs'
 import { readFile, rename, writeFile } from 'node:fs/promises'
 import { dirname, isAbsolute, relative, resolve } from 'node:path'
-import { isMap, isSeq, LineCounter, type Node, parseDocument, stringify } from 'yaml'
-import { storePolicy } from '../../auth/policy-operations.ts'
+import { isMap, isSeq, LineCounter, type Node, parse, parseDocument, stringify } from 'yaml'
+import { removeStoredPolicy, storePolicy } from '../../auth/policy-operations.ts'
 import { MAX_TENANT_NAME_LENGTH } from '../../core/operator-text.ts'
 import { parsePolicy } from '../../gateway/policy.ts'
 import { GATEWAY_POLICY } from '../../gateway/policy-reload.ts'
@@ -30,7 +30,7 @@ import { checkTenantId, checkText } from '../validate.ts'
 import { issuerCommands, readIssuerConfig } from './issuer.ts'
 import { tenantCommands } from './tenant.ts'
 
-type Action = 'create' | 'update' | 'unchanged'
+type Action = 'create' | 'update' | 'remove' | 'unchanged'
 
 /** One line of the plan: what apply does (or, with --dry-run, would do) to one object. */
 interface Change {
@@ -57,7 +57,7 @@ interface DesiredState {
     | undefined
 }
 
-const TOP_KEYS = new Set(['tenants', 'issuers', 'gateway'])
+const TOP_KEYS = new Set(['tenants', 'issuers', 'gateway', 'keys'])
 /** `apply --dry-run`'s exit code when the plan changes something (docs/cli.md). */
 export const CHANGES_PENDING = 3
 /** `issuer add` options whose value is a file, read relative to the applied file. */
@@ -72,6 +72,11 @@ const apply: CommandDef = {
   options: {
     file: { type: 'string', short: 'f', value: 'FILE', description: 'The declarative file.' },
     'dry-run': { type: 'boolean', description: 'Print the plan; change nothing.' },
+    prune: {
+      type: 'boolean',
+      description:
+        'Also undo what the file does not list: issuers are removed, tenants disabled (never deleted), the stored policy removed.',
+    },
   },
   examples: ['tokengate apply -f tokengate.yaml --dry-run', 'tokengate apply -f tokengate.yaml'],
   async run(ctx) {
@@ -79,7 +84,7 @@ const apply: CommandDef = {
     if (file === undefined) throw new UsageError('missing -f FILE')
     const dryRun = flag(ctx.args, 'dry-run')
     const desired = await readDesired(file)
-    const changes = await plan(ctx, desired)
+    const changes = await plan(ctx, desired, flag(ctx.args, 'prune'))
     const pending = changes.filter((c) => c.action !== 'unchanged').length
     if (!dryRun) await carryOut(ctx, changes, desired)
     if (ctx.json) ctx.out.json({ dryRun, changes })
@@ -129,7 +134,7 @@ async function readDesired(file: string): Promise<DesiredState> {
   for (const pair of root.items) {
     const key = String((pair.key as { value?: unknown }).value)
     if (!TOP_KEYS.has(key))
-      fail(pair.key as Node, `unknown key ${key} (expected tenants, issuers, gateway)`)
+      fail(pair.key as Node, `unknown key ${key} (expected tenants, issuers, gateway, keys)`)
   }
   const base = realpathSync(dirname(resolve(file)))
   /**
@@ -241,7 +246,7 @@ async function readDesired(file: string): Promise<DesiredState> {
 }
 
 /** Compares the file with the store (and the policy file) without changing anything. */
-async function plan(ctx: CommandContext, desired: DesiredState): Promise<Change[]> {
+async function plan(ctx: CommandContext, desired: DesiredState, prune: boolean): Promise<Change[]> {
   // Parse the file's entries with the commands' own rules first, so a dry run reports them.
   const issuerArgs = desired.issuers.map((entry) => {
     try {
@@ -330,8 +335,11 @@ async function plan(ctx: CommandContext, desired: DesiredState): Promise<Change[
   if (desired.policy) {
     const { file } = desired.policy
     const current = file ? await readFile(file, 'utf8').catch(() => undefined) : storedPolicy?.text
-    const action: Action =
-      current === undefined ? 'create' : current === desired.policy.text ? 'unchanged' : 'update'
+    const wanted = desired.policy.text
+    // The store keeps the text as given (comments, order): compared as data there.
+    const same = (text: string) =>
+      file ? text === wanted : canonicalJson(parse(text)) === canonicalJson(parse(wanted))
+    const action: Action = current === undefined ? 'create' : same(current) ? 'unchanged' : 'update'
     const note = file ? 'send SIGHUP to the server to reload' : 'every instance reloads it'
     changes.push({
       kind: 'policy',
@@ -339,6 +347,39 @@ async function plan(ctx: CommandContext, desired: DesiredState): Promise<Change[
       action,
       ...(action === 'unchanged' ? {} : { note }),
     })
+  }
+  if (prune) {
+    // What goes: nothing is deleted that cannot be brought back by applying again.
+    const listed = new Set(desired.tenants.map((t) => t.value.id))
+    for (const tenant of tenants) {
+      if (listed.has(tenant.id) || !tenant.enabled) continue
+      changes.push({
+        kind: 'tenant',
+        id: tenant.id,
+        action: 'update',
+        note: 'disable (prune: not in the file)',
+        command: ['tenant', 'disable', tenant.id],
+      })
+    }
+    const named = new Set(issuerArgs.map((i) => i.config.issuer))
+    for (const issuer of issuers) {
+      if (named.has(issuer.issuer)) continue
+      changes.push({
+        kind: 'issuer',
+        id: issuer.issuer,
+        action: 'remove',
+        note: 'prune: not in the file',
+        command: ['issuer', 'remove', issuer.issuer],
+      })
+    }
+    if (!desired.policy && storedPolicy) {
+      changes.push({
+        kind: 'policy',
+        id: `store:${GATEWAY_POLICY}`,
+        action: 'remove',
+        note: 'prune: not in the file',
+      })
+    }
   }
   return changes
 }
@@ -356,6 +397,10 @@ async function carryOut(ctx: CommandContext, changes: readonly Change[], desired
     } else if (change.kind === 'policy' && policy) {
       await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
         storePolicy(operationDeps(ctx, store), { ...policy, name: GATEWAY_POLICY }),
+      )
+    } else if (change.kind === 'policy' && change.action === 'remove') {
+      await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
+        removeStoredPolicy(operationDeps(ctx, store), GATEWAY_POLICY),
       )
     } else if (change.command) await invoke(ctx, change.command)
   }
