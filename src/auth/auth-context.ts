@@ -5,7 +5,7 @@ import { webhookConfigured } from '../events/start.ts'
 import { openAuditSpool, recoverAuditSpool } from '../stores/audit-spool.ts'
 import { createCachedLookups } from '../stores/cached-lookups.ts'
 import type { Store, StoreChange } from '../stores/store.ts'
-import { createAuditWriter, createPatUseRecorder, timeOrderedUuid } from '../stores/write-behind.ts'
+import { createAuditWriter, createPatUseRecorder } from '../stores/write-behind.ts'
 import { createIssuerRegistry, type IssuerRegistry } from './issuer-registry.ts'
 
 export interface AuthContext {
@@ -114,7 +114,6 @@ export async function createAuthContext(
       const { recovered, unreadable } = await recoverAuditSpool(spoolDir, store, {
         queue: queueForDelivery,
         now: () => clock.now(),
-        newId: timeOrderedUuid,
       })
       if (recovered > 0 || unreadable > 0) {
         log.warn(

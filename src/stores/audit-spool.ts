@@ -23,6 +23,7 @@ import {
 } from 'node:fs'
 import { join } from 'node:path'
 import type { AppendAuditOptions, StoredAuditEvent } from './store.ts'
+import { droppedEvent } from './write-behind.ts'
 
 export interface AuditSpool {
   /** Appends one event to the current segment (one synchronous write). */
@@ -88,7 +89,7 @@ export async function recoverAuditSpool(
   store: {
     appendAudit(events: readonly StoredAuditEvent[], options?: AppendAuditOptions): Promise<void>
   },
-  options: AppendAuditOptions & { now: () => number; newId: () => string },
+  options: AppendAuditOptions & { now: () => number },
 ): Promise<SpoolRecovery> {
   let names: string[]
   try {
@@ -131,19 +132,7 @@ export async function recoverAuditSpool(
   }
   if (unreadable > 0) {
     await store.appendAudit(
-      [
-        {
-          id: options.newId(),
-          time: options.now(),
-          type: 'audit.dropped',
-          tenantId: null,
-          actor: null,
-          outcome: 'dropped',
-          clientAddress: null,
-          requestId: null,
-          details: { count: unreadable, reason: 'unreadable spool line' },
-        },
-      ],
+      [droppedEvent(options.now(), { count: unreadable, reason: 'unreadable spool line' })],
       options,
     )
   }

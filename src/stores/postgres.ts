@@ -215,41 +215,64 @@ class PgStore implements PostgresStore {
 
   async migrate(): Promise<number[]> {
     this.#checkOpen()
-    const client = await this.#pool.connect()
+    // One transaction under a transaction-scoped advisory lock: N instances starting at
+    // once queue here; the first applies, the rest then see nothing pending. Postgres DDL
+    // is transactional, so a failed migration leaves neither tables nor a version row,
+    // and the lock is released even if this connection dies.
+    return this.#transaction(
+      'SELECT pg_advisory_xact_lock($1)',
+      [MIGRATION_LOCK_KEY],
+      async (client) => {
+        await client.query(
+          'CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at bigint NOT NULL)',
+        )
+        const { rows } = await client.query<{ version: number }>(
+          'SELECT version FROM schema_migrations',
+        )
+        const applied: number[] = []
+        for (const migration of shared.pendingMigrations(
+          postgresMigrations,
+          rows.map((row) => row.version),
+        )) {
+          await client.query(migration.sql)
+          await client.query(
+            'INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)',
+            [migration.version, this.#clock.now()],
+          )
+          applied.push(migration.version)
+        }
+        return applied
+      },
+    )
+  }
+
+  /**
+   * Runs `work` in a transaction that first runs `lock` (its lock held until the end);
+   * rolls back on any error. A client that failed mid-transaction is destroyed, not reused.
+   */
+  async #transaction<T>(
+    lock: string,
+    lockParams: unknown[],
+    work: (client: pg.PoolClient) => Promise<T>,
+  ): Promise<T> {
+    let client: pg.PoolClient
+    try {
+      client = await this.#pool.connect()
+    } catch (error) {
+      throw translate(error)
+    }
     let failure: Error | undefined
     try {
-      // One transaction under a transaction-scoped advisory lock: N instances starting at
-      // once queue here; the first applies, the rest then see nothing pending. Postgres DDL
-      // is transactional, so a failed migration leaves neither tables nor a version row,
-      // and the lock is released even if this connection dies.
       await client.query('BEGIN')
-      await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY])
-      await client.query(
-        'CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at bigint NOT NULL)',
-      )
-      const { rows } = await client.query<{ version: number }>(
-        'SELECT version FROM schema_migrations',
-      )
-      const applied: number[] = []
-      for (const migration of shared.pendingMigrations(
-        postgresMigrations,
-        rows.map((row) => row.version),
-      )) {
-        await client.query(migration.sql)
-        await client.query('INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)', [
-          migration.version,
-          this.#clock.now(),
-        ])
-        applied.push(migration.version)
-      }
+      await client.query(lock, lockParams)
+      const result = await work(client)
       await client.query('COMMIT')
-      return applied
+      return result
     } catch (error) {
       failure = error instanceof Error ? error : new Error(String(error))
       await client.query('ROLLBACK').catch(() => {})
       throw translate(error)
     } finally {
-      // A client that failed mid-transaction is destroyed rather than reused.
       client.release(failure)
     }
   }
@@ -583,25 +606,11 @@ class PgStore implements PostgresStore {
     this.#checkOpen()
     // A watcher must get this change: the follower's starting point is taken before it.
     if (this.#listeners.size > 0) await this.#follower.start().catch(() => {})
-    let client: pg.PoolClient
-    try {
-      client = await this.#pool.connect()
-    } catch (error) {
-      throw translate(error)
-    }
-    let failure: Error | undefined
-    let rows: R[]
-    try {
-      await client.query('BEGIN; LOCK TABLE change_log IN EXCLUSIVE MODE')
-      rows = (await client.query<R>(sql, params)).rows
-      await client.query('COMMIT')
-    } catch (error) {
-      failure = error instanceof Error ? error : new Error(String(error))
-      await client.query('ROLLBACK').catch(() => {})
-      throw translate(error)
-    } finally {
-      client.release(failure)
-    }
+    const rows = await this.#transaction(
+      'LOCK TABLE change_log IN EXCLUSIVE MODE',
+      [],
+      async (client) => (await client.query<R>(sql, params)).rows,
+    )
     if (this.#listeners.size > 0) await this.#follower.catchUp()
     return rows
   }

@@ -8,6 +8,23 @@
  */
 import type { Migration } from './rows.ts'
 
+/** Every pats column but last_used_at (migration 7's trigger; see there). */
+const PAT_CHANGE_COLUMNS = `id, token_hash, tenant_id, subject, name, permissions, last4,
+  created_at, expires_at, revoked_at, rotated_from, superseded_at, grace_until`
+
+/**
+ * A trigger that logs `kind` with `subject` (an expression over NEW or OLD) in change_log
+ * after `event` (e.g. `DELETE ON pats`). Generated once per shipped migration: the SQL it
+ * yields for a version never changes.
+ */
+function logged(name: string, event: string, kind: string, subject: string): string {
+  return `CREATE TRIGGER ${name}_logged AFTER ${event}
+      BEGIN
+        INSERT INTO change_log (kind, subject, at)
+        VALUES ('${kind}', ${subject}, CAST(unixepoch('subsec') * 1000 AS INTEGER));
+      END;`
+}
+
 export const sqliteMigrations: readonly Migration[] = [
   {
     version: 1,
@@ -130,48 +147,14 @@ export const sqliteMigrations: readonly Migration[] = [
         at      INTEGER NOT NULL
       ) STRICT;
 
-      CREATE TRIGGER pats_updated_logged AFTER UPDATE OF id, token_hash, tenant_id, subject,
-        name, permissions, last4, created_at, expires_at, revoked_at, rotated_from,
-        superseded_at, grace_until ON pats
-      BEGIN
-        INSERT INTO change_log (kind, subject, at)
-        VALUES ('pat', NEW.token_hash, CAST(unixepoch('subsec') * 1000 AS INTEGER));
-      END;
-      CREATE TRIGGER pats_deleted_logged AFTER DELETE ON pats
-      BEGIN
-        INSERT INTO change_log (kind, subject, at)
-        VALUES ('pat', OLD.token_hash, CAST(unixepoch('subsec') * 1000 AS INTEGER));
-      END;
-      CREATE TRIGGER tenants_inserted_logged AFTER INSERT ON tenants
-      BEGIN
-        INSERT INTO change_log (kind, subject, at)
-        VALUES ('tenant', NEW.id, CAST(unixepoch('subsec') * 1000 AS INTEGER));
-      END;
-      CREATE TRIGGER tenants_updated_logged AFTER UPDATE ON tenants
-      BEGIN
-        INSERT INTO change_log (kind, subject, at)
-        VALUES ('tenant', NEW.id, CAST(unixepoch('subsec') * 1000 AS INTEGER));
-      END;
-      CREATE TRIGGER tenants_deleted_logged AFTER DELETE ON tenants
-      BEGIN
-        INSERT INTO change_log (kind, subject, at)
-        VALUES ('tenant', OLD.id, CAST(unixepoch('subsec') * 1000 AS INTEGER));
-      END;
-      CREATE TRIGGER issuers_inserted_logged AFTER INSERT ON issuers
-      BEGIN
-        INSERT INTO change_log (kind, subject, at)
-        VALUES ('issuer', NEW.issuer, CAST(unixepoch('subsec') * 1000 AS INTEGER));
-      END;
-      CREATE TRIGGER issuers_updated_logged AFTER UPDATE ON issuers
-      BEGIN
-        INSERT INTO change_log (kind, subject, at)
-        VALUES ('issuer', NEW.issuer, CAST(unixepoch('subsec') * 1000 AS INTEGER));
-      END;
-      CREATE TRIGGER issuers_deleted_logged AFTER DELETE ON issuers
-      BEGIN
-        INSERT INTO change_log (kind, subject, at)
-        VALUES ('issuer', OLD.issuer, CAST(unixepoch('subsec') * 1000 AS INTEGER));
-      END;
+      ${logged('pats_updated', `UPDATE OF ${PAT_CHANGE_COLUMNS} ON pats`, 'pat', 'NEW.token_hash')}
+      ${logged('pats_deleted', 'DELETE ON pats', 'pat', 'OLD.token_hash')}
+      ${logged('tenants_inserted', 'INSERT ON tenants', 'tenant', 'NEW.id')}
+      ${logged('tenants_updated', 'UPDATE ON tenants', 'tenant', 'NEW.id')}
+      ${logged('tenants_deleted', 'DELETE ON tenants', 'tenant', 'OLD.id')}
+      ${logged('issuers_inserted', 'INSERT ON issuers', 'issuer', 'NEW.issuer')}
+      ${logged('issuers_updated', 'UPDATE ON issuers', 'issuer', 'NEW.issuer')}
+      ${logged('issuers_deleted', 'DELETE ON issuers', 'issuer', 'OLD.issuer')}
     `,
   },
   {
@@ -201,21 +184,9 @@ export const sqliteMigrations: readonly Migration[] = [
         text       TEXT NOT NULL,
         updated_at INTEGER NOT NULL
       ) STRICT;
-      CREATE TRIGGER policies_inserted_logged AFTER INSERT ON policies
-      BEGIN
-        INSERT INTO change_log (kind, subject, at)
-        VALUES ('policy', NEW.name, CAST(unixepoch('subsec') * 1000 AS INTEGER));
-      END;
-      CREATE TRIGGER policies_updated_logged AFTER UPDATE ON policies
-      BEGIN
-        INSERT INTO change_log (kind, subject, at)
-        VALUES ('policy', NEW.name, CAST(unixepoch('subsec') * 1000 AS INTEGER));
-      END;
-      CREATE TRIGGER policies_deleted_logged AFTER DELETE ON policies
-      BEGIN
-        INSERT INTO change_log (kind, subject, at)
-        VALUES ('policy', OLD.name, CAST(unixepoch('subsec') * 1000 AS INTEGER));
-      END;
+      ${logged('policies_inserted', 'INSERT ON policies', 'policy', 'NEW.name')}
+      ${logged('policies_updated', 'UPDATE ON policies', 'policy', 'NEW.name')}
+      ${logged('policies_deleted', 'DELETE ON policies', 'policy', 'OLD.name')}
     `,
   },
 ]

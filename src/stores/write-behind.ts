@@ -215,22 +215,7 @@ export function createAuditWriter(
       spool?.release()
       if (droppedUnreported > 0) {
         const count = droppedUnreported
-        await store.appendAudit(
-          [
-            {
-              id: timeOrderedUuid(),
-              time: clock.now(),
-              type: 'audit.dropped',
-              tenantId: null,
-              actor: null,
-              outcome: 'dropped',
-              clientAddress: null,
-              requestId: null,
-              details: { count },
-            },
-          ],
-          appendOptions,
-        )
+        await store.appendAudit([droppedEvent(clock.now(), { count })], appendOptions)
         droppedUnreported -= count
       }
     },
@@ -267,6 +252,24 @@ export function createAuditWriter(
       spool?.close()
     },
     stats: () => ({ queued: queue.length, dropped }),
+  }
+}
+
+/** The record of a gap in the audit trail: `details.count` events that were not stored. */
+export function droppedEvent(
+  time: number,
+  details: { readonly count: number; readonly reason?: string },
+): StoredAuditEvent {
+  return {
+    id: timeOrderedUuid(),
+    time,
+    type: 'audit.dropped',
+    tenantId: null,
+    actor: null,
+    outcome: 'dropped',
+    clientAddress: null,
+    requestId: null,
+    details,
   }
 }
 
@@ -337,7 +340,7 @@ function warnOncePerOutage(): FlushErrorHandler {
  * ids append at the right edge. Node's own `crypto.randomUUIDv7` (from Node 24.16) is used when
  * present: ~0.2 µs against ~0.6 µs for the string assembly below, the fallback for 24.12–24.15.
  */
-export const timeOrderedUuid: () => string =
+const timeOrderedUuid: () => string =
   (crypto as { randomUUIDv7?: () => string }).randomUUIDv7 ??
   (() => {
     const ms = Date.now().toString(16).padStart(12, '0')

@@ -150,17 +150,7 @@ export async function startPostgres(): Promise<PostgresServer> {
         if (proc.exitCode !== null || proc.signalCode !== null) {
           throw new Error(`postgres exited during start-up: ${stderr}`)
         }
-        const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1000 })
-        client.on('error', () => {})
-        try {
-          await client.connect()
-          await client.query('SELECT 1')
-          return true
-        } catch {
-          return false
-        } finally {
-          await client.end().catch(() => {})
-        }
+        return acceptsQueries(url)
       },
       `postgres on port ${port}`,
       () => stderr,
@@ -471,20 +461,7 @@ export async function startPgBouncer(
         if (proc.exitCode !== null || proc.signalCode !== null) {
           throw new Error(`pgbouncer exited during start-up: ${log}`)
         }
-        const client = new pg.Client({
-          connectionString: urlFor('postgres'),
-          connectionTimeoutMillis: 1000,
-        })
-        client.on('error', () => {})
-        try {
-          await client.connect()
-          await client.query('SELECT 1')
-          return true
-        } catch {
-          return false
-        } finally {
-          await client.end().catch(() => {})
-        }
+        return acceptsQueries(urlFor('postgres'))
       },
       `pgbouncer on port ${port}`,
       () => log,
@@ -494,6 +471,21 @@ export async function startPgBouncer(
     throw error
   }
   return { urlFor, port, stop }
+}
+
+/** Whether a Postgres (or PgBouncer) at `url` answers a query now. */
+async function acceptsQueries(url: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1000 })
+  client.on('error', () => {})
+  try {
+    await client.connect()
+    await client.query('SELECT 1')
+    return true
+  } catch {
+    return false
+  } finally {
+    await client.end().catch(() => {})
+  }
 }
 
 function postgresUnavailable(): string | undefined {

@@ -1,58 +1,23 @@
 import assert from 'node:assert/strict'
-import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { setTimeout as sleep } from 'node:timers/promises'
-import { fileURLToPath } from 'node:url'
 import pg from 'pg'
 import { seedDevData } from '../../src/dev/seed.ts'
 import { openPostgresStore } from '../../src/stores/postgres.ts'
+import { spawnServe } from '../helpers/serve-process.ts'
 import { type PostgresServer, skipReason, startPostgres } from '../helpers/services.ts'
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url))
-
-/** `tokengate serve --dev` as a real process on `databaseUrl`; resolves with its exit or URL. */
+/** `tokengate serve --dev` on `databaseUrl`: its URL, or why it did not start. */
 function serveDev(databaseUrl: string, dataDir: string) {
-  const child: ChildProcess = spawn(
-    process.execPath,
-    ['src/cli/main.ts', 'serve', '--dev', '--http', '--listen', '127.0.0.1:0', '--json'],
-    {
-      cwd: ROOT,
-      env: {
-        PATH: process.env.PATH,
-        DATABASE_URL: databaseUrl,
-        TOKENGATE_DATA_DIR: dataDir,
-        TOKENGATE_LOG_LEVEL: 'warn',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
+  const started = spawnServe({
+    env: { DATABASE_URL: databaseUrl, TOKENGATE_DATA_DIR: dataDir, TOKENGATE_LOG_LEVEL: 'warn' },
+  }).then(
+    (served) => ({ ok: true as const, url: served.url, stop: served.stop }),
+    (error: Error) => ({ ok: false as const, why: error.message, stop: async () => {} }),
   )
-  let stdout = ''
-  let stderr = ''
-  child.stdout?.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString()
-  })
-  child.stderr?.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString()
-  })
-  const started = (async () => {
-    for (let i = 0; i < 1200 && child.exitCode === null && !stdout.trim().endsWith('}'); i++) {
-      await sleep(25)
-    }
-    if (!stdout.trim().endsWith('}')) {
-      return { ok: false as const, why: `exit ${child.exitCode}: ${stderr.slice(-2000)}` }
-    }
-    return { ok: true as const, url: (JSON.parse(stdout) as { url: string }).url }
-  })()
-  const stop = async () => {
-    if (child.exitCode !== null) return
-    const exited = new Promise((resolve) => child.once('exit', resolve))
-    child.kill('SIGTERM')
-    await exited
-  }
-  return { started, stop }
+  return { started, stop: async () => (await started).stop() }
 }
 
 /**

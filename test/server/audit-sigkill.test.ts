@@ -5,17 +5,14 @@
  * killed ones left. Real `serve` with 2 workers, real SIGKILLs.
  */
 import assert from 'node:assert/strict'
-import { type ChildProcess, spawn } from 'node:child_process'
 import { readFileSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
 import { describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { fileURLToPath } from 'node:url'
+import { spawnServe } from '../helpers/serve-process.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
-
-const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 
 function get(url: string, token: string): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -45,42 +42,18 @@ describe('audit events of SIGKILLed workers', {
     const dataDir = tempDir('tg-audit-kill-')
     const configFile = join(dataDir, 'config.json')
     writeFileSync(configFile, JSON.stringify({ rateLimit: { enabled: false } }))
-    const child: ChildProcess = spawn(
-      process.execPath,
-      ['src/cli/main.ts', 'serve', '--dev', '--http', '--listen', '127.0.0.1:0', '--json'],
-      {
-        cwd: ROOT,
-        env: {
-          PATH: process.env.PATH,
-          TOKENGATE_CONFIG: configFile,
-          TOKENGATE_DATA_DIR: dataDir,
-          TOKENGATE_WORKERS: '2',
-          TOKENGATE_LOG_LEVEL: 'warn',
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
+    const served = await spawnServe({
+      env: {
+        TOKENGATE_CONFIG: configFile,
+        TOKENGATE_DATA_DIR: dataDir,
+        TOKENGATE_WORKERS: '2',
+        TOKENGATE_LOG_LEVEL: 'warn',
       },
-    )
-    let stdout = ''
-    let stderr = ''
-    child.stdout?.on('data', (c: Buffer) => {
-      stdout += c.toString()
     })
-    child.stderr?.on('data', (c: Buffer) => {
-      stderr += c.toString()
-    })
-    const exited = new Promise((resolve) => child.once('exit', resolve))
-    t.after(async () => {
-      if (child.exitCode === null) {
-        child.kill('SIGTERM')
-        await exited
-      }
-    })
-    for (let i = 0; i < 1200 && !stdout.trim().endsWith('}') && child.exitCode === null; i++) {
-      await sleep(25)
-    }
-    assert.ok(stdout.trim().endsWith('}'), stderr)
-    const url = `${(JSON.parse(stdout) as { url: string }).url}/api/v1/me`
-    const workers = childrenOf(child.pid as number)
+    t.after(() => served.stop())
+    const url = `${served.url}/api/v1/me`
+    const stderr = served.stderr
+    const workers = childrenOf(served.child.pid as number)
     assert.equal(workers.length, 2)
 
     const burst = 400
@@ -100,7 +73,7 @@ describe('audit events of SIGKILLed workers', {
     const deadline = Date.now() + 15_000
     while (count() < burst && Date.now() < deadline) await sleep(100)
     t.diagnostic(`${count()} of ${burst} auth.failed events stored after killing both workers`)
-    assert.equal(count(), burst, stderr)
+    assert.equal(count(), burst, stderr())
     assert.equal(
       Number(
         db.prepare("SELECT count(*) AS n FROM audit_events WHERE type = 'audit.dropped'").get()?.n,

@@ -39,17 +39,16 @@ describe('audit spool', () => {
     )
     const live = join(spool, `${process.pid}-def456.jsonl`)
     writeFileSync(live, `${JSON.stringify(event('mine'))}\n`)
-    let id = 0
-    const result = await recoverAuditSpool(spool, store, {
-      queue: false,
-      now: () => 5,
-      newId: () => `dropped-${++id}`,
-    })
+    const result = await recoverAuditSpool(spool, store, { queue: false, now: () => 5 })
     assert.deepEqual(result, { recovered: 2, unreadable: 1 })
     assert.equal(existsSync(dead), false)
     assert.ok(existsSync(live), 'a live process’s segment is left alone')
     const stored = await store.admin.searchAudit({}, { limit: 10 })
-    assert.deepEqual(stored.items.map((e) => e.id).sort(), ['dropped-1', 'e1', 'e2'])
+    assert.deepEqual(stored.items.map((e) => e.type).sort(), [
+      'audit.dropped',
+      'auth.failed',
+      'auth.failed',
+    ])
     assert.deepEqual(stored.items.find((e) => e.type === 'audit.dropped')?.details, {
       count: 1,
       reason: 'unreadable spool line',

@@ -4,15 +4,13 @@
  * address), one client holding idle sockets used every descriptor and nobody else was served.
  */
 import assert from 'node:assert/strict'
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { connect, type Socket } from 'node:net'
 import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { fileURLToPath } from 'node:url'
+import { spawnServe } from '../../helpers/serve-process.ts'
 import { tempDir } from '../../helpers/temp-dir.ts'
-
-const ROOT = fileURLToPath(new URL('../../..', import.meta.url))
 
 function prlimitAvailable(): string | false {
   try {
@@ -26,54 +24,11 @@ function prlimitAvailable(): string | false {
 
 /** `serve --dev --http` under `prlimit --nofile=SOFT:HARD`; resolves once it listens. */
 async function serveLimited(soft: number, hard: number) {
-  const child: ChildProcess = spawn(
-    'prlimit',
-    [
-      `--nofile=${soft}:${hard}`,
-      '--',
-      process.execPath,
-      'src/cli/main.ts',
-      'serve',
-      '--dev',
-      '--http',
-      '--listen',
-      '127.0.0.1:0',
-      '--json',
-    ],
-    {
-      cwd: ROOT,
-      env: {
-        PATH: process.env.PATH,
-        TOKENGATE_DATA_DIR: tempDir('tg-nofile-'),
-        TOKENGATE_LOG_LEVEL: 'warn',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  )
-  let stdout = ''
-  let stderr = ''
-  child.stdout?.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString()
+  const served = await spawnServe({
+    env: { TOKENGATE_DATA_DIR: tempDir('tg-nofile-'), TOKENGATE_LOG_LEVEL: 'warn' },
+    wrap: ['prlimit', `--nofile=${soft}:${hard}`, '--'],
   })
-  child.stderr?.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString()
-  })
-  for (let i = 0; i < 1200 && child.exitCode === null && !stdout.trim().endsWith('}'); i++) {
-    await sleep(25)
-  }
-  assert.ok(stdout.trim().endsWith('}'), `serve did not start: ${stderr}`)
-  const url = new URL((JSON.parse(stdout) as { url: string }).url)
-  return {
-    child,
-    port: Number(url.port),
-    stderr: () => stderr,
-    async stop() {
-      if (child.exitCode !== null) return
-      const exited = new Promise((resolve) => child.once('exit', resolve))
-      child.kill('SIGTERM')
-      await exited
-    },
-  }
+  return { ...served, port: Number(new URL(served.url).port) }
 }
 
 /** Opens a socket from `localAddress`; resolves once connected, or false if refused/closed. */
