@@ -23,18 +23,7 @@ import {
 } from 'node:fs'
 import { join } from 'node:path'
 import type { AppendAuditOptions, StoredAuditEvent } from './store.ts'
-import { droppedEvent } from './write-behind.ts'
-
-export interface AuditSpool {
-  /** Appends one event to the current segment (one synchronous write). */
-  append(event: StoredAuditEvent): void
-  /** Seals the current segment (if it holds anything) and starts a new one. */
-  seal(): void
-  /** Everything sealed so far is stored: its segments are deleted. */
-  release(): void
-  /** Closes and deletes the current segment (call after a final flush that stored all). */
-  close(): void
-}
+import { type AuditSpool, droppedEvent } from './write-behind.ts'
 
 const SEGMENT = /^(\d+)-[0-9a-f]+\.jsonl(?:\.replaying-(\d+))?$/
 

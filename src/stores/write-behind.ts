@@ -9,7 +9,6 @@
 import * as crypto from 'node:crypto'
 import { fitSlots, KeyedSlots } from '../core/keyed-slots.ts'
 import { type Clock, systemClock } from '../core/ports.ts'
-import type { AuditSpool } from './audit-spool.ts'
 import type { Store, StoredAuditEvent } from './store.ts'
 
 /** Called when a timer-driven flush fails (the data is kept and retried). */
@@ -253,6 +252,18 @@ export function createAuditWriter(
     },
     stats: () => ({ queued: queue.length, dropped }),
   }
+}
+
+/** Where the audit writer spools each event until stored (audit-spool.ts opens one). */
+export interface AuditSpool {
+  /** Appends one event to the current segment (one synchronous write). */
+  append(event: StoredAuditEvent): void
+  /** Seals the current segment (if it holds anything) and starts a new one. */
+  seal(): void
+  /** Everything sealed so far is stored: its segments are deleted. */
+  release(): void
+  /** Closes and deletes the current segment (call after a final flush that stored all). */
+  close(): void
 }
 
 /** The record of a gap in the audit trail: `details.count` events that were not stored. */
