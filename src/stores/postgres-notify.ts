@@ -11,6 +11,7 @@
  * Behind PgBouncer in transaction pooling LISTEN never delivers: give the listener a direct
  * connection (`databaseListenUrl`) for ~ms wake-ups, or rely on the poll.
  */
+import { randomBytes } from 'node:crypto'
 import pg from 'pg'
 
 /** The NOTIFY channel shared by every tokengate instance on a database. */
@@ -37,6 +38,12 @@ export interface ChangeFeedOptions {
   readonly reconnectInitialMs?: number | undefined
   /** Default 5000. */
   readonly reconnectMaxMs?: number | undefined
+  /**
+   * Sends `NOTIFY channel` through another connection (the store's pool): after each
+   * subscription the feed checks that a notification reaches it, and warns once when none
+   * does (LISTEN through PgBouncer in transaction pooling). Omitted: no check.
+   */
+  readonly sendProbe?: ((channel: string) => Promise<unknown>) | undefined
 }
 
 /**
@@ -56,6 +63,11 @@ export class ChangeFeed {
   #attempt = 0
   #closed = false
   #beating = false
+  // A channel of this feed alone, for the delivery check.
+  readonly #probeChannel = `tokengate_probe_${randomBytes(8).toString('hex')}`
+  #delivering: boolean | undefined
+  #probeTimer: NodeJS.Timeout | undefined
+  #warnedDeaf = false
 
   constructor(options: ChangeFeedOptions) {
     this.#options = options
@@ -68,6 +80,14 @@ export class ChangeFeed {
   /** True while the `LISTEN` connection is up and subscribed. */
   get connected(): boolean {
     return this.#client !== undefined
+  }
+
+  /**
+   * Whether a notification sent through another connection reached this one since the last
+   * subscription; undefined until known (or without `sendProbe`).
+   */
+  get delivering(): boolean | undefined {
+    return this.#delivering
   }
 
   /** Server process id of the listening connection (for `pg_terminate_backend` in tests). */
@@ -84,6 +104,7 @@ export class ChangeFeed {
   async close(): Promise<void> {
     this.#closed = true
     clearTimeout(this.#reconnect)
+    clearTimeout(this.#probeTimer)
     clearInterval(this.#heartbeat)
     const client = this.#client
     this.#client = undefined
@@ -108,11 +129,17 @@ export class ChangeFeed {
     client.on('error', lost)
     client.on('end', () => lost())
     client.on('notification', (message) => {
-      if (client === this.#client && message.channel === CHANGES_CHANNEL) this.#options.onWake()
+      if (client !== this.#client) return
+      if (message.channel === CHANGES_CHANNEL) this.#options.onWake()
+      else if (message.channel === this.#probeChannel) {
+        clearTimeout(this.#probeTimer)
+        this.#delivering = true
+      }
     })
     try {
       await client.connect()
       await client.query(`LISTEN ${CHANGES_CHANNEL}`)
+      if (this.#options.sendProbe) await client.query(`LISTEN ${this.#probeChannel}`)
       const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')
       if (dead) throw new Error('listen connection lost while subscribing')
       if (this.#closed) {
@@ -123,10 +150,34 @@ export class ChangeFeed {
       this.#backendPid = rows[0]?.pid
       this.#heartbeat = setInterval(() => this.#beat(client), this.#heartbeatMs)
       this.#heartbeat.unref()
+      this.#probe()
     } catch (error) {
       await endClient(client, this.#timeoutMs)
       throw error
     }
+  }
+
+  /**
+   * Checks that LISTEN delivers: through PgBouncer in transaction pooling it connects and
+   * subscribes fine, then hears nothing, and nothing else would ever say so.
+   */
+  #probe(): void {
+    const send = this.#options.sendProbe
+    if (!send) return
+    this.#delivering = undefined
+    clearTimeout(this.#probeTimer)
+    this.#probeTimer = setTimeout(() => {
+      if (this.#closed || this.#client === undefined) return
+      this.#delivering = false
+      if (this.#warnedDeaf) return
+      this.#warnedDeaf = true
+      this.#options.logger?.warn(
+        {},
+        'store change feed: LISTEN is connected but no notification reaches it (PgBouncer in transaction pooling?); changes still arrive by polling (store.changePollMs); set databaseListenUrl to Postgres itself for immediate delivery',
+      )
+    }, this.#timeoutMs)
+    this.#probeTimer.unref()
+    send(this.#probeChannel).catch(() => {})
   }
 
   /** Forgets a broken client and starts reconnecting (the follower's poll goes on). */

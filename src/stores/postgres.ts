@@ -199,6 +199,7 @@ class PgStore implements PostgresStore {
       connectionString: options.listenUrl ?? url,
       logger: this.#logger,
       onWake: () => void this.#follower.catchUp(),
+      sendProbe: (channel) => this.#query('SELECT pg_notify($1, $2)', [channel, '']),
     })
   }
 
@@ -208,6 +209,7 @@ class PgStore implements PostgresStore {
     return {
       connected: feed?.connected ?? false,
       backendPid: feed?.backendPid,
+      delivering: feed?.delivering,
       lastSeq,
       current,
     }

@@ -85,6 +85,11 @@ export interface ChangeFeedStatus {
   readonly connected: boolean
   /** Server pid of the listening connection, when connected. */
   readonly backendPid: number | undefined
+  /**
+   * Whether notifications reach the LISTEN connection (false behind PgBouncer in transaction
+   * pooling: changes then arrive by the poll only); undefined until checked.
+   */
+  readonly delivering?: boolean | undefined
   /** The last change-log sequence number applied, once known. */
   readonly lastSeq?: number | undefined
   /** False while the change log cannot be read (caches were dropped; PATs fail closed). */

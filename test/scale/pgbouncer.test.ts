@@ -92,9 +92,22 @@ describe('instances behind PgBouncer (transaction pooling): every revocation rea
     t.diagnostic(
       `PgBouncer transaction mode, API revoke on A → 401: A median ${sa.median.toFixed(0)} ms max ${sa.max.toFixed(0)} ms; B median ${sb.median.toFixed(0)} ms max ${sb.max.toFixed(0)} ms (poll ${POLL_MS} ms)`,
     )
-    // The functional bound: one poll interval plus a request's time, never the cache's 5 min.
-    assert.ok(sb.max < POLL_MS + 500, `B max ${sb.max} ms`)
-    assert.ok(sa.max < 500, `A max ${sa.max} ms`)
+    // The functional bound: about one poll interval (with room for a loaded CI machine),
+    // never the cache's 5 minutes; the measured figures are the diagnostic above.
+    assert.ok(sb.max < POLL_MS + 1500, `B max ${sb.max} ms`)
+    assert.ok(sa.max < 1500, `A max ${sa.max} ms`)
+  })
+
+  it('each instance finds out that LISTEN hears nothing through the bouncer, and says so once', async () => {
+    for (const instance of [a, b]) {
+      await waitFor(
+        async () => instance.running.changeFeed?.delivering === false,
+        'deaf LISTEN noticed',
+      )
+      const warnings = instance.logs.filter((line) => line.includes('no notification reaches it'))
+      assert.equal(warnings.length, 1)
+      assert.match(warnings[0] as string, /databaseListenUrl/)
+    }
   })
 
   it('a CLI revoke and a tenant disable through the bouncer reach both instances', async (t) => {
@@ -127,6 +140,7 @@ describe('instances behind PgBouncer (transaction pooling): every revocation rea
       databaseListenUrl: direct,
     })
     t.after(() => c.close())
+    await waitFor(async () => c.running.changeFeed?.delivering === true, 'C hears NOTIFY')
     const times: number[] = []
     for (let i = 0; i < 10; i++) {
       const victim = await insertPat(admin, 'acme')
