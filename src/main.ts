@@ -11,6 +11,7 @@ import type { DecisionServer } from './decision/server.ts'
 import type { DevSeed } from './dev/seed.ts'
 import { type EventDelivery, startEventDelivery } from './events/start.ts'
 import { createLogger } from './logger.ts'
+import { fitToDescriptorLimit } from './server/descriptor-budget.ts'
 import type { MetricsListener } from './server/metrics.ts'
 import { v1Routes } from './server/routes/v1/index.ts'
 import { buildServer } from './server/server.ts'
@@ -61,11 +62,7 @@ export async function prepareTokengate(
   options: StartOptions = {},
 ): Promise<DevSeed | undefined> {
   const logger = createLogger(config.log.level, options.logDestination)
-  const store = await openStore(
-    config.databaseUrl
-      ? { databaseUrl: config.databaseUrl, logger }
-      : { dataDir: config.dataDir, logger },
-  )
+  const store = await openStore({ ...storeLocation(config), logger })
   try {
     const clock = options.clock ?? systemClock
     const devSeed = await migrateAndSeed(config, store, clock)
@@ -102,11 +99,12 @@ export async function startTokengate(
 ): Promise<RunningTokengate> {
   const clock = options.clock ?? systemClock
   const logger = createLogger(config.log.level, options.logDestination)
-  const store = await openStore(
-    config.databaseUrl
-      ? { databaseUrl: config.databaseUrl, logger, secretKeyFile: config.secretKeyFile }
-      : { dataDir: config.dataDir, logger, secretKeyFile: config.secretKeyFile },
-  )
+  const store = await openStore({
+    ...storeLocation(config),
+    logger,
+    secretKeyFile: config.secretKeyFile,
+    changePollMs: config.store.changePollMs,
+  })
   let events: EventDelivery | undefined
   let metricsListener: MetricsListener | undefined
   let adminListener: { url: string; close(): Promise<void> } | undefined
@@ -116,7 +114,9 @@ export async function startTokengate(
   try {
     const devSeed = options.worker ? undefined : await migrateAndSeed(config, store, clock)
     const tls = await tlsFor(config)
-    const auth = await createAuthContext(config, store, clock, logger)
+    const auth = await createAuthContext(config, store, clock, logger, {
+      auditSpoolDir: join(config.dataDir, 'audit-spool'),
+    })
     events = startEventDelivery(config.events, store, clock, logger)
     const metricsModule = config.metrics.enabled ? await import('./server/metrics.ts') : undefined
     const metrics = metricsModule
@@ -146,16 +146,19 @@ export async function startTokengate(
     })
     const gate = opened
     const gateway = config.gateway
+    // `gateway.policyStore`: the gateway and the decision API follow the stored policy.
+    const policyStore = gateway?.policyStore ? store : undefined
     // Imported only in gateway mode: a server without an upstream never loads the proxy.
     const mountGateway = gateway
       ? async (app: FastifyInstance) =>
           (await import('./gateway/register.ts')).registerGateway(app, {
             gateway,
             reservedNames: v1Routes.map((route) => route.path.split('/')[1] ?? ''),
+            policyStore,
           })
       : undefined
     const app = await buildServer({
-      config,
+      config: fitToDescriptorLimit(config, logger),
       auth,
       logger,
       tls,
@@ -207,7 +210,7 @@ export async function startTokengate(
     }
     if (config.decision) {
       const { buildDecisionServer } = await import('./decision/server.ts')
-      decisionApp = await buildDecisionServer({ config, gate, logger })
+      decisionApp = await buildDecisionServer({ config, gate, logger, policyStore })
       decisionUrl = await decisionApp.listen(config.decision.host, config.decision.port)
     }
     const started = { events, metricsListener, decisionApp, adminListener }
@@ -254,6 +257,13 @@ export async function startTokengate(
     await store.close().catch(() => {})
     throw error
   }
+}
+
+/** The embedded file, or Postgres (with its LISTEN connection's own URL, when given). */
+function storeLocation(config: Readonly<Config>) {
+  return config.databaseUrl
+    ? { databaseUrl: config.databaseUrl, databaseListenUrl: config.databaseListenUrl }
+    : { dataDir: config.dataDir }
 }
 
 async function identitySignerFor(config: Readonly<Config>, clock: Clock) {

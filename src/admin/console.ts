@@ -30,11 +30,6 @@ const asset = (name: string) => readFileSync(new URL(name, ASSETS))
 type Form = Record<string, string | undefined>
 type Query = Record<string, string | undefined>
 
-interface Notice {
-  readonly kind: 'ok' | 'error'
-  readonly text: string
-}
-
 /**
  * The web console: server-rendered pages over the same application functions as the admin
  * API and the CLI. Writes are HTML form posts carrying the session's CSRF token, from this
@@ -42,7 +37,6 @@ interface Notice {
  */
 export function registerConsole(app: FastifyInstance, ctx: AdminContext): void {
   const { store, clock, sessions } = ctx
-  const notices = new WeakMap<Session, Notice>()
   const css = asset('console.css')
   const js = asset('console.js')
 
@@ -63,10 +57,10 @@ export function registerConsole(app: FastifyInstance, ctx: AdminContext): void {
 
   async function sessionOf(request: FastifyRequest): Promise<Session | undefined> {
     const id = cookieOf(request)
-    const session = sessions.get(id, clock.now())
+    const session = await sessions.get(id, clock.now())
     if (!session) return undefined
     if (!(await ctx.operators.stillValid(session.operator))) {
-      sessions.end(id)
+      await sessions.end(id)
       return undefined
     }
     request.operator = session.operator
@@ -87,9 +81,9 @@ export function registerConsole(app: FastifyInstance, ctx: AdminContext): void {
   const page = (reply: FastifyReply, status: number, body: Html) =>
     reply.code(status).type('text/html; charset=utf-8').send(`<!doctype html>\n${body}`)
 
+  /** Renders a page; the session's notice is shown here (the caller clears it: `page`). */
   function layout(title: string, session: Session | undefined, content: Html, current = ''): Html {
-    const notice = session ? notices.get(session) : undefined
-    if (session) notices.delete(session)
+    const notice = session?.notice
     const nav = [
       ['tenants', 'Tenants'],
       ['pats', 'Tokens'],
@@ -136,11 +130,14 @@ ${content}</main></body></html>`
       const session = await sessionOf(request)
       if (!session) return reply.redirect('/admin/sign-in', 303)
       try {
-        return page(reply, 200, await render(request, session))
+        const body = await render(request, session)
+        if (session.notice) await sessions.setNotice(session, undefined)
+        return page(reply, 200, body)
       } catch (error) {
         const mapped = problemFor(error)
         if (!mapped) throw error
-        notices.set(session, { kind: 'error', text: mapped.detail })
+        // Shown on this very page: nothing to keep.
+        session.notice = { kind: 'error', text: mapped.detail }
         return page(
           reply,
           mapped.status,
@@ -187,11 +184,11 @@ ${content}</main></body></html>`
       try {
         const message = await run(request, session)
         if (message.startsWith('/')) target = message
-        else notices.set(session, { kind: 'ok', text: message })
+        else await sessions.setNotice(session, { kind: 'ok', text: message })
       } catch (error) {
         const mapped = problemFor(error)
         if (!mapped) throw error
-        notices.set(session, { kind: 'error', text: mapped.detail })
+        await sessions.setNotice(session, { kind: 'error', text: mapped.detail })
       }
       return reply.redirect(target, 303)
     })
@@ -228,8 +225,9 @@ ${content}</main></body></html>`
     const credential = request.body?.credential ?? ''
     const checked = await ctx.operators.verify(credential)
     if (!checked.ok) return reply.redirect('/admin/sign-in?failed=1', 303)
-    sessions.end(cookieOf(request))
-    const { id, session } = sessions.create(checked.operator, clock.now())
+    await sessions.end(cookieOf(request))
+    const session = await sessions.create(checked.operator, clock.now())
+    const id = session.id
     const maxAge = Math.max(1, Math.floor((session.expiresAt - clock.now()) / 1000))
     reply.header(
       'set-cookie',
@@ -240,7 +238,7 @@ ${content}</main></body></html>`
   app.post<{ Body: Form }>('/admin/sign-out', async (request, reply) => {
     if (!sameOrigin(request)) return reply.code(403).send('Cross-origin request refused.')
     const session = await sessionOf(request)
-    if (session && csrfMatches(session, request.body?._csrf)) sessions.end(cookieOf(request))
+    if (session && csrfMatches(session, request.body?._csrf)) await sessions.end(cookieOf(request))
     reply.header(
       'set-cookie',
       `${SESSION_COOKIE}=; Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age=0`,
@@ -373,18 +371,17 @@ ${next ? html`<p><a href="${next}">Next page</a></p>` : ''}`,
       permissions: (b.permissions ?? '').split(/\s+/).filter(Boolean),
       lifetime: lifetimeFrom(b.expiresInDays?.trim()),
     })
-    session.flash = {
+    await sessions.setFlash(session, {
       token,
       label: `${record.id} for ${record.subject} (tenant ${record.tenantId})`,
-    }
+    })
     return '/admin/pats/issued'
   })
   app.get('/admin/pats/issued', async (request, reply) => {
     const session = await sessionOf(request)
     if (!session) return reply.redirect('/admin/sign-in', 303)
-    const flash = session.flash
-    // Shown once: the plaintext leaves memory with this response.
-    session.flash = undefined
+    // Shown once: cleared in the store before the page leaves.
+    const flash = await sessions.takeFlash(session)
     return page(
       reply,
       200,
@@ -418,10 +415,10 @@ ${next ? html`<p><a href="${next}">Next page</a></p>` : ''}`,
       hours === 0
         ? 'the old token is refused now'
         : `the old token works until ${new Date(graceUntil).toISOString()}`
-    session.flash = {
+    await sessions.setFlash(session, {
       token,
       label: `${record.id} replacing ${request.params.id} (${old})`,
-    }
+    })
     return '/admin/pats/issued'
   })
   action('/admin/pats/:id/revoke', '/admin/pats', async (request, session) => {

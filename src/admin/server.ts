@@ -46,7 +46,7 @@ export async function buildAdminServer(deps: AdminDeps): Promise<FastifyInstance
   const context: AdminContext = {
     ...deps,
     operators: createOperatorVerifier(config, deps.store.admin, deps.clock),
-    sessions: createSessions({
+    sessions: createSessions(deps.store.admin, {
       ttlMs: config.admin.sessionTtlMs,
       idleMs: config.admin.sessionIdleMs,
     }),

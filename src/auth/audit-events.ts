@@ -94,6 +94,12 @@ export type AuditEvent =
       readonly details: { adminTokenId: string; name: string }
     }
   | {
+      readonly type: 'policy.updated' | 'policy.removed'
+      readonly tenantId: null
+      /** `rules`: how many rules the stored policy has (absent on removal). */
+      readonly details: { name: string; rules?: number }
+    }
+  | {
       /** One per client address and window while the address is over its failed-auth limit. */
       readonly type: 'auth.throttled'
       readonly tenantId: null

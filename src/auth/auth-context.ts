@@ -2,6 +2,7 @@ import type { Config } from '../config/schema.ts'
 import { type AuthenticateMaybeSync, createMaybeSyncAuthenticator } from '../core/authenticate.ts'
 import type { Clock } from '../core/ports.ts'
 import { webhookConfigured } from '../events/start.ts'
+import { openAuditSpool, recoverAuditSpool } from '../stores/audit-spool.ts'
 import { createCachedLookups } from '../stores/cached-lookups.ts'
 import type { Store, StoreChange } from '../stores/store.ts'
 import { createAuditWriter, createPatUseRecorder } from '../stores/write-behind.ts'
@@ -34,6 +35,13 @@ export async function createAuthContext(
   store: Store,
   clock: Clock,
   log: Warn,
+  options: {
+    /**
+     * Where audit events are spooled until stored (audit-spool.ts), so that a killed process
+     * loses none; the server gives `<dataDir>/audit-spool`. Omitted: memory only.
+     */
+    readonly auditSpoolDir?: string | undefined
+  } = {},
 ): Promise<AuthContext> {
   const lookups = createCachedLookups(store, {
     ttlMs: config.auth.lookupCacheTtlMs,
@@ -75,12 +83,15 @@ export async function createAuthContext(
       case 'issuers_changed':
         void issuers.reload()
         break
+      case 'policy_changed':
+        // The gateway's policy follows the store itself (gateway/policy-reload.ts).
+        break
       default:
-        // 'resync' (and any kind added later): notifications may have been missed, so
-        // nothing cached can be trusted any more. Only the last-known tenants survive: they
-        // are served solely while the store is failing, so that JWTs keep working through
-        // a Postgres outage (the feed resyncs exactly when Postgres goes away); PATs then
-        // fail closed. See cached-lookups.ts.
+        // 'resync' (and any kind added later): changes may have been missed, so nothing
+        // cached can be trusted any more. Only the last-known tenants survive: they are
+        // served solely while the store is failing, so that JWTs keep working through a
+        // Postgres outage (the change log becomes unreadable exactly then); PATs then fail
+        // closed. See cached-lookups.ts.
         lookups.resync()
         void issuers.reload()
     }
@@ -94,11 +105,35 @@ export async function createAuthContext(
     clock,
     onError: (error) => log.warn({ err: error }, 'writing last-used times failed; will retry'),
   })
+  // Events a killed process (a worker SIGKILLed between two flushes) left in its spool are
+  // stored first; a store that cannot take them now leaves them for the next start.
+  const spoolDir = options.auditSpoolDir
+  const queueForDelivery = webhookConfigured(config.events)
+  if (spoolDir) {
+    try {
+      const { recovered, unreadable } = await recoverAuditSpool(spoolDir, store, {
+        queue: queueForDelivery,
+        now: () => clock.now(),
+      })
+      if (recovered > 0 || unreadable > 0) {
+        log.warn(
+          { recovered, unreadable },
+          'audit events of a killed process recovered from its spool',
+        )
+      }
+    } catch (error) {
+      log.warn(
+        { err: error },
+        'audit spool of a killed process not recovered yet; kept for the next start',
+      )
+    }
+  }
   const audit = createAuditWriter(store, {
     flushIntervalMs: 200,
     maxBatch: 500,
+    spool: spoolDir ? openAuditSpool(spoolDir) : undefined,
     // Without a webhook nothing reads the outbox: store the events only.
-    queueForDelivery: webhookConfigured(config.events),
+    queueForDelivery,
     clock,
     onError: (error) => log.warn({ err: error }, 'writing audit events failed; will retry'),
   })

@@ -1,6 +1,6 @@
-import type { Redis } from 'ioredis'
 import { fitSlots, KeyedSlots } from '../lib/keyed-slots.ts'
 import type { CounterResult, CounterStore, Counters } from './counters.ts'
+import { connectRedis, type RedisClient } from './redis-client.ts'
 
 export type { CounterResult, CounterStore, Counters } from './counters.ts'
 
@@ -88,16 +88,16 @@ interface ScriptedRedis {
 
 /** Counters shared by every instance through Redis, keys `<prefix><key>`. */
 export class RedisCounters implements Counters {
-  readonly #redis: Redis & ScriptedRedis
+  readonly #redis: RedisClient & ScriptedRedis
   readonly #prefix: string
 
-  constructor(redis: Redis, prefix: string) {
-    const scripted = redis as Redis & Partial<ScriptedRedis>
+  constructor(redis: RedisClient, prefix: string) {
+    const scripted = redis as RedisClient & Partial<ScriptedRedis>
     if (!scripted.tokengateCounterIncr) {
       redis.defineCommand('tokengateCounterIncr', { numberOfKeys: 1, lua: INCR_SCRIPT })
       redis.defineCommand('tokengateCounterRead', { numberOfKeys: 1, lua: READ_SCRIPT })
     }
-    this.#redis = redis as Redis & ScriptedRedis
+    this.#redis = redis as RedisClient & ScriptedRedis
     this.#prefix = prefix
   }
 
@@ -121,7 +121,7 @@ function reply(callback: Callback, error: Error | null | undefined, result?: [nu
 
 export interface FallbackStoreOptions {
   /** Connected (or connecting) client; omitted: in-process counters only. */
-  readonly redis?: Redis | undefined
+  readonly redis?: RedisClient | undefined
   readonly redisPrefix: string
   /** Counters kept in-process per policy (LRU). */
   readonly localMaxKeys: number
@@ -136,13 +136,13 @@ export interface FallbackStoreOptions {
  * failed command (a Redis that hangs with the TCP connection still open).
  */
 class RedisHealth {
-  readonly #redis: Redis
+  readonly #redis: RedisClient
   readonly #retryMs: number
   readonly #log: FallbackStoreOptions['log']
   #down = false
   #skipUntil = 0
 
-  constructor(redis: Redis, retryMs: number, log: FallbackStoreOptions['log']) {
+  constructor(redis: RedisClient, retryMs: number, log: FallbackStoreOptions['log']) {
     this.#redis = redis
     this.#retryMs = retryMs
     this.#log = log
@@ -241,7 +241,7 @@ export class FallbackStore implements CounterStore {
 }
 
 export interface CounterStoreSettings {
-  /** Shared counters across instances; omitted: in-process counters. */
+  /** Shared counters across instances (redis-client.ts: one server, Sentinel or Cluster). */
   readonly redisUrl?: string | undefined
   readonly redisPrefix: string
   readonly redisTimeoutMs: number
@@ -254,7 +254,10 @@ export async function openCounterStore(
   settings: CounterStoreSettings,
 ): Promise<{ readonly store: CounterStore; close(): void }> {
   const redis = settings.redisUrl
-    ? await connectRedis(settings.redisUrl, settings.redisTimeoutMs, settings.log)
+    ? await connectRedis(settings.redisUrl, {
+        timeoutMs: settings.redisTimeoutMs,
+        log: settings.log,
+      })
     : undefined
   const store = new FallbackStore({
     redis,
@@ -263,36 +266,4 @@ export async function openCounterStore(
     log: settings.log,
   })
   return { store, close: () => redis?.disconnect() }
-}
-
-/**
- * A client that fails fast: no offline queue, no retries of a command, a command timeout,
- * so a Redis outage costs a request at most `timeoutMs` before it is counted in-process.
- * It reconnects on its own with backoff. Start-up does not wait past one connect attempt.
- */
-async function connectRedis(
-  url: string,
-  timeoutMs: number,
-  log: { warn(obj: object, msg: string): void },
-): Promise<Redis> {
-  // Loaded on demand: a server without `redisUrl` never loads the Redis client.
-  const { Redis } = await import('ioredis')
-  const redis = new Redis(url, {
-    lazyConnect: true,
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    commandTimeout: timeoutMs,
-    connectTimeout: Math.max(1000, timeoutMs * 4),
-    enableAutoPipelining: true,
-    retryStrategy: (times) => Math.min(100 * 2 ** Math.min(times, 5), 2000),
-  })
-  // Connection errors are reported through the store's health (one warning per outage);
-  // without a listener ioredis would print each reconnect failure itself.
-  redis.on('error', () => {})
-  try {
-    await redis.connect()
-  } catch (error) {
-    log.warn({ err: error }, 'rate-limit counters: Redis not reachable at start-up; retrying')
-  }
-  return redis
 }

@@ -1,5 +1,5 @@
 import type { Clock } from '../core/ports.ts'
-import type { IssuerStore, PatStore, TenantStore } from '../stores/store.ts'
+import type { IssuerStore, PatStore, PolicyStore, TenantStore } from '../stores/store.ts'
 import { type Actor, type AuditEvent, type AuditSink, auditRecord } from './audit-events.ts'
 
 /**
@@ -8,7 +8,7 @@ import { type Actor, type AuditEvent, type AuditSink, auditRecord } from './audi
  * never print, so the CLI, the admin API and library users share them.
  */
 export interface OperationDeps {
-  readonly store: TenantStore & PatStore & IssuerStore
+  readonly store: TenantStore & PatStore & IssuerStore & PolicyStore
   readonly clock: Clock
   readonly actor: Actor
   readonly audit: AuditSink

@@ -7,10 +7,12 @@ export const GROUPS: Readonly<Record<string, string>> = {
   pat: 'Manage Personal Access Tokens',
   issuer: 'Manage trusted JWT issuers',
   jwt: 'Mint dev-mode JWT access tokens',
+  policy: 'The gateway route policy kept in the store (gateway.policyStore)',
   admin: 'Admin API and console: operator tokens, OpenAPI document',
 }
 
-const EXIT_CODES = 'Exit codes: 0 ok, 1 operation failed, 2 usage error.'
+const EXIT_CODES =
+  'Exit codes: 0 ok, 1 operation failed, 2 usage error, 3 apply --dry-run: changes pending.'
 
 /** `tokengate --help`. */
 export function mainHelp(commands: readonly CommandDef[], version: string): string {

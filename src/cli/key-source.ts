@@ -30,7 +30,9 @@ export function readJwksFile(file: string): KeySource {
     parsed = JSON.parse(readText(file, '--jwks-file'))
   } catch (error) {
     if (error instanceof UsageError) throw error
-    throw new UsageError(`${where}: not valid JSON (${(error as Error).message})`)
+    // Not the parser's message: it quotes the file's text, which may be anything (a secret).
+    const position = /position (\d+)/.exec((error as Error).message)?.[1]
+    throw new UsageError(`${where}: not valid JSON${position ? ` (at character ${position})` : ''}`)
   }
   const keys = (parsed as { keys?: unknown } | null)?.keys
   if (!Array.isArray(keys) || keys.length === 0) {

@@ -26,6 +26,8 @@ const COMMAND_MODULES: Readonly<Record<string, () => Promise<readonly CommandDef
   jwt: async () => (await import('./commands/jwt.ts')).jwtCommands,
   openapi: async () => (await import('./commands/openapi.ts')).openapiCommands,
   apply: async () => (await import('./commands/apply.ts')).applyCommands,
+  policy: async () => (await import('./commands/policy.ts')).policyCommands,
+  export: async () => (await import('./commands/export.ts')).exportCommands,
   admin: async () => (await import('./commands/admin.ts')).adminCommands,
 }
 

@@ -40,6 +40,7 @@ export const ENV_VARIABLES: Readonly<Record<string, string>> = {
   TOKENGATE_SECRET_KEY_FILE: 'secretKeyFile',
   TOKENGATE_DEV: 'dev',
   DATABASE_URL: 'databaseUrl',
+  DATABASE_LISTEN_URL: 'databaseListenUrl',
   REDIS_URL: 'redisUrl',
   TOKENGATE_HOST: 'server.host',
   TOKENGATE_PORT: 'server.port',
@@ -159,6 +160,11 @@ function crossFieldProblems(config: Config): string[] {
   if (Boolean(config.events.webhookUrl) !== Boolean(config.events.webhookSecret)) {
     // Unsigned delivery is not offered: a receiver could not tell our events from forgeries.
     problems.push('/events: webhookUrl and webhookSecret must be given together')
+  }
+  if (config.gateway?.policyStore && config.gateway.policyFile) {
+    problems.push(
+      '/gateway: policyStore and policyFile are exclusive; the policy comes from one place',
+    )
   }
   if (config.pagination.defaultLimit > config.pagination.maxLimit) {
     problems.push('/pagination/defaultLimit: must not exceed maxLimit')

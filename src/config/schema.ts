@@ -28,6 +28,25 @@ export const ConfigSchema = Type.Object(
         description: 'Postgres URL for scale-out; when unset the embedded SQLite store is used.',
       }),
     ),
+    databaseListenUrl: Type.Optional(
+      Type.String({
+        pattern: '^postgres(ql)?://',
+        description:
+          'Postgres URL for the one LISTEN connection per instance (change wake-ups); default databaseUrl. Behind PgBouncer in transaction pooling LISTEN never delivers: point this at Postgres itself or a session-mode pool (without it changes still arrive within store.changePollMs).',
+      }),
+    ),
+    store: Type.Object(
+      {
+        changePollMs: Type.Integer({
+          default: 500,
+          minimum: 10,
+          maximum: 60_000,
+          description:
+            'How often each instance reads the change log (revocations, tenant, issuer and policy changes) without waiting for a wake-up: the bound on how late a change from another process is applied when NOTIFY does not arrive.',
+        }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
     secretKeyFile: Type.Optional(
       Type.String({
         minLength: 1,
@@ -37,8 +56,9 @@ export const ConfigSchema = Type.Object(
     ),
     redisUrl: Type.Optional(
       Type.String({
-        pattern: '^rediss?://',
-        description: 'Redis URL for rate-limit counters shared across instances.',
+        pattern: '^rediss?(-sentinel|-cluster)?://',
+        description:
+          'Redis for rate-limit counters shared across instances: `redis://[:PASSWORD@]HOST:PORT[/DB]` (one server; `rediss://` for TLS), `redis-sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB][?sentinelPassword=...]` (Sentinel: the master is looked up and followed across failovers), or `redis-cluster://[:PASSWORD@]HOST:PORT[,HOST:PORT...]` (Cluster seed nodes). See docs/scale-out.md for what a failover loses.',
       }),
     ),
     server: Type.Object(
@@ -397,6 +417,11 @@ export const ConfigSchema = Type.Object(
           policyFile: Type.Optional(
             Type.String({ description: 'Route permission policy (YAML or JSON).' }),
           ),
+          policyStore: Type.Boolean({
+            default: false,
+            description:
+              'Read the route policy from the store instead of policyFile (`tokengate policy set FILE` or `apply`): written once, every instance applies it within store.changePollMs (sooner with LISTEN). The decision API uses it too unless decision.policyFile is set.',
+          }),
           timeoutMs: Type.Integer({
             default: 30_000,
             minimum: 1,

@@ -15,7 +15,7 @@ import { createRequire } from 'node:module'
 import type { AddressInfo } from 'node:net'
 import type { Outcome } from '../auth/gate.ts'
 import type { OpenedGate } from '../auth/open-gate.ts'
-import { policyInForce } from '../auth/policy/reload.ts'
+import { policyInForce, type StoredPolicySource } from '../auth/policy/reload.ts'
 import type { Config } from '../config/schema.ts'
 import { corsSettings } from '../http/cors.ts'
 import { sendFailureResponse } from '../http/node-response.ts'
@@ -34,6 +34,8 @@ export interface BuildDecisionServerOptions {
     info(fields: object, message: string): void
     error(fields: object, message: string): void
   }
+  /** The store the policy is read from with `gateway.policyStore` (change-log reloads). */
+  readonly policyStore?: StoredPolicySource | undefined
 }
 
 export interface DecisionServer {
@@ -70,7 +72,11 @@ export async function buildDecisionServer(
   const { config, gate: opened, logger } = options
   const decision = config.decision as DecisionConfig
   const trusted = createProxyMatcher(decision)
-  const policy = await policyInForce(decision.policyFile ?? config.gateway?.policyFile, logger)
+  const policy = await policyInForce(
+    decision.policyFile ?? config.gateway?.policyFile,
+    logger,
+    options.policyStore,
+  )
   const decide = createDecider({
     gate: opened.gate,
     policy: policy.matcher,

@@ -1,5 +1,5 @@
 import { issuePat } from '../core/pat.ts'
-import type { Store } from '../stores/store.ts'
+import { ConflictError, type Store } from '../stores/store.ts'
 import { devIssuerConfig, ensureDevIssuerKey } from './issuer.ts'
 
 export const DEMO_TENANT = 'demo'
@@ -22,9 +22,15 @@ export async function seedDevData(store: Store, dataDir: string, now: number): P
   if (JSON.stringify(registered?.keySource) !== JSON.stringify(issuer.keySource)) {
     await store.putIssuer(issuer, now)
   }
-  if (await store.findTenant(DEMO_TENANT)) return { tenantId: DEMO_TENANT, demoPat: undefined }
-
-  await store.createTenant({ id: DEMO_TENANT, name: 'Demo tenant' }, now)
+  const seeded = { tenantId: DEMO_TENANT, demoPat: undefined }
+  if (await store.findTenant(DEMO_TENANT)) return seeded
+  try {
+    await store.createTenant({ id: DEMO_TENANT, name: 'Demo tenant' }, now)
+  } catch (error) {
+    // Another instance started at the same time on the same Postgres seeded it first.
+    if (error instanceof ConflictError) return seeded
+    throw error
+  }
   const { token, record } = issuePat({
     tenantId: DEMO_TENANT,
     subject: 'demo-user',

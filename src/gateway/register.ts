@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import type { PolicyMatcher } from '../auth/policy/matcher.ts'
-import { policyInForce } from '../auth/policy/reload.ts'
+import { policyInForce, type StoredPolicySource } from '../auth/policy/reload.ts'
 import type { Config } from '../config/schema.ts'
 import { asciiLowerCase, canonicalRequestTarget } from '../http/request-target.ts'
 import { createUpstreamAdmission } from './admission.ts'
@@ -16,6 +16,8 @@ export interface RegisterGatewayOptions {
    * upstream never gets them, in any spelling (`/api/v1/Tokens`, `/api/v%31/tokens/x`).
    */
   readonly reservedNames: readonly string[]
+  /** The store the policy is read from with `gateway.policyStore` (change-log reloads). */
+  readonly policyStore?: StoredPolicySource | undefined
 }
 
 /**
@@ -40,7 +42,7 @@ export async function registerGateway(
   options: RegisterGatewayOptions,
 ): Promise<void> {
   const { gateway } = options
-  const policy = await policyInForce(gateway.policyFile, app.log)
+  const policy = await policyInForce(gateway.policyFile, app.log, options.policyStore)
   app.addHook('onClose', (_instance, done) => {
     policy.close()
     done()

@@ -6,6 +6,7 @@ export type {
   AdminStore,
   AdminTokenRecord,
   AuditSearch,
+  ConsoleSessionRecord,
   PatSearch,
 } from './store.ts'
 

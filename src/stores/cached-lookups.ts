@@ -5,12 +5,11 @@
  * so that such a flood cannot evict the entries of real tokens).
  *
  * Freshness. A revocation or tenant change made through this process's store reaches the
- * cache at once (the server wires `store.watch` to `invalidatePat` / `invalidateTenant`;
- * Postgres delivers other instances' changes the same way). A change made by ANOTHER
- * process on the same SQLite file, such as `tokengate pat revoke` from the CLI, is noticed
- * by the SQLite store's `PRAGMA data_version` polling and arrives as `resync` (drop every
- * entry) within its `externalChangePollMs` (default 500 ms). `ttlMs` bounds staleness when
- * nothing is watching; keep it short (default 2 s): the cache only absorbs request bursts.
+ * cache at once (the server wires `store.watch` to `invalidatePat` / `invalidateTenant`);
+ * one made by ANOTHER process (another instance, a worker, the CLI) arrives the same way, by
+ * the store's change log (change-log.ts), within its poll interval (500 ms) or sooner when
+ * NOTIFY wakes it. `ttlMs` bounds staleness when nothing is watching; keep it short (default
+ * 2 s): the cache only absorbs request bursts.
  *
  * Failures. An error from the store is never cached and is passed to every caller waiting
  * on that lookup, so the core answers 503 rather than deciding without the store. One
@@ -28,13 +27,11 @@
  * answers. PATs are never served stale: an unreachable store means 503 for every PAT, so a
  * revocation can never be bypassed by taking the database down.
  *
- * Resync. When notifications may have been missed (the Postgres change feed lost its
- * connection), `resync()` drops every entry that is served without asking the store: every
- * PAT, found or not, and every fresh tenant; only the last-known tenants survive, as they are
- * never served while the store answers. Between the feed's two resyncs (lost, re-subscribed)
- * the caches refill from the pool: those are fresh reads, but a change made in that gap sends
- * a notification nobody hears, so each such entry may be outdated for at most `ttlMs`, and the
- * second resync drops them all anyway.
+ * Resync. When changes may have been missed (the change log could not be read: the store is
+ * down), `resync()` drops every entry that is served without asking the store: every PAT,
+ * found or not, and every fresh tenant; only the last-known tenants survive, as they are
+ * never served while the store answers. Once the log is readable again the follower catches
+ * up by sequence, so what was refilled meanwhile is corrected entry by entry.
  */
 
 import type { AuthLookups, Clock, PatRecord, Tenant } from '../core/ports.ts'

@@ -9,7 +9,12 @@ import { readSecretKeyFile, type SecretBox, sealIssuerSecrets } from './secret-b
 import { openSqliteStore } from './sqlite.ts'
 import type { Store } from './store.ts'
 
-export type OpenStoreOptions = ({ readonly dataDir: string } | { readonly databaseUrl: string }) & {
+export type OpenStoreOptions = (
+  | { readonly dataDir: string }
+  | { readonly databaseUrl: string; readonly databaseListenUrl?: string | undefined }
+) & {
+  /** Interval of the change-log poll, in ms (default 500; see change-log.ts). */
+  readonly changePollMs?: number | undefined
   /** Receives the Postgres pool's and change feed's warnings (lost connection, reconnects). */
   readonly logger?: { warn(obj: object, msg: string): void } | undefined
   /**
@@ -34,7 +39,7 @@ export const SQLITE_FILE_NAME = 'tokengate.db'
 export async function openStore(options: OpenStoreOptions): Promise<Store> {
   if ('databaseUrl' in options) {
     const box = options.secretKeyFile ? readSecretKeyFile(options.secretKeyFile) : undefined
-    return sealIssuerSecrets(await openPostgres(options.databaseUrl, options.logger), box)
+    return sealIssuerSecrets(await openPostgres(options, options.logger), box)
   }
   await ensurePrivateDirectory(options.dataDir)
   const path = join(options.dataDir, SQLITE_FILE_NAME)
@@ -42,7 +47,10 @@ export async function openStore(options: OpenStoreOptions): Promise<Store> {
   const box: SecretBox = options.secretKeyFile
     ? readSecretKeyFile(options.secretKeyFile)
     : readSecretKeyFile(join(options.dataDir, SECRET_KEY_FILE_NAME), true)
-  return sealIssuerSecrets(openSqliteStore(path), box)
+  return sealIssuerSecrets(
+    openSqliteStore(path, { externalChangePollMs: options.changePollMs }),
+    box,
+  )
 }
 
 /**
@@ -74,12 +82,20 @@ async function ensurePrivateFiles(paths: readonly string[]): Promise<void> {
   }
 }
 
-async function openPostgres(url: string, logger: OpenStoreOptions['logger']): Promise<Store> {
+async function openPostgres(
+  options: { databaseUrl: string; databaseListenUrl?: string | undefined; changePollMs?: number },
+  logger: OpenStoreOptions['logger'],
+): Promise<Store> {
+  const url = options.databaseUrl
   if (!/^postgres(ql)?:\/\//.test(url)) {
     // Never echo the URL: it usually carries a password.
     throw new Error('databaseUrl must start with postgres:// or postgresql://')
   }
   // Loaded on demand, so that SQLite deployments never load the pg driver.
   const { openPostgresStore } = await import('./postgres.ts')
-  return openPostgresStore(url, { logger })
+  return openPostgresStore(url, {
+    logger,
+    listenUrl: options.databaseListenUrl,
+    changePollMs: options.changePollMs,
+  })
 }

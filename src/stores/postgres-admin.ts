@@ -12,9 +12,13 @@ import {
   type AuditRow,
   adminTokenValues,
   type PatRow,
+  SESSION_COLUMNS,
+  type SessionRow,
+  sessionValues,
   toAdminToken,
   toAudit,
   toPat,
+  toSession,
 } from './rows.ts'
 import type { StoredAuditEvent } from './store.ts'
 
@@ -78,6 +82,54 @@ export function createPostgresAdminStore(query: Query): AdminStore {
         toAudit,
         (e) => ({ at: e.time, id: e.id }),
       )
+    },
+    async insertSession(record, limits) {
+      // One statement: the clean-up and the insert commit together.
+      await query(
+        `WITH gone AS (
+           DELETE FROM console_sessions WHERE expires_at <= $10 OR last_seen < $11
+             OR id_hash IN (SELECT id_hash FROM console_sessions WHERE credential = $2
+               ORDER BY created_at DESC, id_hash DESC OFFSET $12)
+             OR id_hash IN (SELECT id_hash FROM console_sessions
+               ORDER BY created_at DESC, id_hash DESC OFFSET $13))
+         INSERT INTO console_sessions (${SESSION_COLUMNS})
+         VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8, $9::jsonb)`,
+        [
+          ...sessionValues(record),
+          limits.now,
+          limits.staleBefore,
+          limits.perCredential - 1,
+          limits.total - 1,
+        ],
+      )
+    },
+    async findSession(idHash) {
+      const rows = await query<SessionRow>('SELECT * FROM console_sessions WHERE id_hash = $1', [
+        idHash,
+      ])
+      return rows[0] && toSession(rows[0])
+    },
+    async updateSession(idHash, changes) {
+      const sets: string[] = []
+      const params: unknown[] = []
+      for (const [column, value, cast] of [
+        ['last_seen', changes.lastSeen, ''],
+        ['flash', changes.flash, ''],
+        ['notice', changes.notice, '::jsonb'],
+      ] as const) {
+        if (value === undefined) continue
+        params.push(value)
+        sets.push(`${column} = $${params.length}${cast}`)
+      }
+      if (sets.length === 0) return
+      params.push(idHash)
+      await query(
+        `UPDATE console_sessions SET ${sets.join(', ')} WHERE id_hash = $${params.length}`,
+        params,
+      )
+    },
+    async deleteSession(idHash) {
+      await query('DELETE FROM console_sessions WHERE id_hash = $1', [idHash])
     },
   }
 }

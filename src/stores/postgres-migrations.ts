@@ -123,4 +123,82 @@ export const postgresMigrations: readonly Migration[] = [
       );
     `,
   },
+  {
+    // The change log (issue #25): every change another instance may have cached gets a
+    // sequence number, written by triggers so that any writer (tokengate, an older version
+    // during a rolling upgrade, a DBA's SQL) is logged. Instances follow it by sequence;
+    // NOTIFY only wakes them. The trigger takes the log's lock before drawing a number, so
+    // numbers are drawn in commit order: a reader that has seen N can never later find a
+    // smaller number committed (store methods take the same lock first, before any row lock,
+    // so two multi-row changes cannot deadlock). A pats update that only moves last_used_at
+    // (write-behind) is not a change; every other column, present or added later, is.
+    version: 7,
+    sql: `
+      CREATE TABLE change_log (
+        seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        kind text NOT NULL,
+        subject text NOT NULL,
+        at bigint NOT NULL
+      );
+
+      CREATE FUNCTION tokengate_log_change() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        LOCK TABLE change_log IN EXCLUSIVE MODE;
+        INSERT INTO change_log (kind, subject, at) VALUES (
+          TG_ARGV[0],
+          (CASE WHEN TG_OP = 'DELETE' THEN to_jsonb(OLD) ELSE to_jsonb(NEW) END) ->> TG_ARGV[1],
+          (extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+        PERFORM pg_notify('tokengate_changes', '');
+        RETURN NULL;
+      END $$;
+
+      CREATE TRIGGER pats_updated_logged AFTER UPDATE ON pats FOR EACH ROW
+        WHEN ((to_jsonb(OLD) - 'last_used_at') IS DISTINCT FROM (to_jsonb(NEW) - 'last_used_at'))
+        EXECUTE FUNCTION tokengate_log_change('pat', 'token_hash');
+      CREATE TRIGGER pats_deleted_logged AFTER DELETE ON pats FOR EACH ROW
+        EXECUTE FUNCTION tokengate_log_change('pat', 'token_hash');
+      CREATE TRIGGER tenants_updated_logged AFTER UPDATE ON tenants FOR EACH ROW
+        WHEN (OLD IS DISTINCT FROM NEW)
+        EXECUTE FUNCTION tokengate_log_change('tenant', 'id');
+      CREATE TRIGGER tenants_written_logged AFTER INSERT OR DELETE ON tenants FOR EACH ROW
+        EXECUTE FUNCTION tokengate_log_change('tenant', 'id');
+      CREATE TRIGGER issuers_logged AFTER INSERT OR UPDATE OR DELETE ON issuers FOR EACH ROW
+        EXECUTE FUNCTION tokengate_log_change('issuer', 'issuer');
+    `,
+  },
+  {
+    // Console sessions in the store (issue #25), so that any instance serves any page: the
+    // cookie's SHA-256 only, the operator it signed in, its CSRF token, and a one-shot
+    // notice and flash (a new token, sealed with a key derived from the cookie: the store
+    // alone cannot open it). Capped per credential by insertSession.
+    version: 8,
+    sql: `
+      CREATE TABLE console_sessions (
+        id_hash text COLLATE "C" PRIMARY KEY,
+        credential text COLLATE "C" NOT NULL,
+        operator jsonb NOT NULL,
+        csrf text NOT NULL,
+        created_at bigint NOT NULL,
+        expires_at bigint NOT NULL,
+        last_seen bigint NOT NULL,
+        flash text,
+        notice jsonb
+      );
+      CREATE INDEX console_sessions_credential ON console_sessions (credential, created_at);
+    `,
+  },
+  {
+    // The gateway policy may live in the store (issue #25): one row per policy name, written
+    // by `tokengate policy set` or `apply`; the change log tells every instance to reload.
+    version: 9,
+    sql: `
+      CREATE TABLE policies (
+        name text COLLATE "C" PRIMARY KEY,
+        text text NOT NULL,
+        updated_at bigint NOT NULL
+      );
+      CREATE TRIGGER policies_logged AFTER INSERT OR UPDATE OR DELETE ON policies FOR EACH ROW
+        EXECUTE FUNCTION tokengate_log_change('policy', 'name');
+    `,
+  },
 ]

@@ -1,18 +1,18 @@
 /**
- * Cross-instance change delivery over Postgres `LISTEN/NOTIFY`. Every instance keeps one
- * dedicated connection (not a pool client: a pooled connection is handed to other queries
- * and released, and a released connection stops receiving notifications) listening on
- * `tokengate_changes`; mutating store methods `pg_notify` in the same statement as the
- * change, so a notification is sent exactly when the change commits.
+ * The wake-up for the change log (change-log.ts): every instance keeps one dedicated
+ * connection (not a pool client: a pooled connection is handed to other queries and
+ * released, and a released connection stops receiving notifications) listening on
+ * `tokengate_changes`, where the change-log trigger notifies on every logged change. A
+ * notification only makes the follower read the log now instead of at its next poll; so does
+ * every (re)connection, since notifications sent while disconnected are lost. A heartbeat
+ * query detects a connection that died silently (no FIN, e.g. a dropped network path or a
+ * frozen server).
  *
- * NOTIFY is fire-and-forget: whatever is sent while the listener is disconnected is lost.
- * So a lost connection emits `resync` at once (caches drop everything rather than serve a
- * revoked token as valid), and again once the listener is re-subscribed, because changes
- * made during the gap were never delivered. A heartbeat query detects a connection that
- * died silently (no FIN, e.g. a dropped network path or a frozen server).
+ * Behind PgBouncer in transaction pooling LISTEN never delivers: give the listener a direct
+ * connection (`databaseListenUrl`) for ~ms wake-ups, or rely on the poll.
  */
+import { randomBytes } from 'node:crypto'
 import pg from 'pg'
-import type { StoreChange } from './store.ts'
 
 /** The NOTIFY channel shared by every tokengate instance on a database. */
 export const CHANGES_CHANNEL = 'tokengate_changes'
@@ -25,10 +25,10 @@ export interface WarnLogger {
 export interface ChangeFeedOptions {
   readonly connectionString: string
   /**
-   * Receives every notified change with the `origin` of the instance that made it (so a
-   * store can skip its own, already delivered in-process), and `resync` with no origin.
+   * Called on every notification, after every (re)subscription, and when the connection is
+   * lost (a read of the log then tells whether Postgres itself is gone).
    */
-  readonly onChange: (change: StoreChange, origin: string | undefined) => void
+  readonly onWake: () => void
   readonly logger?: WarnLogger | undefined
   /** Interval of the `SELECT 1` liveness check on the listening connection. Default 5000. */
   readonly heartbeatMs?: number | undefined
@@ -38,41 +38,12 @@ export interface ChangeFeedOptions {
   readonly reconnectInitialMs?: number | undefined
   /** Default 5000. */
   readonly reconnectMaxMs?: number | undefined
-}
-
-/** Serialises a change into a NOTIFY payload (well under Postgres' 8000-byte limit). */
-export function encodeChange(change: StoreChange, origin: string): string {
-  return JSON.stringify({ ...change, origin })
-}
-
-/**
- * Parses a NOTIFY payload. Anything unrecognised (e.g. a kind added by a newer version
- * during a rolling upgrade) becomes `resync`: dropping every cache is always safe, while
- * ignoring a change we cannot read could keep a revoked token valid.
- */
-export function decodeChange(payload: string | undefined): {
-  change: StoreChange
-  origin: string | undefined
-} {
-  let value: unknown
-  try {
-    value = JSON.parse(payload ?? '')
-  } catch {
-    return { change: { kind: 'resync' }, origin: undefined }
-  }
-  if (typeof value !== 'object' || value === null) {
-    return { change: { kind: 'resync' }, origin: undefined }
-  }
-  const v = value as Record<string, unknown>
-  const origin = typeof v.origin === 'string' ? v.origin : undefined
-  if (v.kind === 'pat_changed' && typeof v.id === 'string' && typeof v.tokenHash === 'string') {
-    return { change: { kind: 'pat_changed', id: v.id, tokenHash: v.tokenHash }, origin }
-  }
-  if (v.kind === 'tenant_changed' && typeof v.id === 'string') {
-    return { change: { kind: 'tenant_changed', id: v.id }, origin }
-  }
-  if (v.kind === 'issuers_changed') return { change: { kind: 'issuers_changed' }, origin }
-  return { change: { kind: 'resync' }, origin: undefined }
+  /**
+   * Sends `NOTIFY channel` through another connection (the store's pool): after each
+   * subscription the feed checks that a notification reaches it, and warns once when none
+   * does (LISTEN through PgBouncer in transaction pooling). Omitted: no check.
+   */
+  readonly sendProbe?: ((channel: string) => Promise<unknown>) | undefined
 }
 
 /**
@@ -92,6 +63,11 @@ export class ChangeFeed {
   #attempt = 0
   #closed = false
   #beating = false
+  // A channel of this feed alone, for the delivery check.
+  readonly #probeChannel = `tokengate_probe_${randomBytes(8).toString('hex')}`
+  #delivering: boolean | undefined
+  #probeTimer: NodeJS.Timeout | undefined
+  #warnedDeaf = false
 
   constructor(options: ChangeFeedOptions) {
     this.#options = options
@@ -106,6 +82,14 @@ export class ChangeFeed {
     return this.#client !== undefined
   }
 
+  /**
+   * Whether a notification sent through another connection reached this one since the last
+   * subscription; undefined until known (or without `sendProbe`).
+   */
+  get delivering(): boolean | undefined {
+    return this.#delivering
+  }
+
   /** Server process id of the listening connection (for `pg_terminate_backend` in tests). */
   get backendPid(): number | undefined {
     return this.#backendPid
@@ -114,11 +98,13 @@ export class ChangeFeed {
   /** Connects and subscribes; rejects when the first attempt fails. */
   async start(): Promise<void> {
     await this.#connect()
+    this.#options.onWake()
   }
 
   async close(): Promise<void> {
     this.#closed = true
     clearTimeout(this.#reconnect)
+    clearTimeout(this.#probeTimer)
     clearInterval(this.#heartbeat)
     const client = this.#client
     this.#client = undefined
@@ -143,16 +129,17 @@ export class ChangeFeed {
     client.on('error', lost)
     client.on('end', () => lost())
     client.on('notification', (message) => {
-      if (client !== this.#client || message.channel !== CHANGES_CHANNEL) return
-      const { change, origin } = decodeChange(message.payload)
-      if (change.kind === 'resync') {
-        this.#options.logger?.warn({ channel: message.channel }, 'unrecognised store change')
+      if (client !== this.#client) return
+      if (message.channel === CHANGES_CHANNEL) this.#options.onWake()
+      else if (message.channel === this.#probeChannel) {
+        clearTimeout(this.#probeTimer)
+        this.#delivering = true
       }
-      this.#options.onChange(change, origin)
     })
     try {
       await client.connect()
       await client.query(`LISTEN ${CHANGES_CHANNEL}`)
+      if (this.#options.sendProbe) await client.query(`LISTEN ${this.#probeChannel}`)
       const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')
       if (dead) throw new Error('listen connection lost while subscribing')
       if (this.#closed) {
@@ -163,13 +150,37 @@ export class ChangeFeed {
       this.#backendPid = rows[0]?.pid
       this.#heartbeat = setInterval(() => this.#beat(client), this.#heartbeatMs)
       this.#heartbeat.unref()
+      this.#probe()
     } catch (error) {
       await endClient(client, this.#timeoutMs)
       throw error
     }
   }
 
-  /** Forgets a broken client, tells listeners to drop caches, and starts reconnecting. */
+  /**
+   * Checks that LISTEN delivers: through PgBouncer in transaction pooling it connects and
+   * subscribes fine, then hears nothing, and nothing else would ever say so.
+   */
+  #probe(): void {
+    const send = this.#options.sendProbe
+    if (!send) return
+    this.#delivering = undefined
+    clearTimeout(this.#probeTimer)
+    this.#probeTimer = setTimeout(() => {
+      if (this.#closed || this.#client === undefined) return
+      this.#delivering = false
+      if (this.#warnedDeaf) return
+      this.#warnedDeaf = true
+      this.#options.logger?.warn(
+        {},
+        'store change feed: LISTEN is connected but no notification reaches it (PgBouncer in transaction pooling?); changes still arrive by polling (store.changePollMs); set databaseListenUrl to Postgres itself for immediate delivery',
+      )
+    }, this.#timeoutMs)
+    this.#probeTimer.unref()
+    send(this.#probeChannel).catch(() => {})
+  }
+
+  /** Forgets a broken client and starts reconnecting (the follower's poll goes on). */
   #lost(client: pg.Client, error?: Error): void {
     if (client !== this.#client) return
     this.#client = undefined
@@ -178,9 +189,9 @@ export class ChangeFeed {
     void endClient(client, this.#timeoutMs)
     this.#options.logger?.warn(
       { err: error },
-      'store change feed lost; dropping caches and reconnecting',
+      'store change feed (LISTEN) lost; reconnecting, changes still arrive by polling',
     )
-    this.#options.onChange({ kind: 'resync' }, undefined)
+    this.#options.onWake()
     this.#scheduleReconnect()
   }
 
@@ -195,8 +206,8 @@ export class ChangeFeed {
         () => {
           if (this.#closed) return
           this.#attempt = 0
-          // Changes committed while we were away were never delivered.
-          this.#options.onChange({ kind: 'resync' }, undefined)
+          // Notifications sent while we were away were never delivered: read the log now.
+          this.#options.onWake()
         },
         (error: unknown) => {
           // An attempt already under way when close() was called may still fail: that is

@@ -2,29 +2,25 @@
  * The Postgres store, for running many stateless instances on one database. Only this
  * file and `postgres-notify.ts` import `pg`; `open-store.ts` loads it on demand.
  *
- * Queries go through a `pg.Pool` as plain parameterized statements. A mutation that other
- * instances cache (revoke, tenant enable/disable, issuer put/remove) carries its
- * `pg_notify` in the same statement, so the notification is sent exactly when, and only if,
- * the change commits; each instance's `ChangeFeed` turns notifications into `watch` events.
+ * Queries go through a `pg.Pool` as plain parameterized statements (no named prepared
+ * statements, so PgBouncer in transaction pooling works). A mutation that other instances
+ * cache (revoke, rotate, tenant and issuer writes) is logged in `change_log` by a trigger in
+ * the same transaction; each instance follows the log by sequence (change-log.ts), woken by
+ * the trigger's NOTIFY on its LISTEN connection (postgres-notify.ts) and by a short poll.
  *
  * @example
  *   const store = await openPostgresStore('postgres://tokengate@db/tokengate')
  *   await store.migrate()
  */
-import { randomUUID } from 'node:crypto'
 import pg from 'pg'
 import type { IssuerConfig } from '../core/issuer.ts'
 import { type Clock, type PatRecord, systemClock, type Tenant } from '../core/ports.ts'
 import type { AdminStore } from './admin-store.ts'
+import { ChangeFollower, type ChangeLogReader } from './change-log.ts'
 import { checkPageLimit, decodeCursor, toPage } from './cursor.ts'
 import { createPostgresAdminStore } from './postgres-admin.ts'
 import { postgresMigrations } from './postgres-migrations.ts'
-import {
-  CHANGES_CHANNEL,
-  type ChangeFeed,
-  startChangeFeed,
-  type WarnLogger,
-} from './postgres-notify.ts'
+import { type ChangeFeed, startChangeFeed, type WarnLogger } from './postgres-notify.ts'
 import * as shared from './rows.ts'
 
 export type { ChangeFeedStatus } from './store.ts'
@@ -41,6 +37,7 @@ import {
   type StoreChange,
   type StoredAuditEvent,
   type StoredIssuer,
+  type StoredPolicy,
 } from './store.ts'
 
 export interface PostgresStoreOptions {
@@ -54,6 +51,13 @@ export interface PostgresStoreOptions {
    * never calls `watch` can pass false to save the connection.
    */
   readonly listen?: boolean | undefined
+  /**
+   * Where the LISTEN connection goes; default `url`. Behind PgBouncer in transaction pooling
+   * LISTEN never delivers: point this at Postgres itself (or a session-mode pool).
+   */
+  readonly listenUrl?: string | undefined
+  /** Interval of the change-log poll, in ms (the bound when NOTIFY does not arrive). Default 500. */
+  readonly changePollMs?: number | undefined
   /** Change feed tuning (heartbeat, timeouts, backoff); see `ChangeFeedOptions`. */
   readonly changeFeed?:
     | {
@@ -97,9 +101,8 @@ const INSERT_AUDIT = `INSERT INTO audit_events (${shared.AUDIT_COLUMNS})
     $6::text[], $7::text[], $8::text[], $9::jsonb[])`
 
 const UNIQUE_VIOLATION = '23505'
+const UNDEFINED_TABLE = '42P01'
 const FOREIGN_KEY_VIOLATION = '23503'
-
-const notFeedConnected: ChangeFeedStatus = { connected: false, backendPid: undefined }
 
 class PgStore implements PostgresStore {
   readonly kind = 'postgres' as const
@@ -107,9 +110,7 @@ class PgStore implements PostgresStore {
   readonly #clock: Clock
   readonly #logger: WarnLogger | undefined
   readonly #listeners = new Set<(change: StoreChange) => void>()
-  // Tags our notifications: our own changes are delivered in-process, synchronously,
-  // before the mutating call resolves, so their echo through NOTIFY is skipped.
-  readonly #origin = randomUUID()
+  readonly #follower: ChangeFollower
   #feed: ChangeFeed | undefined
   #closed = false
   /** Admin tokens and operator searches (postgres-admin.ts). */
@@ -131,6 +132,60 @@ class PgStore implements PostgresStore {
     this.#pool.on('error', (error) => {
       this.#logger?.warn({ err: error }, 'idle postgres connection lost')
     })
+    this.#follower = new ChangeFollower({
+      reader: this.#changeLogReader(),
+      emit: (change) => this.#emit(change),
+      pollMs: options.changePollMs,
+      warn: (obj, msg) => this.#logger?.warn(obj, msg),
+    })
+  }
+
+  #changeLogReader(): ChangeLogReader {
+    return {
+      head: async () => {
+        const rows = await this.#beforeMigration(
+          this.#query<{ head: Int8 }>('SELECT COALESCE(max(seq), 0) AS head FROM change_log'),
+          [],
+        )
+        return Number(rows[0]?.head ?? 0)
+      },
+      readAfter: async (seq, limit) => {
+        // One round trip per poll: the lowest kept number always comes back, with the
+        // entries after `seq` (none: one row of nulls).
+        const rows = await this.#beforeMigration(
+          this.#query<{
+            seq: Int8 | null
+            kind: string
+            subject: string
+            at: Int8
+            lowest: Int8 | null
+          }>(
+            `SELECT l.seq, l.kind, l.subject, l.at, m.lowest
+           FROM (SELECT min(seq) AS lowest FROM change_log) m
+           LEFT JOIN LATERAL (SELECT * FROM change_log WHERE seq > $1 ORDER BY seq LIMIT $2) l
+             ON true
+           ORDER BY l.seq`,
+            [seq, limit],
+          ),
+          [],
+        )
+        const lowest = rows[0]?.lowest ?? null
+        return {
+          entries: rows
+            .filter((r) => r.seq !== null)
+            .map((r) => ({
+              seq: Number(r.seq),
+              kind: r.kind,
+              subject: r.subject,
+              at: Number(r.at),
+            })),
+          lowest: lowest === null ? null : Number(lowest),
+        }
+      },
+      prune: async (before) => {
+        await this.#query('DELETE FROM change_log WHERE at < $1', [before])
+      },
+    }
   }
 
   async start(url: string, options: PostgresStoreOptions): Promise<void> {
@@ -138,60 +193,99 @@ class PgStore implements PostgresStore {
       await this.ping()
       return
     }
+    await this.#follower.start()
     this.#feed = await startChangeFeed({
       ...options.changeFeed,
-      connectionString: url,
+      connectionString: options.listenUrl ?? url,
       logger: this.#logger,
-      onChange: (change, origin) => {
-        if (origin !== this.#origin) this.#emit(change)
-      },
+      onWake: () => void this.#follower.catchUp(),
+      sendProbe: (channel) => this.#query('SELECT pg_notify($1, $2)', [channel, '']),
     })
   }
 
   get changeFeed(): ChangeFeedStatus {
     const feed = this.#feed
-    if (!feed) return notFeedConnected
-    return { connected: feed.connected, backendPid: feed.backendPid }
+    const { lastSeq, current } = this.#follower.status
+    return {
+      connected: feed?.connected ?? false,
+      backendPid: feed?.backendPid,
+      delivering: feed?.delivering,
+      lastSeq,
+      current,
+    }
   }
 
   async migrate(): Promise<number[]> {
     this.#checkOpen()
-    const client = await this.#pool.connect()
+    // One transaction under a transaction-scoped advisory lock: N instances starting at
+    // once queue here; the first applies, the rest then see nothing pending. Postgres DDL
+    // is transactional, so a failed migration leaves neither tables nor a version row,
+    // and the lock is released even if this connection dies.
+    return this.#transaction(
+      'SELECT pg_advisory_xact_lock($1)',
+      [MIGRATION_LOCK_KEY],
+      async (client) => {
+        await client.query(
+          'CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at bigint NOT NULL)',
+        )
+        const { rows } = await client.query<{ version: number }>(
+          'SELECT version FROM schema_migrations',
+        )
+        const applied: number[] = []
+        for (const migration of shared.pendingMigrations(
+          postgresMigrations,
+          rows.map((row) => row.version),
+        )) {
+          await client.query(migration.sql)
+          await client.query(
+            'INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)',
+            [migration.version, this.#clock.now()],
+          )
+          applied.push(migration.version)
+        }
+        return applied
+      },
+    )
+  }
+
+  /**
+   * Runs `work` in a transaction that first runs `lock` (its lock held until the end);
+   * rolls back on any error. A client that failed mid-transaction is destroyed, not reused.
+   */
+  async #transaction<T>(
+    lock: string,
+    lockParams: unknown[],
+    work: (client: pg.PoolClient) => Promise<T>,
+  ): Promise<T> {
+    let client: pg.PoolClient
+    try {
+      client = await this.#pool.connect()
+    } catch (error) {
+      throw translate(error)
+    }
     let failure: Error | undefined
     try {
-      // One transaction under a transaction-scoped advisory lock: N instances starting at
-      // once queue here; the first applies, the rest then see nothing pending. Postgres DDL
-      // is transactional, so a failed migration leaves neither tables nor a version row,
-      // and the lock is released even if this connection dies.
       await client.query('BEGIN')
-      await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY])
-      await client.query(
-        'CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at bigint NOT NULL)',
-      )
-      const { rows } = await client.query<{ version: number }>(
-        'SELECT version FROM schema_migrations',
-      )
-      const applied: number[] = []
-      for (const migration of shared.pendingMigrations(
-        postgresMigrations,
-        rows.map((row) => row.version),
-      )) {
-        await client.query(migration.sql)
-        await client.query('INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)', [
-          migration.version,
-          this.#clock.now(),
-        ])
-        applied.push(migration.version)
-      }
+      await client.query(lock, lockParams)
+      const result = await work(client)
       await client.query('COMMIT')
-      return applied
+      return result
     } catch (error) {
       failure = error instanceof Error ? error : new Error(String(error))
       await client.query('ROLLBACK').catch(() => {})
       throw translate(error)
     } finally {
-      // A client that failed mid-transaction is destroyed rather than reused.
       client.release(failure)
+    }
+  }
+
+  /** Not migrated yet: nothing was ever logged, so everything logged later follows 0. */
+  async #beforeMigration<T>(query: Promise<T>, empty: T): Promise<T> {
+    try {
+      return await query
+    } catch (error) {
+      if (error instanceof pg.DatabaseError && error.code === UNDEFINED_TABLE) return empty
+      throw error
     }
   }
 
@@ -203,12 +297,13 @@ class PgStore implements PostgresStore {
     if (this.#closed) return
     this.#closed = true
     this.#listeners.clear()
+    this.#follower.close()
     await this.#feed?.close()
     await this.#pool.end()
   }
 
   async createTenant(tenant: { id: string; name: string }, at: number): Promise<Tenant> {
-    const rows = await this.#query<shared.TenantRow>(
+    const rows = await this.#change<shared.TenantRow>(
       `INSERT INTO tenants (${shared.TENANT_COLUMNS}) VALUES ($1, $2, true, $3) RETURNING ${shared.TENANT_COLUMNS}`,
       [tenant.id, tenant.name, at],
     )
@@ -231,17 +326,11 @@ class PgStore implements PostgresStore {
   }
 
   async setTenantEnabled(id: string, enabled: boolean): Promise<Tenant | undefined> {
-    const rows = await this.#query<shared.TenantRow>(
-      `WITH changed AS (UPDATE tenants SET enabled = $2 WHERE id = $1 RETURNING *)
-       SELECT changed.*, pg_notify($3, json_build_object(
-         'kind', 'tenant_changed', 'id', changed.id, 'origin', $4::text)::text)
-       FROM changed`,
-      [id, enabled, CHANGES_CHANNEL, this.#origin],
+    const rows = await this.#change<shared.TenantRow>(
+      `UPDATE tenants SET enabled = $2 WHERE id = $1 RETURNING ${shared.TENANT_COLUMNS}`,
+      [id, enabled],
     )
-    if (!rows[0]) return undefined
-    const tenant = shared.toTenant(rows[0])
-    this.#emit({ kind: 'tenant_changed', id: tenant.id })
-    return tenant
+    return rows[0] && shared.toTenant(rows[0])
   }
 
   async insertPat(record: PatRecord): Promise<void> {
@@ -260,8 +349,8 @@ class PgStore implements PostgresStore {
   ): Promise<PatRecord | undefined> {
     checkReplacement(oldId, replacement, at, graceUntil)
     // One statement, so atomic: the replacement is inserted only if the old token was still
-    // current (not revoked, not already rotated), and the notify goes out only on commit.
-    const rows = await this.#query<shared.PatRow>(
+    // current (not revoked, not already rotated).
+    const rows = await this.#change<shared.PatRow>(
       `WITH old AS (
          UPDATE pats SET superseded_at = $15, grace_until = $16
          WHERE id = $17 AND revoked_at IS NULL AND superseded_at IS NULL RETURNING *),
@@ -270,35 +359,21 @@ class PgStore implements PostgresStore {
          SELECT $1, $2, $3, $4, $5, $6::text[], $7, $8::bigint, $9::bigint, $10::bigint,
            $11::bigint, $12, $13::bigint, $14::bigint
          FROM old RETURNING id)
-       SELECT old.*, pg_notify($18, json_build_object(
-         'kind', 'pat_changed', 'id', old.id, 'tokenHash', old.token_hash,
-         'origin', $19::text)::text)
-       FROM old`,
-      [...pgPatValues(replacement), at, graceUntil, oldId, CHANGES_CHANNEL, this.#origin],
+       SELECT old.* FROM old`,
+      [...pgPatValues(replacement), at, graceUntil, oldId],
     )
-    if (!rows[0]) return undefined
-    const pat = shared.toPat(rows[0])
-    this.#emit({ kind: 'pat_changed', id: pat.id, tokenHash: pat.tokenHash })
-    return pat
+    return rows[0] && shared.toPat(rows[0])
   }
 
   async revokePatFamily(id: string, at: number): Promise<readonly PatRecord[]> {
     // Row locks make concurrent callers disagree on nothing: each row is revoked by one.
-    const rows = await this.#query<shared.PatRow>(
-      `WITH RECURSIVE ${shared.rotationFamily('$1')},
-         changed AS (
-           UPDATE pats SET revoked_at = $2
-           WHERE id IN (SELECT id FROM down) AND revoked_at IS NULL RETURNING *)
-       SELECT changed.*, pg_notify($3, json_build_object(
-         'kind', 'pat_changed', 'id', changed.id, 'tokenHash', changed.token_hash,
-         'origin', $4::text)::text)
-       FROM changed`,
-      [id, at, CHANGES_CHANNEL, this.#origin],
+    const rows = await this.#change<shared.PatRow>(
+      `WITH RECURSIVE ${shared.rotationFamily('$1')}
+       UPDATE pats SET revoked_at = $2
+       WHERE id IN (SELECT id FROM down) AND revoked_at IS NULL RETURNING *`,
+      [id, at],
     )
-    const pats = rows.map(shared.toPat)
-    for (const pat of pats)
-      this.#emit({ kind: 'pat_changed', id: pat.id, tokenHash: pat.tokenHash })
-    return pats
+    return rows.map(shared.toPat)
   }
 
   async getPat(id: string): Promise<PatRecord | undefined> {
@@ -341,20 +416,12 @@ class PgStore implements PostgresStore {
 
   async revokePat(id: string, at: number): Promise<PatRecord | undefined> {
     // COALESCE keeps the first revocation time: revoking twice is a no-op that still
-    // answers with the record (and re-notifies, which is harmless).
-    const rows = await this.#query<shared.PatRow>(
-      `WITH changed AS (
-         UPDATE pats SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1 RETURNING *)
-       SELECT changed.*, pg_notify($3, json_build_object(
-         'kind', 'pat_changed', 'id', changed.id, 'tokenHash', changed.token_hash,
-         'origin', $4::text)::text)
-       FROM changed`,
-      [id, at, CHANGES_CHANNEL, this.#origin],
+    // answers with the record (and logs nothing: the row did not change).
+    const rows = await this.#change<shared.PatRow>(
+      'UPDATE pats SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1 RETURNING *',
+      [id, at],
     )
-    if (!rows[0]) return undefined
-    const pat = shared.toPat(rows[0])
-    this.#emit({ kind: 'pat_changed', id: pat.id, tokenHash: pat.tokenHash })
-    return pat
+    return rows[0] && shared.toPat(rows[0])
   }
 
   async recordPatUse(uses: ReadonlyMap<string, number>): Promise<void> {
@@ -372,16 +439,33 @@ class PgStore implements PostgresStore {
 
   async putIssuer(issuer: IssuerConfig, at: number): Promise<void> {
     const { name, config } = shared.issuerValues(issuer)
-    await this.#query(
-      `WITH written AS (
-         INSERT INTO issuers (${shared.ISSUER_COLUMNS}) VALUES ($1, $2::jsonb, $3)
-         ON CONFLICT (issuer) DO UPDATE SET config = excluded.config
-         RETURNING issuer)
-       SELECT pg_notify($4, json_build_object('kind', 'issuers_changed', 'origin', $5::text)::text)
-       FROM written`,
-      [name, config, at, CHANGES_CHANNEL, this.#origin],
+    await this.#change(
+      `INSERT INTO issuers (${shared.ISSUER_COLUMNS}) VALUES ($1, $2::jsonb, $3)
+       ON CONFLICT (issuer) DO UPDATE SET config = excluded.config`,
+      [name, config, at],
     )
-    this.#emit({ kind: 'issuers_changed' })
+  }
+
+  async getPolicy(name: string): Promise<StoredPolicy | undefined> {
+    const rows = await this.#query<{ name: string; text: string; updated_at: Int8 }>(
+      'SELECT name, text, updated_at FROM policies WHERE name = $1',
+      [name],
+    )
+    const row = rows[0]
+    return row && { name: row.name, text: row.text, updatedAt: Number(row.updated_at) }
+  }
+
+  async putPolicy(name: string, text: string, at: number): Promise<void> {
+    await this.#change(
+      `INSERT INTO policies (name, text, updated_at) VALUES ($1, $2, $3)
+       ON CONFLICT (name) DO UPDATE SET text = excluded.text, updated_at = excluded.updated_at`,
+      [name, text, at],
+    )
+  }
+
+  async removePolicy(name: string): Promise<boolean> {
+    const rows = await this.#change('DELETE FROM policies WHERE name = $1 RETURNING name', [name])
+    return rows.length > 0
   }
 
   async listIssuers(): Promise<readonly StoredIssuer[]> {
@@ -392,15 +476,10 @@ class PgStore implements PostgresStore {
   }
 
   async removeIssuer(issuer: string): Promise<boolean> {
-    const rows = await this.#query(
-      `WITH removed AS (DELETE FROM issuers WHERE issuer = $1 RETURNING issuer)
-       SELECT pg_notify($2, json_build_object('kind', 'issuers_changed', 'origin', $3::text)::text)
-       FROM removed`,
-      [issuer, CHANGES_CHANNEL, this.#origin],
-    )
-    if (rows.length === 0) return false
-    this.#emit({ kind: 'issuers_changed' })
-    return true
+    const rows = await this.#change('DELETE FROM issuers WHERE issuer = $1 RETURNING issuer', [
+      issuer,
+    ])
+    return rows.length > 0
   }
 
   async appendAudit(
@@ -508,9 +587,34 @@ class PgStore implements PostgresStore {
     // Wrapped so the same function may subscribe twice and unsubscribe each separately.
     const entry = (change: StoreChange) => listener(change)
     this.#listeners.add(entry)
+    void this.#follower.start().catch(() => {})
+    this.#follower.poll(true)
     return () => {
       this.#listeners.delete(entry)
+      if (this.#listeners.size === 0) this.#follower.poll(false)
     }
+  }
+
+  /**
+   * Runs one statement that changes something other instances cache, in a transaction that
+   * takes the change log's lock first (before any row lock: two multi-row changes queue
+   * instead of deadlocking in the trigger), then delivers the logged change to this store's
+   * own watchers before resolving, so a caller's next read sees its cache already dropped.
+   */
+  async #change<R extends pg.QueryResultRow = pg.QueryResultRow>(
+    sql: string,
+    params: unknown[],
+  ): Promise<R[]> {
+    this.#checkOpen()
+    // A watcher must get this change: the follower's starting point is taken before it.
+    if (this.#listeners.size > 0) await this.#follower.start().catch(() => {})
+    const rows = await this.#transaction(
+      'LOCK TABLE change_log IN EXCLUSIVE MODE',
+      [],
+      async (client) => (await client.query<R>(sql, params)).rows,
+    )
+    if (this.#listeners.size > 0) await this.#follower.catchUp()
+    return rows
   }
 
   #emit(change: StoreChange): void {

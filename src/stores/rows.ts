@@ -11,6 +11,7 @@ import {
   type AdminRole,
   type AdminTokenRecord,
   ConflictError,
+  type ConsoleSessionRecord,
   type StoredAuditEvent,
   type StoredIssuer,
 } from './store.ts'
@@ -71,6 +72,61 @@ export interface AdminTokenRow {
   created_at: Time
   expires_at: Time
   revoked_at: Time | null
+}
+
+export interface SessionRow {
+  id_hash: string
+  credential: string
+  operator: Json<{ actor: string; role: AdminRole; expiresAt: number; adminTokenHash?: string }>
+  csrf: string
+  created_at: Time
+  expires_at: Time
+  last_seen: Time
+  flash: string | null
+  notice: Json<unknown> | null
+}
+
+export const SESSION_COLUMNS =
+  'id_hash, credential, operator, csrf, created_at, expires_at, last_seen, flash, notice'
+
+export function toSession(row: SessionRow): ConsoleSessionRecord {
+  const operator = json(row.operator)
+  return {
+    idHash: row.id_hash,
+    credential: row.credential,
+    operator: {
+      actor: operator.actor,
+      role: operator.role,
+      expiresAt: operator.expiresAt,
+      adminTokenHash: operator.adminTokenHash,
+    },
+    csrf: row.csrf,
+    createdAt: ms(row.created_at),
+    expiresAt: ms(row.expires_at),
+    lastSeen: ms(row.last_seen),
+    flash: row.flash,
+    notice:
+      row.notice === null
+        ? null
+        : typeof row.notice === 'string'
+          ? row.notice
+          : JSON.stringify(row.notice),
+  }
+}
+
+/** A session's column values in SESSION_COLUMNS order (operator and notice as JSON text). */
+export function sessionValues(record: ConsoleSessionRecord) {
+  return [
+    record.idHash,
+    record.credential,
+    JSON.stringify(record.operator),
+    record.csrf,
+    record.createdAt,
+    record.expiresAt,
+    record.lastSeen,
+    record.flash,
+    record.notice,
+  ] as const
 }
 
 export const TENANT_COLUMNS = 'id, name, enabled, created_at'

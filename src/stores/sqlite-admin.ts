@@ -16,9 +16,13 @@ import {
   adminTokenValues,
   PAT_COLUMNS,
   type PatRow,
+  SESSION_COLUMNS,
+  type SessionRow,
+  sessionValues,
   toAdminToken,
   toAudit,
   toPat,
+  toSession,
 } from './rows.ts'
 import { ConflictError, type StoredAuditEvent } from './store.ts'
 
@@ -91,6 +95,51 @@ export function createSqliteAdminStore(db: () => DatabaseSync): AdminStore {
         toAudit,
         (e) => ({ at: e.time, id: e.id }),
       )
+    },
+    async insertSession(record, limits) {
+      const database = db()
+      database
+        .prepare(`DELETE FROM console_sessions WHERE expires_at <= ? OR last_seen < ?
+          OR id_hash IN (SELECT id_hash FROM console_sessions WHERE credential = ?
+            ORDER BY created_at DESC, id_hash DESC LIMIT -1 OFFSET ?)
+          OR id_hash IN (SELECT id_hash FROM console_sessions
+            ORDER BY created_at DESC, id_hash DESC LIMIT -1 OFFSET ?)`)
+        .run(
+          limits.now,
+          limits.staleBefore,
+          record.credential,
+          limits.perCredential - 1,
+          limits.total - 1,
+        )
+      database
+        .prepare(
+          `INSERT INTO console_sessions (${SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        )
+        .run(...sessionValues(record))
+    },
+    async findSession(idHash) {
+      const row = db().prepare('SELECT * FROM console_sessions WHERE id_hash = ?').get(idHash)
+      return row && toSession(row as unknown as SessionRow)
+    },
+    async updateSession(idHash, changes) {
+      const sets: string[] = []
+      const params: SQLInputValue[] = []
+      for (const [column, value] of [
+        ['last_seen', changes.lastSeen],
+        ['flash', changes.flash],
+        ['notice', changes.notice],
+      ] as const) {
+        if (value === undefined) continue
+        sets.push(`${column} = ?`)
+        params.push(value)
+      }
+      if (sets.length === 0) return
+      db()
+        .prepare(`UPDATE console_sessions SET ${sets.join(', ')} WHERE id_hash = ?`)
+        .run(...params, idHash)
+    },
+    async deleteSession(idHash) {
+      db().prepare('DELETE FROM console_sessions WHERE id_hash = ?').run(idHash)
     },
   }
 }

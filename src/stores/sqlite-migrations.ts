@@ -8,6 +8,23 @@
  */
 import type { Migration } from './rows.ts'
 
+/** Every pats column but last_used_at (migration 7's trigger; see there). */
+const PAT_CHANGE_COLUMNS = `id, token_hash, tenant_id, subject, name, permissions, last4,
+  created_at, expires_at, revoked_at, rotated_from, superseded_at, grace_until`
+
+/**
+ * A trigger that logs `kind` with `subject` (an expression over NEW or OLD) in change_log
+ * after `event` (e.g. `DELETE ON pats`). Generated once per shipped migration: the SQL it
+ * yields for a version never changes.
+ */
+function logged(name: string, event: string, kind: string, subject: string): string {
+  return `CREATE TRIGGER ${name}_logged AFTER ${event}
+      BEGIN
+        INSERT INTO change_log (kind, subject, at)
+        VALUES ('${kind}', ${subject}, CAST(unixepoch('subsec') * 1000 AS INTEGER));
+      END;`
+}
+
 export const sqliteMigrations: readonly Migration[] = [
   {
     version: 1,
@@ -112,6 +129,64 @@ export const sqliteMigrations: readonly Migration[] = [
         expires_at INTEGER NOT NULL,
         revoked_at INTEGER
       ) STRICT;
+    `,
+  },
+  {
+    // The change log (issue #25), as in Postgres: triggers log every change other processes
+    // may have cached (the CLI and every worker write the same file), and each process
+    // follows the log by sequence. AUTOINCREMENT: a number is never reused, even once the
+    // newest rows are pruned. SQLite has no generic row comparison, so the pats trigger lists
+    // every column but last_used_at (write-behind): a migration that adds a column to pats
+    // must recreate it (test/stores/contract.ts updates every column and checks the log).
+    version: 7,
+    sql: `
+      CREATE TABLE change_log (
+        seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind    TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        at      INTEGER NOT NULL
+      ) STRICT;
+
+      ${logged('pats_updated', `UPDATE OF ${PAT_CHANGE_COLUMNS} ON pats`, 'pat', 'NEW.token_hash')}
+      ${logged('pats_deleted', 'DELETE ON pats', 'pat', 'OLD.token_hash')}
+      ${logged('tenants_inserted', 'INSERT ON tenants', 'tenant', 'NEW.id')}
+      ${logged('tenants_updated', 'UPDATE ON tenants', 'tenant', 'NEW.id')}
+      ${logged('tenants_deleted', 'DELETE ON tenants', 'tenant', 'OLD.id')}
+      ${logged('issuers_inserted', 'INSERT ON issuers', 'issuer', 'NEW.issuer')}
+      ${logged('issuers_updated', 'UPDATE ON issuers', 'issuer', 'NEW.issuer')}
+      ${logged('issuers_deleted', 'DELETE ON issuers', 'issuer', 'OLD.issuer')}
+    `,
+  },
+  {
+    // Console sessions in the store (issue #25); see the Postgres migration 8.
+    version: 8,
+    sql: `
+      CREATE TABLE console_sessions (
+        id_hash    TEXT PRIMARY KEY,
+        credential TEXT NOT NULL,
+        operator   TEXT NOT NULL,
+        csrf       TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        last_seen  INTEGER NOT NULL,
+        flash      TEXT,
+        notice     TEXT
+      ) STRICT;
+      CREATE INDEX console_sessions_credential ON console_sessions (credential, created_at);
+    `,
+  },
+  {
+    // The gateway policy in the store (issue #25); see the Postgres migration 9.
+    version: 9,
+    sql: `
+      CREATE TABLE policies (
+        name       TEXT PRIMARY KEY,
+        text       TEXT NOT NULL,
+        updated_at INTEGER NOT NULL
+      ) STRICT;
+      ${logged('policies_inserted', 'INSERT ON policies', 'policy', 'NEW.name')}
+      ${logged('policies_updated', 'UPDATE ON policies', 'policy', 'NEW.name')}
+      ${logged('policies_deleted', 'DELETE ON policies', 'policy', 'OLD.name')}
     `,
   },
 ]

@@ -11,6 +11,8 @@ import { DatabaseSync, type StatementSync } from 'node:sqlite'
 import type { IssuerConfig } from '../core/issuer.ts'
 import { type Clock, type PatRecord, systemClock, type Tenant } from '../core/ports.ts'
 import type { AdminStore } from './admin-store.ts'
+import type { LogEntry } from './change-log.ts'
+import { ChangeFollower } from './change-log.ts'
 import { checkPageLimit, decodeCursor, toPage } from './cursor.ts'
 import * as shared from './rows.ts'
 import { createSqliteAdminStore } from './sqlite-admin.ts'
@@ -26,6 +28,7 @@ import {
   type StoreChange,
   type StoredAuditEvent,
   type StoredIssuer,
+  type StoredPolicy,
 } from './store.ts'
 
 /** Options of `openSqliteStore`. */
@@ -35,8 +38,9 @@ export interface SqliteStoreOptions {
   /** How long a write waits for another process's write lock, in ms. Default 5000. */
   readonly busyTimeoutMs?: number | undefined
   /**
-   * How often `watch` checks for commits by other processes (the CLI), in ms. Default 500;
-   * 0 disables it (then only this object's own changes are delivered).
+   * How often `watch` reads the change log for commits by other processes (the CLI, other
+   * workers), in ms. Default 500; 0 disables it (then only this object's own changes are
+   * delivered).
    */
   readonly externalChangePollMs?: number | undefined
 }
@@ -122,6 +126,14 @@ function prepareStatements(db: DatabaseSync) {
     clearOutbox: db.prepare('DELETE FROM event_outbox'),
     listAudit: listAudit(''),
     listAuditAfter: listAudit('AND (time, id) < ($at, $id)'),
+    getPolicy: db.prepare('SELECT name, text, updated_at FROM policies WHERE name = ?'),
+    putPolicy: db.prepare(`INSERT INTO policies (name, text, updated_at) VALUES (?, ?, ?)
+      ON CONFLICT (name) DO UPDATE SET text = excluded.text, updated_at = excluded.updated_at`),
+    removePolicy: db.prepare('DELETE FROM policies WHERE name = ?'),
+    changesAfter: db.prepare(`SELECT seq, kind, subject, at FROM change_log WHERE seq > ?
+      ORDER BY seq LIMIT ?`),
+    lowestChange: db.prepare('SELECT min(seq) AS lowest FROM change_log'),
+    pruneChanges: db.prepare('DELETE FROM change_log WHERE at < ?'),
   }
 }
 
@@ -134,9 +146,7 @@ export class SqliteStore implements Store {
   readonly #clock: Clock
   readonly #ping: StatementSync
   readonly #listeners = new Set<(change: StoreChange) => void>()
-  readonly #externalChangePollMs: number
-  #externalChangeTimer: NodeJS.Timeout | undefined
-  #dataVersion: number | undefined
+  readonly #follower: ChangeFollower
   #statements: Statements | undefined
   #closed = false
   /** Admin tokens and operator searches (sqlite-admin.ts). */
@@ -144,7 +154,30 @@ export class SqliteStore implements Store {
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.#clock = options.clock ?? systemClock
-    this.#externalChangePollMs = options.externalChangePollMs ?? 500
+    this.#follower = new ChangeFollower({
+      reader: {
+        head: async () => {
+          const db = this.#open()
+          const exists = db
+            .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'change_log'")
+            .get()
+          // Not migrated yet: nothing was ever logged, so everything logged later follows 0.
+          if (!exists) return 0
+          return (db.prepare('SELECT max(seq) AS head FROM change_log').get()?.head as number) ?? 0
+        },
+        readAfter: async (seq, limit) => {
+          const s = this.#s()
+          const entries = s.changesAfter.all(seq, limit) as unknown as LogEntry[]
+          return { entries, lowest: (s.lowestChange.get()?.lowest as number | null) ?? null }
+        },
+        prune: async (before) => {
+          this.#s().pruneChanges.run(before)
+        },
+      },
+      emit: (change) => this.#emit(change),
+      pollMs: options.externalChangePollMs ?? 500,
+      warn: (_obj, msg) => process.emitWarning(msg),
+    })
     this.#db = new DatabaseSync(path, { enableForeignKeyConstraints: true })
     try {
       // busy_timeout first: switching to WAL itself needs a lock another process may hold.
@@ -192,7 +225,7 @@ export class SqliteStore implements Store {
     if (this.#closed) return
     this.#closed = true
     this.#listeners.clear()
-    clearInterval(this.#externalChangeTimer)
+    this.#follower.close()
     this.#statements = undefined
     this.#db.close()
   }
@@ -210,6 +243,7 @@ export class SqliteStore implements Store {
   async createTenant(tenant: { id: string; name: string }, at: number): Promise<Tenant> {
     const s = this.#s()
     checked(() => s.insertTenant.run(tenant.id, tenant.name, at), `tenant ${tenant.id}`)
+    await this.#delivered()
     return { id: tenant.id, name: tenant.name, enabled: true, createdAt: at }
   }
 
@@ -219,9 +253,8 @@ export class SqliteStore implements Store {
 
   async setTenantEnabled(id: string, enabled: boolean): Promise<Tenant | undefined> {
     const row = this.#s().setTenantEnabled.get(enabled ? 1 : 0, id) as shared.TenantRow | undefined
-    if (!row) return undefined
-    this.#emit({ kind: 'tenant_changed', id })
-    return shared.toTenant(row)
+    await this.#delivered()
+    return row && shared.toTenant(row)
   }
 
   async insertPat(record: PatRecord): Promise<void> {
@@ -272,9 +305,8 @@ export class SqliteStore implements Store {
 
   async revokePat(id: string, at: number): Promise<PatRecord | undefined> {
     const row = this.#s().revokePat.get(at, id) as shared.PatRow | undefined
-    if (!row) return undefined
-    this.#emit({ kind: 'pat_changed', id, tokenHash: row.token_hash })
-    return shared.toPat(row)
+    await this.#delivered()
+    return row && shared.toPat(row)
   }
 
   async rotatePat(
@@ -291,9 +323,8 @@ export class SqliteStore implements Store {
       checked(() => s.insertPat.run(...patRowValues(replacement)), `token ${replacement.id}`)
       return old
     })
-    if (!row) return undefined
-    this.#emit({ kind: 'pat_changed', id: row.id, tokenHash: row.token_hash })
-    return shared.toPat(row)
+    await this.#delivered()
+    return row && shared.toPat(row)
   }
 
   async revokePatFamily(id: string, at: number): Promise<readonly PatRecord[]> {
@@ -301,8 +332,7 @@ export class SqliteStore implements Store {
     const rows = this.#transaction(
       () => s.revokePatFamily.all({ id, at }) as unknown as shared.PatRow[],
     )
-    for (const row of rows)
-      this.#emit({ kind: 'pat_changed', id: row.id, tokenHash: row.token_hash })
+    await this.#delivered()
     return rows.map(shared.toPat)
   }
 
@@ -317,7 +347,25 @@ export class SqliteStore implements Store {
   async putIssuer(issuer: IssuerConfig, at: number): Promise<void> {
     const { name, config } = shared.issuerValues(issuer)
     this.#s().putIssuer.run(name, config, at)
-    this.#emit({ kind: 'issuers_changed' })
+    await this.#delivered()
+  }
+
+  async getPolicy(name: string): Promise<StoredPolicy | undefined> {
+    const row = this.#s().getPolicy.get(name) as
+      | { name: string; text: string; updated_at: number }
+      | undefined
+    return row && { name: row.name, text: row.text, updatedAt: row.updated_at }
+  }
+
+  async putPolicy(name: string, text: string, at: number): Promise<void> {
+    this.#s().putPolicy.run(name, text, at)
+    await this.#delivered()
+  }
+
+  async removePolicy(name: string): Promise<boolean> {
+    const removed = this.#s().removePolicy.run(name).changes > 0
+    await this.#delivered()
+    return removed
   }
 
   async listIssuers(): Promise<readonly StoredIssuer[]> {
@@ -327,7 +375,7 @@ export class SqliteStore implements Store {
 
   async removeIssuer(issuer: string): Promise<boolean> {
     const removed = this.#s().removeIssuer.run(issuer).changes > 0
-    if (removed) this.#emit({ kind: 'issuers_changed' })
+    await this.#delivered()
     return removed
   }
 
@@ -400,41 +448,26 @@ export class SqliteStore implements Store {
   }
 
   /**
-   * Changes made through THIS object are delivered as they commit. Changes another process
-   * makes to the same file (the CLI revoking a token or adding an issuer) are detected by
-   * polling `PRAGMA data_version`, which moves only when another connection commits; they
-   * arrive as one `resync` (drop every cache) within `externalChangePollMs`.
+   * Changes are delivered in change-log order (change-log.ts): those made through THIS
+   * object before the method that made them resolves; those another process makes to the
+   * same file (the CLI revoking a token, another worker) within `externalChangePollMs`.
    */
   watch(listener: (change: StoreChange) => void): () => void {
     const wrapped = (change: StoreChange) => listener(change)
     this.#listeners.add(wrapped)
-    this.#startExternalChangePolling()
+    if (!this.#closed) {
+      void this.#follower.start().catch(() => {})
+      this.#follower.poll(true)
+    }
     return () => {
       this.#listeners.delete(wrapped)
-      if (this.#listeners.size === 0) {
-        clearInterval(this.#externalChangeTimer)
-        this.#externalChangeTimer = undefined
-      }
+      if (this.#listeners.size === 0) this.#follower.poll(false)
     }
   }
 
-  #startExternalChangePolling(): void {
-    if (this.#externalChangeTimer || this.#externalChangePollMs <= 0 || this.#closed) return
-    const dataVersion = this.#db.prepare('PRAGMA data_version')
-    this.#dataVersion = dataVersion.get()?.data_version as number
-    this.#externalChangeTimer = setInterval(() => {
-      if (this.#closed) return
-      try {
-        const now = dataVersion.get()?.data_version as number
-        if (now !== this.#dataVersion) {
-          this.#dataVersion = now
-          this.#emit({ kind: 'resync' })
-        }
-      } catch (error) {
-        process.emitWarning(`sqlite change polling failed: ${String(error)}`)
-      }
-    }, this.#externalChangePollMs)
-    this.#externalChangeTimer.unref()
+  /** Delivers what this object just wrote (and anything before it) to its watchers. */
+  async #delivered(): Promise<void> {
+    if (this.#listeners.size > 0) await this.#follower.catchUp()
   }
 
   #open(): DatabaseSync {

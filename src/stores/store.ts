@@ -58,14 +58,20 @@ export interface StoredIssuer extends IssuerConfig {
   readonly createdAt: number
 }
 
-/** Changes other components cache; delivered to `watch` listeners (in-process, or via NOTIFY). */
+/**
+ * Changes other components cache, delivered to `watch` listeners in change-log order: what
+ * this store object wrote before its method resolves, other processes' changes within the
+ * poll interval (sooner when NOTIFY wakes the follower). See change-log.ts.
+ */
 export type StoreChange =
-  | { readonly kind: 'pat_changed'; readonly id: string; readonly tokenHash: string }
+  | { readonly kind: 'pat_changed'; readonly tokenHash: string }
   | { readonly kind: 'tenant_changed'; readonly id: string }
   | { readonly kind: 'issuers_changed' }
+  /** The stored gateway policy named `name` was written or removed. */
+  | { readonly kind: 'policy_changed'; readonly name: string }
   /**
-   * Changes may have been missed (e.g. the Postgres LISTEN connection dropped): drop every
-   * cache. Sent when delivery is lost and again once it is restored.
+   * Changes may have been missed (the change log could not be read, or entries this process
+   * never applied were pruned): drop every cache.
    */
   | { readonly kind: 'resync' }
 
@@ -73,12 +79,21 @@ export class ConflictError extends Error {
   override readonly name = 'ConflictError'
 }
 
-/** State of a cross-instance change feed, for health checks and tests. */
+/** State of change delivery, for health checks, metrics and tests. */
 export interface ChangeFeedStatus {
-  /** True while changes from other instances are being received. */
+  /** True while a Postgres LISTEN connection is up (a wake-up only: see change-log.ts). */
   readonly connected: boolean
   /** Server pid of the listening connection, when connected. */
   readonly backendPid: number | undefined
+  /**
+   * Whether notifications reach the LISTEN connection (false behind PgBouncer in transaction
+   * pooling: changes then arrive by the poll only); undefined until checked.
+   */
+  readonly delivering?: boolean | undefined
+  /** The last change-log sequence number applied, once known. */
+  readonly lastSeq?: number | undefined
+  /** False while the change log cannot be read (caches were dropped; PATs fail closed). */
+  readonly current?: boolean | undefined
 }
 
 export interface TenantStore {
@@ -135,6 +150,22 @@ export interface IssuerStore {
   removeIssuer(issuer: string): Promise<boolean>
 }
 
+/** A stored route policy: its YAML/JSON text, as `parsePolicy` reads it. */
+export interface StoredPolicy {
+  readonly name: string
+  readonly text: string
+  readonly updatedAt: number
+}
+
+/** Route policies kept in the store (`gateway.policyStore`), by name (`gateway`). */
+export interface PolicyStore {
+  getPolicy(name: string): Promise<StoredPolicy | undefined>
+  /** Insert or replace; watchers everywhere get `policy_changed`. */
+  putPolicy(name: string, text: string, at: number): Promise<void>
+  /** False when there was none. */
+  removePolicy(name: string): Promise<boolean>
+}
+
 export interface AuditStore {
   /**
    * Stores the events. With `queue` (the default), each one not already stored is also
@@ -168,7 +199,7 @@ export interface OutboxStore {
 export interface ChangeSource {
   /** Subscribe to changes made through any connection to this store; returns unsubscribe. */
   watch(listener: (change: StoreChange) => void): () => void
-  /** The cross-instance change feed, for stores that have one (Postgres LISTEN/NOTIFY). */
+  /** State of change delivery (the change log follower, and Postgres' LISTEN connection). */
   readonly changeFeed?: ChangeFeedStatus | undefined
 }
 
@@ -184,6 +215,7 @@ export interface Store
     IssuerStore,
     AuditStore,
     OutboxStore,
+    PolicyStore,
     ChangeSource {
   readonly kind: 'sqlite' | 'postgres'
   /** Admin tokens and cross-tenant operator searches (the admin API). */
@@ -265,4 +297,42 @@ export interface AdminStore {
   searchPats(search: PatSearch, page: PageRequest): Promise<Page<PatRecord>>
   /** Newest first, keyset-paginated like `listAudit`. */
   searchAudit(search: AuditSearch, page: PageRequest): Promise<Page<StoredAuditEvent>>
+  /**
+   * Stores a console session. First removes ended ones (expired, or unused since
+   * `staleBefore`), the credential's oldest beyond `perCredential - 1`, and the oldest of all
+   * beyond `total - 1`, so neither one credential nor many can grow the table without bound.
+   */
+  insertSession(
+    record: ConsoleSessionRecord,
+    limits: { perCredential: number; total: number; now: number; staleBefore: number },
+  ): Promise<void>
+  findSession(idHash: string): Promise<ConsoleSessionRecord | undefined>
+  /** Changes the fields given; a field set to null is cleared. */
+  updateSession(
+    idHash: string,
+    changes: { lastSeen?: number; flash?: string | null; notice?: string | null },
+  ): Promise<void>
+  deleteSession(idHash: string): Promise<void>
+}
+
+/** A console session as stored (admin/sessions.ts): never the cookie, only its SHA-256. */
+export interface ConsoleSessionRecord {
+  /** Lowercase hex SHA-256 of the cookie value. */
+  readonly idHash: string
+  /** What the operator signed in with: the admin token's hash, or the SSO actor. */
+  readonly credential: string
+  readonly operator: {
+    readonly actor: string
+    readonly role: AdminRole
+    readonly expiresAt: number
+    readonly adminTokenHash: string | undefined
+  }
+  readonly csrf: string
+  readonly createdAt: number
+  readonly expiresAt: number
+  readonly lastSeen: number
+  /** Sealed with a key only the cookie gives (admin/sessions.ts). */
+  readonly flash: string | null
+  /** A one-shot message for the next page, JSON. */
+  readonly notice: string | null
 }

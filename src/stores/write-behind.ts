@@ -153,6 +153,11 @@ export interface AuditWriterOptions {
   readonly clock?: Clock | undefined
   /** Default: a process warning, at most one a minute. */
   readonly onError?: FlushErrorHandler | undefined
+  /**
+   * Each event is also appended here before `write` returns, and dropped from it once
+   * stored (audit-spool.ts): a process killed between flushes loses nothing.
+   */
+  readonly spool?: AuditSpool | undefined
 }
 
 export interface AuditWriterStats {
@@ -194,33 +199,22 @@ export function createAuditWriter(
   const queue: StoredAuditEvent[] = []
   let dropped = 0
   let droppedUnreported = 0
+  let spool = options.spool
 
   const runner = createFlushRunner(
     async () => {
+      // What the spool holds now is in the queue: once the queue is drained it is stored.
+      spool?.seal()
       while (queue.length > 0) {
         const batch = queue.slice(0, maxBatch)
         await store.appendAudit(batch, appendOptions)
         // Only this loop removes from the head; writes during the await were appended.
         queue.splice(0, batch.length)
       }
+      spool?.release()
       if (droppedUnreported > 0) {
         const count = droppedUnreported
-        await store.appendAudit(
-          [
-            {
-              id: timeOrderedUuid(),
-              time: clock.now(),
-              type: 'audit.dropped',
-              tenantId: null,
-              actor: null,
-              outcome: 'dropped',
-              clientAddress: null,
-              requestId: null,
-              details: { count },
-            },
-          ],
-          appendOptions,
-        )
+        await store.appendAudit([droppedEvent(clock.now(), { count })], appendOptions)
         droppedUnreported -= count
       }
     },
@@ -235,12 +229,58 @@ export function createAuditWriter(
         droppedUnreported++
         return
       }
-      queue.push({ ...event, id: event.id ?? timeOrderedUuid(), time: event.time ?? clock.now() })
+      const stored = {
+        ...event,
+        id: event.id ?? timeOrderedUuid(),
+        time: event.time ?? clock.now(),
+      }
+      queue.push(stored)
+      try {
+        spool?.append(stored)
+      } catch (error) {
+        // A full or failing disk: keep auditing through memory alone, as before the spool.
+        spool = undefined
+        ;(options.onError ?? warnOncePerOutage())(error)
+      }
       if (queue.length === maxBatch) runner.flushSoon()
     },
     flush: runner.flush,
-    close: runner.close,
+    async close() {
+      await runner.close()
+      // Everything was stored (close rejects otherwise, and the spool stays for a restart).
+      spool?.close()
+    },
     stats: () => ({ queued: queue.length, dropped }),
+  }
+}
+
+/** Where the audit writer spools each event until stored (audit-spool.ts opens one). */
+export interface AuditSpool {
+  /** Appends one event to the current segment (one synchronous write). */
+  append(event: StoredAuditEvent): void
+  /** Seals the current segment (if it holds anything) and starts a new one. */
+  seal(): void
+  /** Everything sealed so far is stored: its segments are deleted. */
+  release(): void
+  /** Closes and deletes the current segment (call after a final flush that stored all). */
+  close(): void
+}
+
+/** The record of a gap in the audit trail: `details.count` events that were not stored. */
+export function droppedEvent(
+  time: number,
+  details: { readonly count: number; readonly reason?: string },
+): StoredAuditEvent {
+  return {
+    id: timeOrderedUuid(),
+    time,
+    type: 'audit.dropped',
+    tenantId: null,
+    actor: null,
+    outcome: 'dropped',
+    clientAddress: null,
+    requestId: null,
+    details,
   }
 }
 

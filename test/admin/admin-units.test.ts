@@ -5,7 +5,12 @@ import pino from 'pino'
 import { trafficChart } from '../../src/admin/chart.ts'
 import { escapeHtml, html, time } from '../../src/admin/html.ts'
 import { buildAdminServer } from '../../src/admin/server.ts'
-import { createSessions, csrfMatches, MAX_SESSIONS } from '../../src/admin/sessions.ts'
+import {
+  createSessions,
+  csrfMatches,
+  MAX_SESSIONS,
+  MAX_SESSIONS_PER_CREDENTIAL,
+} from '../../src/admin/sessions.ts'
 import { BUCKET_MS, createTrafficRecorder } from '../../src/admin/traffic.ts'
 import { auditCsv, issuerView } from '../../src/admin/views.ts'
 import { loadConfig } from '../../src/config/load.ts'
@@ -39,34 +44,58 @@ describe('html', () => {
   })
 })
 
-describe('sessions', () => {
-  test('end at their lifetime, after idling, at the credential expiry, and on sign-out', () => {
-    const sessions = createSessions({ ttlMs: 10_000, idleMs: 4_000 })
-    const { id, session } = sessions.create(operator, T0)
-    assert.equal(sessions.get(id, T0 + 3_000), session)
-    assert.equal(sessions.get(id, T0 + 6_000), session)
-    assert.equal(sessions.get(id, T0 + 10_000), undefined)
-    const idle = sessions.create(operator, T0)
-    assert.equal(sessions.get(idle.id, T0 + 4_000), undefined)
-    const short = sessions.create({ ...operator, expiresAt: T0 + 1_000 }, T0)
-    assert.equal(short.session.expiresAt, T0 + 1_000)
-    const ended = sessions.create(operator, T0)
-    sessions.end(ended.id)
-    assert.equal(sessions.get(ended.id, T0), undefined)
-    assert.equal(sessions.get(undefined, T0), undefined)
-    assert.equal(sessions.get('x'.repeat(100), T0), undefined)
-    sessions.endWhere(() => true)
-    assert.equal(sessions.size, 0)
+describe('sessions (in the store)', () => {
+  async function sessionsOn(options: { ttlMs: number; idleMs: number }) {
+    const store = openSqliteStore(join(tempDir('tg-sessions-'), 'db.sqlite'))
+    await store.migrate()
+    return { store, sessions: createSessions(store.admin, options) }
+  }
+
+  test('end at their lifetime, after idling, at the credential expiry, and on sign-out', async () => {
+    const { store, sessions } = await sessionsOn({ ttlMs: 200_000, idleMs: 80_000 })
+    const session = await sessions.create(operator, T0)
+    assert.equal((await sessions.get(session.id, T0 + 60_000))?.csrf, session.csrf)
+    assert.ok(await sessions.get(session.id, T0 + 130_000), 'the use at +60 s was recorded')
+    assert.equal(await sessions.get(session.id, T0 + 200_000), undefined)
+    const idle = await sessions.create(operator, T0)
+    assert.equal(await sessions.get(idle.id, T0 + 80_000), undefined)
+    const short = await sessions.create({ ...operator, expiresAt: T0 + 1_000 }, T0)
+    assert.equal(short.expiresAt, T0 + 1_000)
+    const ended = await sessions.create(operator, T0)
+    await sessions.end(ended.id)
+    assert.equal(await sessions.get(ended.id, T0), undefined)
+    assert.equal(await sessions.get(undefined, T0), undefined)
+    assert.equal(await sessions.get('x'.repeat(100), T0), undefined)
+    await store.close()
   })
-  test('a flood of sign-ins keeps at most MAX_SESSIONS, dropping the oldest', () => {
-    const sessions = createSessions({ ttlMs: 10_000, idleMs: 10_000 })
-    const first = sessions.create(operator, T0)
-    for (let i = 0; i < MAX_SESSIONS; i++) sessions.create(operator, T0)
-    assert.equal(sessions.size, MAX_SESSIONS)
-    assert.equal(sessions.get(first.id, T0), undefined)
+  test('one credential keeps at most MAX_SESSIONS_PER_CREDENTIAL, its own oldest dropped', async () => {
+    const { store, sessions } = await sessionsOn({ ttlMs: 10_000, idleMs: 10_000 })
+    const other = await sessions.create({ ...operator, adminTokenHash: 'other' }, T0)
+    const first = await sessions.create(operator, T0)
+    for (let i = 1; i <= MAX_SESSIONS_PER_CREDENTIAL; i++) await sessions.create(operator, T0 + i)
+    assert.equal(await sessions.get(first.id, T0 + 100), undefined)
+    assert.ok(await sessions.get(other.id, T0 + 100))
+    assert.ok(MAX_SESSIONS > MAX_SESSIONS_PER_CREDENTIAL)
+    await store.close()
   })
-  test('CSRF tokens compare exactly', () => {
-    const { session } = createSessions({ ttlMs: 1, idleMs: 1 }).create(operator, T0)
+  test('the flash is stored sealed, opens once, and only with the cookie', async () => {
+    const { store, sessions } = await sessionsOn({ ttlMs: 10_000, idleMs: 10_000 })
+    const session = await sessions.create(operator, T0)
+    const token = 'pat_secretsecretsecretsecretsecret1234ab'
+    await sessions.setFlash(session, { token, label: 'x' })
+    const stored = await store.admin.findSession(
+      (await import('node:crypto')).hash('sha256', session.id, 'hex'),
+    )
+    assert.ok(stored?.flash && !stored.flash.includes('secret'))
+    const stranger = { ...session, id: 'another-cookie-value' }
+    assert.equal(await sessions.takeFlash(stranger), undefined)
+    assert.deepEqual(await sessions.takeFlash(session), { token, label: 'x' })
+    assert.equal(await sessions.takeFlash(session), undefined)
+    await store.close()
+  })
+  test('CSRF tokens compare exactly', async () => {
+    const { store, sessions } = await sessionsOn({ ttlMs: 1, idleMs: 1 })
+    const session = await sessions.create(operator, T0)
     assert.equal(csrfMatches(session, session.csrf), true)
     assert.equal(csrfMatches(session, `${session.csrf}x`), false)
     assert.equal(
@@ -77,6 +106,7 @@ describe('sessions', () => {
       false,
     )
     assert.equal(csrfMatches(session, undefined), false)
+    await store.close()
   })
 })
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { generateKeyPairSync } from 'node:crypto'
-import { readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { cli, cliJson, tempDataDir, withDataStore } from './helpers.ts'
@@ -45,7 +45,9 @@ gateway:
 
   it('--dry-run plans every create and changes nothing', async () => {
     writeFileSync(applyFile, desired(true, 'api'))
-    const plan = await cliJson<Plan>(['apply', '-f', applyFile, '--dry-run'], { dataDir })
+    const run = await cli(['apply', '-f', applyFile, '--dry-run', '--json'], { dataDir })
+    assert.equal(run.code, 3, run.stderr)
+    const plan = JSON.parse(run.stdout) as Plan
     assert.equal(plan.dryRun, true)
     assert.deepEqual(
       plan.changes.map((c) => `${c.action} ${c.kind} ${c.id}`),
@@ -92,7 +94,7 @@ gateway:
   it('a changed file plans and applies only the differences', async () => {
     writeFileSync(applyFile, desired(false, 'api2').replace('Acme Corp', 'Acme Renamed'))
     const plan = await cli(['apply', '-f', applyFile, '--dry-run'], { dataDir })
-    assert.equal(plan.code, 0, plan.stderr)
+    assert.equal(plan.code, 3, plan.stderr)
     assert.match(plan.stdout, /^update {4}tenant acme \(disable\)$/m)
     assert.match(plan.stdout, /^unchanged tenant beta$/m)
     assert.match(plan.stdout, /^update {4}issuer https:\/\/login.example.com\/ \(replace\)$/m)
@@ -154,5 +156,224 @@ gateway:
     const missing = await cli(['apply'], { dataDir })
     assert.equal(missing.code, 2)
     assert.match(missing.stderr, /missing -f FILE/)
+  })
+})
+
+/**
+ * Attacks on `apply` (issue #25), each written before its fix: a file that passes --dry-run
+ * but stops half way, file references that escape the applied file's directory (read and
+ * quoted in the error, or overwritten), and keys that redirect the writes to another store.
+ */
+describe('tokengate apply: hostile or broken files change nothing', () => {
+  const data = tempDataDir()
+  after(() => data.cleanup())
+  const root = join(data.dir, 'gitops')
+  const outside = join(data.dir, 'outside')
+  const dataDir = join(data.dir, 'store')
+  mkdirSync(root)
+  mkdirSync(outside)
+  const file = join(root, 'tokengate.yaml')
+  const canary = 'CANARY-7f3a9e-do-not-print'
+  writeFileSync(join(outside, 'canary.txt'), `${canary}\n`)
+  const pem = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+    .publicKey.export({ type: 'spki', format: 'pem' })
+    .toString()
+  writeFileSync(join(root, 'issuer.pem'), pem)
+
+  it('an issuer naming an unknown tenant is refused by --dry-run and by apply, before any write', async () => {
+    writeFileSync(
+      file,
+      'tenants:\n  - id: fresh\nissuers:\n  - issuer: https://idp.example/\n    audience: api\n    pem-file: issuer.pem\n    algorithm: ES256\n    tenant: ghost\n',
+    )
+    for (const args of [['--dry-run'], []]) {
+      const result = await cli(['apply', '-f', file, ...args], { dataDir })
+      assert.equal(result.code, 1, result.stdout)
+      assert.match(result.stderr, /issuers\[0\].*tenant ghost/)
+    }
+    assert.equal(await withDataStore(dataDir, (store) => store.findTenant('fresh')), undefined)
+  })
+
+  it('a key file outside the applied file’s directory is refused, its contents never printed', async () => {
+    writeFileSync(
+      file,
+      'issuers:\n  - issuer: https://idp.example/\n    audience: api\n    jwks-file: ../outside/canary.txt\n',
+    )
+    const result = await cli(['apply', '-f', file, '--dry-run'], { dataDir })
+    assert.equal(result.code, 1)
+    assert.match(result.stderr, /outside/)
+    assert.doesNotMatch(result.stderr + result.stdout, /CANARY/)
+    // Inside the directory, a file that is not a key set: named, never quoted.
+    writeFileSync(join(root, 'not-jwks.json'), `${canary}\n`)
+    writeFileSync(
+      file,
+      'issuers:\n  - issuer: https://idp.example/\n    audience: api\n    jwks-file: not-jwks.json\n',
+    )
+    const bad = await cli(['apply', '-f', file, '--dry-run'], { dataDir })
+    assert.equal(bad.code, 1)
+    assert.match(bad.stderr, /not-jwks\.json/)
+    assert.doesNotMatch(bad.stderr + bad.stdout, /CANARY/)
+  })
+
+  it('a policyFile outside the directory is refused and left untouched', async () => {
+    const target = join(outside, 'policy.yaml')
+    writeFileSync(target, 'default: deny\n')
+    writeFileSync(
+      file,
+      'gateway:\n  policyFile: ../outside/policy.yaml\n  policy:\n    default: authenticated\n',
+    )
+    const result = await cli(['apply', '-f', file], { dataDir })
+    assert.equal(result.code, 1)
+    assert.match(result.stderr, /outside/)
+    assert.equal(readFileSync(target, 'utf8'), 'default: deny\n')
+  })
+
+  it('a global option spelled as an issuer key (data-dir) is refused: writes cannot be redirected', async () => {
+    const elsewhere = join(data.dir, 'elsewhere')
+    writeFileSync(
+      file,
+      `issuers:\n  - issuer: https://idp.example/\n    audience: api\n    pem-file: issuer.pem\n    algorithm: ES256\n    data-dir: ${elsewhere}\n`,
+    )
+    const result = await cli(['apply', '-f', file], { dataDir })
+    assert.equal(result.code, 1)
+    assert.match(result.stderr, /issuers\[0\]: unknown key data-dir/)
+    assert.equal(existsSync(elsewhere), false)
+  })
+
+  it('--dry-run exits 3 while changes are pending and 0 once there are none', async () => {
+    writeFileSync(file, 'tenants:\n  - id: pending\n')
+    const planned = await cli(['apply', '-f', file, '--dry-run'], { dataDir })
+    assert.equal(planned.code, 3, planned.stderr)
+    assert.match(planned.stdout, /create {4}tenant pending/)
+    assert.equal((await cli(['apply', '-f', file], { dataDir })).code, 0)
+    assert.equal((await cli(['apply', '-f', file, '--dry-run'], { dataDir })).code, 0)
+  })
+})
+
+describe('tokengate export, then apply; apply --prune', () => {
+  const data = tempDataDir()
+  after(() => data.cleanup())
+  const dataDir = join(data.dir, 'store')
+  const out = join(data.dir, 'export')
+
+  it('export writes a file that apply accepts and that plans nothing on the same store; no secret', async () => {
+    const work = join(data.dir, 'setup')
+    mkdirSync(work)
+    const pem = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+      .publicKey.export({ type: 'spki', format: 'pem' })
+      .toString()
+    writeFileSync(join(work, 'issuer.pem'), pem)
+    writeFileSync(join(work, 'hmac.secret'), 'a-shared-secret-that-must-never-leave-0123456789')
+    writeFileSync(
+      join(work, 'policy.yaml'),
+      '# reports\ndefault: deny\nrules:\n  - methods: [GET]\n    path: /api/v1/r/*\n    permissions: [r:read]\n',
+    )
+    for (const args of [
+      ['tenant', 'create', 'acme', '--name', 'Acme Corp'],
+      ['tenant', 'create', 'beta'],
+      ['tenant', 'disable', 'beta'],
+      [
+        'issuer',
+        'add',
+        '--issuer',
+        'https://pem.example/',
+        '--audience',
+        'api',
+        '--pem-file',
+        join(work, 'issuer.pem'),
+        '--algorithm',
+        'ES256',
+        '--tenant',
+        'acme',
+      ],
+      [
+        'issuer',
+        'add',
+        '--issuer',
+        'https://url.example/',
+        '--audience',
+        'api',
+        '--audience',
+        'two',
+        '--jwks-url',
+        'https://url.example/jwks',
+        '--permissions-claim',
+        'scope',
+      ],
+      [
+        'issuer',
+        'add',
+        '--issuer',
+        'https://hmac.example/',
+        '--audience',
+        'api',
+        '--secret-file',
+        join(work, 'hmac.secret'),
+        '--algorithm',
+        'HS256',
+        '--tenant-claim',
+        'org',
+      ],
+      ['policy', 'set', join(work, 'policy.yaml')],
+      ['pat', 'issue', '--tenant', 'acme', '--subject', 'ci', '--permission', 'tokens:read'],
+    ]) {
+      const result = await cli(args, { dataDir })
+      assert.equal(result.code, 0, `${args.join(' ')}: ${result.stderr}`)
+    }
+    const exported = await cli(['export', '--out', out], { dataDir })
+    assert.equal(exported.code, 0, exported.stderr)
+    assert.match(exported.stdout, /Shared secret not exported.*hmac\.example/)
+    const text = readFileSync(join(out, 'tokengate.yaml'), 'utf8')
+    assert.match(text, /subject: ci/)
+    for (const name of readdirSync(join(out, 'keys'))) {
+      assert.doesNotMatch(readFileSync(join(out, 'keys', name), 'utf8'), /shared-secret/)
+    }
+    assert.doesNotMatch(text, /shared-secret|pat_[A-Za-z0-9]{20}/)
+    // The operator supplies the secret; then the export is a no-op on the same store.
+    writeFileSync(
+      join(out, 'keys', 'issuer-1.secret'),
+      'a-shared-secret-that-must-never-leave-0123456789',
+    )
+    const plan = await cli(['apply', '-f', join(out, 'tokengate.yaml'), '--dry-run', '--json'], {
+      dataDir,
+    })
+    assert.equal(plan.code, 0, `${plan.stdout} ${plan.stderr}`)
+    const changes = (JSON.parse(plan.stdout) as Plan).changes
+    assert.ok(
+      changes.every((c) => c.action === 'unchanged'),
+      plan.stdout,
+    )
+    assert.equal(changes.length, 6)
+  })
+
+  it('--prune --dry-run shows what goes; --prune disables, removes, and keeps what is listed', async () => {
+    assert.equal((await cli(['tenant', 'create', 'gamma'], { dataDir })).code, 0)
+    const file = join(out, 'pruned.yaml')
+    writeFileSync(
+      file,
+      'tenants:\n  - id: acme\n    name: Acme Corp\nissuers:\n  - issuer: https://url.example/\n    audience: [api, two]\n    jwks-url: https://url.example/jwks\n    permissions-claim: scope\n',
+    )
+    const plan = await cli(['apply', '-f', file, '--prune', '--dry-run'], { dataDir })
+    assert.equal(plan.code, 3, plan.stderr)
+    assert.match(
+      plan.stdout,
+      /^remove {4}issuer https:\/\/pem\.example\/ \(prune: not in the file\)$/m,
+    )
+    assert.match(plan.stdout, /^remove {4}issuer https:\/\/hmac\.example\/ /m)
+    assert.match(plan.stdout, /^remove {4}policy store:gateway /m)
+    assert.match(plan.stdout, /^update {4}tenant gamma \(disable \(prune: not in the file\)\)$/m)
+    assert.doesNotMatch(plan.stdout, /tenant beta/, 'already disabled: nothing to do')
+    const applied = await cli(['apply', '-f', file, '--prune'], { dataDir })
+    assert.equal(applied.code, 0, applied.stderr)
+    await withDataStore(dataDir, async (store) => {
+      assert.deepEqual(
+        (await store.listIssuers()).map((i) => i.issuer),
+        ['https://url.example/'],
+      )
+      assert.equal(await store.getPolicy('gateway'), undefined)
+      assert.equal((await store.findTenant('acme'))?.enabled, true)
+      assert.equal((await store.findTenant('gamma'))?.enabled, false, 'disabled, not deleted')
+    })
+    const again = await cli(['apply', '-f', file, '--prune', '--dry-run'], { dataDir })
+    assert.equal(again.code, 0, again.stdout)
   })
 })

@@ -185,7 +185,7 @@ describe('config json-schema engine', () => {
       assert.deepEqual(error.problems, [
         '/extra: unknown setting',
         '/databaseUrl: must match pattern "^postgres(ql)?://" (from the environment variable DATABASE_URL; fix or unset it)',
-        '/redisUrl: must match pattern "^rediss?://" (from the environment variable REDIS_URL; fix or unset it)',
+        '/redisUrl: must match pattern "^rediss?(-sentinel|-cluster)?://" (from the environment variable REDIS_URL; fix or unset it)',
         '/server/port: must be integer (from the environment variable TOKENGATE_PORT; fix or unset it)',
         '/auth/clockToleranceSec: must be <= 300',
         '/auth/jwksTimeoutMs: must be >= 1',

@@ -17,14 +17,21 @@
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { createConnection, createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 
-export type Service = 'postgres' | 'redis' | 'nginx' | 'caddy' | 'chromium'
+export type Service =
+  | 'postgres'
+  | 'pgbouncer'
+  | 'redis'
+  | 'redis-sentinel'
+  | 'nginx'
+  | 'caddy'
+  | 'chromium'
 
 /** A running throwaway Postgres. */
 export interface PostgresServer {
@@ -45,11 +52,21 @@ export interface PostgresServer {
   stop(): Promise<void>
 }
 
+/** A running throwaway PgBouncer in front of one Postgres. */
+export interface PgBouncerServer {
+  /** `postgres://postgres@127.0.0.1:<port>/<database>` through the bouncer. */
+  urlFor(database: string): string
+  readonly port: number
+  stop(): Promise<void>
+}
+
 /** A running throwaway Redis (no persistence). */
 export interface RedisServer {
   readonly url: string
   readonly port: number
   stop(): Promise<void>
+  /** SIGKILL, as a crash (the directory is removed by `stop`). */
+  kill(): Promise<void>
 }
 
 const READY_TIMEOUT_MS = 30_000
@@ -133,17 +150,7 @@ export async function startPostgres(): Promise<PostgresServer> {
         if (proc.exitCode !== null || proc.signalCode !== null) {
           throw new Error(`postgres exited during start-up: ${stderr}`)
         }
-        const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1000 })
-        client.on('error', () => {})
-        try {
-          await client.connect()
-          await client.query('SELECT 1')
-          return true
-        } catch {
-          return false
-        } finally {
-          await client.end().catch(() => {})
-        }
+        return acceptsQueries(url)
       },
       `postgres on port ${port}`,
       () => stderr,
@@ -192,31 +199,43 @@ export async function startPostgres(): Promise<PostgresServer> {
 }
 
 /** Starts a Redis server without persistence; resolves once it answers PING. */
-export async function startRedis(): Promise<RedisServer> {
+export async function startRedis(extraArgs: readonly string[] = []): Promise<RedisServer> {
   const reason = skipReason('redis')
   if (reason) throw new Error(reason)
   const root = mkdtempSync(join(tmpdir(), 'tokengate-redis-'))
   const port = await freePort()
-  let stderr = ''
-  const proc = spawn(
-    'redis-server',
-    [
-      '--port',
-      String(port),
-      '--bind',
-      '127.0.0.1',
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-      '--dir',
-      root,
-    ],
-    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
-  )
+  const args = [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--dir',
+    root,
+    ...extraArgs,
+  ]
+  const server = await spawnRedis('redis-server', args, root, port)
+  return { url: `redis://127.0.0.1:${port}`, port, stop: server.stop, kill: server.kill }
+}
+
+/** One redis-server or redis-sentinel process, ready once it answers PING. */
+async function spawnRedis(
+  binary: 'redis-server' | 'redis-sentinel',
+  args: readonly string[],
+  root: string,
+  port: number,
+): Promise<{ stop(): Promise<void>; kill(): Promise<void> }> {
+  let output = ''
+  const proc = spawn(binaryPath(binary) ?? binary, args, {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   for (const stream of [proc.stdout, proc.stderr]) {
     stream?.setEncoding('utf8').on('data', (chunk: string) => {
-      stderr = (stderr + chunk).slice(-4000)
+      output = (output + chunk).slice(-4000)
     })
   }
   let stopped = false
@@ -230,18 +249,243 @@ export async function startRedis(): Promise<RedisServer> {
     await waitUntil(
       async () => {
         if (proc.exitCode !== null || proc.signalCode !== null) {
-          throw new Error(`redis-server exited during start-up: ${stderr}`)
+          throw new Error(`${binary} exited during start-up: ${output}`)
         }
         return (await redisPing(port)) === '+PONG'
       },
-      `redis on port ${port}`,
-      () => stderr,
+      `${binary} on port ${port}`,
+      () => output,
     )
   } catch (error) {
     await stop()
     throw error
   }
-  return { url: `redis://127.0.0.1:${port}`, port, stop }
+  // SIGKILL: a crash, for failover tests (the directory goes with stop()).
+  const kill = () => stopProcess(proc, 'SIGKILL')
+  return { stop, kill }
+}
+
+/** A master, one replica and one sentinel (quorum 1) watching them as `name`. */
+export interface RedisSentinelSetup {
+  /** `redis-sentinel://127.0.0.1:<sentinel port>/<name>` */
+  readonly url: string
+  readonly name: string
+  readonly master: RedisServer
+  readonly replica: RedisServer
+  readonly sentinelPort: number
+  stop(): Promise<void>
+}
+
+/**
+ * Sentinel with fast failover (the master is down after 500 ms without answers), for tests
+ * that kill the master under load. A sentinel needs a config file it may rewrite.
+ */
+export async function startRedisSentinel(): Promise<RedisSentinelSetup> {
+  const reason = skipReason('redis-sentinel')
+  if (reason) throw new Error(reason)
+  const name = 'tokengate'
+  const master = await startRedis()
+  const replica = await startRedis(['--replicaof', '127.0.0.1', String(master.port)])
+  // In sync before anyone counts: a failover must lose only what replication had not sent.
+  await waitUntil(
+    async () =>
+      execFileSync('redis-cli', ['-p', String(replica.port), 'info', 'replication'], {
+        encoding: 'utf8',
+      }).includes('master_link_status:up'),
+    `replica of ${master.port} in sync`,
+    () => '',
+  )
+  const root = mkdtempSync(join(tmpdir(), 'tokengate-sentinel-'))
+  const sentinelPort = await freePort()
+  const conf = join(root, 'sentinel.conf')
+  writeFileSync(
+    conf,
+    [
+      `port ${sentinelPort}`,
+      'bind 127.0.0.1',
+      `dir ${root}`,
+      `sentinel monitor ${name} 127.0.0.1 ${master.port} 1`,
+      `sentinel down-after-milliseconds ${name} 500`,
+      `sentinel failover-timeout ${name} 3000`,
+      `sentinel parallel-syncs ${name} 1`,
+      '',
+    ].join('\n'),
+  )
+  let sentinel: Awaited<ReturnType<typeof spawnRedis>> | undefined
+  try {
+    sentinel = await spawnRedis('redis-sentinel', [conf], root, sentinelPort)
+  } catch (error) {
+    await replica.stop()
+    await master.stop()
+    throw error
+  }
+  return {
+    url: `redis-sentinel://127.0.0.1:${sentinelPort}/${name}`,
+    name,
+    master,
+    replica,
+    sentinelPort,
+    async stop() {
+      await sentinel?.stop()
+      await replica.stop()
+      await master.stop()
+    },
+  }
+}
+
+/** A Redis Cluster of 3 masters, each with one replica, on 127.0.0.1. */
+export interface RedisClusterSetup {
+  /** `redis-cluster://127.0.0.1:<port>,...` (every node as a seed). */
+  readonly url: string
+  readonly nodes: readonly RedisServer[]
+  stop(): Promise<void>
+}
+
+/** Six nodes (cluster-node-timeout 1 s, so a failover takes ~2 s), joined by `redis-cli --cluster create`. */
+export async function startRedisCluster(): Promise<RedisClusterSetup> {
+  const reason = skipReason('redis')
+  if (reason) throw new Error(reason)
+  const nodes: RedisServer[] = []
+  const stopAll = async () => {
+    for (const node of nodes) await node.stop()
+  }
+  try {
+    for (let i = 0; i < 6; i++) {
+      nodes.push(
+        await startRedis([
+          '--cluster-enabled',
+          'yes',
+          '--cluster-config-file',
+          `nodes-${i}.conf`,
+          '--cluster-node-timeout',
+          '1000',
+        ]),
+      )
+    }
+    execFileSync(
+      findOnPath('redis-cli') ?? 'redis-cli',
+      [
+        '--cluster',
+        'create',
+        ...nodes.map((node) => `127.0.0.1:${node.port}`),
+        '--cluster-replicas',
+        '1',
+        '--cluster-yes',
+      ],
+      { stdio: 'pipe', timeout: 30_000 },
+    )
+    for (const node of nodes) {
+      await waitUntil(
+        async () => {
+          const cli = (...args: string[]) =>
+            execFileSync('redis-cli', ['-p', String(node.port), ...args], { encoding: 'utf8' })
+          const replication = cli('info', 'replication')
+          // Replicas in sync: one that never synced is not promoted when its master dies.
+          return (
+            cli('cluster', 'info').includes('cluster_state:ok') &&
+            (replication.includes('role:master') || replication.includes('master_link_status:up'))
+          )
+        },
+        `cluster node ${node.port} ready`,
+        () => '',
+      )
+    }
+  } catch (error) {
+    await stopAll()
+    throw error
+  }
+  return {
+    url: `redis-cluster://${nodes.map((node) => `127.0.0.1:${node.port}`).join(',')}`,
+    nodes,
+    stop: stopAll,
+  }
+}
+
+/**
+ * Starts PgBouncer (Debian package `pgbouncer`) in front of `postgres`, in `poolMode`
+ * (default `transaction`, what production setups run), every database passed through, any
+ * user accepted (the Postgres behind trusts 127.0.0.1). Resolves once it accepts queries.
+ */
+export async function startPgBouncer(
+  postgres: Pick<PostgresServer, 'port'>,
+  options: { poolMode?: 'session' | 'transaction'; poolSize?: number } = {},
+): Promise<PgBouncerServer> {
+  const reason = skipReason('pgbouncer')
+  if (reason) throw new Error(reason)
+  const owner = postgresOwner()
+  const root = mkdtempSync(join(tmpdir(), 'tokengate-pgbouncer-'))
+  if (owner) chownSync(root, owner.uid, owner.gid)
+  const port = await freePort()
+  const ini = join(root, 'pgbouncer.ini')
+  writeFileSync(
+    ini,
+    [
+      '[databases]',
+      `* = host=127.0.0.1 port=${postgres.port} user=postgres`,
+      '[pgbouncer]',
+      'listen_addr = 127.0.0.1',
+      `listen_port = ${port}`,
+      'unix_socket_dir =',
+      'auth_type = any',
+      `pool_mode = ${options.poolMode ?? 'transaction'}`,
+      `default_pool_size = ${options.poolSize ?? 10}`,
+      'max_client_conn = 500',
+      'server_reset_query =',
+      '',
+    ].join('\n'),
+  )
+  if (owner) chownSync(ini, owner.uid, owner.gid)
+  let log = ''
+  // PgBouncer refuses to run as root, like Postgres.
+  const proc = spawn(binaryPath('pgbouncer') as string, [ini], {
+    ...(owner ? { uid: owner.uid, gid: owner.gid } : {}),
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  for (const stream of [proc.stdout, proc.stderr]) {
+    stream?.setEncoding('utf8').on('data', (chunk: string) => {
+      log = (log + chunk).slice(-4000)
+    })
+  }
+  let stopped = false
+  const stop = async (): Promise<void> => {
+    if (stopped) return
+    stopped = true
+    await stopProcess(proc, 'SIGINT')
+    rmSync(root, { recursive: true, force: true })
+  }
+  const urlFor = (database: string) => `postgres://postgres@127.0.0.1:${port}/${database}`
+  try {
+    await waitUntil(
+      async () => {
+        if (proc.exitCode !== null || proc.signalCode !== null) {
+          throw new Error(`pgbouncer exited during start-up: ${log}`)
+        }
+        return acceptsQueries(urlFor('postgres'))
+      },
+      `pgbouncer on port ${port}`,
+      () => log,
+    )
+  } catch (error) {
+    await stop()
+    throw error
+  }
+  return { urlFor, port, stop }
+}
+
+/** Whether a Postgres (or PgBouncer) at `url` answers a query now. */
+async function acceptsQueries(url: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1000 })
+  client.on('error', () => {})
+  try {
+    await client.connect()
+    await client.query('SELECT 1')
+    return true
+  } catch {
+    return false
+  } finally {
+    await client.end().catch(() => {})
+  }
 }
 
 function postgresUnavailable(): string | undefined {
@@ -256,7 +500,15 @@ function postgresUnavailable(): string | undefined {
 
 const unavailable: Record<Service, () => string | undefined> = {
   postgres: postgresUnavailable,
+  pgbouncer: () =>
+    postgresUnavailable() ??
+    (binaryPath('pgbouncer') ? undefined : 'no pgbouncer binary (apt-get install pgbouncer)'),
   redis: redisUnavailable,
+  'redis-sentinel': () =>
+    redisUnavailable() ??
+    (binaryPath('redis-sentinel')
+      ? undefined
+      : 'no redis-sentinel binary (apt-get install redis-sentinel)'),
   nginx: () => (binaryPath('nginx') ? undefined : 'no nginx binary (apt-get install nginx)'),
   caddy: () => (binaryPath('caddy') ? undefined : 'no caddy binary (apt-get install caddy)'),
   chromium: () =>
@@ -267,7 +519,9 @@ const unavailable: Record<Service, () => string | undefined> = {
  * The absolute path of a proxy or browser binary: PATH first, then the sbin directories
  * Debian installs nginx into (absent from a non-root PATH).
  */
-export function binaryPath(name: 'nginx' | 'caddy' | 'chromium'): string | undefined {
+export function binaryPath(
+  name: 'nginx' | 'caddy' | 'chromium' | 'pgbouncer' | 'redis-sentinel' | 'redis-server',
+): string | undefined {
   return (
     findOnPath(name) ??
     ['/usr/sbin', '/usr/bin'].map((dir) => join(dir, name)).find((path) => existsSync(path))

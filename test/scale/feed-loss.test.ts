@@ -9,14 +9,15 @@ import {
   insertPat,
   openAdminStore,
   startInstance,
+  summarize,
   waitFor,
 } from './cluster.ts'
 
 /**
- * Instance B loses its LISTEN connection (`pg_terminate_backend` on its backend): whatever
- * it cached may have been changed without its hearing, so it must stop trusting its cache
- * (issue #5). B caches for 5 minutes, and the revocations below are written with plain SQL
- * that sends no NOTIFY: only the change feed's `resync` can explain B rejecting them.
+ * Instance B loses its LISTEN connection (`pg_terminate_backend` on its backend) just before a
+ * revocation (issue #25): the notification is sent while nobody on B listens, so only the
+ * change log (read on reconnect and by the poll) can bring it. B caches for 5 minutes: the
+ * cache expiring explains nothing. Time to refusal is measured on every instance.
  */
 describe('instance B loses its notification connection', { skip: skipReason('postgres') }, () => {
   let server: PostgresServer
@@ -50,7 +51,7 @@ describe('instance B loses its notification connection', { skip: skipReason('pos
 
   const status = async (token: string) => (await b.request('/api/v1/me', bearer(token))).status
 
-  /** Revokes behind tokengate's back: no `pg_notify`, as if the notification were lost. */
+  /** Revokes behind tokengate's back, with plain SQL (a DBA's fix, another tool). */
   async function revokeSilently(id: string): Promise<void> {
     const { rowCount } = await sql.query('UPDATE pats SET revoked_at = $2 WHERE id = $1', [
       id,
@@ -79,57 +80,58 @@ describe('instance B loses its notification connection', { skip: skipReason('pos
     )
   }
 
-  it('cached positives whose revocation B missed are dropped when the feed is lost (< 1 s)', async (t) => {
-    const victim = await insertPat(admin, 'acme')
-    assert.equal(await status(victim.token), 200)
-    await revokeSilently(victim.id)
-    assert.equal(await status(victim.token), 200, 'B missed it: its cached positive still stands')
-
-    const since = performance.now()
-    const pid = await killFeed()
-    const elapsed = await waitFor(async () => (await status(victim.token)) === 401, 'B rejects', {
-      since,
-      timeoutMs: 2000,
-    })
-    t.diagnostic(`feed killed → revoked PAT rejected by B after ${elapsed.toFixed(1)} ms`)
-    assert.ok(elapsed < 1000, `${elapsed} ms`)
-    await reconnected(pid)
+  it('LISTEN killed just before each of 10 API revokes: refused by A and B', async (t) => {
+    const onA: number[] = []
+    const onB: number[] = []
+    for (let i = 0; i < 10; i++) {
+      const victim = await insertPat(admin, 'acme')
+      const other = await insertPat(admin, 'acme')
+      assert.equal(await status(victim.token), 200)
+      assert.equal(await status(other.token), 200)
+      const pid = await killFeed()
+      const since = performance.now()
+      const revoked = await a.request(`/api/v1/tokens/${victim.id}`, bearer(adminPat), 'DELETE')
+      assert.equal(revoked.status, 200)
+      const [timeA, timeB] = await Promise.all([
+        waitFor(
+          async () => (await a.request('/api/v1/me', bearer(victim.token))).status === 401,
+          'A rejects',
+          { since, timeoutMs: 3000, intervalMs: 10 },
+        ),
+        waitFor(async () => (await status(victim.token)) === 401, 'B rejects', {
+          since,
+          timeoutMs: 3000,
+          intervalMs: 10,
+        }),
+      ])
+      onA.push(timeA)
+      onB.push(timeB)
+      await reconnected(pid)
+    }
+    const sa = summarize(onA)
+    const sb = summarize(onB)
+    t.diagnostic(
+      `LISTEN killed, then API revoke on A → 401: A median ${sa.median.toFixed(0)} ms max ${sa.max.toFixed(0)} ms; B median ${sb.median.toFixed(0)} ms max ${sb.max.toFixed(0)} ms`,
+    )
+    assert.ok(sb.max < 1000, `B max ${sb.max} ms`)
   })
 
-  it('what B re-reads between losing and regaining the feed is dropped again on re-subscribe', async (t) => {
-    // The gap between the two resyncs is short (the first reconnect comes after 50–100 ms):
-    // the scenario needs B to re-read the token inside it, so retry if B was too quick.
-    for (let attempt = 1; attempt <= 5; attempt++) {
-      const victim = await insertPat(admin, 'acme')
-      assert.equal(await status(victim.token), 200)
-      // The revocation is written now but committed only after B has re-read the token.
-      await sql.query('BEGIN')
-      await sql.query('UPDATE pats SET revoked_at = $2 WHERE id = $1', [victim.id, Date.now()])
-      const pid = await killFeed()
-      await waitFor(async () => b.running.changeFeed?.connected === false, 'B noticed', {
-        intervalMs: 1,
-        timeoutMs: 1000,
-      })
-      const refilled = await status(victim.token)
-      const stillInGap = b.running.changeFeed?.connected === false
-      await sql.query('COMMIT')
-      const since = performance.now()
-      if (!stillInGap) {
-        t.diagnostic(`attempt ${attempt}: B re-subscribed before the re-read; retrying`)
-        await reconnected(pid)
-        continue
-      }
-      assert.equal(refilled, 200, 'B re-read the token in the gap, before the revocation committed')
-      const elapsed = await waitFor(async () => (await status(victim.token)) === 401, 'B rejects', {
-        since,
-        timeoutMs: 2000,
-      })
-      t.diagnostic(`revoked during the gap → rejected by B ${elapsed.toFixed(1)} ms after commit`)
-      assert.ok(elapsed < 1000, `${elapsed} ms`)
-      await reconnected(pid)
-      return
-    }
-    assert.fail('B always re-subscribed before it could re-read the token')
+  it('a revocation by plain SQL while B is disconnected is applied too (the trigger logs it)', async (t) => {
+    const victim = await insertPat(admin, 'acme')
+    const bystander = await insertPat(admin, 'acme')
+    assert.equal(await status(victim.token), 200)
+    assert.equal(await status(bystander.token), 200)
+    const pid = await killFeed()
+    const since = performance.now()
+    await revokeSilently(victim.id)
+    const elapsed = await waitFor(async () => (await status(victim.token)) === 401, 'B rejects', {
+      since,
+      timeoutMs: 3000,
+    })
+    t.diagnostic(`SQL revoke during a killed LISTEN → 401 on B after ${elapsed.toFixed(0)} ms`)
+    assert.ok(elapsed < 1000, `${elapsed} ms`)
+    await reconnected(pid)
+    assert.equal(await status(bystander.token), 200)
   })
 
   it('after re-subscribing, B hears notifications again: an API revoke on A reaches it < 1 s', async () => {

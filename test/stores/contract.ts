@@ -28,7 +28,10 @@ import {
   type StoredAuditEvent,
 } from '../../src/stores/store.ts'
 
-export type MakeStore = () => Promise<{ store: Store; cleanup: () => Promise<void> }>
+/** Raw SQL on the store's database, outside its methods (as a DBA or another tool would). */
+export type RawSql = (text: string) => Promise<Record<string, unknown>[]>
+
+export type MakeStore = () => Promise<{ store: Store; cleanup: () => Promise<void>; sql: RawSql }>
 
 const T0 = Date.UTC(2026, 0, 1)
 
@@ -106,12 +109,15 @@ async function allPages<T>(
 }
 
 export function storeContract(name: string, makeStore: MakeStore): void {
+  const rawSql = new WeakMap<Store, RawSql>()
   async function open(t: TestContext, { migrate = true } = {}): Promise<Store> {
-    const { store, cleanup } = await makeStore()
+    const { store, cleanup, sql } = await makeStore()
     t.after(cleanup)
+    rawSql.set(store, sql)
     if (migrate) await store.migrate()
     return store
   }
+  const sqlOf = (store: Store) => rawSql.get(store) as RawSql
 
   async function withTenants(t: TestContext, ...ids: string[]): Promise<Store> {
     const store = await open(t)
@@ -462,11 +468,7 @@ export function storeContract(name: string, makeStore: MakeStore): void {
         assert.equal(old?.revokedAt, null)
         assert.deepEqual(
           { ...(await changed) },
-          {
-            kind: 'pat_changed',
-            id: 'p1',
-            tokenHash: sha256('pat_p1'),
-          },
+          { kind: 'pat_changed', tokenHash: sha256('pat_p1') },
         )
         assert.deepEqual({ ...(await store.getPat('p2')) }, next)
         const stored = await store.findPatByHash(sha256('pat_p1'))
@@ -530,7 +532,7 @@ export function storeContract(name: string, makeStore: MakeStore): void {
         await store.insertPat(pat('d', 'acme'))
         const seen: string[] = []
         const unwatch = store.watch((c) => {
-          if (c.kind === 'pat_changed') seen.push(c.id)
+          if (c.kind === 'pat_changed') seen.push(c.tokenHash)
         })
         t.after(unwatch)
         const revoked = await store.revokePatFamily('b', T0 + 50)
@@ -539,7 +541,10 @@ export function storeContract(name: string, makeStore: MakeStore): void {
         assert.equal((await store.getPat('c2'))?.revokedAt, T0 + 1, 'first revocation kept')
         assert.equal((await store.getPat('d'))?.revokedAt, null, 'other families untouched')
         for (let i = 0; i < 100 && seen.length < 4; i++) await new Promise((r) => setTimeout(r, 50))
-        assert.deepEqual([...new Set(seen)].sort(), ['a', 'b', 'c', 'x'])
+        assert.deepEqual(
+          [...new Set(seen)].sort(),
+          ['a', 'b', 'c', 'x'].map((id) => sha256(`pat_${id}`)).sort(),
+        )
         assert.deepEqual(await store.revokePatFamily('c', T0 + 60), [])
         assert.deepEqual(await store.revokePatFamily('ghost', T0 + 60), [])
         assert.equal((await store.getPat('a'))?.revokedAt, T0 + 50)
@@ -815,7 +820,7 @@ export function storeContract(name: string, makeStore: MakeStore): void {
     })
 
     describe('watch', () => {
-      it('delivers pat_changed with id and hash when a token is revoked', async (t) => {
+      it('delivers pat_changed with the hash when a token is revoked', async (t) => {
         const store = await withTenants(t, 'acme')
         const record = pat('p1', 'acme')
         await store.insertPat(record)
@@ -823,11 +828,44 @@ export function storeContract(name: string, makeStore: MakeStore): void {
         await store.revokePat('p1', T0 + 1)
         assert.deepEqual(
           { ...(await change) },
-          {
-            kind: 'pat_changed',
-            id: 'p1',
-            tokenHash: record.tokenHash,
-          },
+          { kind: 'pat_changed', tokenHash: record.tokenHash },
+        )
+      })
+
+      it('logs every change of every pats column but last_used_at, in commit order', async (t) => {
+        // Derived from the schema: a column added to pats without a change-log entry for its
+        // edits (the SQLite trigger lists columns) fails here.
+        const store = await withTenants(t, 'acme', 'beta')
+        const record = pat('p1', 'acme')
+        await store.insertPat(record)
+        const seen: StoreChange[] = []
+        const unwatch = store.watch((c) => seen.push(c))
+        t.after(unwatch)
+        await store.recordPatUse(new Map([['p1', T0 + 5]]))
+        await store.revokePat('p1', T0 + 6)
+        const columns = await patColumns(store, sqlOf(store))
+        assert.ok(columns.includes('revoked_at') && !columns.includes('last_used_at'))
+        for (const column of columns) {
+          const before = seen.filter((c) => c.kind === 'pat_changed').length
+          await updatePatColumn(store, sqlOf(store), 'p1', column)
+          const deadline = Date.now() + 5000
+          while (seen.filter((c) => c.kind === 'pat_changed').length === before) {
+            assert.ok(Date.now() < deadline, `an update of pats.${column} was not logged`)
+            await new Promise((r) => setTimeout(r, 20))
+          }
+        }
+        const lastUse = seen.length
+        await store.recordPatUse(new Map([['p1', T0 + 500]]))
+        await store.setTenantEnabled('beta', false)
+        const deadline = Date.now() + 5000
+        while (!seen.slice(lastUse).some((c) => c.kind === 'tenant_changed')) {
+          assert.ok(Date.now() < deadline, 'the tenant change was not delivered')
+          await new Promise((r) => setTimeout(r, 20))
+        }
+        assert.deepEqual(
+          seen.slice(lastUse),
+          [{ kind: 'tenant_changed', id: 'beta' }],
+          'a last-used write is not a change, and changes arrive in order',
         )
       })
 
@@ -905,4 +943,36 @@ const issuerC: IssuerConfig = {
   issuer: 'https://c.idp.example/realms/x',
   audiences: ['api'],
   keySource: { kind: 'jwks_url', url: 'https://c.idp.example/realms/x/certs' },
+}
+
+/** The pats columns whose changes must be logged: all but last_used_at. */
+async function patColumns(store: Store, sql: RawSql): Promise<string[]> {
+  const names = await sql(
+    store.kind === 'postgres'
+      ? "SELECT column_name AS name FROM information_schema.columns WHERE table_name = 'pats'"
+      : "SELECT name FROM pragma_table_info('pats')",
+  )
+  return names.map((row) => String(row.name)).filter((name) => name !== 'last_used_at')
+}
+
+/** Sets one pats column to a new value of its type with plain SQL (as a DBA would). */
+async function updatePatColumn(
+  store: Store,
+  sql: RawSql,
+  id: string,
+  column: string,
+): Promise<void> {
+  const fresh = `${column}-${Math.random().toString(36).slice(2)}`
+  const values: Record<string, string> = {
+    permissions: store.kind === 'postgres' ? "ARRAY['changed']" : `'["changed"]'`,
+    tenant_id: "'beta'",
+    id: `'${id}'`,
+  }
+  const isTime = /_at$|_until$/.test(column)
+  const value =
+    values[column] ?? (isTime ? String(T0 + Math.floor(Math.random() * 1e6)) : `'${fresh}'`)
+  // id: rewritten to itself (the update names the column; Postgres compares rows, so the
+  // token hash is changed too to make it a change there).
+  const extra = column === 'id' ? `, name = '${fresh}'` : ''
+  await sql(`UPDATE pats SET ${column} = ${value}${extra} WHERE id = '${id}'`)
 }

@@ -111,6 +111,7 @@ describe('postgres', { skip }, () => {
     const store = await openPostgresStore(url, { poolSize: 4 })
     return {
       store,
+      sql: (text) => adminQuery(url, text),
       cleanup: async () => {
         await store.close()
         await drop()
@@ -148,8 +149,8 @@ describe('postgres', { skip }, () => {
       const arrived = await onB.waitFor((c) => c.kind === 'pat_changed')
       assert.ok(arrived - start < 1000, `took ${arrived - start} ms`)
       assert.deepEqual(
-        onB.seen.map((entry) => entry.change),
-        [{ kind: 'pat_changed', id: 'p1', tokenHash: record.tokenHash }],
+        onB.seen.map((entry) => entry.change).filter((c) => c.kind === 'pat_changed'),
+        [{ kind: 'pat_changed', tokenHash: record.tokenHash }],
       )
     })
 
@@ -185,44 +186,42 @@ describe('postgres', { skip }, () => {
       assert.equal(onB.seen.length, 2)
     })
 
-    it("an instance's own change is delivered once, not again as a NOTIFY echo", async (t) => {
+    it("an instance's own change is delivered once, before its call resolves", async (t) => {
       const { stores } = await instances(t, 2)
       const [a, b] = stores as [PostgresStore, PostgresStore]
       await a.createTenant({ id: 'acme', name: 'Acme' }, T0)
       const onA = recorder(a)
       const onB = recorder(b)
       await a.setTenantEnabled('acme', false)
-      // Delivered in-process before the call resolved.
-      assert.equal(onA.seen.length, 1)
-      // Once B has the notification, A's listening connection has had it too.
-      await onB.waitFor((c) => c.kind === 'tenant_changed')
+      // Delivered before the call resolved (with the creation, logged before A watched).
+      const tenantChanges = (seen: typeof onA.seen) =>
+        seen.filter((entry) => entry.change.kind === 'tenant_changed').length
+      assert.equal(tenantChanges(onA.seen), 2)
+      await until(() => tenantChanges(onB.seen) === 2)
+      // The NOTIFY reached A's listening connection too: nothing is delivered twice.
       await sleep(100)
-      assert.deepEqual(
-        onA.seen.map((entry) => entry.change),
-        [{ kind: 'tenant_changed', id: 'acme' }],
-      )
+      assert.equal(tenantChanges(onA.seen), 2)
+      assert.equal(onA.seen.length, 2)
     })
 
-    it('a mutation that matches no row sends no notification', async (t) => {
-      const { stores } = await instances(t, 2)
+    it('a mutation that matches no row logs nothing', async (t) => {
+      const { url, stores } = await instances(t, 2)
       const [a, b] = stores as [PostgresStore, PostgresStore]
       await a.createTenant({ id: 'acme', name: 'Acme' }, T0)
-      const onA = recorder(a)
-      const onB = recorder(b)
+      const before = await adminQuery(url, 'SELECT count(*)::int AS n FROM change_log')
       assert.equal(await a.setTenantEnabled('nobody', false), undefined)
       assert.equal(await a.revokePat('nobody', T0), undefined)
       assert.equal(await a.removeIssuer('https://nobody.example'), false)
-      // A later change proves delivery happened; nothing before it may have arrived.
+      assert.equal((await a.setTenantEnabled('acme', true))?.enabled, true)
+      const after = await adminQuery(url, 'SELECT count(*)::int AS n FROM change_log')
+      assert.deepEqual(after, before, 'an update to the same values is no change either')
+      const onB = recorder(b)
       await a.setTenantEnabled('acme', false)
-      await onB.waitFor(() => true)
-      assert.deepEqual(
-        onB.seen.map((entry) => entry.change),
-        [{ kind: 'tenant_changed', id: 'acme' }],
-      )
-      assert.equal(onA.seen.length, 1)
+      await onB.waitFor((c) => c.kind === 'tenant_changed')
+      assert.ok(onB.seen.every((entry) => entry.change.kind === 'tenant_changed'))
     })
 
-    it('a killed listen connection: B resyncs at once, re-subscribes, and hears A again', async (t) => {
+    it('LISTEN connection killed just before a revoke: B still applies it (< 1 s), then re-subscribes', async (t) => {
       const { url, stores } = await instances(t, 2)
       const [a, b] = stores as [PostgresStore, PostgresStore]
       await a.createTenant({ id: 'acme', name: 'Acme' }, T0)
@@ -233,20 +232,52 @@ describe('postgres', { skip }, () => {
       assert.ok(pid, 'B is listening')
       assert.equal(b.changeFeed.connected, true)
 
-      const killedAt = performance.now()
       const [row] = await adminQuery(url, 'SELECT pg_terminate_backend($1) AS ok', [pid])
       assert.equal(row?.ok, true)
-      const lost = await onB.waitFor((c) => c.kind === 'resync')
-      assert.ok(lost - killedAt < 1000, `resync after ${lost - killedAt} ms`)
+      const revokedAt = performance.now()
+      await a.revokePat('p1', T0 + 1)
+      const arrived = await onB.waitFor((c) => c.kind === 'pat_changed', { timeoutMs: 2000 })
+      t.diagnostic(
+        `revoke during a killed LISTEN → B applied it after ${(arrived - revokedAt).toFixed(1)} ms`,
+      )
+      assert.ok(arrived - revokedAt < 1000, `${arrived - revokedAt} ms`)
+      assert.ok(!onB.seen.some((entry) => entry.change.kind === 'resync'), 'no cache was dropped')
 
-      // The second resync says: subscribed again, and whatever was missed is dropped.
-      await onB.waitFor((c) => c.kind === 'resync', { from: 1 })
-      assert.equal(b.changeFeed.connected, true)
-      assert.notEqual(b.changeFeed.backendPid, pid)
-
+      await until(() => b.changeFeed.connected && b.changeFeed.backendPid !== pid)
       const from = onB.seen.length
-      await a.revokePat('p2', T0 + 1)
-      await onB.waitFor((c) => c.kind === 'pat_changed' && c.id === 'p2', { from, timeoutMs: 1000 })
+      await a.revokePat('p2', T0 + 2)
+      await onB.waitFor((c) => c.kind === 'pat_changed' && c.tokenHash === pat('p2').tokenHash, {
+        from,
+        timeoutMs: 1000,
+      })
+    })
+
+    it('changes are applied in sequence order even when the NOTIFY never arrives (poll only)', async (t) => {
+      // listenUrl on a port nothing listens on would fail the open; a dead LISTEN is what
+      // PgBouncer in transaction mode amounts to, which test/scale/pgbouncer.test.ts runs.
+      const { url, stores } = await instances(t, 1, { changePollMs: 100 })
+      const [a] = stores as [PostgresStore]
+      const b = await openPostgresStore(url, { changePollMs: 100 })
+      t.after(() => b.close())
+      const onB = recorder(b)
+      const pid = b.changeFeed.backendPid
+      // Stopped, not killed: the connection stays open and deaf until the heartbeat notices.
+      process.kill(Number(pid), 'SIGSTOP')
+      try {
+        await a.createTenant({ id: 'acme', name: 'Acme' }, T0)
+        for (let i = 0; i < 20; i++) await a.insertPat(pat(`q${i}`))
+        for (let i = 0; i < 20; i++) await a.revokePat(`q${i}`, T0 + i)
+        await until(() => onB.seen.filter((e) => e.change.kind === 'pat_changed').length === 20)
+      } finally {
+        process.kill(Number(pid), 'SIGCONT')
+      }
+      assert.deepEqual(
+        onB.seen.map((e) => e.change).filter((c) => c.kind === 'pat_changed'),
+        Array.from({ length: 20 }, (_, i) => ({
+          kind: 'pat_changed',
+          tokenHash: pat(`q${i}`).tokenHash,
+        })),
+      )
     })
 
     it('concurrent migrate() from 3 instances applies each version exactly once', async (t) => {
@@ -381,9 +412,10 @@ describe('postgres', { skip }, () => {
       const onA = recorder(a)
       const onB = recorder(b)
       assert.equal((await a.setTenantEnabled('acme', false))?.enabled, false)
-      assert.equal(onA.seen.length, 1)
-      await onB.waitFor((c) => c.kind === 'tenant_changed')
-      assert.deepEqual(warnings, ['store watch listener threw', 'store watch listener threw'])
+      assert.equal(onA.seen.length, 2, 'the creation and the disable')
+      await until(() => onB.seen.length === 2)
+      assert.equal(warnings.length, 4, warnings.join(' | '))
+      assert.ok(warnings.every((w) => w === 'store watch listener threw'))
     })
 
     it('listen: false opens no listening connection; own changes are still delivered', async (t) => {
@@ -391,7 +423,8 @@ describe('postgres', { skip }, () => {
       const [a] = stores as [PostgresStore]
       const quiet = await openPostgresStore(url, { listen: false })
       t.after(() => quiet.close())
-      assert.deepEqual(quiet.changeFeed, { connected: false, backendPid: undefined })
+      assert.equal(quiet.changeFeed.connected, false)
+      assert.equal(quiet.changeFeed.backendPid, undefined)
       await quiet.ping()
       const onQuiet = recorder(quiet)
       const onA = recorder(a)
@@ -399,7 +432,10 @@ describe('postgres', { skip }, () => {
       await quiet.setTenantEnabled('acme', false)
       assert.deepEqual(
         onQuiet.seen.map((entry) => entry.change),
-        [{ kind: 'tenant_changed', id: 'acme' }],
+        [
+          { kind: 'tenant_changed', id: 'acme' },
+          { kind: 'tenant_changed', id: 'acme' },
+        ],
       )
       // The notification still goes out to instances that do listen.
       await onA.waitFor((c) => c.kind === 'tenant_changed')
@@ -416,7 +452,8 @@ describe('postgres', { skip }, () => {
         const from = onB.seen.length
         const start = performance.now()
         await a.revokePat(`p${i}`, T0 + i)
-        const arrived = await onB.waitFor((c) => c.kind === 'pat_changed' && c.id === `p${i}`, {
+        const hash = pat(`p${i}`).tokenHash
+        const arrived = await onB.waitFor((c) => c.kind === 'pat_changed' && c.tokenHash === hash, {
           from,
         })
         latencies.push(arrived - start)
@@ -460,8 +497,10 @@ describe('postgres', { skip }, () => {
       await assert.rejects(a.findTenant('acme'))
       await assert.rejects(a.revokePat('p1', T0 + 1))
       await assert.rejects(b.findPatByHash(pat('p1').tokenHash))
+      // B cannot read the log: it drops its caches (PATs then fail closed).
       await onB.waitFor((c) => c.kind === 'resync')
       assert.equal(b.changeFeed.connected, false)
+      assert.equal(b.changeFeed.current, false)
 
       await outage.start()
       await until(async () => {
@@ -475,12 +514,13 @@ describe('postgres', { skip }, () => {
       assert.equal((await a.findTenant('acme'))?.name, 'Acme')
       assert.equal((await b.findPatByHash(pat('p1').tokenHash))?.revokedAt, null)
 
-      // B's feed re-subscribed by itself (a second resync) and hears A again.
-      await until(() => b.changeFeed.connected)
+      // B's feed re-subscribed by itself, caught up, and hears A again.
+      await until(() => b.changeFeed.connected && b.changeFeed.current === true)
       const from = onB.seen.length
       await a.revokePat('p2', T0 + 2)
-      await onB.waitFor((c) => c.kind === 'pat_changed' && c.id === 'p2', { from })
-      assert.ok(onB.seen.filter((entry) => entry.change.kind === 'resync').length >= 2)
+      const hash = pat('p2').tokenHash
+      await onB.waitFor((c) => c.kind === 'pat_changed' && c.tokenHash === hash, { from })
+      assert.equal(onB.seen.filter((entry) => entry.change.kind === 'resync').length, 1)
     })
 
     it('opening a store while the server is down rejects', async () => {

@@ -6,7 +6,7 @@
  */
 
 import { createPolicyMatcher, type PolicyMatcher } from './matcher.ts'
-import { DEFAULT_POLICY, loadPolicy, type Policy } from './policy.ts'
+import { DEFAULT_POLICY, loadPolicy, type Policy, parsePolicy } from './policy.ts'
 
 export interface PolicyReloadLog {
   info(fields: object, message: string): void
@@ -26,6 +26,7 @@ export function createReloadablePolicy(
   file: string,
   initial: Policy,
   log: PolicyReloadLog,
+  load: () => Promise<Policy> = () => loadPolicy(file),
 ): ReloadablePolicy {
   let current = createPolicyMatcher(initial)
   return {
@@ -35,7 +36,7 @@ export function createReloadablePolicy(
     },
     async reload() {
       try {
-        const policy = await loadPolicy(file)
+        const policy = await load()
         current = createPolicyMatcher(policy)
         log.info({ policyFile: file, rules: policy.rules.length }, 'gateway policy reloaded')
         return { ok: true }
@@ -52,22 +53,61 @@ export function createReloadablePolicy(
   }
 }
 
+/**
+ * Where a stored policy comes from: the store's policy role and its change feed (by shape:
+ * only the store's types, never the store).
+ */
+export interface StoredPolicySource {
+  getPolicy(name: string): Promise<{ readonly text: string } | undefined>
+  watch(listener: (change: { readonly kind: string; readonly name?: string }) => void): () => void
+}
+
+/** The name the gateway's (and the decision API's) policy is stored under. */
+export const GATEWAY_POLICY = 'gateway'
+
+/**
+ * The policy stored under `gateway` (none stored: the default policy). Read once here,
+ * then again whenever the change log says it changed, on every instance; an invalid text
+ * (written around `tokengate policy set`, which validates) keeps the last good policy.
+ */
+async function loadStoredPolicy(store: StoredPolicySource): Promise<Policy> {
+  const stored = await store.getPolicy(GATEWAY_POLICY)
+  return stored ? parsePolicy(stored.text, `store:${GATEWAY_POLICY}`) : DEFAULT_POLICY
+}
+
 /** A policy in force for as long as a listener runs. */
 export interface PolicyInForce {
   readonly matcher: PolicyMatcher
-  /** Stops following SIGHUP. */
+  /** Stops following SIGHUP or the change log. */
   close(): void
 }
 
 /**
- * The policy a listener decides with: the file's, re-read on SIGHUP (`tokengate apply`
- * writes the file), or the default policy without a file. Throws when the file is invalid
- * at start.
+ * The policy a listener decides with: the store's when `store` is given
+ * (`gateway.policyStore`), followed through the change log; else the file's, re-read on
+ * SIGHUP (`tokengate apply` writes the file); else the default policy. Throws when the
+ * policy is invalid at start.
  */
 export async function policyInForce(
   file: string | undefined,
   log: PolicyReloadLog,
+  store?: StoredPolicySource | undefined,
 ): Promise<PolicyInForce> {
+  if (store) {
+    const source = `store:${GATEWAY_POLICY}`
+    const reloadable = createReloadablePolicy(source, await loadStoredPolicy(store), log, () =>
+      loadStoredPolicy(store),
+    )
+    const unwatch = store.watch((change) => {
+      if (
+        (change.kind === 'policy_changed' && change.name === GATEWAY_POLICY) ||
+        change.kind === 'resync'
+      ) {
+        void reloadable.reload()
+      }
+    })
+    return { matcher: reloadable.matcher, close: unwatch }
+  }
   if (!file) return { matcher: createPolicyMatcher(DEFAULT_POLICY), close() {} }
   const reloadable = createReloadablePolicy(file, await loadPolicy(file), log)
   const onHangup = () => void reloadable.reload()

@@ -6,10 +6,13 @@
  * tenant or issuer absent from the file is left as it is (no pruning).
  */
 import { randomBytes } from 'node:crypto'
+import { realpathSync } from 'node:fs'
 import { readFile, rename, writeFile } from 'node:fs/promises'
-import { dirname, isAbsolute, resolve } from 'node:path'
-import { isMap, isSeq, LineCounter, type Node, parseDocument, stringify } from 'yaml'
+import { dirname, isAbsolute, relative, resolve } from 'node:path'
+import { isMap, isSeq, LineCounter, type Node, parse, parseDocument, stringify } from 'yaml'
 import { parsePolicy } from '../../auth/policy/policy.ts'
+import { GATEWAY_POLICY } from '../../auth/policy/reload.ts'
+import { removeStoredPolicy, storePolicy } from '../../auth/policy-operations.ts'
 import { MAX_TENANT_NAME_LENGTH } from '../../core/operator-text.ts'
 import type { StoredIssuer } from '../../stores/store.ts'
 import { flag, optionalString, parseCommandArgs } from '../args.ts'
@@ -18,6 +21,7 @@ import {
   type CommandContext,
   type CommandDef,
   createContext,
+  operationDeps,
   withStore,
 } from '../context.ts'
 import { CommandFailure, UsageError } from '../errors.ts'
@@ -26,7 +30,7 @@ import { checkTenantId, checkText } from '../validate.ts'
 import { issuerCommands, readIssuerConfig } from './issuer.ts'
 import { tenantCommands } from './tenant.ts'
 
-type Action = 'create' | 'update' | 'unchanged'
+type Action = 'create' | 'update' | 'remove' | 'unchanged'
 
 /** One line of the plan: what apply does (or, with --dry-run, would do) to one object. */
 interface Change {
@@ -47,10 +51,15 @@ interface Located<T> {
 interface DesiredState {
   readonly tenants: readonly Located<{ id: string; name: string; enabled: boolean }>[]
   readonly issuers: readonly Located<readonly string[]>[]
-  readonly policy?: { readonly file: string; readonly text: string } | undefined
+  /** `file` undefined: the policy goes to the store (`gateway.policyStore`). */
+  readonly policy?:
+    | { readonly file: string | undefined; readonly text: string; readonly rules: number }
+    | undefined
 }
 
-const TOP_KEYS = new Set(['tenants', 'issuers', 'gateway'])
+const TOP_KEYS = new Set(['tenants', 'issuers', 'gateway', 'keys'])
+/** `apply --dry-run`'s exit code when the plan changes something (docs/cli.md). */
+export const CHANGES_PENDING = 3
 /** `issuer add` options whose value is a file, read relative to the applied file. */
 const FILE_OPTIONS = new Set(['jwks-file', 'pem-file', 'secret-file'])
 
@@ -59,10 +68,15 @@ const apply: CommandDef = {
   summary: 'Apply tenants, issuers and the gateway policy from a declarative file',
   synopsis: '-f FILE [--dry-run]',
   description:
-    'FILE (YAML or JSON) lists tenants, issuers (keys are the options of issuer add) and the\ngateway policy. Each change runs the matching tenant/issuer command; applying the same file\ntwice changes nothing. Objects missing from the file are never removed. --dry-run prints the\nplan (create / update / unchanged) and changes nothing. After a policy change, send SIGHUP to\nthe server to reload it.',
+    "FILE (YAML or JSON) lists tenants, issuers (keys are the options of issuer add) and the\ngateway policy. Each change runs the matching tenant/issuer command; applying the same file\ntwice changes nothing. Objects missing from the file are never removed. Every entry and\nreference is checked before the first write. Files it names (key files, policyFile) must lie\ninside FILE's directory. --dry-run prints the plan (create / update / unchanged), changes\nnothing, and exits 3 when changes are pending (0 when none). After a policy change, send\nSIGHUP to the server to reload it.",
   options: {
     file: { type: 'string', short: 'f', value: 'FILE', description: 'The declarative file.' },
     'dry-run': { type: 'boolean', description: 'Print the plan; change nothing.' },
+    prune: {
+      type: 'boolean',
+      description:
+        'Also undo what the file does not list: issuers are removed, tenants disabled (never deleted), the stored policy removed.',
+    },
   },
   examples: ['tokengate apply -f tokengate.yaml --dry-run', 'tokengate apply -f tokengate.yaml'],
   async run(ctx) {
@@ -70,7 +84,8 @@ const apply: CommandDef = {
     if (file === undefined) throw new UsageError('missing -f FILE')
     const dryRun = flag(ctx.args, 'dry-run')
     const desired = await readDesired(file)
-    const changes = await plan(ctx, desired)
+    const changes = await plan(ctx, desired, flag(ctx.args, 'prune'))
+    const pending = changes.filter((c) => c.action !== 'unchanged').length
     if (!dryRun) await carryOut(ctx, changes, desired)
     if (ctx.json) ctx.out.json({ dryRun, changes })
     else {
@@ -78,14 +93,15 @@ const apply: CommandDef = {
         const note = change.note ? ` (${change.note})` : ''
         ctx.out.line(`${change.action.padEnd(9)} ${change.kind} ${change.id}${note}`)
       }
-      const count = changes.filter((c) => c.action !== 'unchanged').length
       ctx.out.line(
         dryRun
-          ? `Dry run: ${count} change(s) planned, nothing applied.`
-          : `Applied ${count} change(s).`,
+          ? `Dry run: ${pending} change(s) planned, nothing applied.`
+          : `Applied ${pending} change(s).`,
       )
     }
-    return 0
+    // As `terraform plan -detailed-exitcode` and `decK diff`, for CI: a plan with changes is
+    // not an error (1) nor a usage error (2), so it has a code of its own.
+    return dryRun && pending > 0 ? CHANGES_PENDING : 0
   },
 }
 
@@ -118,9 +134,34 @@ async function readDesired(file: string): Promise<DesiredState> {
   for (const pair of root.items) {
     const key = String((pair.key as { value?: unknown }).value)
     if (!TOP_KEYS.has(key))
-      fail(pair.key as Node, `unknown key ${key} (expected tenants, issuers, gateway)`)
+      fail(pair.key as Node, `unknown key ${key} (expected tenants, issuers, gateway, keys)`)
   }
-  const base = dirname(resolve(file))
+  const base = realpathSync(dirname(resolve(file)))
+  /**
+   * A path from the file, resolved against its directory, which it must not leave: a file
+   * from a pull request must not make apply read (and quote) or overwrite anything else.
+   */
+  const inside = (node: Node, key: string, text: string): string => {
+    const path = resolve(base, text)
+    let real = path
+    try {
+      real = realpathSync(path)
+    } catch {
+      // Not there (yet): its directory decides.
+      try {
+        real = resolve(realpathSync(dirname(path)), relative(dirname(path), path))
+      } catch {}
+    }
+    const rel = relative(base, real)
+    if (rel === '' || rel.startsWith('..') || isAbsolute(rel)) {
+      fail(
+        node,
+        `${key}: ${text} is outside ${base}; files named in the file must lie inside its directory`,
+      )
+    }
+    return real
+  }
+  const issuerOptions = commandNamed(['issuer', 'add']).options
   const list = (key: string): Node[] => {
     const node = root.get(key, true) as Node | undefined
     if (node === undefined) return []
@@ -147,6 +188,9 @@ async function readDesired(file: string): Promise<DesiredState> {
     if (!isMap(node)) return fail(node, `issuers[${i}]: expected a mapping of issuer add options`)
     const argv: string[] = []
     for (const [key, raw] of Object.entries((node as { toJSON(): object }).toJSON())) {
+      // The command's own options only: a global one (data-dir, database-url, config) would
+      // send this entry's write to another store.
+      if (!Object.hasOwn(issuerOptions, key)) fail(node, `issuers[${i}]: unknown key ${key}`)
       const values = Array.isArray(raw) ? raw : [raw]
       if (key === 'algorithms' && Array.isArray(raw)) {
         argv.push('--algorithms', raw.join(','))
@@ -157,10 +201,7 @@ async function readDesired(file: string): Promise<DesiredState> {
         else if (value === false) continue
         else if (typeof value === 'string' || typeof value === 'number') {
           const text = String(value)
-          argv.push(
-            `--${key}`,
-            FILE_OPTIONS.has(key) && !isAbsolute(text) ? resolve(base, text) : text,
-          )
+          argv.push(`--${key}`, FILE_OPTIONS.has(key) ? inside(node, key, text) : text)
         } else fail(node, `issuers[${i}].${key}: expected a string, a list of strings or true`)
       }
     }
@@ -171,30 +212,41 @@ async function readDesired(file: string): Promise<DesiredState> {
   const gateway = root.get('gateway', true) as Node | undefined
   if (gateway !== undefined) {
     if (!isMap(gateway))
-      return fail(gateway, 'gateway: expected a mapping with policyFile and policy')
+      return fail(gateway, 'gateway: expected a mapping with policy (and policyFile)')
+    for (const pair of gateway.items) {
+      const key = String((pair.key as { value?: unknown }).value)
+      if (key !== 'policy' && key !== 'policyFile') {
+        fail(pair.key as Node, `gateway: unknown key ${key} (expected policy, policyFile)`)
+      }
+    }
     const target = gateway.get('policyFile')
     const rules = gateway.get('policy', true) as Node | undefined
-    if (typeof target !== 'string')
-      return fail(gateway, 'gateway.policyFile: required (where the server reads its policy)')
+    if (target !== undefined && typeof target !== 'string')
+      return fail(gateway, 'gateway.policyFile: expected a file name')
     if (rules === undefined) return fail(gateway, 'gateway.policy: required')
     const policyText = stringify((rules as { toJSON(): unknown }).toJSON())
+    let ruleCount = 0
     try {
       // The policy's own text, padded to where it sits in the file: the policy parser's
       // problems then carry this file's line and column.
       const [start = 0, , end = text.length] = rules.range ?? []
       const pos = lineCounter.linePos(start)
       const padded = '\n'.repeat(pos.line - 1) + ' '.repeat(pos.col - 1) + text.slice(start, end)
-      parsePolicy(padded, file)
+      ruleCount = parsePolicy(padded, file).rules.length
     } catch (error) {
       throw new CommandFailure(`gateway.policy: ${(error as Error).message}`)
     }
-    policy = { file: isAbsolute(target) ? target : resolve(base, target), text: policyText }
+    policy = {
+      file: target === undefined ? undefined : inside(gateway, 'gateway.policyFile', target),
+      text: policyText,
+      rules: ruleCount,
+    }
   }
   return { tenants, issuers, policy }
 }
 
 /** Compares the file with the store (and the policy file) without changing anything. */
-async function plan(ctx: CommandContext, desired: DesiredState): Promise<Change[]> {
+async function plan(ctx: CommandContext, desired: DesiredState, prune: boolean): Promise<Change[]> {
   // Parse the file's entries with the commands' own rules first, so a dry run reports them.
   const issuerArgs = desired.issuers.map((entry) => {
     try {
@@ -213,10 +265,23 @@ async function plan(ctx: CommandContext, desired: DesiredState): Promise<Change[
     }
   }
 
-  const { tenants, issuers } = await withStore(ctx.config(ADMIN_OVERRIDES), async (store) => ({
-    tenants: await store.listTenants(),
-    issuers: await store.listIssuers(),
-  }))
+  const { tenants, issuers, storedPolicy } = await withStore(
+    ctx.config(ADMIN_OVERRIDES),
+    async (store) => ({
+      tenants: await store.listTenants(),
+      issuers: await store.listIssuers(),
+      storedPolicy: await store.getPolicy(GATEWAY_POLICY),
+    }),
+  )
+  // Every reference checked before the first write: an issuer bound to a tenant needs that
+  // tenant in the store or in the file, or apply would stop half way.
+  const known = new Set([...tenants.map((t) => t.id), ...desired.tenants.map((t) => t.value.id)])
+  for (const { at, config } of issuerArgs) {
+    const fixed = config.tenant && 'fixed' in config.tenant ? config.tenant.fixed : undefined
+    if (fixed !== undefined && !known.has(fixed)) {
+      throw new CommandFailure(`${at}: tenant ${fixed} does not exist and is not in the file`)
+    }
+  }
   const changes: Change[] = []
   for (const { value } of desired.tenants) {
     const existing = tenants.find((t) => t.id === value.id)
@@ -268,15 +333,53 @@ async function plan(ctx: CommandContext, desired: DesiredState): Promise<Change[
       })
   }
   if (desired.policy) {
-    const current = await readFile(desired.policy.file, 'utf8').catch(() => undefined)
-    const action: Action =
-      current === undefined ? 'create' : current === desired.policy.text ? 'unchanged' : 'update'
+    const { file } = desired.policy
+    const current = file ? await readFile(file, 'utf8').catch(() => undefined) : storedPolicy?.text
+    const wanted = desired.policy.text
+    // The store keeps the text as given (comments, order): compared as data there.
+    const same = (text: string) =>
+      file ? text === wanted : canonicalJson(parse(text)) === canonicalJson(parse(wanted))
+    const action: Action = current === undefined ? 'create' : same(current) ? 'unchanged' : 'update'
+    const note = file ? 'send SIGHUP to the server to reload' : 'every instance reloads it'
     changes.push({
       kind: 'policy',
-      id: desired.policy.file,
+      id: file ?? `store:${GATEWAY_POLICY}`,
       action,
-      ...(action === 'unchanged' ? {} : { note: 'send SIGHUP to the server to reload' }),
+      ...(action === 'unchanged' ? {} : { note }),
     })
+  }
+  if (prune) {
+    // What goes: nothing is deleted that cannot be brought back by applying again.
+    const listed = new Set(desired.tenants.map((t) => t.value.id))
+    for (const tenant of tenants) {
+      if (listed.has(tenant.id) || !tenant.enabled) continue
+      changes.push({
+        kind: 'tenant',
+        id: tenant.id,
+        action: 'update',
+        note: 'disable (prune: not in the file)',
+        command: ['tenant', 'disable', tenant.id],
+      })
+    }
+    const named = new Set(issuerArgs.map((i) => i.config.issuer))
+    for (const issuer of issuers) {
+      if (named.has(issuer.issuer)) continue
+      changes.push({
+        kind: 'issuer',
+        id: issuer.issuer,
+        action: 'remove',
+        note: 'prune: not in the file',
+        command: ['issuer', 'remove', issuer.issuer],
+      })
+    }
+    if (!desired.policy && storedPolicy) {
+      changes.push({
+        kind: 'policy',
+        id: `store:${GATEWAY_POLICY}`,
+        action: 'remove',
+        note: 'prune: not in the file',
+      })
+    }
   }
   return changes
 }
@@ -285,11 +388,20 @@ async function plan(ctx: CommandContext, desired: DesiredState): Promise<Change[
 async function carryOut(ctx: CommandContext, changes: readonly Change[], desired: DesiredState) {
   for (const change of changes) {
     if (change.action === 'unchanged') continue
-    if (change.kind === 'policy' && desired.policy) {
+    const policy = desired.policy
+    if (change.kind === 'policy' && policy?.file) {
       // Write-then-rename: the server never reads a half-written policy.
-      const temp = `${desired.policy.file}.${randomBytes(4).toString('hex')}.tmp`
-      await writeFile(temp, desired.policy.text, { mode: 0o600 })
-      await rename(temp, desired.policy.file)
+      const temp = `${policy.file}.${randomBytes(4).toString('hex')}.tmp`
+      await writeFile(temp, policy.text, { mode: 0o600 })
+      await rename(temp, policy.file)
+    } else if (change.kind === 'policy' && policy) {
+      await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
+        storePolicy(operationDeps(ctx, store), { ...policy, name: GATEWAY_POLICY }),
+      )
+    } else if (change.kind === 'policy' && change.action === 'remove') {
+      await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
+        removeStoredPolicy(operationDeps(ctx, store), GATEWAY_POLICY),
+      )
     } else if (change.command) await invoke(ctx, change.command)
   }
 }

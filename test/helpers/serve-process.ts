@@ -1,0 +1,70 @@
+/**
+ * `tokengate serve` as a real process (the TypeScript sources, as the repository runs them),
+ * for tests that signal, limit or kill it. Resolves once it printed its `--json` document.
+ *
+ * @example
+ * const served = await spawnServe({ env: { TOKENGATE_DATA_DIR: dir } })
+ * await fetch(`${served.url}/healthz`)
+ * await served.stop()
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { fileURLToPath } from 'node:url'
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
+
+export interface ServeProcess {
+  readonly child: ChildProcess
+  /** The listener, e.g. `http://127.0.0.1:40123`. */
+  readonly url: string
+  /** Everything written to stderr so far (the log, with `--json`). */
+  stderr(): string
+  /** SIGTERM, then waits for the exit. Idempotent. */
+  stop(): Promise<void>
+}
+
+export async function spawnServe(options: {
+  /** Environment besides PATH (TOKENGATE_*, DATABASE_URL, ...). */
+  readonly env: Record<string, string>
+  /** Default: `--dev --http --listen 127.0.0.1:0`. */
+  readonly args?: readonly string[]
+  /** A command that runs node, e.g. `['prlimit', '--nofile=256:256', '--']`. */
+  readonly wrap?: readonly string[]
+}): Promise<ServeProcess> {
+  const args = [
+    'src/cli/main.ts',
+    'serve',
+    ...(options.args ?? ['--dev', '--http', '--listen', '127.0.0.1:0']),
+    '--json',
+  ]
+  const [command, ...prefix] = [...(options.wrap ?? []), process.execPath]
+  const child = spawn(command as string, [...prefix, ...args], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let stdout = ''
+  let stderr = ''
+  child.stdout?.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString()
+  })
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString()
+  })
+  const exited = new Promise((resolve) => child.once('exit', resolve))
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM')
+      await exited
+    }
+  }
+  for (let i = 0; i < 1200 && child.exitCode === null && !stdout.trim().endsWith('}'); i++) {
+    await sleep(25)
+  }
+  if (!stdout.trim().endsWith('}')) {
+    await stop()
+    throw new Error(`serve did not start (exit ${child.exitCode}): ${stderr.slice(-2000)}`)
+  }
+  const { url } = JSON.parse(stdout) as { url: string }
+  return { child, url, stderr: () => stderr, stop }
+}
