@@ -220,7 +220,8 @@ export interface TransactionalStore {
    * included (the work's error, or the store's, is rethrown). Watchers get the changes once
    * committed. Other calls on the store are not part of it and never see it uncommitted; on
    * Postgres it holds the change log's lock, so other changes wait for it: keep it short.
-   * `tx` must not be used after `work` settles.
+   * A call that fails inside the work fails the transaction: let its error propagate (on
+   * Postgres every later call in it fails too). `tx` must not be used after `work` settles.
    *
    * @example
    *   await store.transaction(async (tx) => {

@@ -23,14 +23,18 @@
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { once } from 'node:events'
-import { readFileSync, writeFileSync } from 'node:fs'
-import http from 'node:http'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import { issuePat } from '../../src/core/pat.ts'
-import { type ServeProcess, spawnServe } from '../helpers/serve-process.ts'
+import {
+  childrenOf,
+  type ServeProcess,
+  spawnServe,
+  statusOnFreshConnection,
+} from '../helpers/serve-process.ts'
 import {
   freePort,
   type PostgresServer,
@@ -257,7 +261,7 @@ describe('chaos: two instances, Postgres and Redis Sentinel under load and fault
         const revoked =
           credential.kind === 'revoked' || revocations.some((r) => r.id === credential.id)
         for (let i = 0; i < (revoked ? 4 : 1); i++) {
-          const status = await statusOf(url, credential.token)
+          const status = await statusOnFreshConnection(`${url}/api/v1/me`, credential.token)
           if (revoked && status === 200) acceptedAtEnd++
           if (credential.kind === 'valid') assert.equal(status, 200, 'a valid key after the run')
         }
@@ -317,8 +321,7 @@ function at<T>(items: readonly T[], index: number): T {
 /** SIGKILLs the primary and its workers at once (as a container's OOM kill); their pids. */
 function killAll(served: ServeProcess): number[] {
   const primary = served.child.pid as number
-  const text = readFileSync(`/proc/${primary}/task/${primary}/children`, 'utf8').trim()
-  const pids = [primary, ...(text === '' ? [] : text.split(' ').map(Number))]
+  const pids = [primary, ...childrenOf(primary)]
   for (const pid of pids) process.kill(pid, 'SIGKILL')
   return pids
 }
@@ -349,22 +352,6 @@ async function revokeViaApi(url: string, id: string, adminToken: string): Promis
     }
     await sleep(50)
   }
-}
-
-/** One request on a fresh connection (so node:cluster hands it to the next worker). */
-function statusOf(url: string, token: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      `${url}/api/v1/me`,
-      { agent: false, headers: { authorization: `Bearer ${token}` } },
-      (res) => {
-        res.resume()
-        res.on('end', () => resolve(res.statusCode ?? 0))
-      },
-    )
-    req.on('error', reject)
-    req.end()
-  })
 }
 
 function masterPort(sentinel: RedisSentinelSetup): number {

@@ -15,7 +15,7 @@ import pg from 'pg'
 import { openStore } from '../../src/stores/open-store.ts'
 import type { Store } from '../../src/stores/store.ts'
 import { type PostgresServer, skipReason, startPostgres } from '../helpers/services.ts'
-import { cli, tempDataDir } from './helpers.ts'
+import { cli, tempDataDir, withDataStore } from './helpers.ts'
 
 /** Three tenants, the third disabled (a fourth write), then an issuer bound to the first. */
 const FILE = `
@@ -60,15 +60,7 @@ describe('apply is one transaction: SQLite', () => {
   after(() => data.cleanup())
   const dataDir = join(data.dir, 'store')
   const file = writeApplyFile(data.dir)
-  const withStore = async <T>(use: (store: Store) => Promise<T>) => {
-    const store = await openStore({ dataDir })
-    try {
-      await store.migrate()
-      return await use(store)
-    } finally {
-      await store.close()
-    }
-  }
+  const withStore = <T>(use: (store: Store) => Promise<T>) => withDataStore(dataDir, use)
 
   it('a write failing after three others leaves no tenant, issuer or audit event', async () => {
     await withStore(async () => {})
