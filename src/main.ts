@@ -114,8 +114,15 @@ export async function startTokengate(
   try {
     const devSeed = options.worker ? undefined : await migrateAndSeed(config, store, clock)
     const tls = await tlsFor(config)
+    // Loaded only when on: with tracing off nothing of it is loaded or wrapped.
+    const tracing = config.tracing.enabled
+      ? (await import('./auth/tracing.ts')).createTracing(
+          store.kind === 'postgres' ? 'postgresql' : 'sqlite',
+        )
+      : undefined
     const auth = await createAuthContext(config, store, clock, logger, {
       auditSpoolDir: join(config.dataDir, 'audit-spool'),
+      tracing,
     })
     events = startEventDelivery(config.events, store, clock, logger)
     const metricsModule = config.metrics.enabled ? await import('./server/metrics.ts') : undefined
@@ -143,6 +150,7 @@ export async function startTokengate(
       metrics,
       traffic,
       identityToken,
+      tracing,
     })
     const gate = opened
     const gateway = config.gateway
@@ -155,6 +163,7 @@ export async function startTokengate(
             gateway,
             reservedNames: v1Routes.map((route) => route.path.split('/')[1] ?? ''),
             policyStore,
+            traceUpstream: tracing?.upstream,
           })
       : undefined
     const app = await buildServer({
@@ -165,6 +174,7 @@ export async function startTokengate(
       metrics,
       gate,
       mounts: mountGateway ? [mountGateway] : [],
+      tracing,
     })
     if (identityToken) {
       // Public keys of the identity token, on the API listener only (see decision/server.ts).
@@ -210,7 +220,7 @@ export async function startTokengate(
     }
     if (config.decision) {
       const { buildDecisionServer } = await import('./decision/server.ts')
-      decisionApp = await buildDecisionServer({ config, gate, logger, policyStore })
+      decisionApp = await buildDecisionServer({ config, gate, logger, policyStore, tracing })
       decisionUrl = await decisionApp.listen(config.decision.host, config.decision.port)
     }
     const started = { events, metricsListener, decisionApp, adminListener }

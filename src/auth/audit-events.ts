@@ -202,7 +202,10 @@ export interface AuditSink {
 }
 
 /** An audit sink that appends each event to the store at once (the CLI: one process, one act). */
-export function storeAuditSink(store: AuditStore, now: () => number): AuditSink {
+export function storeAuditSink(
+  store: Pick<AuditStore, 'appendAudit'>,
+  now: () => number,
+): AuditSink {
   return {
     async write(record) {
       const stored: StoredAuditEvent = { id: randomUUID(), time: now(), ...record }

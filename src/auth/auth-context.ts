@@ -7,6 +7,7 @@ import { createCachedLookups } from '../stores/cached-lookups.ts'
 import type { Store, StoreChange } from '../stores/store.ts'
 import { createAuditWriter, createPatUseRecorder } from '../stores/write-behind.ts'
 import { createIssuerRegistry, type IssuerRegistry } from './issuer-registry.ts'
+import type { Tracing } from './tracing.ts'
 
 export interface AuthContext {
   readonly store: Store
@@ -41,9 +42,12 @@ export async function createAuthContext(
      * loses none; the server gives `<dataDir>/audit-spool`. Omitted: memory only.
      */
     readonly auditSpoolDir?: string | undefined
+    /** With `tracing.enabled`: store lookups and JWKS fetches in spans (tracing.ts). */
+    readonly tracing?: Pick<Tracing, 'lookups' | 'fetch'> | undefined
   } = {},
 ): Promise<AuthContext> {
-  const lookups = createCachedLookups(store, {
+  const { tracing } = options
+  const lookups = createCachedLookups(tracing ? tracing.lookups(store) : store, {
     ttlMs: config.auth.lookupCacheTtlMs,
     maxEntries: config.auth.lookupCacheMaxEntries,
     tenantStaleIfErrorMs: config.auth.tenantStaleIfErrorMs,
@@ -56,6 +60,7 @@ export async function createAuthContext(
       clockToleranceSec: config.auth.clockToleranceSec,
       maxLifetimeSec: config.auth.maxJwtLifetimeSec,
       cacheMaxEntries: config.auth.jwtCacheMaxEntries,
+      fetch: tracing?.fetch,
       jwks: {
         timeoutMs: config.auth.jwksTimeoutMs,
         cooldownMs: config.auth.jwksCooldownMs,

@@ -17,6 +17,7 @@ import {
   type RequestLog,
 } from './outcome-recorder.ts'
 import { createReuseDetector } from './reuse-detector.ts'
+import type { Tracing } from './tracing.ts'
 
 export interface OpenGateOptions {
   readonly rateLimit: Readonly<Config['rateLimit']>
@@ -25,6 +26,8 @@ export interface OpenGateOptions {
   readonly metrics?: OutcomeMetrics | undefined
   readonly traffic?: { record(status: number): void } | undefined
   readonly identityToken?: IdentityTokenSigner | undefined
+  /** With `tracing.enabled`: authentication in a span; otherwise it is not wrapped at all. */
+  readonly tracing?: Pick<Tracing, 'authenticate'> | undefined
 }
 
 export interface OpenedGate {
@@ -62,7 +65,9 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
     traffic: options.traffic,
   })
   const gate = createGate({
-    authenticate: auth.authenticate,
+    authenticate: options.tracing
+      ? options.tracing.authenticate(auth.authenticate)
+      : auth.authenticate,
     limiter: counters ? createLimiter(rateLimit, counters.store) : undefined,
     recorder,
     identityToken: options.identityToken,

@@ -3,7 +3,7 @@ import { storeAuditSink } from '../auth/audit-events.ts'
 import { type OperationDeps, OperationRefused, type RefusalCode } from '../auth/operations.ts'
 import { loadConfig } from '../config/load.ts'
 import type { Config } from '../config/schema.ts'
-import type { Store } from '../stores/store.ts'
+import type { Store, StoreTransaction } from '../stores/store.ts'
 import { type OptionDefs, optionalString, type ParsedArgs } from './args.ts'
 import { CommandFailure, UsageError } from './errors.ts'
 import type { CliIo } from './io.ts'
@@ -125,7 +125,7 @@ export function cliActor(env: Readonly<Record<string, string | undefined>>): str
 }
 
 /** What application-layer operations run with from the CLI: the actor is `cli:<os user>`. */
-export function operationDeps(ctx: CommandContext, store: Store): OperationDeps {
+export function operationDeps(ctx: CommandContext, store: StoreTransaction): OperationDeps {
   return {
     store,
     clock: { now: ctx.now },

@@ -55,6 +55,7 @@ export const ENV_VARIABLES: Readonly<Record<string, string>> = {
   TOKENGATE_METRICS_ENABLED: 'metrics.enabled',
   TOKENGATE_METRICS_HOST: 'metrics.host',
   TOKENGATE_METRICS_PORT: 'metrics.port',
+  TOKENGATE_TRACING_ENABLED: 'tracing.enabled',
   TOKENGATE_ADMIN_ENABLED: 'admin.enabled',
   TOKENGATE_ADMIN_HOST: 'admin.host',
   TOKENGATE_ADMIN_PORT: 'admin.port',

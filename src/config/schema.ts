@@ -341,6 +341,16 @@ export const ConfigSchema = Type.Object(
       },
       { default: {}, additionalProperties: false },
     ),
+    tracing: Type.Object(
+      {
+        enabled: Type.Boolean({
+          default: false,
+          description:
+            'OpenTelemetry spans (authenticate, store lookups, JWKS fetches, the upstream call, the decision) through @opentelemetry/api, which must be installed; the operator registers an SDK and exporter (docs/tracing.md). Off: nothing of it is loaded or wrapped.',
+        }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
     admin: Type.Object(
       {
         enabled: Type.Boolean({

@@ -16,6 +16,7 @@ import type { AddressInfo } from 'node:net'
 import type { Outcome } from '../auth/gate.ts'
 import type { OpenedGate } from '../auth/open-gate.ts'
 import { policyInForce, type StoredPolicySource } from '../auth/policy/reload.ts'
+import type { Tracing } from '../auth/tracing.ts'
 import type { Config } from '../config/schema.ts'
 import { corsSettings } from '../http/cors.ts'
 import { sendFailureResponse } from '../http/node-response.ts'
@@ -36,6 +37,8 @@ export interface BuildDecisionServerOptions {
   }
   /** The store the policy is read from with `gateway.policyStore` (change-log reloads). */
   readonly policyStore?: StoredPolicySource | undefined
+  /** With `tracing.enabled`: each decision in a span (tracing.ts). */
+  readonly tracing?: Pick<Tracing, 'decision'> | undefined
 }
 
 export interface DecisionServer {
@@ -127,7 +130,7 @@ export async function buildDecisionServer(
 
   const server = http.createServer(
     { maxHeaderSize: config.server.maxHeaderBytes, requestTimeout: config.server.requestTimeoutMs },
-    handle,
+    options.tracing ? options.tracing.decision(handle) : handle,
   )
   const grpc =
     decision.grpcPort === undefined

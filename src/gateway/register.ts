@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import type { PolicyMatcher } from '../auth/policy/matcher.ts'
 import { policyInForce, type StoredPolicySource } from '../auth/policy/reload.ts'
+import type { Tracing } from '../auth/tracing.ts'
 import type { Config } from '../config/schema.ts'
 import { asciiLowerCase, canonicalRequestTarget } from '../http/request-target.ts'
 import { createUpstreamAdmission } from './admission.ts'
@@ -18,6 +19,8 @@ export interface RegisterGatewayOptions {
   readonly reservedNames: readonly string[]
   /** The store the policy is read from with `gateway.policyStore` (change-log reloads). */
   readonly policyStore?: StoredPolicySource | undefined
+  /** With `tracing.enabled`: the undici interceptor that traces each upstream exchange. */
+  readonly traceUpstream?: Tracing['upstream'] | undefined
 }
 
 /**
@@ -68,7 +71,7 @@ export async function registerGateway(
       waitMs: gateway.connectionWaitMs,
     }),
     uploadPace: { idleMs: gateway.bodyTimeoutMs, minBytesPerSec: gateway.minUploadBytesPerSec },
-    pool,
+    pool: options.traceUpstream ? pool.compose(options.traceUpstream(upstream.origin)) : pool,
     upstream,
   })
 

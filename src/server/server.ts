@@ -12,6 +12,7 @@ import type { Logger } from 'pino'
 import { sendProblemResponse, tokengate } from '../adapters/fastify.ts'
 import type { AuthContext } from '../auth/auth-context.ts'
 import { type OpenedGate, openGate } from '../auth/open-gate.ts'
+import type { Tracing } from '../auth/tracing.ts'
 import type { Config } from '../config/schema.ts'
 import { API_PREFIX } from '../http/api-path.ts'
 import { CORS_ALLOWED_HEADERS, CORS_EXPOSED_HEADERS, CORS_METHODS } from '../http/cors.ts'
@@ -46,6 +47,8 @@ export interface BuildServerOptions {
    * wires them in, so the server never imports the gateway.
    */
   readonly mounts?: readonly ((app: FastifyInstance) => Promise<void>)[] | undefined
+  /** With `tracing.enabled`: each request in a span continuing its `traceparent`. */
+  readonly tracing?: Pick<Tracing, 'inbound'> | undefined
 }
 
 // Why require and not `import http from 'node:http'`: to build an ES module namespace for a
@@ -103,6 +106,13 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     },
   }) as unknown as FastifyInstance
 
+  // First of all hooks, so that every span of the request is under the request's span.
+  const inbound = options.tracing?.inbound
+  if (inbound) {
+    app.addHook('onRequest', (request, reply, done) => {
+      inbound(request.raw, reply.raw, request.routeOptions.url ?? '', done)
+    })
+  }
   const hsts =
     tls && config.server.hstsMaxAgeSec > 0 ? `max-age=${config.server.hstsMaxAgeSec}` : undefined
   // Callback-style hooks here and below: a hook with no asynchronous work costs no promise.

@@ -38,6 +38,7 @@ import {
   type StoredAuditEvent,
   type StoredIssuer,
   type StoredPolicy,
+  type StoreTransaction,
 } from './store.ts'
 
 export interface PostgresStoreOptions {
@@ -107,18 +108,33 @@ const FOREIGN_KEY_VIOLATION = '23503'
 class PgStore implements PostgresStore {
   readonly kind = 'postgres' as const
   readonly #pool: pg.Pool
+  /** Set on the store a `transaction` hands its work: every query goes through it. */
+  readonly #client: pg.PoolClient | undefined
   readonly #clock: Clock
   readonly #logger: WarnLogger | undefined
-  readonly #listeners = new Set<(change: StoreChange) => void>()
+  readonly #listeners: Set<(change: StoreChange) => void>
   readonly #follower: ChangeFollower
   #feed: ChangeFeed | undefined
   #closed = false
   /** Admin tokens and operator searches (postgres-admin.ts). */
   readonly admin: AdminStore = createPostgresAdminStore((sql, params) => this.#query(sql, params))
 
-  constructor(url: string, options: PostgresStoreOptions) {
+  /** `within`: the view of `store` inside one of its transactions, on `client`. */
+  constructor(
+    url: string,
+    options: PostgresStoreOptions,
+    within?: { readonly store: PgStore; readonly client: pg.PoolClient },
+  ) {
     this.#clock = options.clock ?? systemClock
     this.#logger = options.logger
+    this.#client = within?.client
+    if (within) {
+      this.#pool = within.store.#pool
+      this.#listeners = within.store.#listeners
+      this.#follower = within.store.#follower
+      return
+    }
+    this.#listeners = new Set()
     this.#pool = new pg.Pool({
       connectionString: url,
       max: options.poolSize ?? 10,
@@ -264,6 +280,13 @@ class PgStore implements PostgresStore {
       throw translate(error)
     }
     let failure: Error | undefined
+    // A checked-out client has no error listener of the pool's: without this one, a
+    // connection lost mid-transaction (Postgres restarting) would be an uncaught 'error'
+    // event and end the process. The query under way rejects with the same error.
+    const lost = (error: Error) => {
+      failure = error
+    }
+    client.on('error', lost)
     try {
       await client.query('BEGIN')
       await client.query(lock, lockParams)
@@ -275,8 +298,37 @@ class PgStore implements PostgresStore {
       await client.query('ROLLBACK').catch(() => {})
       throw translate(error)
     } finally {
+      client.off('error', lost)
       client.release(failure)
     }
+  }
+
+  async transaction<T>(work: (tx: StoreTransaction) => Promise<T>): Promise<T> {
+    this.#checkOpen()
+    if (this.#listeners.size > 0) await this.#follower.start().catch(() => {})
+    // The change log's lock first, as every change takes it: the work's writes queue behind
+    // other changes (and they behind it) instead of deadlocking in the trigger.
+    const result = await this.#transaction(
+      'LOCK TABLE change_log IN EXCLUSIVE MODE',
+      [],
+      async (client) => {
+        const tx = new PgStore(
+          '',
+          { clock: this.#clock, logger: this.#logger },
+          {
+            store: this,
+            client,
+          },
+        )
+        try {
+          return await work(tx)
+        } finally {
+          tx.#closed = true
+        }
+      },
+    )
+    if (this.#listeners.size > 0) await this.#follower.catchUp()
+    return result
   }
 
   /** Not migrated yet: nothing was ever logged, so everything logged later follows 0. */
@@ -296,6 +348,8 @@ class PgStore implements PostgresStore {
   async close(): Promise<void> {
     if (this.#closed) return
     this.#closed = true
+    // A transaction's view owns nothing: the transaction releases its connection.
+    if (this.#client) return
     this.#listeners.clear()
     this.#follower.close()
     await this.#feed?.close()
@@ -606,6 +660,8 @@ class PgStore implements PostgresStore {
     params: unknown[],
   ): Promise<R[]> {
     this.#checkOpen()
+    // Inside a transaction, which took the lock and delivers the changes once committed.
+    if (this.#client) return this.#query<R>(sql, params)
     // A watcher must get this change: the follower's starting point is taken before it.
     if (this.#listeners.size > 0) await this.#follower.start().catch(() => {})
     const rows = await this.#transaction(
@@ -628,7 +684,9 @@ class PgStore implements PostgresStore {
   }
 
   #checkOpen(): void {
-    if (this.#closed) throw new Error('postgres store is closed')
+    if (this.#closed) {
+      throw new Error(this.#client ? 'the transaction has ended' : 'postgres store is closed')
+    }
   }
 
   async #query<R extends pg.QueryResultRow = pg.QueryResultRow>(
@@ -637,7 +695,7 @@ class PgStore implements PostgresStore {
   ): Promise<R[]> {
     this.#checkOpen()
     try {
-      const result = await this.#pool.query<R>(sql, params)
+      const result = await (this.#client ?? this.#pool).query<R>(sql, params)
       return result.rows
     } catch (error) {
       throw translate(error)

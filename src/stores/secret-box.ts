@@ -13,7 +13,7 @@ import { Buffer } from 'node:buffer'
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto'
 import { chmodSync, readFileSync, writeFileSync } from 'node:fs'
 import type { IssuerConfig, KeySource } from '../core/issuer.ts'
-import type { Store, StoredIssuer } from './store.ts'
+import type { IssuerStore, Store, StoredIssuer } from './store.ts'
 
 /** Seals and opens short secrets bound to a context string. */
 export interface SecretBox {
@@ -101,7 +101,7 @@ function isSealed(source: KeySource | SealedSecretSource): source is SealedSecre
  * with no `secretKeyFile`), writing a secret is refused and reading a sealed one fails
  * with the fix. `migrate()` also seals every plaintext secret left by earlier versions.
  */
-export function sealIssuerSecrets<S extends Store>(store: S, box: SecretBox | undefined): S {
+export function sealIssuerSecrets<S extends IssuerStore>(store: S, box: SecretBox | undefined): S {
   const missingKey = () =>
     new Error(
       'issuer secrets are stored encrypted and no secret key is configured: set secretKeyFile (TOKENGATE_SECRET_KEY_FILE) to the key file they were sealed with',
@@ -127,8 +127,13 @@ export function sealIssuerSecrets<S extends Store>(store: S, box: SecretBox | un
   const overrides: Partial<Store> = {
     putIssuer: async (issuer, at) => store.putIssuer(seal(issuer), at),
     listIssuers: async () => (await store.listIssuers()).map(open),
-    async migrate() {
-      const applied = await store.migrate()
+  }
+  if ('migrate' in store) {
+    const whole = store as unknown as Store
+    // The work's writes go through the same sealing as the store's own.
+    overrides.transaction = (work) => whole.transaction((tx) => work(sealIssuerSecrets(tx, box)))
+    overrides.migrate = async () => {
+      const applied = await whole.migrate()
       for (const issuer of await store.listIssuers()) {
         const source = issuer.keySource
         if (source.kind === 'secret' && !isSealed(source) && box) {
@@ -138,7 +143,7 @@ export function sealIssuerSecrets<S extends Store>(store: S, box: SecretBox | un
       // Fails now, naming the fix, rather than on the first reload.
       for (const issuer of await store.listIssuers()) open(issuer)
       return applied
-    },
+    }
   }
   return new Proxy(store, {
     get(target, property, receiver) {

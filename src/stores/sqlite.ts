@@ -29,6 +29,7 @@ import {
   type StoredAuditEvent,
   type StoredIssuer,
   type StoredPolicy,
+  type StoreTransaction,
 } from './store.ts'
 
 /** Options of `openSqliteStore`. */
@@ -143,6 +144,8 @@ type Statements = ReturnType<typeof prepareStatements>
 export class SqliteStore implements Store {
   readonly kind = 'sqlite'
   readonly #db: DatabaseSync
+  readonly #path: string
+  readonly #options: SqliteStoreOptions
   readonly #clock: Clock
   readonly #ping: StatementSync
   readonly #listeners = new Set<(change: StoreChange) => void>()
@@ -153,6 +156,8 @@ export class SqliteStore implements Store {
   readonly admin: AdminStore = createSqliteAdminStore(() => this.#open())
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
+    this.#path = path
+    this.#options = options
     this.#clock = options.clock ?? systemClock
     this.#follower = new ChangeFollower({
       reader: {
@@ -228,6 +233,32 @@ export class SqliteStore implements Store {
     this.#follower.close()
     this.#statements = undefined
     this.#db.close()
+  }
+
+  /**
+   * The work runs on a connection of its own to the same file, in one `BEGIN IMMEDIATE`
+   * transaction: calls on this object meanwhile (the server's write-behind) are not part of
+   * it, and other writers wait for it (busy timeout), as for any write.
+   */
+  async transaction<T>(work: (tx: StoreTransaction) => Promise<T>): Promise<T> {
+    this.#open()
+    const tx = new SqliteStore(this.#path, { ...this.#options, externalChangePollMs: 0 })
+    let result: T
+    try {
+      const db = tx.#open()
+      db.exec('BEGIN IMMEDIATE')
+      try {
+        result = await work(tx)
+        db.exec('COMMIT')
+      } catch (error) {
+        if (db.isTransaction) db.exec('ROLLBACK')
+        throw error
+      }
+    } finally {
+      await tx.close()
+    }
+    await this.#delivered()
+    return result
   }
 
   async findPatByHash(tokenHash: string): Promise<PatRecord | undefined> {
@@ -498,6 +529,8 @@ export class SqliteStore implements Store {
 
   #transaction<T>(work: () => T): T {
     const db = this.#open()
+    // Inside `transaction()`: a savepoint keeps this method's statements together in it.
+    if (db.isTransaction) return savepoint(db, work)
     // IMMEDIATE takes the write lock up front, so two processes migrating or writing at once
     // queue on busy_timeout instead of failing halfway with SQLITE_BUSY on lock upgrade.
     db.exec('BEGIN IMMEDIATE')
@@ -520,6 +553,19 @@ export class SqliteStore implements Store {
         process.emitWarning(`store watch listener threw: ${String(error)}`)
       }
     }
+  }
+}
+
+function savepoint<T>(db: DatabaseSync, work: () => T): T {
+  db.exec('SAVEPOINT step')
+  try {
+    const result = work()
+    db.exec('RELEASE step')
+    return result
+  } catch (error) {
+    db.exec('ROLLBACK TO step')
+    db.exec('RELEASE step')
+    throw error
   }
 }
 

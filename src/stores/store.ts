@@ -204,6 +204,35 @@ export interface ChangeSource {
 }
 
 /**
+ * What one transaction can do (`Store.transaction`): the reads and writes of the operations
+ * that change tenants, tokens, issuers and policies, and their audit events.
+ */
+export type StoreTransaction = TenantStore &
+  PatStore &
+  IssuerStore &
+  PolicyStore &
+  Pick<AuditStore, 'appendAudit'>
+
+export interface TransactionalStore {
+  /**
+   * Runs `work` in one transaction: what it writes through `tx` is committed together when
+   * it resolves, and nothing of it when it rejects, the store failing or going away mid-way
+   * included (the work's error, or the store's, is rethrown). Watchers get the changes once
+   * committed. Other calls on the store are not part of it and never see it uncommitted; on
+   * Postgres it holds the change log's lock, so other changes wait for it: keep it short.
+   * A call that fails inside the work fails the transaction: let its error propagate (on
+   * Postgres every later call in it fails too). `tx` must not be used after `work` settles.
+   *
+   * @example
+   *   await store.transaction(async (tx) => {
+   *     await tx.createTenant({ id: 'acme', name: 'Acme' }, now)
+   *     await tx.putIssuer(issuer, now)
+   *   })
+   */
+  transaction<T>(work: (tx: StoreTransaction) => Promise<T>): Promise<T>
+}
+
+/**
  * Persistence for tenants, PATs (hashed), trusted issuers and audit events: one object per
  * backend playing every role (and the core's `AuthLookups`). Callers depend on the roles they use. Every backend (SQLite,
  * Postgres) passes `test/stores/contract.ts`. Methods throw when the backend is
@@ -216,7 +245,8 @@ export interface Store
     AuditStore,
     OutboxStore,
     PolicyStore,
-    ChangeSource {
+    ChangeSource,
+    TransactionalStore {
   readonly kind: 'sqlite' | 'postgres'
   /** Admin tokens and cross-tenant operator searches (the admin API). */
   readonly admin: AdminStore

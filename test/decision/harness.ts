@@ -88,6 +88,8 @@ export interface StackOptions {
   readonly failedAuthMax?: number
   /** Serve `/metrics` on a port of its own (`running.metricsUrl`). */
   readonly metrics?: boolean
+  /** `tracing.enabled` (spans go to whatever provider the test registered). */
+  readonly tracing?: boolean
 }
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
@@ -169,6 +171,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       },
       ...(options.identityToken ? { identityToken: { enabled: true } } : {}),
       ...(options.metrics ? { metrics: { enabled: true, host: '127.0.0.1', port: 0 } } : {}),
+      ...(options.tracing ? { tracing: { enabled: true } } : {}),
     },
   })
   const running = await startTokengate(config).catch(async (error: unknown) => {

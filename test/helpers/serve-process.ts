@@ -8,6 +8,8 @@
  * await served.stop()
  */
 import { type ChildProcess, spawn } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import http from 'node:http'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 
@@ -67,4 +69,26 @@ export async function spawnServe(options: {
   }
   const { url } = JSON.parse(stdout) as { url: string }
   return { child, url, stderr: () => stderr, stop }
+}
+
+/** The worker processes of a `server.workers` primary: its children, from /proc (Linux). */
+export function childrenOf(pid: number): number[] {
+  const text = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim()
+  return text === '' ? [] : text.split(' ').map(Number)
+}
+
+/** The status of one GET on a fresh connection (so node:cluster hands it to the next worker). */
+export function statusOnFreshConnection(url: string, token: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      url,
+      { agent: false, headers: { authorization: `Bearer ${token}` } },
+      (res) => {
+        res.resume()
+        res.on('end', () => resolve(res.statusCode ?? 0))
+      },
+    )
+    req.on('error', reject)
+    req.end()
+  })
 }

@@ -5,35 +5,13 @@
  * killed ones left. Real `serve` with 2 workers, real SIGKILLs.
  */
 import assert from 'node:assert/strict'
-import { readFileSync, writeFileSync } from 'node:fs'
-import http from 'node:http'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
 import { describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { spawnServe } from '../helpers/serve-process.ts'
+import { childrenOf, statusOnFreshConnection as get, spawnServe } from '../helpers/serve-process.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
-
-function get(url: string, token: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      url,
-      { agent: false, headers: { authorization: `Bearer ${token}` } },
-      (res) => {
-        res.resume()
-        res.on('end', () => resolve(res.statusCode ?? 0))
-      },
-    )
-    req.on('error', reject)
-    req.end()
-  })
-}
-
-/** The worker processes of `primary` (its children, from /proc). */
-function childrenOf(pid: number): number[] {
-  const text = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim()
-  return text === '' ? [] : text.split(' ').map(Number)
-}
 
 describe('audit events of SIGKILLed workers', {
   skip: process.platform !== 'linux' && 'needs /proc',

@@ -902,6 +902,100 @@ export function storeContract(name: string, makeStore: MakeStore): void {
         assert.deepEqual(seen, [])
       })
     })
+
+    describe('transaction', () => {
+      /** A store with tenant acme, watched from before it was created. */
+      async function watched(t: TestContext) {
+        const store = await open(t)
+        const seen: StoreChange[] = []
+        t.after(store.watch((c) => seen.push(c)))
+        await store.createTenant({ id: 'acme', name: 'Tenant acme' }, T0)
+        // Its own change is delivered before the call resolves.
+        seen.length = 0
+        return { store, seen }
+      }
+
+      it('commits every write of the work together, audit events included', async (t) => {
+        const { store, seen } = await watched(t)
+        const result = await store.transaction(async (tx) => {
+          await tx.createTenant({ id: 'beta', name: 'Beta' }, T0)
+          await tx.setTenantEnabled('acme', false)
+          await tx.putIssuer(issuerA, T0)
+          await tx.appendAudit([event('e1', 'beta', T0), event('e2', 'beta', T0 + 1)])
+          // The work reads its own writes.
+          return (await tx.findTenant('beta'))?.name
+        })
+        assert.equal(result, 'Beta')
+        assert.equal((await store.findTenant('acme'))?.enabled, false)
+        assert.deepEqual(
+          (await store.listIssuers()).map((i) => i.issuer),
+          [issuerA.issuer],
+        )
+        assert.equal((await store.listAudit('beta', { limit: 10 })).items.length, 2)
+        // Watchers have every change once the transaction resolves.
+        assert.deepEqual(
+          seen.map((c) => (c.kind === 'tenant_changed' ? `tenant ${c.id}` : c.kind)),
+          ['tenant beta', 'tenant acme', 'issuers_changed'],
+        )
+      })
+
+      it('a work that rejects leaves nothing, and its error is the one thrown', async (t) => {
+        const { store, seen } = await watched(t)
+        await store.insertPat(pat('p1', 'acme'))
+        const failure = new Error('stop here')
+        await assert.rejects(
+          store.transaction(async (tx) => {
+            await tx.createTenant({ id: 'beta', name: 'Beta' }, T0)
+            await tx.revokePat('p1', T0 + 1)
+            await tx.putIssuer(issuerA, T0)
+            await tx.appendAudit([event('e1', 'acme', T0)])
+            throw failure
+          }),
+          (error) => error === failure,
+        )
+        assert.equal(await store.findTenant('beta'), undefined)
+        assert.equal((await store.getPat('p1'))?.revokedAt, null)
+        assert.deepEqual(await store.listIssuers(), [])
+        assert.equal((await store.listAudit('acme', { limit: 10 })).items.length, 0)
+        assert.deepEqual(seen, [])
+      })
+
+      it('a write the store refuses mid-way (a conflict) undoes the writes before it', async (t) => {
+        const store = await withTenants(t, 'acme')
+        await assert.rejects(
+          store.transaction(async (tx) => {
+            await tx.createTenant({ id: 'beta', name: 'Beta' }, T0)
+            await tx.createTenant({ id: 'acme', name: 'again' }, T0)
+          }),
+          ConflictError,
+        )
+        assert.deepEqual(
+          (await store.listTenants()).map((x) => x.id),
+          ['acme'],
+        )
+      })
+
+      it('other calls on the store are not part of it: they never see it uncommitted', async (t) => {
+        const store = await withTenants(t, 'acme')
+        let outside: string | undefined = 'unread'
+        await store.transaction(async (tx) => {
+          await tx.setTenantEnabled('acme', false)
+          outside = String((await store.findTenant('acme'))?.enabled)
+        })
+        assert.equal(outside, 'true')
+        assert.equal((await store.findTenant('acme'))?.enabled, false)
+      })
+
+      it('the transaction cannot be used once it has ended', async (t) => {
+        const store = await withTenants(t, 'acme')
+        let kept: Parameters<Parameters<Store['transaction']>[0]>[0] | undefined
+        await store.transaction(async (tx) => {
+          kept = tx
+        })
+        await assert.rejects(async () => kept?.findTenant('acme'), Error)
+        assert.ok(await store.findTenant('acme'))
+      })
+    })
   })
 }
 

@@ -282,6 +282,23 @@ describe('sqlite store specifics', () => {
     assert.equal(await store.getPat('pat-2'), undefined)
   })
 
+  it('inside a transaction a failing method undoes its own writes only (a savepoint)', async (t) => {
+    const store = openSqliteStore(freshPath())
+    t.after(() => store.close())
+    await store.migrate()
+    await store.createTenant({ id: 'acme', name: 'Acme' }, T0)
+    await store.insertPat(record(1))
+    await store.insertPat(record(2))
+    await store.transaction(async (tx) => {
+      // The replacement's id is taken: the old token's supersede is undone with it.
+      const replacement = { ...record(2), tokenHash: 'f'.repeat(64), rotatedFrom: 'pat-1' }
+      await assert.rejects(tx.rotatePat('pat-1', replacement, T0, T0), { name: 'ConflictError' })
+      await tx.revokePat('pat-2', T0)
+    })
+    assert.equal((await store.getPat('pat-1'))?.supersededAt, null)
+    assert.equal((await store.getPat('pat-2'))?.revokedAt, T0)
+  })
+
   it('rejects page limits outside 1..1000', async (t) => {
     const store = openSqliteStore(freshPath())
     t.after(() => store.close())

@@ -1,18 +1,22 @@
 /**
  * `tokengate apply -f FILE`: tenants, issuers and the gateway policy from one declarative
- * file, applied idempotently. Every change runs through the very commands an operator would
- * type (`tenant create|enable|disable`, `issuer add`), so their checks and audit events are
- * the ones applied; the file only says which of them to run. Nothing is ever removed: a
- * tenant or issuer absent from the file is left as it is (no pruning).
+ * file, applied idempotently. Every entry is checked by the rules of the command an operator
+ * would type (`tenant create|enable|disable`, `issuer add|remove`), and every change runs that
+ * command's operation, so their audit events are the ones applied; the file only says which
+ * of them to run. All of them run in one store transaction: a store that fails or goes away
+ * mid-way leaves nothing applied. Without --prune nothing absent from the file is touched.
  */
 import { randomBytes } from 'node:crypto'
 import { realpathSync } from 'node:fs'
-import { readFile, rename, writeFile } from 'node:fs/promises'
+import { readFile, rename, unlink, writeFile } from 'node:fs/promises'
 import { dirname, isAbsolute, relative, resolve } from 'node:path'
 import { isMap, isSeq, LineCounter, type Node, parse, parseDocument, stringify } from 'yaml'
+import { addIssuer, removeIssuer } from '../../auth/issuer-operations.ts'
+import type { OperationDeps } from '../../auth/operations.ts'
 import { parsePolicy } from '../../auth/policy/policy.ts'
 import { GATEWAY_POLICY } from '../../auth/policy/reload.ts'
 import { removeStoredPolicy, storePolicy } from '../../auth/policy-operations.ts'
+import { createTenant, setTenantEnabled } from '../../auth/tenant-operations.ts'
 import { MAX_TENANT_NAME_LENGTH } from '../../core/operator-text.ts'
 import type { StoredIssuer } from '../../stores/store.ts'
 import { flag, optionalString, parseCommandArgs } from '../args.ts'
@@ -20,12 +24,11 @@ import {
   ADMIN_OVERRIDES,
   type CommandContext,
   type CommandDef,
-  createContext,
+  operate,
   operationDeps,
   withStore,
 } from '../context.ts'
 import { CommandFailure, UsageError } from '../errors.ts'
-import { createOutput } from '../output.ts'
 import { checkTenantId, checkText } from '../validate.ts'
 import { issuerCommands, readIssuerConfig } from './issuer.ts'
 import { tenantCommands } from './tenant.ts'
@@ -38,8 +41,10 @@ interface Change {
   readonly id: string
   readonly action: Action
   readonly note?: string
-  /** The command that carries it out, for the record (`tenant create acme --name ...`). */
+  /** The command it amounts to, for the record (`tenant create acme --name ...`). */
   readonly command?: readonly string[]
+  /** What carries it out inside apply's transaction (not part of the printed plan). */
+  readonly run?: (deps: OperationDeps) => Promise<unknown>
 }
 
 /** A file entry: its path in the file for messages, and its value. */
@@ -68,7 +73,7 @@ const apply: CommandDef = {
   summary: 'Apply tenants, issuers and the gateway policy from a declarative file',
   synopsis: '-f FILE [--dry-run]',
   description:
-    "FILE (YAML or JSON) lists tenants, issuers (keys are the options of issuer add) and the\ngateway policy. Each change runs the matching tenant/issuer command; applying the same file\ntwice changes nothing. Objects missing from the file are never removed. Every entry and\nreference is checked before the first write. Files it names (key files, policyFile) must lie\ninside FILE's directory. --dry-run prints the plan (create / update / unchanged), changes\nnothing, and exits 3 when changes are pending (0 when none). After a policy change, send\nSIGHUP to the server to reload it.",
+    "FILE (YAML or JSON) lists tenants, issuers (keys are the options of issuer add) and the\ngateway policy. Each change does what the matching tenant/issuer command does; applying the\nsame file twice changes nothing. Objects missing from the file are left alone (see --prune).\nEvery entry and reference is checked before the first write, and all changes are made in one\ntransaction: if any fails, none is applied. Files it names (key files, policyFile) must lie\ninside FILE's directory. --dry-run prints the plan (create / update / unchanged), changes\nnothing, and exits 3 when changes are pending (0 when none). After a policy change, send\nSIGHUP to the server to reload it.",
   options: {
     file: { type: 'string', short: 'f', value: 'FILE', description: 'The declarative file.' },
     'dry-run': { type: 'boolean', description: 'Print the plan; change nothing.' },
@@ -291,37 +296,23 @@ async function plan(ctx: CommandContext, desired: DesiredState, prune: boolean):
         id: value.id,
         action: 'create',
         command: ['tenant', 'create', value.id, '--name', value.name],
+        run: (deps) => createTenant(deps, { id: value.id, name: value.name }),
       })
-      if (!value.enabled) {
-        changes.push({
-          kind: 'tenant',
-          id: value.id,
-          action: 'update',
-          note: 'disable',
-          command: ['tenant', 'disable', value.id],
-        })
-      }
+      if (!value.enabled) changes.push(tenantSwitch(value.id, false))
       continue
     }
     const note = existing.name === value.name ? undefined : 'name differs; apply does not rename'
     if (existing.enabled === value.enabled) {
       changes.push({ kind: 'tenant', id: value.id, action: 'unchanged', ...(note ? { note } : {}) })
-    } else {
-      const verb = value.enabled ? 'enable' : 'disable'
-      changes.push({
-        kind: 'tenant',
-        id: value.id,
-        action: 'update',
-        note: verb,
-        command: ['tenant', verb, value.id],
-      })
-    }
+    } else changes.push(tenantSwitch(value.id, value.enabled))
   }
   for (const { argv, config } of issuerArgs) {
     const existing = issuers.find((i) => i.issuer === config.issuer)
     const command = ['issuer', 'add', ...argv]
-    if (!existing) changes.push({ kind: 'issuer', id: config.issuer, action: 'create', command })
-    else if (sameIssuer(existing, config)) {
+    const run = (deps: OperationDeps) => addIssuer(deps, config)
+    if (!existing) {
+      changes.push({ kind: 'issuer', id: config.issuer, action: 'create', command, run })
+    } else if (sameIssuer(existing, config)) {
       changes.push({ kind: 'issuer', id: config.issuer, action: 'unchanged' })
     } else
       changes.push({
@@ -330,6 +321,7 @@ async function plan(ctx: CommandContext, desired: DesiredState, prune: boolean):
         action: 'update',
         note: 'replace',
         command,
+        run,
       })
   }
   if (desired.policy) {
@@ -341,11 +333,16 @@ async function plan(ctx: CommandContext, desired: DesiredState, prune: boolean):
       file ? text === wanted : canonicalJson(parse(text)) === canonicalJson(parse(wanted))
     const action: Action = current === undefined ? 'create' : same(current) ? 'unchanged' : 'update'
     const note = file ? 'send SIGHUP to the server to reload' : 'every instance reloads it'
+    const policy = desired.policy
     changes.push({
       kind: 'policy',
       id: file ?? `store:${GATEWAY_POLICY}`,
       action,
       ...(action === 'unchanged' ? {} : { note }),
+      // A policy file is written by `carryOut` itself, once the store has committed.
+      ...(file || action === 'unchanged'
+        ? {}
+        : { run: (deps: OperationDeps) => storePolicy(deps, { ...policy, name: GATEWAY_POLICY }) }),
     })
   }
   if (prune) {
@@ -354,11 +351,8 @@ async function plan(ctx: CommandContext, desired: DesiredState, prune: boolean):
     for (const tenant of tenants) {
       if (listed.has(tenant.id) || !tenant.enabled) continue
       changes.push({
-        kind: 'tenant',
-        id: tenant.id,
-        action: 'update',
+        ...tenantSwitch(tenant.id, false),
         note: 'disable (prune: not in the file)',
-        command: ['tenant', 'disable', tenant.id],
       })
     }
     const named = new Set(issuerArgs.map((i) => i.config.issuer))
@@ -370,6 +364,7 @@ async function plan(ctx: CommandContext, desired: DesiredState, prune: boolean):
         action: 'remove',
         note: 'prune: not in the file',
         command: ['issuer', 'remove', issuer.issuer],
+        run: (deps) => removeIssuer(deps, issuer.issuer),
       })
     }
     if (!desired.policy && storedPolicy) {
@@ -378,53 +373,54 @@ async function plan(ctx: CommandContext, desired: DesiredState, prune: boolean):
         id: `store:${GATEWAY_POLICY}`,
         action: 'remove',
         note: 'prune: not in the file',
+        run: (deps) => removeStoredPolicy(deps, GATEWAY_POLICY),
       })
     }
   }
   return changes
 }
 
-/** Runs each change's command in order; the first failure stops apply (exit 1). */
-async function carryOut(ctx: CommandContext, changes: readonly Change[], desired: DesiredState) {
-  for (const change of changes) {
-    if (change.action === 'unchanged') continue
-    const policy = desired.policy
-    if (change.kind === 'policy' && policy?.file) {
-      // Write-then-rename: the server never reads a half-written policy.
-      const temp = `${policy.file}.${randomBytes(4).toString('hex')}.tmp`
-      await writeFile(temp, policy.text, { mode: 0o600 })
-      await rename(temp, policy.file)
-    } else if (change.kind === 'policy' && policy) {
-      await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
-        storePolicy(operationDeps(ctx, store), { ...policy, name: GATEWAY_POLICY }),
-      )
-    } else if (change.kind === 'policy' && change.action === 'remove') {
-      await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
-        removeStoredPolicy(operationDeps(ctx, store), GATEWAY_POLICY),
-      )
-    } else if (change.command) await invoke(ctx, change.command)
+function tenantSwitch(id: string, enabled: boolean): Change {
+  const verb = enabled ? 'enable' : 'disable'
+  return {
+    kind: 'tenant',
+    id,
+    action: 'update',
+    note: verb,
+    command: ['tenant', verb, id],
+    run: (deps) => setTenantEnabled(deps, id, enabled),
   }
 }
 
-/** Runs one CLI command with this invocation's global options, its output discarded. */
-async function invoke(ctx: CommandContext, words: readonly string[]): Promise<void> {
-  const path = words.slice(0, 2)
-  const def = commandNamed(path)
-  const globals: string[] = []
-  for (const name of ['config', 'data-dir', 'database-url']) {
-    const value = optionalString(ctx.args, name)
-    if (value !== undefined) globals.push(`--${name}`, value)
-  }
-  const args = parseCommandArgs(
-    [...globals, ...words.slice(2), '--json'],
-    def.options,
-    def.positionals ?? 0,
-  )
-  const sink = { write: () => true }
-  const io = { ...ctx.io, stdout: sink }
-  const code = await def.run(createContext(io, createOutput(io), args))
-  if (code !== undefined && code !== 0) {
-    throw new CommandFailure(`tokengate ${path.join(' ')} exited ${code}`)
+/**
+ * Runs every change in one store transaction, in plan order: the first failure (a refusal,
+ * the store failing or going away) undoes them all (exit 1). A policy file is written aside
+ * first and moved into place only once the store has committed.
+ */
+async function carryOut(ctx: CommandContext, changes: readonly Change[], desired: DesiredState) {
+  const file = desired.policy?.file
+  const policyFile = changes.some((c) => c.kind === 'policy' && c.action !== 'unchanged')
+    ? file
+    : undefined
+  // Write-then-rename: the server never reads a half-written policy.
+  const temp = policyFile && `${policyFile}.${randomBytes(4).toString('hex')}.tmp`
+  try {
+    if (temp) await writeFile(temp, desired.policy?.text ?? '', { mode: 0o600 })
+    await operate(() =>
+      withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
+        store.transaction(async (tx) => {
+          const deps = operationDeps(ctx, tx)
+          for (const change of changes) await change.run?.(deps)
+        }),
+      ),
+    )
+    if (temp && policyFile) await rename(temp, policyFile)
+  } catch (error) {
+    if (temp) await unlink(temp).catch(() => {})
+    if (error instanceof CommandFailure) {
+      throw new CommandFailure(`${error.message}; nothing was applied`)
+    }
+    throw new CommandFailure(`${(error as Error).message}; nothing was applied`, { cause: error })
   }
 }
 

@@ -1,0 +1,268 @@
+/**
+ * OpenTelemetry spans (`tracing.enabled`), through `@opentelemetry/api` only: the operator
+ * registers an SDK and an exporter (docs/tracing.md); without one every span is a no-op.
+ * main.ts loads this module only when tracing is on and wraps what it traces once, at
+ * composition: with tracing off nothing here is loaded, and no request pays for a wrapper.
+ *
+ * | span | kind | parent | attributes |
+ * | --- | --- | --- | --- |
+ * | `tokengate.request` | server | the incoming `traceparent` | method, route pattern, status |
+ * | `tokengate.decision` | server | the incoming `traceparent` | method, status |
+ * | `tokengate.authenticate` | internal | request or decision | token type, outcome code, fingerprint |
+ * | `tokengate.store.lookup` | client | authenticate (cache misses only) | what was looked up, found |
+ * | `tokengate.jwks.fetch` | client | authenticate, or none (a background refresh) | URL without query, status |
+ * | `tokengate.upstream` | client | request | method, upstream host, status |
+ *
+ * The incoming context is read from the request's `traceparent` (the registered propagator,
+ * W3C Trace Context by default). When an instrumentation (the SDK's HTTP one) already made a
+ * span active for the request, that span is the parent and no `tokengate.request` is made.
+ * The upstream request gets the upstream span's `traceparent` in place of the caller's.
+ *
+ * Why spans carry so little: a span leaves the process for whatever backend the operator
+ * chose, so it holds no token, hash, secret, claim or tenant name, only what a log line may
+ * hold: the token's fingerprint (`pat_…last4`, a JWT's `iss`/`kid`/`sub`) and outcome codes.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import {
+  type Attributes,
+  context,
+  propagation,
+  ROOT_CONTEXT,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from '@opentelemetry/api'
+import type { Dispatcher } from 'undici'
+import type { AuthenticateMaybeSync } from '../core/authenticate.ts'
+import { fingerprintToken } from '../core/fingerprint.ts'
+import { isPatToken } from '../core/pat.ts'
+import type { AuthLookups } from '../core/ports.ts'
+import type { AuthResult } from '../core/principal.ts'
+import { isPromiseLike } from '../lib/maybe-async.ts'
+
+export interface Tracing {
+  /** The gate's authentication, in a `tokengate.authenticate` span. */
+  authenticate(inner: AuthenticateMaybeSync): AuthenticateMaybeSync
+  /** The store reads behind the lookup cache, each in a `tokengate.store.lookup` span. */
+  lookups(inner: AuthLookups): AuthLookups
+  /** `fetch` for JWKS and discovery documents, each in a `tokengate.jwks.fetch` span. */
+  readonly fetch: typeof globalThis.fetch
+  /**
+   * Runs `next` (the rest of a Fastify request) in a `tokengate.request` span continuing the
+   * request's `traceparent`; `route` is the matched route's pattern, never the path itself.
+   */
+  inbound(req: IncomingMessage, res: ServerResponse, route: string, next: () => void): void
+  /** A node:http handler in a `tokengate.decision` span. */
+  decision(
+    handler: (req: IncomingMessage, res: ServerResponse) => void,
+  ): (req: IncomingMessage, res: ServerResponse) => void
+  /**
+   * An undici interceptor for the pool to `origin`: each exchange in a span, its
+   * `traceparent` injected.
+   */
+  upstream(origin: string): Dispatcher.DispatcherComposeInterceptor
+}
+
+/** @param storeSystem `postgresql` or `sqlite`, the lookup spans' `db.system.name`. */
+export function createTracing(storeSystem: string): Tracing {
+  const tracer = trace.getTracer('tokengate')
+
+  /** `run` in a server span `name` for the request, ended when its response closes. */
+  const serve = (
+    name: string,
+    req: IncomingMessage,
+    res: ServerResponse,
+    attributes: Attributes,
+    run: () => void,
+  ) => {
+    const active = context.active()
+    const parent = trace.getSpan(active) ? active : propagation.extract(ROOT_CONTEXT, req.headers)
+    const span = tracer.startSpan(
+      name,
+      { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method, ...attributes } },
+      parent,
+    )
+    res.once('close', () => {
+      span.setAttribute('http.response.status_code', res.statusCode)
+      if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR })
+      span.end()
+    })
+    context.with(trace.setSpan(parent, span), run)
+  }
+
+  const authenticate =
+    (inner: AuthenticateMaybeSync): AuthenticateMaybeSync =>
+    (input) => {
+      const span = tracer.startSpan('tokengate.authenticate', {
+        attributes: { 'tokengate.token_type': tokenType(input) },
+      })
+      const finish = (result: AuthResult) => {
+        if (result.ok) {
+          span.setAttributes({
+            'tokengate.outcome': 'ok',
+            'tokengate.fingerprint': result.principal.fingerprint,
+          })
+        } else {
+          const digest = input.tokenSha256
+          span.setAttribute('tokengate.outcome', result.failure.code)
+          if (digest) {
+            span.setAttribute(
+              'tokengate.fingerprint',
+              fingerprintToken(digest.token, digest.sha256Hex),
+            )
+          }
+          if (result.failure.code === 'unavailable') span.setStatus({ code: SpanStatusCode.ERROR })
+        }
+        span.end()
+        return result
+      }
+      let result: ReturnType<AuthenticateMaybeSync>
+      try {
+        result = context.with(trace.setSpan(context.active(), span), inner, undefined, input)
+      } catch (error) {
+        throw failed(span, error)
+      }
+      if (!isPromiseLike(result)) return finish(result)
+      return result.then(finish, (error: unknown) => {
+        throw failed(span, error)
+      })
+    }
+
+  const lookup = <T>(what: 'pat' | 'tenant', read: () => T | Promise<T>) =>
+    traced(
+      tracer.startSpan('tokengate.store.lookup', {
+        kind: SpanKind.CLIENT,
+        attributes: { 'db.system.name': storeSystem, 'tokengate.lookup': what },
+      }),
+      read,
+      (span, found) => span.setAttribute('tokengate.found', found !== undefined),
+    )
+
+  const tracedFetch: typeof globalThis.fetch = async (input, init) => {
+    const url = new URL(input instanceof Request ? input.url : String(input))
+    return traced(
+      tracer.startSpan('tokengate.jwks.fetch', {
+        kind: SpanKind.CLIENT,
+        attributes: { 'http.request.method': 'GET', 'url.full': url.origin + url.pathname },
+      }),
+      () => globalThis.fetch(input, init),
+      (span, response) => {
+        span.setAttribute('http.response.status_code', response.status)
+        if (!response.ok) span.setStatus({ code: SpanStatusCode.ERROR })
+      },
+    )
+  }
+
+  const decision: Tracing['decision'] = (handler) => (req, res) =>
+    serve('tokengate.decision', req, res, {}, () => handler(req, res))
+
+  const upstream: Tracing['upstream'] = (origin) => (dispatch) => (options, handler) => {
+    const span = tracer.startSpan('tokengate.upstream', {
+      kind: SpanKind.CLIENT,
+      attributes: { 'http.request.method': options.method, 'server.address': new URL(origin).host },
+    })
+    const headers = { ...(options.headers as Record<string, string | string[] | undefined>) }
+    // The caller's trace headers are replaced by this span's: the upstream's parent is us.
+    delete headers.traceparent
+    delete headers.tracestate
+    propagation.inject(trace.setSpan(context.active(), span), headers)
+    return dispatch({ ...options, headers }, new UpstreamSpanHandler(handler, span))
+  }
+
+  return {
+    authenticate,
+    lookups: (inner) => ({
+      findPatByHash: (tokenHash) => lookup('pat', () => inner.findPatByHash(tokenHash)),
+      findTenant: (id) => lookup('tenant', () => inner.findTenant(id)),
+    }),
+    fetch: tracedFetch,
+    inbound(req, res, route, next) {
+      // An instrumentation's server span is already the request's: ours would repeat it.
+      if (trace.getSpan(context.active())) return next()
+      serve('tokengate.request', req, res, { 'http.route': route }, next)
+    },
+    decision,
+    upstream,
+  }
+}
+
+/** Runs `work` in `span` (made active), noting the result with `done`, and ends the span. */
+function traced<T>(
+  span: Span,
+  work: () => T | Promise<T>,
+  done: (span: Span, result: T) => void,
+): T | Promise<T> {
+  const finish = (result: T) => {
+    done(span, result)
+    span.end()
+    return result
+  }
+  let result: T | Promise<T>
+  try {
+    result = context.with(trace.setSpan(context.active(), span), work)
+  } catch (error) {
+    throw failed(span, error)
+  }
+  if (!isPromiseLike(result)) return finish(result)
+  return Promise.resolve(result).then(finish, (error: unknown) => {
+    throw failed(span, error)
+  })
+}
+
+/** Ends `span` as failed, naming the error's class only (messages may hold addresses). */
+function failed(span: Span, error: unknown): unknown {
+  span.setStatus({ code: SpanStatusCode.ERROR })
+  span.setAttribute('error.type', error instanceof Error ? error.name : 'unknown')
+  span.end()
+  return error
+}
+
+function tokenType(input: Parameters<AuthenticateMaybeSync>[0]): string {
+  const digest = input.tokenSha256
+  if (digest) return isPatToken(digest.token) ? 'pat' : 'jwt'
+  return input.authorization.length === 0 ? 'none' : 'malformed'
+}
+
+/** undici's handler of one upstream exchange, passed through; the span ends with it. */
+class UpstreamSpanHandler implements Dispatcher.DispatchHandler {
+  readonly #inner: Dispatcher.DispatchHandler
+  readonly #span: Span
+
+  constructor(inner: Dispatcher.DispatchHandler, span: Span) {
+    this.#inner = inner
+    this.#span = span
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController, context: unknown): void {
+    this.#inner.onRequestStart?.(controller, context)
+  }
+
+  onResponseStart(
+    controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: Record<string, string | string[] | undefined>,
+    statusMessage?: string,
+  ): void {
+    this.#span.setAttribute('http.response.status_code', statusCode)
+    if (statusCode >= 500) this.#span.setStatus({ code: SpanStatusCode.ERROR })
+    this.#inner.onResponseStart?.(controller, statusCode, headers, statusMessage)
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.#inner.onResponseData?.(controller, chunk)
+  }
+
+  onResponseEnd(
+    controller: Dispatcher.DispatchController,
+    trailers: Record<string, string | string[] | undefined>,
+  ): void {
+    this.#span.end()
+    this.#inner.onResponseEnd?.(controller, trailers)
+  }
+
+  onResponseError(controller: Dispatcher.DispatchController, error: Error): void {
+    failed(this.#span, error)
+    this.#inner.onResponseError?.(controller, error)
+  }
+}

@@ -1,0 +1,223 @@
+/**
+ * OpenTelemetry traces (issue #25), through real listeners: tokengate's gateway and decision
+ * listeners with `tracing.enabled`, a recording upstream, and the SDK's in-memory exporter
+ * registered as an operator would register an SDK (tracer provider, AsyncLocalStorage context
+ * manager, W3C propagator). A request carrying a `traceparent` yields its spans under that
+ * parent, the upstream receives the trace, and no span carries a token.
+ */
+import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
+import { after, before, describe, test } from 'node:test'
+import { context, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api'
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
+import { W3CTraceContextPropagator } from '@opentelemetry/core'
+import {
+  InMemorySpanExporter,
+  type ReadableSpan,
+  SimpleSpanProcessor,
+  TracerProvider,
+} from '@opentelemetry/sdk-trace'
+import { openStore } from '../../src/stores/open-store.ts'
+import { PROTECTED_PATH, REQUIRED_PERMISSION, send } from '../adapters/spec-table.ts'
+import { type Stack, startStack } from '../decision/harness.ts'
+import { createTestIssuer, type KeyServer, startKeyServer } from '../helpers/jwt.ts'
+import { freePort } from '../helpers/services.ts'
+
+const exporter = new InMemorySpanExporter()
+const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] })
+trace.setGlobalTracerProvider(provider)
+context.setGlobalContextManager(new AsyncLocalStorageContextManager())
+propagation.setGlobalPropagator(new W3CTraceContextPropagator())
+
+const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736'
+const PARENT_ID = '00f067aa0ba902b7'
+const TRACEPARENT = `00-${TRACE_ID}-${PARENT_ID}-01`
+
+const bearer = (token: string): [string, string] => ['Authorization', `Bearer ${token}`]
+const spansNamed = (name: string) => exporter.getFinishedSpans().filter((s) => s.name === name)
+const parentOf = (span: ReadableSpan) => span.parentSpanContext?.spanId
+
+/** Every secret the stack holds, and their SHA-256: none may appear in any span. */
+function assertNoSecret(stack: Stack, extra: readonly string[] = []): void {
+  const secrets = [...Object.values(stack.tokens), stack.readerPat, ...extra]
+  const text = JSON.stringify(
+    exporter.getFinishedSpans().map((s) => [s.name, s.attributes, s.status, s.events]),
+  )
+  for (const secret of secrets) {
+    assert.ok(!text.includes(secret), 'a token in a span')
+    assert.ok(!text.includes(createHash('sha256').update(secret).digest('hex')), 'a token hash')
+  }
+  assert.doesNotMatch(text, /Bearer|eyJ/)
+}
+
+describe('tracing on: spans through the gateway and the decision listener', () => {
+  let stack: Stack
+  let keys: KeyServer
+  before(async () => {
+    stack = await startStack({ tracing: true })
+  })
+  after(async () => {
+    await stack?.close()
+    await keys?.close()
+  })
+
+  test('a traceparent request: its span, authenticate and the store lookups under it, the upstream in the same trace', async () => {
+    exporter.reset()
+    const response = await send(stack.gatewayUrl, PROTECTED_PATH, [
+      bearer(stack.tokens.pat),
+      ['traceparent', TRACEPARENT],
+    ])
+    assert.equal(response.status, 200, response.body)
+
+    const [request, ...others] = spansNamed('tokengate.request')
+    assert.ok(request && others.length === 0)
+    assert.equal(request.kind, SpanKind.SERVER)
+    assert.equal(request.spanContext().traceId, TRACE_ID)
+    assert.equal(parentOf(request), PARENT_ID)
+    assert.equal(request.attributes['http.request.method'], 'GET')
+    assert.equal(request.attributes['http.route'], '/api/v1/*')
+    assert.equal(request.attributes['http.response.status_code'], 200)
+    const requestId = request.spanContext().spanId
+
+    const [authenticate, ...more] = spansNamed('tokengate.authenticate')
+    assert.ok(authenticate && more.length === 0)
+    assert.equal(authenticate.spanContext().traceId, TRACE_ID)
+    assert.equal(parentOf(authenticate), requestId)
+    assert.equal(authenticate.attributes['tokengate.token_type'], 'pat')
+    assert.equal(authenticate.attributes['tokengate.outcome'], 'ok')
+    assert.match(String(authenticate.attributes['tokengate.fingerprint']), /^pat_…\w{4}$/)
+
+    // The first use of the token: a cache miss, so the store was read, inside authenticate.
+    const lookups = spansNamed('tokengate.store.lookup')
+    assert.deepEqual(lookups.map((s) => s.attributes['tokengate.lookup']).sort(), ['pat', 'tenant'])
+    for (const lookup of lookups) {
+      assert.equal(lookup.spanContext().traceId, TRACE_ID)
+      assert.equal(parentOf(lookup), authenticate.spanContext().spanId)
+      assert.equal(lookup.kind, SpanKind.CLIENT)
+      assert.equal(lookup.attributes['db.system.name'], 'sqlite')
+      assert.equal(lookup.attributes['tokengate.found'], true)
+    }
+
+    const [upstream] = spansNamed('tokengate.upstream')
+    assert.ok(upstream)
+    assert.equal(upstream.kind, SpanKind.CLIENT)
+    assert.equal(upstream.spanContext().traceId, TRACE_ID)
+    assert.equal(parentOf(upstream), requestId)
+    assert.equal(upstream.attributes['http.response.status_code'], 200)
+    assert.equal(upstream.attributes['server.address'], new URL(stack.upstream.url).host)
+    // The upstream continues the trace from tokengate's span, not from the caller's.
+    const seen = stack.upstream.seen.at(-1)
+    assert.equal(seen?.headers.traceparent, `00-${TRACE_ID}-${upstream.spanContext().spanId}-01`)
+    assertNoSecret(stack)
+  })
+
+  test('the same token again is a cache hit: authenticate, and no store lookup', async () => {
+    exporter.reset()
+    const response = await send(stack.gatewayUrl, PROTECTED_PATH, [
+      bearer(stack.tokens.pat),
+      ['traceparent', TRACEPARENT],
+    ])
+    assert.equal(response.status, 200)
+    assert.equal(spansNamed('tokengate.authenticate').length, 1)
+    assert.deepEqual(spansNamed('tokengate.store.lookup'), [])
+  })
+
+  test('without a traceparent the request starts a trace of its own, with every span in it', async () => {
+    exporter.reset()
+    await send(stack.gatewayUrl, PROTECTED_PATH, [bearer(stack.tokens.pat)])
+    const [request] = spansNamed('tokengate.request')
+    assert.ok(request)
+    assert.equal(parentOf(request), undefined)
+    assert.notEqual(request.spanContext().traceId, TRACE_ID)
+    for (const name of ['tokengate.authenticate', 'tokengate.upstream']) {
+      const [span] = spansNamed(name)
+      assert.equal(span?.spanContext().traceId, request.spanContext().traceId, name)
+      assert.equal(parentOf(span as ReadableSpan), request.spanContext().spanId, name)
+    }
+  })
+
+  test('the decision span continues the forwarded trace; authenticate is its child, refusals carry codes only', async () => {
+    exporter.reset()
+    const refused = await send(stack.decisionUrl, PROTECTED_PATH, [
+      bearer(stack.tokens.unknownPat),
+      ['traceparent', TRACEPARENT],
+    ])
+    assert.equal(refused.status, 401)
+    const [decision] = spansNamed('tokengate.decision')
+    assert.ok(decision)
+    assert.equal(decision.kind, SpanKind.SERVER)
+    assert.equal(decision.spanContext().traceId, TRACE_ID)
+    assert.equal(parentOf(decision), PARENT_ID)
+    assert.equal(decision.attributes['http.response.status_code'], 401)
+    const [authenticate] = spansNamed('tokengate.authenticate')
+    assert.equal(parentOf(authenticate as ReadableSpan), decision.spanContext().spanId)
+    assert.equal(authenticate?.attributes['tokengate.outcome'], 'invalid_token')
+    assert.match(String(authenticate?.attributes['tokengate.fingerprint']), /^pat_…\w{4}$/)
+    // The unknown token's lookup found nothing: a cache miss, traced as such.
+    const [lookup] = spansNamed('tokengate.store.lookup')
+    assert.equal(lookup?.attributes['tokengate.found'], false)
+    assertNoSecret(stack)
+  })
+
+  test('JWKS fetches are spans: the URL without its query, the status; a failing one is an error', async () => {
+    const issuer = createTestIssuer({ issuer: 'https://traced.test' })
+    keys = await startKeyServer({ keys: [issuer.publicJwk] })
+    exporter.reset()
+    const store = await openStore({ dataDir: stack.dataDir })
+    await store.migrate()
+    const jwksUrl = `${keys.url}?client_secret=do-not-trace`
+    await store.putIssuer({ ...issuer.config, keySource: { kind: 'jwks_url', url: jwksUrl } }, 0)
+    // And one whose JWKS URL refuses connections.
+    const closed = `http://127.0.0.1:${await freePort()}/jwks.json`
+    const down = createTestIssuer({ issuer: 'https://traced-down.test' })
+    await store.putIssuer({ ...down.config, keySource: { kind: 'jwks_url', url: closed } }, 0)
+    await store.close()
+    const jwt = await issuer.sign({ permissions: [REQUIRED_PERMISSION] })
+    // The instance follows the store's change log (500 ms poll), then fetches the keys.
+    const deadline = Date.now() + 10_000
+    let status = 0
+    while (status !== 200 && Date.now() < deadline) {
+      status = (
+        await send(stack.gatewayUrl, PROTECTED_PATH, [bearer(jwt), ['X-Tenant-Id', 'tenant-a']])
+      ).status
+      if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    assert.equal(status, 200)
+    const fetched = spansNamed('tokengate.jwks.fetch').find(
+      (s) => s.attributes['url.full'] === keys.url,
+    )
+    assert.ok(fetched, 'a fetch span for the JWKS URL, without its query')
+    assert.equal(fetched.kind, SpanKind.CLIENT)
+    assert.equal(fetched.attributes['http.response.status_code'], 200)
+
+    // The issuer whose JWKS URL refuses connections: its fetch span is an error.
+    const failed = () =>
+      spansNamed('tokengate.jwks.fetch').find(
+        (s) => s.attributes['url.full'] === closed && s.status.code === SpanStatusCode.ERROR,
+      )
+    while (!failed() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+    assert.equal(failed()?.attributes['error.type'], 'TypeError')
+    assertNoSecret(stack, [jwt, 'do-not-trace'])
+  })
+})
+
+describe('tracing off (the default)', () => {
+  let stack: Stack
+  before(async () => {
+    stack = await startStack()
+  })
+  after(() => stack?.close())
+
+  test('the same requests make no span and forward the caller’s traceparent untouched', async () => {
+    exporter.reset()
+    for (const url of [stack.gatewayUrl, stack.decisionUrl]) {
+      const response = await send(url, PROTECTED_PATH, [
+        bearer(stack.tokens.pat),
+        ['traceparent', TRACEPARENT],
+      ])
+      assert.equal(response.status, 200)
+    }
+    assert.deepEqual(exporter.getFinishedSpans(), [])
+    assert.equal(stack.upstream.seen.at(-1)?.headers.traceparent, TRACEPARENT)
+  })
+})
