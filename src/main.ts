@@ -12,6 +12,7 @@ import { createLogger } from './logger.ts'
 import type { MetricsListener } from './server/metrics.ts'
 import { buildServer } from './server/server.ts'
 import { ensureDevCertificate, readTlsFiles, type TlsMaterial } from './server/tls.ts'
+import { countersLine, listenAs, listeningLine, storeLine, upstreamLine } from './startup.ts'
 import { openStore } from './stores/open-store.ts'
 import type { ChangeFeedStatus } from './stores/store.ts'
 
@@ -102,6 +103,12 @@ export async function startTokengate(
       ? { databaseUrl: config.databaseUrl, logger, secretKeyFile: config.secretKeyFile }
       : { dataDir: config.dataDir, logger, secretKeyFile: config.secretKeyFile },
   )
+  for (const line of [storeLine(config), countersLine(config), upstreamLine(config)]) {
+    if (line) logger.info(line.fields, line.msg)
+  }
+  // What a failed start must close again: never a half-started instance (startup.ts).
+  let closeAuth: (() => Promise<void>) | undefined
+  let apiApp: FastifyInstance | undefined
   let events: EventDelivery | undefined
   let metricsListener: MetricsListener | undefined
   let adminListener: { url: string; close(): Promise<void> } | undefined
@@ -110,6 +117,7 @@ export async function startTokengate(
     const devSeed = options.worker ? undefined : await migrateAndSeed(config, store, clock)
     const tls = await tlsFor(config)
     const auth = await createAuthContext(config, store, clock, logger)
+    closeAuth = () => auth.close()
     events = startEventDelivery(config.events, store, clock, logger)
     const metricsModule = config.metrics.enabled ? await import('./server/metrics.ts') : undefined
     const metrics = metricsModule
@@ -143,6 +151,7 @@ export async function startTokengate(
       metrics,
       mounts: mountGateway ? [mountGateway] : [],
     })
+    apiApp = app
     if (identityToken) {
       // Public keys of the identity token, on the API listener only (see decision/server.ts).
       app.get('/.well-known/jwks.json', (_request, reply) => {
@@ -159,13 +168,15 @@ export async function startTokengate(
         done()
       })
     }
-    await app.listen({
-      host: config.server.host,
-      port: config.server.port,
-      // Fastify cannot tell that our own serverFactory made an HTTPS server.
-      listenTextResolver: (address) =>
-        `listening on ${tls ? address.replace(/^http:/, 'https:') : address}`,
-    })
+    await listenAs('api', () =>
+      app.listen({
+        host: config.server.host,
+        port: config.server.port,
+        // Fastify cannot tell that our own serverFactory made an HTTPS server.
+        listenTextResolver: (address) =>
+          listeningLine('api', tls ? address.replace(/^http:/, 'https:') : address),
+      }),
+    )
     const address = app.server.address() as AddressInfo
     const host = address.family === 'IPv6' ? `[${address.address}]` : address.address
     const url = `${tls ? 'https' : 'http'}://${host}:${address.port}`
@@ -175,30 +186,42 @@ export async function startTokengate(
       // Constructing one is what makes a worker answer the primary's scrape requests.
       new AggregatorRegistry()
     } else if (metrics && metricsModule) {
-      metricsListener = await metricsModule.startMetricsListener(
-        metrics,
-        config.metrics.host,
-        config.metrics.port,
+      const started = await listenAs('metrics', () =>
+        metricsModule.startMetricsListener(metrics, config.metrics.host, config.metrics.port),
       )
+      metricsListener = started
+      logger.info({ listener: 'metrics' }, listeningLine('metrics', started.url))
     }
     if (traffic) {
       const { startAdminListener } = await import('./admin/server.ts')
-      adminListener = await startAdminListener({
-        config,
-        store,
-        issuers: auth.issuers,
-        clock,
-        logger,
-        tls,
-        traffic,
-        changeFeed: () => store.changeFeed,
-      })
-      logger.info({ url: `${adminListener.url}/admin/` }, 'admin console listening')
+      adminListener = await listenAs('admin', () =>
+        startAdminListener(
+          {
+            config,
+            store,
+            issuers: auth.issuers,
+            clock,
+            logger,
+            tls,
+            traffic,
+            changeFeed: () => store.changeFeed,
+          },
+          (url) => listeningLine('admin', url),
+        ),
+      )
     }
-    if (config.decision) {
+    const decision = config.decision
+    if (decision) {
       const { buildDecisionServer } = await import('./decision/server.ts')
-      decisionApp = await buildDecisionServer({ config, auth, logger, identityToken, metrics })
-      await decisionApp.listen({ host: config.decision.host, port: config.decision.port })
+      const built = await buildDecisionServer({ config, auth, logger, identityToken, metrics })
+      decisionApp = built
+      await listenAs('decision', () =>
+        built.listen({
+          host: decision.host,
+          port: decision.port,
+          listenTextResolver: (address) => listeningLine('decision', address),
+        }),
+      )
     }
     const decisionAddress = decisionApp?.server.address() as AddressInfo | undefined
     const started = { events, metricsListener, decisionApp, adminListener }
@@ -238,7 +261,9 @@ export async function startTokengate(
     await adminListener?.close()
     await decisionApp?.close()
     await metricsListener?.close()
+    await apiApp?.close()
     await events?.close()
+    await closeAuth?.()
     await store.close().catch(() => {})
     throw error
   }

@@ -155,6 +155,7 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
   dev: ['core', 'stores', 'config'],
   'logger.ts': [],
   'missing-package.ts': [],
+  'startup.ts': ['config', 'stores'],
 }
 
 /** Static imports without `import type` / `export type` (those vanish at run time). */

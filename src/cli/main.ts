@@ -234,10 +234,13 @@ function isEntryModule(): boolean {
 }
 
 if (isEntryModule()) {
-  process.exitCode = await run(process.argv.slice(2), {
+  const code = await run(process.argv.slice(2), {
     stdout: process.stdout,
     stderr: process.stderr,
     stdin: process.stdin,
     env: process.env,
   })
+  // A failed command exits even if something it opened is still pending: a `serve` that
+  // could not start must never linger half-started (stdout and stderr write synchronously).
+  if (code !== 0) process.exit(code)
 }
