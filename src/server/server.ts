@@ -214,7 +214,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
       handler: route.handler(context),
     })
   }
-  registerHealthRoutes(app, auth)
+  registerHealthRoutes(app, auth, limits?.redisState)
 
   app.setNotFoundHandler((request, reply) =>
     sendResponse(reply, problemResponse('not_found', 'No such endpoint.', String(request.id))),
