@@ -43,7 +43,7 @@ test('an error keeps its stack: it is a bug to report', () => {
   logger.error({ err: new TypeError('x is not a function') }, 'request failed')
   const [line] = lines()
   assert.match(
-    String((line?.err as { stack?: string }).stack),
+    String((line?.err as { stack?: string } | undefined)?.stack),
     /TypeError: x is not a function\n\s+at /,
   )
 })

@@ -82,7 +82,9 @@ export async function prepareConsumers(root: string): Promise<Consumers> {
     env: npmEnv,
     maxBuffer: 64 * 1024 * 1024,
   })
-  const [packed] = JSON.parse(packedOut.stdout.slice(packedOut.stdout.indexOf('['))) as (Consumers['packed'] & {
+  const [packed] = JSON.parse(
+    packedOut.stdout.slice(packedOut.stdout.indexOf('[')),
+  ) as (Consumers['packed'] & {
     filename: string
   })[]
   assert.ok(packed)
@@ -90,7 +92,12 @@ export async function prepareConsumers(root: string): Promise<Consumers> {
   const frameworks = ['express', 'fastify', 'hono', '@hono/node-server']
   const peers = ['pg', 'ioredis', 'prom-client']
   const types = ['typescript', '@types/node', '@types/express']
-  const project = async (name: string, dependencies: string[], extra: object, flags: string[] = []) => {
+  const project = async (
+    name: string,
+    dependencies: string[],
+    extra: object,
+    flags: string[] = [],
+  ) => {
     const dir = join(root, name)
     mkdirSync(dir)
     writeFileSync(

@@ -18,8 +18,16 @@ import { tempDir } from '../helpers/temp-dir.ts'
 
 /** Each listener besides the API's, configured on `port`, and how the failure names it. */
 const LISTENERS: readonly [string, (port: number) => Record<string, unknown>, RegExp][] = [
-  ['admin', (port) => ({ admin: { enabled: true, port } }), /admin listener \(admin\.host, admin\.port\) cannot listen on /],
-  ['decision', (port) => ({ decision: { port } }), /decision listener \(decision\.host, decision\.port\) cannot listen on /],
+  [
+    'admin',
+    (port) => ({ admin: { enabled: true, port } }),
+    /admin listener \(admin\.host, admin\.port\) cannot listen on /,
+  ],
+  [
+    'decision',
+    (port) => ({ decision: { port } }),
+    /decision listener \(decision\.host, decision\.port\) cannot listen on /,
+  ],
   [
     'metrics',
     (port) => ({ metrics: { enabled: true, port } }),
