@@ -3,13 +3,11 @@
  * `ExecReload`) send SIGHUP to reload, and Node's default for SIGHUP is to exit.
  */
 import assert from 'node:assert/strict'
-import { type ChildProcess, spawn } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { fileURLToPath } from 'node:url'
+import { spawnTokengate } from '../helpers/launch.ts'
 import { tempDataDir } from './helpers.ts'
-
-const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 
 describe('tokengate serve (one process) and SIGHUP', () => {
   const data = tempDataDir()
@@ -19,15 +17,10 @@ describe('tokengate serve (one process) and SIGHUP', () => {
   let exited: Promise<number | null>
 
   before(async () => {
-    child = spawn(
-      process.execPath,
-      ['src/cli/main.ts', 'serve', '--dev', '--http', '--listen', '127.0.0.1:0', '--json'],
-      {
-        cwd: ROOT,
-        env: { PATH: process.env.PATH, TOKENGATE_DATA_DIR: data.dir, TOKENGATE_WORKERS: '1' },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    )
+    child = spawnTokengate(['serve', '--dev', '--http', '--listen', '127.0.0.1:0', '--json'], {
+      env: { TOKENGATE_DATA_DIR: data.dir, TOKENGATE_WORKERS: '1' },
+    })
+    child.stdin?.end()
     let stdout = ''
     child.stdout?.on('data', (chunk: Buffer) => {
       stdout += chunk.toString()

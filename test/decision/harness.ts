@@ -1,5 +1,6 @@
 /**
- * Decision API harness: one real tokengate (plain HTTP on 127.0.0.1) serving both the
+ * Decision API harness: one real tokengate (plain HTTP on 127.0.0.1; the sources or the
+ * installed package, see helpers/launch.ts) serving both the
  * gateway (the reference answers: "tokengate directly") and the forward-auth decision
  * listener, in front of the gateway tests' recording upstream; a SQLite store holding the
  * SPEC table's tenant, trusted issuer and PATs; and helpers to run nginx and Caddy with the
@@ -11,14 +12,13 @@ import { createConnection, createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { loadConfig } from '../../src/config/load.ts'
 import { issuePat } from '../../src/core/pat.ts'
-import { type RunningTokengate, startTokengate } from '../../src/main.ts'
 import { openStore } from '../../src/stores/open-store.ts'
 import type { SpecFixture } from '../adapters/spec-table.ts'
 import { PROTECTED_PATH, REQUIRED_PERMISSION } from '../adapters/spec-table.ts'
 import { startUpstream, type Upstream } from '../gateway/harness.ts'
 import { createTestIssuer, TEST_TENANT } from '../helpers/jwt.ts'
+import { type Launched, launchTokengate } from '../helpers/launch.ts'
 import { binaryPath } from '../helpers/services.ts'
 
 export const EXAMPLES = join(import.meta.dirname, '../../examples/forward-auth')
@@ -39,7 +39,7 @@ rules:
 
 export interface Stack {
   readonly upstream: Upstream
-  readonly running: RunningTokengate
+  readonly running: Launched
   /** tokengate's own gateway: the reference answer. */
   readonly gatewayUrl: string
   readonly decisionUrl: string
@@ -116,28 +116,24 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const policyFile = join(dataDir, 'policy.yaml')
   writeFileSync(policyFile, SPEC_POLICY)
 
-  const config = loadConfig({
-    env: {},
-    overrides: {
-      dataDir,
-      server: { host: '127.0.0.1', port: 0, plainHttp: true },
-      log: { level: 'silent' },
-      rateLimit: {
-        failedAuth: { max: options.failedAuthMax ?? 10_000 },
-        perToken: { max: options.perTokenMax ?? 1_000_000 },
-      },
-      gateway: { upstream: upstream.url, policyFile },
-      decision: {
-        host: '127.0.0.1',
-        port: 0,
-        ...(options.trustedProxies ? { trustedProxies: options.trustedProxies } : {}),
-        ...(options.pathPrefix ? { pathPrefix: options.pathPrefix } : {}),
-      },
-      ...(options.identityToken ? { identityToken: { enabled: true } } : {}),
-      ...(options.metrics ? { metrics: { enabled: true, host: '127.0.0.1', port: 0 } } : {}),
+  const running = await launchTokengate({
+    dataDir,
+    server: { host: '127.0.0.1', port: 0, plainHttp: true },
+    log: { level: 'silent' },
+    rateLimit: {
+      failedAuth: { max: options.failedAuthMax ?? 10_000 },
+      perToken: { max: options.perTokenMax ?? 1_000_000 },
     },
+    gateway: { upstream: upstream.url, policyFile },
+    decision: {
+      host: '127.0.0.1',
+      port: 0,
+      ...(options.trustedProxies ? { trustedProxies: options.trustedProxies } : {}),
+      ...(options.pathPrefix ? { pathPrefix: options.pathPrefix } : {}),
+    },
+    ...(options.identityToken ? { identityToken: { enabled: true } } : {}),
+    ...(options.metrics ? { metrics: { enabled: true, host: '127.0.0.1', port: 0 } } : {}),
   })
-  const running = await startTokengate(config)
   const decisionUrl = running.decisionUrl as string
   return {
     upstream,

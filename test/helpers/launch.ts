@@ -61,7 +61,7 @@ export interface SpawnOptions {
  * <flags>`), with the Node under test first on PATH, as `npx tokengate` would.
  */
 export function spawnTokengate(args: readonly string[], options: SpawnOptions = {}): ChildProcess {
-  return spawn(binPath(), [...args], {
+  const child = spawn(binPath(), [...args], {
     cwd: options.cwd ?? PACKAGE_PROJECT ?? ROOT,
     env: {
       PATH: `${dirname(nodeUnderTest())}${delimiter}${process.env.PATH ?? ''}`,
@@ -70,7 +70,16 @@ export function spawnTokengate(args: readonly string[], options: SpawnOptions = 
     },
     stdio: ['pipe', 'pipe', 'pipe'],
   })
+  spawned.add(child)
+  child.once('exit', () => spawned.delete(child))
+  return child
 }
+
+// A test that failed before stopping what it started must not leave a server running.
+const spawned = new Set<ChildProcess>()
+process.on('exit', () => {
+  for (const child of spawned) child.kill('SIGKILL')
+})
 
 export interface CliRun {
   readonly code: number

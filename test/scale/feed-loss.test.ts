@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import pg from 'pg'
 import type { PostgresStore } from '../../src/stores/postgres.ts'
+import { needsSources } from '../helpers/launch.ts'
 import { type PostgresServer, skipReason, startPostgres } from '../helpers/services.ts'
 import {
   bearer,
@@ -18,7 +19,9 @@ import {
  * (issue #5). B caches for 5 minutes, and the revocations below are written with plain SQL
  * that sends no NOTIFY: only the change feed's `resync` can explain B rejecting them.
  */
-describe('instance B loses its notification connection', { skip: skipReason('postgres') }, () => {
+describe('instance B loses its notification connection', {
+  skip: needsSources("it terminates the change feed's own connection") || skipReason('postgres'),
+}, () => {
   let server: PostgresServer
   let databaseUrl: string
   let admin: PostgresStore
@@ -61,7 +64,7 @@ describe('instance B loses its notification connection', { skip: skipReason('pos
 
   /** Terminates B's LISTEN connection; returns its backend pid. */
   async function killFeed(): Promise<number> {
-    const pid = b.running.changeFeed?.backendPid
+    const pid = b.running.inProcess?.changeFeed?.backendPid
     assert.ok(pid, 'B is listening')
     const { rows } = await sql.query('SELECT pg_terminate_backend($1) AS ok', [pid])
     assert.equal(rows[0]?.ok, true)
@@ -71,7 +74,7 @@ describe('instance B loses its notification connection', { skip: skipReason('pos
   function reconnected(oldPid: number) {
     return waitFor(
       async () => {
-        const feed = b.running.changeFeed
+        const feed = b.running.inProcess?.changeFeed
         return feed?.connected === true && feed.backendPid !== oldPid
       },
       'B re-subscribed',
@@ -106,12 +109,12 @@ describe('instance B loses its notification connection', { skip: skipReason('pos
       await sql.query('BEGIN')
       await sql.query('UPDATE pats SET revoked_at = $2 WHERE id = $1', [victim.id, Date.now()])
       const pid = await killFeed()
-      await waitFor(async () => b.running.changeFeed?.connected === false, 'B noticed', {
+      await waitFor(async () => b.running.inProcess?.changeFeed?.connected === false, 'B noticed', {
         intervalMs: 1,
         timeoutMs: 1000,
       })
       const refilled = await status(victim.token)
-      const stillInGap = b.running.changeFeed?.connected === false
+      const stillInGap = b.running.inProcess?.changeFeed?.connected === false
       await sql.query('COMMIT')
       const since = performance.now()
       if (!stillInGap) {

@@ -5,7 +5,7 @@
  * show which worker answered.
  */
 import assert from 'node:assert/strict'
-import { type ChildProcess, spawn } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import http from 'node:http'
 import net, { type AddressInfo } from 'node:net'
@@ -21,9 +21,7 @@ import {
   workerCount,
 } from '../../src/server/workers.ts'
 import { cliJson, tempDataDir } from '../cli/helpers.ts'
-
-const ROOT = fileURLToPath(new URL('../..', import.meta.url))
-const NODE = process.execPath
+import { spawnTokengate } from '../helpers/launch.ts'
 
 interface LogLine {
   readonly pid: number
@@ -42,23 +40,17 @@ interface Served {
 }
 
 async function serveWithWorkers(dataDir: string, configFile: string): Promise<Served> {
-  const child = spawn(
-    NODE,
-    ['src/cli/main.ts', 'serve', '--dev', '--http', '--listen', '127.0.0.1:0', '--json'],
-    {
-      cwd: ROOT,
-      env: {
-        PATH: process.env.PATH,
-        TOKENGATE_CONFIG: configFile,
-        TOKENGATE_DATA_DIR: dataDir,
-        TOKENGATE_WORKERS: '2',
-        TOKENGATE_LOG_LEVEL: 'info',
-        TOKENGATE_METRICS_ENABLED: 'true',
-        TOKENGATE_METRICS_PORT: '0',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
+  const child = spawnTokengate(['serve', '--dev', '--http', '--listen', '127.0.0.1:0', '--json'], {
+    env: {
+      TOKENGATE_CONFIG: configFile,
+      TOKENGATE_DATA_DIR: dataDir,
+      TOKENGATE_WORKERS: '2',
+      TOKENGATE_LOG_LEVEL: 'info',
+      TOKENGATE_METRICS_ENABLED: 'true',
+      TOKENGATE_METRICS_PORT: '0',
     },
-  )
+  })
+  child.stdin?.end()
   const log: LogLine[] = []
   let stdout = ''
   let stderr = ''
