@@ -133,6 +133,8 @@ export interface Launched {
   readonly decisionUrl: string | undefined
   /** The in-process instance (its internals), or undefined when a process is under test. */
   readonly inProcess: RunningTokengate | undefined
+  /** Sends the running tokengate a signal (SIGHUP reloads policies): its process, or this one. */
+  signal(name: NodeJS.Signals): void
   /** Graceful stop: in-flight requests finish, last-used times and audit events are flushed. */
   close(): Promise<void>
 }
@@ -168,6 +170,7 @@ export async function launchTokengate(
       adminUrl: running.adminUrl,
       decisionUrl: running.decisionUrl,
       inProcess: running,
+      signal: (name) => process.kill(process.pid, name),
       close: () => running.close(),
     }
   }
@@ -183,6 +186,7 @@ export async function launchTokengate(
     adminUrl: document.adminUrl,
     decisionUrl: document.decisionUrl,
     inProcess: undefined,
+    signal: (name) => served.child.kill(name),
     close: served.stop,
   }
 }
@@ -240,9 +244,15 @@ export async function serveProcess(
     }
     const check = () => {
       if (!stdout.trimEnd().endsWith('}')) return
+      let parsed: ServeDocument & { error?: { message: string } }
       try {
-        finish(undefined, JSON.parse(stdout) as ServeDocument)
-      } catch {}
+        parsed = JSON.parse(stdout)
+      } catch {
+        return
+      }
+      // --json reports a failed start as {"error": {...}} on stdout too.
+      if (parsed.error) finish(new Error(`serve failed: ${parsed.error.message}\n${stderr}`))
+      else finish(undefined, parsed)
     }
     const onExit = (code: number | null) =>
       finish(new Error(`serve exited with ${code} before it was ready: ${stderr}`))
