@@ -1,6 +1,6 @@
 /**
- * `npm run build` (and `prepack`): the package's JavaScript, declarations and source maps in
- * dist/, from a clean directory so that a deleted source never ships as a stale file; then
+ * `npm run build` (and `prepack`): the package's JavaScript and declarations in dist/, from
+ * a clean directory so that a deleted source never ships as a stale file; then
  * every file of src/ that is not TypeScript (the console's CSS and script), which tsc does not
  * emit but the code reads beside itself (`new URL('./assets/', import.meta.url)`).
  */

@@ -65,6 +65,9 @@ describe('the packed tarball', () => {
     assert.throws(() => readFileSync(join(dir, 'src', 'index.ts')), { code: 'ENOENT' })
     assert.ok(readFileSync(join(dir, 'dist', 'index.d.ts'), 'utf8').includes('createTokengate'))
     assert.ok(readFileSync(join(dir, 'LICENSE'), 'utf8').includes('Apache License'))
+    // No source maps: the JavaScript is tsc's readable output, module for module (README).
+    const maps = installed.packed.files.filter((file) => file.path.endsWith('.map'))
+    assert.deepEqual(maps, [])
   })
 
   test(`node@22 is Node ${NODE_22}`, async () => {
