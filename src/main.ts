@@ -190,7 +190,7 @@ export async function startTokengate(
         metricsModule.startMetricsListener(metrics, config.metrics.host, config.metrics.port),
       )
       metricsListener = started
-      logger.info({ listener: 'metrics' }, listeningLine('metrics', started.url))
+      logger.info({ listener: 'metrics' }, listeningLine('metrics', new URL(started.url).origin))
     }
     if (traffic) {
       const { startAdminListener } = await import('./admin/server.ts')

@@ -101,13 +101,15 @@ export function countersLine(config: Readonly<Config>): StartupLine {
 export function upstreamLine(config: Readonly<Config>): StartupLine | undefined {
   const gateway = config.gateway
   if (!gateway) return undefined
-  const policy = gateway.policyFile ? `policy ${gateway.policyFile}` : 'no policy file'
-  const upstream = new URL(gateway.upstream)
-  upstream.username = ''
-  upstream.password = ''
+  const policy = gateway.policyFile
+    ? `policy ${gateway.policyFile}`
+    : 'no policy file: any valid token'
+  // Origin and path only: a URL's user and password never reach a log line.
+  const { origin, pathname } = new URL(gateway.upstream)
+  const upstream = `${origin}${pathname === '/' ? '' : pathname}`
   return {
-    fields: { upstream: upstream.href },
-    msg: `gateway upstream: ${upstream.href} (other /api/v1 requests are proxied there; ${policy})`,
+    fields: { upstream },
+    msg: `gateway upstream: ${upstream} (other /api/v1 requests are proxied there; ${policy})`,
   }
 }
 

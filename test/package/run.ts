@@ -23,6 +23,7 @@ import { prepareConsumers, REPO } from './consumers.ts'
 /** Suites whose helpers start tokengate or run its CLI (each also runs in `npm test`). */
 export const END_TO_END = [
   'test/server/start-failure.test.ts',
+  'test/server/startup-lines.test.ts',
   'test/server/e2e.test.ts',
   'test/server/spec-table.test.ts',
   'test/server/tls.test.ts',
@@ -64,6 +65,7 @@ export const END_TO_END = [
 /** The Node 22 subset: the server, the console, workers, the proxies, Postgres, the CLI. */
 export const ON_NODE_22 = [
   'test/server/start-failure.test.ts',
+  'test/server/startup-lines.test.ts',
   'test/server/e2e.test.ts',
   'test/server/spec-table.test.ts',
   'test/server/workers.test.ts',
