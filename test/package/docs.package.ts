@@ -170,11 +170,15 @@ exit $__status
     const exited = new Promise<number | null>((resolve) =>
       child.once('exit', (code) => resolve(code)),
     )
+    // Aborted once the race is decided: the losers' timers must not hold the process open.
+    const decided = new AbortController()
     const outcome = await Promise.race([
       exited.then((code) => ({ code })),
-      listening(pgid, child).then((ports) => ({ ports })),
-      sleep(COMMAND_TIMEOUT_MS).then(() => ({ timeout: true as const })),
-    ])
+      listening(pgid, child, decided.signal).then((ports) => ({ ports })),
+      sleep(COMMAND_TIMEOUT_MS, undefined, { signal: decided.signal }).then(() => ({
+        timeout: true as const,
+      })),
+    ]).finally(() => decided.abort())
     const context = `${shown}\n--- output ---\n${output.slice(-4000)}`
     if ('timeout' in outcome) {
       await stopGroup(pgid)
@@ -188,7 +192,11 @@ exit $__status
     // Something started with `&` keeps the group alive: wait until it listens, as a user
     // waits for "listening" before the next command.
     if (groupMembers(pgid).length > 0) {
-      const ports = await Promise.race([listening(pgid, undefined), sleep(60_000).then(() => [])])
+      const waited = new AbortController()
+      const ports = await Promise.race([
+        listening(pgid, undefined, waited.signal),
+        sleep(60_000, [], { signal: waited.signal }),
+      ]).finally(() => waited.abort())
       assert.ok(ports.length > 0, `a background process that never listened:\n${context}`)
       this.#services.push({ command: shown, pgid, section: this.#section, output: () => output })
     }
@@ -270,11 +278,15 @@ function listeningPorts(pgid: number): number[] {
  * (a server opens its admin and decision listeners after its API one); never while `child`
  * has exited.
  */
-async function listening(pgid: number, child: ChildProcess | undefined): Promise<number[]> {
+async function listening(
+  pgid: number,
+  child: ChildProcess | undefined,
+  signal: AbortSignal,
+): Promise<number[]> {
   let seen = ''
   let stableSince = 0
   for (;;) {
-    if (child && child.exitCode !== null) return new Promise(() => {})
+    if (signal.aborted || (child && child.exitCode !== null)) return new Promise(() => {})
     const ports = listeningPorts(pgid).sort()
     const key = ports.join(',')
     if (key !== seen) {
@@ -283,7 +295,7 @@ async function listening(pgid: number, child: ChildProcess | undefined): Promise
     } else if (ports.length > 0 && Date.now() - stableSince >= 1000) {
       return ports
     }
-    await sleep(200)
+    await sleep(200, undefined, { signal }).catch(() => {})
   }
 }
 
