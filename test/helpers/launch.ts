@@ -101,7 +101,9 @@ export function runTokengate(
   child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
     stderr += chunk
   })
-  child.stdin?.end(options.input ?? '')
+  // A command that exits before reading (a usage error) closes its stdin: not our failure.
+  child.stdin?.on('error', () => {})
+  child.stdin?.end(options.input)
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL')

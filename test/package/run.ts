@@ -74,7 +74,8 @@ export const ON_NODE_22 = [
   'test/gateway/proxy.test.ts',
   'test/scale/propagation.test.ts',
   'test/cli/main.test.ts',
-  'test/cli/pat.test.ts',
+  'test/cli/tenant.test.ts',
+  'test/cli/apply.test.ts',
 ]
 
 function step(name: string, files: readonly string[], env: NodeJS.ProcessEnv): boolean {
