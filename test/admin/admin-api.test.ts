@@ -545,12 +545,16 @@ describe('operator SSO through the configured OIDC issuer', () => {
   test('an operator JWT with the role claim is an operator; without it 403; another issuer 401', async () => {
     const idp = createTestIssuer({ issuer: 'https://sso.example', audience: 'tokengate-admin' })
     const keys = await startKeyServer({ keys: [idp.publicJwk] })
+    // A server that fails to start must not leave the key server holding this file open.
     const server = await startTestServer({
       admin: {
         enabled: true,
         port: 0,
         oidc: { issuer: 'https://sso.example', audience: 'tokengate-admin', jwksUrl: keys.url },
       },
+    }).catch(async (error: unknown) => {
+      await keys.close()
+      throw error
     })
     try {
       const jwt = await idp.sign({ sub: 'dana@example.com', tokengate_admin_roles: ['operator'] })

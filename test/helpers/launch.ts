@@ -17,7 +17,6 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { existsSync, writeFileSync } from 'node:fs'
 import { delimiter, dirname, join } from 'node:path'
-import type { Writable } from 'node:stream'
 import { fileURLToPath } from 'node:url'
 import { loadConfig } from '../../src/config/load.ts'
 import type { Clock } from '../../src/core/ports.ts'
@@ -143,7 +142,7 @@ export interface Launched {
 
 export interface LaunchOptions {
   /** Where log lines go (one JSON object a line). */
-  readonly logDestination?: Pick<Writable, 'write'>
+  readonly logDestination?: { write(line: string): unknown }
   /** tokengate's clock; in-process only (a process runs on the wall clock). */
   readonly clock?: Clock
   /** Environment of a `serve` process (e.g. REDIS_URL); in-process config comes from `overrides`. */

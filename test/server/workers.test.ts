@@ -21,7 +21,7 @@ import {
   workerCount,
 } from '../../src/server/workers.ts'
 import { cliJson, tempDataDir } from '../cli/helpers.ts'
-import { spawnTokengate } from '../helpers/launch.ts'
+import { serveProcess } from '../helpers/launch.ts'
 
 interface LogLine {
   readonly pid: number
@@ -40,42 +40,24 @@ interface Served {
 }
 
 async function serveWithWorkers(dataDir: string, configFile: string): Promise<Served> {
-  const child = spawnTokengate(['serve', '--dev', '--http', '--listen', '127.0.0.1:0', '--json'], {
-    env: {
-      TOKENGATE_CONFIG: configFile,
-      TOKENGATE_DATA_DIR: dataDir,
-      TOKENGATE_WORKERS: '2',
-      TOKENGATE_LOG_LEVEL: 'info',
-      TOKENGATE_METRICS_ENABLED: 'true',
-      TOKENGATE_METRICS_PORT: '0',
-    },
-  })
-  child.stdin?.end()
   const log: LogLine[] = []
-  let stdout = ''
-  let stderr = ''
-  let partial = ''
-  child.stdout?.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString()
-  })
-  child.stderr?.on('data', (chunk: Buffer) => {
-    const text = partial + chunk.toString()
-    const lines = text.split('\n')
-    partial = lines.pop() ?? ''
-    for (const line of lines) {
-      stderr += `${line}\n`
-      if (line.startsWith('{')) log.push(JSON.parse(line) as LogLine)
-    }
-  })
-  const exited = new Promise<number | null>((resolve) =>
-    child.once('exit', (code) => resolve(code)),
+  const served = await serveProcess(
+    ['serve', '--dev', '--http', '--listen', '127.0.0.1:0', '--json'],
+    {
+      env: {
+        TOKENGATE_CONFIG: configFile,
+        TOKENGATE_DATA_DIR: dataDir,
+        TOKENGATE_WORKERS: '2',
+        TOKENGATE_LOG_LEVEL: 'info',
+        TOKENGATE_METRICS_ENABLED: 'true',
+        TOKENGATE_METRICS_PORT: '0',
+      },
+      logDestination: { write: (line: string) => log.push(JSON.parse(line) as LogLine) },
+    },
   )
-  for (let i = 0; i < 600 && !stdout.trim().endsWith('}') && child.exitCode === null; i++) {
-    await sleep(50)
-  }
-  assert.ok(stdout.trim().endsWith('}'), `serve did not start: ${stderr}`)
-  const document = JSON.parse(stdout) as { url: string; metricsUrl: string }
-  return { child, ...document, log, stderr: () => stderr, exited }
+  const { url, metricsUrl } = served.document
+  assert.ok(metricsUrl)
+  return { child: served.child, url, metricsUrl, log, stderr: served.stderr, exited: served.exited }
 }
 
 function get(
