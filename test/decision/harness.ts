@@ -8,7 +8,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { createConnection, createServer } from 'node:net'
+import { createConnection } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -19,7 +19,7 @@ import { PROTECTED_PATH, REQUIRED_PERMISSION } from '../adapters/spec-table.ts'
 import { startUpstream, type Upstream } from '../gateway/harness.ts'
 import { createTestIssuer, TEST_TENANT } from '../helpers/jwt.ts'
 import { type Launched, launchTokengate } from '../helpers/launch.ts'
-import { binaryPath } from '../helpers/services.ts'
+import { binaryPath, freePort } from '../helpers/services.ts'
 
 export const EXAMPLES = join(import.meta.dirname, '../../examples/forward-auth')
 
@@ -152,18 +152,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   }
 }
 
-/** A port the OS just handed out on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      const port = typeof address === 'object' && address ? address.port : 0
-      server.close(() => resolve(port))
-    })
-  })
-}
+export { freePort }
 
 /** The documented example with its addresses replaced by the test's ports. */
 export function exampleConfig(

@@ -320,7 +320,7 @@ function postgresOwner(): { uid: number; gid: number } | undefined {
 }
 
 /** A port the OS just handed out on 127.0.0.1 (closed again: a tiny race, fine for tests). */
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer()
     server.once('error', reject)

@@ -22,11 +22,11 @@
 import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { dirname, join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { type Block, blocksOf, docFiles, where } from '../docs/markdown-blocks.ts'
+import { freePort } from '../helpers/services.ts'
 import { type Consumers, consumers } from './consumers.ts'
 
 /** Ports the docs name; those tokengate listens on by default, with their variable. */
@@ -319,18 +319,6 @@ async function stopGroup(pgid: number): Promise<void> {
   signal('SIGTERM')
   for (let i = 0; i < 100 && groupMembers(pgid).length > 0; i++) await sleep(100)
   signal('SIGKILL')
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      const port = typeof address === 'object' && address ? address.port : 0
-      server.close(() => resolve(port))
-    })
-  })
 }
 
 // TOKENGATE_DOCS=README.md,docs/scale-out.md runs only those (while editing them).

@@ -13,7 +13,7 @@ import { Writable } from 'node:stream'
 import { after, before, describe, it } from 'node:test'
 import { loadConfig } from '../../src/config/load.ts'
 import { startTokengate } from '../../src/main.ts'
-import { needsSources, spawnTokengate } from '../helpers/launch.ts'
+import { needsSources, runTokengate } from '../helpers/launch.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
 
 /** Each listener besides the API's, configured on `port`, and how the failure names it. */
@@ -57,27 +57,9 @@ describe('a listener that cannot start', () => {
       const dir = tempDir('tg-start-failure-config-')
       const file = join(dir, 'tokengate.json')
       writeFileSync(file, JSON.stringify({ ...base(), ...configure(taken) }))
-      const child = spawnTokengate(['serve', '--config', file])
-      child.stdin?.end()
-      let stdout = ''
-      let stderr = ''
-      child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
-        stdout += chunk
-      })
-      child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
-        stderr += chunk
-      })
-      const code = await new Promise<number | null>((resolve) => {
-        const timer = setTimeout(() => {
-          child.kill('SIGKILL')
-          resolve(-1)
-        }, 30_000)
-        child.once('exit', (exitCode) => {
-          clearTimeout(timer)
-          resolve(exitCode)
-        })
-      })
-      assert.notEqual(code, -1, `serve kept running half-started: ${stdout}${stderr}`)
+      const { code, stderr } = await runTokengate(['serve', '--config', file], {
+        timeoutMs: 30_000,
+      }).catch((error: Error) => assert.fail(`serve kept running half-started: ${error.message}`))
       assert.equal(code, 1, stderr)
       const failure = stderr.split('\n').filter((line) => line.startsWith('tokengate:'))
       assert.equal(failure.length, 1, stderr)

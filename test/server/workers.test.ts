@@ -8,7 +8,7 @@ import assert from 'node:assert/strict'
 import type { ChildProcess } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import http from 'node:http'
-import net, { type AddressInfo } from 'node:net'
+import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -22,6 +22,7 @@ import {
 } from '../../src/server/workers.ts'
 import { cliJson, tempDataDir } from '../cli/helpers.ts'
 import { serveProcess } from '../helpers/launch.ts'
+import { freePort } from '../helpers/services.ts'
 
 interface LogLine {
   readonly pid: number
@@ -98,17 +99,6 @@ function request(
     )
     req.on('error', reject)
     req.end(options.body)
-  })
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo
-      server.close(() => resolve(port))
-    })
   })
 }
 
