@@ -36,6 +36,12 @@ export const LISTENERS = {
 
 export type ListenerName = keyof typeof LISTENERS
 
+const LISTEN_ERRORS: Readonly<Record<string, string>> = {
+  EADDRINUSE: 'address already in use',
+  EADDRNOTAVAIL: 'no such address on this machine',
+  EACCES: 'permission denied (ports below 1024 need privileges)',
+}
+
 /** `listening on <url>: <role> (<what it serves>)`, the line each listener logs once up. */
 export function listeningLine(name: ListenerName, url: string): string {
   const { role, serves } = LISTENERS[name]
@@ -52,13 +58,14 @@ export async function listenAs<T>(name: ListenerName, start: () => Promise<T>): 
     return await start()
   } catch (error) {
     const { role, settings } = LISTENERS[name]
-    const { syscall, address, port, message } = error as NodeJS.ErrnoException & {
+    const { syscall, code, address, port, message } = error as NodeJS.ErrnoException & {
       address?: string
       port?: number
     }
+    // `listen` in one process; `bind` when a node:cluster worker's primary binds for it.
     const reason =
-      syscall === 'listen' && address !== undefined
-        ? `cannot listen on ${address}:${port}: ${message.replace(/^listen \w+: (.*?)(?: \S+:\d+)?$/, '$1')}`
+      (syscall === 'listen' || syscall === 'bind') && address !== undefined
+        ? `cannot listen on ${address}:${port}: ${LISTEN_ERRORS[code ?? ''] ?? message}`
         : message
     throw new Error(`${role} listener (${settings}) ${reason}`, { cause: error })
   }

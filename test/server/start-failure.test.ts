@@ -73,6 +73,22 @@ describe('a listener that cannot start', () => {
     })
   }
 
+  it('with two workers, a worker whose admin port is taken stops the whole pool: exit 1, one line', async () => {
+    const file = join(tempDir('tg-start-failure-config-'), 'tokengate.json')
+    writeFileSync(file, JSON.stringify({ ...base(), admin: { enabled: true, port: taken } }))
+    const { code, stderr } = await runTokengate(['serve', '--config', file], {
+      env: { TOKENGATE_WORKERS: '2' },
+      timeoutMs: 30_000,
+    }).catch((error: Error) => assert.fail(`serve kept running half-started: ${error.message}`))
+    assert.equal(code, 1, stderr)
+    assert.match(
+      stderr,
+      new RegExp(
+        `^tokengate: serve failed: admin listener \\(admin\\.host, admin\\.port\\) cannot listen on 127\\.0\\.0\\.1:${taken}: address already in use\n$`,
+      ),
+    )
+  })
+
   it('startTokengate rejects and closes the API listener it had opened', {
     skip: needsSources('an embedding caller of startTokengate'),
   }, async () => {
