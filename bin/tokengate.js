@@ -18,15 +18,20 @@
 // `node --max-semi-space-size=8 --no-concurrent-recompilation bin/tokengate.js` (NODE_OPTIONS
 // accepts only the first; docs/scale-out.md).
 
-const [major, minor] = process.versions.node.split('.').map(Number)
 const fromSources = await exists(new URL('../src/cli/main.ts', import.meta.url))
-// Built JavaScript needs node:sqlite without a flag (22.13); the sources need type stripping.
-const needed = fromSources ? [24, 12] : [22, 13]
-if (major < needed[0] || (major === needed[0] && minor < needed[1])) {
-  process.stderr.write(
-    `tokengate: Node ${needed.join('.')} or newer is required (this is ${process.versions.node}); install Node 22 or 24 LTS\n`,
-  )
-  process.exit(1)
+if (fromSources) {
+  // The repository runs its TypeScript directly: type stripping needs Node 24.12.
+  const [major, minor] = process.versions.node.split('.').map(Number)
+  if (major < 24 || (major === 24 && minor < 12)) {
+    process.stderr.write(
+      `tokengate: Node 24.12 or newer is required to run the sources (this is ${process.versions.node}); npm ci installs it (the node dev dependency)\n`,
+    )
+    process.exit(1)
+  }
+} else {
+  // The package's one rule (22.13, node:sqlite), also checked by `import 'tokengate'`.
+  await import('../dist/node-version.js')
+  await import('../dist/cli/sqlite-warning.js')
 }
 
 // Why: start-up is dominated by loading ~360 modules (our code, Fastify, pino, the store);

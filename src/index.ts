@@ -11,6 +11,9 @@
  * if (failure) { const { status, headers, body } = failureResponse(failure, requestId); ... }
  */
 
+// First: an old Node is refused in one line before anything else loads.
+import './node-version.ts'
+
 export {
   type Access,
   type Allowed,

@@ -16,6 +16,7 @@ import type { MetricsListener } from './server/metrics.ts'
 import { v1Routes } from './server/routes/v1/index.ts'
 import { buildServer } from './server/server.ts'
 import { ensureDevCertificate, readTlsFiles, type TlsMaterial } from './server/tls.ts'
+import { countersLine, listenAs, listeningLine, storeLine, upstreamLine } from './startup.ts'
 import { openStore } from './stores/open-store.ts'
 import type { ChangeFeedStatus } from './stores/store.ts'
 
@@ -105,6 +106,12 @@ export async function startTokengate(
     secretKeyFile: config.secretKeyFile,
     changePollMs: config.store.changePollMs,
   })
+  for (const line of [storeLine(config), countersLine(config), upstreamLine(config)]) {
+    if (line) logger.info(line.fields, line.msg)
+  }
+  // What a failed start must close again: never a half-started instance (startup.ts).
+  let closeAuth: (() => Promise<void>) | undefined
+  let apiApp: FastifyInstance | undefined
   let events: EventDelivery | undefined
   let metricsListener: MetricsListener | undefined
   let adminListener: { url: string; close(): Promise<void> } | undefined
@@ -124,6 +131,7 @@ export async function startTokengate(
       auditSpoolDir: join(config.dataDir, 'audit-spool'),
       tracing,
     })
+    closeAuth = () => auth.close()
     events = startEventDelivery(config.events, store, clock, logger)
     const metricsModule = config.metrics.enabled ? await import('./server/metrics.ts') : undefined
     const metrics = metricsModule
@@ -176,19 +184,22 @@ export async function startTokengate(
       mounts: mountGateway ? [mountGateway] : [],
       tracing,
     })
+    apiApp = app
     if (identityToken) {
       // Public keys of the identity token, on the API listener only (see decision/server.ts).
       app.get('/.well-known/jwks.json', (_request, reply) => {
         reply.header('cache-control', 'public, max-age=300').send(identityToken.jwks())
       })
     }
-    await app.listen({
-      host: config.server.host,
-      port: config.server.port,
-      // Fastify cannot tell that our own serverFactory made an HTTPS server.
-      listenTextResolver: (address) =>
-        `listening on ${tls ? address.replace(/^http:/, 'https:') : address}`,
-    })
+    await listenAs('api', () =>
+      app.listen({
+        host: config.server.host,
+        port: config.server.port,
+        // Fastify cannot tell that our own serverFactory made an HTTPS server.
+        listenTextResolver: (address) =>
+          listeningLine('api', tls ? address.replace(/^http:/, 'https:') : address),
+      }),
+    )
     const address = app.server.address() as AddressInfo
     const host = address.family === 'IPv6' ? `[${address.address}]` : address.address
     const url = `${tls ? 'https' : 'http'}://${host}:${address.port}`
@@ -198,30 +209,37 @@ export async function startTokengate(
       // Constructing one is what makes a worker answer the primary's scrape requests.
       new AggregatorRegistry()
     } else if (metrics && metricsModule) {
-      metricsListener = await metricsModule.startMetricsListener(
-        metrics,
-        config.metrics.host,
-        config.metrics.port,
+      const started = await listenAs('metrics', () =>
+        metricsModule.startMetricsListener(metrics, config.metrics.host, config.metrics.port),
       )
+      metricsListener = started
+      logger.info({ listener: 'metrics' }, listeningLine('metrics', new URL(started.url).origin))
     }
     if (traffic) {
       const { startAdminListener } = await import('./admin/server.ts')
-      adminListener = await startAdminListener({
-        config,
-        store,
-        issuers: auth.issuers,
-        clock,
-        logger,
-        tls,
-        traffic,
-        changeFeed: () => store.changeFeed,
-      })
-      logger.info({ url: `${adminListener.url}/admin/` }, 'admin console listening')
+      adminListener = await listenAs('admin', () =>
+        startAdminListener(
+          {
+            config,
+            store,
+            issuers: auth.issuers,
+            clock,
+            logger,
+            tls,
+            traffic,
+            changeFeed: () => store.changeFeed,
+          },
+          (url) => listeningLine('admin', url),
+        ),
+      )
     }
-    if (config.decision) {
+    const decision = config.decision
+    if (decision) {
       const { buildDecisionServer } = await import('./decision/server.ts')
-      decisionApp = await buildDecisionServer({ config, gate, logger, policyStore, tracing })
-      decisionUrl = await decisionApp.listen(config.decision.host, config.decision.port)
+      const built = await buildDecisionServer({ config, gate, logger, policyStore, tracing })
+      decisionApp = built
+      decisionUrl = await listenAs('decision', () => built.listen(decision.host, decision.port))
+      logger.info({ listener: 'decision' }, listeningLine('decision', decisionUrl))
     }
     const started = { events, metricsListener, decisionApp, adminListener }
 
@@ -262,8 +280,10 @@ export async function startTokengate(
     await adminListener?.close()
     await decisionApp?.close()
     await metricsListener?.close()
+    await apiApp?.close()
     await opened?.close()
     await events?.close()
+    await closeAuth?.()
     await store.close().catch(() => {})
     throw error
   }

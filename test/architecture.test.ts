@@ -172,6 +172,7 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
   dev: ['core', 'stores', 'config'],
   'logger.ts': [],
   'missing-package.ts': [],
+  'startup.ts': ['config', 'stores', 'auth/redis-client.ts'],
 }
 
 /** Static imports without `import type` / `export type` (those vanish at run time). */

@@ -112,14 +112,31 @@ export interface AdminListener {
   close(): Promise<void>
 }
 
-/** Builds the admin app and listens on `admin.host`/`admin.port`. */
-export async function startAdminListener(deps: AdminDeps): Promise<AdminListener> {
+/**
+ * Builds the admin app and listens on `admin.host`/`admin.port`; `listenText` turns the
+ * listener's real URL (`https://` unless plain HTTP) into its start-up log line.
+ */
+export async function startAdminListener(
+  deps: AdminDeps,
+  listenText: (url: string) => string = (url) => `listening on ${url}`,
+): Promise<AdminListener> {
   const app = await buildAdminServer(deps)
-  await app.listen({ host: deps.config.admin.host, port: deps.config.admin.port })
+  const scheme = deps.tls ? 'https' : 'http'
+  try {
+    await app.listen({
+      host: deps.config.admin.host,
+      port: deps.config.admin.port,
+      // Fastify names every address http://, whatever serverFactory made.
+      listenTextResolver: (address) => listenText(address.replace(/^http:/, `${scheme}:`)),
+    })
+  } catch (error) {
+    await app.close()
+    throw error
+  }
   const address = app.server.address() as AddressInfo
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address
   return {
-    url: `${deps.tls ? 'https' : 'http'}://${host}:${address.port}`,
+    url: `${scheme}://${host}:${address.port}`,
     close: () => app.close(),
   }
 }

@@ -249,10 +249,18 @@ export interface CounterStoreSettings {
   readonly log: FallbackStoreOptions['log']
 }
 
-/** The counter store for the settings, and how to close its Redis connection (if any). */
-export async function openCounterStore(
-  settings: CounterStoreSettings,
-): Promise<{ readonly store: CounterStore; close(): void }> {
+/** Redis as readiness reports it; undefined without `redisUrl`. */
+export type RedisState = 'connected' | 'unavailable' | undefined
+
+/**
+ * The counter store for the settings, how to close its Redis connection (if any), and that
+ * connection's state.
+ */
+export async function openCounterStore(settings: CounterStoreSettings): Promise<{
+  readonly store: CounterStore
+  close(): void
+  redisState(): RedisState
+}> {
   const redis = settings.redisUrl
     ? await connectRedis(settings.redisUrl, {
         timeoutMs: settings.redisTimeoutMs,
@@ -265,5 +273,9 @@ export async function openCounterStore(
     localMaxKeys: settings.localMaxKeys,
     log: settings.log,
   })
-  return { store, close: () => redis?.disconnect() }
+  return {
+    store,
+    close: () => redis?.disconnect(),
+    redisState: () => redis && (redis.status === 'ready' ? 'connected' : 'unavailable'),
+  }
 }

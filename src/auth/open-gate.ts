@@ -6,7 +6,7 @@
  */
 import type { Config } from '../config/schema.ts'
 import type { AuthContext } from './auth-context.ts'
-import { openCounterStore } from './counter-store.ts'
+import { openCounterStore, type RedisState } from './counter-store.ts'
 import { createGate, type Gate } from './gate.ts'
 import type { IdentityTokenSigner } from './identity-token.ts'
 import { createLimiter } from './limiter.ts'
@@ -33,6 +33,8 @@ export interface OpenGateOptions {
 export interface OpenedGate {
   readonly gate: Gate
   readonly recorder: OutcomeRecorder
+  /** Whether the rate-limit counters are in Redis right now (readiness); undefined: no Redis. */
+  redisState(): RedisState
   /** Writes pending audit aggregates, settles revocations, disconnects Redis. */
   close(): Promise<void>
 }
@@ -76,6 +78,7 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
   return {
     gate,
     recorder,
+    redisState: () => counters?.redisState(),
     close() {
       closing ??= (async () => {
         await recorder.close()

@@ -31,7 +31,11 @@ const COMMAND_MODULES: Readonly<Record<string, () => Promise<readonly CommandDef
   admin: async () => (await import('./commands/admin.ts')).adminCommands,
 }
 
-/** The commands `argv` may name: those of its first command word, else every command. */
+/**
+ * The commands `argv` may name: those of its first command word, else every command. A
+ * module whose package is not installed (`npm install --omit=optional` leaves out yaml,
+ * Fastify, ...) stands as one command that says so: help and `--version` still work.
+ */
 async function loadCommands(argv: readonly string[]): Promise<readonly CommandDef[]> {
   const [first] = takeCommandWords(
     argv,
@@ -40,7 +44,27 @@ async function loadCommands(argv: readonly string[]): Promise<readonly CommandDe
   const loaders = Object.entries(COMMAND_MODULES).filter(
     ([word]) => first === undefined || word === first,
   )
-  return (await Promise.all(loaders.map(([, load]) => load()))).flat()
+  const loaded = await Promise.all(
+    loaders.map(([word, load]) =>
+      load().catch((error: unknown) => {
+        const missing = missingPackageError(error)
+        if (!missing) throw error
+        return [unavailableCommand(word, missing)]
+      }),
+    ),
+  )
+  return loaded.flat()
+}
+
+/** Stands for a command module that cannot load: running it reports what to install. */
+function unavailableCommand(word: string, missing: Error): CommandDef & { unavailable: Error } {
+  return {
+    path: [word],
+    summary: `(unavailable: ${/'([^']+)' is missing|package '([^']+)'/.exec(missing.message)?.slice(1).find(Boolean) ?? 'a package'} is not installed)`,
+    options: {},
+    unavailable: missing,
+    run: () => Promise.reject(missing),
+  }
 }
 
 /** The package version, for `--version`. */
@@ -108,6 +132,10 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
       io.stderr.write(mainHelp(commands, cliVersion()))
       return 2
     }
+    const unavailable = commands.find(
+      (c): c is CommandDef & { unavailable: Error } => 'unavailable' in c && c.path[0] === words[0],
+    )
+    if (unavailable) throw unavailable.unavailable
     const command = findCommand(commands, words)
     if (!command) {
       const group = words[0] as string
@@ -236,10 +264,13 @@ function isEntryModule(): boolean {
 }
 
 if (isEntryModule()) {
-  process.exitCode = await run(process.argv.slice(2), {
+  const code = await run(process.argv.slice(2), {
     stdout: process.stdout,
     stderr: process.stderr,
     stdin: process.stdin,
     env: process.env,
   })
+  // A failed command exits even if something it opened is still pending: a `serve` that
+  // could not start must never linger half-started (stdout and stderr write synchronously).
+  if (code !== 0) process.exit(code)
 }

@@ -1,38 +1,61 @@
 import type { FastifyInstance } from 'fastify'
 import { sendProblemResponse } from '../adapters/fastify.ts'
 import type { AuthContext } from '../auth/auth-context.ts'
+import type { RedisState } from '../auth/counter-store.ts'
 import type { JwksStatus } from '../core/jwks.ts'
 import { storeUnavailable } from '../http/problem-response.ts'
 
 /**
  * Liveness and readiness, outside `/api/v1` and without a token: orchestrators call them.
  *
- * `/readyz` is 503 only when the store is unreachable: then no PAT, tenant or revocation can
- * be checked and another instance may do better. An identity provider whose keys are not
- * loaded does *not* make the instance unready. Why: every instance depends on the same
- * provider, so taking this one out of rotation fixes nothing; it would only stop the PATs
- * and the other issuers' tokens it can still serve, and a load balancer seeing all instances
- * unready at once would drop all traffic. Such issuers are listed instead (200, `status:
- * "degraded"`), and their tokens get 503 `unavailable` with `Retry-After` until keys load.
- * The listing shows issuer identifiers only (public values: they appear in every token),
- * never URLs' contents, errors or keys. Each call also starts a background key refresh of
- * due sources, so a probe keeps keys fresh on a quiet instance.
+ * `/readyz` is 503 ("not ready") only when the store is unreachable: then no PAT, tenant or
+ * revocation can be checked and another instance may do better. Everything else that can go
+ * wrong leaves the instance answering every request correctly, with a weaker guarantee, and
+ * is reported as 200 `status: "degraded"` with the check that failed:
+ * - `changeFeed: "reconnecting"` (Postgres): changes made on other instances are not pushed
+ *   here; this instance dropped its caches and reads the store until it re-subscribes;
+ * - `redis: "unavailable"`: rate limits are counted in-process, per instance;
+ * - issuers whose keys are not loaded (`notLoaded`: their tokens get 503 `unavailable` with
+ *   `Retry-After`), past their maximum age because refreshing fails (`stale`), or refused
+ *   (`invalid`).
+ * Why these do *not* make the instance unready: every instance shares the same Postgres,
+ * Redis and identity providers, so taking this one out of rotation fixes nothing; a load
+ * balancer seeing all instances unready at once would drop all traffic. The listing shows
+ * issuer identifiers only (public values: they appear in every token), never URLs' contents,
+ * errors or keys. Each call also starts a background key refresh of due sources, so a probe
+ * keeps keys fresh on a quiet instance. `changeFeed` is listed with Postgres only, `redis`
+ * with `redisUrl` only. docs/scale-out.md has the table.
  */
-export function registerHealthRoutes(app: FastifyInstance, auth: AuthContext): void {
+export function registerHealthRoutes(
+  app: FastifyInstance,
+  auth: AuthContext,
+  redisState: () => RedisState = () => undefined,
+): void {
   app.get('/healthz', async () => ({ status: 'ok' }))
   app.get('/readyz', async (request, reply) => {
+    const feed = auth.store.changeFeed
+    const shared = {
+      ...(feed ? { changeFeed: feed.connected ? 'connected' : 'reconnecting' } : {}),
+      ...(redisState() ? { redis: redisState() } : {}),
+    }
     try {
       await auth.store.ping()
     } catch {
-      return sendProblemResponse(reply, storeUnavailable(String(request.id)))
+      const response = storeUnavailable(String(request.id))
+      const checks = { store: 'unavailable', ...shared }
+      return sendProblemResponse(reply, { ...response, body: { ...response.body, checks } })
     }
     const issuers = {
       ...issuerReadiness(auth.issuers.keyStatus()),
       invalid: auth.issuers.unusable(),
     }
     const degraded =
-      issuers.notLoaded.length > 0 || issuers.stale.length > 0 || issuers.invalid.length > 0
-    return { status: degraded ? 'degraded' : 'ready', checks: { store: 'ok', issuers } }
+      issuers.notLoaded.length > 0 ||
+      issuers.stale.length > 0 ||
+      issuers.invalid.length > 0 ||
+      shared.changeFeed === 'reconnecting' ||
+      shared.redis === 'unavailable'
+    return { status: degraded ? 'degraded' : 'ready', checks: { store: 'ok', ...shared, issuers } }
   })
 }
 

@@ -157,7 +157,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
       handler: route.handler(context),
     })
   }
-  registerHealthRoutes(app, auth)
+  registerHealthRoutes(app, auth, opened.redisState)
 
   app.setNotFoundHandler((request, reply) =>
     sendProblemResponse(

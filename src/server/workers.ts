@@ -16,18 +16,25 @@ import { availableParallelism } from 'node:os'
 import type { Config } from '../config/schema.ts'
 import { listenForMetrics } from './metrics-http.ts'
 
+/** Where a worker's listeners are (`url`: the API listener every worker shares). */
+interface InstanceUrls {
+  readonly url: string
+  readonly adminUrl?: string | undefined
+  readonly decisionUrl?: string | undefined
+}
+
 /** What a worker runs: one full instance on the given config. */
 export type StartInstance = (
   config: Readonly<Config>,
   logToStderr: boolean,
-) => Promise<{ readonly url: string; close(): Promise<void> }>
+) => Promise<InstanceUrls & { close(): Promise<void> }>
 
 /** Messages between the primary and a worker (the IPC channel node:cluster opens). */
 type ToWorker =
   | { type: 'tokengate:start'; config: Readonly<Config>; logToStderr: boolean }
   | { type: 'tokengate:stop' }
 type FromWorker =
-  | { type: 'tokengate:ready'; url: string }
+  | ({ type: 'tokengate:ready' } & InstanceUrls)
   | { type: 'tokengate:failed'; message: string }
 
 /** `auto` is one worker per CPU the process may run on. */
@@ -92,6 +99,10 @@ export interface WorkerPoolOptions {
 export interface WorkerPool {
   /** The shared listener, e.g. `https://127.0.0.1:8443`. */
   readonly url: string
+  /** The admin listener (one worker serves it), when enabled. */
+  readonly adminUrl: string | undefined
+  /** The decision listener (shared like the API's), when configured. */
+  readonly decisionUrl: string | undefined
   /** `http://host:port/metrics` of the primary's aggregating listener, when enabled. */
   readonly metricsUrl: string | undefined
   /** Process ids of the workers running now. */
@@ -130,7 +141,7 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
   let adminWorker: Worker | undefined
   const withoutAdmin: Readonly<Config> = { ...config, admin: { ...config.admin, enabled: false } }
 
-  const fork = (): Promise<string> =>
+  const fork = (): Promise<InstanceUrls> =>
     new Promise((resolve, reject) => {
       const worker = cluster.fork()
       workers.add(worker)
@@ -147,7 +158,7 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
       worker.on('message', (message: FromWorker) => {
         if (message?.type === 'tokengate:ready') {
           ready = true
-          resolve(message.url)
+          resolve(message)
         } else if (message?.type === 'tokengate:failed') {
           reject(new Error(message.message))
         }
@@ -210,10 +221,9 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
     if (metricsServer) await closeServer(metricsServer)
   }
 
-  let url: string
+  let urls: InstanceUrls[]
   try {
-    const urls = await Promise.all(Array.from({ length: options.count }, fork))
-    url = urls[0] as string
+    urls = await Promise.all(Array.from({ length: options.count }, fork))
     if (config.metrics.enabled) {
       metricsServer = await listenForClusterMetrics(config.metrics.host, config.metrics.port)
     }
@@ -227,7 +237,9 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
     : undefined
   let closed: Promise<void> | undefined
   return {
-    url,
+    url: (urls[0] as InstanceUrls).url,
+    adminUrl: urls.find((u) => u.adminUrl)?.adminUrl,
+    decisionUrl: urls[0]?.decisionUrl,
     metricsUrl,
     pids: () => [...workers].flatMap((w) => (w.process.pid === undefined ? [] : [w.process.pid])),
     failed,
@@ -292,7 +304,12 @@ export function runWorker(start: StartInstance): void {
     if (message?.type === 'tokengate:start' && !running && !stopping) {
       running = start(message.config, message.logToStderr).then(
         (instance) => {
-          process.send?.({ type: 'tokengate:ready', url: instance.url } satisfies FromWorker)
+          process.send?.({
+            type: 'tokengate:ready',
+            url: instance.url,
+            adminUrl: instance.adminUrl,
+            decisionUrl: instance.decisionUrl,
+          } satisfies FromWorker)
           return instance
         },
         (error: unknown) => {

@@ -6,7 +6,6 @@
 import { chmod, mkdir, open, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { readSecretKeyFile, type SecretBox, sealIssuerSecrets } from './secret-box.ts'
-import { openSqliteStore } from './sqlite.ts'
 import type { Store } from './store.ts'
 
 export type OpenStoreOptions = (
@@ -47,6 +46,9 @@ export async function openStore(options: OpenStoreOptions): Promise<Store> {
   const box: SecretBox = options.secretKeyFile
     ? readSecretKeyFile(options.secretKeyFile)
     : readSecretKeyFile(join(options.dataDir, SECRET_KEY_FILE_NAME), true)
+  // Loaded on demand, like Postgres: importing the package must not need node:sqlite, so
+  // that an old Node reaches the version check (src/node-version.ts) instead of a link error.
+  const { openSqliteStore } = await import('./sqlite.ts')
   return sealIssuerSecrets(
     openSqliteStore(path, { externalChangePollMs: options.changePollMs }),
     box,

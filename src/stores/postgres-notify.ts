@@ -17,9 +17,10 @@ import pg from 'pg'
 /** The NOTIFY channel shared by every tokengate instance on a database. */
 export const CHANGES_CHANNEL = 'tokengate_changes'
 
-/** What the listener logs; pino's `warn(obj, msg)` fits. */
+/** What the listener logs; pino's `warn(obj, msg)` and `info(obj, msg)` fit. */
 export interface WarnLogger {
   warn(obj: object, msg: string): void
+  info?(obj: object, msg: string): void
 }
 
 export interface ChangeFeedOptions {
@@ -205,6 +206,10 @@ export class ChangeFeed {
       this.#connect().then(
         () => {
           if (this.#closed) return
+          this.#options.logger?.info?.(
+            { attempts: this.#attempt },
+            'store change feed reconnected; caches were dropped, changes are pushed again',
+          )
           this.#attempt = 0
           // Notifications sent while we were away were never delivered: read the log now.
           this.#options.onWake()

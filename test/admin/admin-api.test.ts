@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { createTestIssuer, startKeyServer } from '../helpers/jwt.ts'
+import { needsSources } from '../helpers/launch.ts'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
 import { adminRequest, bearer, issueAdminTokenCli } from './admin-client.ts'
 
@@ -493,7 +494,7 @@ describe('admin API on its own listener', () => {
     }
   })
 
-  test('a revoked or expired admin token is refused at once', async () => {
+  test('a revoked admin token is refused at once', async () => {
     const { token, id } = await issueAdminTokenCli(server, 'temp', 'operator', '1h')
     assert.equal(
       (await adminRequest(server, '/admin/api/v1/me', { headers: bearer(token) })).status,
@@ -514,7 +515,12 @@ describe('admin API on its own listener', () => {
       (audit.json.events as { details: { adminTokenId: string } }[])[0]?.details.adminTokenId,
       id,
     )
+    assert.ok(operatorId.startsWith('adm_'))
+  })
 
+  test('an expired admin token is refused', {
+    skip: needsSources('it moves the server clock'),
+  }, async () => {
     const short = await issueAdminTokenCli(server, 'short', 'operator', '1h')
     server.clock.advance(2 * 3_600_000)
     try {
@@ -525,7 +531,6 @@ describe('admin API on its own listener', () => {
     } finally {
       server.clock.advance(-2 * 3_600_000)
     }
-    assert.ok(operatorId.startsWith('adm_'))
   })
 
   test('no admin token or PAT plaintext is ever logged', async () => {
@@ -540,12 +545,16 @@ describe('operator SSO through the configured OIDC issuer', () => {
   test('an operator JWT with the role claim is an operator; without it 403; another issuer 401', async () => {
     const idp = createTestIssuer({ issuer: 'https://sso.example', audience: 'tokengate-admin' })
     const keys = await startKeyServer({ keys: [idp.publicJwk] })
+    // A server that fails to start must not leave the key server holding this file open.
     const server = await startTestServer({
       admin: {
         enabled: true,
         port: 0,
         oidc: { issuer: 'https://sso.example', audience: 'tokengate-admin', jwksUrl: keys.url },
       },
+    }).catch(async (error: unknown) => {
+      await keys.close()
+      throw error
     })
     try {
       const jwt = await idp.sign({ sub: 'dana@example.com', tokengate_admin_roles: ['operator'] })

@@ -1,7 +1,7 @@
 /**
  * #16 declarative configuration: the running gateway reloads its policy on SIGHUP (a real
- * signal to this process, which hosts the server), and keeps the last good policy when the
- * file is broken.
+ * signal to the process hosting the server: this one, or the installed package's `serve`),
+ * and keeps the last good policy when the file is broken.
  */
 import assert from 'node:assert/strict'
 import { writeFileSync } from 'node:fs'
@@ -66,14 +66,14 @@ describe('gateway: policy reload on SIGHUP', () => {
     assert.equal(await statusOf(gateway, '/api/v1/reports/1', token), 404)
 
     writeFileSync(file, ALLOW_REPORTS)
-    process.kill(process.pid, 'SIGHUP')
+    gateway.running.signal('SIGHUP')
     await eventually('the new policy', async () => {
       return (await statusOf(gateway, '/api/v1/reports/1', token)) === 200
     })
     assert.equal(await statusOf(gateway, '/api/v1/internal/x', token), 404)
 
     writeFileSync(file, BROKEN)
-    process.kill(process.pid, 'SIGHUP')
+    gateway.running.signal('SIGHUP')
     await sleep(500)
     assert.equal(await statusOf(gateway, '/api/v1/reports/1', token), 200)
     assert.equal(await statusOf(gateway, '/api/v1/internal/x', token), 404)

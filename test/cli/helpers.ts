@@ -5,6 +5,7 @@ import type { CliIo } from '../../src/cli/io.ts'
 import { run } from '../../src/cli/main.ts'
 import { openStore } from '../../src/stores/open-store.ts'
 import type { Store } from '../../src/stores/store.ts'
+import { PACKAGE_PROJECT, runTokengate } from '../helpers/launch.ts'
 
 /** What one in-process CLI invocation produced. */
 export interface CliResult {
@@ -32,8 +33,10 @@ export function tempDataDir(): { dir: string; cleanup(): void } {
 }
 
 /**
- * Runs the CLI in-process with captured output. `dataDir` is appended as `--data-dir`; the
- * environment is empty unless given, so the machine's TOKENGATE_* variables never leak in.
+ * Runs the CLI with captured output: in-process from the sources, or the installed bin as a
+ * process when a package is under test (helpers/launch.ts; `now`, `signal` and `log` are
+ * in-process only). `dataDir` is appended as `--data-dir`; the environment is empty unless
+ * given, so the machine's TOKENGATE_* variables never leak in.
  */
 export async function cli(
   args: readonly string[],
@@ -45,9 +48,15 @@ export async function cli(
     log?: CliIo['log']
   } = {},
 ): Promise<CliResult> {
+  const argv = options.dataDir === undefined ? args : [...args, '--data-dir', options.dataDir]
+  if (PACKAGE_PROJECT) {
+    if (options.now || options.signal || options.log) {
+      throw new Error('now, signal and log need the CLI in-process: mark the test needsSources')
+    }
+    return runTokengate(argv, { env: withoutUndefined(options.env ?? {}) })
+  }
   const stdout = sink()
   const stderr = sink()
-  const argv = options.dataDir === undefined ? args : [...args, '--data-dir', options.dataDir]
   const code = await run(argv, {
     stdout,
     stderr,
@@ -57,6 +66,12 @@ export async function cli(
     log: options.log,
   })
   return { code, stdout: stdout.text(), stderr: stderr.text() }
+}
+
+function withoutUndefined(env: CliIo['env']): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined),
+  )
 }
 
 /** Runs the CLI and parses stdout as the one JSON document; fails on a non-zero exit. */

@@ -3,44 +3,25 @@
  * `ExecReload`) send SIGHUP to reload, and Node's default for SIGHUP is to exit.
  */
 import assert from 'node:assert/strict'
-import { type ChildProcess, spawn } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { fileURLToPath } from 'node:url'
+import { type ServeProcess, serveProcess } from '../helpers/launch.ts'
 import { tempDataDir } from './helpers.ts'
-
-const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 
 describe('tokengate serve (one process) and SIGHUP', () => {
   const data = tempDataDir()
+  let served: ServeProcess
   let child: ChildProcess
   let url = ''
-  let stderr = ''
-  let exited: Promise<number | null>
+  const stderr = () => served.stderr()
 
   before(async () => {
-    child = spawn(
-      process.execPath,
-      ['src/cli/main.ts', 'serve', '--dev', '--http', '--listen', '127.0.0.1:0', '--json'],
-      {
-        cwd: ROOT,
-        env: { PATH: process.env.PATH, TOKENGATE_DATA_DIR: data.dir, TOKENGATE_WORKERS: '1' },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    )
-    let stdout = ''
-    child.stdout?.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString()
+    served = await serveProcess(['serve', '--dev', '--http', '--listen', '127.0.0.1:0', '--json'], {
+      env: { TOKENGATE_DATA_DIR: data.dir, TOKENGATE_WORKERS: '1' },
     })
-    child.stderr?.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString()
-    })
-    exited = new Promise((resolve) => child.once('exit', (code) => resolve(code)))
-    for (let i = 0; i < 600 && !stdout.trim().endsWith('}') && child.exitCode === null; i++) {
-      await sleep(50)
-    }
-    assert.ok(stdout.trim().endsWith('}'), `serve did not start: ${stderr}`)
-    url = (JSON.parse(stdout) as { url: string }).url
+    child = served.child
+    url = served.document.url
   })
 
   after(async () => {
@@ -50,16 +31,16 @@ describe('tokengate serve (one process) and SIGHUP', () => {
 
   it('keeps serving after SIGHUP without a policy file, and says there was nothing to reload', async () => {
     child.kill('SIGHUP')
-    for (let i = 0; i < 100 && !stderr.includes('SIGHUP'); i++) await sleep(50)
-    assert.equal(child.exitCode, null, `serve exited on SIGHUP: ${stderr}`)
-    assert.equal(child.signalCode, null, `serve was killed by SIGHUP: ${stderr}`)
-    assert.match(stderr, /SIGHUP: no gateway or decision policy file to reload/)
+    for (let i = 0; i < 100 && !stderr().includes('SIGHUP'); i++) await sleep(50)
+    assert.equal(child.exitCode, null, `serve exited on SIGHUP: ${stderr()}`)
+    assert.equal(child.signalCode, null, `serve was killed by SIGHUP: ${stderr()}`)
+    assert.match(stderr(), /SIGHUP: no gateway or decision policy file to reload/)
     const response = await fetch(new URL('/healthz', url))
     assert.equal(response.status, 200)
   })
 
   it('still stops gracefully on SIGTERM afterwards', async () => {
     child.kill('SIGTERM')
-    assert.equal(await exited, 0)
+    assert.equal(await served.exited, 0)
   })
 })

@@ -653,7 +653,7 @@ describe('decision API: policy reload on SIGHUP', () => {
       policyFile,
       `${SPEC_POLICY}  - methods: '*'\n    path: /api/v1/reports/*\n    deny: true\n`,
     )
-    process.kill(process.pid, 'SIGHUP')
+    stack.running.signal('SIGHUP')
     let status = 0
     for (let i = 0; i < 100 && status !== 404; i++) {
       status = (await send(stack.decisionUrl, reports, [token])).status
@@ -661,7 +661,7 @@ describe('decision API: policy reload on SIGHUP', () => {
     }
     assert.equal(status, 404, 'the deny rule is in force')
     writeFileSync(policyFile, 'rules:\n  - methods: [get]\n    path: /api/v1/reports/*\n')
-    process.kill(process.pid, 'SIGHUP')
+    stack.running.signal('SIGHUP')
     await sleep(500)
     assert.equal((await send(stack.decisionUrl, reports, [token])).status, 404, 'last good policy')
   })

@@ -1,5 +1,6 @@
 /**
- * Decision API harness: one real tokengate (plain HTTP on 127.0.0.1) serving both the
+ * Decision API harness: one real tokengate (plain HTTP on 127.0.0.1; the sources or the
+ * installed package, see helpers/launch.ts) serving both the
  * gateway (the reference answers: "tokengate directly") and the forward-auth decision
  * listener, in front of the gateway tests' recording upstream; a SQLite store holding the
  * SPEC table's tenant, trusted issuer and PATs; and helpers to run nginx and Caddy with the
@@ -7,19 +8,18 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { createConnection, createServer } from 'node:net'
+import { createConnection } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { loadConfig } from '../../src/config/load.ts'
 import { issuePat } from '../../src/core/pat.ts'
-import { type RunningTokengate, startTokengate } from '../../src/main.ts'
 import { openStore } from '../../src/stores/open-store.ts'
 import type { SpecFixture } from '../adapters/spec-table.ts'
 import { PROTECTED_PATH, REQUIRED_PERMISSION } from '../adapters/spec-table.ts'
 import { startUpstream, type Upstream } from '../gateway/harness.ts'
 import { createTestIssuer, TEST_TENANT } from '../helpers/jwt.ts'
-import { binaryPath } from '../helpers/services.ts'
+import { type Launched, launchTokengate } from '../helpers/launch.ts'
+import { binaryPath, freePort } from '../helpers/services.ts'
 import { ingressNginxServer } from './ingress-nginx-shape.ts'
 
 export const EXAMPLES = join(import.meta.dirname, '../../examples/forward-auth')
@@ -55,7 +55,7 @@ export const SPOOFED_IDENTITY: [string, string][] = [
 
 export interface Stack {
   readonly upstream: Upstream
-  readonly running: RunningTokengate
+  readonly running: Launched
   /** tokengate's own gateway: the reference answer. */
   readonly gatewayUrl: string
   readonly decisionUrl: string
@@ -145,36 +145,32 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const policyFile = join(dataDir, 'policy.yaml')
   writeFileSync(policyFile, SPEC_POLICY)
 
-  const config = loadConfig({
-    env: {},
-    overrides: {
-      dataDir,
-      server: {
-        host: '127.0.0.1',
-        port: 0,
-        plainHttp: true,
-        ...(options.corsOrigins ? { cors: { origins: options.corsOrigins } } : {}),
-      },
-      log: { level: 'silent' },
-      rateLimit: {
-        failedAuth: { max: options.failedAuthMax ?? 10_000 },
-        perToken: { max: options.perTokenMax ?? 1_000_000 },
-      },
-      gateway: { upstream: upstream.url, policyFile },
-      decision: {
-        host: '127.0.0.1',
-        port: 0,
-        proxy: options.proxy ?? 'envoy',
-        ...(options.trustedProxies ? { trustedProxies: options.trustedProxies } : {}),
-        ...(options.pathPrefix ? { pathPrefix: options.pathPrefix } : {}),
-        ...(options.grpc ? { grpcPort: 0 } : {}),
-      },
-      ...(options.identityToken ? { identityToken: { enabled: true } } : {}),
-      ...(options.metrics ? { metrics: { enabled: true, host: '127.0.0.1', port: 0 } } : {}),
-      ...(options.tracing ? { tracing: { enabled: true } } : {}),
+  const running = await launchTokengate({
+    dataDir,
+    server: {
+      host: '127.0.0.1',
+      port: 0,
+      plainHttp: true,
+      ...(options.corsOrigins ? { cors: { origins: options.corsOrigins } } : {}),
     },
-  })
-  const running = await startTokengate(config).catch(async (error: unknown) => {
+    log: { level: 'silent' },
+    rateLimit: {
+      failedAuth: { max: options.failedAuthMax ?? 10_000 },
+      perToken: { max: options.perTokenMax ?? 1_000_000 },
+    },
+    gateway: { upstream: upstream.url, policyFile },
+    decision: {
+      host: '127.0.0.1',
+      port: 0,
+      proxy: options.proxy ?? 'envoy',
+      ...(options.trustedProxies ? { trustedProxies: options.trustedProxies } : {}),
+      ...(options.pathPrefix ? { pathPrefix: options.pathPrefix } : {}),
+      ...(options.grpc ? { grpcPort: 0 } : {}),
+    },
+    ...(options.identityToken ? { identityToken: { enabled: true } } : {}),
+    ...(options.metrics ? { metrics: { enabled: true, host: '127.0.0.1', port: 0 } } : {}),
+    ...(options.tracing ? { tracing: { enabled: true } } : {}),
+  }).catch(async (error: unknown) => {
     await upstream.close()
     rmSync(dataDir, { recursive: true, force: true })
     throw error
@@ -199,18 +195,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   }
 }
 
-/** A port the OS just handed out on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      const port = typeof address === 'object' && address ? address.port : 0
-      server.close(() => resolve(port))
-    })
-  })
-}
+export { freePort }
 
 /** The documented example with its addresses replaced by the test's ports. */
 export function exampleConfig(

@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { loadConfig } from '../../src/config/load.ts'
 import { verifyWebhookSignature } from '../../src/events/webhook.ts'
-import { startTokengate } from '../../src/main.ts'
+import { launchTokengate } from '../helpers/launch.ts'
 import { startTestServer } from '../helpers/server.ts'
 import { startReceiver } from './receiver.ts'
 
@@ -87,16 +86,12 @@ describe('webhook delivery from a running server', () => {
 
     await receiver.start()
     // A new process on the same data directory (plain HTTP: no request is made to it).
-    const config = loadConfig({
-      env: {},
-      overrides: {
-        dataDir: first.dataDir,
-        server: { port: 0, plainHttp: true },
-        log: { level: 'silent' },
-        ...eventsConfig(receiver.url),
-      },
+    const second = await launchTokengate({
+      dataDir: first.dataDir,
+      server: { port: 0, plainHttp: true },
+      log: { level: 'silent' },
+      ...eventsConfig(receiver.url),
     })
-    const second = await startTokengate(config)
     t.after(() => second.close())
     const deadline = Date.now() + 10_000
     const arrived = () =>

@@ -1,7 +1,8 @@
 /**
  * Gateway test harness: a real upstream HTTP server that records what reaches it, and a
- * real tokengate (plain HTTP on 127.0.0.1:0) in gateway mode in front of it, with a SQLite
- * store holding two tenants, a trusted test issuer, and a helper to issue PATs.
+ * real tokengate (plain HTTP on 127.0.0.1:0; the sources or the installed package, see
+ * helpers/launch.ts) in gateway mode in front of it, with a SQLite store holding two
+ * tenants, a trusted test issuer, and a helper to issue PATs.
  */
 import { createHash } from 'node:crypto'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
@@ -9,11 +10,10 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { loadConfig } from '../../src/config/load.ts'
 import { issuePat } from '../../src/core/pat.ts'
-import { type RunningTokengate, startTokengate } from '../../src/main.ts'
 import { openStore } from '../../src/stores/open-store.ts'
 import { createTestIssuer, TEST_TENANT, type TestIssuer } from '../helpers/jwt.ts'
+import { type Launched, launchTokengate } from '../helpers/launch.ts'
 
 export const OTHER_TENANT = 'tenant-b'
 
@@ -150,7 +150,7 @@ export interface GatewayOptions {
 export interface Gateway {
   readonly url: string
   readonly issuer: TestIssuer
-  readonly running: RunningTokengate
+  readonly running: Launched
   /** The policy file the gateway reads, when `policy` was given. */
   readonly policyFile: string | undefined
   /** Issues a PAT for `tenant` (default TEST_TENANT) with `permissions`. */
@@ -175,24 +175,21 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     policyFile = join(dataDir, 'policy.yaml')
     writeFileSync(policyFile, options.policy)
   }
-  const config = loadConfig({
-    env: {},
-    overrides: {
-      dataDir,
-      server: { host: '127.0.0.1', port: 0, plainHttp: options.plainHttp ?? true },
-      log: { level: 'silent' },
-      gateway: {
-        upstream: options.upstream,
-        ...(policyFile ? { policyFile } : {}),
-        ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
-        ...(options.stripAuthorization === false ? { stripAuthorization: false } : {}),
-        ...options.gateway,
-      },
+  const overrides = {
+    dataDir,
+    server: { host: '127.0.0.1', port: 0, plainHttp: options.plainHttp ?? true },
+    log: { level: 'silent' },
+    gateway: {
+      upstream: options.upstream,
+      ...(policyFile ? { policyFile } : {}),
+      ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
+      ...(options.stripAuthorization === false ? { stripAuthorization: false } : {}),
+      ...options.gateway,
     },
-  })
-  let running: RunningTokengate
+  }
+  let running: Launched
   try {
-    running = await startTokengate(config)
+    running = await launchTokengate(overrides)
   } catch (error) {
     await store.close()
     rmSync(dataDir, { recursive: true, force: true })

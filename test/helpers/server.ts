@@ -1,8 +1,10 @@
 /**
- * The real server for end-to-end tests: `startTestServer()` runs `startTokengate` on a fresh
+ * The real server for end-to-end tests: `startTestServer()` starts tokengate on a fresh
  * data directory, HTTPS on 127.0.0.1:0 with the dev certificate (trusted through `ca`, never
  * by disabling verification), a clock the test can move forward, and the operator CLI
- * in-process against the same data directory.
+ * against the same data directory. From the sources (the default) both run in-process; with
+ * the installed package under test (helpers/launch.ts) they are `tokengate serve` and
+ * `tokengate ...` processes, and the clock cannot be moved.
  *
  * - `request(path, rawHeaders)` sends a flat `[name, value, ...]` header list as given (so
  *   duplicates can be sent); keep-alive when `options.keepAlive` is set.
@@ -19,9 +21,8 @@ import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import tls from 'node:tls'
 import { run } from '../../src/cli/main.ts'
-import { loadConfig } from '../../src/config/load.ts'
-import { type RunningTokengate, startTokengate } from '../../src/main.ts'
 import { type TestClock, testClock } from './clock.ts'
+import { type Launched, launchTokengate, PACKAGE_PROJECT, runTokengate } from './launch.ts'
 import { tempDir } from './temp-dir.ts'
 
 export interface TestResponse {
@@ -42,8 +43,9 @@ export interface TestServer {
   readonly dataDir: string
   /** PEM of the dev certificate, for clients that verify it. */
   readonly ca: string
+  /** Moves tokengate's time; only in-process (`needsSources`), a process runs on wall time. */
   readonly clock: MovableClock
-  readonly running: RunningTokengate
+  readonly running: Launched
   readonly logs: string[]
   request(path: string, headers?: readonly string[], method?: string): Promise<TestResponse>
   raw(bytes: string | Buffer, timeoutMs?: number): Promise<RawResponse>
@@ -79,18 +81,11 @@ export async function startTestServer(
       done()
     },
   })
-  const config = loadConfig({
-    env: {},
-    overrides: {
-      dev: true,
-      dataDir,
-      server: { port: 0 },
-      log: { level: 'info' },
-      ...overrides,
-    },
-  })
   const clock = createMovableClock()
-  const running = await startTokengate(config, { logDestination: sink, clock })
+  const running = await launchTokengate(
+    { dev: true, dataDir, server: { port: 0 }, log: { level: 'info' }, ...overrides },
+    { logDestination: sink, clock },
+  )
   const ca = readFileSync(join(dataDir, 'tls', 'dev-cert.pem'), 'utf8')
   const url = new URL(running.url)
   const port = Number(url.port)
@@ -170,6 +165,7 @@ export async function startTestServer(
   }
 
   async function cli(...args: string[]) {
+    if (PACKAGE_PROJECT) return runTokengate([...args, '--data-dir', dataDir])
     let stdout = ''
     let stderr = ''
     const code = await run([...args, '--data-dir', dataDir], {

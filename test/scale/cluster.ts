@@ -1,8 +1,9 @@
 /**
- * Helpers for the scale-out suites: real tokengate instances (`startTokengate`, plain HTTP on
- * 127.0.0.1:0, as behind a TLS-terminating proxy) sharing one throwaway Postgres, an admin
- * store for setup and for changes that bypass tokengate, the operator CLI run in-process
- * against the same database, and a poller that measures how long a condition takes.
+ * Helpers for the scale-out suites: real tokengate instances (plain HTTP on 127.0.0.1:0, as
+ * behind a TLS-terminating proxy; the sources or the installed package, helpers/launch.ts)
+ * sharing one throwaway Postgres, an admin store for setup and for changes that bypass
+ * tokengate, the operator CLI against the same database, and a poller that measures how long
+ * a condition takes.
  *
  * @example
  * const pg = await startPostgres()
@@ -16,10 +17,9 @@ import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { run } from '../../src/cli/main.ts'
-import { loadConfig } from '../../src/config/load.ts'
 import { issuePat } from '../../src/core/pat.ts'
-import { type RunningTokengate, startTokengate } from '../../src/main.ts'
 import { openPostgresStore, type PostgresStore } from '../../src/stores/postgres.ts'
+import { type Launched, launchTokengate, PACKAGE_PROJECT, runTokengate } from '../helpers/launch.ts'
 
 export interface Reply {
   readonly status: number
@@ -37,7 +37,7 @@ export const NO_RATE_LIMITS = { rateLimit: { enabled: false } } as const
 /** One running tokengate instance. */
 export interface Instance {
   readonly url: string
-  readonly running: RunningTokengate
+  readonly running: Launched
   /** Every log line so far (JSON strings). */
   readonly logs: string[]
   request(path: string, headers?: Record<string, string>, method?: string): Promise<Reply>
@@ -62,9 +62,8 @@ export async function startInstance(
     },
   })
   const { server, ...rest } = overrides
-  const config = loadConfig({
-    env: {},
-    overrides: {
+  const running = await launchTokengate(
+    {
       dataDir,
       databaseUrl,
       server: { port: 0, plainHttp: true, shutdownTimeoutMs: 1000, ...(server as object) },
@@ -72,8 +71,8 @@ export async function startInstance(
       ...NO_RATE_LIMITS,
       ...rest,
     },
-  })
-  const running = await startTokengate(config, { logDestination: sink })
+    { logDestination: sink },
+  )
   return {
     url: running.url,
     running,
@@ -131,11 +130,12 @@ export async function insertPat(
   return { token, id: record.id }
 }
 
-/** Runs the operator CLI in-process with `DATABASE_URL` set, as an operator's shell would. */
+/** Runs the operator CLI with `DATABASE_URL` set, as an operator's shell would. */
 export async function cli(
   databaseUrl: string,
   ...args: string[]
 ): Promise<{ code: number; stdout: string; stderr: string }> {
+  if (PACKAGE_PROJECT) return runTokengate(args, { env: { DATABASE_URL: databaseUrl } })
   let stdout = ''
   let stderr = ''
   const code = await run(args, {

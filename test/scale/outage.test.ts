@@ -10,7 +10,7 @@ import { insertPat, openAdminStore, waitFor } from './cluster.ts'
  * Postgres stopped under a running instance (HTTPS, dev certificate), then started again
  * (issue #5 "Store outage behaviour"): PATs fail closed with 503, JWTs of a tenant the
  * instance has seen keep working from its last-known tenant state, /readyz reports the
- * outage, and everything recovers without restarting tokengate.
+ * outage (store and change feed), and everything recovers without restarting tokengate.
  */
 describe('Postgres stopped mid-run, then started again', { skip: skipReason('postgres') }, () => {
   let pg: PostgresServer
@@ -32,7 +32,7 @@ describe('Postgres stopped mid-run, then started again', { skip: skipReason('pos
     // A short TTL: fresh entries would have expired long before the checks below.
     server = await startTestServer({
       databaseUrl,
-      log: { level: 'warn' },
+      log: { level: 'info' },
       auth: { lookupCacheTtlMs: 300 },
     })
   })
@@ -54,10 +54,15 @@ describe('Postgres stopped mid-run, then started again', { skip: skipReason('pos
   it('PAT → 503 with Retry-After, JWT → 200, /readyz → 503; then recovery without a restart', async (t) => {
     assert.equal((await server.request('/api/v1/me', withPat())).status, 200)
     assert.equal((await server.request('/api/v1/me', await withJwt('acme'))).status, 200)
-    assert.equal((await server.request('/readyz')).status, 200)
+    const before = await server.request('/readyz')
+    assert.equal(before.status, 200)
+    assert.deepEqual(
+      { status: before.json.status, changeFeed: (before.json.checks as Checks).changeFeed },
+      { status: 'ready', changeFeed: 'connected' },
+    )
 
     await pg.halt('fast')
-    await waitFor(async () => server.running.changeFeed?.connected === false, 'feed lost')
+    await waitFor(async () => (await feedState()) === 'reconnecting', 'feed lost')
 
     const patDown = await server.request('/api/v1/me', withPat())
     assert.equal(patDown.status, 503, patDown.text)
@@ -77,6 +82,7 @@ describe('Postgres stopped mid-run, then started again', { skip: skipReason('pos
     const ready = await server.request('/readyz')
     assert.equal(ready.status, 503)
     assert.ok(Number(ready.headers['retry-after']) > 0)
+    assert.deepEqual(ready.json.checks, { store: 'unavailable', changeFeed: 'reconnecting' })
 
     const stoppedAt = performance.now()
     await pg.start()
@@ -94,10 +100,32 @@ describe('Postgres stopped mid-run, then started again', { skip: skipReason('pos
 
     // The change feed re-subscribes by itself (backoff ≤ 5 s), without a restart.
     const feedBack = await waitFor(
-      async () => server.running.changeFeed?.connected === true,
+      async () => (await feedState()) === 'connected',
       'feed re-subscribed',
-      { timeoutMs: 10_000, intervalMs: 50 },
+      {
+        timeoutMs: 10_000,
+        intervalMs: 50,
+      },
     )
     t.diagnostic(`change feed re-subscribed ${feedBack.toFixed(0)} ms after Postgres was up`)
+    assert.equal((await server.request('/readyz')).json.status, 'ready')
+    // One line when the feed is lost, one when it is back, neither with a stack trace.
+    const feedLines = server.logs.filter((line) => line.includes('change feed'))
+    assert.ok(
+      feedLines.some((line) => line.includes('store change feed (LISTEN) lost')),
+      feedLines.join('\n'),
+    )
+    assert.ok(
+      feedLines.some((line) => line.includes('store change feed reconnected')),
+      feedLines.join('\n'),
+    )
+    assert.ok(!feedLines.some((line) => line.includes('"stack"')), feedLines.join('\n'))
   })
+
+  /** The change feed as /readyz reports it (also while it answers 503). */
+  async function feedState(): Promise<unknown> {
+    return ((await server.request('/readyz')).json.checks as Checks | undefined)?.changeFeed
+  }
 })
+
+type Checks = Record<string, unknown>

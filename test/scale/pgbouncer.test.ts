@@ -101,7 +101,7 @@ describe('instances behind PgBouncer (transaction pooling): every revocation rea
   it('each instance finds out that LISTEN hears nothing through the bouncer, and says so once', async () => {
     for (const instance of [a, b]) {
       await waitFor(
-        async () => instance.running.changeFeed?.delivering === false,
+        async () => instance.running.inProcess?.changeFeed?.delivering === false,
         'deaf LISTEN noticed',
       )
       const warnings = instance.logs.filter((line) => line.includes('no notification reaches it'))
@@ -140,7 +140,10 @@ describe('instances behind PgBouncer (transaction pooling): every revocation rea
       databaseListenUrl: direct,
     })
     t.after(() => c.close())
-    await waitFor(async () => c.running.changeFeed?.delivering === true, 'C hears NOTIFY')
+    await waitFor(
+      async () => c.running.inProcess?.changeFeed?.delivering === true,
+      'C hears NOTIFY',
+    )
     const times: number[] = []
     for (let i = 0; i < 10; i++) {
       const victim = await insertPat(admin, 'acme')

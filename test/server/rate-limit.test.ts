@@ -4,13 +4,13 @@ import { Writable } from 'node:stream'
 import { after, before, describe, it, type TestContext } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
 import { Redis } from 'ioredis'
-import pino from 'pino'
 import { type AuthContext, createAuthContext } from '../../src/auth/auth-context.ts'
 import { loadConfig } from '../../src/config/load.ts'
 import { issuePat } from '../../src/core/pat.ts'
 import { systemClock } from '../../src/core/ports.ts'
 import { mintDevJwt } from '../../src/dev/issuer.ts'
 import { seedDevData } from '../../src/dev/seed.ts'
+import { createLogger } from '../../src/logger.ts'
 import { buildServer } from '../../src/server/server.ts'
 import { openSqliteStore } from '../../src/stores/sqlite.ts'
 import type { Store } from '../../src/stores/store.ts'
@@ -77,8 +77,8 @@ async function startApp(
   overrides: Record<string, unknown>,
 ): Promise<App> {
   const logs: string[] = []
-  const logger = pino(
-    { level: 'info' },
+  const logger = createLogger(
+    'info',
     new Writable({
       write(chunk, _encoding, done) {
         logs.push(...String(chunk).split('\n').filter(Boolean))
@@ -431,6 +431,11 @@ describe('rate limits shared through Redis', { skip: skipReason('redis') }, () =
     })
     const token = await backend.pat()
     assert.equal((await app.inject(token)).statusCode, 200)
+    const ready = await app.inject(undefined, { url: '/readyz' })
+    assert.deepEqual(
+      [ready.statusCode, ready.json().status, ready.json().checks.redis],
+      [200, 'ready', 'connected'],
+    )
     await own.stop()
 
     const after = [
@@ -443,5 +448,13 @@ describe('rate limits shared through Redis', { skip: skipReason('redis') }, () =
     )
     assert.deepEqual(statuses(after), [200, 200, 200, 429, 429, 401, 401, 429])
     assert.equal(app.logs.filter((l) => l.includes('Redis unavailable')).length, 1)
+    // Degraded, not unready: every instance shares this Redis (health.ts).
+    const degraded = await app.inject(undefined, { url: '/readyz' })
+    assert.deepEqual(
+      [degraded.statusCode, degraded.json().status, degraded.json().checks.redis],
+      [200, 'degraded', 'unavailable'],
+    )
+    const warning = app.logs.find((l) => l.includes('Redis unavailable')) as string
+    assert.doesNotMatch(warning, /"stack"/, 'an expected warning carries no stack trace')
   })
 })

@@ -5,10 +5,10 @@
  * show which worker answered.
  */
 import assert from 'node:assert/strict'
-import { type ChildProcess, spawn } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import http from 'node:http'
-import net, { type AddressInfo } from 'node:net'
+import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -21,9 +21,8 @@ import {
   workerCount,
 } from '../../src/server/workers.ts'
 import { cliJson, tempDataDir } from '../cli/helpers.ts'
-
-const ROOT = fileURLToPath(new URL('../..', import.meta.url))
-const NODE = process.execPath
+import { serveProcess } from '../helpers/launch.ts'
+import { freePort } from '../helpers/services.ts'
 
 interface LogLine {
   readonly pid: number
@@ -42,13 +41,11 @@ interface Served {
 }
 
 async function serveWithWorkers(dataDir: string, configFile: string): Promise<Served> {
-  const child = spawn(
-    NODE,
-    ['src/cli/main.ts', 'serve', '--dev', '--http', '--listen', '127.0.0.1:0', '--json'],
+  const log: LogLine[] = []
+  const served = await serveProcess(
+    ['serve', '--dev', '--http', '--listen', '127.0.0.1:0', '--json'],
     {
-      cwd: ROOT,
       env: {
-        PATH: process.env.PATH,
         TOKENGATE_CONFIG: configFile,
         TOKENGATE_DATA_DIR: dataDir,
         TOKENGATE_WORKERS: '2',
@@ -56,34 +53,12 @@ async function serveWithWorkers(dataDir: string, configFile: string): Promise<Se
         TOKENGATE_METRICS_ENABLED: 'true',
         TOKENGATE_METRICS_PORT: '0',
       },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      logDestination: { write: (line: string) => log.push(JSON.parse(line) as LogLine) },
     },
   )
-  const log: LogLine[] = []
-  let stdout = ''
-  let stderr = ''
-  let partial = ''
-  child.stdout?.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString()
-  })
-  child.stderr?.on('data', (chunk: Buffer) => {
-    const text = partial + chunk.toString()
-    const lines = text.split('\n')
-    partial = lines.pop() ?? ''
-    for (const line of lines) {
-      stderr += `${line}\n`
-      if (line.startsWith('{')) log.push(JSON.parse(line) as LogLine)
-    }
-  })
-  const exited = new Promise<number | null>((resolve) =>
-    child.once('exit', (code) => resolve(code)),
-  )
-  for (let i = 0; i < 600 && !stdout.trim().endsWith('}') && child.exitCode === null; i++) {
-    await sleep(50)
-  }
-  assert.ok(stdout.trim().endsWith('}'), `serve did not start: ${stderr}`)
-  const document = JSON.parse(stdout) as { url: string; metricsUrl: string }
-  return { child, ...document, log, stderr: () => stderr, exited }
+  const { url, metricsUrl } = served.document
+  assert.ok(metricsUrl)
+  return { child: served.child, url, metricsUrl, log, stderr: served.stderr, exited: served.exited }
 }
 
 function get(
@@ -124,17 +99,6 @@ function request(
     )
     req.on('error', reject)
     req.end(options.body)
-  })
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo
-      server.close(() => resolve(port))
-    })
   })
 }
 

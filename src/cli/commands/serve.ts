@@ -1,3 +1,4 @@
+import { extname } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { Config } from '../../config/schema.ts'
 import type { StartOptions } from '../../main.ts'
@@ -93,6 +94,9 @@ const serve: CommandDef = {
         ctx.out.json({
           url: running.url,
           ...(running.metricsUrl ? { metricsUrl: running.metricsUrl } : {}),
+          ...(running.adminUrl ? { adminUrl: running.adminUrl } : {}),
+          ...(running.decisionUrl ? { decisionUrl: running.decisionUrl } : {}),
+          ...(running.decisionGrpcUrl ? { decisionGrpcUrl: running.decisionGrpcUrl } : {}),
           dev: config.dev,
           store: config.databaseUrl ? 'postgres' : 'sqlite',
           ...(commands && seed
@@ -100,10 +104,14 @@ const serve: CommandDef = {
             : {}),
         })
       } else {
+        // Text for a person on stderr: stdout carries the JSON log lines a log shipper reads.
         const shown = workers > 1 ? ` (${workers} workers)` : ''
-        ctx.out.line(`tokengate is listening on ${running.url}${shown}`)
-        if (banner && commands) ctx.out.line(`\n${banner.formatDevBanner(commands, config)}`)
-        ctx.out.line('Press Ctrl+C to stop.')
+        ctx.out.note(`tokengate is listening on ${running.url}${shown}`)
+        if (running.adminUrl) ctx.out.note(`  admin console: ${running.adminUrl}/admin/`)
+        if (running.decisionUrl) ctx.out.note(`  decision API:  ${running.decisionUrl}`)
+        if (running.metricsUrl) ctx.out.note(`  metrics:       ${running.metricsUrl}`)
+        if (banner && commands) ctx.out.note(`\n${banner.formatDevBanner(commands, config)}`)
+        ctx.out.note('Press Ctrl+C to stop.')
       }
       const stopped = new AbortController()
       const reason = await Promise.race([
@@ -140,13 +148,17 @@ async function startWorkers(
   const pool = await startWorkerPool({
     config: configForWorkers(config, count),
     count,
-    entry: fileURLToPath(new URL('../serve-worker.ts', import.meta.url)),
+    // serve-worker.ts beside the sources, serve-worker.js in the package (dist/).
+    entry: fileURLToPath(new URL(`../serve-worker${extname(import.meta.url)}`, import.meta.url)),
     note,
     logToStderr: json,
   })
   return {
     url: pool.url,
     metricsUrl: pool.metricsUrl,
+    adminUrl: pool.adminUrl,
+    decisionUrl: pool.decisionUrl,
+    decisionGrpcUrl: undefined,
     devSeed,
     failed: pool.failed,
     close: pool.close,

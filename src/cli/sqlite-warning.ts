@@ -1,0 +1,12 @@
+/**
+ * Node 22 marks node:sqlite experimental and says so, two lines on stderr, in every process
+ * that opens the embedded store: every CLI command, every worker. tokengate depends on it by
+ * design (docs/library.md), so the bin and the workers drop that one warning; every other
+ * warning is printed as usual. The library leaves its host process's warnings alone.
+ */
+const emitWarning = process.emitWarning
+process.emitWarning = function emitUnlessSqlite(this: unknown, warning, ...rest) {
+  const text = typeof warning === 'string' ? warning : warning?.message
+  if (text?.startsWith('SQLite is an experimental feature')) return
+  return (emitWarning as (...args: unknown[]) => void).call(this, warning, ...rest)
+} as typeof process.emitWarning
