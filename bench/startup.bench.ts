@@ -4,7 +4,7 @@
  *   prepared (migrated, seeded) data directory, timed from spawn until the first 200 from
  *   /healthz (process start, module loading, store open, listen); the bin enables Node's
  *   compile cache, primed by one unmeasured start (as any start after the first);
- * - spawn `node src/cli/main.ts serve --http` (no compile cache), for comparison;
+ * - spawn `node src/entry.ts serve --http` (no compile cache), for comparison;
  * - in-process: `startTokengate(config)` until the first 200 (modules already loaded).
  * Plain HTTP, so no certificate is generated or read. Target: under 500 ms.
  *
@@ -70,7 +70,7 @@ try {
   await spawnUntilHealthy('bin/tokengate.js', 19_799) // primes the compile cache
   for (let i = 0; i < REPEATS; i++) {
     spawned.push(await spawnUntilHealthy('bin/tokengate.js', 19_800 + 2 * i))
-    spawnedBare.push(await spawnUntilHealthy('src/cli/main.ts', 19_801 + 2 * i))
+    spawnedBare.push(await spawnUntilHealthy('src/entry.ts', 19_801 + 2 * i))
   }
   for (let i = 0; i < REPEATS; i++) {
     const config = loadConfig({
@@ -95,7 +95,7 @@ console.log(
   `spawn bin/tokengate.js (compile cache) → first 200: median ${Math.round(median(spawned))} ms (${show(spawned)})`,
 )
 console.log(
-  `spawn node src/cli/main.ts (no compile cache) → first 200: median ${Math.round(median(spawnedBare))} ms (${show(spawnedBare)})`,
+  `spawn node src/entry.ts (no compile cache) → first 200: median ${Math.round(median(spawnedBare))} ms (${show(spawnedBare)})`,
 )
 console.log(
   `in-process startTokengate → first 200: median ${Math.round(median(inProcess))} ms (${show(inProcess)}; the first includes module loading)`,

@@ -18,7 +18,7 @@
 // `node --max-semi-space-size=8 --no-concurrent-recompilation bin/tokengate.js` (NODE_OPTIONS
 // accepts only the first; docs/scale-out.md).
 
-const fromSources = await exists(new URL('../src/cli/main.ts', import.meta.url))
+const fromSources = await exists(new URL('../src/entry.ts', import.meta.url))
 if (fromSources) {
   // The repository runs its TypeScript directly: type stripping needs Node 24.12.
   const [major, minor] = process.versions.node.split('.').map(Number)
@@ -50,7 +50,7 @@ enableCompileCache?.(
 )
 
 // Imported after enabling the cache, so that the CLI's own modules are cached too.
-await import(fromSources ? '../src/cli/main.ts' : '../dist/cli/main.js')
+await import(fromSources ? '../src/entry.ts' : '../dist/entry.js')
 
 async function exists(url) {
   const { access } = await import('node:fs/promises')

@@ -153,8 +153,8 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
   admin: ['auth', 'core', 'http', 'config', 'stores:types', 'adapters/fastify.ts'],
   // Thin bindings of the gate (auth/gate.ts) for each framework.
   adapters: ['auth', 'core', 'lib', 'http'],
-  // `apply -f` validates a gateway policy file with the gateway's own loader; `admin openapi`
-  // prints the admin API's document (one file), as `openapi` prints the server's.
+  // `admin openapi` prints the admin API's document (one file), as `openapi` prints the
+  // server's. Never main.ts: the process entry (entry.ts) hands `serve` the server.
   cli: [
     'auth',
     'core',
@@ -165,7 +165,6 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
     'server',
     'gateway',
     'admin/openapi.ts',
-    'main.ts',
     'logger.ts',
     'missing-package.ts',
   ],
@@ -173,6 +172,9 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
   'logger.ts': [],
   'missing-package.ts': [],
   'startup.ts': ['config', 'stores', 'auth/redis-client.ts'],
+  // Process entries: the CLI with the server it may start; a worker of `server.workers`.
+  'entry.ts': ['cli', 'main.ts'],
+  'serve-worker.ts': ['main.ts', 'server'],
 }
 
 /** Static imports without `import type` / `export type` (those vanish at run time). */
@@ -345,6 +347,6 @@ describe('architecture: the layering of DESIGN.md "Shape"', () => {
         /\bprocess\s*(\.|\[)\s*['"]?env\b/.test(stripComments(readFileSync(file, 'utf8'))),
       )
       .map((file) => relative(SRC, file).split(sep).join('/'))
-    assert.deepEqual(readers.sort(), ['cli/main.ts', 'config/load.ts'])
+    assert.deepEqual(readers.sort(), ['config/load.ts', 'entry.ts'])
   })
 })

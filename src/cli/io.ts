@@ -1,3 +1,5 @@
+import type { Config } from '../config/schema.ts'
+import type { DevSeed } from '../dev/seed.ts'
 /** A stream the CLI writes text to (process.stdout, or a capture in tests). */
 export interface TextSink {
   write(chunk: string): unknown
@@ -20,4 +22,31 @@ export interface CliIo {
   readonly stdin?: AsyncIterable<string | Uint8Array> | undefined
   /** Epoch milliseconds; defaults to `Date.now`. */
   readonly now?: (() => number) | undefined
+  /**
+   * The server `serve` starts, loaded on demand: the composition root (src/main.ts), handed
+   * in by the process entry (src/entry.ts), so the CLI itself never imports it.
+   */
+  readonly server?: (() => Promise<ServerEntry>) | undefined
+}
+
+/** What `serve` needs of the composition root. */
+export interface ServerEntry {
+  startTokengate(config: Readonly<Config>, options: ServeOptions): Promise<Served>
+  prepareTokengate(config: Readonly<Config>, options: ServeOptions): Promise<DevSeed | undefined>
+}
+
+/** How `serve` starts the server: where its log lines go. */
+export interface ServeOptions {
+  readonly logDestination?: { write(line: string): unknown }
+}
+
+/** A started server, as `serve` reports it. */
+export interface Served {
+  readonly url: string
+  readonly devSeed: DevSeed | undefined
+  readonly metricsUrl: string | undefined
+  readonly adminUrl: string | undefined
+  readonly decisionUrl: string | undefined
+  readonly decisionGrpcUrl: string | undefined
+  close(): Promise<void>
 }

@@ -1,5 +1,4 @@
-import { readFileSync, realpathSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
+import { readFileSync } from 'node:fs'
 import { ConfigError } from '../config/load.ts'
 import { missingPackageError } from '../missing-package.ts'
 import { ConflictError } from '../stores/store.ts'
@@ -249,28 +248,4 @@ function report(
   const bug = err instanceof TypeError || err instanceof ReferenceError
   io.stderr.write(`tokengate: ${name || 'command'} failed: ${bug ? err.stack : err.message}\n`)
   return 1
-}
-
-/** Whether this module is the process entry: `node src/cli/main.ts` or the `tokengate` bin. */
-function isEntryModule(): boolean {
-  if (import.meta.main) return true
-  const entry = process.argv[1]
-  if (entry === undefined) return false
-  try {
-    return realpathSync(entry) === fileURLToPath(new URL('../../bin/tokengate.js', import.meta.url))
-  } catch {
-    return false
-  }
-}
-
-if (isEntryModule()) {
-  const code = await run(process.argv.slice(2), {
-    stdout: process.stdout,
-    stderr: process.stderr,
-    stdin: process.stdin,
-    env: process.env,
-  })
-  // A failed command exits even if something it opened is still pending: a `serve` that
-  // could not start must never linger half-started (stdout and stderr write synchronously).
-  if (code !== 0) process.exit(code)
 }

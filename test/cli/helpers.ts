@@ -64,6 +64,7 @@ export async function cli(
     now: options.now,
     signal: options.signal,
     log: options.log,
+    server: () => import('../../src/main.ts'),
   })
   return { code, stdout: stdout.text(), stderr: stderr.text() }
 }

@@ -45,7 +45,14 @@ async function serve(args: string[], ready: RegExp, on: 'stdout' | 'stderr'): Pr
     }
   } else {
     const controller = new AbortController()
-    const running = run(args, { stdout, stderr, env: {}, signal: controller.signal, log })
+    const running = run(args, {
+      stdout,
+      stderr,
+      env: {},
+      signal: controller.signal,
+      log,
+      server: () => import('../../src/main.ts'),
+    })
     void running.then((code) => {
       exited = code
     })

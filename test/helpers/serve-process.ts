@@ -34,7 +34,7 @@ export async function spawnServe(options: {
   readonly wrap?: readonly string[]
 }): Promise<ServeProcess> {
   const args = [
-    'src/cli/main.ts',
+    'src/entry.ts',
     'serve',
     ...(options.args ?? ['--dev', '--http', '--listen', '127.0.0.1:0']),
     '--json',

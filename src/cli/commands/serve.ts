@@ -1,12 +1,11 @@
 import { extname } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { Config } from '../../config/schema.ts'
-import type { StartOptions } from '../../main.ts'
 import { workerCount } from '../../server/workers.ts'
 import { flag, optionalString } from '../args.ts'
-import type { CommandDef } from '../context.ts'
+import type { CommandContext, CommandDef } from '../context.ts'
 import { UsageError } from '../errors.ts'
-import type { TextSink } from '../io.ts'
+import type { Served, ServeOptions, ServerEntry, TextSink } from '../io.ts'
 
 /** `HOST:PORT` (`[::1]:8443` for IPv6) into config overrides; port 0-65535. */
 export function parseListen(text: string): { host: string; port: number } {
@@ -71,10 +70,12 @@ const serve: CommandDef = {
     const log = ctx.io.log ?? (ctx.json ? ctx.io.stderr : undefined)
     const options = log ? { logDestination: toDestination(log) } : {}
     const workers = workerCount(config.server.workers)
-    const running =
+    const running: Served & { readonly failed?: Promise<string> } =
       workers > 1
-        ? await startWorkers(config, workers, options, ctx.json, (line) => ctx.out.note(line))
-        : await (await import('../../main.ts')).startTokengate(config, options)
+        ? await startWorkers(await serverOf(ctx), config, workers, options, ctx.json, (line) =>
+            ctx.out.note(line),
+          )
+        : await (await serverOf(ctx)).startTokengate(config, options)
     // Node exits on SIGHUP by default. Here it only reloads policy files (each listener
     // with one registers its own reload); the worker pool's primary passes it on itself.
     const noteHangup = () => {
@@ -116,7 +117,7 @@ const serve: CommandDef = {
       const stopped = new AbortController()
       const reason = await Promise.race([
         waitForShutdown(ctx.io.signal, stopped.signal),
-        'failed' in running
+        running.failed
           ? running.failed.then((why) => `error: ${why}`)
           : new Promise<never>(() => {}),
       ])
@@ -136,20 +137,20 @@ const serve: CommandDef = {
  * workers (src/server/workers.ts) each run a full instance on the shared listener.
  */
 async function startWorkers(
+  server: ServerEntry,
   config: Readonly<Config>,
   count: number,
-  options: StartOptions,
+  options: ServeOptions,
   json: boolean,
   note: (line: string) => void,
 ) {
-  const { prepareTokengate } = await import('../../main.ts')
-  const devSeed = await prepareTokengate(config, options)
+  const devSeed = await server.prepareTokengate(config, options)
   const { configForWorkers, startWorkerPool } = await import('../../server/workers.ts')
   const pool = await startWorkerPool({
     config: configForWorkers(config, count),
     count,
     // serve-worker.ts beside the sources, serve-worker.js in the package (dist/).
-    entry: fileURLToPath(new URL(`../serve-worker${extname(import.meta.url)}`, import.meta.url)),
+    entry: fileURLToPath(new URL(`../../serve-worker${extname(import.meta.url)}`, import.meta.url)),
     note,
     logToStderr: json,
   })
@@ -205,3 +206,11 @@ async function closeForcibly(close: () => Promise<void>): Promise<void> {
 
 /** `serve`. */
 export const serveCommands: readonly CommandDef[] = [serve]
+
+/** The composition root the process entry handed in (src/entry.ts); never imported here. */
+async function serverOf(ctx: CommandContext): Promise<ServerEntry> {
+  const load = ctx.io.server
+  if (!load)
+    throw new Error('serve: no server was handed to the CLI (start it through bin/tokengate.js)')
+  return load()
+}

@@ -1,7 +1,6 @@
 /** The module every `server.workers` process runs; `serve` forks it (src/server/workers.ts). */
-import './sqlite-warning.ts'
-import { startTokengate } from '../main.ts'
-import { runWorker } from '../server/workers.ts'
+import { startTokengate } from './main.ts'
+import { runWorker } from './server/workers.ts'
 
 runWorker((config, logToStderr) =>
   startTokengate(config, {
