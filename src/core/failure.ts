@@ -45,6 +45,11 @@ export type AuthFailure =
   /** A limit is exhausted: per token, per tenant, or failed authentications per address (429). */
   | { code: 'rate_limited'; limit: LimitState }
   /**
+   * A valid key whose quota of uses is spent (429, never a 401: the key is fine, it is out of
+   * uses until its next refill).
+   */
+  | { code: 'quota_exhausted'; quota: QuotaState }
+  /**
    * The route policy denies the route (a `deny` rule, `default: deny`, or a built-in route's
    * name the gateway never proxies): answered exactly like an unknown path (404).
    */
@@ -70,6 +75,8 @@ export type InvalidTokenReason =
   | 'lifetime_exceeded'
   | 'tenant_unknown'
   | 'tenant_disabled'
+  /** A PAT an operator disabled (kept, and may be enabled again). */
+  | 'disabled'
 
 export type FailureCode = AuthFailure['code']
 
@@ -87,4 +94,15 @@ export interface LimitState {
   readonly remaining: number
   /** Seconds until the current window ends (≥ 1 while a window is open). */
   readonly resetSec: number
+}
+
+/** An exhausted quota, for the 429's `Retry-After` and body. */
+export interface QuotaState {
+  /** Uses allowed per period. */
+  readonly limit: number
+  readonly refill: 'none' | 'daily' | 'monthly' | 'interval'
+  /** When the next period starts (epoch ms); null without refill. */
+  readonly resetsAt: number | null
+  /** Seconds until `resetsAt`, at least 1; undefined without refill. */
+  readonly retryAfterSec: number | undefined
 }

@@ -31,16 +31,23 @@ export type { ChangeFeedStatus } from './store.ts'
 
 import {
   type AppendAuditOptions,
+  type Changed,
   type ChangeFeedStatus,
   checkReplacement,
   type OutboxEntry,
   type OutboxStats,
   type Page,
   type PageRequest,
+  type PatChanges,
+  type QuotaCount,
   type Store,
   type StoreChange,
   type StoredAuditEvent,
   type StoredIssuer,
+  type TenantChanges,
+  type UsageQuery,
+  type UsageResolution,
+  type UsageRow,
 } from './store.ts'
 
 export interface PostgresStoreOptions {
@@ -95,6 +102,46 @@ const MIGRATION_LOCK_KEY = 0x746f6b656e67
 const INSERT_AUDIT = `INSERT INTO audit_events (${shared.AUDIT_COLUMNS})
   SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[],
     $6::text[], $7::text[], $8::text[], $9::jsonb[])`
+
+/** Inserts a batch of usage rows given as nine parallel arrays, adding to existing buckets. */
+const ADD_USAGE = `INSERT INTO usage_counts (${shared.USAGE_COLUMNS})
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[],
+    $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[])
+  ON CONFLICT (scope, subject, resolution, bucket_start) DO UPDATE SET
+    allowed = usage_counts.allowed + excluded.allowed,
+    unauthorized = usage_counts.unauthorized + excluded.unauthorized,
+    forbidden = usage_counts.forbidden + excluded.forbidden,
+    limited = usage_counts.limited + excluded.limited`
+
+/** The type of each PAT column, in PAT_COLUMNS order (for typed placeholders). */
+const PAT_TYPES = [
+  'text',
+  'text',
+  'text',
+  'text',
+  'text',
+  'text[]',
+  'text',
+  'bigint',
+  'bigint',
+  'bigint',
+  'bigint',
+  'text',
+  'bigint',
+  'bigint',
+  'bigint',
+  'jsonb',
+  'jsonb',
+  'jsonb',
+  'text',
+] as const
+
+/** `$1::text, $2::text, …` for a PAT's values starting at parameter `first`. */
+function patPlaceholders(first: number): string {
+  return PAT_TYPES.map((type, i) => `$${first + i}::${type}`).join(', ')
+}
+
+const PAT_EDIT_TYPES = ['text', 'text[]', 'bigint', 'bigint', 'jsonb', 'jsonb', 'jsonb', 'text']
 
 const UNIQUE_VIOLATION = '23505'
 const FOREIGN_KEY_VIOLATION = '23503'
@@ -155,15 +202,11 @@ class PgStore implements PostgresStore {
   }
 
   async migrate(): Promise<number[]> {
-    this.#checkOpen()
-    const client = await this.#pool.connect()
-    let failure: Error | undefined
-    try {
-      // One transaction under a transaction-scoped advisory lock: N instances starting at
-      // once queue here; the first applies, the rest then see nothing pending. Postgres DDL
-      // is transactional, so a failed migration leaves neither tables nor a version row,
-      // and the lock is released even if this connection dies.
-      await client.query('BEGIN')
+    // One transaction under a transaction-scoped advisory lock: N instances starting at
+    // once queue here; the first applies, the rest then see nothing pending. Postgres DDL
+    // is transactional, so a failed migration leaves neither tables nor a version row,
+    // and the lock is released even if this connection dies.
+    return this.#transaction(async (client) => {
       await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY])
       await client.query(
         'CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at bigint NOT NULL)',
@@ -183,16 +226,8 @@ class PgStore implements PostgresStore {
         ])
         applied.push(migration.version)
       }
-      await client.query('COMMIT')
       return applied
-    } catch (error) {
-      failure = error instanceof Error ? error : new Error(String(error))
-      await client.query('ROLLBACK').catch(() => {})
-      throw translate(error)
-    } finally {
-      // A client that failed mid-transaction is destroyed rather than reused.
-      client.release(failure)
-    }
+    })
   }
 
   async ping(): Promise<void> {
@@ -209,10 +244,32 @@ class PgStore implements PostgresStore {
 
   async createTenant(tenant: { id: string; name: string }, at: number): Promise<Tenant> {
     const rows = await this.#query<shared.TenantRow>(
-      `INSERT INTO tenants (${shared.TENANT_COLUMNS}) VALUES ($1, $2, true, $3) RETURNING ${shared.TENANT_COLUMNS}`,
+      `INSERT INTO tenants (${shared.TENANT_COLUMNS}) VALUES ($1, $2, true, $3, NULL) RETURNING ${shared.TENANT_COLUMNS}`,
       [tenant.id, tenant.name, at],
     )
     return shared.toTenant(rows[0] as shared.TenantRow)
+  }
+
+  async updateTenant(id: string, changes: TenantChanges): Promise<Changed<Tenant> | undefined> {
+    const changed = await this.#transaction(async (client) => {
+      const { rows } = await client.query<shared.TenantRow>(
+        `SELECT ${shared.TENANT_COLUMNS} FROM tenants WHERE id = $1 FOR UPDATE`,
+        [id],
+      )
+      if (!rows[0]) return undefined
+      const before = shared.toTenant(rows[0])
+      const after = shared.changedTenant(before, changes)
+      await client.query(
+        `WITH changed AS (UPDATE tenants SET name = $2, rate_limit = $3::jsonb WHERE id = $1 RETURNING id)
+         SELECT pg_notify($4, json_build_object(
+           'kind', 'tenant_changed', 'id', changed.id, 'origin', $5::text)::text)
+         FROM changed`,
+        [id, after.name, shared.jsonText(after.rateLimit), CHANGES_CHANNEL, this.#origin],
+      )
+      return { before, after }
+    })
+    if (changed) this.#emit({ kind: 'tenant_changed', id })
+    return changed
   }
 
   async listTenants(): Promise<readonly Tenant[]> {
@@ -246,10 +303,36 @@ class PgStore implements PostgresStore {
 
   async insertPat(record: PatRecord): Promise<void> {
     await this.#query(
-      `INSERT INTO pats (${shared.PAT_COLUMNS})
-       VALUES ($1, $2, $3, $4, $5, $6::text[], $7, $8, $9, $10, $11, $12, $13, $14)`,
+      `INSERT INTO pats (${shared.PAT_COLUMNS}) VALUES (${patPlaceholders(1)})`,
       pgPatValues(record),
     )
+  }
+
+  async updatePat(id: string, changes: PatChanges): Promise<Changed<PatRecord> | undefined> {
+    const changed = await this.#transaction(async (client) => {
+      const { rows } = await client.query<shared.PatRow>(
+        'SELECT * FROM pats WHERE id = $1 AND revoked_at IS NULL FOR UPDATE',
+        [id],
+      )
+      if (!rows[0]) return undefined
+      const before = shared.toPat(rows[0])
+      const after = shared.changedPat(before, changes)
+      const set = shared.PAT_EDIT_COLUMNS.map(
+        (column, i) => `${column} = $${i + 2}::${PAT_EDIT_TYPES[i]}`,
+      )
+      const next = shared.PAT_EDIT_COLUMNS.length + 2
+      await client.query(
+        `WITH changed AS (UPDATE pats SET ${set.join(', ')} WHERE id = $1 RETURNING id, token_hash)
+         SELECT pg_notify($${next}, json_build_object(
+           'kind', 'pat_changed', 'id', changed.id, 'tokenHash', changed.token_hash,
+           'origin', $${next + 1}::text)::text)
+         FROM changed`,
+        [id, ...shared.patEditValues(after, (list) => [...list]), CHANGES_CHANNEL, this.#origin],
+      )
+      return { before, after }
+    })
+    if (changed) this.#emit({ kind: 'pat_changed', id, tokenHash: changed.after.tokenHash })
+    return changed
   }
 
   async rotatePat(
@@ -261,18 +344,18 @@ class PgStore implements PostgresStore {
     checkReplacement(oldId, replacement, at, graceUntil)
     // One statement, so atomic: the replacement is inserted only if the old token was still
     // current (not revoked, not already rotated), and the notify goes out only on commit.
+    const n = shared.PAT_COLUMN_COUNT
     const rows = await this.#query<shared.PatRow>(
       `WITH old AS (
-         UPDATE pats SET superseded_at = $15, grace_until = $16
-         WHERE id = $17 AND revoked_at IS NULL AND superseded_at IS NULL RETURNING *),
+         UPDATE pats SET superseded_at = $${n + 1}, grace_until = $${n + 2}
+         WHERE id = $${n + 3} AND revoked_at IS NULL AND superseded_at IS NULL RETURNING *),
        inserted AS (
          INSERT INTO pats (${shared.PAT_COLUMNS})
-         SELECT $1, $2, $3, $4, $5, $6::text[], $7, $8::bigint, $9::bigint, $10::bigint,
-           $11::bigint, $12, $13::bigint, $14::bigint
+         SELECT ${patPlaceholders(1)}
          FROM old RETURNING id)
-       SELECT old.*, pg_notify($18, json_build_object(
+       SELECT old.*, pg_notify($${n + 4}, json_build_object(
          'kind', 'pat_changed', 'id', old.id, 'tokenHash', old.token_hash,
-         'origin', $19::text)::text)
+         'origin', $${n + 5}::text)::text)
        FROM old`,
       [...pgPatValues(replacement), at, graceUntil, oldId, CHANGES_CHANNEL, this.#origin],
     )
@@ -504,6 +587,123 @@ class PgStore implements PostgresStore {
     return toPage(rows.map(shared.toAudit), limit, (event) => ({ at: event.time, id: event.id }))
   }
 
+  async pruneAudit(before: number, limit: number): Promise<number> {
+    const rows = await this.#query(
+      `DELETE FROM audit_events WHERE id IN (
+         SELECT id FROM audit_events a WHERE time < $1 AND NOT EXISTS (
+           SELECT 1 FROM event_outbox o WHERE o.event_id = a.id)
+         ORDER BY time LIMIT $2)
+       RETURNING 1`,
+      [before, limit],
+    )
+    return rows.length
+  }
+
+  async reserveQuota(
+    counter: string,
+    periodStart: number,
+    limit: number,
+    want: number,
+  ): Promise<QuotaCount & { readonly granted: number }> {
+    // One statement under the row's lock: a later period starts the count again, the grant
+    // never takes the count past the limit, and last_grant says what this call got (SET
+    // reads the old row).
+    const rows = await this.#query<{ last_grant: Int8; used: Int8; period_start: Int8 }>(
+      `INSERT INTO quota_usage AS q (counter, period_start, used, last_grant)
+       VALUES ($1, $2, LEAST($4::bigint, $3::bigint), LEAST($4::bigint, $3::bigint))
+       ON CONFLICT (counter) DO UPDATE SET
+         last_grant = CASE WHEN q.period_start < excluded.period_start
+           THEN excluded.used ELSE GREATEST(0, LEAST($4::bigint, $3::bigint - q.used)) END,
+         used = CASE WHEN q.period_start < excluded.period_start
+           THEN excluded.used ELSE q.used + GREATEST(0, LEAST($4::bigint, $3::bigint - q.used)) END,
+         period_start = GREATEST(q.period_start, excluded.period_start)
+       RETURNING last_grant, used, period_start`,
+      [counter, periodStart, limit, want],
+    )
+    const row = rows[0] as { last_grant: Int8; used: Int8; period_start: Int8 }
+    return {
+      granted: Number(row.last_grant),
+      used: Number(row.used),
+      periodStart: Number(row.period_start),
+    }
+  }
+
+  async releaseQuota(counter: string, periodStart: number, count: number): Promise<void> {
+    await this.#query(
+      `UPDATE quota_usage SET used = GREATEST(0, used - $3)
+       WHERE counter = $1 AND period_start = $2`,
+      [counter, periodStart, count],
+    )
+  }
+
+  async readQuota(counters: readonly string[]): Promise<ReadonlyMap<string, QuotaCount>> {
+    const rows = await this.#query<{ counter: string; period_start: Int8; used: Int8 }>(
+      'SELECT counter, period_start, used FROM quota_usage WHERE counter = ANY($1::text[])',
+      [[...counters]],
+    )
+    return new Map(
+      rows.map((r) => [r.counter, { periodStart: Number(r.period_start), used: Number(r.used) }]),
+    )
+  }
+
+  async resetQuota(counter: string): Promise<void> {
+    await this.#query('DELETE FROM quota_usage WHERE counter = $1', [counter])
+  }
+
+  async addUsage(rows: readonly UsageRow[]): Promise<void> {
+    this.#checkOpen()
+    if (rows.length === 0) return
+    const values = rows.map(shared.usageValues)
+    await this.#query(
+      ADD_USAGE,
+      AUDIT_COLUMN_INDEXES.map((i) => values.map((row) => row[i])),
+    )
+  }
+
+  async readUsage(query: UsageQuery): Promise<readonly UsageRow[]> {
+    const rows = await this.#query<shared.UsageCountRow>(
+      `SELECT ${shared.USAGE_COLUMNS} FROM usage_counts
+       WHERE scope = $1 AND subject = $2 AND resolution = $3
+         AND bucket_start >= $4 AND bucket_start < $5
+       ORDER BY bucket_start`,
+      [query.scope, query.subject, query.resolution, query.since, query.until],
+    )
+    return rows.map(shared.toUsage)
+  }
+
+  async topKeys(
+    tenantId: string,
+    resolution: UsageResolution,
+    since: number,
+    until: number,
+    limit: number,
+  ) {
+    const rows = await this.#query<shared.UsageCountRow>(
+      `SELECT 'key' AS scope, subject, $2::text AS resolution, 0 AS bucket_start,
+         $1::text AS tenant_id, sum(allowed) AS allowed, sum(unauthorized) AS unauthorized,
+         sum(forbidden) AS forbidden, sum(limited) AS limited
+       FROM usage_counts
+       WHERE scope = 'key' AND tenant_id = $1 AND resolution = $2
+         AND bucket_start >= $3 AND bucket_start < $4
+       GROUP BY subject
+       ORDER BY sum(allowed) + sum(unauthorized) + sum(forbidden) + sum(limited) DESC, subject
+       LIMIT $5`,
+      [tenantId, resolution, since, until, limit],
+    )
+    return rows.map((row) => ({ ...shared.toUsage(row), tokenId: row.subject }))
+  }
+
+  async pruneUsage(resolution: UsageResolution, before: number, limit: number): Promise<number> {
+    const rows = await this.#query(
+      `DELETE FROM usage_counts WHERE (scope, subject, resolution, bucket_start) IN (
+         SELECT scope, subject, resolution, bucket_start FROM usage_counts
+         WHERE resolution = $1 AND bucket_start < $2 LIMIT $3)
+       RETURNING 1`,
+      [resolution, before, limit],
+    )
+    return rows.length
+  }
+
   watch(listener: (change: StoreChange) => void): () => void {
     // Wrapped so the same function may subscribe twice and unsubscribe each separately.
     const entry = (change: StoreChange) => listener(change)
@@ -525,6 +725,31 @@ class PgStore implements PostgresStore {
 
   #checkOpen(): void {
     if (this.#closed) throw new Error('postgres store is closed')
+  }
+
+  /** Runs `work` in one transaction on one pooled connection (rolled back when it throws). */
+  async #transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    this.#checkOpen()
+    let client: pg.PoolClient
+    try {
+      client = await this.#pool.connect()
+    } catch (error) {
+      throw translate(error)
+    }
+    let failure: Error | undefined
+    try {
+      await client.query('BEGIN')
+      const result = await work(client)
+      await client.query('COMMIT')
+      return result
+    } catch (error) {
+      failure = error instanceof Error ? error : new Error(String(error))
+      await client.query('ROLLBACK').catch(() => {})
+      throw translate(error)
+    } finally {
+      // A client that failed mid-transaction is destroyed rather than reused.
+      client.release(failure)
+    }
   }
 
   async #query<R extends pg.QueryResultRow = pg.QueryResultRow>(

@@ -114,4 +114,54 @@ export const sqliteMigrations: readonly Migration[] = [
       ) STRICT;
     `,
   },
+  {
+    // Keys as a product (issue #24): a PAT may be disabled without being revoked, and carries
+    // its own rate limit and quota (JSON), operator metadata (JSON) and an external id
+    // (searchable); a tenant may carry its own rate limit. Quota counts live apart from the
+    // token row, one row per counter (the rotation family's first token id): a period's
+    // start and the uses reserved in it; last_grant is what the latest reservation granted
+    // (an UPSERT's RETURNING sees only the new row).
+    version: 7,
+    sql: `
+      ALTER TABLE pats ADD COLUMN disabled_at INTEGER;
+      ALTER TABLE pats ADD COLUMN rate_limit TEXT;
+      ALTER TABLE pats ADD COLUMN quota TEXT;
+      ALTER TABLE pats ADD COLUMN metadata TEXT;
+      ALTER TABLE pats ADD COLUMN external_id TEXT;
+      CREATE INDEX pats_by_external_id ON pats (external_id, created_at DESC, id DESC)
+        WHERE external_id IS NOT NULL;
+      ALTER TABLE tenants ADD COLUMN rate_limit TEXT;
+      CREATE TABLE quota_usage (
+        counter      TEXT PRIMARY KEY,
+        period_start INTEGER NOT NULL,
+        used         INTEGER NOT NULL,
+        last_grant   INTEGER NOT NULL DEFAULT 0
+      ) STRICT;
+    `,
+  },
+  {
+    // Usage analytics (issue #24): requests by outcome per key ('key', subject = token id,
+    // with its tenant), per tenant and in all ('all', subject ''), in minute, hour and day
+    // buckets, added to by every instance's write-behind. Retention deletes by resolution
+    // and age, and the audit log by time (hence its time index).
+    version: 8,
+    sql: `
+      CREATE TABLE usage_counts (
+        scope        TEXT NOT NULL CHECK (scope IN ('key', 'tenant', 'all')),
+        subject      TEXT NOT NULL,
+        resolution   TEXT NOT NULL CHECK (resolution IN ('minute', 'hour', 'day')),
+        bucket_start INTEGER NOT NULL,
+        tenant_id    TEXT,
+        allowed      INTEGER NOT NULL DEFAULT 0,
+        unauthorized INTEGER NOT NULL DEFAULT 0,
+        forbidden    INTEGER NOT NULL DEFAULT 0,
+        limited      INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (scope, subject, resolution, bucket_start)
+      ) STRICT, WITHOUT ROWID;
+      CREATE INDEX usage_counts_by_tenant_key ON usage_counts (tenant_id, resolution, bucket_start)
+        WHERE scope = 'key';
+      CREATE INDEX usage_counts_by_age ON usage_counts (resolution, bucket_start);
+      CREATE INDEX audit_events_by_time ON audit_events (time);
+    `,
+  },
 ]

@@ -27,16 +27,17 @@ import {
   type StoreChange,
   type StoredAuditEvent,
 } from '../../src/stores/store.ts'
+import { keysContract } from './keys-contract.ts'
 
 export type MakeStore = () => Promise<{ store: Store; cleanup: () => Promise<void> }>
 
-const T0 = Date.UTC(2026, 0, 1)
+export const T0 = Date.UTC(2026, 0, 1)
 
-function sha256(text: string): string {
+export function sha256(text: string): string {
   return createHash('sha256').update(text).digest('hex')
 }
 
-function pat(id: string, tenantId: string, overrides: Partial<PatRecord> = {}): PatRecord {
+export function pat(id: string, tenantId: string, overrides: Partial<PatRecord> = {}): PatRecord {
   return {
     id,
     tokenHash: sha256(`pat_${id}`),
@@ -52,11 +53,16 @@ function pat(id: string, tenantId: string, overrides: Partial<PatRecord> = {}): 
     rotatedFrom: null,
     supersededAt: null,
     graceUntil: null,
+    disabledAt: null,
+    rateLimit: null,
+    quota: null,
+    metadata: null,
+    externalId: null,
     ...overrides,
   }
 }
 
-function event(id: string, tenantId: string | null, time: number): StoredAuditEvent {
+export function event(id: string, tenantId: string | null, time: number): StoredAuditEvent {
   return {
     id,
     time,
@@ -71,7 +77,7 @@ function event(id: string, tenantId: string | null, time: number): StoredAuditEv
 }
 
 /** Resolves with the first change matching `predicate`, or rejects after `timeoutMs`. */
-function nextChange(
+export function nextChange(
   store: Store,
   predicate: (change: StoreChange) => boolean,
   timeoutMs = 5000,
@@ -106,6 +112,7 @@ async function allPages<T>(
 }
 
 export function storeContract(name: string, makeStore: MakeStore): void {
+  keysContract(name, makeStore)
   async function open(t: TestContext, { migrate = true } = {}): Promise<Store> {
     const { store, cleanup } = await makeStore()
     t.after(cleanup)
@@ -169,6 +176,27 @@ export function storeContract(name: string, makeStore: MakeStore): void {
           ['removeIssuer', () => store.removeIssuer(issuerA.issuer)],
           ['appendAudit', () => store.appendAudit([event('e1', 'acme', T0)])],
           ['listAudit', () => store.listAudit('acme', { limit: 10 })],
+          ['pruneAudit', () => store.pruneAudit(T0, 10)],
+          ['updatePat', () => store.updatePat('p1', { name: 'x' })],
+          ['updateTenant', () => store.updateTenant('acme', { name: 'x' })],
+          ['reserveQuota', () => store.reserveQuota('p1', 0, 10, 1)],
+          ['releaseQuota', () => store.releaseQuota('p1', 0, 1)],
+          ['readQuota', () => store.readQuota(['p1'])],
+          ['resetQuota', () => store.resetQuota('p1')],
+          ['addUsage', () => store.addUsage([])],
+          [
+            'readUsage',
+            () =>
+              store.readUsage({
+                scope: 'all',
+                subject: '',
+                resolution: 'minute',
+                since: 0,
+                until: T0,
+              }),
+          ],
+          ['topKeys', () => store.topKeys('acme', 'hour', 0, T0, 10)],
+          ['pruneUsage', () => store.pruneUsage('minute', T0, 10)],
         ]
         for (const [method, call] of calls) {
           await assert.rejects(call(), Error, `${method} after close`)
@@ -181,7 +209,13 @@ export function storeContract(name: string, makeStore: MakeStore): void {
       it('createTenant returns the enabled tenant and findTenant finds it', async (t) => {
         const store = await open(t)
         const created = await store.createTenant({ id: 'acme', name: 'Acme Inc.' }, T0 + 5)
-        const expected = { id: 'acme', name: 'Acme Inc.', enabled: true, createdAt: T0 + 5 }
+        const expected = {
+          id: 'acme',
+          name: 'Acme Inc.',
+          enabled: true,
+          createdAt: T0 + 5,
+          rateLimit: null,
+        }
         assert.deepEqual({ ...created }, expected)
         assert.deepEqual({ ...(await store.findTenant('acme')) }, expected)
       })
@@ -225,7 +259,7 @@ export function storeContract(name: string, makeStore: MakeStore): void {
         )
         assert.deepEqual(
           { ...tenants[0] },
-          { id: 'alpha', name: 'A', enabled: true, createdAt: T0 + 1 },
+          { id: 'alpha', name: 'A', enabled: true, createdAt: T0 + 1, rateLimit: null },
         )
       })
 

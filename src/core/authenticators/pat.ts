@@ -6,7 +6,7 @@ import { type MaybePromise, thenMaybe } from '../../lib/maybe-async.ts'
 import type { AuthFailure } from '../failure.ts'
 import { patFingerprint } from '../fingerprint.ts'
 import { checkPatFormat, hashPat, isPatToken, patLast4, patStatus } from '../pat.ts'
-import type { AuthLookups, Clock, PatRecord } from '../ports.ts'
+import type { AuthLookups, Clock, KeyLimits, PatRecord } from '../ports.ts'
 import type { AuthResult, Principal } from '../principal.ts'
 import {
   afterTenantCheck,
@@ -88,11 +88,19 @@ function patPrincipal(record: PatRecord, token: string): Principal {
     tokenId: record.id,
     expiresAt: record.expiresAt,
     fingerprint: patFingerprint(patLast4(token)),
+    limits: keyLimitsOf(record),
   } satisfies Principal)
 }
 
+/** The key's own limits, or undefined for the usual key that has none. */
+function keyLimitsOf(record: PatRecord): KeyLimits | undefined {
+  const rateLimit = record.rateLimit ?? null
+  const quota = record.quota ?? null
+  return rateLimit === null && quota === null ? undefined : { rateLimit, quota }
+}
+
 /**
- * Revoked, rotated-out and expired PATs. Revoked shares the unknown token's client-facing
+ * Revoked, rotated-out, expired and disabled PATs. Revoked shares the unknown token's client-facing
  * detail: telling a caller that a token *was* valid once helps whoever holds a list of
  * leaked strings; the precise `reason` still reaches the log.
  *
@@ -115,6 +123,10 @@ function checkPatRecord(record: PatRecord, now: number): AuthFailure | undefined
       }
     case 'expired':
       return { code: 'token_expired', detail: 'The access token has expired.' }
+    // A disabled key is not a valid token (SPEC §5.3 rule 4): 401, never 403, which would
+    // tell the caller it authenticated. Its detail is the unknown token's, as for revoked.
+    case 'disabled':
+      return { code: 'invalid_token', reason: 'disabled', detail: INVALID_TOKEN_DETAIL }
     default:
       return undefined
   }
