@@ -53,6 +53,7 @@ const REFUSAL_STATUS: Readonly<Record<RefusalCode, number>> = {
   token_revoked: 409,
   token_rotated: 409,
   token_changed: 409,
+  token_disabled: 409,
 }
 
 /** The problem an expected error maps to; undefined for anything else (a 503, fail closed). */

@@ -15,7 +15,10 @@ export type AuditEvent =
   | {
       readonly type: 'auth.failed'
       readonly tenantId: string | null
-      readonly outcome: Exclude<AuthFailure['code'], ForbiddenCode | 'rate_limited' | 'bad_path'>
+      readonly outcome: Exclude<
+        AuthFailure['code'],
+        ForbiddenCode | 'rate_limited' | 'quota_exhausted' | 'bad_path'
+      >
       readonly details: { method: string; path: string; reason?: string }
     }
   | {
@@ -34,7 +37,40 @@ export type AuditEvent =
         name: string
         permissions: readonly string[]
         expiresAt: Iso
+        /** Set only for a key that has them (issue #24). */
+        rateLimit?: unknown
+        quota?: unknown
+        metadata?: unknown
+        externalId?: unknown
       }
+    }
+  | {
+      /** A key edited: the changed fields only, as they were and as they are now. */
+      readonly type: 'pat.updated'
+      readonly tenantId: string
+      readonly details: {
+        tokenId: string
+        before: Record<string, unknown>
+        after: Record<string, unknown>
+        quotaUsageReset?: true
+      }
+    }
+  | {
+      readonly type: 'pat.disabled' | 'pat.enabled'
+      readonly tenantId: string
+      readonly details: { tokenId: string; subject: string }
+    }
+  | {
+      /** A key's quota ran out (once per key and period, however many requests it refuses). */
+      readonly type: 'pat.quota_exhausted'
+      readonly tenantId: string
+      readonly outcome: 'quota_exhausted'
+      readonly details: { tokenId: string; limit: number; refill: string; resetsAt: Iso }
+    }
+  | {
+      readonly type: 'tenant.updated'
+      readonly tenantId: string
+      readonly details: { before: Record<string, unknown>; after: Record<string, unknown> }
     }
   | {
       readonly type: 'pat.revoked'
@@ -49,7 +85,15 @@ export type AuditEvent =
   | {
       readonly type: 'pat.leak_revoked'
       readonly tenantId: string
-      readonly details: { tokenId: string; fingerprint: string; subject: string }
+      readonly details: {
+        tokenId: string
+        fingerprint: string
+        subject: string
+        /** Who reported it: `github` (secret scanning partner report); absent: an operator. */
+        source?: string
+        /** Where the reporter found it (a public URL), when it said. */
+        url?: string
+      }
     }
   | {
       readonly type: 'pat.reuse_detected'
@@ -138,8 +182,9 @@ export interface RefusedRequest extends Actor {
 /**
  * The one audit record of a refusal, whichever front end gave it: a 401 or 400 is
  * `auth.failed`, a permission or policy refusal `auth.forbidden`. None for a 503 (the caller
- * did nothing wrong), a 429 (the failed-authentication limit's are aggregated per address)
- * or an ambiguous path (refused before the policy read it).
+ * did nothing wrong), a 429 (the failed-authentication limit's are aggregated per address, an
+ * exhausted quota is audited once per key and period) or an ambiguous path (refused before
+ * the policy read it).
  */
 export function authFailureRecord(
   failure: AuthFailure,
@@ -154,6 +199,7 @@ function authFailureEvent(failure: AuthFailure, request: RefusedRequest): AuditE
   switch (failure.code) {
     case 'unavailable':
     case 'rate_limited':
+    case 'quota_exhausted':
     case 'bad_path':
       return undefined
     case 'insufficient_permission':

@@ -1,5 +1,7 @@
-import type { Tenant } from '../core/ports.ts'
-import { ConflictError } from '../stores/store.ts'
+import { isSafeText, MAX_TENANT_NAME_LENGTH } from '../core/operator-text.ts'
+import type { RateLimitOverride, Tenant } from '../core/ports.ts'
+import { ConflictError, type TenantChanges } from '../stores/store.ts'
+import { badValue, checkRateLimit } from './key-fields.ts'
 import { audit, type OperationDeps, OperationRefused } from './operations.ts'
 
 /** Creates a tenant (refused when the id exists) and audits `tenant.created`. */
@@ -44,4 +46,58 @@ export async function setTenantEnabled(
     details: {},
   })
   return { tenant: after, changed: true }
+}
+
+/** An operator's change to a tenant; an omitted field stays as it is. */
+export interface TenantEdit {
+  readonly name?: string | undefined
+  /** The tenant's own request rate across its tokens; null: back to `rateLimit.perTenant`. */
+  readonly rateLimit?: RateLimitOverride | null | undefined
+}
+
+/**
+ * Edits a tenant's name or rate limit in one atomic store step and audits `tenant.updated`
+ * with the changed fields before and after; every instance applies it within a second (the
+ * store's `tenant_changed`). Idempotent: nothing is written or audited when nothing changes.
+ */
+export async function editTenant(
+  deps: OperationDeps,
+  id: string,
+  edit: TenantEdit,
+): Promise<{ readonly tenant: Tenant; readonly changed: boolean }> {
+  const current = await deps.store.findTenant(id)
+  if (!current) throw new OperationRefused('tenant_unknown', id, `no tenant ${id}`)
+  const changes: { -readonly [K in keyof TenantChanges]: TenantChanges[K] } = {}
+  if (edit.name !== undefined) {
+    if (
+      edit.name.length === 0 ||
+      edit.name.length > MAX_TENANT_NAME_LENGTH ||
+      !isSafeText(edit.name)
+    ) {
+      throw badValue(
+        'name',
+        edit.name,
+        `1-${MAX_TENANT_NAME_LENGTH} characters without control, bidi or zero-width characters`,
+      )
+    }
+    if (edit.name !== current.name) changes.name = edit.name
+  }
+  if (edit.rateLimit !== undefined) {
+    const rateLimit = edit.rateLimit === null ? null : checkRateLimit(edit.rateLimit)
+    if (JSON.stringify(rateLimit) !== JSON.stringify(current.rateLimit ?? null)) {
+      changes.rateLimit = rateLimit
+    }
+  }
+  const keys = Object.keys(changes) as (keyof TenantChanges)[]
+  if (keys.length === 0) return { tenant: current, changed: false }
+  const result = await deps.store.updateTenant(id, changes)
+  if (!result) throw new OperationRefused('tenant_unknown', id, `no tenant ${id}`)
+  const pick = (tenant: Tenant) =>
+    Object.fromEntries(keys.map((key) => [key, tenant[key] ?? null])) as Record<string, unknown>
+  await audit(deps, {
+    type: 'tenant.updated',
+    tenantId: id,
+    details: { before: pick(result.before), after: pick(result.after) },
+  })
+  return { tenant: result.after, changed: true }
 }
