@@ -136,6 +136,7 @@ export async function startTokengate(
     // One gate for every listener: one limiter, one counter store, one outcome recorder.
     opened = await openGate(auth, {
       rateLimit: config.rateLimit,
+      quota: config.quota,
       redisUrl: config.redisUrl,
       log: logger,
       metrics,

@@ -109,12 +109,22 @@ export function quotaFrom(
   previous: Quota | null | undefined,
   now: number,
 ): Quota {
-  if (spec.refill !== 'interval') return { limit: spec.limit, refill: spec.refill, counter }
+  // A reset stays a reset: the uses counted since it are the count.
+  const reset = previous?.resetAt === undefined ? {} : { resetAt: previous.resetAt }
+  if (spec.refill !== 'interval')
+    return { limit: spec.limit, refill: spec.refill, counter, ...reset }
   const anchorAt =
     previous?.refill === 'interval' && previous.intervalSec === spec.intervalSec
       ? (previous.anchorAt ?? now)
       : now
-  return { limit: spec.limit, refill: 'interval', intervalSec: spec.intervalSec, anchorAt, counter }
+  return {
+    limit: spec.limit,
+    refill: 'interval',
+    intervalSec: spec.intervalSec,
+    anchorAt,
+    counter,
+    ...reset,
+  }
 }
 
 /**

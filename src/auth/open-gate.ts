@@ -5,6 +5,7 @@
  * counted once, whichever listener a request arrived on.
  */
 import type { Config } from '../config/schema.ts'
+import { thenMaybe } from '../lib/maybe-async.ts'
 import type { AuthContext } from './auth-context.ts'
 import { openCounterStore } from './counter-store.ts'
 import { createGate, type Gate } from './gate.ts'
@@ -16,10 +17,12 @@ import {
   type OutcomeRecorder,
   type RequestLog,
 } from './outcome-recorder.ts'
+import { createQuotaCounter } from './quota-counter.ts'
 import { createReuseDetector } from './reuse-detector.ts'
 
 export interface OpenGateOptions {
   readonly rateLimit: Readonly<Config['rateLimit']>
+  readonly quota: Readonly<Config['quota']>
   readonly redisUrl?: string | undefined
   readonly log: RequestLog & { error(fields: object, message: string): void }
   readonly metrics?: OutcomeMetrics | undefined
@@ -61,11 +64,26 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
     log: options.log,
     traffic: options.traffic,
   })
+  const quotas = createQuotaCounter({
+    store: auth.store,
+    clock: auth.clock,
+    maxBlock: options.quota.maxBlock,
+    recheckMs: options.quota.recheckMs,
+  })
   const gate = createGate({
     authenticate: auth.authenticate,
     limiter: counters ? createLimiter(rateLimit, counters.store) : undefined,
     recorder,
     identityToken: options.identityToken,
+    // The tenant was just read to authenticate: a cache hit, answered without a promise. A
+    // failed read falls back to the default limit (limits stay on; the tenant check decided).
+    tenantLimit: (tenantId) =>
+      thenMaybe(
+        auth.lookups.maybeSync.findTenant(tenantId),
+        (tenant) => tenant?.rateLimit,
+        () => undefined,
+      ),
+    quotas,
   })
   let closing: Promise<void> | undefined
   return {
@@ -74,6 +92,7 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
     close() {
       closing ??= (async () => {
         await recorder.close()
+        await quotas.close()
         counters?.close()
       })()
       return closing

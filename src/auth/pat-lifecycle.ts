@@ -304,18 +304,20 @@ export async function editTenantPat(
     changes.externalId = edit.externalId === null ? null : checkExternalId(edit.externalId)
   }
   const differs = changedFields(current, changes)
-  const reset = edit.resetQuotaUsage === true && (changes.quota ?? current.quota) != null
+  const quota = changes.quota === undefined ? current.quota : changes.quota
+  const reset = edit.resetQuotaUsage === true && quota != null
   if (differs.length === 0 && !reset) return { record: current, changed: false }
-  let after = current
-  if (differs.length > 0) {
-    const result = await deps.store.updatePat(current.id, changes)
-    if (!result) {
-      throw new OperationRefused('token_changed', current.id, `${current.id} was revoked meanwhile`)
-    }
-    after = result.after
+  if (reset && quota) {
+    // The count goes first, then the key: the key's change (a new `resetAt`) is what makes
+    // every instance drop the uses it had reserved under the old count.
+    await deps.store.resetQuota(quota.counter)
+    changes.quota = { ...quota, resetAt: now }
   }
-  const counter = (after.quota ?? current.quota)?.counter
-  if (reset && counter !== undefined) await deps.store.resetQuota(counter)
+  const result = await deps.store.updatePat(current.id, changes)
+  if (!result) {
+    throw new OperationRefused('token_changed', current.id, `${current.id} was revoked meanwhile`)
+  }
+  const after = result.after
   await audit(deps, {
     type: 'pat.updated',
     tenantId: current.tenantId,
@@ -403,12 +405,20 @@ const EDITABLE = [
 ] as const
 type Editable = (typeof EDITABLE)[number]
 
-/** The editable fields whose value `changes` would change. */
+/** The editable fields whose value `changes` would change (objects compared by content). */
 function changedFields(record: PatRecord, changes: PatChanges): Editable[] {
   return EDITABLE.filter(
     (key) =>
-      changes[key] !== undefined &&
-      JSON.stringify(changes[key]) !== JSON.stringify(record[key] ?? null),
+      changes[key] !== undefined && canonical(changes[key]) !== canonical(record[key] ?? null),
+  )
+}
+
+/** JSON with object keys sorted: equal values give equal text whatever their key order. */
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    v !== null && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v,
   )
 }
 

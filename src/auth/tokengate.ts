@@ -106,6 +106,7 @@ export async function createTokengate(options: TokengateOptions = {}): Promise<T
     const auth = await createAuthContext(config, store, clock, log)
     const opened = await openGate(auth, {
       rateLimit: config.rateLimit,
+      quota: config.quota,
       redisUrl: config.redisUrl,
       log: { ...log, info() {}, isLevelEnabled: () => false },
     })

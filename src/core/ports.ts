@@ -46,6 +46,11 @@ export interface Quota {
   /** `interval` only: periods start at this time (epoch ms) plus whole intervals. */
   readonly anchorAt?: number | undefined
   /**
+   * When an operator last reset its uses (epoch ms): a quota changed in any way, this included,
+   * makes every instance drop the uses it had reserved for the key.
+   */
+  readonly resetAt?: number | undefined
+  /**
    * The usage counter the quota is counted in: the id of the first token of the rotation
    * family, so that rotating a key keeps its count (a rotation is no refill).
    */

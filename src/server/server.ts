@@ -123,6 +123,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     options.gate ??
     (await openGate(auth, {
       rateLimit: config.rateLimit,
+      quota: config.quota,
       redisUrl: config.redisUrl,
       log: logger,
       metrics,

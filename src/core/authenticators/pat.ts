@@ -80,7 +80,7 @@ function checkPat(
  * microsecond.
  */
 function patPrincipal(record: PatRecord, token: string): Principal {
-  return Object.freeze({
+  const principal: Principal = {
     tokenType: 'pat',
     tenantId: record.tenantId,
     subject: record.subject,
@@ -88,8 +88,9 @@ function patPrincipal(record: PatRecord, token: string): Principal {
     tokenId: record.id,
     expiresAt: record.expiresAt,
     fingerprint: patFingerprint(patLast4(token)),
-    limits: keyLimitsOf(record),
-  } satisfies Principal)
+  }
+  const limits = keyLimitsOf(record)
+  return Object.freeze(limits === undefined ? principal : { ...principal, limits })
 }
 
 /** The key's own limits, or undefined for the usual key that has none. */
