@@ -137,6 +137,7 @@ export async function startTokengate(
     opened = await openGate(auth, {
       rateLimit: config.rateLimit,
       quota: config.quota,
+      usage: config.usage,
       redisUrl: config.redisUrl,
       log: logger,
       metrics,

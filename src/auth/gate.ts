@@ -99,7 +99,12 @@ type StepResult = MaybePromise<AuthFailure | undefined>
 type Step = (run: Run) => StepResult
 
 const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({})
-const NO_FACTS = Object.freeze({ digest: undefined, authenticationNs: undefined })
+/** A refusal after the gate allowed the request: its usage moves from allowed. */
+const AFTER_ALLOWED = Object.freeze({
+  digest: undefined,
+  authenticationNs: undefined,
+  afterAllowed: true,
+})
 
 export function createGate(deps: GateDeps): Gate {
   const authenticateInput = maybeSyncOf(deps.authenticate)
@@ -246,13 +251,14 @@ export function createGate(deps: GateDeps): Gate {
     return outcome
   }
 
+  // Both callers refuse a request `check` allowed (and recorded as allowed).
   const refuse = (
     request: GateRequest,
     failure: AuthFailure,
     principal: Principal | null,
   ): Refused => {
     const outcome = refusal(request, failure, principal, NO_HEADERS)
-    recorder?.recordOutcome(request, outcome, NO_FACTS)
+    recorder?.recordOutcome(request, outcome, AFTER_ALLOWED)
     return outcome
   }
 

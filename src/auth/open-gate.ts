@@ -6,6 +6,7 @@
  */
 import type { Config } from '../config/schema.ts'
 import { thenMaybe } from '../lib/maybe-async.ts'
+import { createUsageWriter } from '../stores/usage-writer.ts'
 import type { AuthContext } from './auth-context.ts'
 import { openCounterStore } from './counter-store.ts'
 import { createGate, type Gate } from './gate.ts'
@@ -23,8 +24,12 @@ import { createReuseDetector } from './reuse-detector.ts'
 export interface OpenGateOptions {
   readonly rateLimit: Readonly<Config['rateLimit']>
   readonly quota: Readonly<Config['quota']>
+  readonly usage: Readonly<Config['usage']>
   readonly redisUrl?: string | undefined
-  readonly log: RequestLog & { error(fields: object, message: string): void }
+  readonly log: RequestLog & {
+    error(fields: object, message: string): void
+    warn(fields: object, message: string): void
+  }
   readonly metrics?: OutcomeMetrics | undefined
   readonly traffic?: { record(status: number): void } | undefined
   readonly identityToken?: IdentityTokenSigner | undefined
@@ -54,6 +59,15 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
     clock: auth.clock,
     log: options.log,
   })
+  const usage = options.usage.enabled
+    ? createUsageWriter(auth.store, {
+        clock: auth.clock,
+        flushIntervalMs: options.usage.flushIntervalMs,
+        maxSubjectsPerMinute: options.usage.maxKeysPerMinute,
+        onError: (error) =>
+          options.log.warn({ err: error }, 'writing usage counts failed; will retry'),
+      })
+    : undefined
   const recorder = createOutcomeRecorder({
     audit: auth.audit,
     patUse: auth.patUse,
@@ -63,6 +77,7 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
     metrics: options.metrics,
     log: options.log,
     traffic: options.traffic,
+    usage,
   })
   const quotas = createQuotaCounter({
     store: auth.store,
@@ -93,6 +108,7 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
       closing ??= (async () => {
         await recorder.close()
         await quotas.close()
+        await usage?.close()
         counters?.close()
       })()
       return closing

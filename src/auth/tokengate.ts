@@ -107,6 +107,7 @@ export async function createTokengate(options: TokengateOptions = {}): Promise<T
     const opened = await openGate(auth, {
       rateLimit: config.rateLimit,
       quota: config.quota,
+      usage: config.usage,
       redisUrl: config.redisUrl,
       log: { ...log, info() {}, isLevelEnabled: () => false },
     })

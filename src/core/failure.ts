@@ -23,13 +23,14 @@ export type AuthFailure =
        * core can revoke the token's rotation family (reuse detection) as a side effect.
        */
       tokenId?: string
+      key?: RefusedKey
     }
   /** SPEC §5.3 rule 4: a token past its expiry. */
-  | { code: 'token_expired'; detail: string }
+  | { code: 'token_expired'; detail: string; key?: RefusedKey }
   /** SPEC §5.3 rule 1: a JWT without `X-Tenant-Id`. */
   | { code: 'tenant_header_required' }
   /** SPEC §5.3 rule 1 (and DESIGN rule 4 for PATs): `X-Tenant-Id` is not the caller's tenant. */
-  | { code: 'tenant_mismatch'; detail: string }
+  | { code: 'tenant_mismatch'; detail: string; key?: RefusedKey }
   /**
    * RFC 6750 §2: the token was sent in more than one way (the header and an `access_token`
    * query parameter or form field). Found by the HTTP front ends, not the core (400).
@@ -105,4 +106,13 @@ export interface QuotaState {
   readonly resetsAt: number | null
   /** Seconds until `resetsAt`, at least 1; undefined without refill. */
   readonly retryAfterSec: number | undefined
+}
+
+/**
+ * The stored key a refused PAT is (revoked, expired, disabled, of a disabled tenant, sent with
+ * another tenant's X-Tenant-Id): usage is counted against it. Never shown to the caller.
+ */
+export interface RefusedKey {
+  readonly tokenId: string
+  readonly tenantId: string
 }

@@ -124,6 +124,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     (await openGate(auth, {
       rateLimit: config.rateLimit,
       quota: config.quota,
+      usage: config.usage,
       redisUrl: config.redisUrl,
       log: logger,
       metrics,

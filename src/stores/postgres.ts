@@ -679,18 +679,17 @@ class PgStore implements PostgresStore {
     limit: number,
   ) {
     const rows = await this.#query<shared.UsageCountRow>(
-      `SELECT 'key' AS scope, subject, $2::text AS resolution, 0 AS bucket_start,
-         $1::text AS tenant_id, sum(allowed) AS allowed, sum(unauthorized) AS unauthorized,
+      `SELECT subject, tenant_id, sum(allowed) AS allowed, sum(unauthorized) AS unauthorized,
          sum(forbidden) AS forbidden, sum(limited) AS limited
        FROM usage_counts
        WHERE scope = 'key' AND tenant_id = $1 AND resolution = $2
          AND bucket_start >= $3 AND bucket_start < $4
-       GROUP BY subject
+       GROUP BY subject, tenant_id
        ORDER BY sum(allowed) + sum(unauthorized) + sum(forbidden) + sum(limited) DESC, subject
        LIMIT $5`,
       [tenantId, resolution, since, until, limit],
     )
-    return rows.map((row) => ({ ...shared.toUsage(row), tokenId: row.subject }))
+    return rows.map(shared.toKeyUsage)
   }
 
   async pruneUsage(resolution: UsageResolution, before: number, limit: number): Promise<number> {

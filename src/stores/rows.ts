@@ -280,6 +280,18 @@ export function toUsage(row: UsageCountRow): UsageRow {
   }
 }
 
+/** A key's summed counts, as `topKeys` returns them. */
+export function toKeyUsage(row: Pick<UsageCountRow, 'subject' | 'tenant_id'> & UsageCountRow) {
+  return {
+    tokenId: row.subject,
+    tenantId: row.tenant_id as string,
+    allowed: Number(row.allowed),
+    unauthorized: Number(row.unauthorized),
+    forbidden: Number(row.forbidden),
+    limited: Number(row.limited),
+  }
+}
+
 /** A usage row's column values in USAGE_COLUMNS order. */
 export function usageValues(row: UsageRow) {
   return [

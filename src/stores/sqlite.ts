@@ -164,11 +164,12 @@ function prepareStatements(db: DatabaseSync) {
     readUsage: db.prepare(`SELECT ${shared.USAGE_COLUMNS} FROM usage_counts
       WHERE scope = ? AND subject = ? AND resolution = ? AND bucket_start >= ? AND bucket_start < ?
       ORDER BY bucket_start`),
-    topKeys: db.prepare(`SELECT subject, sum(allowed) AS allowed, sum(unauthorized) AS unauthorized,
+    topKeys: db.prepare(`SELECT subject, tenant_id, sum(allowed) AS allowed,
+        sum(unauthorized) AS unauthorized,
         sum(forbidden) AS forbidden, sum(limited) AS limited
       FROM usage_counts
       WHERE scope = 'key' AND tenant_id = ? AND resolution = ? AND bucket_start >= ? AND bucket_start < ?
-      GROUP BY subject
+      GROUP BY subject, tenant_id
       ORDER BY sum(allowed) + sum(unauthorized) + sum(forbidden) + sum(limited) DESC, subject
       LIMIT ?`),
     pruneUsage: db.prepare(`DELETE FROM usage_counts
@@ -551,7 +552,7 @@ export class SqliteStore implements Store {
       until,
       limit,
     ) as unknown as shared.UsageCountRow[]
-    return rows.map((row) => ({ ...shared.toUsage(row), tokenId: row.subject }))
+    return rows.map(shared.toKeyUsage)
   }
 
   async pruneUsage(resolution: UsageResolution, before: number, limit: number): Promise<number> {

@@ -267,7 +267,7 @@ export interface UsageStore {
     since: number,
     until: number,
     limit: number,
-  ): Promise<readonly (UsageCounts & { readonly tokenId: string })[]>
+  ): Promise<readonly (UsageCounts & { readonly tokenId: string; readonly tenantId: string })[]>
   /** Deletes up to `limit` buckets of `resolution` that start before `before`; returns how many. */
   pruneUsage(resolution: UsageResolution, before: number, limit: number): Promise<number>
 }

@@ -201,24 +201,27 @@ describe('authenticate: PAT', () => {
 
   test('a revoked PAT → invalid_token/revoked, with the same public detail as unknown', async () => {
     const h = harness()
-    const { token } = addPat(h.lookups, { patch: { revokedAt: NOW - 1 } })
+    const { token, record } = addPat(h.lookups, { patch: { revokedAt: NOW - 1 } })
     const failure = failureOf(await h.authenticate({ authorization: bearer(token), tenantIds: [] }))
     assert.deepEqual(failure, {
       code: 'invalid_token',
       reason: 'revoked',
       detail: 'The access token is not valid.',
+      key: { tokenId: record.id, tenantId: 'acme' },
     })
     assert.equal(h.lookups.calls.findTenant, 0)
   })
 
   test('a disabled PAT → invalid_token/disabled (401, never 403), the public detail of unknown', async () => {
     const h = harness()
-    const { token } = addPat(h.lookups, { patch: { disabledAt: NOW - 1 } })
+    const { token, record } = addPat(h.lookups, { patch: { disabledAt: NOW - 1 } })
     const failure = failureOf(await h.authenticate({ authorization: bearer(token), tenantIds: [] }))
+    // The stored key is named for usage counting only (failure-response.ts never shows it).
     assert.deepEqual(failure, {
       code: 'invalid_token',
       reason: 'disabled',
       detail: 'The access token is not valid.',
+      key: { tokenId: record.id, tenantId: 'acme' },
     })
     assert.equal(h.lookups.calls.findTenant, 0)
     // Expired wins over disabled: the caller is told what is final.
@@ -250,7 +253,11 @@ describe('authenticate: PAT', () => {
     const failure = failureOf(
       await h.authenticate({ authorization: bearer(expired.token), tenantIds: [] }),
     )
-    assert.deepEqual(failure, { code: 'token_expired', detail: 'The access token has expired.' })
+    assert.deepEqual(failure, {
+      code: 'token_expired',
+      detail: 'The access token has expired.',
+      key: { tokenId: expired.record.id, tenantId: 'acme' },
+    })
     assert.ok((await h.authenticate({ authorization: bearer(valid.token), tenantIds: [] })).ok)
     h.clock.set(NOW + 1)
     const later = await h.authenticate({ authorization: bearer(valid.token), tenantIds: [] })

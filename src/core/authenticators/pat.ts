@@ -9,7 +9,6 @@ import { checkPatFormat, hashPat, isPatToken, patLast4, patStatus } from '../pat
 import type { AuthLookups, Clock, KeyLimits, PatRecord } from '../ports.ts'
 import type { AuthResult, Principal } from '../principal.ts'
 import {
-  afterTenantCheck,
   checkOptionalTenantHeader,
   checkTenantActive,
   fail,
@@ -65,13 +64,26 @@ function checkPat(
     return fail({ code: 'invalid_token', reason: 'unknown_token', detail: INVALID_TOKEN_DETAIL })
   }
   const recordFailure = checkPatRecord(record, clock.now())
-  if (recordFailure !== undefined) return fail(recordFailure)
+  if (recordFailure !== undefined) return fail(ofKey(recordFailure, record))
 
-  return afterTenantCheck(checkTenantActive(lookups, record.tenantId), () => {
+  return thenMaybe(checkTenantActive(lookups, record.tenantId), (tenantFailure) => {
+    if (tenantFailure !== undefined) return fail(ofKey(tenantFailure, record))
     const headerFailure = checkOptionalTenantHeader(tenantIds, record.tenantId)
-    if (headerFailure !== undefined) return fail(headerFailure)
+    if (headerFailure !== undefined) return fail(ofKey(headerFailure, record))
     return { ok: true, principal: patPrincipal(record, token) }
   })
+}
+
+/** A 401 of a stored key names the key (for usage counting; never shown to the caller). */
+function ofKey(failure: AuthFailure, record: PatRecord): AuthFailure {
+  switch (failure.code) {
+    case 'invalid_token':
+    case 'token_expired':
+    case 'tenant_mismatch':
+      return { ...failure, key: { tokenId: record.id, tenantId: record.tenantId } }
+    default:
+      return failure
+  }
 }
 
 /**
