@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify'
 import type { DestinationStream, Logger } from 'pino'
 import { createAuthContext } from './auth/auth-context.ts'
 import { type OpenedGate, openGate } from './auth/open-gate.ts'
+import { startRetention } from './auth/retention.ts'
 import type { Config } from './config/schema.ts'
 import { type Clock, systemClock } from './core/ports.ts'
 import type { DecisionServer } from './decision/server.ts'
@@ -106,6 +107,7 @@ export async function startTokengate(
       : { dataDir: config.dataDir, logger, secretKeyFile: config.secretKeyFile },
   )
   let events: EventDelivery | undefined
+  let retention: { close(): Promise<void> } | undefined
   let metricsListener: MetricsListener | undefined
   let adminListener: { url: string; close(): Promise<void> } | undefined
   let decisionApp: DecisionServer | undefined
@@ -116,6 +118,7 @@ export async function startTokengate(
     const tls = await tlsFor(config)
     const auth = await createAuthContext(config, store, clock, logger)
     events = startEventDelivery(config.events, store, clock, logger)
+    retention = startRetention(store, config, clock, logger)
     const metricsModule = config.metrics.enabled ? await import('./server/metrics.ts') : undefined
     const metrics = metricsModule
       ? metricsModule.createMetrics({
@@ -210,7 +213,7 @@ export async function startTokengate(
       decisionApp = await buildDecisionServer({ config, gate, logger })
       decisionUrl = await decisionApp.listen(config.decision.host, config.decision.port)
     }
-    const started = { events, metricsListener, decisionApp, adminListener }
+    const started = { events, retention, metricsListener, decisionApp, adminListener }
 
     let closing: Promise<void> | undefined
     return {
@@ -236,6 +239,7 @@ export async function startTokengate(
           await started.metricsListener?.close()
           // Before the audit flush: events flushed now stay queued for the next start.
           await started.events.close()
+          await started.retention.close()
           clearTimeout(force)
           await gate.close()
           await auth.close()
@@ -250,6 +254,7 @@ export async function startTokengate(
     await metricsListener?.close()
     await opened?.close()
     await events?.close()
+    await retention?.close()
     await store.close().catch(() => {})
     throw error
   }
