@@ -17,7 +17,7 @@ import { v1Routes } from './server/routes/v1/index.ts'
 import { buildServer } from './server/server.ts'
 import { ensureDevCertificate, readTlsFiles, type TlsMaterial } from './server/tls.ts'
 import { openStore } from './stores/open-store.ts'
-import type { ChangeFeedStatus } from './stores/store.ts'
+import type { ChangeFeedStatus, Store } from './stores/store.ts'
 
 export interface RunningTokengate {
   /** e.g. `https://127.0.0.1:8443` */
@@ -157,6 +157,7 @@ export async function startTokengate(
             reservedNames: v1Routes.map((route) => route.path.split('/')[1] ?? ''),
           })
       : undefined
+    const mountLeakReports = await leakReportsFor(config, store, clock)
     const app = await buildServer({
       config,
       auth,
@@ -164,7 +165,7 @@ export async function startTokengate(
       tls,
       metrics,
       gate,
-      mounts: mountGateway ? [mountGateway] : [],
+      mounts: [mountLeakReports, mountGateway].filter((mount) => mount !== undefined),
     })
     if (identityToken) {
       // Public keys of the identity token, on the API listener only (see decision/server.ts).
@@ -258,6 +259,24 @@ export async function startTokengate(
     await store.close().catch(() => {})
     throw error
   }
+}
+
+/** GitHub's leak reports on the API listener, when their keys file is configured. */
+async function leakReportsFor(config: Readonly<Config>, store: Store, clock: Clock) {
+  const file = config.leakReports.githubKeysFile
+  if (file === undefined) return undefined
+  const { readFile } = await import('node:fs/promises')
+  const { createGithubLeakReports, parseGithubKeys } = await import('./auth/leak-reports.ts')
+  const { leakReportRoutes } = await import('./server/leak-reports.ts')
+  const source = `leakReports.githubKeysFile ${file}`
+  const text = await readFile(file, 'utf8').catch((error: Error) => {
+    throw new Error(`${source}: cannot be read (${error.message})`)
+  })
+  const reports = createGithubLeakReports({
+    keys: parseGithubKeys(text, source),
+    maxMatches: config.leakReports.maxMatches,
+  })
+  return leakReportRoutes({ reports, store, clock, maxBodyBytes: config.leakReports.maxBodyBytes })
 }
 
 async function identitySignerFor(config: Readonly<Config>, clock: Clock) {

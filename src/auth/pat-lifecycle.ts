@@ -490,16 +490,27 @@ export interface LeakResult {
   readonly record: PatRecord | undefined
 }
 
+/** A token found in plaintext, and who found it where (a secret scanner's report). */
+export interface LeakedToken {
+  readonly token: string
+  /** The reporter, e.g. `github`; absent: an operator. */
+  readonly source?: string | undefined
+  /** Where it was found (a public URL). */
+  readonly url?: string | undefined
+}
+
 /**
  * Revokes tokens found in plaintext (secret-scanning alerts), each audited as
- * `pat.leak_revoked` with its fingerprint, never the token.
+ * `pat.leak_revoked` with its fingerprint (and the reporter and place, when given), never the
+ * token. Idempotent: a token already revoked is reported so and not audited again.
  */
 export async function revokeLeakedPats(
   deps: OperationDeps,
-  tokens: readonly string[],
+  leaks: readonly (string | LeakedToken)[],
 ): Promise<LeakResult[]> {
   const results: LeakResult[] = []
-  for (const token of tokens) {
+  for (const leak of leaks) {
+    const { token, source, url } = typeof leak === 'string' ? { token: leak } : leak
     const fingerprint = fingerprintToken(token)
     if (!checkPatFormat(token).ok) {
       results.push({ fingerprint, outcome: 'not_a_pat', record: undefined })
@@ -518,7 +529,13 @@ export async function revokeLeakedPats(
     await audit(deps, {
       type: 'pat.leak_revoked',
       tenantId: found.tenantId,
-      details: { tokenId: found.id, fingerprint, subject: found.subject },
+      details: {
+        tokenId: found.id,
+        fingerprint,
+        subject: found.subject,
+        ...(source === undefined ? {} : { source }),
+        ...(url === undefined ? {} : { url }),
+      },
     })
     results.push({ fingerprint, outcome: 'revoked', record: revoked })
   }

@@ -233,9 +233,10 @@ function handleError(error: FastifyError, request: FastifyRequest, reply: Fastif
     error.statusCode < 500 &&
     error.code?.startsWith('FST_')
   ) {
+    const code = error.statusCode === 415 ? 'unsupported_media_type' : 'validation_failed'
     return sendResponse(
       reply,
-      problemResponse('validation_failed', error.message, id, { status: error.statusCode }),
+      problemResponse(code, error.message, id, { status: error.statusCode }),
     )
   }
   request.log.error({ err: error }, 'unhandled error')
