@@ -101,7 +101,7 @@ export function operationDeps(
   request: FastifyRequest,
   operator: Operator,
   ctx: Pick<AdminDeps, 'store' | 'clock' | 'config'>,
-): PatOperationDeps {
+): PatOperationDeps & { readonly store: Store } {
   return {
     patPolicy: ctx.config.pat,
     store: ctx.store,

@@ -410,7 +410,7 @@ describe('admin API on its own listener', () => {
         /^expiresInDays:/,
       ],
       ['POST', '/admin/api/v1/pats/tok_x/rotate', { graceSeconds: -1 }, /^graceSeconds:/],
-      ['POST', '/admin/api/v1/issuers', { issuer: 'https://x' }, /^body: expected \{ issuer/],
+      ['POST', '/admin/api/v1/issuers', { issuer: 'https://x' }, /^audiences: expected a list/],
       ['POST', '/admin/api/v1/tenants', { id: 'ok-id', name: 7 }, /^name: required string/],
       // The CLI's operator-input rules (core/operator-text.ts): bidi, zero-width, C1, dots only.
       ['POST', '/admin/api/v1/tenants', { id: 'ok-id', name: 'x\u202etxt.exe' }, /^name:.*bidi/],
