@@ -466,11 +466,18 @@ describe('admin API on its own listener', () => {
     const printed = await server.cli('admin', 'openapi')
     assert.equal(printed.code, 0)
     assert.deepEqual(JSON.parse(printed.stdout), served.json)
+    const pats = await adminRequest(server, '/admin/api/v1/pats?tenant=demo', {
+      headers: bearer(readOnly),
+    })
+    const patId = (pats.json.tokens as { id: string }[])[0]?.id as string
     for (const [path, ops] of Object.entries(
       served.json.paths as Record<string, Record<string, unknown>>,
     )) {
       if (!('get' in ops)) continue
-      const response = await adminRequest(server, `/admin/api/v1${path}`, {
+      const concrete = path
+        .replace('/tenants/{id}', '/tenants/demo')
+        .replace('/pats/{id}', `/pats/${patId}`)
+      const response = await adminRequest(server, `/admin/api/v1${concrete}`, {
         headers: bearer(readOnly),
       })
       assert.equal(response.status, 200, path)
