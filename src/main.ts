@@ -132,10 +132,6 @@ export async function startTokengate(
         })
       : undefined
     const identityToken = await identitySignerFor(config, clock)
-    // The admin console's traffic chart counts the API listener's answers by status.
-    const traffic = config.admin.enabled
-      ? (await import('./admin/traffic.ts')).createTrafficRecorder(clock)
-      : undefined
     // One gate for every listener: one limiter, one counter store, one outcome recorder.
     opened = await openGate(auth, {
       rateLimit: config.rateLimit,
@@ -144,7 +140,6 @@ export async function startTokengate(
       redisUrl: config.redisUrl,
       log: logger,
       metrics,
-      traffic,
       identityToken,
     })
     const gate = opened
@@ -195,7 +190,7 @@ export async function startTokengate(
         config.metrics.port,
       )
     }
-    if (traffic) {
+    if (config.admin.enabled) {
       const { startAdminListener } = await import('./admin/server.ts')
       adminListener = await startAdminListener({
         config,
@@ -204,7 +199,6 @@ export async function startTokengate(
         clock,
         logger,
         tls,
-        traffic,
         changeFeed: () => store.changeFeed,
       })
       logger.info({ url: `${adminListener.url}/admin/` }, 'admin console listening')

@@ -409,7 +409,10 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
         const result = await store.admin.searchAudit(search, page)
         return { events: result.items.map(auditView), nextCursor: result.nextCursor }
       })
-      api.get('/status', async () => readStatus(ctx))
+      api.get('/status', async () => {
+        const { series, ...status } = await readStatus(ctx)
+        return { ...status, requests: series ? usageView(series) : null }
+      })
       // Authenticated before routing, as /api/v1: without a credential, unknown paths are 401.
       api.setNotFoundHandler((request, reply) =>
         sendProblem(reply, 404, 'not_found', 'No such admin endpoint.', request),

@@ -11,7 +11,6 @@ import { PROBLEM_CONTENT_TYPE, type ProblemCode, problem } from '../http/problem
 import type { Store } from '../stores/store.ts'
 import type { Operator, OperatorVerifier } from './operators.ts'
 import type { Sessions } from './sessions.ts'
-import type { TrafficRecorder } from './traffic.ts'
 
 /** What the admin listener reads and acts on; all of it is the running server's own state. */
 export interface AdminDeps {
@@ -25,7 +24,6 @@ export interface AdminDeps {
   readonly clock: Clock
   readonly logger: Logger
   readonly tls: { readonly cert: string | Buffer; readonly key: string | Buffer } | undefined
-  readonly traffic: TrafficRecorder
   /** Postgres change feed state; undefined on SQLite (one process, no feed needed). */
   readonly changeFeed: () => { connected: boolean } | undefined
 }

@@ -147,6 +147,31 @@ export type AuditEvent =
 
 export type AuditEventType = AuditEvent['type'] | 'audit.dropped'
 
+/** Every event type, for pickers (a missing or unknown type fails to compile). */
+export const AUDIT_EVENT_TYPES = Object.keys({
+  'auth.failed': true,
+  'auth.forbidden': true,
+  'auth.throttled': true,
+  'pat.issued': true,
+  'pat.updated': true,
+  'pat.disabled': true,
+  'pat.enabled': true,
+  'pat.quota_exhausted': true,
+  'pat.revoked': true,
+  'pat.rotated': true,
+  'pat.leak_revoked': true,
+  'pat.reuse_detected': true,
+  'tenant.created': true,
+  'tenant.updated': true,
+  'tenant.enabled': true,
+  'tenant.disabled': true,
+  'issuer.added': true,
+  'issuer.removed': true,
+  'admin_token.issued': true,
+  'admin_token.revoked': true,
+  'audit.dropped': true,
+} satisfies Record<AuditEventType, true>) as AuditEventType[]
+
 /** Refusals of an authenticated caller: audited as `auth.forbidden`. */
 type ForbiddenCode = 'insufficient_permission' | 'route_denied' | 'tenant_path_mismatch'
 

@@ -31,7 +31,6 @@ export interface OpenGateOptions {
     warn(fields: object, message: string): void
   }
   readonly metrics?: OutcomeMetrics | undefined
-  readonly traffic?: { record(status: number): void } | undefined
   readonly identityToken?: IdentityTokenSigner | undefined
 }
 
@@ -76,7 +75,6 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
     failedAuthWindowSec: rateLimit.failedAuth.windowSec,
     metrics: options.metrics,
     log: options.log,
-    traffic: options.traffic,
     usage,
   })
   const quotas = createQuotaCounter({

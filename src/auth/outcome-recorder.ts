@@ -2,7 +2,7 @@
  * The one place an outcome is recorded. The gate calls `recordOutcome` for every decision
  * it makes (audit, rotation-reuse detection, last-used times, usage counts by outcome, the
  * authentication-latency metric); each front end calls `recordAnswer` once per answered request (the request
- * counter by outcome code and status, the log line, the console's traffic chart). No front
+ * counter by outcome code and status, the log line). No front
  * end writes an audit event or a metric of an outcome itself, so none can skip one.
  */
 
@@ -70,8 +70,6 @@ export interface OutcomeRecorderDeps {
   readonly failedAuthWindowSec: number
   readonly metrics?: OutcomeMetrics | undefined
   readonly log?: RequestLog | undefined
-  /** The console's traffic chart: API answers by status. */
-  readonly traffic?: { record(status: number): void } | undefined
   /** Requests by outcome per key, tenant and in all (cluster-wide, written behind). */
   readonly usage?: Pick<UsageWriter, 'count' | 'uncount'> | undefined
 }
@@ -79,7 +77,7 @@ export interface OutcomeRecorderDeps {
 export interface OutcomeRecorder {
   /** Whether the gate should time authentication (only when a metric records it). */
   readonly timesAuthentication: boolean
-  /** Whether front ends need to report answers at all (metrics, request log, traffic). */
+  /** Whether front ends need to report answers at all (metrics, request log). */
   readonly recordsAnswers: boolean
   recordOutcome(request: GateRequest, outcome: Outcome, facts: DecisionFacts): void
   /** An address just reached its failed-authentication limit (logged once per window). */
@@ -90,7 +88,7 @@ export interface OutcomeRecorder {
 }
 
 export function createOutcomeRecorder(deps: OutcomeRecorderDeps): OutcomeRecorder {
-  const { audit, patUse, reuse, clock, metrics, traffic, usage } = deps
+  const { audit, patUse, reuse, clock, metrics, usage } = deps
   const log = deps.log?.isLevelEnabled('info') ? deps.log : undefined
   const refusals = createRefusalRecorder({
     windowSec: deps.failedAuthWindowSec,
@@ -112,7 +110,7 @@ export function createOutcomeRecorder(deps: OutcomeRecorderDeps): OutcomeRecorde
 
   return {
     timesAuthentication: metrics !== undefined,
-    recordsAnswers: metrics !== undefined || log !== undefined || traffic !== undefined,
+    recordsAnswers: metrics !== undefined || log !== undefined,
 
     recordOutcome(request, outcome, facts) {
       if (facts.authenticationNs !== undefined && metrics) {
@@ -180,7 +178,6 @@ export function createOutcomeRecorder(deps: OutcomeRecorderDeps): OutcomeRecorde
         status,
         failure?.code === 'rate_limited' ? failure.limit.name : undefined,
       )
-      if (answer.listener === 'api') traffic?.record(status)
       if (!log) return
       const principal = outcome?.principal ?? undefined
       log.info(
