@@ -35,7 +35,7 @@ ${field({ label: 'Expires in (days, at most 366)', name: 'expiresInDays', form, 
 <div class="table-wrap"><table><caption>${tokens.length} admin tokens</caption><thead><tr><th scope="col">Token</th><th scope="col">Holder</th><th scope="col">Role</th><th scope="col">Status</th><th scope="col">Created</th><th scope="col">Expires</th>${write ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
 <tbody>${tokens.map((t) => {
         const status = adminTokenStatus(t, now)
-        return html`<tr data-admin-token-id="${t.id}"><td><code>tga_…${t.last4}</code><br><small class="id">${t.id}</small></td><td>${t.name}</td><td>${t.role}</td>
+        return html`<tr data-admin-token-id="${t.id}"><td><code>tga_…${t.last4}</code><br><small class="id">${t.id}</small></td><td class="id">${t.name}</td><td class="id">${t.role}</td>
 <td><span class="status status-${status}">${status}</span></td><td>${time(t.createdAt)}</td><td>${time(t.expiresAt)}</td>
 ${
   write

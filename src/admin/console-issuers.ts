@@ -19,10 +19,10 @@ export function registerIssuerPages(kit: ConsoleKit): void {
 <tbody>${issuers.map(
         (
           i,
-        ) => html`<tr><td><span class="id">${i.issuer}</span></td><td>${i.audiences.join(', ')}</td><td>${i.keySource.kind}${'url' in i.keySource ? html`<br><small class="id">${i.keySource.url}</small>` : ''}</td>
+        ) => html`<tr><td><span class="id">${i.issuer}</span></td><td>${i.audiences.map((a) => html`<span class="id">${a}</span> `)}</td><td>${i.keySource.kind}${'url' in i.keySource ? html`<br><small class="id">${i.keySource.url}</small>` : ''}</td>
 <td><span class="status status-${i.keys.state}">${i.keys.state}</span>${i.keys.failingSince ? html`<br><small>failing since ${time(Date.parse(i.keys.failingSince))}</small>` : ''}</td>
 <td>${time(i.keys.lastFetchAt ? Date.parse(i.keys.lastFetchAt) : null, i.keys.state === 'static' ? 'static keys' : 'never')}</td>
-<td>${i.keys.keyIds ? i.keys.keyIds.map((k) => k ?? '(no kid)').join(', ') : 'from the JWKS'}</td>
+<td>${i.keys.keyIds ? i.keys.keyIds.map((k) => html`<span class="id">${k ?? '(no kid)'}</span> `) : 'from the JWKS'}</td>
 ${
   write
     ? html`<td><form method="post" action="/admin/issuers/remove" data-confirm="Stop trusting ${i.issuer}? Its tokens get 401.">${csrfField(session)}<input type="hidden" name="issuer" value="${i.issuer}">

@@ -133,7 +133,7 @@ ${productFields(form, undefined, 'i')}
 <tbody>${rows.map(
         (
           r,
-        ) => html`<tr data-token-id="${r.id}"><td><a href="/admin/pats/${r.id}"><code>pat_…${r.last4}</code></a><br><small class="id">${r.id}</small></td><td>${r.tenantId}</td><td>${r.subject}</td><td>${r.name}</td>
+        ) => html`<tr data-token-id="${r.id}"><td><a href="/admin/pats/${r.id}"><code>pat_…${r.last4}</code></a><br><small class="id">${r.id}</small></td><td class="id">${r.tenantId}</td><td class="id">${r.subject}</td><td>${r.name}</td>
 <td>${r.permissions.join(' ') || '—'}</td><td><span class="status status-${patStatus(r, now)}">${patStatus(r, now)}</span></td>
 <td>${limitsText(r)}</td><td>${time(r.expiresAt, 'never')}</td><td>${time(r.lastUsedAt, 'never')}</td>
 ${write ? html`<td>${rowActions(r, session)}</td>` : ''}</tr>`,

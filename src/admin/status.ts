@@ -62,8 +62,8 @@ async function clusterTraffic(ctx: Pick<AdminContext, 'store' | 'clock'>) {
     { resolution: 'minute' },
     ctx.clock.now(),
   )
-  // The current minute is still being counted: the rate is over the complete ones before it.
-  const complete = series.points.slice(-1 - RATE_WINDOW_MINUTES, -1)
+  // The last five minute buckets, the current (partly counted) one included.
+  const complete = series.points.slice(-RATE_WINDOW_MINUTES)
   let requests = 0
   let failures = 0
   for (const p of complete) {

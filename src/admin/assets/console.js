@@ -81,10 +81,14 @@ function wireTail() {
     const first = body.querySelector('time[datetime]')
     return first ? first.getAttribute('datetime') : new Date(0).toISOString()
   }
+  const labels = ['Time', 'Type', 'Tenant', 'Actor', 'Outcome', 'Details']
   const cell = (row, text) => {
     const td = row.insertCell()
     td.textContent = text
     return td
+  }
+  const label = (row) => {
+    for (const [i, td] of [...row.cells].entries()) td.dataset.label = labels[i]
   }
   async function poll() {
     try {
@@ -108,10 +112,11 @@ function wireTail() {
         const type = document.createElement('code')
         type.textContent = event.type
         row.insertCell().append(type)
-        cell(row, event.tenantId ?? '—')
-        cell(row, event.actor ?? '—')
-        cell(row, event.outcome)
+        cell(row, event.tenantId ?? '—').className = 'id'
+        cell(row, event.actor ?? '—').className = 'id'
+        cell(row, event.outcome).className = 'id'
         row.insertCell().append(detailsList(event.details))
+        label(row)
       }
       localizeTimes(body)
       state.textContent = `Live: updated ${new Date().toLocaleTimeString()}`
