@@ -7,23 +7,43 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
+import { type PostgresServer, skipReason, startPostgres } from '../helpers/services.ts'
 import { adminRequest, bearer, issueAdminTokenCli } from './admin-client.ts'
 
-describe('admin API: keys as a product', () => {
+for (const backend of ['sqlite', 'postgres'] as const) {
+  const skip = backend === 'postgres' ? skipReason('postgres') : false
+  describe(`admin API: keys as a product (${backend})`, { skip }, () => adminKeysSuite(backend))
+}
+
+function adminKeysSuite(backend: 'sqlite' | 'postgres') {
   let server: TestServer
   let operator: string
   let readOnly: string
+  let pg: PostgresServer | undefined
 
   before(async () => {
+    pg = backend === 'postgres' ? await startPostgres() : undefined
+    const databaseUrl = pg ? await pg.createDatabase() : undefined
     server = await startTestServer({
       admin: { enabled: true, port: 0 },
       usage: { flushIntervalMs: 100 },
       rateLimit: { failedAuth: { max: 0 } },
+      ...(databaseUrl ? { databaseUrl } : {}),
     })
-    ;({ token: operator } = await issueAdminTokenCli(server, 'olive', 'operator'))
-    ;({ token: readOnly } = await issueAdminTokenCli(server, 'reed', 'read-only'))
+    // The CLI on the server's store: its data directory, or the same Postgres database.
+    const onStore = databaseUrl
+      ? {
+          ...server,
+          cli: (...args: string[]) => server.cli(...args, '--database-url', databaseUrl),
+        }
+      : server
+    ;({ token: operator } = await issueAdminTokenCli(onStore, 'olive', 'operator'))
+    ;({ token: readOnly } = await issueAdminTokenCli(onStore, 'reed', 'read-only'))
   })
-  after(() => server.close())
+  after(async () => {
+    await server?.close()
+    await pg?.stop()
+  })
 
   const api = (path: string, method = 'GET', body?: unknown, token = operator) =>
     adminRequest(server, `/admin/api/v1${path}`, { method, headers: bearer(token), body })
@@ -178,4 +198,4 @@ describe('admin API: keys as a product', () => {
     })
     assert.match(String(long.json.detail), /^expiresInDays:/)
   })
-})
+}
