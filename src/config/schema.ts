@@ -255,11 +255,11 @@ export const ConfigSchema = Type.Object(
     quota: Type.Object(
       {
         maxBlock: Type.Integer({
-          default: 100,
+          default: 1_000,
           minimum: 1,
-          maximum: 10_000,
+          maximum: 100_000,
           description:
-            "Most uses of a key's quota one instance (or worker) reserves from the store at once; it reserves ceil(limit / 100) up to this. A quota is never exceeded; uses reserved and not spent (at most a block less one per instance) are unavailable to other instances until given back at shutdown (docs/limits.md).",
+            "Most uses of a key's quota one instance (or worker) reserves from the store at once: blocks grow from 4 while a key is busy, up to ceil(limit / 100) and at most this. A quota is never exceeded; uses reserved and not spent (at most a block less one per instance, so 1 % of the limit) are unavailable to other instances until given back at shutdown (docs/limits.md).",
         }),
         recheckMs: Type.Integer({
           default: 5_000,

@@ -51,21 +51,35 @@ describe('quota counter', () => {
     return outcomes
   }
 
-  it('spends a block without asking the store, synchronously, and asks again only when it is spent', async () => {
+  it('spends reserved uses without asking the store, synchronously; a busy key’s blocks grow to the cap', async () => {
     const clock = testClock()
     const { calls, store: s } = counting()
     const quotas = createQuotaCounter({ store: s, clock, maxBlock: 10 })
     const quota: Quota = { limit: 1000, refill: 'daily', counter: counter() }
-    assert.equal(await quotas.take(quota), undefined)
-    assert.equal(calls.reserve, 1)
-    for (let i = 0; i < 9; i++) {
+    const reservedAt: number[] = []
+    for (let i = 1; i <= 30; i++) {
+      const before = calls.reserve
       const result = quotas.take(quota)
-      assert.ok(!isPromiseLike(result), 'answered from the block')
-      assert.equal(result, undefined)
+      if (isPromiseLike(result)) assert.equal(await result, undefined)
+      else assert.equal(result, undefined)
+      if (calls.reserve > before) reservedAt.push(i)
+      else assert.ok(!isPromiseLike(result), `take ${i} was answered from the block`)
     }
-    assert.equal(calls.reserve, 1)
-    assert.equal(await quotas.take(quota), undefined)
-    assert.equal(calls.reserve, 2)
+    // Blocks of 4, then doubled while spent within a second: 8, then the cap (10).
+    assert.deepEqual(reservedAt, [1, 5, 13, 23])
+  })
+
+  it('a quiet key’s blocks shrink again', async () => {
+    const clock = testClock()
+    const { calls, store: s } = counting()
+    const quotas = createQuotaCounter({ store: s, clock, maxBlock: 64 })
+    const quota: Quota = { limit: 100_000, refill: 'none', counter: counter() }
+    await spend(() => quotas.take(quota), 4 + 8 + 16)
+    assert.equal(calls.reserve, 3)
+    clock.advance(120_000)
+    await spend(() => quotas.take(quota), 1)
+    const used = (await store.readQuota([quota.counter])).get(quota.counter)?.used
+    assert.equal(used, 4 + 8 + 16 + 8, 'the fourth block is half the third')
   })
 
   it('two instances on one store never allow more than the limit in all', async () => {
@@ -168,24 +182,42 @@ describe('quota counter', () => {
     assert.equal(await quotas.take({ ...raised, resetAt: clock.now() }), undefined)
   })
 
-  it('concurrent takes share one reservation', async () => {
+  it('concurrent takes wait for one reservation at a time', async () => {
     const clock = testClock()
-    const { calls, store: s } = counting()
-    const quotas = createQuotaCounter({ store: s, clock, maxBlock: 50 })
+    let inFlight = 0
+    let most = 0
+    let reservations = 0
+    const quotas = createQuotaCounter({
+      store: {
+        reserveQuota: async (...args: Parameters<SqliteStore['reserveQuota']>) => {
+          reservations++
+          most = Math.max(most, ++inFlight)
+          await new Promise((resolve) => setTimeout(resolve, 5))
+          inFlight--
+          return store.reserveQuota(...args)
+        },
+        releaseQuota: (...args: Parameters<SqliteStore['releaseQuota']>) =>
+          store.releaseQuota(...args),
+      },
+      clock,
+      maxBlock: 50,
+    })
     const quota: Quota = { limit: 5000, refill: 'none', counter: counter() }
     const outcomes = await Promise.all(Array.from({ length: 40 }, () => quotas.take(quota)))
     assert.ok(outcomes.every((o) => o === undefined))
-    assert.equal(calls.reserve, 1)
+    assert.equal(most, 1)
+    // Blocks of 4, 8, 16, 32: four reservations serve the 40.
+    assert.equal(reservations, 4)
   })
 
   it('close gives back unspent uses', async () => {
     const clock = testClock()
     const quotas = createQuotaCounter({ store, clock, maxBlock: 10 })
     const quota: Quota = { limit: 1000, refill: 'none', counter: counter() }
-    await spend(() => quotas.take(quota), 3)
-    assert.equal((await store.readQuota([quota.counter])).get(quota.counter)?.used, 10)
+    await spend(() => quotas.take(quota), 7)
+    assert.equal((await store.readQuota([quota.counter])).get(quota.counter)?.used, 4 + 8)
     await quotas.close()
-    assert.equal((await store.readQuota([quota.counter])).get(quota.counter)?.used, 3)
+    assert.equal((await store.readQuota([quota.counter])).get(quota.counter)?.used, 7)
   })
 
   it('an unreachable store fails closed: 503 unavailable, never a pass', async () => {
