@@ -1,7 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import {
   ADMIN_ROLES,
-  adminTokenStatus,
+  ADMIN_TOKEN_NAME,
+  adminTokenMetadata,
   issueAdminToken,
   MAX_ADMIN_TOKEN_LIFETIME_MS,
   revokeAdminToken,
@@ -21,7 +22,12 @@ import {
   rotateTenantPat,
   setPatDisabled,
 } from '../auth/pat-lifecycle.ts'
-import { createTenant, editTenant, setTenantEnabled } from '../auth/tenant-operations.ts'
+import {
+  createTenant,
+  editTenant,
+  setTenantEnabled,
+  tenantMetadata,
+} from '../auth/tenant-operations.ts'
 import {
   readUsageSeries,
   USAGE_RESOLUTIONS,
@@ -32,14 +38,8 @@ import {
 } from '../auth/usage.ts'
 import { MAX_TENANT_NAME_LENGTH } from '../core/operator-text.ts'
 import { type PatStatus, patStatus } from '../core/pat.ts'
-import type { RateLimitOverride, Tenant } from '../core/ports.ts'
-import type {
-  AdminRole,
-  AdminStore,
-  AdminTokenRecord,
-  AuditSearch,
-  PatSearch,
-} from '../stores/admin-store.ts'
+import type { RateLimitOverride } from '../core/ports.ts'
+import type { AdminRole, AdminStore, AuditSearch, PatSearch } from '../stores/admin-store.ts'
 import type { StoredAuditEvent, UsageScope } from '../stores/store.ts'
 import { type AdminContext, operationDeps, sendProblem } from './context.ts'
 import { checkPermissions, checkTenantId, checkText, invalid } from './input.ts'
@@ -155,12 +155,12 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
       api.get('/openapi.json', async () => adminOpenApiDocument())
 
       api.get('/tenants', async () => ({
-        tenants: (await store.listTenants()).map(tenantView),
+        tenants: (await store.listTenants()).map(tenantMetadata),
       }))
       api.get<{ Params: { id: string } }>('/tenants/:id', async (request, reply) => {
         const tenant = await store.findTenant(request.params.id)
         if (!tenant) return sendProblem(reply, 404, 'not_found', 'No such tenant.', request)
-        return tenantView(tenant)
+        return tenantMetadata(tenant)
       })
       api.patch<{ Params: { id: string } }>(
         '/tenants/:id',
@@ -172,7 +172,7 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
             name: b.name === undefined ? undefined : text(b.name, 'name'),
             rateLimit: rateLimitOf(b.rateLimit),
           })
-          return { ...tenantView(tenant), changed }
+          return { ...tenantMetadata(tenant), changed }
         },
       )
       api.get<{ Params: { id: string }; Querystring: Query }>(
@@ -308,7 +308,9 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
 
       api.get('/admin-tokens', async () => {
         const now = clock.now()
-        return { tokens: (await store.admin.listAdminTokens()).map((t) => adminTokenView(t, now)) }
+        return {
+          tokens: (await store.admin.listAdminTokens()).map((t) => adminTokenMetadata(t, now)),
+        }
       })
       api.post('/admin-tokens', { preHandler: write }, async (request, reply) => {
         const b = body(request)
@@ -318,14 +320,14 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
           role: text(b.role, 'role'),
           expiresInDays: b.expiresInDays === undefined ? 30 : b.expiresInDays,
         })
-        return reply.code(201).send({ token, ...adminTokenView(record, clock.now()) })
+        return reply.code(201).send({ token, ...adminTokenMetadata(record, clock.now()) })
       })
       api.post<{ Params: { id: string } }>(
         '/admin-tokens/:id/revoke',
         { preHandler: write },
         async (request) => {
           const { record, changed } = await revokeAdminToken(deps(request), request.params.id)
-          return { ...adminTokenView(record, clock.now()), changed }
+          return { ...adminTokenMetadata(record, clock.now()), changed }
         },
       )
       api.post<{ Params: { id: string } }>(
@@ -626,36 +628,12 @@ export function rangeOf(query: Query): UsageRange {
   }
 }
 
-export function tenantView(tenant: Tenant) {
-  return {
-    id: tenant.id,
-    name: tenant.name,
-    enabled: tenant.enabled,
-    createdAt: new Date(tenant.createdAt).toISOString(),
-    rateLimit: tenant.rateLimit ?? null,
-  }
-}
-
-/** An admin token as the API shows it: never the token, never its hash. */
-export function adminTokenView(record: AdminTokenRecord, now: number) {
-  return {
-    id: record.id,
-    name: record.name,
-    role: record.role,
-    last4: record.last4,
-    status: adminTokenStatus(record, now),
-    createdAt: new Date(record.createdAt).toISOString(),
-    expiresAt: new Date(record.expiresAt).toISOString(),
-    revokedAt: record.revokedAt === null ? null : new Date(record.revokedAt).toISOString(),
-  }
-}
-
 /** Issues an admin token from operator input (the CLI's rules: name, role, at most 366 days). */
 export function issueAdminTokenFrom(
   deps: OperationDeps & { readonly store: { readonly admin: AdminStore } },
   input: { name: string; role: string; expiresInDays: unknown },
 ) {
-  if (!/^[A-Za-z0-9._@-]{1,100}$/.test(input.name)) {
+  if (!ADMIN_TOKEN_NAME.test(input.name)) {
     throw invalid('name', 'expected 1-100 characters of A-Z a-z 0-9 . _ @ -')
   }
   if (!ADMIN_ROLES.includes(input.role as AdminRole)) throw invalid('role', 'read-only or operator')

@@ -1,3 +1,5 @@
+import { ADMIN_TOKEN_NAME } from '../auth/admin-tokens.ts'
+
 /**
  * The OpenAPI 3.1 document of the admin API, served at `/admin/api/v1/openapi.json` and
  * printed by `tokengate admin openapi`. Written out by hand: the admin API is small, and
@@ -257,7 +259,7 @@ export function adminOpenApiDocument() {
             required: ['name', 'role'],
             additionalProperties: false,
             properties: {
-              name: { type: 'string', pattern: '^[A-Za-z0-9._@-]{1,100}$' },
+              name: { type: 'string', pattern: ADMIN_TOKEN_NAME.source },
               role: { enum: ['read-only', 'operator'] },
               expiresInDays: { type: 'integer', minimum: 1, maximum: 366, default: 30 },
             },

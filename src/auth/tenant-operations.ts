@@ -4,6 +4,24 @@ import { ConflictError, type TenantChanges } from '../stores/store.ts'
 import { badValue, checkRateLimit } from './key-fields.ts'
 import { audit, type OperationDeps, OperationRefused } from './operations.ts'
 
+/** A tenant as the CLI's JSON and the admin API show it. */
+export function tenantMetadata(tenant: Tenant) {
+  return {
+    id: tenant.id,
+    name: tenant.name,
+    enabled: tenant.enabled,
+    createdAt: new Date(tenant.createdAt).toISOString(),
+    rateLimit: tenant.rateLimit ?? null,
+  }
+}
+
+/** The tenant `id`, or the refusal `tenant_unknown`. */
+async function existingTenant(deps: OperationDeps, id: string): Promise<Tenant> {
+  const tenant = await deps.store.findTenant(id)
+  if (!tenant) throw new OperationRefused('tenant_unknown', id, `no tenant ${id}`)
+  return tenant
+}
+
 /** Creates a tenant (refused when the id exists) and audits `tenant.created`. */
 export async function createTenant(
   deps: OperationDeps,
@@ -35,8 +53,7 @@ export async function setTenantEnabled(
   id: string,
   enabled: boolean,
 ): Promise<{ readonly tenant: Tenant; readonly changed: boolean }> {
-  const before = await deps.store.findTenant(id)
-  if (!before) throw new OperationRefused('tenant_unknown', id, `no tenant ${id}`)
+  const before = await existingTenant(deps, id)
   if (before.enabled === enabled) return { tenant: before, changed: false }
   const after = await deps.store.setTenantEnabled(id, enabled)
   if (!after) throw new OperationRefused('tenant_unknown', id, `no tenant ${id}`)
@@ -65,8 +82,7 @@ export async function editTenant(
   id: string,
   edit: TenantEdit,
 ): Promise<{ readonly tenant: Tenant; readonly changed: boolean }> {
-  const current = await deps.store.findTenant(id)
-  if (!current) throw new OperationRefused('tenant_unknown', id, `no tenant ${id}`)
+  const current = await existingTenant(deps, id)
   const changes: { -readonly [K in keyof TenantChanges]: TenantChanges[K] } = {}
   if (edit.name !== undefined) {
     if (

@@ -211,18 +211,14 @@ export const PAT_EDIT_COLUMNS = [
   'external_id',
 ] as const
 
-/** A changed PAT's editable column values in PAT_EDIT_COLUMNS order. */
+const PAT_COLUMN_NAMES = PAT_COLUMNS.split(',').map((column) => column.trim())
+
+/** A changed PAT's editable column values in PAT_EDIT_COLUMNS order (picked from patValues). */
 export function patEditValues<P>(record: PatRecord, permissions: (list: readonly string[]) => P) {
-  return [
-    record.name,
-    permissions(record.permissions),
-    record.expiresAt,
-    record.disabledAt ?? null,
-    jsonText(record.rateLimit),
-    jsonText(record.quota),
-    jsonText(record.metadata),
-    record.externalId ?? null,
-  ] as const
+  const values = patValues(record, permissions)
+  return PAT_EDIT_COLUMNS.map(
+    (column) => values[PAT_COLUMN_NAMES.indexOf(column)] as (typeof values)[number],
+  )
 }
 
 /** `record` with `changes` applied: an undefined field keeps its value, null clears it. */

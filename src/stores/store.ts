@@ -1,5 +1,5 @@
 import type { IssuerConfig } from '../core/issuer.ts'
-import type { PatRecord, Quota, RateLimitOverride, Tenant } from '../core/ports.ts'
+import type { PatRecord, RateLimitOverride, Tenant } from '../core/ports.ts'
 
 /** Keyset pagination: `cursor` is opaque to callers; `nextCursor` is null on the last page. */
 export interface PageRequest {
@@ -109,15 +109,16 @@ export interface TenantChanges {
 }
 
 /** What an operator may change of a PAT; an undefined field stays as it is, null clears it. */
-export interface PatChanges {
-  readonly name?: string | undefined
-  readonly permissions?: readonly string[] | undefined
-  readonly expiresAt?: number | null | undefined
-  readonly disabledAt?: number | null | undefined
-  readonly rateLimit?: RateLimitOverride | null | undefined
-  readonly quota?: Quota | null | undefined
-  readonly metadata?: Readonly<Record<string, unknown>> | null | undefined
-  readonly externalId?: string | null | undefined
+export type PatChanges = {
+  readonly [K in
+    | 'name'
+    | 'permissions'
+    | 'expiresAt'
+    | 'disabledAt'
+    | 'rateLimit'
+    | 'quota'
+    | 'metadata'
+    | 'externalId']?: PatRecord[K] | undefined
 }
 
 /** PATs, stored by the SHA-256 of the token only. */

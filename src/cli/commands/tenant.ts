@@ -4,10 +4,10 @@ import {
   editTenant,
   listTenants,
   setTenantEnabled,
+  tenantMetadata,
 } from '../../auth/tenant-operations.ts'
 import { readUsageSeries, usageRange, usageView } from '../../auth/usage.ts'
 import { MAX_TENANT_NAME_LENGTH } from '../../core/operator-text.ts'
-import type { Tenant } from '../../core/ports.ts'
 import { flag, optionalString, requiredPositional } from '../args.ts'
 import {
   ADMIN_OVERRIDES,
@@ -19,20 +19,9 @@ import {
 } from '../context.ts'
 import { UsageError } from '../errors.ts'
 import { editedField, rateLimitOption, USAGE_OPTIONS, usageRangeOption } from '../key-options.ts'
-import { formatTime, isoTime } from '../output.ts'
+import { formatTime } from '../output.ts'
 import { printUsage } from '../usage-output.ts'
 import { checkTenantId, checkText, printable } from '../validate.ts'
-
-/** The tenant as JSON output shows it. */
-export function tenantJson(tenant: Tenant) {
-  return {
-    id: tenant.id,
-    name: tenant.name,
-    enabled: tenant.enabled,
-    createdAt: isoTime(tenant.createdAt),
-    rateLimit: tenant.rateLimit ?? null,
-  }
-}
 
 const create: CommandDef = {
   path: ['tenant', 'create'],
@@ -51,7 +40,7 @@ const create: CommandDef = {
     const tenant = await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
       operate(() => createTenant(operationDeps(ctx, store), { id, name })),
     )
-    if (ctx.json) ctx.out.json(tenantJson(tenant))
+    if (ctx.json) ctx.out.json(tenantMetadata(tenant))
     else ctx.out.line(`Created tenant ${tenant.id} (${tenant.name}).`)
     return 0
   },
@@ -64,7 +53,7 @@ const list: CommandDef = {
   async run(ctx) {
     const tenants = await withStore(ctx.config(ADMIN_OVERRIDES), (store) => listTenants({ store }))
     if (ctx.json) {
-      ctx.out.json({ tenants: tenants.map(tenantJson) })
+      ctx.out.json({ tenants: tenants.map(tenantMetadata) })
       return 0
     }
     ctx.out.table(
@@ -104,7 +93,7 @@ async function changeEnabled(ctx: CommandContext, enabled: boolean): Promise<num
       tenant_unknown: () => `no tenant ${id} (see: tokengate tenant list)`,
     }),
   )
-  if (ctx.json) ctx.out.json({ ...tenantJson(tenant), changed })
+  if (ctx.json) ctx.out.json({ ...tenantMetadata(tenant), changed })
   else
     ctx.out.line(changed ? `Tenant ${id} is now ${state}.` : `Tenant ${id} was already ${state}.`)
   return 0
@@ -144,7 +133,7 @@ const edit: CommandDef = {
         { tenant_unknown: () => `no tenant ${id} (see: tokengate tenant list)` },
       ),
     )
-    if (ctx.json) ctx.out.json({ ...tenantJson(tenant), changed })
+    if (ctx.json) ctx.out.json({ ...tenantMetadata(tenant), changed })
     else ctx.out.line(changed ? `Updated tenant ${id}.` : `Tenant ${id}: nothing to change.`)
     return 0
   },
