@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
+import { millisUntil } from '../helpers/eventually.ts'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
 import { type PostgresServer, skipReason, startPostgres } from '../helpers/services.ts'
 import { adminRequest, bearer, issueAdminTokenCli } from './admin-client.ts'
@@ -48,15 +49,6 @@ function adminKeysSuite(backend: 'sqlite' | 'postgres') {
   const api = (path: string, method = 'GET', body?: unknown, token = operator) =>
     adminRequest(server, `/admin/api/v1${path}`, { method, headers: bearer(token), body })
   const me = (token: string) => server.request('/api/v1/me', ['Authorization', `Bearer ${token}`])
-
-  async function within(probe: () => Promise<boolean>): Promise<number> {
-    const started = performance.now()
-    while (!(await probe())) {
-      if (performance.now() - started > 3000) throw new Error('not within 3 s')
-      await new Promise((resolve) => setTimeout(resolve, 20))
-    }
-    return performance.now() - started
-  }
 
   test('issue with limits, quota, metadata and external id; read it back with its quota usage', async () => {
     const issued = await api('/pats', 'POST', {
@@ -101,7 +93,7 @@ function adminKeysSuite(backend: 'sqlite' | 'postgres') {
     })
     assert.equal(edited.status, 200, edited.text)
     assert.equal(edited.json.changed, true)
-    assert.ok((await within(async () => (await tokens()).status === 403)) < 1000)
+    assert.ok((await millisUntil(async () => (await tokens()).status === 403)) < 1000)
     const audit = await api('/audit-events?type=pat.updated&tenant=demo')
     const event = (audit.json.events as { actor: string; details: Record<string, unknown> }[])[0]
     assert.equal(event?.actor, 'admin:olive')
@@ -125,18 +117,18 @@ function adminKeysSuite(backend: 'sqlite' | 'postgres') {
     const { id, token } = issued.json as { id: string; token: string }
     const disabled = await api(`/pats/${id}/disable`, 'POST')
     assert.deepEqual([disabled.json.status, disabled.json.changed], ['disabled', true])
-    assert.ok((await within(async () => (await me(token)).status === 401)) < 1000)
+    assert.ok((await millisUntil(async () => (await me(token)).status === 401)) < 1000)
     const listed = await api('/pats?status=disabled&tenant=demo')
     assert.ok((listed.json.tokens as { id: string }[]).some((t) => t.id === id))
     await api(`/pats/${id}/enable`, 'POST')
-    await within(async () => (await me(token)).status === 200)
+    await millisUntil(async () => (await me(token)).status === 200)
   })
 
   test('usage per key, tenant and in all, as JSON with totals and as CSV', async () => {
     const issued = await api('/pats', 'POST', { tenantId: 'demo', subject: 'u' })
     const { id, token } = issued.json as { id: string; token: string }
     for (let i = 0; i < 3; i++) await me(token)
-    await within(async () => {
+    await millisUntil(async () => {
       const usage = await api(`/usage?scope=key&id=${id}`)
       return (usage.json.totals as { allowed: number }).allowed === 3
     })

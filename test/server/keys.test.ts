@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import { millisUntil } from '../helpers/eventually.ts'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
 
 interface Issued {
@@ -46,16 +47,6 @@ describe('keys as a product, through the server', () => {
 
   const me = (token: string) => server.request('/api/v1/me', ['Authorization', `Bearer ${token}`])
 
-  /** Milliseconds until `probe` holds, polling every 20 ms (at most 3 s). */
-  async function within(probe: () => Promise<boolean>): Promise<number> {
-    const started = performance.now()
-    while (!(await probe())) {
-      if (performance.now() - started > 3000) throw new Error('not within 3 s')
-      await new Promise((resolve) => setTimeout(resolve, 20))
-    }
-    return performance.now() - started
-  }
-
   it("a key's own rate limit replaces the default, with its RateLimit headers", async () => {
     const { token } = await issue('calm', '--rate-limit', '3/1m')
     const answers = []
@@ -76,7 +67,7 @@ describe('keys as a product, through the server', () => {
     const a = await issue('lim')
     const b = await issue('lim')
     assert.equal((await server.cli('tenant', 'edit', 'lim', '--rate-limit', '4/1h')).code, 0)
-    const applied = await within(
+    const applied = await millisUntil(
       async () => (await me(a.token)).headers['ratelimit-policy'] === '"per-tenant";q=4;w=3600',
     )
     assert.ok(applied < 1000, `${Math.round(applied)} ms`)
@@ -87,20 +78,20 @@ describe('keys as a product, through the server', () => {
     assert.equal(refused.status, 429)
     assert.equal(refused.json.policy, 'per-tenant')
     assert.equal((await server.cli('tenant', 'edit', 'lim', '--clear-rate-limit')).code, 0)
-    await within(async () => (await me(b.token)).status === 200)
+    await millisUntil(async () => (await me(b.token)).status === 200)
   })
 
   it('a disabled key is 401 invalid_token within a second, and works again when enabled', async () => {
     const { token, id } = await issue('calm')
     assert.equal((await me(token)).status, 200)
     assert.equal((await server.cli('pat', 'disable', id)).code, 0)
-    const refusedAfter = await within(async () => (await me(token)).status === 401)
+    const refusedAfter = await millisUntil(async () => (await me(token)).status === 401)
     assert.ok(refusedAfter < 1000, `${Math.round(refusedAfter)} ms`)
     const refused = await me(token)
     assert.equal(refused.json.code, 'invalid_token')
     assert.match(String(refused.headers['www-authenticate']), /error="invalid_token"/)
     assert.equal((await server.cli('pat', 'enable', id)).code, 0)
-    await within(async () => (await me(token)).status === 200)
+    await millisUntil(async () => (await me(token)).status === 200)
   })
 
   it('an edit of permissions applies within a second (403, then 200)', async () => {
@@ -108,7 +99,7 @@ describe('keys as a product, through the server', () => {
     const tokens = () => server.request('/api/v1/tokens', ['Authorization', `Bearer ${token}`])
     assert.equal((await tokens()).status, 200)
     assert.equal((await server.cli('pat', 'edit', id, '--permission', 'audit:read')).code, 0)
-    const applied = await within(async () => (await tokens()).status === 403)
+    const applied = await millisUntil(async () => (await tokens()).status === 403)
     assert.ok(applied < 1000, `${Math.round(applied)} ms`)
   })
 
@@ -123,14 +114,14 @@ describe('keys as a product, through the server', () => {
     const totalsOf = async (key: string) =>
       JSON.parse((await server.cli('pat', 'usage', key, '--json', '--resolution', 'hour')).stdout)
         .totals as Record<string, number>
-    await within(async () => ((await totalsOf(id)).limited ?? 0) >= 1)
+    await millisUntil(async () => ((await totalsOf(id)).limited ?? 0) >= 1)
     assert.deepEqual(await totalsOf(id), { allowed: 3, unauthorized: 0, forbidden: 1, limited: 1 })
 
     // A disabled key's refusals are counted against it too.
     const disabled = await issue('calm')
     assert.equal((await server.cli('pat', 'disable', disabled.id)).code, 0)
-    await within(async () => (await me(disabled.token)).status === 401)
-    await within(async () => ((await totalsOf(disabled.id)).unauthorized ?? 0) >= 1)
+    await millisUntil(async () => (await me(disabled.token)).status === 401)
+    await millisUntil(async () => ((await totalsOf(disabled.id)).unauthorized ?? 0) >= 1)
 
     const tenant = JSON.parse(
       (await server.cli('tenant', 'usage', 'calm', '--json', '--resolution', 'day', '--top', '50'))
