@@ -105,8 +105,9 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
     close() {
       closing ??= (async () => {
         await recorder.close()
-        await quotas.close()
-        await usage?.close()
+        // Best effort, as the auth context's write-behind: a store already gone (closed
+        // first, or down) loses unspent quota uses and the last counts, never the shutdown.
+        await Promise.allSettled([quotas.close(), usage?.close()])
         counters?.close()
       })()
       return closing
