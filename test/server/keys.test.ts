@@ -90,6 +90,13 @@ describe('keys as a product, through the server', () => {
     const refused = await me(token)
     assert.equal(refused.json.code, 'invalid_token')
     assert.match(String(refused.headers['www-authenticate']), /error="invalid_token"/)
+    // The tenant's own listing shows it as disabled (GET /api/v1/tokens).
+    const reader = await issue('calm')
+    const listed = await server.request(`/api/v1/tokens/${id}`, [
+      'Authorization',
+      `Bearer ${reader.token}`,
+    ])
+    assert.equal(listed.json.status, 'disabled')
     assert.equal((await server.cli('pat', 'enable', id)).code, 0)
     await millisUntil(async () => (await me(token)).status === 200)
   })
