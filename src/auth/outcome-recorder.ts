@@ -211,7 +211,8 @@ const USAGE_OF_STATUS: Readonly<Record<number, UsageOutcome>> = {
 /**
  * A refusal's usage: 401, 403 and 429 are counted (other refusals, 400/404/503, are not
  * outcomes of a key), against the caller when authenticated, else against the stored key a
- * refused PAT named (revoked, expired, disabled), else in the total only.
+ * refused PAT named (revoked, expired, disabled), else in the total only. A refusal of a
+ * request the gate had allowed first takes back its `allowed` count.
  */
 function countRefusal(
   usage: Pick<UsageWriter, 'count' | 'uncount'>,
@@ -220,8 +221,6 @@ function countRefusal(
   principal: Principal | null,
   afterAllowed: boolean | undefined,
 ): void {
-  const outcome = USAGE_OF_STATUS[status]
-  if (outcome === undefined) return
   const key = 'key' in failure ? failure.key : undefined
   const tenantId = principal?.tenantId ?? key?.tenantId ?? null
   const tokenId =
@@ -231,6 +230,8 @@ function countRefusal(
         ? (principal.tokenId ?? null)
         : null
   if (afterAllowed) usage.uncount('allowed', tenantId, tokenId)
+  const outcome = USAGE_OF_STATUS[status]
+  if (outcome === undefined) return
   usage.count(outcome, tenantId, tokenId)
 }
 

@@ -208,6 +208,36 @@ describe('createTokengate', () => {
     assert.equal(JSON.parse(refused.body).code, 'invalid_token')
   })
 
+  test('usage: a request the route refuses after the gate allowed it counts as 403, not as allowed', async () => {
+    const { dataDir, gate } = await seededGate({ issuer: noIssuer(), pats: [] })
+    const app = await expressApp(gate)
+    const { token, record } = await gate.pats.issue({
+      tenantId: TEST_TENANT,
+      subject: 'lib-usage',
+      name: 'no permission',
+      permissions: [],
+      lifetime: 'default',
+    })
+    assert.equal((await send(app.url, PROTECTED_PATH, bearer(token))).status, 403)
+    await app.close() // closes the gate: the usage counts are written
+    const reader = await createTokengate({ dataDir })
+    try {
+      const rows = await reader.store.readUsage({
+        scope: 'key',
+        subject: record.id,
+        resolution: 'day',
+        since: 0,
+        until: Date.now() + 86_400_000,
+      })
+      assert.deepEqual(
+        rows.map((r) => [r.allowed, r.forbidden]),
+        [[0, 1]],
+      )
+    } finally {
+      await reader.close()
+    }
+  })
+
   test('tokengate/fastify keeps a safe incoming X-Request-Id and answers with it', async () => {
     const pat = issued()
     const app = await fastifyApp(
