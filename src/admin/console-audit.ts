@@ -109,5 +109,5 @@ ${next ? html`<p><a href="${next}">Older events</a></p>` : ''}`,
 }
 
 function eventRow(e: StoredAuditEvent): Html {
-  return html`<tr data-event-id="${e.id}"><td data-label="Time">${time(e.time)}</td><td data-label="Type"><code>${e.type}</code></td><td data-label="Tenant" class="id">${e.tenantId ?? '—'}</td><td data-label="Actor" class="id">${e.actor ?? '—'}</td><td data-label="Outcome" class="id">${e.outcome}</td><td data-label="Details">${detailsView(e.details)}</td></tr>`
+  return html`<tr data-event-id="${e.id}"><td data-label="Time">${time(e.time)}</td><td data-label="Type"><code>${e.type}</code></td><td data-label="Tenant" class="id">${e.tenantId ?? '—'}</td><td data-label="Actor" class="id">${e.actor ?? '—'}</td><td data-label="Outcome"><code>${e.outcome}</code></td><td data-label="Details">${detailsView(e.details)}</td></tr>`
 }

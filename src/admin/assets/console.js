@@ -114,7 +114,9 @@ function wireTail() {
         row.insertCell().append(type)
         cell(row, event.tenantId ?? '—').className = 'id'
         cell(row, event.actor ?? '—').className = 'id'
-        cell(row, event.outcome).className = 'id'
+        const outcome = document.createElement('code')
+        outcome.textContent = event.outcome
+        row.insertCell().append(outcome)
         row.insertCell().append(detailsList(event.details))
         label(row)
       }
