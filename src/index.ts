@@ -25,8 +25,15 @@ export {
   type Outcome,
   type Refused,
 } from './auth/gate.ts'
+export type { QuotaSpec } from './auth/key-fields.ts'
 export type { Answer, DecisionFacts, OutcomeRecorder } from './auth/outcome-recorder.ts'
-export type { IssuePatRequest, PatLifetime, RotatePatRequest } from './auth/pat-lifecycle.ts'
+export type {
+  IssuePatRequest,
+  PatEdit,
+  PatEdited,
+  PatLifetime,
+  RotatePatRequest,
+} from './auth/pat-lifecycle.ts'
 export {
   createTokengate,
   type PatOperations,
@@ -48,7 +55,12 @@ export {
   type ParsedAuthorization,
   parseAuthorization,
 } from './core/credentials.ts'
-export type { AuthFailure, FailureCode, InvalidTokenReason } from './core/failure.ts'
+export type {
+  AuthFailure,
+  FailureCode,
+  InvalidTokenReason,
+  QuotaState,
+} from './core/failure.ts'
 export { fingerprintToken } from './core/fingerprint.ts'
 export type { IssuerConfig, KeySource } from './core/issuer.ts'
 export { createJwtVerifier, type JwtVerifierOptions } from './core/jwt.ts'
@@ -72,7 +84,10 @@ export {
   type Clock,
   type JwtOutcome,
   type JwtVerifier,
+  type KeyLimits,
   type PatRecord,
+  type Quota,
+  type RateLimitOverride,
   systemClock,
   type Tenant,
   type VerifiedJwt,

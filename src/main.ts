@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify'
 import type { DestinationStream, Logger } from 'pino'
 import { createAuthContext } from './auth/auth-context.ts'
 import { type OpenedGate, openGate } from './auth/open-gate.ts'
+import { startRetention } from './auth/retention.ts'
 import type { Config } from './config/schema.ts'
 import { type Clock, systemClock } from './core/ports.ts'
 import type { DecisionServer } from './decision/server.ts'
@@ -18,7 +19,7 @@ import { buildServer } from './server/server.ts'
 import { ensureDevCertificate, readTlsFiles, type TlsMaterial } from './server/tls.ts'
 import { countersLine, listenAs, listeningLine, storeLine, upstreamLine } from './startup.ts'
 import { openStore } from './stores/open-store.ts'
-import type { ChangeFeedStatus } from './stores/store.ts'
+import type { ChangeFeedStatus, Store } from './stores/store.ts'
 
 export interface RunningTokengate {
   /** e.g. `https://127.0.0.1:8443` */
@@ -113,6 +114,7 @@ export async function startTokengate(
   let closeAuth: (() => Promise<void>) | undefined
   let apiApp: FastifyInstance | undefined
   let events: EventDelivery | undefined
+  let retention: { close(): Promise<void> } | undefined
   let metricsListener: MetricsListener | undefined
   let adminListener: { url: string; close(): Promise<void> } | undefined
   let decisionApp: DecisionServer | undefined
@@ -133,6 +135,7 @@ export async function startTokengate(
     })
     closeAuth = () => auth.close()
     events = startEventDelivery(config.events, store, clock, logger)
+    retention = startRetention(store, config, clock, logger)
     const metricsModule = config.metrics.enabled ? await import('./server/metrics.ts') : undefined
     const metrics = metricsModule
       ? metricsModule.createMetrics({
@@ -146,17 +149,14 @@ export async function startTokengate(
         })
       : undefined
     const identityToken = await identitySignerFor(config, clock)
-    // The admin console's traffic chart counts the API listener's answers by status.
-    const traffic = config.admin.enabled
-      ? (await import('./admin/traffic.ts')).createTrafficRecorder(clock)
-      : undefined
     // One gate for every listener: one limiter, one counter store, one outcome recorder.
     opened = await openGate(auth, {
       rateLimit: config.rateLimit,
+      quota: config.quota,
+      usage: config.usage,
       redisUrl: config.redisUrl,
       log: logger,
       metrics,
-      traffic,
       identityToken,
       tracing,
     })
@@ -174,6 +174,7 @@ export async function startTokengate(
             traceUpstream: tracing?.upstream,
           })
       : undefined
+    const mountLeakReports = await leakReportsFor(config, store, clock)
     const app = await buildServer({
       config: fitToDescriptorLimit(config, logger),
       auth,
@@ -181,7 +182,7 @@ export async function startTokengate(
       tls,
       metrics,
       gate,
-      mounts: mountGateway ? [mountGateway] : [],
+      mounts: [mountLeakReports, mountGateway].filter((mount) => mount !== undefined),
       tracing,
     })
     apiApp = app
@@ -215,7 +216,7 @@ export async function startTokengate(
       metricsListener = started
       logger.info({ listener: 'metrics' }, listeningLine('metrics', new URL(started.url).origin))
     }
-    if (traffic) {
+    if (config.admin.enabled) {
       const { startAdminListener } = await import('./admin/server.ts')
       adminListener = await listenAs('admin', () =>
         startAdminListener(
@@ -226,7 +227,6 @@ export async function startTokengate(
             clock,
             logger,
             tls,
-            traffic,
             changeFeed: () => store.changeFeed,
           },
           (url) => listeningLine('admin', url),
@@ -241,7 +241,7 @@ export async function startTokengate(
       decisionUrl = await listenAs('decision', () => built.listen(decision.host, decision.port))
       logger.info({ listener: 'decision' }, listeningLine('decision', decisionUrl))
     }
-    const started = { events, metricsListener, decisionApp, adminListener }
+    const started = { events, retention, metricsListener, decisionApp, adminListener }
 
     let closing: Promise<void> | undefined
     return {
@@ -268,6 +268,7 @@ export async function startTokengate(
           await started.metricsListener?.close()
           // Before the audit flush: events flushed now stay queued for the next start.
           await started.events.close()
+          await started.retention.close()
           clearTimeout(force)
           await gate.close()
           await auth.close()
@@ -283,6 +284,7 @@ export async function startTokengate(
     await apiApp?.close()
     await opened?.close()
     await events?.close()
+    await retention?.close()
     await closeAuth?.()
     await store.close().catch(() => {})
     throw error
@@ -294,6 +296,24 @@ function storeLocation(config: Readonly<Config>) {
   return config.databaseUrl
     ? { databaseUrl: config.databaseUrl, databaseListenUrl: config.databaseListenUrl }
     : { dataDir: config.dataDir }
+}
+
+/** GitHub's leak reports on the API listener, when their keys file is configured. */
+async function leakReportsFor(config: Readonly<Config>, store: Store, clock: Clock) {
+  const file = config.leakReports.githubKeysFile
+  if (file === undefined) return undefined
+  const { readFile } = await import('node:fs/promises')
+  const { createGithubLeakReports, parseGithubKeys } = await import('./auth/leak-reports.ts')
+  const { leakReportRoutes } = await import('./server/leak-reports.ts')
+  const source = `leakReports.githubKeysFile ${file}`
+  const text = await readFile(file, 'utf8').catch((error: Error) => {
+    throw new Error(`${source}: cannot be read (${error.message})`)
+  })
+  const reports = createGithubLeakReports({
+    keys: parseGithubKeys(text, source),
+    maxMatches: config.leakReports.maxMatches,
+  })
+  return leakReportRoutes({ reports, store, clock, maxBodyBytes: config.leakReports.maxBodyBytes })
 }
 
 async function identitySignerFor(config: Readonly<Config>, clock: Clock) {

@@ -1,23 +1,49 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { addIssuer, removeIssuer } from '../auth/issuer-operations.ts'
+import {
+  ADMIN_ROLES,
+  ADMIN_TOKEN_NAME,
+  adminTokenMetadata,
+  issueAdminToken,
+  MAX_ADMIN_TOKEN_LIFETIME_MS,
+  revokeAdminToken,
+} from '../auth/admin-tokens.ts'
+import { addIssuer, checkIssuerShape, removeIssuer } from '../auth/issuer-operations.ts'
+import { type QuotaSpec, quotaView } from '../auth/key-fields.ts'
 import type { OperationDeps } from '../auth/operations.ts'
 import {
+  editTenantPat,
   issueTenantPat,
+  type PatEdit,
   type PatLifetime,
   type PatOperationDeps,
   patMetadata,
   revokeLeakedPats,
   revokeTenantPat,
   rotateTenantPat,
+  setPatDisabled,
 } from '../auth/pat-lifecycle.ts'
-import { createTenant, setTenantEnabled } from '../auth/tenant-operations.ts'
-import type { IssuerConfig } from '../core/issuer.ts'
+import {
+  createTenant,
+  editTenant,
+  setTenantEnabled,
+  tenantMetadata,
+} from '../auth/tenant-operations.ts'
+import {
+  readUsageSeries,
+  USAGE_RESOLUTIONS,
+  type UsageRange,
+  usageCsv,
+  usageRange,
+  usageView,
+} from '../auth/usage.ts'
 import { MAX_TENANT_NAME_LENGTH } from '../core/operator-text.ts'
 import { type PatStatus, patStatus } from '../core/pat.ts'
-import type { AuditSearch, PatSearch } from '../stores/admin-store.ts'
-import type { StoredAuditEvent } from '../stores/store.ts'
+import type { RateLimitOverride } from '../core/ports.ts'
+import type { AdminRole, AdminStore, AuditSearch, PatSearch } from '../stores/admin-store.ts'
+import type { StoredAuditEvent, UsageScope } from '../stores/store.ts'
 import { type AdminContext, operationDeps, sendProblem } from './context.ts'
 import { checkPermissions, checkTenantId, checkText, invalid } from './input.ts'
+import { externalIdOf, metadataOf, onlyFields, quotaOf, rateLimitOf } from './key-input.ts'
 import { adminOpenApiDocument } from './openapi.ts'
 import type { Operator } from './operators.ts'
 import { readStatus } from './status.ts'
@@ -111,6 +137,17 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
   app.register(
     async (api) => {
       api.addHook('onRequest', authenticate)
+      // The API takes JSON only; the console's form encoding is not an API body.
+      api.addHook('preValidation', async (request, reply) => {
+        if (request.body === undefined || isJson(request.headers['content-type'])) return
+        return sendProblem(
+          reply,
+          415,
+          'unsupported_media_type',
+          'The admin API takes application/json bodies.',
+          request,
+        )
+      })
       api.get('/me', async (request) => {
         const o = operatorOf(request)
         return { actor: o.actor, role: o.role, expiresAt: new Date(o.expiresAt).toISOString() }
@@ -118,11 +155,44 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
       api.get('/openapi.json', async () => adminOpenApiDocument())
 
       api.get('/tenants', async () => ({
-        tenants: (await store.listTenants()).map((t) => ({
-          ...t,
-          createdAt: new Date(t.createdAt).toISOString(),
-        })),
+        tenants: (await store.listTenants()).map(tenantMetadata),
       }))
+      api.get<{ Params: { id: string } }>('/tenants/:id', async (request, reply) => {
+        const tenant = await store.findTenant(request.params.id)
+        if (!tenant) return sendProblem(reply, 404, 'not_found', 'No such tenant.', request)
+        return tenantMetadata(tenant)
+      })
+      api.patch<{ Params: { id: string } }>(
+        '/tenants/:id',
+        { preHandler: write },
+        async (request) => {
+          const b = body(request)
+          onlyFields(b, ['name', 'rateLimit'])
+          const { tenant, changed } = await editTenant(deps(request), request.params.id, {
+            name: b.name === undefined ? undefined : text(b.name, 'name'),
+            rateLimit: rateLimitOf(b.rateLimit),
+          })
+          return { ...tenantMetadata(tenant), changed }
+        },
+      )
+      api.get<{ Params: { id: string }; Querystring: Query }>(
+        '/tenants/:id/top-keys',
+        async (request) => {
+          const { resolution, since, until } = usageRange(rangeOf(request.query), clock.now())
+          const limit = request.query.limit === undefined ? 10 : Number(request.query.limit)
+          if (!(Number.isInteger(limit) && limit >= 1 && limit <= 100)) {
+            throw invalid('limit', 'an integer from 1 to 100')
+          }
+          const keys = await store.topKeys(request.params.id, resolution, since, until, limit)
+          return {
+            tenantId: request.params.id,
+            resolution,
+            since: new Date(since).toISOString(),
+            until: new Date(until).toISOString(),
+            keys,
+          }
+        },
+      )
       api.post('/tenants', { preHandler: write }, async (request, reply) => {
         const b = body(request)
         const tenant = await createNamedTenant(
@@ -163,6 +233,17 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
       })
       api.post('/pats', { preHandler: write }, async (request, reply) => {
         const b = body(request)
+        onlyFields(b, [
+          'tenantId',
+          'subject',
+          'name',
+          'permissions',
+          'expiresInDays',
+          'rateLimit',
+          'quota',
+          'metadata',
+          'externalId',
+        ])
         const now = clock.now()
         const { token, record } = await issuePat(deps(request), {
           tenantId: text(b.tenantId, 'tenantId'),
@@ -170,9 +251,85 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
           name: optionalText(b.name, 'name'),
           permissions: stringList(b.permissions, 'permissions'),
           lifetime: lifetimeFrom(b.expiresInDays),
+          rateLimit: rateLimitOf(b.rateLimit) ?? undefined,
+          quota: quotaOf(b.quota) ?? undefined,
+          metadata: metadataOf(b.metadata) ?? undefined,
+          externalId: externalIdOf(b.externalId) ?? undefined,
         })
         return reply.code(201).send({ token, ...patMetadata(record, now) })
       })
+      api.get<{ Params: { id: string } }>('/pats/:id', async (request, reply) => {
+        const record = await store.getPat(request.params.id)
+        if (!record) return sendProblem(reply, 404, 'not_found', 'No such token.', request)
+        const now = clock.now()
+        return {
+          ...patMetadata(record, now),
+          quotaUsage: record.quota ? await quotaView(store, record.quota, now) : null,
+        }
+      })
+      api.patch<{ Params: { id: string } }>('/pats/:id', { preHandler: write }, async (request) => {
+        const { record, changed } = await editTenantPat(
+          deps(request),
+          request.params.id,
+          patEditOf(body(request)),
+        )
+        return { ...patMetadata(record, clock.now()), changed }
+      })
+      for (const [verb, disabled] of [
+        ['disable', true],
+        ['enable', false],
+      ] as const) {
+        api.post<{ Params: { id: string } }>(
+          `/pats/:id/${verb}`,
+          { preHandler: write },
+          async (request) => {
+            const { record, changed } = await setPatDisabled(
+              deps(request),
+              request.params.id,
+              disabled,
+            )
+            return { ...patMetadata(record, clock.now()), changed }
+          },
+        )
+      }
+      api.get<{ Querystring: Query }>('/usage', async (request, reply) => {
+        const q = request.query
+        const scope = (q.scope ?? 'all') as UsageScope
+        if (!['key', 'tenant', 'all'].includes(scope)) throw invalid('scope', 'key, tenant or all')
+        const subject = scope === 'all' ? '' : text(q.id, 'id')
+        const series = await readUsageSeries(store, scope, subject, rangeOf(q), clock.now())
+        if (q.format === 'csv') {
+          reply.header('content-disposition', 'attachment; filename="tokengate-usage.csv"')
+          return reply.type('text/csv; charset=utf-8').send(usageCsv(series))
+        }
+        if (q.format !== undefined && q.format !== 'json') throw invalid('format', 'csv or json')
+        return usageView(series)
+      })
+
+      api.get('/admin-tokens', async () => {
+        const now = clock.now()
+        return {
+          tokens: (await store.admin.listAdminTokens()).map((t) => adminTokenMetadata(t, now)),
+        }
+      })
+      api.post('/admin-tokens', { preHandler: write }, async (request, reply) => {
+        const b = body(request)
+        onlyFields(b, ['name', 'role', 'expiresInDays'])
+        const { token, record } = await issueAdminTokenFrom(deps(request), {
+          name: text(b.name, 'name'),
+          role: text(b.role, 'role'),
+          expiresInDays: b.expiresInDays === undefined ? 30 : b.expiresInDays,
+        })
+        return reply.code(201).send({ token, ...adminTokenMetadata(record, clock.now()) })
+      })
+      api.post<{ Params: { id: string } }>(
+        '/admin-tokens/:id/revoke',
+        { preHandler: write },
+        async (request) => {
+          const { record, changed } = await revokeAdminToken(deps(request), request.params.id)
+          return { ...adminTokenMetadata(record, clock.now()), changed }
+        },
+      )
       api.post<{ Params: { id: string } }>(
         '/pats/:id/revoke',
         { preHandler: write },
@@ -226,15 +383,8 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
         }
       })
       api.post('/issuers', { preHandler: write }, async (request, reply) => {
-        const issuer = body(request) as unknown as IssuerConfig
-        if (
-          typeof issuer.issuer !== 'string' ||
-          !Array.isArray(issuer.audiences) ||
-          typeof issuer.keySource !== 'object' ||
-          issuer.keySource === null
-        ) {
-          throw invalid('body', 'expected { issuer, audiences, keySource, ... }')
-        }
+        const issuer: unknown = body(request)
+        checkIssuerShape(issuer)
         const { replaced } = await addIssuer(deps(request), issuer)
         return reply.code(replaced ? 200 : 201).send({ issuer: issuer.issuer, replaced })
       })
@@ -261,7 +411,10 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
         const result = await store.admin.searchAudit(search, page)
         return { events: result.items.map(auditView), nextCursor: result.nextCursor }
       })
-      api.get('/status', async () => readStatus(ctx))
+      api.get('/status', async () => {
+        const { series, ...status } = await readStatus(ctx)
+        return { ...status, requests: series ? usageView(series) : null }
+      })
       // Authenticated before routing, as /api/v1: without a credential, unknown paths are 401.
       api.setNotFoundHandler((request, reply) =>
         sendProblem(reply, 404, 'not_found', 'No such admin endpoint.', request),
@@ -286,7 +439,14 @@ export async function exportAudit(
   return events.slice(0, EXPORT_MAX)
 }
 
-const PAT_STATUSES: readonly PatStatus[] = ['active', 'grace', 'rotated', 'expired', 'revoked']
+const PAT_STATUSES: readonly PatStatus[] = [
+  'active',
+  'grace',
+  'rotated',
+  'expired',
+  'disabled',
+  'revoked',
+]
 
 /** PAT search from query parameters (shared by the API and the console). */
 export function patQuery(query: Query, now: number) {
@@ -304,6 +464,7 @@ export function patQuery(query: Query, now: number) {
     subject: query.subject || undefined,
     name: query.name || undefined,
     last4: query.last4 || undefined,
+    externalId: query.externalId || undefined,
     expiringBefore: days === undefined ? undefined : now + days * DAY_MS,
   }
   return { search, status: status as PatStatus | undefined, page: pageOf(query) }
@@ -384,6 +545,10 @@ export function issuePat(
     name: string | undefined
     permissions: readonly string[]
     lifetime: PatLifetime
+    rateLimit?: RateLimitOverride | undefined
+    quota?: QuotaSpec | undefined
+    metadata?: Record<string, unknown> | undefined
+    externalId?: string | undefined
   },
 ) {
   return issueTenantPat(deps, {
@@ -392,5 +557,99 @@ export function issuePat(
     name: checkText(input.name ?? '', 'name', 100),
     permissions: checkPermissions(input.permissions),
     lifetime: input.lifetime,
+    rateLimit: input.rateLimit,
+    quota: input.quota,
+    metadata: input.metadata,
+    externalId: input.externalId,
   })
+}
+
+/** A PATCH body of a key: only the fields given change, null clears one. */
+function patEditOf(b: Record<string, unknown>): PatEdit {
+  onlyFields(b, [
+    'name',
+    'permissions',
+    'expiresAt',
+    'rateLimit',
+    'quota',
+    'resetQuotaUsage',
+    'metadata',
+    'externalId',
+  ])
+  if (b.resetQuotaUsage !== undefined && typeof b.resetQuotaUsage !== 'boolean') {
+    throw invalid('resetQuotaUsage', 'true or false')
+  }
+  return {
+    name: b.name === undefined ? undefined : checkText(stringOf(b.name, 'name'), 'name', 100),
+    permissions:
+      b.permissions === undefined
+        ? undefined
+        : checkPermissions(stringList(b.permissions, 'permissions')),
+    expiresAt: expiresAtOf(b.expiresAt),
+    rateLimit: rateLimitOf(b.rateLimit),
+    quota: quotaOf(b.quota),
+    resetQuotaUsage: b.resetQuotaUsage as boolean | undefined,
+    metadata: metadataOf(b.metadata),
+    externalId: externalIdOf(b.externalId),
+  }
+}
+
+/** `expiresAt`: an ISO 8601 time, `never` (or null), or absent. */
+export function expiresAtOf(value: unknown): number | 'never' | undefined {
+  if (value === undefined) return undefined
+  if (value === null || value === 'never') return 'never'
+  const ms = typeof value === 'string' ? Date.parse(value) : Number.NaN
+  if (Number.isNaN(ms)) throw invalid('expiresAt', 'an ISO 8601 time, or "never"')
+  return ms
+}
+
+function stringOf(value: unknown, name: string): string {
+  if (typeof value !== 'string') throw invalid(name, 'a string')
+  return value
+}
+
+/** `resolution`, `since` and `until` (ISO 8601) of a usage query. */
+export function rangeOf(query: Query): UsageRange {
+  const timeOf = (name: 'since' | 'until') => {
+    const value = query[name]
+    if (!value) return undefined
+    const ms = Date.parse(value)
+    if (Number.isNaN(ms)) throw invalid(name, 'an ISO 8601 time')
+    return ms
+  }
+  const resolution = query.resolution || undefined
+  if (resolution !== undefined && !USAGE_RESOLUTIONS.includes(resolution as never)) {
+    throw invalid('resolution', 'minute, hour or day')
+  }
+  return {
+    resolution: resolution as UsageRange['resolution'],
+    since: timeOf('since'),
+    until: timeOf('until'),
+  }
+}
+
+/** Issues an admin token from operator input (the CLI's rules: name, role, at most 366 days). */
+export function issueAdminTokenFrom(
+  deps: OperationDeps & { readonly store: { readonly admin: AdminStore } },
+  input: { name: string; role: string; expiresInDays: unknown },
+) {
+  if (!ADMIN_TOKEN_NAME.test(input.name)) {
+    throw invalid('name', 'expected 1-100 characters of A-Z a-z 0-9 . _ @ -')
+  }
+  if (!ADMIN_ROLES.includes(input.role as AdminRole)) throw invalid('role', 'read-only or operator')
+  const days =
+    typeof input.expiresInDays === 'number' ? input.expiresInDays : Number(input.expiresInDays)
+  const maxDays = MAX_ADMIN_TOKEN_LIFETIME_MS / DAY_MS
+  if (!(Number.isInteger(days) && days >= 1 && days <= maxDays)) {
+    throw invalid('expiresInDays', `a whole number of days from 1 to ${maxDays}`)
+  }
+  return issueAdminToken(deps, {
+    name: input.name,
+    role: input.role as AdminRole,
+    lifetimeMs: days * DAY_MS,
+  })
+}
+
+function isJson(contentType: string | undefined): boolean {
+  return /^application\/([a-z0-9.+-]*\+)?json\s*(;|$)/i.test(contentType ?? '')
 }

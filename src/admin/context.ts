@@ -13,7 +13,6 @@ import { problemResponse } from '../http/problem-response.ts'
 import type { Store } from '../stores/store.ts'
 import type { Operator, OperatorVerifier } from './operators.ts'
 import type { Sessions } from './sessions.ts'
-import type { TrafficRecorder } from './traffic.ts'
 
 /** What the admin listener reads and acts on; all of it is the running server's own state. */
 export interface AdminDeps {
@@ -27,7 +26,6 @@ export interface AdminDeps {
   readonly clock: Clock
   readonly logger: Logger
   readonly tls: { readonly cert: string | Buffer; readonly key: string | Buffer } | undefined
-  readonly traffic: TrafficRecorder
   /** Postgres change feed state; undefined on SQLite (one process, no feed needed). */
   readonly changeFeed: () => { connected: boolean } | undefined
 }
@@ -55,6 +53,7 @@ const REFUSAL_STATUS: Readonly<Record<RefusalCode, number>> = {
   token_revoked: 409,
   token_rotated: 409,
   token_changed: 409,
+  token_disabled: 409,
 }
 
 /** The problem an expected error maps to; undefined for anything else (a 503, fail closed). */
@@ -101,7 +100,7 @@ export function operationDeps(
   request: FastifyRequest,
   operator: Operator,
   ctx: Pick<AdminDeps, 'store' | 'clock' | 'config'>,
-): PatOperationDeps {
+): PatOperationDeps & { readonly store: Store } {
   return {
     patPolicy: ctx.config.pat,
     store: ctx.store,

@@ -1,3 +1,4 @@
+import { badValue } from '../auth/key-fields.ts'
 import { OperationRefused } from '../auth/operations.ts'
 import { isPermission, isSafeText, isTenantId } from '../core/operator-text.ts'
 
@@ -12,9 +13,10 @@ export function invalid(field: string, message: string): OperationRefused {
 
 export function checkTenantId(value: string): string {
   if (!isTenantId(value))
-    throw invalid(
+    throw badValue(
       'tenant id',
-      'expected 1-64 characters of A-Z a-z 0-9 . _ -, not only dots and dashes',
+      value,
+      '1-64 characters of A-Z a-z 0-9 . _ -, not only dots and dashes',
     )
   return value
 }
@@ -26,9 +28,10 @@ export function checkText(
   required = false,
 ): string {
   if (value.length > maxLength || !isSafeText(value) || (required && value.length === 0)) {
-    throw invalid(
+    throw badValue(
       field,
-      `expected ${required ? '1' : '0'}-${maxLength} characters without control, bidi or zero-width characters`,
+      value,
+      `${required ? '1' : '0'}-${maxLength} characters without control, bidi or zero-width characters`,
     )
   }
   return value
@@ -36,7 +39,7 @@ export function checkText(
 
 export function checkPermissions(values: readonly string[]): string[] {
   for (const value of values) {
-    if (!isPermission(value)) throw invalid('permission', 'expected e.g. tokens:read')
+    if (!isPermission(value)) throw badValue('permission', value, 'e.g. tokens:read')
   }
   return [...new Set(values)]
 }

@@ -1,3 +1,5 @@
+import { ADMIN_TOKEN_NAME } from '../auth/admin-tokens.ts'
+
 /**
  * The OpenAPI 3.1 document of the admin API, served at `/admin/api/v1/openapi.json` and
  * printed by `tokengate admin openapi`. Written out by hand: the admin API is small, and
@@ -12,7 +14,8 @@ const json = (description: string, schema: object = { type: 'object' }) => ({
   content: { 'application/json': { schema } },
 })
 const failures = {
-  '400': problemResponse('Invalid request (validation_failed).'),
+  '400': problemResponse('Invalid request (validation_failed), naming the field and the value.'),
+  '415': problemResponse('Not application/json (unsupported_media_type).'),
   '401': problemResponse('No or invalid operator credential.'),
   '403': problemResponse('The operator role is needed (insufficient_permission).'),
   '503': problemResponse('The store is not reachable.'),
@@ -32,6 +35,40 @@ const query = (name: string, description: string) => ({
   description,
 })
 const idParam = (name: string) => ({ name, in: 'path', required: true, schema: { type: 'string' } })
+const rateLimitSchema = {
+  type: ['object', 'null'],
+  description: "The key's or tenant's own request rate, replacing the default; null: the default.",
+  required: ['max', 'windowSec'],
+  properties: {
+    max: { type: 'integer', minimum: 1 },
+    windowSec: { type: 'integer', minimum: 1, maximum: 86_400 },
+  },
+}
+const quotaSchema = {
+  type: ['object', 'null'],
+  description:
+    'A quota of uses (429 quota_exhausted once spent), refilled daily or monthly (UTC) or every intervalSec; null: none.',
+  required: ['limit'],
+  properties: {
+    limit: { type: 'integer', minimum: 1 },
+    refill: { enum: ['none', 'daily', 'monthly', 'interval'], default: 'none' },
+    intervalSec: { type: 'integer', minimum: 60, description: 'With refill interval only.' },
+  },
+}
+const keyFields = {
+  rateLimit: rateLimitSchema,
+  quota: quotaSchema,
+  metadata: {
+    type: ['object', 'null'],
+    description: 'Your own JSON object, at most 4096 bytes.',
+  },
+  externalId: { type: ['string', 'null'], maxLength: 255, description: 'Your own id; searchable.' },
+}
+const usageParams = [
+  query('resolution', 'minute (default: the last hour), hour (the last 48 h) or day (30 days).'),
+  query('since', 'ISO 8601, inclusive (aligned to the bucket).'),
+  query('until', 'ISO 8601, exclusive.'),
+]
 const page = [
   query('limit', 'Page size, 1-200 (default 50).'),
   query('cursor', 'nextCursor of the previous page.'),
@@ -67,6 +104,32 @@ export function adminOpenApiDocument() {
           },
         ),
       },
+      '/tenants/{id}': {
+        get: {
+          summary: 'One tenant',
+          parameters: [idParam('id')],
+          responses: { '200': json('Tenant.'), ...failures, '404': problemResponse('Not found.') },
+        },
+        patch: {
+          ...writeOp(
+            "Change a tenant's name or its own rate limit (audited before/after)",
+            { '200': json('Tenant and changed.') },
+            {
+              type: 'object',
+              additionalProperties: false,
+              properties: { name: { type: 'string' }, rateLimit: rateLimitSchema },
+            },
+          ),
+          parameters: [idParam('id')],
+        },
+      },
+      '/tenants/{id}/top-keys': {
+        get: {
+          summary: "A tenant's busiest keys in a time range",
+          parameters: [idParam('id'), ...usageParams, query('limit', '1-100 (default 10).')],
+          responses: { '200': json('Keys with counts by outcome.'), ...failures },
+        },
+      },
       '/tenants/{id}/enable': {
         post: {
           ...writeOp('Enable a tenant', { '200': json('Tenant.') }),
@@ -87,7 +150,11 @@ export function adminOpenApiDocument() {
             query('subject', 'Subject contains.'),
             query('name', 'Name contains.'),
             query('last4', 'Last 4 characters of the token.'),
-            query('status', 'active, grace, rotated, expired or revoked (filters the page).'),
+            query('externalId', 'Exactly this external id.'),
+            query(
+              'status',
+              'active, grace, rotated, expired, disabled or revoked (filters the page).',
+            ),
             query('expiringWithinDays', 'Unrevoked tokens expiring within N days.'),
             ...page,
           ],
@@ -111,9 +178,99 @@ export function adminOpenApiDocument() {
                 type: ['integer', 'null'],
                 description: 'null: never (if policy allows).',
               },
+              ...keyFields,
+            },
+            additionalProperties: false,
+          },
+        ),
+      },
+      '/pats/{id}': {
+        get: {
+          summary: 'One PAT (metadata only) with what is left of its quota',
+          parameters: [idParam('id')],
+          responses: {
+            '200': json('Token and quotaUsage.'),
+            ...failures,
+            '404': problemResponse('Not found.'),
+          },
+        },
+        patch: {
+          ...writeOp(
+            'Edit a PAT: only the fields given change, null clears one (audited before/after; every instance within a second)',
+            {
+              '200': json('Token and changed.'),
+              '409': problemResponse('Revoked.'),
+            },
+            {
+              type: 'object',
+              additionalProperties: false,
+              properties: {
+                name: { type: 'string' },
+                permissions: { type: 'array', items: { type: 'string' } },
+                expiresAt: {
+                  type: ['string', 'null'],
+                  description:
+                    'ISO 8601, or "never"; within pat.maxExpiresInDays counted from the creation.',
+                },
+                ...keyFields,
+                resetQuotaUsage: { type: 'boolean', description: 'Start the quota count again.' },
+              },
+            },
+          ),
+          parameters: [idParam('id')],
+        },
+      },
+      '/pats/{id}/disable': {
+        post: {
+          ...writeOp('Disable a PAT without revoking it (401 until enabled)', {
+            '200': json('Token.'),
+          }),
+          parameters: [idParam('id')],
+        },
+      },
+      '/pats/{id}/enable': {
+        post: {
+          ...writeOp('Enable a disabled PAT', { '200': json('Token.') }),
+          parameters: [idParam('id')],
+        },
+      },
+      '/usage': {
+        get: {
+          summary: 'Requests by outcome (allowed, 401, 403, 429) of a key, a tenant or all',
+          parameters: [
+            query('scope', 'key, tenant or all (default).'),
+            query('id', 'The key (tok_...) or tenant id; not with scope all.'),
+            ...usageParams,
+            query('format', 'csv: one row per bucket, as a download.'),
+          ],
+          responses: { '200': json('Series with totals, or CSV.'), ...failures },
+        },
+      },
+      '/admin-tokens': {
+        get: {
+          summary: 'Admin tokens (metadata only)',
+          responses: { '200': json('Tokens.'), ...failures },
+        },
+        post: writeOp(
+          'Issue an admin token; the token is in this response only',
+          { '201': json('The token and its metadata.') },
+          {
+            type: 'object',
+            required: ['name', 'role'],
+            additionalProperties: false,
+            properties: {
+              name: { type: 'string', pattern: ADMIN_TOKEN_NAME.source },
+              role: { enum: ['read-only', 'operator'] },
+              expiresInDays: { type: 'integer', minimum: 1, maximum: 366, default: 30 },
             },
           },
         ),
+      },
+      '/admin-tokens/{id}/revoke': {
+        post: {
+          ...writeOp('Revoke an admin token (its sessions end)', { '200': json('Token.') }),
+          parameters: [idParam('id')],
+        },
       },
       '/pats/{id}/revoke': {
         post: {

@@ -3,6 +3,7 @@ import type * as Https from 'node:https'
 import { createRequire } from 'node:module'
 import type { AddressInfo } from 'node:net'
 import Fastify, { type FastifyInstance, LogController } from 'fastify'
+import type { ProblemCode } from '../http/problem.ts'
 import { registerAdminApi } from './api.ts'
 import { registerConsole } from './console.ts'
 import { type AdminContext, type AdminDeps, problemFor, sendProblem } from './context.ts'
@@ -52,6 +53,9 @@ export async function buildAdminServer(deps: AdminDeps): Promise<FastifyInstance
     }),
   }
   app.addHook('onClose', () => context.operators.close())
+  // JSON (the API) and form posts (the console) only: any other body is 415 before a handler
+  // runs (Fastify's text/plain parser would hand a handler a string it never expects).
+  app.removeContentTypeParser('text/plain')
   app.addContentTypeParser(
     'application/x-www-form-urlencoded',
     { parseAs: 'string' },
@@ -94,16 +98,39 @@ export async function buildAdminServer(deps: AdminDeps): Promise<FastifyInstance
   app.setErrorHandler((error, request, reply) => {
     const mapped = problemFor(error)
     if (mapped) return sendProblem(reply, mapped.status, mapped.code, mapped.detail, request)
-    if ((error as { statusCode?: number }).statusCode === 413) {
-      return sendProblem(reply, 413, 'payload_too_large', 'Request body too large.', request)
-    }
-    if ((error as { statusCode?: number }).statusCode === 400) {
-      return sendProblem(reply, 400, 'validation_failed', 'Malformed request body.', request)
-    }
+    const client = clientError(error)
+    if (client) return sendProblem(reply, client.status, client.code, client.detail, request)
     request.log.error({ err: error }, 'admin request failed')
     return sendProblem(reply, 503, 'unavailable', 'The store is not reachable.', request)
   })
   return app
+}
+
+/**
+ * Fastify's own client errors (an unsupported content type, a body too large or not JSON) as
+ * problems with fixed, client-safe details: never a 503, which would page whoever watches for
+ * outages, and never the parser's message, which quotes the request.
+ */
+function clientError(
+  error: unknown,
+): { status: number; code: ProblemCode; detail: string } | undefined {
+  const { statusCode, code } = error as { statusCode?: unknown; code?: unknown }
+  if (typeof code !== 'string' || !code.startsWith('FST_') || typeof statusCode !== 'number') {
+    return undefined
+  }
+  if (statusCode === 415) {
+    return {
+      status: 415,
+      code: 'unsupported_media_type',
+      detail: 'Send application/json (the API) or application/x-www-form-urlencoded (the console).',
+    }
+  }
+  if (statusCode === 413)
+    return { status: 413, code: 'payload_too_large', detail: 'Request body too large.' }
+  if (statusCode >= 400 && statusCode < 500) {
+    return { status: 400, code: 'validation_failed', detail: 'Malformed request body.' }
+  }
+  return undefined
 }
 
 export interface AdminListener {

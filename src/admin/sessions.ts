@@ -37,6 +37,8 @@ export interface Notice {
 export interface Flash {
   readonly token: string
   readonly label: string
+  /** Where the "shown once" page leads back to (default: the tokens page). */
+  readonly back?: string | undefined
 }
 
 export interface Sessions {

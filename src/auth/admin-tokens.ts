@@ -99,6 +99,24 @@ export async function verifyAdminToken(
   return { ok: true, record }
 }
 
+/** Who may hold an admin token: the actor `admin:<name>` of their audit events. */
+export const ADMIN_TOKEN_NAME = /^[A-Za-z0-9._@-]{1,100}$/
+
+/** An admin token as the CLI's JSON and the admin API show it: never the token or its hash. */
+export function adminTokenMetadata(record: AdminTokenRecord, now: number) {
+  const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
+  return {
+    id: record.id,
+    name: record.name,
+    role: record.role,
+    last4: record.last4,
+    status: adminTokenStatus(record, now),
+    createdAt: iso(record.createdAt),
+    expiresAt: iso(record.expiresAt),
+    revokedAt: iso(record.revokedAt),
+  }
+}
+
 /** An admin token's status as listings show it. */
 export function adminTokenStatus(record: AdminTokenRecord, now: number) {
   if (record.revokedAt !== null) return 'revoked'

@@ -15,7 +15,10 @@ export type AuditEvent =
   | {
       readonly type: 'auth.failed'
       readonly tenantId: string | null
-      readonly outcome: Exclude<AuthFailure['code'], ForbiddenCode | 'rate_limited' | 'bad_path'>
+      readonly outcome: Exclude<
+        AuthFailure['code'],
+        ForbiddenCode | 'rate_limited' | 'quota_exhausted' | 'bad_path'
+      >
       readonly details: { method: string; path: string; reason?: string }
     }
   | {
@@ -34,7 +37,40 @@ export type AuditEvent =
         name: string
         permissions: readonly string[]
         expiresAt: Iso
+        /** Set only for a key that has them (issue #24). */
+        rateLimit?: unknown
+        quota?: unknown
+        metadata?: unknown
+        externalId?: unknown
       }
+    }
+  | {
+      /** A key edited: the changed fields only, as they were and as they are now. */
+      readonly type: 'pat.updated'
+      readonly tenantId: string
+      readonly details: {
+        tokenId: string
+        before: Record<string, unknown>
+        after: Record<string, unknown>
+        quotaUsageReset?: true
+      }
+    }
+  | {
+      readonly type: 'pat.disabled' | 'pat.enabled'
+      readonly tenantId: string
+      readonly details: { tokenId: string; subject: string }
+    }
+  | {
+      /** A key's quota ran out (once per key and period, however many requests it refuses). */
+      readonly type: 'pat.quota_exhausted'
+      readonly tenantId: string
+      readonly outcome: 'quota_exhausted'
+      readonly details: { tokenId: string; limit: number; refill: string; resetsAt: Iso }
+    }
+  | {
+      readonly type: 'tenant.updated'
+      readonly tenantId: string
+      readonly details: { before: Record<string, unknown>; after: Record<string, unknown> }
     }
   | {
       readonly type: 'pat.revoked'
@@ -49,7 +85,15 @@ export type AuditEvent =
   | {
       readonly type: 'pat.leak_revoked'
       readonly tenantId: string
-      readonly details: { tokenId: string; fingerprint: string; subject: string }
+      readonly details: {
+        tokenId: string
+        fingerprint: string
+        subject: string
+        /** Who reported it: `github` (secret scanning partner report); absent: an operator. */
+        source?: string
+        /** Where the reporter found it (a public URL), when it said. */
+        url?: string
+      }
     }
   | {
       readonly type: 'pat.reuse_detected'
@@ -109,6 +153,33 @@ export type AuditEvent =
 
 export type AuditEventType = AuditEvent['type'] | 'audit.dropped'
 
+/** Every event type, for pickers (a missing or unknown type fails to compile). */
+export const AUDIT_EVENT_TYPES = Object.keys({
+  'auth.failed': true,
+  'auth.forbidden': true,
+  'auth.throttled': true,
+  'pat.issued': true,
+  'pat.updated': true,
+  'pat.disabled': true,
+  'pat.enabled': true,
+  'pat.quota_exhausted': true,
+  'pat.revoked': true,
+  'pat.rotated': true,
+  'pat.leak_revoked': true,
+  'pat.reuse_detected': true,
+  'tenant.created': true,
+  'tenant.updated': true,
+  'tenant.enabled': true,
+  'tenant.disabled': true,
+  'issuer.added': true,
+  'issuer.removed': true,
+  'admin_token.issued': true,
+  'admin_token.revoked': true,
+  'policy.updated': true,
+  'policy.removed': true,
+  'audit.dropped': true,
+} satisfies Record<AuditEventType, true>) as AuditEventType[]
+
 /** Refusals of an authenticated caller: audited as `auth.forbidden`. */
 type ForbiddenCode = 'insufficient_permission' | 'route_denied' | 'tenant_path_mismatch'
 
@@ -144,8 +215,9 @@ export interface RefusedRequest extends Actor {
 /**
  * The one audit record of a refusal, whichever front end gave it: a 401 or 400 is
  * `auth.failed`, a permission or policy refusal `auth.forbidden`. None for a 503 (the caller
- * did nothing wrong), a 429 (the failed-authentication limit's are aggregated per address)
- * or an ambiguous path (refused before the policy read it).
+ * did nothing wrong), a 429 (the failed-authentication limit's are aggregated per address, an
+ * exhausted quota is audited once per key and period) or an ambiguous path (refused before
+ * the policy read it).
  */
 export function authFailureRecord(
   failure: AuthFailure,
@@ -160,6 +232,7 @@ function authFailureEvent(failure: AuthFailure, request: RefusedRequest): AuditE
   switch (failure.code) {
     case 'unavailable':
     case 'rate_limited':
+    case 'quota_exhausted':
     case 'bad_path':
       return undefined
     case 'insufficient_permission':

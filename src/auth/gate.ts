@@ -10,9 +10,11 @@
  * 3. `authenticate`: the credential kinds of core/ (401, or 503 when a store is down);
  * 4. `refuseSecondMethod`: the token also sent as `?access_token` (400, RFC 6750 §2); after
  *    authentication, so that an invalid token is still a 401 (SPEC §5.3 rule 4);
- * 5. `limit`: per token, then per tenant (429);
- * 6. `authorize`: the route's permissions, or the gateway policy (403, 404, 400);
- * 7. `identity`: for a request bound upstream, the identity headers (and signed token).
+ * 5. `limit`: per token, then per tenant (429), a key's or tenant's own limit in place of
+ *    the default;
+ * 6. `quota`: a key with a quota spends one use (429 `quota_exhausted` once spent);
+ * 7. `authorize`: the route's permissions, or the gateway policy (403, 404, 400);
+ * 8. `identity`: for a request bound upstream, the identity headers (and signed token).
  *
  * Every outcome, allowed or refused, reaches the one recorder (`outcome-recorder.ts`) before
  * `check` returns: no front end can answer without the audit. A step that needs no I/O
@@ -23,6 +25,7 @@ import type { AuthenticateMaybeSync } from '../core/authenticate.ts'
 import { maybeSyncOf } from '../core/authenticate.ts'
 import { authorize as authorizePermissions } from '../core/authorize.ts'
 import type { AuthFailure } from '../core/failure.ts'
+import type { Quota, RateLimitOverride } from '../core/ports.ts'
 import type { AuthResult, Principal } from '../core/principal.ts'
 import type { TokenDigest } from '../core/raw-headers.ts'
 import { failureResponse } from '../http/failure-response.ts'
@@ -68,6 +71,12 @@ export interface GateDeps {
   readonly identityToken?:
     | { sign(principal: Principal, audience: string | undefined): Promise<string> }
     | undefined
+  /** A tenant's own rate limit, if it has one (read from the cached tenant); optional. */
+  readonly tenantLimit?:
+    | ((tenantId: string) => MaybePromise<RateLimitOverride | null | undefined>)
+    | undefined
+  /** Spends keys' quotas (`quota-counter.ts`); omitted: quotas are not enforced. */
+  readonly quotas?: { take(quota: Quota): MaybePromise<AuthFailure | undefined> } | undefined
 }
 
 /** What one run of the pipeline has learnt so far. */
@@ -90,11 +99,16 @@ type StepResult = MaybePromise<AuthFailure | undefined>
 type Step = (run: Run) => StepResult
 
 const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({})
-const NO_FACTS = Object.freeze({ digest: undefined, authenticationNs: undefined })
+/** A refusal after the gate allowed the request: its usage moves from allowed. */
+const AFTER_ALLOWED = Object.freeze({
+  digest: undefined,
+  authenticationNs: undefined,
+  afterAllowed: true,
+})
 
 export function createGate(deps: GateDeps): Gate {
   const authenticateInput = maybeSyncOf(deps.authenticate)
-  const { limiter, recorder, identityToken } = deps
+  const { limiter, recorder, identityToken, tenantLimit, quotas } = deps
   const gatesFailures = limiter?.gatesFailures === true
   const limits = limiter?.active === true
   const timed = recorder?.timesAuthentication === true
@@ -133,14 +147,25 @@ export function createGate(deps: GateDeps): Gate {
   const limit: Step = (run) => {
     if (!limits) return undefined
     const principal = run.principal as Principal
-    const verdict = settle<LimitVerdict>((done) =>
-      (limiter as Limiter).limitPrincipal(principal, run.credentialKey, done),
-    )
-    return thenStep(verdict, (v) => {
-      if (v.refused) return { code: 'rate_limited', limit: v.state }
-      if (v.state) run.headers = rateLimitHeaders(v.state)
-      return undefined
-    })
+    const counted = (own: RateLimitOverride | null | undefined): StepResult => {
+      const verdict = settle<LimitVerdict>((done) =>
+        (limiter as Limiter).limitPrincipal(principal, run.credentialKey, done, own),
+      )
+      return thenStep(verdict, (v) => {
+        if (v.refused) return { code: 'rate_limited', limit: v.state }
+        if (v.state) run.headers = rateLimitHeaders(v.state)
+        return undefined
+      })
+    }
+    if (!tenantLimit) return counted(undefined)
+    const own = tenantLimit(principal.tenantId)
+    return isPromiseLike(own) ? Promise.resolve(own).then(counted) : counted(own)
+  }
+
+  // After the rate limit: a request refused for its rate spends no use of the quota.
+  const quota: Step = (run) => {
+    const keyQuota = run.principal?.limits?.quota
+    return keyQuota && quotas ? quotas.take(keyQuota) : undefined
   }
 
   const authorize: Step = (run) => {
@@ -177,6 +202,7 @@ export function createGate(deps: GateDeps): Gate {
     authenticate,
     refuseSecondMethod,
     limit,
+    quota,
     authorize,
     identity,
   ]
@@ -225,13 +251,14 @@ export function createGate(deps: GateDeps): Gate {
     return outcome
   }
 
+  // Both callers refuse a request `check` allowed (and recorded as allowed).
   const refuse = (
     request: GateRequest,
     failure: AuthFailure,
     principal: Principal | null,
   ): Refused => {
     const outcome = refusal(request, failure, principal, NO_HEADERS)
-    recorder?.recordOutcome(request, outcome, NO_FACTS)
+    recorder?.recordOutcome(request, outcome, AFTER_ALLOWED)
     return outcome
   }
 

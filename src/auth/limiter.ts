@@ -2,6 +2,7 @@ import { hash } from 'node:crypto'
 import { isIP } from 'node:net'
 import type { Config } from '../config/schema.ts'
 import type { LimitState } from '../core/failure.ts'
+import type { RateLimitOverride } from '../core/ports.ts'
 import type { Principal } from '../core/principal.ts'
 import { mostConstraining } from '../http/rate-limit-headers.ts'
 import { fitSlots, KeyedSlots } from '../lib/keyed-slots.ts'
@@ -49,8 +50,18 @@ export interface Limiter {
    * unless it presents a credential (by digest) that authenticated recently here.
    */
   gate(addressKey: string, digest: string | undefined, callback: VerdictCallback): void
-  /** After a successful authentication: counts per token, then per tenant. */
-  limitPrincipal(principal: Principal, digest: string | undefined, callback: VerdictCallback): void
+  /**
+   * After a successful authentication: counts per token, then per tenant. A key's own rate
+   * limit (`principal.limits`) replaces the per-token default, `tenantLimit` (the tenant's
+   * own, when it has one) the per-tenant default; both are enforced even when the default is
+   * 0 (off), as long as rate limiting is enabled.
+   */
+  limitPrincipal(
+    principal: Principal,
+    digest: string | undefined,
+    callback: VerdictCallback,
+    tenantLimit?: RateLimitOverride | null | undefined,
+  ): void
   /**
    * After a 401: counts one failure for the address and forgets the credential. The
    * verdict's `refused` is true when this failure reached the limit (the next is refused).
@@ -58,19 +69,23 @@ export interface Limiter {
   countFailure(addressKey: string, digest: string | undefined, callback: VerdictCallback): void
 }
 
+/** Distinct key and tenant rate limits kept as policies (a full table starts over). */
+const MAX_OVERRIDE_POLICIES = 1_000
+
 /** Credentials that authenticated within this long may try again from a throttled address. */
 const KNOWN_CREDENTIAL_MAX_AGE_MS = 3_600_000
 const KNOWN_CREDENTIAL_MAX_ENTRIES = 50_000
 
 export function createLimiter(config: Readonly<RateLimitConfig>, store: CounterStore): Limiter {
-  const policy = (
+  /** A policy of `settings`, counted in `counters`; undefined when switched off. */
+  const policyOf = (
     name: PolicyName,
-    settings: { max: number; windowSec: number },
+    counters: CounterStore,
+    settings: { readonly max: number; readonly windowSec: number },
   ): Policy | undefined => {
     if (!config.enabled || settings.max === 0) return undefined
-    const counters = store.child({ policy: name })
-    const max = settings.max
-    const windowMs = settings.windowSec * 1000
+    const { max, windowSec } = settings
+    const windowMs = windowSec * 1000
     return {
       check(key, increment, callback) {
         const counted = (error: Error | null, result?: CounterResult) => {
@@ -80,10 +95,9 @@ export function createLimiter(config: Readonly<RateLimitConfig>, store: CounterS
           const state: LimitState = {
             name,
             quota: max,
-            windowSec: settings.windowSec,
+            windowSec,
             remaining,
-            resetSec:
-              result.ttl > 0 ? Math.max(1, Math.ceil(result.ttl / 1000)) : settings.windowSec,
+            resetSec: result.ttl > 0 ? Math.max(1, Math.ceil(result.ttl / 1000)) : windowSec,
           }
           callback(null, { state, exceeded, atLimit: remaining === 0 && !exceeded })
         }
@@ -93,14 +107,38 @@ export function createLimiter(config: Readonly<RateLimitConfig>, store: CounterS
     }
   }
 
-  const perToken = policy('per-token', config.perToken)
-  const perTenant = policy('per-tenant', config.perTenant)
-  const failedAuth = policy('failed-auth', config.failedAuth)
+  const tokenCounters = store.child({ policy: 'per-token' })
+  const tenantCounters = store.child({ policy: 'per-tenant' })
+  const perToken = policyOf('per-token', tokenCounters, config.perToken)
+  const perTenant = policyOf('per-tenant', tenantCounters, config.perTenant)
+  const failedAuth = policyOf(
+    'failed-auth',
+    store.child({ policy: 'failed-auth' }),
+    config.failedAuth,
+  )
+  // Overrides counted in the same children as the defaults, keyed with their window (a new
+  // window is a new count), one policy object per distinct override (bounded: a full map
+  // starts over; a policy holds no counts, only its settings).
+  const overrides = new Map<string, Policy | undefined>()
+  const overridden = (
+    name: 'per-token' | 'per-tenant',
+    limit: RateLimitOverride,
+  ): Policy | undefined => {
+    const id = `${name}/${limit.max}/${limit.windowSec}`
+    let policy = overrides.get(id)
+    if (policy === undefined) {
+      if (overrides.size >= MAX_OVERRIDE_POLICIES) overrides.clear()
+      policy = policyOf(name, name === 'per-token' ? tokenCounters : tenantCounters, limit)
+      overrides.set(id, policy)
+    }
+    return policy
+  }
   const known = new KnownCredentials(KNOWN_CREDENTIAL_MAX_ENTRIES, KNOWN_CREDENTIAL_MAX_AGE_MS)
   const pass: LimitVerdict = { refused: false }
 
   return {
-    active: Boolean(perToken || perTenant || failedAuth),
+    // On whenever rate limiting is: a key or tenant may carry its own limit.
+    active: config.enabled,
     gatesFailures: failedAuth !== undefined,
 
     gate(addressKey, digest, callback) {
@@ -119,8 +157,11 @@ export function createLimiter(config: Readonly<RateLimitConfig>, store: CounterS
       })
     },
 
-    limitPrincipal(principal, digest, callback) {
+    limitPrincipal(principal, digest, callback, tenantLimit) {
       if (failedAuth && digest) known.remember(digest, Date.now())
+      const keyLimit = principal.limits?.rateLimit
+      const tokenPolicy = keyLimit ? overridden('per-token', keyLimit) : perToken
+      const tenantPolicy = tenantLimit ? overridden('per-tenant', tenantLimit) : perTenant
       // Token first, and the tenant counted only when the token is within its limit: one
       // runaway token must not spend its tenant's allowance and starve the other tokens.
       const afterTenant = (token: Checked | undefined, tenant: Checked | undefined) => {
@@ -130,15 +171,17 @@ export function createLimiter(config: Readonly<RateLimitConfig>, store: CounterS
       }
       const afterToken = (token: Checked | undefined) => {
         if (token?.exceeded) return callback(null, { refused: true, state: token.state })
-        if (!perTenant) return afterTenant(token, undefined)
-        perTenant.check(principal.tenantId, true, (error, tenant) =>
+        if (!tenantPolicy) return afterTenant(token, undefined)
+        const key = tenantLimit
+          ? `${principal.tenantId}@${tenantLimit.windowSec}`
+          : principal.tenantId
+        tenantPolicy.check(key, true, (error, tenant) =>
           error ? callback(error) : afterTenant(token, tenant),
         )
       }
-      if (!perToken) return afterToken(undefined)
-      perToken.check(tokenKey(principal), true, (error, token) =>
-        error ? callback(error) : afterToken(token),
-      )
+      if (!tokenPolicy) return afterToken(undefined)
+      const key = keyLimit ? `${tokenKey(principal)}@${keyLimit.windowSec}` : tokenKey(principal)
+      tokenPolicy.check(key, true, (error, token) => (error ? callback(error) : afterToken(token)))
     },
 
     countFailure(addressKey, digest, callback) {

@@ -5,6 +5,8 @@
  * counted once, whichever listener a request arrived on.
  */
 import type { Config } from '../config/schema.ts'
+import { thenMaybe } from '../lib/maybe-async.ts'
+import { createUsageWriter } from '../stores/usage-writer.ts'
 import type { AuthContext } from './auth-context.ts'
 import { openCounterStore, type RedisState } from './counter-store.ts'
 import { createGate, type Gate } from './gate.ts'
@@ -16,15 +18,20 @@ import {
   type OutcomeRecorder,
   type RequestLog,
 } from './outcome-recorder.ts'
+import { createQuotaCounter } from './quota-counter.ts'
 import { createReuseDetector } from './reuse-detector.ts'
 import type { Tracing } from './tracing.ts'
 
 export interface OpenGateOptions {
   readonly rateLimit: Readonly<Config['rateLimit']>
+  readonly quota: Readonly<Config['quota']>
+  readonly usage: Readonly<Config['usage']>
   readonly redisUrl?: string | undefined
-  readonly log: RequestLog & { error(fields: object, message: string): void }
+  readonly log: RequestLog & {
+    error(fields: object, message: string): void
+    warn(fields: object, message: string): void
+  }
   readonly metrics?: OutcomeMetrics | undefined
-  readonly traffic?: { record(status: number): void } | undefined
   readonly identityToken?: IdentityTokenSigner | undefined
   /** With `tracing.enabled`: authentication in a span; otherwise it is not wrapped at all. */
   readonly tracing?: Pick<Tracing, 'authenticate'> | undefined
@@ -56,6 +63,15 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
     clock: auth.clock,
     log: options.log,
   })
+  const usage = options.usage.enabled
+    ? createUsageWriter(auth.store, {
+        clock: auth.clock,
+        flushIntervalMs: options.usage.flushIntervalMs,
+        maxSubjectsPerMinute: options.usage.maxKeysPerMinute,
+        onError: (error) =>
+          options.log.warn({ err: error }, 'writing usage counts failed; will retry'),
+      })
+    : undefined
   const recorder = createOutcomeRecorder({
     audit: auth.audit,
     patUse: auth.patUse,
@@ -64,7 +80,13 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
     failedAuthWindowSec: rateLimit.failedAuth.windowSec,
     metrics: options.metrics,
     log: options.log,
-    traffic: options.traffic,
+    usage,
+  })
+  const quotas = createQuotaCounter({
+    store: auth.store,
+    clock: auth.clock,
+    maxBlock: options.quota.maxBlock,
+    recheckMs: options.quota.recheckMs,
   })
   const gate = createGate({
     authenticate: options.tracing
@@ -73,6 +95,15 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
     limiter: counters ? createLimiter(rateLimit, counters.store) : undefined,
     recorder,
     identityToken: options.identityToken,
+    // The tenant was just read to authenticate: a cache hit, answered without a promise. A
+    // failed read falls back to the default limit (limits stay on; the tenant check decided).
+    tenantLimit: (tenantId) =>
+      thenMaybe(
+        auth.lookups.maybeSync.findTenant(tenantId),
+        (tenant) => tenant?.rateLimit,
+        () => undefined,
+      ),
+    quotas,
   })
   let closing: Promise<void> | undefined
   return {
@@ -82,6 +113,9 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
     close() {
       closing ??= (async () => {
         await recorder.close()
+        // Best effort, as the auth context's write-behind: a store already gone (closed
+        // first, or down) loses unspent quota uses and the last counts, never the shutdown.
+        await Promise.allSettled([quotas.close(), usage?.close()])
         counters?.close()
       })()
       return closing

@@ -22,6 +22,7 @@ export type RefusalCode =
   | 'token_revoked'
   | 'token_rotated'
   | 'token_changed'
+  | 'token_disabled'
   | 'issuer_unknown'
   | 'invalid_input'
   | 'lifetime_exceeded'

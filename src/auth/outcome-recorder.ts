@@ -1,17 +1,19 @@
 /**
  * The one place an outcome is recorded. The gate calls `recordOutcome` for every decision
- * it makes (audit, rotation-reuse detection, last-used times, the authentication-latency
- * metric); each front end calls `recordAnswer` once per answered request (the request
- * counter by outcome code and status, the log line, the console's traffic chart). No front
+ * it makes (audit, rotation-reuse detection, last-used times, usage counts by outcome, the
+ * authentication-latency metric); each front end calls `recordAnswer` once per answered request (the request
+ * counter by outcome code and status, the log line). No front
  * end writes an audit event or a metric of an outcome itself, so none can skip one.
  */
 
-import type { LimitState } from '../core/failure.ts'
+import type { AuthFailure, LimitState, QuotaState } from '../core/failure.ts'
 import { fingerprintToken } from '../core/fingerprint.ts'
 import { isPatToken } from '../core/pat.ts'
 import type { Clock } from '../core/ports.ts'
+import type { Principal } from '../core/principal.ts'
 import type { TokenDigest } from '../core/raw-headers.ts'
 import { loggablePath } from '../http/log-safe.ts'
+import type { UsageOutcome, UsageWriter } from '../stores/usage-writer.ts'
 import type { AuditWriter, PatUseRecorder } from '../stores/write-behind.ts'
 import { auditRecord, authFailureRecord } from './audit-events.ts'
 import { createRefusalRecorder } from './failed-auth-refusals.ts'
@@ -40,6 +42,11 @@ export interface DecisionFacts {
   readonly digest: TokenDigest | undefined
   /** Nanoseconds spent authenticating, when `timesAuthentication`. */
   readonly authenticationNs: bigint | undefined
+  /**
+   * A refusal of a request the gate had allowed (a route's later permission check): its
+   * usage moves from allowed to the refusal, so each request is counted once.
+   */
+  readonly afterAllowed?: boolean | undefined
 }
 
 /** The metrics the recorder writes (server/metrics.ts implements them with prom-client). */
@@ -63,14 +70,14 @@ export interface OutcomeRecorderDeps {
   readonly failedAuthWindowSec: number
   readonly metrics?: OutcomeMetrics | undefined
   readonly log?: RequestLog | undefined
-  /** The console's traffic chart: API answers by status. */
-  readonly traffic?: { record(status: number): void } | undefined
+  /** Requests by outcome per key, tenant and in all (cluster-wide, written behind). */
+  readonly usage?: Pick<UsageWriter, 'count' | 'uncount'> | undefined
 }
 
 export interface OutcomeRecorder {
   /** Whether the gate should time authentication (only when a metric records it). */
   readonly timesAuthentication: boolean
-  /** Whether front ends need to report answers at all (metrics, request log, traffic). */
+  /** Whether front ends need to report answers at all (metrics, request log). */
   readonly recordsAnswers: boolean
   recordOutcome(request: GateRequest, outcome: Outcome, facts: DecisionFacts): void
   /** An address just reached its failed-authentication limit (logged once per window). */
@@ -81,7 +88,7 @@ export interface OutcomeRecorder {
 }
 
 export function createOutcomeRecorder(deps: OutcomeRecorderDeps): OutcomeRecorder {
-  const { audit, patUse, reuse, clock, metrics, traffic } = deps
+  const { audit, patUse, reuse, clock, metrics, usage } = deps
   const log = deps.log?.isLevelEnabled('info') ? deps.log : undefined
   const refusals = createRefusalRecorder({
     windowSec: deps.failedAuthWindowSec,
@@ -99,9 +106,11 @@ export function createOutcomeRecorder(deps: OutcomeRecorderDeps): OutcomeRecorde
       ),
   })
 
+  const exhaustedQuotas = createExhaustionAudit(audit)
+
   return {
     timesAuthentication: metrics !== undefined,
-    recordsAnswers: metrics !== undefined || log !== undefined || traffic !== undefined,
+    recordsAnswers: metrics !== undefined || log !== undefined,
 
     recordOutcome(request, outcome, facts) {
       if (facts.authenticationNs !== undefined && metrics) {
@@ -113,12 +122,17 @@ export function createOutcomeRecorder(deps: OutcomeRecorderDeps): OutcomeRecorde
       }
       if (outcome.allowed) {
         const { principal } = outcome
-        if (principal.tokenType === 'pat' && principal.tokenId) {
-          patUse.record(principal.tokenId, clock.now())
-        }
+        const pat = principal.tokenType === 'pat' ? principal.tokenId : undefined
+        if (pat) patUse.record(pat, clock.now())
+        usage?.count('allowed', principal.tenantId, pat ?? null)
         return
       }
       const { failure, principal } = outcome
+      if (usage) countRefusal(usage, outcome.status, failure, principal, facts.afterAllowed)
+      if (failure.code === 'quota_exhausted') {
+        if (principal?.tokenId) exhaustedQuotas.record(principal, failure.quota, request)
+        return
+      }
       if (failure.code === 'rate_limited') {
         // A throttled address is audited once per window, with a count: the limit exists to
         // stop paying per request on behalf of a guessing client.
@@ -164,7 +178,6 @@ export function createOutcomeRecorder(deps: OutcomeRecorderDeps): OutcomeRecorde
         status,
         failure?.code === 'rate_limited' ? failure.limit.name : undefined,
       )
-      if (answer.listener === 'api') traffic?.record(status)
       if (!log) return
       const principal = outcome?.principal ?? undefined
       log.info(
@@ -188,6 +201,77 @@ export function createOutcomeRecorder(deps: OutcomeRecorderDeps): OutcomeRecorde
     },
   }
 }
+
+const USAGE_OF_STATUS: Readonly<Record<number, UsageOutcome>> = {
+  401: 'unauthorized',
+  403: 'forbidden',
+  429: 'limited',
+}
+
+/**
+ * A refusal's usage: 401, 403 and 429 are counted (other refusals, 400/404/503, are not
+ * outcomes of a key), against the caller when authenticated, else against the stored key a
+ * refused PAT named (revoked, expired, disabled), else in the total only. A refusal of a
+ * request the gate had allowed first takes back its `allowed` count.
+ */
+function countRefusal(
+  usage: Pick<UsageWriter, 'count' | 'uncount'>,
+  status: number,
+  failure: AuthFailure,
+  principal: Principal | null,
+  afterAllowed: boolean | undefined,
+): void {
+  const key = 'key' in failure ? failure.key : undefined
+  const tenantId = principal?.tenantId ?? key?.tenantId ?? null
+  const tokenId =
+    principal === null
+      ? (key?.tokenId ?? null)
+      : principal.tokenType === 'pat'
+        ? (principal.tokenId ?? null)
+        : null
+  if (afterAllowed) usage.uncount('allowed', tenantId, tokenId)
+  const outcome = USAGE_OF_STATUS[status]
+  if (outcome === undefined) return
+  usage.count(outcome, tenantId, tokenId)
+}
+
+/**
+ * Audits `pat.quota_exhausted` once per key and period, however many requests the spent
+ * quota then refuses (bounded; a full set starts over, at worst auditing a key twice).
+ */
+function createExhaustionAudit(audit: Pick<AuditWriter, 'write'>) {
+  const seen = new Set<string>()
+  return {
+    record(principal: Principal, quota: QuotaState, request: GateRequest) {
+      const id = `${principal.tokenId}\n${quota.resetsAt}`
+      if (seen.has(id)) return
+      if (seen.size >= MAX_EXHAUSTED_REMEMBERED) seen.clear()
+      seen.add(id)
+      audit.write(
+        auditRecord(
+          {
+            type: 'pat.quota_exhausted',
+            tenantId: principal.tenantId,
+            outcome: 'quota_exhausted',
+            details: {
+              tokenId: principal.tokenId as string,
+              limit: quota.limit,
+              refill: quota.refill,
+              resetsAt: quota.resetsAt === null ? null : new Date(quota.resetsAt).toISOString(),
+            },
+          },
+          {
+            actor: principal.fingerprint,
+            clientAddress: request.clientAddress,
+            requestId: request.requestId,
+          },
+        ),
+      )
+    },
+  }
+}
+
+const MAX_EXHAUSTED_REMEMBERED = 10_000
 
 /** Codes of answers the gate did not decide (a route's 404, a proxy's 502), by status. */
 const STATUS_CODES: Readonly<Record<number, string>> = {

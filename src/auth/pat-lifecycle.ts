@@ -1,7 +1,17 @@
 import { fingerprintToken } from '../core/fingerprint.ts'
 import { checkPatFormat, hashPat, isPatToken, issuePat, patStatus } from '../core/pat.ts'
-import type { PatRecord } from '../core/ports.ts'
-import type { PatStore } from '../stores/store.ts'
+import type { PatRecord, RateLimitOverride } from '../core/ports.ts'
+import type { PatChanges, PatStore, QuotaStore } from '../stores/store.ts'
+import {
+  checkExternalId,
+  checkKeyName,
+  checkKeyPermissions,
+  checkMetadata,
+  checkQuotaSpec,
+  checkRateLimit,
+  type QuotaSpec,
+  quotaFrom,
+} from './key-fields.ts'
 import { audit, type OperationDeps, OperationRefused, requireEnabledTenant } from './operations.ts'
 
 export { type PatStatus, patStatus } from '../core/pat.ts'
@@ -70,6 +80,12 @@ export interface IssuePatRequest {
   readonly name: string
   readonly permissions: readonly string[]
   readonly lifetime: PatLifetime
+  /** The key's own request rate; omitted: the configured default. */
+  readonly rateLimit?: RateLimitOverride | undefined
+  /** A quota of uses; omitted: none. */
+  readonly quota?: QuotaSpec | undefined
+  readonly metadata?: Readonly<Record<string, unknown>> | undefined
+  readonly externalId?: string | undefined
 }
 
 /** A new token: `token` is the plaintext, to be shown once and never stored. */
@@ -85,6 +101,10 @@ export async function issueTenantPat(
 ): Promise<IssuedPat> {
   const now = deps.clock.now()
   const expiresAt = expiryUnderPolicy(deps.patPolicy, now, request.lifetime)
+  const rateLimit = request.rateLimit === undefined ? null : checkRateLimit(request.rateLimit)
+  const quotaSpec = request.quota === undefined ? undefined : checkQuotaSpec(request.quota)
+  const metadata = request.metadata === undefined ? null : checkMetadata(request.metadata)
+  const externalId = request.externalId === undefined ? null : checkExternalId(request.externalId)
   await requireEnabledTenant(deps.store, request.tenantId)
   const issued = issuePat({
     tenantId: request.tenantId,
@@ -94,20 +114,47 @@ export async function issueTenantPat(
     expiresAt,
     now,
   })
-  await deps.store.insertPat(issued.record)
+  const record: PatRecord = {
+    ...issued.record,
+    supersededAt: null,
+    graceUntil: null,
+    disabledAt: null,
+    rateLimit,
+    quota: quotaSpec && quotaFrom(quotaSpec, issued.record.id, null, now),
+    metadata,
+    externalId,
+  }
+  await deps.store.insertPat(record)
   await audit(deps, {
     type: 'pat.issued',
     tenantId: request.tenantId,
     details: {
-      tokenId: issued.record.id,
+      tokenId: record.id,
       subject: request.subject,
       name: request.name,
       permissions: request.permissions,
       expiresAt: iso(expiresAt),
+      ...productDetails(record),
     },
   })
-  return issued
+  return { token: issued.token, record }
 }
+
+/** The product fields of a key that has them, for audit details (omitted when unset). */
+function productDetails(record: PatRecord): Record<string, unknown> {
+  const details: Record<string, unknown> = {}
+  if (record.rateLimit) details.rateLimit = record.rateLimit
+  if (record.quota) details.quota = quotaDetails(record.quota)
+  if (record.metadata) details.metadata = record.metadata
+  if (record.externalId) details.externalId = record.externalId
+  return details
+}
+
+const quotaDetails = (quota: NonNullable<PatRecord['quota']>) => ({
+  limit: quota.limit,
+  refill: quota.refill,
+  ...(quota.intervalSec === undefined ? {} : { intervalSec: quota.intervalSec }),
+})
 
 export interface RotatePatRequest {
   readonly id: string
@@ -143,8 +190,16 @@ export async function rotateTenantPat(
       tenantId: old.tenantId,
     })
   }
+  if (old.disabledAt != null) {
+    throw new OperationRefused(
+      'token_disabled',
+      old.id,
+      `${old.id} is disabled; enable it before rotating it`,
+      { at: old.disabledAt, tenantId: old.tenantId },
+    )
+  }
   await requireEnabledTenant(store, old.tenantId)
-  const issued = issuePat({
+  const replacement = issuePat({
     tenantId: old.tenantId,
     subject: old.subject,
     name: old.name,
@@ -153,6 +208,18 @@ export async function rotateTenantPat(
     now,
     rotatedFrom: old.id,
   })
+  // The replacement is the same key to its owner: its limits, metadata and external id, and
+  // its quota counted in the same counter (a rotation must not refill a quota).
+  const issued = {
+    token: replacement.token,
+    record: {
+      ...replacement.record,
+      rateLimit: old.rateLimit ?? null,
+      quota: old.quota ?? null,
+      metadata: old.metadata ?? null,
+      externalId: old.externalId ?? null,
+    },
+  }
   const graceUntil = now + request.graceMs
   if (!(await store.rotatePat(old.id, issued.record, now, graceUntil))) {
     throw new OperationRefused(
@@ -172,6 +239,202 @@ export async function rotateTenantPat(
     },
   })
   return { ...issued, graceUntil }
+}
+
+/** An operator's change to a key; an omitted field stays as it is, null clears it. */
+export interface PatEdit {
+  readonly name?: string | undefined
+  readonly permissions?: readonly string[] | undefined
+  /** The new expiry (epoch ms) or `never`; measured against the maximum from its creation. */
+  readonly expiresAt?: number | 'never' | undefined
+  readonly rateLimit?: RateLimitOverride | null | undefined
+  readonly quota?: QuotaSpec | null | undefined
+  /** Forgets the uses counted so far: the quota starts again from zero now. */
+  readonly resetQuotaUsage?: boolean | undefined
+  readonly metadata?: Readonly<Record<string, unknown>> | null | undefined
+  readonly externalId?: string | null | undefined
+}
+
+/** What an edit did: the key after it, and whether anything changed. */
+export interface PatEdited {
+  readonly record: PatRecord
+  readonly changed: boolean
+}
+
+type EditDeps = PatOperationDeps & { readonly store: OperationDeps['store'] & QuotaStore }
+
+/**
+ * Edits a key (name, permissions, expiry within the lifetime policy, rate limit, quota,
+ * metadata, external id) in one atomic store step, and audits `pat.updated` with the changed
+ * fields before and after. Every instance drops its cached copy on the store's `pat_changed`.
+ * The expiry is checked from the key's creation: repeated edits cannot outlive the maximum
+ * lifetime (rotate instead). Refused for an unknown or revoked key, or a bad value
+ * (`invalid_input`, naming the field and the value).
+ */
+export async function editTenantPat(
+  deps: EditDeps,
+  id: string,
+  edit: PatEdit,
+  options: { readonly tenantId?: string | undefined } = {},
+): Promise<PatEdited> {
+  const now = deps.clock.now()
+  const current = await currentPat(deps.store, id, options.tenantId)
+  const changes: { -readonly [K in keyof PatChanges]: PatChanges[K] } = {}
+  if (edit.name !== undefined) changes.name = checkKeyName(edit.name)
+  if (edit.permissions !== undefined) changes.permissions = checkKeyPermissions(edit.permissions)
+  if (edit.expiresAt !== undefined) changes.expiresAt = editedExpiry(deps, current, edit.expiresAt)
+  if (edit.rateLimit !== undefined) {
+    changes.rateLimit = edit.rateLimit === null ? null : checkRateLimit(edit.rateLimit)
+  }
+  if (edit.quota !== undefined) {
+    changes.quota =
+      edit.quota === null
+        ? null
+        : quotaFrom(
+            checkQuotaSpec(edit.quota),
+            current.quota?.counter ?? current.id,
+            current.quota,
+            now,
+          )
+  }
+  if (edit.metadata !== undefined) {
+    changes.metadata = edit.metadata === null ? null : checkMetadata(edit.metadata)
+  }
+  if (edit.externalId !== undefined) {
+    changes.externalId = edit.externalId === null ? null : checkExternalId(edit.externalId)
+  }
+  const differs = changedFields(current, changes)
+  const quota = changes.quota === undefined ? current.quota : changes.quota
+  const reset = edit.resetQuotaUsage === true && quota != null
+  if (differs.length === 0 && !reset) return { record: current, changed: false }
+  if (reset && quota) {
+    // The count goes first, then the key: the key's change (a new `resetAt`) is what makes
+    // every instance drop the uses it had reserved under the old count.
+    await deps.store.resetQuota(quota.counter)
+    changes.quota = { ...quota, resetAt: now }
+  }
+  const result = await deps.store.updatePat(current.id, changes)
+  if (!result) {
+    throw new OperationRefused('token_changed', current.id, `${current.id} was revoked meanwhile`)
+  }
+  const after = result.after
+  await audit(deps, {
+    type: 'pat.updated',
+    tenantId: current.tenantId,
+    details: {
+      tokenId: current.id,
+      before: fieldsOf(current, differs),
+      after: fieldsOf(after, differs),
+      ...(reset ? { quotaUsageReset: true } : {}),
+    },
+  })
+  return { record: after, changed: true }
+}
+
+/**
+ * Disables a key (refused with 401 like an invalid token, everywhere within a second) or
+ * enables it again, without revoking it. Idempotent: `changed` is false, and nothing is
+ * audited, when it already was in that state; audited as `pat.disabled` / `pat.enabled`.
+ */
+export async function setPatDisabled(
+  deps: OperationDeps,
+  id: string,
+  disabled: boolean,
+  options: { readonly tenantId?: string | undefined } = {},
+): Promise<PatEdited> {
+  const current = await currentPat(deps.store, id, options.tenantId)
+  if ((current.disabledAt != null) === disabled) return { record: current, changed: false }
+  const result = await deps.store.updatePat(current.id, {
+    disabledAt: disabled ? deps.clock.now() : null,
+  })
+  if (!result) {
+    throw new OperationRefused('token_changed', current.id, `${current.id} was revoked meanwhile`)
+  }
+  await audit(deps, {
+    type: disabled ? 'pat.disabled' : 'pat.enabled',
+    tenantId: current.tenantId,
+    details: { tokenId: current.id, subject: current.subject },
+  })
+  return { record: result.after, changed: true }
+}
+
+/** An unrevoked key by id (within `tenantId`, when given), else the refusal. */
+async function currentPat(
+  store: PatStore,
+  id: string,
+  tenantId: string | undefined,
+): Promise<PatRecord> {
+  const found = await store.getPat(id)
+  if (!found || (tenantId !== undefined && found.tenantId !== tenantId)) {
+    throw new OperationRefused('token_unknown', shown(id), `no token ${shown(id)}`)
+  }
+  if (found.revokedAt !== null) {
+    throw new OperationRefused('token_revoked', found.id, `${found.id} is revoked`, {
+      at: found.revokedAt,
+      tenantId: found.tenantId,
+    })
+  }
+  return found
+}
+
+/** A new expiry: in the future, and within the maximum lifetime counted from creation. */
+function editedExpiry(
+  deps: PatOperationDeps,
+  record: PatRecord,
+  expiresAt: number | 'never',
+): number | null {
+  if (expiresAt === 'never') return expiryUnderPolicy(deps.patPolicy, record.createdAt, 'never')
+  if (!(Number.isFinite(expiresAt) && expiresAt > deps.clock.now())) {
+    throw new OperationRefused(
+      'invalid_input',
+      'expiry',
+      `expiry: ${iso(Number.isFinite(expiresAt) ? expiresAt : null) ?? String(expiresAt)} is not valid; expected a time in the future`,
+    )
+  }
+  return expiryUnderPolicy(deps.patPolicy, record.createdAt, expiresAt - record.createdAt)
+}
+
+const EDITABLE = [
+  'name',
+  'permissions',
+  'expiresAt',
+  'rateLimit',
+  'quota',
+  'metadata',
+  'externalId',
+] as const
+type Editable = (typeof EDITABLE)[number]
+
+/** The editable fields whose value `changes` would change (objects compared by content). */
+function changedFields(record: PatRecord, changes: PatChanges): Editable[] {
+  return EDITABLE.filter(
+    (key) =>
+      changes[key] !== undefined && canonical(changes[key]) !== canonical(record[key] ?? null),
+  )
+}
+
+/** JSON with object keys sorted: equal values give equal text whatever their key order. */
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    v !== null && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v,
+  )
+}
+
+/** The given fields of a key, as audit details show them (times in ISO 8601). */
+function fieldsOf(record: PatRecord, keys: readonly Editable[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  for (const key of keys) {
+    const value = record[key] ?? null
+    out[key] =
+      key === 'expiresAt'
+        ? iso(value as number | null)
+        : key === 'quota' && value !== null
+          ? quotaDetails(value as NonNullable<PatRecord['quota']>)
+          : value
+  }
+  return out
 }
 
 /**
@@ -227,16 +490,27 @@ export interface LeakResult {
   readonly record: PatRecord | undefined
 }
 
+/** A token found in plaintext, and who found it where (a secret scanner's report). */
+export interface LeakedToken {
+  readonly token: string
+  /** The reporter, e.g. `github`; absent: an operator. */
+  readonly source?: string | undefined
+  /** Where it was found (a public URL). */
+  readonly url?: string | undefined
+}
+
 /**
  * Revokes tokens found in plaintext (secret-scanning alerts), each audited as
- * `pat.leak_revoked` with its fingerprint, never the token.
+ * `pat.leak_revoked` with its fingerprint (and the reporter and place, when given), never the
+ * token. Idempotent: a token already revoked is reported so and not audited again.
  */
 export async function revokeLeakedPats(
   deps: OperationDeps,
-  tokens: readonly string[],
+  leaks: readonly (string | LeakedToken)[],
 ): Promise<LeakResult[]> {
   const results: LeakResult[] = []
-  for (const token of tokens) {
+  for (const leak of leaks) {
+    const { token, source, url } = typeof leak === 'string' ? { token: leak } : leak
     const fingerprint = fingerprintToken(token)
     if (!checkPatFormat(token).ok) {
       results.push({ fingerprint, outcome: 'not_a_pat', record: undefined })
@@ -255,7 +529,13 @@ export async function revokeLeakedPats(
     await audit(deps, {
       type: 'pat.leak_revoked',
       tenantId: found.tenantId,
-      details: { tokenId: found.id, fingerprint, subject: found.subject },
+      details: {
+        tokenId: found.id,
+        fingerprint,
+        subject: found.subject,
+        ...(source === undefined ? {} : { source }),
+        ...(url === undefined ? {} : { url }),
+      },
     })
     results.push({ fingerprint, outcome: 'revoked', record: revoked })
   }
@@ -321,5 +601,10 @@ export function patMetadata(record: PatRecord, now: number) {
     rotatedFrom: record.rotatedFrom,
     supersededAt: iso(record.supersededAt),
     graceUntil: iso(record.graceUntil),
+    disabledAt: iso(record.disabledAt),
+    rateLimit: record.rateLimit ?? null,
+    quota: record.quota ? quotaDetails(record.quota) : null,
+    metadata: record.metadata ?? null,
+    externalId: record.externalId ?? null,
   }
 }

@@ -29,11 +29,15 @@ import { createAuthContext, type Warn } from './auth-context.ts'
 import type { Gate } from './gate.ts'
 import { openGate } from './open-gate.ts'
 import {
+  editTenantPat,
   type IssuedPat,
   type IssuePatRequest,
   issueTenantPat,
+  type PatEdit,
+  type PatEdited,
   type RotatePatRequest,
   rotateTenantPat,
+  setPatDisabled,
 } from './pat-lifecycle.ts'
 
 export interface TokengateOptions {
@@ -73,6 +77,10 @@ type RateLimitOptions = {
 export interface PatOperations {
   issue(request: IssuePatRequest): Promise<IssuedPat>
   rotate(request: RotatePatRequest): Promise<IssuedPat & { readonly graceUntil: number }>
+  /** Changes a key (name, permissions, expiry, rate limit, quota, metadata, external id). */
+  edit(id: string, edit: PatEdit): Promise<PatEdited>
+  /** Disables a key without revoking it (401 until enabled), or enables it again. */
+  setDisabled(id: string, disabled: boolean): Promise<PatEdited>
 }
 
 export interface Tokengate extends Gate {
@@ -81,7 +89,7 @@ export interface Tokengate extends Gate {
    * otherwise a promise; never rejects. Front ends use the gate's `check` instead.
    */
   readonly authenticate: AuthenticateMaybeSync
-  /** Issue and rotate PATs in code, within the lifetime policy. */
+  /** Issue, rotate, edit and disable PATs in code, within the lifetime policy. */
   readonly pats: PatOperations
   /** The opened store (tenants, PATs, issuers, audit). */
   readonly store: Store
@@ -106,6 +114,8 @@ export async function createTokengate(options: TokengateOptions = {}): Promise<T
     const auth = await createAuthContext(config, store, clock, log)
     const opened = await openGate(auth, {
       rateLimit: config.rateLimit,
+      quota: config.quota,
+      usage: config.usage,
       redisUrl: config.redisUrl,
       log: { ...log, info() {}, isLevelEnabled: () => false },
     })
@@ -123,6 +133,8 @@ export async function createTokengate(options: TokengateOptions = {}): Promise<T
       pats: {
         issue: (request) => issueTenantPat(deps, request),
         rotate: (request) => rotateTenantPat(deps, request),
+        edit: (id, edit) => editTenantPat(deps, id, edit),
+        setDisabled: (id, disabled) => setPatDisabled(deps, id, disabled),
       },
       store,
       close() {

@@ -275,6 +275,100 @@ export const ConfigSchema = Type.Object(
       },
       { default: {}, additionalProperties: false },
     ),
+    quota: Type.Object(
+      {
+        maxBlock: Type.Integer({
+          default: 1_000,
+          minimum: 1,
+          maximum: 100_000,
+          description:
+            "Most uses of a key's quota one instance (or worker) reserves from the store at once: blocks grow from 4 while a key is busy, up to ceil(limit / 100) and at most this. A quota is never exceeded; uses reserved and not spent (at most a block less one per instance, so 1 % of the limit) are unavailable to other instances until given back at shutdown (docs/limits.md).",
+        }),
+        recheckMs: Type.Integer({
+          default: 5_000,
+          minimum: 100,
+          maximum: 60_000,
+          description:
+            "How long an instance believes a key's quota exhausted before asking the store again (an edit or reset of the quota applies at once).",
+        }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
+    usage: Type.Object(
+      {
+        enabled: Type.Boolean({
+          default: true,
+          description:
+            'Count requests by outcome (allowed, 401, 403, 429) per key, per tenant and in all, in minute, hour and day buckets in the store (cluster-wide; the console charts and the admin API read them).',
+        }),
+        flushIntervalMs: Type.Integer({
+          default: 5_000,
+          minimum: 100,
+          maximum: 60_000,
+          description:
+            'How often each instance adds its counts to the store (write-behind; a graceful shutdown writes what is left).',
+        }),
+        maxKeysPerMinute: Type.Integer({
+          default: 100_000,
+          minimum: 100,
+          description:
+            'Distinct keys and tenants counted per minute in memory; beyond it only the totals are counted (and the overflow is logged).',
+        }),
+        minuteRetentionHours: Type.Integer({
+          default: 48,
+          minimum: 1,
+          maximum: 744,
+          description: 'How long minute buckets are kept.',
+        }),
+        hourRetentionDays: Type.Integer({
+          default: 31,
+          minimum: 1,
+          maximum: 3_660,
+          description: 'How long hour buckets are kept.',
+        }),
+        dayRetentionDays: Type.Integer({
+          default: 400,
+          minimum: 1,
+          maximum: 36_600,
+          description: 'How long day buckets are kept.',
+        }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
+    audit: Type.Object(
+      {
+        retentionDays: Type.Integer({
+          default: 0,
+          minimum: 0,
+          maximum: 36_600,
+          description:
+            'Delete audit events older than this many days (hourly, in batches; events still waiting for webhook delivery are kept). 0: keep them forever.',
+        }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
+    leakReports: Type.Object(
+      {
+        githubKeysFile: Type.Optional(
+          Type.String({
+            minLength: 1,
+            description:
+              "GitHub's secret scanning public keys (the JSON of https://api.github.com/meta/public_keys/secret_scanning, saved by the operator; never fetched at run time). Set: POST /leak-reports/github on the API listener takes GitHub's signed reports and revokes reported PATs (docs/leak-reports.md).",
+          }),
+        ),
+        maxBodyBytes: Type.Integer({
+          default: 1_048_576,
+          minimum: 1_024,
+          description: 'Largest leak report accepted.',
+        }),
+        maxMatches: Type.Integer({
+          default: 1_000,
+          minimum: 1,
+          description: 'Most reported tokens in one leak report.',
+        }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
     events: Type.Object(
       {
         webhookUrl: Type.Optional(

@@ -23,13 +23,14 @@ export type AuthFailure =
        * core can revoke the token's rotation family (reuse detection) as a side effect.
        */
       tokenId?: string
+      key?: RefusedKey
     }
   /** SPEC §5.3 rule 4: a token past its expiry. */
-  | { code: 'token_expired'; detail: string }
+  | { code: 'token_expired'; detail: string; key?: RefusedKey }
   /** SPEC §5.3 rule 1: a JWT without `X-Tenant-Id`. */
   | { code: 'tenant_header_required' }
   /** SPEC §5.3 rule 1 (and DESIGN rule 4 for PATs): `X-Tenant-Id` is not the caller's tenant. */
-  | { code: 'tenant_mismatch'; detail: string }
+  | { code: 'tenant_mismatch'; detail: string; key?: RefusedKey }
   /**
    * RFC 6750 §2: the token was sent in more than one way (the header and an `access_token`
    * query parameter or form field). Found by the HTTP front ends, not the core (400).
@@ -44,6 +45,11 @@ export type AuthFailure =
   | { code: 'unavailable'; dependency: 'store' | 'jwks'; retryAfterSeconds: number }
   /** A limit is exhausted: per token, per tenant, or failed authentications per address (429). */
   | { code: 'rate_limited'; limit: LimitState }
+  /**
+   * A valid key whose quota of uses is spent (429, never a 401: the key is fine, it is out of
+   * uses until its next refill).
+   */
+  | { code: 'quota_exhausted'; quota: QuotaState }
   /**
    * The route policy denies the route (a `deny` rule, `default: deny`, or a built-in route's
    * name the gateway never proxies): answered exactly like an unknown path (404).
@@ -70,6 +76,8 @@ export type InvalidTokenReason =
   | 'lifetime_exceeded'
   | 'tenant_unknown'
   | 'tenant_disabled'
+  /** A PAT an operator disabled (kept, and may be enabled again). */
+  | 'disabled'
 
 export type FailureCode = AuthFailure['code']
 
@@ -87,4 +95,24 @@ export interface LimitState {
   readonly remaining: number
   /** Seconds until the current window ends (≥ 1 while a window is open). */
   readonly resetSec: number
+}
+
+/** An exhausted quota, for the 429's `Retry-After` and body. */
+export interface QuotaState {
+  /** Uses allowed per period. */
+  readonly limit: number
+  readonly refill: 'none' | 'daily' | 'monthly' | 'interval'
+  /** When the next period starts (epoch ms); null without refill. */
+  readonly resetsAt: number | null
+  /** Seconds until `resetsAt`, at least 1; undefined without refill. */
+  readonly retryAfterSec: number | undefined
+}
+
+/**
+ * The stored key a refused PAT is (revoked, expired, disabled, of a disabled tenant, sent with
+ * another tenant's X-Tenant-Id): usage is counted against it. Never shown to the caller.
+ */
+export interface RefusedKey {
+  readonly tokenId: string
+  readonly tenantId: string
 }

@@ -123,19 +123,21 @@ export function patLast4(token: string): string {
 }
 
 /** Where a PAT stands at a moment: what authentication, listings and the CLI all report. */
-export type PatStatus = 'active' | 'grace' | 'rotated' | 'expired' | 'revoked'
+export type PatStatus = 'active' | 'grace' | 'rotated' | 'expired' | 'disabled' | 'revoked'
 
 /**
  * The one rule for a PAT's status. Revoked wins; a rotated-out token is `rotated` once its
  * grace is over (checked before expiry: presenting it then is the reuse signal), else an
- * expired token is `expired`, else a rotated-out one still inside its grace is `grace`.
- * Only `active` and `grace` authenticate.
+ * expired token is `expired`, else a disabled one `disabled` (it comes back when enabled),
+ * else a rotated-out one still inside its grace is `grace`. Only `active` and `grace`
+ * authenticate.
  */
 export function patStatus(record: PatRecord, now: number): PatStatus {
   if (record.revokedAt !== null) return 'revoked'
   const rotated = record.supersededAt != null
   if (rotated && !(record.graceUntil != null && now < record.graceUntil)) return 'rotated'
   if (record.expiresAt !== null && record.expiresAt <= now) return 'expired'
+  if (record.disabledAt != null) return 'disabled'
   return rotated ? 'grace' : 'active'
 }
 

@@ -16,6 +16,51 @@ export interface Tenant {
   readonly name: string
   readonly enabled: boolean
   readonly createdAt: number
+  /**
+   * The tenant's own request rate across all its tokens, replacing `rateLimit.perTenant`;
+   * null or absent: the default. Stores always return it.
+   */
+  readonly rateLimit?: RateLimitOverride | null | undefined
+}
+
+/** A request rate of one key or tenant that replaces the configured default. */
+export interface RateLimitOverride {
+  /** Requests per window, at least 1. */
+  readonly max: number
+  /** Window length in seconds, 1 to 86,400. */
+  readonly windowSec: number
+}
+
+/** When a quota's uses come back: never, each UTC day or month, or every `intervalSec`. */
+export type QuotaRefill = 'none' | 'daily' | 'monthly' | 'interval'
+
+/**
+ * A PAT's quota: at most `limit` uses per period (in all, without refill). An exhausted key
+ * stays valid and is refused with 429 `quota_exhausted` until its next refill.
+ */
+export interface Quota {
+  readonly limit: number
+  readonly refill: QuotaRefill
+  /** `interval` only: the period in seconds (60 s to 366 days). */
+  readonly intervalSec?: number | undefined
+  /** `interval` only: periods start at this time (epoch ms) plus whole intervals. */
+  readonly anchorAt?: number | undefined
+  /**
+   * When an operator last reset its uses (epoch ms): a quota changed in any way, this included,
+   * makes every instance drop the uses it had reserved for the key.
+   */
+  readonly resetAt?: number | undefined
+  /**
+   * The usage counter the quota is counted in: the id of the first token of the rotation
+   * family, so that rotating a key keeps its count (a rotation is no refill).
+   */
+  readonly counter: string
+}
+
+/** What a PAT carries beyond the defaults: its own rate limit and its quota. */
+export interface KeyLimits {
+  readonly rateLimit: RateLimitOverride | null
+  readonly quota: Quota | null
 }
 
 /** A stored Personal Access Token. The plaintext token is never stored: only its SHA-256. */
@@ -45,7 +90,23 @@ export interface PatRecord {
    * before it, then is refused with `invalid_token` / `rotated` (reuse detection).
    */
   readonly graceUntil?: number | null | undefined
+  /**
+   * When the key was disabled (refused with 401 like an invalid token, but kept, and enabled
+   * again by an operator); null or absent while enabled. Stores always return the fields below.
+   */
+  readonly disabledAt?: number | null | undefined
+  /** The key's own request rate, replacing `rateLimit.perToken`; null: the default. */
+  readonly rateLimit?: RateLimitOverride | null | undefined
+  /** The key's quota of uses; null: none. */
+  readonly quota?: Quota | null | undefined
+  /** Operator-defined JSON object (at most `MAX_METADATA_BYTES`), never read by the gate. */
+  readonly metadata?: Readonly<Record<string, unknown>> | null | undefined
+  /** The operator's own id for the key (a customer or account id), searchable; not unique. */
+  readonly externalId?: string | null | undefined
 }
+
+/** The largest `metadata` of a PAT, as UTF-8 JSON. */
+export const MAX_METADATA_BYTES = 4096
 
 /**
  * The lookups authentication needs. Implementations may throw (or reject) when the backing

@@ -20,6 +20,8 @@ export interface Principal {
   readonly issuer?: string
   /** A log-safe fingerprint of the token (see `fingerprint.ts`); never the token. */
   readonly fingerprint: string
+  /** PAT only: the key's own rate limit and quota, when it has either. */
+  readonly limits?: import('./ports.ts').KeyLimits | undefined
 }
 
 export type AuthResult =

@@ -1,7 +1,12 @@
 import type { AuthFailure } from '../core/failure.ts'
 import { bearerChallenge } from './challenge.ts'
 import type { ProblemCode } from './problem.ts'
-import { type FailureResponse, problemResponse, rateLimitedResponse } from './problem-response.ts'
+import {
+  type FailureResponse,
+  problemResponse,
+  quotaExhaustedResponse,
+  rateLimitedResponse,
+} from './problem-response.ts'
 
 export type { FailureResponse } from './problem-response.ts'
 
@@ -23,7 +28,8 @@ const DETAIL = {
  *   (RFC 6750 §3.1: no error code when no credentials were sent), an `error` code;
  * - 403 carries `error="insufficient_scope"` and the required permissions as `scope`;
  * - 503 carries `Retry-After` and no challenge: the credentials may be fine;
- * - 429 carries `Retry-After` and the exhausted limit's RateLimit pair;
+ * - 429 carries `Retry-After` and the exhausted limit's RateLimit pair; an exhausted quota
+ *   (a valid key out of uses, never a 401) `Retry-After` at its next refill, none without;
  * - the route policy's refusals: a denied route is exactly an unknown path (404), so the
  *   policy never reveals which upstream routes exist; a tenant path of another tenant is a
  *   403 without `scope` (no permission would help); an ambiguous path is a 400.
@@ -80,6 +86,8 @@ export function failureResponse(failure: AuthFailure, requestId: string): Failur
       })
     case 'rate_limited':
       return rateLimitedResponse(failure.limit, requestId)
+    case 'quota_exhausted':
+      return quotaExhaustedResponse(failure.quota, requestId)
     case 'route_denied':
       return problemResponse('not_found', DETAIL.notFound, requestId)
     case 'tenant_path_mismatch':

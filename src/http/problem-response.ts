@@ -1,4 +1,4 @@
-import type { LimitState } from '../core/failure.ts'
+import type { LimitState, QuotaState } from '../core/failure.ts'
 import type { ProblemDetails } from './problem.ts'
 import { PROBLEM_CONTENT_TYPE, PROBLEMS, type ProblemCode, problem } from './problem.ts'
 import { rateLimitHeaders } from './rate-limit-headers.ts'
@@ -56,6 +56,24 @@ export function rateLimitedResponse(state: LimitState, requestId: string): Failu
   return problemResponse('rate_limited', detail, requestId, {
     extra: { policy: state.name },
     headers: { ...rateLimitHeaders(state), 'retry-after': String(state.resetSec) },
+  })
+}
+
+/**
+ * 429 for a key whose quota is spent: `Retry-After` when the quota refills (none without
+ * refill: retrying will not help), and the quota in the body, so a client can tell it from a
+ * rate limit (`code`) and knows when uses come back (`quota.resetsAt`).
+ */
+export function quotaExhaustedResponse(quota: QuotaState, requestId: string): FailureResponse {
+  const resetsAt = quota.resetsAt === null ? null : new Date(quota.resetsAt).toISOString()
+  const detail =
+    resetsAt === null
+      ? `This key's quota of ${quota.limit} uses is spent; it does not refill.`
+      : `This key's quota of ${quota.limit} uses is spent until ${resetsAt}.`
+  return problemResponse('quota_exhausted', detail, requestId, {
+    extra: { quota: { limit: quota.limit, refill: quota.refill, resetsAt } },
+    headers:
+      quota.retryAfterSec === undefined ? {} : { 'retry-after': String(quota.retryAfterSec) },
   })
 }
 

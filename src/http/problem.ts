@@ -16,6 +16,8 @@ export type ProblemCode =
   | 'not_found'
   | 'method_not_allowed'
   | 'payload_too_large'
+  | 'unsupported_media_type'
+  | 'invalid_signature'
   | 'request_timeout'
   | 'rate_limited'
   | 'internal_error'
@@ -60,8 +62,11 @@ export const PROBLEMS: Readonly<Record<ProblemCode, { status: number; title: str
   not_found: { status: 404, title: 'Not found' },
   method_not_allowed: { status: 405, title: 'Method not allowed' },
   payload_too_large: { status: 413, title: 'Payload too large' },
+  unsupported_media_type: { status: 415, title: 'Unsupported media type' },
+  invalid_signature: { status: 403, title: 'Invalid signature' },
   request_timeout: { status: 408, title: 'Request timeout' },
   rate_limited: { status: 429, title: 'Too many requests' },
+  quota_exhausted: { status: 429, title: 'Quota exhausted' },
   internal_error: { status: 500, title: 'Internal server error' },
   bad_gateway: { status: 502, title: 'Bad gateway' },
   unavailable: { status: 503, title: 'Service temporarily unavailable' },

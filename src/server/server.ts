@@ -133,6 +133,8 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     options.gate ??
     (await openGate(auth, {
       rateLimit: config.rateLimit,
+      quota: config.quota,
+      usage: config.usage,
       redisUrl: config.redisUrl,
       log: logger,
       metrics,
@@ -239,9 +241,10 @@ function handleError(error: FastifyError, request: FastifyRequest, reply: Fastif
     error.statusCode < 500 &&
     error.code?.startsWith('FST_')
   ) {
+    const code = error.statusCode === 415 ? 'unsupported_media_type' : 'validation_failed'
     return sendProblemResponse(
       reply,
-      problemResponse('validation_failed', error.message, id, { status: error.statusCode }),
+      problemResponse(code, error.message, id, { status: error.statusCode }),
     )
   }
   request.log.error({ err: error }, 'unhandled error')

@@ -44,6 +44,7 @@ export function addPatSearch(where: Where, search: PatSearch, like: 'LIKE' | 'IL
   if (search.subject) where.add(`subject ${like} ? ESCAPE '\\'`, likeContains(search.subject))
   if (search.name) where.add(`name ${like} ? ESCAPE '\\'`, likeContains(search.name))
   if (search.last4) where.add('last4 = ?', search.last4)
+  if (search.externalId !== undefined) where.add('external_id = ?', search.externalId)
   if (search.expiringBefore !== undefined) {
     where.add(
       'expires_at IS NOT NULL AND revoked_at IS NULL AND expires_at < ?',

@@ -496,6 +496,23 @@ interface EndTimes {
   readonly graceUntil: number | null
 }
 
+/** A cached PAT's product fields (issue #24), for the few keys that have any. */
+interface ProductFields {
+  readonly disabledAt: number | null
+  readonly rateLimit: PatRecord['rateLimit'] | null
+  readonly quota: PatRecord['quota'] | null
+  readonly metadata: PatRecord['metadata'] | null
+  readonly externalId: string | null
+}
+
+const NO_PRODUCT: ProductFields = Object.freeze({
+  disabledAt: null,
+  rateLimit: null,
+  quota: null,
+  metadata: null,
+  externalId: null,
+})
+
 /**
  * `PatColumns`' text column, per slot: the lengths of the id, subject and last4, then their
  * characters, one byte each (Latin-1). A PAT id (`tok_` + 20) and last4 leave 33 for the subject.
@@ -532,6 +549,7 @@ class PatColumns implements SlotValues<PatRecord> {
   // Rare values, kept aside rather than in a column that would be empty almost everywhere.
   readonly #wide = new Map<number, PatTexts>()
   readonly #ended = new Map<number, EndTimes>()
+  readonly #product = new Map<number, ProductFields>()
   readonly #memoSlots = new Int32Array(MEMO_SIZE).fill(-1)
   readonly #memoTexts: (PatTexts | undefined)[] = new Array(MEMO_SIZE).fill(undefined)
   readonly #rotatedFrom = new Map<number, string>()
@@ -569,6 +587,15 @@ class PatColumns implements SlotValues<PatRecord> {
     else this.#ended.set(slot, { revokedAt, supersededAt, graceUntil })
     if (record.rotatedFrom === null) this.#rotatedFrom.delete(slot)
     else this.#rotatedFrom.set(slot, record.rotatedFrom)
+    const product: ProductFields = {
+      disabledAt: record.disabledAt ?? null,
+      rateLimit: record.rateLimit ?? null,
+      quota: record.quota ?? null,
+      metadata: record.metadata ?? null,
+      externalId: record.externalId ?? null,
+    }
+    if (Object.values(product).every((value) => value === null)) this.#product.delete(slot)
+    else this.#product.set(slot, product)
     if (record.tokenHash === key) this.#foreignHashes.delete(slot)
     else this.#foreignHashes.set(slot, record.tokenHash)
   }
@@ -579,6 +606,7 @@ class PatColumns implements SlotValues<PatRecord> {
     const times = this.#times
     const texts = this.#texts(slot)
     const ended = this.#ended.size === 0 ? undefined : this.#ended.get(slot)
+    const product = this.#product.size === 0 ? NO_PRODUCT : (this.#product.get(slot) ?? NO_PRODUCT)
     return {
       id: texts.id,
       tokenHash: this.#foreignHashes.size === 0 ? key : (this.#foreignHashes.get(slot) ?? key),
@@ -594,6 +622,11 @@ class PatColumns implements SlotValues<PatRecord> {
       rotatedFrom: this.#rotatedFrom.size === 0 ? null : (this.#rotatedFrom.get(slot) ?? null),
       supersededAt: ended === undefined ? null : ended.supersededAt,
       graceUntil: ended === undefined ? null : ended.graceUntil,
+      disabledAt: product.disabledAt,
+      rateLimit: product.rateLimit,
+      quota: product.quota,
+      metadata: product.metadata,
+      externalId: product.externalId,
     }
   }
 
@@ -603,6 +636,7 @@ class PatColumns implements SlotValues<PatRecord> {
     this.#groups[slot] = undefined
     this.#wide.delete(slot)
     this.#ended.delete(slot)
+    this.#product.delete(slot)
     this.#rotatedFrom.delete(slot)
     this.#foreignHashes.delete(slot)
   }
@@ -616,6 +650,7 @@ class PatColumns implements SlotValues<PatRecord> {
     this.#memoSlots.fill(-1)
     this.#memoTexts.fill(undefined)
     this.#ended.clear()
+    this.#product.clear()
     this.#rotatedFrom.clear()
     this.#foreignHashes.clear()
   }

@@ -201,4 +201,54 @@ export const postgresMigrations: readonly Migration[] = [
         EXECUTE FUNCTION tokengate_log_change('policy', 'name');
     `,
   },
+  {
+    // Keys as a product (issue #24): a PAT may be disabled without being revoked, and carries
+    // its own rate limit and quota, operator metadata and an external id (searchable); a
+    // tenant may carry its own rate limit. Quota counts live apart from the token row, one
+    // row per counter (the rotation family's first token id); last_grant is what the latest
+    // reservation granted (RETURNING sees only the new row). Adding nullable columns is a
+    // catalogue change only: no table rewrite.
+    version: 10,
+    sql: `
+      ALTER TABLE pats ADD COLUMN disabled_at bigint;
+      ALTER TABLE pats ADD COLUMN rate_limit jsonb;
+      ALTER TABLE pats ADD COLUMN quota jsonb;
+      ALTER TABLE pats ADD COLUMN metadata jsonb;
+      ALTER TABLE pats ADD COLUMN external_id text COLLATE "C";
+      CREATE INDEX pats_external_id ON pats (external_id, created_at, id)
+        WHERE external_id IS NOT NULL;
+      ALTER TABLE tenants ADD COLUMN rate_limit jsonb;
+      CREATE TABLE quota_usage (
+        counter text COLLATE "C" PRIMARY KEY,
+        period_start bigint NOT NULL,
+        used bigint NOT NULL,
+        last_grant bigint NOT NULL DEFAULT 0
+      );
+    `,
+  },
+  {
+    // Usage analytics (issue #24): requests by outcome per key, per tenant and in all, in
+    // minute, hour and day buckets, added to by every instance's write-behind. Retention
+    // deletes by resolution and age, and the audit log by time (hence its time index; not
+    // CONCURRENTLY, as migrations run in one transaction: one pass over audit_events).
+    version: 11,
+    sql: `
+      CREATE TABLE usage_counts (
+        scope text NOT NULL CHECK (scope IN ('key', 'tenant', 'all')),
+        subject text COLLATE "C" NOT NULL,
+        resolution text NOT NULL CHECK (resolution IN ('minute', 'hour', 'day')),
+        bucket_start bigint NOT NULL,
+        tenant_id text COLLATE "C",
+        allowed bigint NOT NULL DEFAULT 0,
+        unauthorized bigint NOT NULL DEFAULT 0,
+        forbidden bigint NOT NULL DEFAULT 0,
+        limited bigint NOT NULL DEFAULT 0,
+        PRIMARY KEY (scope, subject, resolution, bucket_start)
+      );
+      CREATE INDEX usage_counts_tenant_key ON usage_counts (tenant_id, resolution, bucket_start)
+        WHERE scope = 'key';
+      CREATE INDEX usage_counts_age ON usage_counts (resolution, bucket_start);
+      CREATE INDEX audit_events_time ON audit_events (time);
+    `,
+  },
 ]

@@ -27,18 +27,25 @@ export type { ChangeFeedStatus } from './store.ts'
 
 import {
   type AppendAuditOptions,
+  type Changed,
   type ChangeFeedStatus,
   checkReplacement,
   type OutboxEntry,
   type OutboxStats,
   type Page,
   type PageRequest,
+  type PatChanges,
+  type QuotaCount,
   type Store,
   type StoreChange,
   type StoredAuditEvent,
   type StoredIssuer,
   type StoredPolicy,
   type StoreTransaction,
+  type TenantChanges,
+  type UsageQuery,
+  type UsageResolution,
+  type UsageRow,
 } from './store.ts'
 
 export interface PostgresStoreOptions {
@@ -100,6 +107,46 @@ const MIGRATION_LOCK_KEY = 0x746f6b656e67
 const INSERT_AUDIT = `INSERT INTO audit_events (${shared.AUDIT_COLUMNS})
   SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[],
     $6::text[], $7::text[], $8::text[], $9::jsonb[])`
+
+/** Inserts a batch of usage rows given as nine parallel arrays, adding to existing buckets. */
+const ADD_USAGE = `INSERT INTO usage_counts (${shared.USAGE_COLUMNS})
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[],
+    $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[])
+  ON CONFLICT (scope, subject, resolution, bucket_start) DO UPDATE SET
+    allowed = usage_counts.allowed + excluded.allowed,
+    unauthorized = usage_counts.unauthorized + excluded.unauthorized,
+    forbidden = usage_counts.forbidden + excluded.forbidden,
+    limited = usage_counts.limited + excluded.limited`
+
+/** The type of each PAT column, in PAT_COLUMNS order (for typed placeholders). */
+const PAT_TYPES = [
+  'text',
+  'text',
+  'text',
+  'text',
+  'text',
+  'text[]',
+  'text',
+  'bigint',
+  'bigint',
+  'bigint',
+  'bigint',
+  'text',
+  'bigint',
+  'bigint',
+  'bigint',
+  'jsonb',
+  'jsonb',
+  'jsonb',
+  'text',
+] as const
+
+/** `$1::text, $2::text, …` for a PAT's values starting at parameter `first`. */
+function patPlaceholders(first: number): string {
+  return PAT_TYPES.map((type, i) => `$${first + i}::${type}`).join(', ')
+}
+
+const PAT_EDIT_TYPES = ['text', 'text[]', 'bigint', 'bigint', 'jsonb', 'jsonb', 'jsonb', 'text']
 
 const UNIQUE_VIOLATION = '23505'
 const UNDEFINED_TABLE = '42P01'
@@ -358,10 +405,28 @@ class PgStore implements PostgresStore {
 
   async createTenant(tenant: { id: string; name: string }, at: number): Promise<Tenant> {
     const rows = await this.#change<shared.TenantRow>(
-      `INSERT INTO tenants (${shared.TENANT_COLUMNS}) VALUES ($1, $2, true, $3) RETURNING ${shared.TENANT_COLUMNS}`,
+      `INSERT INTO tenants (${shared.TENANT_COLUMNS}) VALUES ($1, $2, true, $3, NULL) RETURNING ${shared.TENANT_COLUMNS}`,
       [tenant.id, tenant.name, at],
     )
     return shared.toTenant(rows[0] as shared.TenantRow)
+  }
+
+  async updateTenant(id: string, changes: TenantChanges): Promise<Changed<Tenant> | undefined> {
+    return this.#changeWith(async (query) => {
+      const rows = await query<shared.TenantRow>(
+        `SELECT ${shared.TENANT_COLUMNS} FROM tenants WHERE id = $1 FOR UPDATE`,
+        [id],
+      )
+      if (!rows[0]) return undefined
+      const before = shared.toTenant(rows[0])
+      const after = shared.changedTenant(before, changes)
+      await query('UPDATE tenants SET name = $2, rate_limit = $3::jsonb WHERE id = $1', [
+        id,
+        after.name,
+        shared.jsonText(after.rateLimit),
+      ])
+      return { before, after }
+    })
   }
 
   async listTenants(): Promise<readonly Tenant[]> {
@@ -389,10 +454,29 @@ class PgStore implements PostgresStore {
 
   async insertPat(record: PatRecord): Promise<void> {
     await this.#query(
-      `INSERT INTO pats (${shared.PAT_COLUMNS})
-       VALUES ($1, $2, $3, $4, $5, $6::text[], $7, $8, $9, $10, $11, $12, $13, $14)`,
+      `INSERT INTO pats (${shared.PAT_COLUMNS}) VALUES (${patPlaceholders(1)})`,
       pgPatValues(record),
     )
+  }
+
+  async updatePat(id: string, changes: PatChanges): Promise<Changed<PatRecord> | undefined> {
+    return this.#changeWith(async (query) => {
+      const rows = await query<shared.PatRow>(
+        'SELECT * FROM pats WHERE id = $1 AND revoked_at IS NULL FOR UPDATE',
+        [id],
+      )
+      if (!rows[0]) return undefined
+      const before = shared.toPat(rows[0])
+      const after = shared.changedPat(before, changes)
+      const set = shared.PAT_EDIT_COLUMNS.map(
+        (column, i) => `${column} = $${i + 2}::${PAT_EDIT_TYPES[i]}`,
+      )
+      await query(`UPDATE pats SET ${set.join(', ')} WHERE id = $1`, [
+        id,
+        ...shared.patEditValues(after, (list) => [...list]),
+      ])
+      return { before, after }
+    })
   }
 
   async rotatePat(
@@ -404,14 +488,14 @@ class PgStore implements PostgresStore {
     checkReplacement(oldId, replacement, at, graceUntil)
     // One statement, so atomic: the replacement is inserted only if the old token was still
     // current (not revoked, not already rotated).
+    const n = shared.PAT_COLUMN_COUNT
     const rows = await this.#change<shared.PatRow>(
       `WITH old AS (
-         UPDATE pats SET superseded_at = $15, grace_until = $16
-         WHERE id = $17 AND revoked_at IS NULL AND superseded_at IS NULL RETURNING *),
+         UPDATE pats SET superseded_at = $${n + 1}, grace_until = $${n + 2}
+         WHERE id = $${n + 3} AND revoked_at IS NULL AND superseded_at IS NULL RETURNING *),
        inserted AS (
          INSERT INTO pats (${shared.PAT_COLUMNS})
-         SELECT $1, $2, $3, $4, $5, $6::text[], $7, $8::bigint, $9::bigint, $10::bigint,
-           $11::bigint, $12, $13::bigint, $14::bigint
+         SELECT ${patPlaceholders(1)}
          FROM old RETURNING id)
        SELECT old.* FROM old`,
       [...pgPatValues(replacement), at, graceUntil, oldId],
@@ -637,6 +721,122 @@ class PgStore implements PostgresStore {
     return toPage(rows.map(shared.toAudit), limit, (event) => ({ at: event.time, id: event.id }))
   }
 
+  async pruneAudit(before: number, limit: number): Promise<number> {
+    const rows = await this.#query(
+      `DELETE FROM audit_events WHERE id IN (
+         SELECT id FROM audit_events a WHERE time < $1 AND NOT EXISTS (
+           SELECT 1 FROM event_outbox o WHERE o.event_id = a.id)
+         ORDER BY time LIMIT $2)
+       RETURNING 1`,
+      [before, limit],
+    )
+    return rows.length
+  }
+
+  async reserveQuota(
+    counter: string,
+    periodStart: number,
+    limit: number,
+    want: number,
+  ): Promise<QuotaCount & { readonly granted: number }> {
+    // One statement under the row's lock: a later period starts the count again, the grant
+    // never takes the count past the limit, and last_grant says what this call got (SET
+    // reads the old row).
+    const rows = await this.#query<{ last_grant: Int8; used: Int8; period_start: Int8 }>(
+      `INSERT INTO quota_usage AS q (counter, period_start, used, last_grant)
+       VALUES ($1, $2, LEAST($4::bigint, $3::bigint), LEAST($4::bigint, $3::bigint))
+       ON CONFLICT (counter) DO UPDATE SET
+         last_grant = CASE WHEN q.period_start < excluded.period_start
+           THEN excluded.used ELSE GREATEST(0, LEAST($4::bigint, $3::bigint - q.used)) END,
+         used = CASE WHEN q.period_start < excluded.period_start
+           THEN excluded.used ELSE q.used + GREATEST(0, LEAST($4::bigint, $3::bigint - q.used)) END,
+         period_start = GREATEST(q.period_start, excluded.period_start)
+       RETURNING last_grant, used, period_start`,
+      [counter, periodStart, limit, want],
+    )
+    const row = rows[0] as { last_grant: Int8; used: Int8; period_start: Int8 }
+    return {
+      granted: Number(row.last_grant),
+      used: Number(row.used),
+      periodStart: Number(row.period_start),
+    }
+  }
+
+  async releaseQuota(counter: string, periodStart: number, count: number): Promise<void> {
+    await this.#query(
+      `UPDATE quota_usage SET used = GREATEST(0, used - $3)
+       WHERE counter = $1 AND period_start = $2`,
+      [counter, periodStart, count],
+    )
+  }
+
+  async readQuota(counters: readonly string[]): Promise<ReadonlyMap<string, QuotaCount>> {
+    const rows = await this.#query<{ counter: string; period_start: Int8; used: Int8 }>(
+      'SELECT counter, period_start, used FROM quota_usage WHERE counter = ANY($1::text[])',
+      [[...counters]],
+    )
+    return new Map(
+      rows.map((r) => [r.counter, { periodStart: Number(r.period_start), used: Number(r.used) }]),
+    )
+  }
+
+  async resetQuota(counter: string): Promise<void> {
+    await this.#query('DELETE FROM quota_usage WHERE counter = $1', [counter])
+  }
+
+  async addUsage(rows: readonly UsageRow[]): Promise<void> {
+    this.#checkOpen()
+    if (rows.length === 0) return
+    const values = rows.map(shared.usageValues)
+    await this.#query(
+      ADD_USAGE,
+      AUDIT_COLUMN_INDEXES.map((i) => values.map((row) => row[i])),
+    )
+  }
+
+  async readUsage(query: UsageQuery): Promise<readonly UsageRow[]> {
+    const rows = await this.#query<shared.UsageCountRow>(
+      `SELECT ${shared.USAGE_COLUMNS} FROM usage_counts
+       WHERE scope = $1 AND subject = $2 AND resolution = $3
+         AND bucket_start >= $4 AND bucket_start < $5
+       ORDER BY bucket_start`,
+      [query.scope, query.subject, query.resolution, query.since, query.until],
+    )
+    return rows.map(shared.toUsage)
+  }
+
+  async topKeys(
+    tenantId: string,
+    resolution: UsageResolution,
+    since: number,
+    until: number,
+    limit: number,
+  ) {
+    const rows = await this.#query<shared.UsageCountRow>(
+      `SELECT subject, tenant_id, sum(allowed) AS allowed, sum(unauthorized) AS unauthorized,
+         sum(forbidden) AS forbidden, sum(limited) AS limited
+       FROM usage_counts
+       WHERE scope = 'key' AND tenant_id = $1 AND resolution = $2
+         AND bucket_start >= $3 AND bucket_start < $4
+       GROUP BY subject, tenant_id
+       ORDER BY sum(allowed) + sum(unauthorized) + sum(forbidden) + sum(limited) DESC, subject
+       LIMIT $5`,
+      [tenantId, resolution, since, until, limit],
+    )
+    return rows.map(shared.toKeyUsage)
+  }
+
+  async pruneUsage(resolution: UsageResolution, before: number, limit: number): Promise<number> {
+    const rows = await this.#query(
+      `DELETE FROM usage_counts WHERE (scope, subject, resolution, bucket_start) IN (
+         SELECT scope, subject, resolution, bucket_start FROM usage_counts
+         WHERE resolution = $1 AND bucket_start < $2 LIMIT $3)
+       RETURNING 1`,
+      [resolution, before, limit],
+    )
+    return rows.length
+  }
+
   watch(listener: (change: StoreChange) => void): () => void {
     // Wrapped so the same function may subscribe twice and unsubscribe each separately.
     const entry = (change: StoreChange) => listener(change)
@@ -659,18 +859,30 @@ class PgStore implements PostgresStore {
     sql: string,
     params: unknown[],
   ): Promise<R[]> {
+    return this.#changeWith(async (query) => query<R>(sql, params))
+  }
+
+  /**
+   * A change of several statements (`query` runs each), in one transaction under the change
+   * log's lock, delivered to this store's watchers once committed, as `#change` does.
+   */
+  async #changeWith<T>(
+    work: (
+      query: <R extends pg.QueryResultRow>(sql: string, params: unknown[]) => Promise<R[]>,
+    ) => Promise<T>,
+  ): Promise<T> {
     this.#checkOpen()
     // Inside a transaction, which took the lock and delivers the changes once committed.
-    if (this.#client) return this.#query<R>(sql, params)
+    if (this.#client) return work((sql, params) => this.#query(sql, params))
     // A watcher must get this change: the follower's starting point is taken before it.
     if (this.#listeners.size > 0) await this.#follower.start().catch(() => {})
-    const rows = await this.#transaction(
+    const result = await this.#transaction(
       'LOCK TABLE change_log IN EXCLUSIVE MODE',
       [],
-      async (client) => (await client.query<R>(sql, params)).rows,
+      (client) => work(async (sql, params) => (await client.query(sql, params)).rows),
     )
     if (this.#listeners.size > 0) await this.#follower.catchUp()
-    return rows
+    return result
   }
 
   #emit(change: StoreChange): void {

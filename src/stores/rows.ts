@@ -6,14 +6,19 @@
  * statements stay in sqlite.ts and postgres.ts.
  */
 import type { IssuerConfig } from '../core/issuer.ts'
-import type { PatRecord, Tenant } from '../core/ports.ts'
+import type { PatRecord, Quota, RateLimitOverride, Tenant } from '../core/ports.ts'
 import {
   type AdminRole,
   type AdminTokenRecord,
   ConflictError,
   type ConsoleSessionRecord,
+  type PatChanges,
   type StoredAuditEvent,
   type StoredIssuer,
+  type TenantChanges,
+  type UsageResolution,
+  type UsageRow,
+  type UsageScope,
 } from './store.ts'
 
 /** A time column: INTEGER in SQLite, bigint (read as a string by pg) in Postgres. */
@@ -26,6 +31,7 @@ export interface TenantRow {
   name: string
   enabled: number | boolean
   created_at: Time
+  rate_limit: Json<RateLimitOverride> | null
 }
 
 export interface PatRow {
@@ -43,6 +49,11 @@ export interface PatRow {
   rotated_from: string | null
   superseded_at: Time | null
   grace_until: Time | null
+  disabled_at: Time | null
+  rate_limit: Json<RateLimitOverride> | null
+  quota: Json<Quota> | null
+  metadata: Json<Record<string, unknown>> | null
+  external_id: string | null
 }
 
 export interface IssuerRow {
@@ -129,9 +140,12 @@ export function sessionValues(record: ConsoleSessionRecord) {
   ] as const
 }
 
-export const TENANT_COLUMNS = 'id, name, enabled, created_at'
+export const TENANT_COLUMNS = 'id, name, enabled, created_at, rate_limit'
 export const PAT_COLUMNS = `id, token_hash, tenant_id, subject, name, permissions, last4,
-  created_at, expires_at, revoked_at, last_used_at, rotated_from, superseded_at, grace_until`
+  created_at, expires_at, revoked_at, last_used_at, rotated_from, superseded_at, grace_until,
+  disabled_at, rate_limit, quota, metadata, external_id`
+/** How many columns PAT_COLUMNS lists (the placeholders of an INSERT). */
+export const PAT_COLUMN_COUNT = 19
 export const AUDIT_COLUMNS =
   'id, time, type, tenant_id, actor, outcome, client_address, request_id, details'
 export const ISSUER_COLUMNS = 'issuer, config, created_at'
@@ -142,6 +156,11 @@ const ms = (value: Time): number => Number(value)
 const msOrNull = (value: Time | null): number | null => (value === null ? null : Number(value))
 const json = <T>(value: Json<T>): T =>
   typeof value === 'string' ? (JSON.parse(value) as T) : value
+const jsonOrNull = <T>(value: Json<T> | null | undefined): T | null =>
+  value == null ? null : json(value)
+/** A JSON column's value as both dialects take it: JSON text, or NULL. */
+export const jsonText = (value: unknown): string | null =>
+  value == null ? null : JSON.stringify(value)
 
 export function toTenant(row: TenantRow): Tenant {
   return {
@@ -149,6 +168,7 @@ export function toTenant(row: TenantRow): Tenant {
     name: row.name,
     enabled: row.enabled === true || row.enabled === 1,
     createdAt: ms(row.created_at),
+    rateLimit: jsonOrNull(row.rate_limit),
   }
 }
 
@@ -168,6 +188,11 @@ export function toPat(row: PatRow): PatRecord {
     rotatedFrom: row.rotated_from,
     supersededAt: msOrNull(row.superseded_at),
     graceUntil: msOrNull(row.grace_until),
+    disabledAt: msOrNull(row.disabled_at),
+    rateLimit: jsonOrNull(row.rate_limit),
+    quota: jsonOrNull(row.quota),
+    metadata: jsonOrNull(row.metadata),
+    externalId: row.external_id,
   }
 }
 
@@ -222,6 +247,115 @@ export function patValues<P>(record: PatRecord, permissions: (list: readonly str
     record.rotatedFrom,
     record.supersededAt ?? null,
     record.graceUntil ?? null,
+    record.disabledAt ?? null,
+    jsonText(record.rateLimit),
+    jsonText(record.quota),
+    jsonText(record.metadata),
+    record.externalId ?? null,
+  ] as const
+}
+
+/** The PAT columns an edit writes, in `patEditValues` order. */
+export const PAT_EDIT_COLUMNS = [
+  'name',
+  'permissions',
+  'expires_at',
+  'disabled_at',
+  'rate_limit',
+  'quota',
+  'metadata',
+  'external_id',
+] as const
+
+const PAT_COLUMN_NAMES = PAT_COLUMNS.split(',').map((column) => column.trim())
+
+/** A changed PAT's editable column values in PAT_EDIT_COLUMNS order (picked from patValues). */
+export function patEditValues<P>(record: PatRecord, permissions: (list: readonly string[]) => P) {
+  const values = patValues(record, permissions)
+  return PAT_EDIT_COLUMNS.map(
+    (column) => values[PAT_COLUMN_NAMES.indexOf(column)] as (typeof values)[number],
+  )
+}
+
+/** `record` with `changes` applied: an undefined field keeps its value, null clears it. */
+export function changedPat(record: PatRecord, changes: PatChanges): PatRecord {
+  const pick = <K extends keyof PatChanges & keyof PatRecord>(key: K) =>
+    changes[key] === undefined ? record[key] : changes[key]
+  return {
+    ...record,
+    name: pick('name') as string,
+    permissions: pick('permissions') as readonly string[],
+    expiresAt: pick('expiresAt') as number | null,
+    disabledAt: pick('disabledAt') as number | null,
+    rateLimit: pick('rateLimit') as PatRecord['rateLimit'],
+    quota: pick('quota') as PatRecord['quota'],
+    metadata: pick('metadata') as PatRecord['metadata'],
+    externalId: pick('externalId') as string | null,
+  }
+}
+
+/** `tenant` with `changes` applied. */
+export function changedTenant(tenant: Tenant, changes: TenantChanges): Tenant {
+  return {
+    ...tenant,
+    name: changes.name ?? tenant.name,
+    rateLimit: changes.rateLimit === undefined ? (tenant.rateLimit ?? null) : changes.rateLimit,
+  }
+}
+
+export interface UsageCountRow {
+  scope: string
+  subject: string
+  resolution: string
+  bucket_start: Time
+  tenant_id: string | null
+  allowed: Time
+  unauthorized: Time
+  forbidden: Time
+  limited: Time
+}
+
+export const USAGE_COLUMNS =
+  'scope, subject, resolution, bucket_start, tenant_id, allowed, unauthorized, forbidden, limited'
+
+export function toUsage(row: UsageCountRow): UsageRow {
+  return {
+    scope: row.scope as UsageScope,
+    subject: row.subject,
+    resolution: row.resolution as UsageResolution,
+    bucketStart: ms(row.bucket_start),
+    tenantId: row.tenant_id,
+    allowed: Number(row.allowed),
+    unauthorized: Number(row.unauthorized),
+    forbidden: Number(row.forbidden),
+    limited: Number(row.limited),
+  }
+}
+
+/** A key's summed counts, as `topKeys` returns them. */
+export function toKeyUsage(row: Pick<UsageCountRow, 'subject' | 'tenant_id'> & UsageCountRow) {
+  return {
+    tokenId: row.subject,
+    tenantId: row.tenant_id as string,
+    allowed: Number(row.allowed),
+    unauthorized: Number(row.unauthorized),
+    forbidden: Number(row.forbidden),
+    limited: Number(row.limited),
+  }
+}
+
+/** A usage row's column values in USAGE_COLUMNS order. */
+export function usageValues(row: UsageRow) {
+  return [
+    row.scope,
+    row.subject,
+    row.resolution,
+    row.bucketStart,
+    row.tenantId,
+    row.allowed,
+    row.unauthorized,
+    row.forbidden,
+    row.limited,
   ] as const
 }
 

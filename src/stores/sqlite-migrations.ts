@@ -11,6 +11,8 @@ import type { Migration } from './rows.ts'
 /** Every pats column but last_used_at (migration 7's trigger; see there). */
 const PAT_CHANGE_COLUMNS = `id, token_hash, tenant_id, subject, name, permissions, last4,
   created_at, expires_at, revoked_at, rotated_from, superseded_at, grace_until`
+/** The columns migration 10 added to pats (keys as a product), logged from then on. */
+const PAT_KEY_COLUMNS = 'disabled_at, rate_limit, quota, metadata, external_id'
 
 /**
  * A trigger that logs `kind` with `subject` (an expression over NEW or OLD) in change_log
@@ -187,6 +189,59 @@ export const sqliteMigrations: readonly Migration[] = [
       ${logged('policies_inserted', 'INSERT ON policies', 'policy', 'NEW.name')}
       ${logged('policies_updated', 'UPDATE ON policies', 'policy', 'NEW.name')}
       ${logged('policies_deleted', 'DELETE ON policies', 'policy', 'OLD.name')}
+    `,
+  },
+  {
+    // Keys as a product (issue #24): a PAT may be disabled without being revoked, and carries
+    // its own rate limit and quota (JSON), operator metadata (JSON) and an external id
+    // (searchable); a tenant may carry its own rate limit. Quota counts live apart from the
+    // token row, one row per counter (the rotation family's first token id): a period's
+    // start and the uses reserved in it; last_grant is what the latest reservation granted
+    // (an UPSERT's RETURNING sees only the new row).
+    version: 10,
+    sql: `
+      ALTER TABLE pats ADD COLUMN disabled_at INTEGER;
+      ALTER TABLE pats ADD COLUMN rate_limit TEXT;
+      ALTER TABLE pats ADD COLUMN quota TEXT;
+      ALTER TABLE pats ADD COLUMN metadata TEXT;
+      ALTER TABLE pats ADD COLUMN external_id TEXT;
+      CREATE INDEX pats_by_external_id ON pats (external_id, created_at DESC, id DESC)
+        WHERE external_id IS NOT NULL;
+      ALTER TABLE tenants ADD COLUMN rate_limit TEXT;
+      CREATE TABLE quota_usage (
+        counter      TEXT PRIMARY KEY,
+        period_start INTEGER NOT NULL,
+        used         INTEGER NOT NULL,
+        last_grant   INTEGER NOT NULL DEFAULT 0
+      ) STRICT;
+      -- The change log's pats trigger names its columns: the new ones are logged too.
+      DROP TRIGGER pats_updated_logged;
+      ${logged('pats_updated', `UPDATE OF ${PAT_CHANGE_COLUMNS}, ${PAT_KEY_COLUMNS} ON pats`, 'pat', 'NEW.token_hash')}
+    `,
+  },
+  {
+    // Usage analytics (issue #24): requests by outcome per key ('key', subject = token id,
+    // with its tenant), per tenant and in all ('all', subject ''), in minute, hour and day
+    // buckets, added to by every instance's write-behind. Retention deletes by resolution
+    // and age, and the audit log by time (hence its time index).
+    version: 11,
+    sql: `
+      CREATE TABLE usage_counts (
+        scope        TEXT NOT NULL CHECK (scope IN ('key', 'tenant', 'all')),
+        subject      TEXT NOT NULL,
+        resolution   TEXT NOT NULL CHECK (resolution IN ('minute', 'hour', 'day')),
+        bucket_start INTEGER NOT NULL,
+        tenant_id    TEXT,
+        allowed      INTEGER NOT NULL DEFAULT 0,
+        unauthorized INTEGER NOT NULL DEFAULT 0,
+        forbidden    INTEGER NOT NULL DEFAULT 0,
+        limited      INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (scope, subject, resolution, bucket_start)
+      ) STRICT, WITHOUT ROWID;
+      CREATE INDEX usage_counts_by_tenant_key ON usage_counts (tenant_id, resolution, bucket_start)
+        WHERE scope = 'key';
+      CREATE INDEX usage_counts_by_age ON usage_counts (resolution, bucket_start);
+      CREATE INDEX audit_events_by_time ON audit_events (time);
     `,
   },
 ]

@@ -19,17 +19,24 @@ import { createSqliteAdminStore } from './sqlite-admin.ts'
 import { sqliteMigrations } from './sqlite-migrations.ts'
 import {
   type AppendAuditOptions,
+  type Changed,
   checkReplacement,
   type OutboxEntry,
   type OutboxStats,
   type Page,
   type PageRequest,
+  type PatChanges,
+  type QuotaCount,
   type Store,
   type StoreChange,
   type StoredAuditEvent,
   type StoredIssuer,
   type StoredPolicy,
   type StoreTransaction,
+  type TenantChanges,
+  type UsageQuery,
+  type UsageResolution,
+  type UsageRow,
 } from './store.ts'
 
 /** Options of `openSqliteStore`. */
@@ -77,14 +84,20 @@ function prepareStatements(db: DatabaseSync) {
     db.prepare(`SELECT ${shared.AUDIT_COLUMNS} FROM audit_events WHERE tenant_id = $tenant ${where}
       ORDER BY time DESC, id DESC LIMIT $limit`)
   return {
-    insertTenant: db.prepare(`INSERT INTO tenants (${shared.TENANT_COLUMNS}) VALUES (?, ?, 1, ?)`),
+    insertTenant: db.prepare(
+      `INSERT INTO tenants (${shared.TENANT_COLUMNS}) VALUES (?, ?, 1, ?, NULL)`,
+    ),
+    updateTenant: db.prepare(`UPDATE tenants SET name = ?, rate_limit = ? WHERE id = ?`),
     findTenant: db.prepare(`SELECT ${shared.TENANT_COLUMNS} FROM tenants WHERE id = ?`),
     listTenants: db.prepare(`SELECT ${shared.TENANT_COLUMNS} FROM tenants ORDER BY id`),
     setTenantEnabled: db.prepare(
       `UPDATE tenants SET enabled = ? WHERE id = ? RETURNING ${shared.TENANT_COLUMNS}`,
     ),
     insertPat: db.prepare(`INSERT INTO pats (${shared.PAT_COLUMNS})
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+      VALUES (${Array(shared.PAT_COLUMN_COUNT).fill('?').join(', ')})`),
+    updatePat:
+      db.prepare(`UPDATE pats SET ${shared.PAT_EDIT_COLUMNS.map((c) => `${c} = ?`).join(', ')}
+      WHERE id = ?`),
     findPatByHash: db.prepare(`SELECT ${shared.PAT_COLUMNS} FROM pats WHERE token_hash = ?`),
     getPat: db.prepare(`SELECT ${shared.PAT_COLUMNS} FROM pats WHERE id = ?`),
     listPats: listPats(''),
@@ -135,6 +148,47 @@ function prepareStatements(db: DatabaseSync) {
       ORDER BY seq LIMIT ?`),
     lowestChange: db.prepare('SELECT min(seq) AS lowest FROM change_log'),
     pruneChanges: db.prepare('DELETE FROM change_log WHERE at < ?'),
+    pruneAudit: db.prepare(`DELETE FROM audit_events WHERE id IN (
+      SELECT id FROM audit_events a WHERE time < ? AND NOT EXISTS (
+        SELECT 1 FROM event_outbox o WHERE o.event_id = a.id)
+      ORDER BY time LIMIT ?)`),
+    // One statement: a later period starts the count again, the grant never takes the count
+    // past the limit, and last_grant says what this call got (SET reads the old row).
+    reserveQuota: db.prepare(`INSERT INTO quota_usage (counter, period_start, used, last_grant)
+      VALUES ($counter, $period, min($want, $limit), min($want, $limit))
+      ON CONFLICT (counter) DO UPDATE SET
+        last_grant = CASE WHEN quota_usage.period_start < excluded.period_start
+          THEN excluded.used ELSE max(0, min($want, $limit - quota_usage.used)) END,
+        used = CASE WHEN quota_usage.period_start < excluded.period_start
+          THEN excluded.used ELSE quota_usage.used + max(0, min($want, $limit - quota_usage.used)) END,
+        period_start = max(quota_usage.period_start, excluded.period_start)
+      RETURNING last_grant, used, period_start`),
+    releaseQuota: db.prepare(`UPDATE quota_usage SET used = max(0, used - ?)
+      WHERE counter = ? AND period_start = ?`),
+    readQuota: db.prepare('SELECT period_start, used FROM quota_usage WHERE counter = ?'),
+    resetQuota: db.prepare('DELETE FROM quota_usage WHERE counter = ?'),
+    addUsage: db.prepare(`INSERT INTO usage_counts (${shared.USAGE_COLUMNS})
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+      ON CONFLICT (scope, subject, resolution, bucket_start) DO UPDATE SET
+        allowed = allowed + excluded.allowed,
+        unauthorized = unauthorized + excluded.unauthorized,
+        forbidden = forbidden + excluded.forbidden,
+        limited = limited + excluded.limited`),
+    readUsage: db.prepare(`SELECT ${shared.USAGE_COLUMNS} FROM usage_counts
+      WHERE scope = ? AND subject = ? AND resolution = ? AND bucket_start >= ? AND bucket_start < ?
+      ORDER BY bucket_start`),
+    topKeys: db.prepare(`SELECT subject, tenant_id, sum(allowed) AS allowed,
+        sum(unauthorized) AS unauthorized,
+        sum(forbidden) AS forbidden, sum(limited) AS limited
+      FROM usage_counts
+      WHERE scope = 'key' AND tenant_id = ? AND resolution = ? AND bucket_start >= ? AND bucket_start < ?
+      GROUP BY subject, tenant_id
+      ORDER BY sum(allowed) + sum(unauthorized) + sum(forbidden) + sum(limited) DESC, subject
+      LIMIT ?`),
+    pruneUsage: db.prepare(`DELETE FROM usage_counts
+      WHERE (scope, subject, resolution, bucket_start) IN (
+        SELECT scope, subject, resolution, bucket_start FROM usage_counts
+        WHERE resolution = ? AND bucket_start < ? LIMIT ?)`),
   }
 }
 
@@ -275,7 +329,21 @@ export class SqliteStore implements Store {
     const s = this.#s()
     checked(() => s.insertTenant.run(tenant.id, tenant.name, at), `tenant ${tenant.id}`)
     await this.#delivered()
-    return { id: tenant.id, name: tenant.name, enabled: true, createdAt: at }
+    return { id: tenant.id, name: tenant.name, enabled: true, createdAt: at, rateLimit: null }
+  }
+
+  async updateTenant(id: string, changes: TenantChanges): Promise<Changed<Tenant> | undefined> {
+    const s = this.#s()
+    const changed = this.#transaction(() => {
+      const row = s.findTenant.get(id) as shared.TenantRow | undefined
+      if (!row) return undefined
+      const before = shared.toTenant(row)
+      const after = shared.changedTenant(before, changes)
+      s.updateTenant.run(after.name, shared.jsonText(after.rateLimit), id)
+      return { before, after }
+    })
+    if (changed) await this.#delivered()
+    return changed
   }
 
   async listTenants(): Promise<readonly Tenant[]> {
@@ -365,6 +433,20 @@ export class SqliteStore implements Store {
     )
     await this.#delivered()
     return rows.map(shared.toPat)
+  }
+
+  async updatePat(id: string, changes: PatChanges): Promise<Changed<PatRecord> | undefined> {
+    const s = this.#s()
+    const changed = this.#transaction(() => {
+      const row = s.getPat.get(id) as shared.PatRow | undefined
+      if (!row || row.revoked_at !== null) return undefined
+      const before = shared.toPat(row)
+      const after = shared.changedPat(before, changes)
+      s.updatePat.run(...shared.patEditValues(after, (list) => JSON.stringify(list)), id)
+      return { before, after }
+    })
+    if (changed) await this.#delivered()
+    return changed
   }
 
   async recordPatUse(uses: ReadonlyMap<string, number>): Promise<void> {
@@ -476,6 +558,82 @@ export class SqliteStore implements Store {
       ? s.listAuditAfter.all({ tenant: tenantId, limit: limit + 1, at: after.at, id: after.id })
       : s.listAudit.all({ tenant: tenantId, limit: limit + 1 })) as unknown as shared.AuditRow[]
     return toPage(rows.map(shared.toAudit), limit, (e) => ({ at: e.time, id: e.id }))
+  }
+
+  async pruneAudit(before: number, limit: number): Promise<number> {
+    return Number(this.#s().pruneAudit.run(before, limit).changes)
+  }
+
+  async reserveQuota(
+    counter: string,
+    periodStart: number,
+    limit: number,
+    want: number,
+  ): Promise<QuotaCount & { readonly granted: number }> {
+    const row = this.#s().reserveQuota.get({ counter, period: periodStart, limit, want }) as {
+      last_grant: number
+      used: number
+      period_start: number
+    }
+    return { granted: row.last_grant, used: row.used, periodStart: row.period_start }
+  }
+
+  async releaseQuota(counter: string, periodStart: number, count: number): Promise<void> {
+    this.#s().releaseQuota.run(count, counter, periodStart)
+  }
+
+  async readQuota(counters: readonly string[]): Promise<ReadonlyMap<string, QuotaCount>> {
+    const s = this.#s()
+    const found = new Map<string, QuotaCount>()
+    for (const counter of counters) {
+      const row = s.readQuota.get(counter) as { period_start: number; used: number } | undefined
+      if (row) found.set(counter, { periodStart: row.period_start, used: row.used })
+    }
+    return found
+  }
+
+  async resetQuota(counter: string): Promise<void> {
+    this.#s().resetQuota.run(counter)
+  }
+
+  async addUsage(rows: readonly UsageRow[]): Promise<void> {
+    const s = this.#s()
+    if (rows.length === 0) return
+    this.#transaction(() => {
+      for (const row of rows) s.addUsage.run(...shared.usageValues(row))
+    })
+  }
+
+  async readUsage(query: UsageQuery): Promise<readonly UsageRow[]> {
+    const rows = this.#s().readUsage.all(
+      query.scope,
+      query.subject,
+      query.resolution,
+      query.since,
+      query.until,
+    ) as unknown as shared.UsageCountRow[]
+    return rows.map(shared.toUsage)
+  }
+
+  async topKeys(
+    tenantId: string,
+    resolution: UsageResolution,
+    since: number,
+    until: number,
+    limit: number,
+  ) {
+    const rows = this.#s().topKeys.all(
+      tenantId,
+      resolution,
+      since,
+      until,
+      limit,
+    ) as unknown as shared.UsageCountRow[]
+    return rows.map(shared.toKeyUsage)
+  }
+
+  async pruneUsage(resolution: UsageResolution, before: number, limit: number): Promise<number> {
+    return Number(this.#s().pruneUsage.run(resolution, before, limit).changes)
   }
 
   /**

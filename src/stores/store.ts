@@ -1,5 +1,5 @@
 import type { IssuerConfig } from '../core/issuer.ts'
-import type { PatRecord, Tenant } from '../core/ports.ts'
+import type { PatRecord, RateLimitOverride, Tenant } from '../core/ports.ts'
 
 /** Keyset pagination: `cursor` is opaque to callers; `nextCursor` is null on the last page. */
 export interface PageRequest {
@@ -103,6 +103,37 @@ export interface TenantStore {
   listTenants(): Promise<readonly Tenant[]>
   /** Returns the updated tenant, or undefined when it does not exist. */
   setTenantEnabled(id: string, enabled: boolean): Promise<Tenant | undefined>
+  /**
+   * Changes a tenant's name or rate limit, atomically: the tenant before and after, or
+   * undefined (nothing written) when it does not exist. Emits `tenant_changed`.
+   */
+  updateTenant(id: string, changes: TenantChanges): Promise<Changed<Tenant> | undefined>
+}
+
+/** A record as it was just before a change, and as the change left it. */
+export interface Changed<T> {
+  readonly before: T
+  readonly after: T
+}
+
+/** What an operator may change of a tenant; an undefined field stays as it is. */
+export interface TenantChanges {
+  readonly name?: string | undefined
+  /** null: back to the configured default. */
+  readonly rateLimit?: RateLimitOverride | null | undefined
+}
+
+/** What an operator may change of a PAT; an undefined field stays as it is, null clears it. */
+export type PatChanges = {
+  readonly [K in
+    | 'name'
+    | 'permissions'
+    | 'expiresAt'
+    | 'disabledAt'
+    | 'rateLimit'
+    | 'quota'
+    | 'metadata'
+    | 'externalId']?: PatRecord[K] | undefined
 }
 
 /** PATs, stored by the SHA-256 of the token only. */
@@ -122,6 +153,11 @@ export interface PatStore {
   revokePat(id: string, at: number): Promise<PatRecord | undefined>
   /** Write-behind of last-used times: id -> epoch ms; only ever moves a time forward. */
   recordPatUse(uses: ReadonlyMap<string, number>): Promise<void>
+  /**
+   * Changes an unrevoked token, atomically: the record before and after, or undefined
+   * (nothing written) when the id is unknown or the token is revoked. Emits `pat_changed`.
+   */
+  updatePat(id: string, changes: PatChanges): Promise<Changed<PatRecord> | undefined>
   /**
    * Rotation, atomically: inserts `replacement` (whose `rotatedFrom` must be `oldId`) and
    * marks the old token superseded at `at`, working until `graceUntil` (= `at` for none).
@@ -176,6 +212,96 @@ export interface AuditStore {
   appendAudit(events: readonly StoredAuditEvent[], options?: AppendAuditOptions): Promise<void>
   /** Newest first. */
   listAudit(tenantId: string, page: PageRequest): Promise<Page<StoredAuditEvent>>
+  /**
+   * Deletes up to `limit` events older than `before` (epoch ms), oldest first, except those
+   * still waiting in the delivery outbox; returns how many. Retention calls it in a loop.
+   */
+  pruneAudit(before: number, limit: number): Promise<number>
+}
+
+/** A quota counter's state in the store. */
+export interface QuotaCount {
+  /** Start of the period counted (epoch ms; 0 without refill). */
+  readonly periodStart: number
+  /** Uses reserved in that period, by every instance. */
+  readonly used: number
+}
+
+/**
+ * Quota counts, shared by every instance and process: each instance reserves uses in blocks
+ * (`reserveQuota`), so the request path pays a store round trip once per block.
+ */
+export interface QuotaStore {
+  /**
+   * Atomically reserves up to `want` uses of `counter` in the period starting at
+   * `periodStart`, never beyond `limit` uses in that period. A later period starts the count
+   * again. Returns what was granted (0 when exhausted) and the count after it.
+   */
+  reserveQuota(
+    counter: string,
+    periodStart: number,
+    limit: number,
+    want: number,
+  ): Promise<QuotaCount & { readonly granted: number }>
+  /** Gives back `count` reserved but unused uses of that period (a graceful shutdown). */
+  releaseQuota(counter: string, periodStart: number, count: number): Promise<void>
+  /** The stored counts of these counters (absent: never used). */
+  readQuota(counters: readonly string[]): Promise<ReadonlyMap<string, QuotaCount>>
+  /** Forgets a counter's uses: its quota starts again from zero. */
+  resetQuota(counter: string): Promise<void>
+}
+
+/** Usage is counted per key (PAT id), per tenant, and in all (subject ''). */
+export type UsageScope = 'key' | 'tenant' | 'all'
+export type UsageResolution = 'minute' | 'hour' | 'day'
+
+/** Requests of one bucket by outcome. */
+export interface UsageCounts {
+  readonly allowed: number
+  /** 401 */
+  readonly unauthorized: number
+  /** 403 */
+  readonly forbidden: number
+  /** 429: a rate limit or an exhausted quota. */
+  readonly limited: number
+}
+
+/** One bucket of one subject: what the write-behind adds and what reads return. */
+export interface UsageRow extends UsageCounts {
+  readonly scope: UsageScope
+  readonly subject: string
+  readonly resolution: UsageResolution
+  /** Epoch ms. */
+  readonly bucketStart: number
+  /** The key's tenant (scope `key`), else null. */
+  readonly tenantId: string | null
+}
+
+/** A series of one subject; `since` inclusive, `until` exclusive (epoch ms). */
+export interface UsageQuery {
+  readonly scope: UsageScope
+  readonly subject: string
+  readonly resolution: UsageResolution
+  readonly since: number
+  readonly until: number
+}
+
+/** Request counts, cluster-wide, added to by every instance (the usage write-behind). */
+export interface UsageStore {
+  /** Adds each row's counts to its bucket (rows must name distinct buckets). */
+  addUsage(rows: readonly UsageRow[]): Promise<void>
+  /** The buckets of one subject that have counts, oldest first. */
+  readUsage(query: UsageQuery): Promise<readonly UsageRow[]>
+  /** A tenant's keys by requests in a time range, busiest first. */
+  topKeys(
+    tenantId: string,
+    resolution: UsageResolution,
+    since: number,
+    until: number,
+    limit: number,
+  ): Promise<readonly (UsageCounts & { readonly tokenId: string; readonly tenantId: string })[]>
+  /** Deletes up to `limit` buckets of `resolution` that start before `before`; returns how many. */
+  pruneUsage(resolution: UsageResolution, before: number, limit: number): Promise<number>
 }
 
 /** The webhook delivery outbox, filled by `appendAudit`. */
@@ -245,6 +371,8 @@ export interface Store
     AuditStore,
     OutboxStore,
     PolicyStore,
+    QuotaStore,
+    UsageStore,
     ChangeSource,
     TransactionalStore {
   readonly kind: 'sqlite' | 'postgres'
@@ -297,6 +425,8 @@ export interface PatSearch {
   /** Substring of the name (case-insensitive for ASCII). */
   readonly name?: string | undefined
   readonly last4?: string | undefined
+  /** Exactly this external id. */
+  readonly externalId?: string | undefined
   /** Unrevoked tokens expiring before this time (epoch ms). */
   readonly expiringBefore?: number | undefined
 }

@@ -284,7 +284,7 @@ export function droppedEvent(
   }
 }
 
-interface FlushRunner {
+export interface FlushRunner {
   flush(): Promise<void>
   /** Starts a flush unless one is running; failures go to the error handler. */
   flushSoon(): void
@@ -292,7 +292,7 @@ interface FlushRunner {
 }
 
 /** Serialises flushes (one at a time, in order) and drives them from an unref()'d timer. */
-function createFlushRunner(
+export function createFlushRunner(
   drain: () => Promise<void>,
   intervalMs: number,
   onError: FlushErrorHandler | undefined,

@@ -14,7 +14,10 @@ describe('admin API on its own listener', () => {
   let operatorId: string
 
   before(async () => {
-    server = await startTestServer({ admin: { enabled: true, port: 0 } })
+    server = await startTestServer({
+      admin: { enabled: true, port: 0 },
+      usage: { flushIntervalMs: 100 },
+    })
     ;({ token: operator, id: operatorId } = await issueAdminTokenCli(server, 'alice', 'operator'))
     ;({ token: readOnly } = await issueAdminTokenCli(server, 'rory', 'read-only'))
   })
@@ -411,7 +414,7 @@ describe('admin API on its own listener', () => {
         /^expiresInDays:/,
       ],
       ['POST', '/admin/api/v1/pats/tok_x/rotate', { graceSeconds: -1 }, /^graceSeconds:/],
-      ['POST', '/admin/api/v1/issuers', { issuer: 'https://x' }, /^body: expected \{ issuer/],
+      ['POST', '/admin/api/v1/issuers', { issuer: 'https://x' }, /^audiences: expected a list/],
       ['POST', '/admin/api/v1/tenants', { id: 'ok-id', name: 7 }, /^name: required string/],
       // The CLI's operator-input rules (core/operator-text.ts): bidi, zero-width, C1, dots only.
       ['POST', '/admin/api/v1/tenants', { id: 'ok-id', name: 'x\u202etxt.exe' }, /^name:.*bidi/],
@@ -444,9 +447,16 @@ describe('admin API on its own listener', () => {
     assert.equal(rotateUnknown.status, 404)
   })
 
-  test('status: readiness, change feed, request and failure rates', async () => {
+  test('status: readiness, change feed, request and failure rates of every instance', async () => {
     await server.request('/api/v1/me')
-    const status = await adminRequest(server, '/admin/api/v1/status', { headers: bearer(readOnly) })
+    const read = () => adminRequest(server, '/admin/api/v1/status', { headers: bearer(readOnly) })
+    // The rates come from the usage counts in the store, written behind (usage.flushIntervalMs).
+    for (let i = 0; i < 100; i++) {
+      const rates = (await read()).json.rates as { requestsPerSecond: number }
+      if (rates.requestsPerSecond > 0) break
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    const status = await read()
     assert.equal(status.status, 200)
     assert.equal(status.json.store, 'ok')
     assert.equal(status.json.storeKind, 'sqlite')
@@ -454,9 +464,16 @@ describe('admin API on its own listener', () => {
       state: 'not_needed',
       detail: 'SQLite: one process; other processes are polled',
     })
-    const rates = status.json.rates as { requestsPerSecond: number; failuresPerSecond: number }
+    const rates = status.json.rates as {
+      scope: string
+      requestsPerSecond: number
+      failuresPerSecond: number
+    }
+    assert.equal(rates.scope, 'cluster')
     assert.ok(rates.requestsPerSecond > 0)
     assert.ok(rates.failuresPerSecond > 0)
+    const requests = status.json.requests as { resolution: string; points: unknown[] }
+    assert.deepEqual([requests.resolution, requests.points.length], ['minute', 60])
   })
 
   test('OpenAPI 3.1: served, printable by the CLI, and every GET path answers', async () => {
@@ -467,11 +484,18 @@ describe('admin API on its own listener', () => {
     const printed = await server.cli('admin', 'openapi')
     assert.equal(printed.code, 0)
     assert.deepEqual(JSON.parse(printed.stdout), served.json)
+    const pats = await adminRequest(server, '/admin/api/v1/pats?tenant=demo', {
+      headers: bearer(readOnly),
+    })
+    const patId = (pats.json.tokens as { id: string }[])[0]?.id as string
     for (const [path, ops] of Object.entries(
       served.json.paths as Record<string, Record<string, unknown>>,
     )) {
       if (!('get' in ops)) continue
-      const response = await adminRequest(server, `/admin/api/v1${path}`, {
+      const concrete = path
+        .replace('/tenants/{id}', '/tenants/demo')
+        .replace('/pats/{id}', `/pats/${patId}`)
+      const response = await adminRequest(server, `/admin/api/v1${concrete}`, {
         headers: bearer(readOnly),
       })
       assert.equal(response.status, 200, path)

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict'
 import { join } from 'node:path'
 import { describe, test } from 'node:test'
 import pino from 'pino'
-import { trafficChart } from '../../src/admin/chart.ts'
+import { niceStep, usageChart } from '../../src/admin/chart.ts'
+import { detailsView } from '../../src/admin/console-audit.ts'
 import { escapeHtml, html, time } from '../../src/admin/html.ts'
 import { buildAdminServer } from '../../src/admin/server.ts'
 import {
@@ -11,8 +12,8 @@ import {
   MAX_SESSIONS,
   MAX_SESSIONS_PER_CREDENTIAL,
 } from '../../src/admin/sessions.ts'
-import { BUCKET_MS, createTrafficRecorder } from '../../src/admin/traffic.ts'
 import { auditCsv, issuerView } from '../../src/admin/views.ts'
+import type { UsageSeries } from '../../src/auth/usage.ts'
 import { loadConfig } from '../../src/config/load.ts'
 import { openSqliteStore } from '../../src/stores/sqlite.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
@@ -110,45 +111,83 @@ describe('sessions (in the store)', () => {
   })
 })
 
-describe('traffic', () => {
-  test('counts statuses per bucket, keeps an hour, reports rates', () => {
-    let now = T0
-    const traffic = createTrafficRecorder({ now: () => now })
-    for (const status of [200, 204, 401, 401, 403, 429, 503, 404]) traffic.record(status)
-    now += BUCKET_MS
-    traffic.record(200)
-    const buckets = traffic.buckets()
-    assert.equal(buckets.length, 360)
-    assert.deepEqual(buckets.at(-2)?.counts, {
-      ok: 3,
-      unauthorized: 2,
-      forbidden: 1,
-      limited: 1,
-      error: 1,
-    })
-    assert.deepEqual(buckets.at(-1)?.counts, {
-      ok: 1,
-      unauthorized: 0,
-      forbidden: 0,
-      limited: 0,
-      error: 0,
-    })
-    assert.deepEqual(traffic.rates(60_000), { requests: 9 / 60, failures: 5 / 60 })
-    now += 2 * 3_600_000
-    traffic.record(200)
-    assert.deepEqual(traffic.rates(60_000), { requests: 1 / 60, failures: 0 })
-    assert.equal(
-      traffic.buckets().reduce((n, b) => n + b.counts.ok, 0),
-      1,
+function series(
+  resolution: 'minute' | 'hour' | 'day',
+  points: number,
+  bucketMs: number,
+): UsageSeries {
+  const since = T0 - points * bucketMs
+  const list = Array.from({ length: points }, (_, i) => ({
+    start: since + i * bucketMs,
+    allowed: i,
+    unauthorized: i % 3,
+    forbidden: 0,
+    limited: i === points - 1 ? 7 : 0,
+  }))
+  const sum = (k: 'allowed' | 'unauthorized' | 'forbidden' | 'limited') =>
+    list.reduce((n, p) => n + p[k], 0)
+  return {
+    scope: 'all',
+    subject: '',
+    resolution,
+    since,
+    until: T0,
+    points: list,
+    totals: {
+      allowed: sum('allowed'),
+      unauthorized: sum('unauthorized'),
+      forbidden: sum('forbidden'),
+      limited: sum('limited'),
+    },
+  }
+}
+
+describe('usage chart', () => {
+  test('an hour of minutes: time ticks at round minutes (UTC), round count ticks, the unit named', () => {
+    const svg = usageChart(series('minute', 60, 60_000), 'Requests').text
+    assert.match(svg, /<svg viewBox="0 0 760 280" role="img"/)
+    assert.equal(svg.match(/<polyline/g)?.length, 4)
+    const xTicks = [...svg.matchAll(/class="tick x-tick"[^>]*data-time="([^"]+)">([^<]+)</g)]
+    assert.ok(xTicks.length >= 4 && xTicks.length <= 8, `${xTicks.length} ticks`)
+    for (const [, iso, label] of xTicks) {
+      assert.equal(label, (iso as string).slice(11, 16))
+      assert.equal(Date.parse(iso as string) % 600_000, 0, 'ticks on round ten minutes')
+    }
+    const yTicks = [...svg.matchAll(/class="tick y-tick"[^>]*>([^<]+)</g)].map((m) => Number(m[1]))
+    assert.deepEqual(yTicks, [0, 20, 40, 60])
+    assert.match(svg, />requests per minute</)
+    assert.match(svg, />time \(UTC\)</)
+    assert.match(svg, /<td>429 rate limited or quota spent<\/td><td>7<\/td>/)
+  })
+
+  test('30 days: dates on the time axis, per day', () => {
+    const svg = usageChart(series('day', 30, 86_400_000), 'Requests').text
+    const labels = [...svg.matchAll(/class="tick x-tick"[^>]*>([^<]+)</g)].map((m) => m[1])
+    assert.ok(
+      labels.every((l) => /^[A-Z][a-z]{2} \d{1,2}$/.test(l as string)),
+      labels.join(','),
+    )
+    assert.match(svg, />requests per day</)
+  })
+
+  test('round steps', () => {
+    assert.deepEqual(
+      [0, 4, 12, 99, 1234, 80_000].map((max) => niceStep(max, 5)),
+      [1, 1, 5, 20, 500, 20_000],
     )
   })
-  test('the chart is an SVG with a title, one line per outcome and a totals table', () => {
-    const traffic = createTrafficRecorder({ now: () => T0 })
-    traffic.record(401)
-    const svg = trafficChart(traffic.buckets()).text
-    assert.match(svg, /<svg viewBox="0 0 720 240" role="img" aria-labelledby="chart-title">/)
-    assert.equal(svg.match(/<polyline/g)?.length, 5)
-    assert.match(svg, /<td>401 unauthenticated<\/td><td>1<\/td>/)
+
+  test('audit details read as fields, and edits as before → after', () => {
+    const text = detailsView({
+      tokenId: 'tok_1',
+      permissions: ['a', 'b'],
+      before: { name: 'x', quota: null },
+      after: { name: 'y', quota: { limit: 5 } },
+    }).text
+    assert.match(text, /<span class="k">tokenId<\/span> tok_1/)
+    assert.match(text, /<span class="k">permissions<\/span> a, b/)
+    assert.match(text, /<span class="k">name<\/span> x → y/)
+    assert.match(text, /<span class="k">quota<\/span> — → \{&quot;limit&quot;:5\}/)
   })
 })
 
@@ -220,7 +259,6 @@ describe('fail closed', () => {
       clock: { now: () => Date.now() },
       logger: pino({ level: 'silent' }),
       tls: undefined,
-      traffic: createTrafficRecorder({ now: () => Date.now() }),
       changeFeed: () => undefined,
     })
     try {
@@ -252,7 +290,8 @@ describe('fail closed', () => {
     const status = await readStatus({
       store: failing,
       issuers: { issuers: () => [], keyStatus: () => [] },
-      traffic: createTrafficRecorder({ now: () => T0 }),
+      clock: { now: () => T0 },
+      config: loadConfig({ env: {}, overrides: { server: { plainHttp: true } } }),
       changeFeed: () => ({ connected: false }),
     } as unknown as Parameters<typeof readStatus>[0])
     assert.equal(status.status, 'unavailable')

@@ -50,6 +50,20 @@ describe('console over HTTP', () => {
     }
   }
 
+  /**
+   * A refused form answered again: its status, the refusal shown beside the field (or atop
+   * the form), and what was typed still in the inputs.
+   */
+  function refusedForm(response: AdminResponse, status: number): string {
+    assert.equal(response.status, status, response.text)
+    assert.match(String(response.headers['content-type']), /^text\/html/)
+    return (
+      /<p id="[\w-]+-error" class="field-error">([^<]*)<\/p>/.exec(response.text)?.[1] ??
+      /<p class="notice error" role="alert">([^<]*)<\/p>/.exec(response.text)?.[1] ??
+      ''
+    )
+  }
+
   /** Follows one 303 and returns the page with its notice. */
   async function notice(b: Browser, response: AdminResponse): Promise<string> {
     assert.equal(response.status, 303, response.text)
@@ -99,13 +113,19 @@ describe('console over HTTP', () => {
       'Created tenant web.',
     )
     assert.equal(
-      await notice(b, await b.post('/admin/tenants', { id: 'web' })),
+      refusedForm(await b.post('/admin/tenants', { id: 'web', name: 'Again' }), 409),
       'tenant web already exists',
     )
+    const badId = await b.post('/admin/tenants', { id: 'no spaces', name: 'Kept Name' })
     assert.equal(
-      await notice(b, await b.post('/admin/tenants', { id: 'no spaces' })),
-      'tenant id: expected 1-64 characters of A-Z a-z 0-9 . _ -, not only dots and dashes',
+      refusedForm(badId, 400),
+      'tenant id: &quot;no spaces&quot; is not valid; expected 1-64 characters of A-Z a-z 0-9 . _ -, not only dots and dashes',
     )
+    assert.match(
+      badId.text,
+      /id="tenant-id" name="id" type="text" value="no spaces"[^>]*aria-invalid="true"/,
+    )
+    assert.match(badId.text, /id="tenant-name" name="name" type="text" value="Kept Name"/)
     assert.equal(
       await notice(b, await b.post('/admin/tenants/web/disable', {})),
       'Tenant web disabled.',
@@ -115,7 +135,7 @@ describe('console over HTTP', () => {
       'Tenant web was already disabled.',
     )
     assert.equal(
-      await notice(b, await b.post('/admin/pats', { tenantId: 'web', subject: 's' })),
+      refusedForm(await b.post('/admin/pats', { tenantId: 'web', subject: 's' }), 409),
       'tenant web is disabled',
     )
     assert.equal(
@@ -137,16 +157,28 @@ describe('console over HTTP', () => {
     const list = await b.get('/admin/pats?tenant=web&status=active&expiringWithinDays=30')
     assert.match(list.text, new RegExp(`pat_…${token.slice(-4)}`))
     assert.ok(!list.text.includes(token))
+    const badPermission = await b.post('/admin/pats', {
+      tenantId: 'web',
+      subject: 'kept-subject',
+      permissions: 'tokens:read Bad',
+      quotaLimit: '10',
+    })
+    assert.match(refusedForm(badPermission, 400), /^permission: &quot;Bad&quot; is not valid/)
+    assert.match(badPermission.text, /value="kept-subject"/)
+    assert.match(badPermission.text, /value="tokens:read Bad"[^>]*aria-invalid="true"/)
+    assert.match(badPermission.text, /name="quotaLimit" type="text" value="10"/)
     assert.match(
-      await notice(
-        b,
-        await b.post('/admin/pats', { tenantId: 'web', subject: 's', permissions: 'Bad' }),
-      ),
-      /^permission:/,
+      refusedForm(await b.post('/admin/pats', { tenantId: 'web', subject: '' }), 400),
+      /^subject: &quot;&quot; is not valid/,
     )
+    const badQuota = await b.post('/admin/pats', {
+      tenantId: 'web',
+      subject: 's',
+      quotaLimit: 'lots',
+    })
     assert.match(
-      await notice(b, await b.post('/admin/pats', { tenantId: 'web', subject: '' })),
-      /^subject:/,
+      refusedForm(badQuota, 400),
+      /^quota: &quot;lots&quot; is not valid; expected a whole number/,
     )
 
     const tokenId = /data-token-id="(tok_\w+)"/.exec(list.text)?.[1] as string
@@ -196,17 +228,13 @@ describe('console over HTTP', () => {
     )
     const issuers = await b.get('/admin/issuers')
     assert.match(issuers.text, /https:\/\/idp\.test\/jwks/)
-    assert.match(
-      await notice(
-        b,
-        await b.post('/admin/issuers', {
-          issuer: 'https://bad.test',
-          audience: 'api',
-          jwksUrl: 'http://bad.test/jwks',
-        }),
-      ),
-      /https/,
-    )
+    const badIssuer = await b.post('/admin/issuers', {
+      issuer: 'https://bad.test',
+      audience: 'api',
+      jwksUrl: 'http://bad.test/jwks',
+    })
+    assert.match(refusedForm(badIssuer, 400), /https/)
+    assert.match(badIssuer.text, /value="http:\/\/bad.test\/jwks"/)
     assert.equal(
       await notice(b, await b.post('/admin/issuers/remove', { issuer: 'https://idp.test' })),
       'Removed issuer https://idp.test.',
@@ -232,6 +260,169 @@ describe('console over HTTP', () => {
       'issuer.removed',
     ]) {
       assert.ok(types.has(type), type)
+    }
+  })
+
+  test('keys as a product: a key page edits, disables and shows usage; refused edits keep the input', async () => {
+    const b = await signIn(operatorToken)
+    await b.post('/admin/tenants', { id: 'prod' })
+    const issued = await b.post('/admin/pats', {
+      tenantId: 'prod',
+      subject: 'partner',
+      rateLimitMax: '5',
+      rateLimitWindowSec: '1',
+      quotaLimit: '100',
+      quotaRefill: 'monthly',
+      metadata: '{"plan":"pro"}',
+      externalId: 'cus_9',
+    })
+    assert.equal(issued.headers.location, '/admin/pats/issued')
+    const list = await b.get('/admin/pats?externalId=cus_9')
+    const id = /data-token-id="(tok_\w+)"/.exec(list.text)?.[1] as string
+    assert.match(list.text, /5\/1s, quota 100 monthly/)
+    const keyPage = await b.get(`/admin/pats/${id}`)
+    assert.match(keyPage.text, /100 of 100 uses left, refills/)
+    assert.match(keyPage.text, /&quot;plan&quot;: &quot;pro&quot;/)
+    assert.match(keyPage.text, /<svg viewBox/)
+    assert.match(keyPage.text, /href="\/admin\/usage.csv\?scope=key&amp;id=tok_/)
+
+    const refused = await b.post(`/admin/pats/${id}/edit`, {
+      name: 'kept name',
+      permissions: '',
+      expiresAt: '',
+      quotaLimit: '0',
+      quotaRefill: 'monthly',
+      metadata: '{"plan":"pro"}',
+    })
+    assert.equal(refused.status, 400)
+    assert.match(
+      refused.text,
+      /id="e-quotaLimit-error" class="field-error">quota: 0 is not valid; expected a whole number of uses/,
+    )
+    assert.match(refused.text, /name="name" type="text" value="kept name"/)
+    assert.match(refused.text, /name="quotaLimit" type="text" value="0"[^>]*aria-invalid="true"/)
+    const badJson = await b.post(`/admin/pats/${id}/edit`, { name: 'x', metadata: '{nope' })
+    assert.equal(badJson.status, 400)
+    assert.match(badJson.text, /metadata: &quot;\{nope&quot; is not valid/)
+    assert.match(
+      badJson.text,
+      /<textarea id="e-metadata" name="metadata"[^>]*aria-invalid="true"[^>]*>\{nope<\/textarea>/,
+    )
+
+    const saved = await b.post(`/admin/pats/${id}/edit`, {
+      name: 'renamed',
+      permissions: 'tokens:read',
+      expiresAt: '2099-01-31',
+      rateLimitMax: '',
+      rateLimitWindowSec: '',
+      quotaLimit: '50',
+      quotaRefill: 'interval',
+      quotaIntervalHours: '12',
+      metadata: '',
+      externalId: 'cus_9',
+    })
+    assert.equal(await notice(b, saved), `Saved ${id}.`)
+    const api = await adminRequest(server, `/admin/api/v1/pats/${id}`, {
+      headers: bearer(operatorToken),
+    })
+    assert.deepEqual(
+      [api.json.name, api.json.rateLimit, api.json.quota, api.json.metadata, api.json.expiresAt],
+      [
+        'renamed',
+        null,
+        { limit: 50, refill: 'interval', intervalSec: 43_200 },
+        null,
+        '2099-01-31T23:59:59.999Z',
+      ],
+    )
+    assert.equal(
+      await notice(b, await b.post(`/admin/pats/${id}/disable`, {})),
+      `pat_…${String(api.json.last4)} is now disabled.`,
+    )
+    assert.match((await b.get(`/admin/pats/${id}`)).text, /status-disabled">disabled/)
+    assert.equal(
+      await notice(b, await b.post(`/admin/pats/${id}/enable`, {})),
+      `pat_…${String(api.json.last4)} is now enabled.`,
+    )
+    const csv = await b.get(`/admin/usage.csv?scope=key&id=${id}&resolution=hour`)
+    assert.match(String(csv.headers['content-type']), /^text\/csv/)
+    assert.ok(csv.text.startsWith('start,resolution,scope,subject,'))
+  })
+
+  test('tenant page: rate limit edit (kept input when refused), usage, busiest keys', async () => {
+    const b = await signIn(operatorToken)
+    await b.post('/admin/tenants', { id: 'tpage' })
+    const refused = await b.post('/admin/tenants/tpage/edit', {
+      name: 'T Page',
+      rateLimitMax: '-5',
+      rateLimitWindowSec: '60',
+    })
+    assert.equal(refused.status, 400)
+    assert.match(refused.text, /rate limit: &quot;-5&quot; is not valid; expected a whole number/)
+    assert.match(refused.text, /name="name" type="text" value="T Page"/)
+    assert.equal(
+      await notice(
+        b,
+        await b.post('/admin/tenants/tpage/edit', {
+          name: 'T Page',
+          rateLimitMax: '500',
+          rateLimitWindowSec: '60',
+        }),
+      ),
+      'Saved tenant tpage.',
+    )
+    const page = await b.get('/admin/tenants/tpage?resolution=day')
+    assert.match(page.text, /500 per 60 s/)
+    assert.match(page.text, /Busiest keys/)
+    assert.match(page.text, /aria-current="true">Last 30 days, per day/)
+    assert.match((await b.get('/admin/tenants/nobody')).text, /No such tenant/)
+  })
+
+  test('admin tokens page: operators issue (shown once) and revoke; read-only sees the list only', async () => {
+    const b = await signIn(operatorToken)
+    const refused = await b.post('/admin/admin-tokens', {
+      name: 'bad name!',
+      role: 'operator',
+      expiresInDays: '7',
+    })
+    assert.equal(refused.status, 400)
+    assert.match(refused.text, /value="bad name!"/)
+    const issued = await b.post('/admin/admin-tokens', {
+      name: 'dora',
+      role: 'read-only',
+      expiresInDays: '7',
+    })
+    assert.equal(issued.headers.location, '/admin/pats/issued')
+    const shown = await b.get('/admin/pats/issued')
+    const token = /value="(tga_[0-9A-Za-z]{40})"/.exec(shown.text)?.[1] as string
+    assert.ok(token)
+    assert.match(shown.text, /href="\/admin\/admin-tokens">Done/)
+    const dora = await signIn(token)
+    const page = await dora.get('/admin/admin-tokens')
+    assert.match(page.text, /dora/)
+    assert.ok(!page.text.includes('Issue admin token'))
+    const listed = await b.get('/admin/admin-tokens')
+    const doraId = new RegExp(
+      `data-admin-token-id="(adm_\\w+)"><td><code>tga_…${token.slice(-4)}`,
+    ).exec(listed.text)?.[1]
+    assert.ok(doraId)
+    assert.match(
+      await notice(b, await b.post(`/admin/admin-tokens/${doraId}/revoke`, {})),
+      /^Revoked admin token of dora/,
+    )
+    assert.equal((await dora.get('/admin/admin-tokens')).status, 303, 'her session ended')
+  })
+
+  test('a console form posted as JSON or text is 415', async () => {
+    const b = await signIn(operatorToken)
+    for (const type of ['application/json', 'text/plain']) {
+      const response = await adminRequest(server, '/admin/tenants', {
+        method: 'POST',
+        headers: { cookie: b.cookie, origin, 'content-type': type },
+        body: JSON.stringify({ _csrf: b.csrf, id: 'json-made' }),
+      })
+      assert.equal(response.status, 415, type)
+      assert.equal(response.json.code, 'unsupported_media_type')
     }
   })
 

@@ -70,7 +70,7 @@ describe('tokengate CLI: help, version and usage errors', () => {
     assert.equal(result.code, 2)
     assert.match(
       result.stderr,
-      /unknown pat command 'delete' \(expected one of: issue, list, revoke, rotate, revoke-leaked\)/,
+      /unknown pat command 'delete' \(expected one of: issue, list, show, edit, disable, enable, usage, revoke, rotate, revoke-leaked\)/,
     )
   })
 

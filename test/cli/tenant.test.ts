@@ -50,8 +50,8 @@ describe('tokengate tenant', () => {
   it('tenant list shows a table, and --json every tenant', async () => {
     const table = await cli(['tenant', 'list'], { dataDir })
     assert.equal(table.code, 0)
-    assert.match(table.stdout, /^ID\s+NAME\s+STATUS\s+CREATED\n/)
-    assert.match(table.stdout, /\nacme\s+Acme Corp\s+enabled\s+\d{4}-/)
+    assert.match(table.stdout, /^ID\s+NAME\s+STATUS\s+RATE LIMIT\s+CREATED\n/)
+    assert.match(table.stdout, /\nacme\s+Acme Corp\s+enabled\s+default\s+\d{4}-/)
     const { tenants } = await cliJson<{ tenants: { id: string }[] }>(['tenant', 'list'], {
       dataDir,
     })

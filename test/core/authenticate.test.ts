@@ -201,14 +201,49 @@ describe('authenticate: PAT', () => {
 
   test('a revoked PAT → invalid_token/revoked, with the same public detail as unknown', async () => {
     const h = harness()
-    const { token } = addPat(h.lookups, { patch: { revokedAt: NOW - 1 } })
+    const { token, record } = addPat(h.lookups, { patch: { revokedAt: NOW - 1 } })
     const failure = failureOf(await h.authenticate({ authorization: bearer(token), tenantIds: [] }))
     assert.deepEqual(failure, {
       code: 'invalid_token',
       reason: 'revoked',
       detail: 'The access token is not valid.',
+      key: { tokenId: record.id, tenantId: 'acme' },
     })
     assert.equal(h.lookups.calls.findTenant, 0)
+  })
+
+  test('a disabled PAT → invalid_token/disabled (401, never 403), the public detail of unknown', async () => {
+    const h = harness()
+    const { token, record } = addPat(h.lookups, { patch: { disabledAt: NOW - 1 } })
+    const failure = failureOf(await h.authenticate({ authorization: bearer(token), tenantIds: [] }))
+    // The stored key is named for usage counting only (failure-response.ts never shows it).
+    assert.deepEqual(failure, {
+      code: 'invalid_token',
+      reason: 'disabled',
+      detail: 'The access token is not valid.',
+      key: { tokenId: record.id, tenantId: 'acme' },
+    })
+    assert.equal(h.lookups.calls.findTenant, 0)
+    // Expired wins over disabled: the caller is told what is final.
+    const both = addPat(h.lookups, { expiresAt: NOW, patch: { disabledAt: NOW - 1 } })
+    const expired = failureOf(
+      await h.authenticate({ authorization: bearer(both.token), tenantIds: [] }),
+    )
+    assert.equal(expired.code, 'token_expired')
+  })
+
+  test('a PAT with its own rate limit or quota carries them on its principal; others carry none', async () => {
+    const h = harness()
+    const rateLimit = { max: 5, windowSec: 60 }
+    const quota = { limit: 3, refill: 'daily' as const, counter: 'tok_x' }
+    const limited = addPat(h.lookups, { patch: { rateLimit, quota } })
+    const result = await h.authenticate({ authorization: bearer(limited.token), tenantIds: [] })
+    assert.ok(result.ok)
+    assert.deepEqual(result.principal.limits, { rateLimit, quota })
+    const plain = addPat(h.lookups, { patch: { rateLimit: null, quota: null, metadata: { a: 1 } } })
+    const other = await h.authenticate({ authorization: bearer(plain.token), tenantIds: [] })
+    assert.ok(other.ok)
+    assert.ok(!('limits' in other.principal))
   })
 
   test('a PAT expiring exactly now is expired; one millisecond later it is still valid', async () => {
@@ -218,7 +253,11 @@ describe('authenticate: PAT', () => {
     const failure = failureOf(
       await h.authenticate({ authorization: bearer(expired.token), tenantIds: [] }),
     )
-    assert.deepEqual(failure, { code: 'token_expired', detail: 'The access token has expired.' })
+    assert.deepEqual(failure, {
+      code: 'token_expired',
+      detail: 'The access token has expired.',
+      key: { tokenId: expired.record.id, tenantId: 'acme' },
+    })
     assert.ok((await h.authenticate({ authorization: bearer(valid.token), tenantIds: [] })).ok)
     h.clock.set(NOW + 1)
     const later = await h.authenticate({ authorization: bearer(valid.token), tenantIds: [] })

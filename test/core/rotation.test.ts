@@ -34,6 +34,7 @@ describe('authenticate: rotated PATs', () => {
       reason: 'rotated',
       detail: 'The access token is not valid.',
       tokenId: record.id,
+      key: { tokenId: record.id, tenantId: 'acme' },
     })
     h.clock.set(NOW - 1)
     assert.equal((await h.authenticate(auth(token))).ok, true, 'one ms before: still in grace')

@@ -14,3 +14,19 @@ export async function eventually<T>(
     await new Promise((resolve) => setTimeout(resolve, 50))
   }
 }
+
+/**
+ * Milliseconds until `probe` holds, polling every 20 ms: for bounds such as "a change reaches
+ * the server within a second". Fails after `timeoutMs`.
+ */
+export async function millisUntil(
+  probe: () => Promise<boolean>,
+  timeoutMs = 3000,
+): Promise<number> {
+  const started = performance.now()
+  while (!(await probe())) {
+    if (performance.now() - started > timeoutMs) throw new Error(`not within ${timeoutMs} ms`)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  return performance.now() - started
+}

@@ -208,6 +208,64 @@ describe('createTokengate', () => {
     assert.ok(stored.length <= 512 + 20, `audited path of ${stored.length}`)
   })
 
+  test('keys as a product in code: a quota is spent through Express (429, never 401), a disable refuses', async () => {
+    const { gate } = await seededGate({ issuer: noIssuer(), pats: [] })
+    const app = await expressApp(gate)
+    closers.push(app.close)
+    const { token, record } = await gate.pats.issue({
+      tenantId: TEST_TENANT,
+      subject: 'lib-quota',
+      name: 'quota',
+      permissions: [REQUIRED_PERMISSION],
+      lifetime: 'default',
+      quota: { limit: 2, refill: 'none' },
+    })
+    const statuses = []
+    for (let i = 0; i < 3; i++) {
+      statuses.push((await send(app.url, PROTECTED_PATH, bearer(token))).status)
+    }
+    assert.deepEqual(statuses, [200, 200, 429])
+    const spent = await send(app.url, PROTECTED_PATH, bearer(token))
+    assert.equal(JSON.parse(spent.body).code, 'quota_exhausted')
+    await gate.pats.edit(record.id, { quota: { limit: 10, refill: 'none' } })
+    assert.equal((await send(app.url, PROTECTED_PATH, bearer(token))).status, 200)
+    const { changed } = await gate.pats.setDisabled(record.id, true)
+    assert.equal(changed, true)
+    const refused = await send(app.url, PROTECTED_PATH, bearer(token))
+    assert.equal(refused.status, 401)
+    assert.equal(JSON.parse(refused.body).code, 'invalid_token')
+  })
+
+  test('usage: a request the route refuses after the gate allowed it counts as 403, not as allowed', async () => {
+    const { dataDir, gate } = await seededGate({ issuer: noIssuer(), pats: [] })
+    const app = await expressApp(gate)
+    const { token, record } = await gate.pats.issue({
+      tenantId: TEST_TENANT,
+      subject: 'lib-usage',
+      name: 'no permission',
+      permissions: [],
+      lifetime: 'default',
+    })
+    assert.equal((await send(app.url, PROTECTED_PATH, bearer(token))).status, 403)
+    await app.close() // closes the gate: the usage counts are written
+    const reader = await createTokengate({ dataDir })
+    try {
+      const rows = await reader.store.readUsage({
+        scope: 'key',
+        subject: record.id,
+        resolution: 'day',
+        since: 0,
+        until: Date.now() + 86_400_000,
+      })
+      assert.deepEqual(
+        rows.map((r) => [r.allowed, r.forbidden]),
+        [[0, 1]],
+      )
+    } finally {
+      await reader.close()
+    }
+  })
+
   test('tokengate/fastify keeps a safe incoming X-Request-Id and answers with it', async () => {
     const pat = issued()
     const app = await fastifyApp(

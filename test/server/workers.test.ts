@@ -223,6 +223,30 @@ describe('server.workers = 2 (real processes)', { timeout: 120_000 }, () => {
     )
   })
 
+  it("a key's quota holds across both workers: exactly its uses are served, never more", async () => {
+    const { token } = await cliJson<{ token: string }>(
+      ['pat', 'issue', '--tenant', 'demo', '--subject', 'quota-workers', '--quota', '20'],
+      { dataDir: data.dir },
+    )
+    const { statuses, pids } = await batch(served, '/api/v1/me', token, 30)
+    assert.equal(pids.size, 2, 'both workers answered')
+    assert.deepEqual(
+      [statuses.filter((s) => s === 200).length, statuses.filter((s) => s === 429).length],
+      [20, 10],
+    )
+  })
+
+  it('a key disabled by the CLI is refused by every worker within a second', async () => {
+    const { token, id } = await issuePat(data.dir, [])
+    const warm = await batch(served, '/api/v1/me', token, 6)
+    assert.deepEqual(new Set(warm.statuses), new Set([200]))
+    await cliJson(['pat', 'disable', id], { dataDir: data.dir })
+    await sleep(1000)
+    const { statuses, pids } = await batch(served, '/api/v1/me', token, 6)
+    assert.deepEqual(new Set(statuses), new Set([401]))
+    assert.equal(pids.size, 2)
+  })
+
   it('/metrics in the primary sums the requests of both workers', async () => {
     const { token } = await issuePat(data.dir, [])
     const name = 'tokengate_http_requests_total'

@@ -32,6 +32,17 @@ function pat(name: string, revokedAt: number | null = null): PatRecord {
   }
 }
 
+/** What a cached record always carries (null) when the store's record left it out. */
+const ABSENT = {
+  supersededAt: null,
+  graceUntil: null,
+  disabledAt: null,
+  rateLimit: null,
+  quota: null,
+  metadata: null,
+  externalId: null,
+}
+
 /** An in-memory AuthLookups that counts calls; `pats` and `tenants` may be changed by tests. */
 function countingLookups(initial: PatRecord[] = [], tenantList: Tenant[] = []) {
   const pats = new Map(initial.map((p) => [p.tokenHash, p]))
@@ -194,6 +205,11 @@ describe('cached lookups', () => {
       rotatedFrom: 'tok_old',
       supersededAt: T0 + 3,
       graceUntil: T0 + 4,
+      disabledAt: T0 + 5,
+      rateLimit: { max: 3, windowSec: 9 },
+      quota: { limit: 7, refill: 'daily' as const, counter: 'b' },
+      metadata: { plan: 'pro' },
+      externalId: 'cus_9',
     }
     const inner = countingLookups([a, b])
     const cache = createCachedLookups(inner.lookups, { clock })
@@ -202,8 +218,8 @@ describe('cached lookups', () => {
     const cachedA = await cache.findPatByHash(hashOf('a'))
     const cachedB = await cache.maybeSync.findPatByHash(hashOf('b'))
     assert.equal(inner.calls.pats, 2)
-    // The optional rotation fields are always present on a cached record (null when absent).
-    assert.deepEqual(cachedA, { ...a, supersededAt: null, graceUntil: null })
+    // The optional fields are always present on a cached record (null when absent).
+    assert.deepEqual(cachedA, { ...a, ...ABSENT })
     assert.deepEqual(cachedB, b)
     assert.ok(Object.isFrozen(cachedA?.permissions))
     assert.equal(cachedA?.permissions, (cachedB as PatRecord).permissions)
@@ -225,6 +241,9 @@ describe('cached lookups', () => {
       revokedAt: T0 + 1,
       supersededAt: T0 + 2,
       graceUntil: T0 + 3,
+      disabledAt: T0 + 4,
+      quota: { limit: 1, refill: 'none' as const, counter: 'rotated' },
+      externalId: 'x',
     }
     const wrongHash = { ...pat('wrong'), tokenHash: hashOf('elsewhere') }
     const plain = ['p1', 'p2', 'p3'].map((name) => pat(name))
@@ -245,16 +264,14 @@ describe('cached lookups', () => {
     for (const record of plain.slice(0, 2)) {
       assert.deepEqual(await cache.maybeSync.findPatByHash(record.tokenHash), {
         ...record,
-        supersededAt: null,
-        graceUntil: null,
+        ...ABSENT,
       })
     }
     cache.invalidatePat(hashOf('p1'))
     await cache.findPatByHash(hashOf('p3'))
     assert.deepEqual(await cache.maybeSync.findPatByHash(hashOf('p3')), {
       ...plain[2],
-      supersededAt: null,
-      graceUntil: null,
+      ...ABSENT,
     })
     assert.equal(cache.stats().size, 2)
   })
@@ -279,8 +296,7 @@ describe('cached lookups', () => {
         await cache.findPatByHash(record.tokenHash)
         assert.deepEqual(await cache.maybeSync.findPatByHash(record.tokenHash), {
           ...record,
-          supersededAt: null,
-          graceUntil: null,
+          ...ABSENT,
         })
       }
     }

@@ -27,19 +27,20 @@ import {
   type StoreChange,
   type StoredAuditEvent,
 } from '../../src/stores/store.ts'
+import { keysContract } from './keys-contract.ts'
 
 /** Raw SQL on the store's database, outside its methods (as a DBA or another tool would). */
 export type RawSql = (text: string) => Promise<Record<string, unknown>[]>
 
 export type MakeStore = () => Promise<{ store: Store; cleanup: () => Promise<void>; sql: RawSql }>
 
-const T0 = Date.UTC(2026, 0, 1)
+export const T0 = Date.UTC(2026, 0, 1)
 
-function sha256(text: string): string {
+export function sha256(text: string): string {
   return createHash('sha256').update(text).digest('hex')
 }
 
-function pat(id: string, tenantId: string, overrides: Partial<PatRecord> = {}): PatRecord {
+export function pat(id: string, tenantId: string, overrides: Partial<PatRecord> = {}): PatRecord {
   return {
     id,
     tokenHash: sha256(`pat_${id}`),
@@ -55,11 +56,16 @@ function pat(id: string, tenantId: string, overrides: Partial<PatRecord> = {}): 
     rotatedFrom: null,
     supersededAt: null,
     graceUntil: null,
+    disabledAt: null,
+    rateLimit: null,
+    quota: null,
+    metadata: null,
+    externalId: null,
     ...overrides,
   }
 }
 
-function event(id: string, tenantId: string | null, time: number): StoredAuditEvent {
+export function event(id: string, tenantId: string | null, time: number): StoredAuditEvent {
   return {
     id,
     time,
@@ -74,7 +80,7 @@ function event(id: string, tenantId: string | null, time: number): StoredAuditEv
 }
 
 /** Resolves with the first change matching `predicate`, or rejects after `timeoutMs`. */
-function nextChange(
+export function nextChange(
   store: Store,
   predicate: (change: StoreChange) => boolean,
   timeoutMs = 5000,
@@ -110,6 +116,7 @@ async function allPages<T>(
 
 export function storeContract(name: string, makeStore: MakeStore): void {
   const rawSql = new WeakMap<Store, RawSql>()
+  keysContract(name, makeStore)
   async function open(t: TestContext, { migrate = true } = {}): Promise<Store> {
     const { store, cleanup, sql } = await makeStore()
     t.after(cleanup)
@@ -175,6 +182,27 @@ export function storeContract(name: string, makeStore: MakeStore): void {
           ['removeIssuer', () => store.removeIssuer(issuerA.issuer)],
           ['appendAudit', () => store.appendAudit([event('e1', 'acme', T0)])],
           ['listAudit', () => store.listAudit('acme', { limit: 10 })],
+          ['pruneAudit', () => store.pruneAudit(T0, 10)],
+          ['updatePat', () => store.updatePat('p1', { name: 'x' })],
+          ['updateTenant', () => store.updateTenant('acme', { name: 'x' })],
+          ['reserveQuota', () => store.reserveQuota('p1', 0, 10, 1)],
+          ['releaseQuota', () => store.releaseQuota('p1', 0, 1)],
+          ['readQuota', () => store.readQuota(['p1'])],
+          ['resetQuota', () => store.resetQuota('p1')],
+          ['addUsage', () => store.addUsage([])],
+          [
+            'readUsage',
+            () =>
+              store.readUsage({
+                scope: 'all',
+                subject: '',
+                resolution: 'minute',
+                since: 0,
+                until: T0,
+              }),
+          ],
+          ['topKeys', () => store.topKeys('acme', 'hour', 0, T0, 10)],
+          ['pruneUsage', () => store.pruneUsage('minute', T0, 10)],
         ]
         for (const [method, call] of calls) {
           await assert.rejects(call(), Error, `${method} after close`)
@@ -187,7 +215,13 @@ export function storeContract(name: string, makeStore: MakeStore): void {
       it('createTenant returns the enabled tenant and findTenant finds it', async (t) => {
         const store = await open(t)
         const created = await store.createTenant({ id: 'acme', name: 'Acme Inc.' }, T0 + 5)
-        const expected = { id: 'acme', name: 'Acme Inc.', enabled: true, createdAt: T0 + 5 }
+        const expected = {
+          id: 'acme',
+          name: 'Acme Inc.',
+          enabled: true,
+          createdAt: T0 + 5,
+          rateLimit: null,
+        }
         assert.deepEqual({ ...created }, expected)
         assert.deepEqual({ ...(await store.findTenant('acme')) }, expected)
       })
@@ -231,7 +265,7 @@ export function storeContract(name: string, makeStore: MakeStore): void {
         )
         assert.deepEqual(
           { ...tenants[0] },
-          { id: 'alpha', name: 'A', enabled: true, createdAt: T0 + 1 },
+          { id: 'alpha', name: 'A', enabled: true, createdAt: T0 + 1, rateLimit: null },
         )
       })
 
@@ -1061,6 +1095,10 @@ async function updatePatColumn(
     permissions: store.kind === 'postgres' ? "ARRAY['changed']" : `'["changed"]'`,
     tenant_id: "'beta'",
     id: `'${id}'`,
+    // JSON columns (jsonb in Postgres, TEXT in SQLite): a JSON object either way.
+    rate_limit: `'{"max": ${Math.floor(Math.random() * 1e6)}, "windowSec": 60}'`,
+    quota: `'{"limit": ${Math.floor(Math.random() * 1e6)}}'`,
+    metadata: `'{"fresh": "${fresh}"}'`,
   }
   const isTime = /_at$|_until$/.test(column)
   const value =

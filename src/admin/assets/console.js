@@ -36,6 +36,39 @@ function wireConfirm() {
   }
 }
 
+/** An event's details as the server renders them (console-audit.ts detailsView). */
+function detailsList(details) {
+  const text = (value) =>
+    value === null || value === undefined
+      ? '—'
+      : Array.isArray(value)
+        ? value.length === 0
+          ? '(none)'
+          : value.map(text).join(', ')
+        : typeof value === 'object'
+          ? JSON.stringify(value)
+          : String(value)
+  const { before, after, ...rest } = details
+  const items = Object.entries(rest).map(([key, value]) => [key, text(value)])
+  if (before && after) {
+    for (const key of Object.keys({ ...before, ...after })) {
+      items.push([key, `${text(before[key])} → ${text(after[key])}`])
+    }
+  }
+  if (items.length === 0) return document.createTextNode('—')
+  const list = document.createElement('ul')
+  list.className = 'details'
+  for (const [key, value] of items) {
+    const item = document.createElement('li')
+    const name = document.createElement('span')
+    name.className = 'k'
+    name.textContent = key
+    item.append(name, ` ${value}`)
+    list.append(item)
+  }
+  return list
+}
+
 /** Live tail of the audit log: polls the feed and prepends new rows (built as text nodes). */
 function wireTail() {
   const box = document.getElementById('live-tail')
@@ -48,10 +81,14 @@ function wireTail() {
     const first = body.querySelector('time[datetime]')
     return first ? first.getAttribute('datetime') : new Date(0).toISOString()
   }
+  const labels = ['Time', 'Type', 'Tenant', 'Actor', 'Outcome', 'Details']
   const cell = (row, text) => {
     const td = row.insertCell()
     td.textContent = text
     return td
+  }
+  const label = (row) => {
+    for (const [i, td] of [...row.cells].entries()) td.dataset.label = labels[i]
   }
   async function poll() {
     try {
@@ -72,13 +109,16 @@ function wireTail() {
         time.title = event.time
         time.textContent = event.time
         row.insertCell().append(time)
-        cell(row, event.type)
-        cell(row, event.tenantId ?? '—')
-        cell(row, event.actor ?? '—')
-        cell(row, event.outcome)
-        const code = document.createElement('code')
-        code.textContent = JSON.stringify(event.details)
-        row.insertCell().append(code)
+        const type = document.createElement('code')
+        type.textContent = event.type
+        row.insertCell().append(type)
+        cell(row, event.tenantId ?? '—').className = 'id'
+        cell(row, event.actor ?? '—').className = 'id'
+        const outcome = document.createElement('code')
+        outcome.textContent = event.outcome
+        row.insertCell().append(outcome)
+        row.insertCell().append(detailsList(event.details))
+        label(row)
       }
       localizeTimes(body)
       state.textContent = `Live: updated ${new Date().toLocaleTimeString()}`

@@ -1,31 +1,19 @@
 import {
   ADMIN_ROLES,
+  ADMIN_TOKEN_NAME,
+  adminTokenMetadata,
   adminTokenStatus,
   issueAdminToken,
   MAX_ADMIN_TOKEN_LIFETIME_MS,
   revokeAdminToken,
 } from '../../auth/admin-tokens.ts'
-import type { AdminRole, AdminTokenRecord } from '../../stores/admin-store.ts'
+import type { AdminRole } from '../../stores/admin-store.ts'
 import { optionalString, requiredPositional, requiredString } from '../args.ts'
 import { ADMIN_OVERRIDES, type CommandDef, operate, operationDeps, withStore } from '../context.ts'
 import { parseDuration } from '../durations.ts'
 import { UsageError } from '../errors.ts'
-import { formatTime, isoTime } from '../output.ts'
+import { formatTime } from '../output.ts'
 import { checkText, printable } from '../validate.ts'
-
-/** An admin token as output shows it: never the token, never its hash. */
-function adminTokenJson(record: AdminTokenRecord, now: number) {
-  return {
-    id: record.id,
-    name: record.name,
-    role: record.role,
-    last4: record.last4,
-    status: adminTokenStatus(record, now),
-    createdAt: isoTime(record.createdAt),
-    expiresAt: isoTime(record.expiresAt),
-    revokedAt: isoTime(record.revokedAt),
-  }
-}
 
 const issue: CommandDef = {
   path: ['admin', 'token', 'issue'],
@@ -49,7 +37,7 @@ const issue: CommandDef = {
   examples: ['tokengate admin token issue --name alice --role operator --expires-in 7d'],
   async run(ctx) {
     const name = checkText(requiredString(ctx.args, 'name', 'who holds the token'), 'name', 100)
-    if (!/^[A-Za-z0-9._@-]{1,100}$/.test(name)) {
+    if (!ADMIN_TOKEN_NAME.test(name)) {
       throw new UsageError('--name: expected 1-100 characters of A-Z a-z 0-9 . _ @ -')
     }
     const role = requiredString(ctx.args, 'role', 'read-only or operator')
@@ -78,7 +66,7 @@ const issue: CommandDef = {
       ),
     )
     if (ctx.json) {
-      ctx.out.json({ token, ...adminTokenJson(record, record.createdAt) })
+      ctx.out.json({ token, ...adminTokenMetadata(record, record.createdAt) })
       return 0
     }
     ctx.out.line(`Issued admin token ${record.id} for ${record.name} (${record.role}).`)
@@ -102,7 +90,7 @@ const list: CommandDef = {
       store.admin.listAdminTokens(),
     )
     if (ctx.json) {
-      ctx.out.json({ tokens: tokens.map((t) => adminTokenJson(t, now)) })
+      ctx.out.json({ tokens: tokens.map((t) => adminTokenMetadata(t, now)) })
       return 0
     }
     ctx.out.table(
@@ -135,7 +123,7 @@ const revoke: CommandDef = {
       }),
     )
     if (ctx.json)
-      ctx.out.json({ ...adminTokenJson(result.record, ctx.now()), changed: result.changed })
+      ctx.out.json({ ...adminTokenMetadata(result.record, ctx.now()), changed: result.changed })
     else ctx.out.line(result.changed ? `Revoked admin token ${id}.` : `${id} was already revoked.`)
     return 0
   },

@@ -1,6 +1,8 @@
 import { Buffer } from 'node:buffer'
+import { quotaView } from '../../auth/key-fields.ts'
 import { OperationRefused } from '../../auth/operations.ts'
 import {
+  editTenantPat,
   findPatByRef,
   issueTenantPat,
   listTenantPats,
@@ -10,11 +12,14 @@ import {
   revokeLeakedPats,
   revokeTenantPat,
   rotateTenantPat,
+  setPatDisabled,
 } from '../../auth/pat-lifecycle.ts'
+import { readUsageSeries } from '../../auth/usage.ts'
 import { isPatToken, PAT_PATTERN } from '../../core/pat.ts'
 import type { PatRecord } from '../../core/ports.ts'
 import type { Store } from '../../stores/store.ts'
 import {
+  flag,
   optionalString,
   type ParsedArgs,
   requiredPositional,
@@ -30,9 +35,20 @@ import {
   type RefusalWording,
   withStore,
 } from '../context.ts'
-import { DAY_MS, parseDuration } from '../durations.ts'
+import { DAY_MS, formatDuration, parseDuration } from '../durations.ts'
 import { CommandFailure, UsageError } from '../errors.ts'
+import {
+  CLEAR_OPTIONS,
+  editedField,
+  KEY_OPTIONS,
+  metadataOption,
+  quotaOption,
+  rateLimitOption,
+  USAGE_OPTIONS,
+  usageRangeOption,
+} from '../key-options.ts'
 import { formatTime, isoTime, type Output } from '../output.ts'
+import { printUsage } from '../usage-output.ts'
 import { checkPermissions, checkTenantId, checkText, printable } from '../validate.ts'
 
 const MAX_SUBJECT_LENGTH = 255
@@ -101,6 +117,7 @@ function printNewToken(out: Output, token: string, record: PatRecord, heading: s
   if (record.name) out.line(`  name:         ${record.name}`)
   out.line(`  permissions:  ${record.permissions.join(', ') || '(none)'}`)
   out.line(`  expires:      ${record.expiresAt === null ? 'never' : formatTime(record.expiresAt)}`)
+  printProductFields(out, record)
   out.line()
   out.line('Token (shown once: it will not be shown again and cannot be recovered; store it now):')
   out.line()
@@ -108,12 +125,41 @@ function printNewToken(out: Output, token: string, record: PatRecord, heading: s
   out.line()
 }
 
+/** The key's own limits, quota, metadata and external id, when it has them. */
+function printProductFields(out: Output, record: PatRecord): void {
+  if (record.rateLimit) {
+    out.line(
+      `  rate limit:   ${record.rateLimit.max} per ${formatWindow(record.rateLimit.windowSec)}`,
+    )
+  }
+  if (record.quota) out.line(`  quota:        ${quotaText(record.quota)}`)
+  if (record.metadata) out.line(`  metadata:     ${JSON.stringify(record.metadata)}`)
+  if (record.externalId) out.line(`  external id:  ${record.externalId}`)
+}
+
+function formatWindow(seconds: number): string {
+  return seconds === 1 ? 'second' : `${formatDuration(seconds * 1000)}`
+}
+
+function quotaText(quota: NonNullable<PatRecord['quota']>): string {
+  const every =
+    quota.refill === 'interval'
+      ? `every ${formatDuration((quota.intervalSec ?? 0) * 1000)}`
+      : quota.refill === 'none'
+        ? 'in all (no refill)'
+        : quota.refill === 'daily'
+          ? 'per UTC day'
+          : 'per UTC month'
+  return `${quota.limit} uses ${every}`
+}
+
 const issue: CommandDef = {
   path: ['pat', 'issue'],
   summary: 'Issue a Personal Access Token (printed once)',
-  synopsis: '--tenant ID --subject SUB [--permission P]... [--name N] [--expires-in DURATION]',
+  synopsis:
+    '--tenant ID --subject SUB [--permission P]... [--name N] [--expires-in DURATION]\n  [--rate-limit N/WINDOW] [--quota N [--quota-refill REFILL]] [--metadata JSON] [--external-id ID]',
   description:
-    'The tenant must exist and be enabled. Only the SHA-256 of the token is stored: the token\nis printed once and cannot be shown again.',
+    'The tenant must exist and be enabled. Only the SHA-256 of the token is stored: the token\nis printed once and cannot be shown again. A key may carry its own rate limit, a quota of\nuses (refilled daily, monthly or every interval), metadata and an external id (docs/limits.md).',
   options: {
     tenant: { type: 'string', value: 'ID', description: 'Tenant the token belongs to.' },
     subject: { type: 'string', value: 'SUB', description: 'Who or what acts with the token.' },
@@ -125,10 +171,12 @@ const issue: CommandDef = {
     },
     name: { type: 'string', value: 'N', description: 'Label shown in listings.' },
     'expires-in': EXPIRES_IN,
+    ...KEY_OPTIONS,
   },
   examples: [
     'tokengate pat issue --tenant acme --subject ci-deploy --permission tokens:read --expires-in 30d',
     'tokengate pat issue --tenant acme --subject ci --json | jq -r .token',
+    'tokengate pat issue --tenant acme --subject partner --rate-limit 10/1s --quota 10000 --quota-refill monthly --external-id cus_42',
   ],
   async run(ctx) {
     const tenantId = checkTenantId(requiredString(ctx.args, 'tenant', 'a tenant id'), '--tenant')
@@ -142,13 +190,19 @@ const issue: CommandDef = {
     const config = ctx.config(ADMIN_OVERRIDES)
     const now = ctx.now()
     const lifetime = requestedLifetime(ctx.args)
+    const product = {
+      rateLimit: rateLimitOption(ctx.args),
+      quota: quotaOption(ctx.args),
+      metadata: metadataOption(ctx.args),
+      externalId: optionalString(ctx.args, 'external-id'),
+    }
     const { token, record } = await withStore(config, (store) =>
       operate(
         () =>
           withinLifetimePolicy(ctx.args, config.pat.maxExpiresInDays, () =>
             issueTenantPat(
               { ...operationDeps(ctx, store), patPolicy: config.pat },
-              { tenantId, subject, name, permissions, lifetime },
+              { tenantId, subject, name, permissions, lifetime, ...product },
             ),
           ),
         PAT_WORDING,
@@ -162,10 +216,15 @@ const issue: CommandDef = {
 
 const list: CommandDef = {
   path: ['pat', 'list'],
-  summary: "List a tenant's PATs (metadata only)",
-  synopsis: '--tenant ID [--expiring-within DURATION]',
+  summary: "List a tenant's PATs (metadata only), or every key with an external id",
+  synopsis: '--tenant ID [--expiring-within DURATION] [--external-id ID] | --external-id ID',
   options: {
     tenant: { type: 'string', value: 'ID', description: 'Tenant whose tokens to list.' },
+    'external-id': {
+      type: 'string',
+      value: 'ID',
+      description: 'Only keys with exactly this external id (in every tenant without --tenant).',
+    },
     'expiring-within': {
       type: 'string',
       value: 'DURATION',
@@ -175,8 +234,11 @@ const list: CommandDef = {
   examples: [
     'tokengate pat list --tenant acme',
     'tokengate pat list --tenant acme --expiring-within 7d',
+    'tokengate pat list --external-id cus_42',
   ],
   async run(ctx) {
+    const externalId = optionalString(ctx.args, 'external-id')
+    if (externalId !== undefined) return listByExternalId(ctx, externalId)
     const tenantId = checkTenantId(requiredString(ctx.args, 'tenant', 'a tenant id'), '--tenant')
     const within = optionalString(ctx.args, 'expiring-within')
     const withinMs = within === undefined ? undefined : parseDuration(within)
@@ -219,6 +281,49 @@ const list: CommandDef = {
     return 0
   },
 }
+
+/** `pat list --external-id`: keys with that external id, in one tenant or all (newest first). */
+async function listByExternalId(ctx: CommandContext, externalId: string): Promise<number> {
+  const tenant = optionalString(ctx.args, 'tenant')
+  const tenantId = tenant === undefined ? undefined : checkTenantId(tenant, '--tenant')
+  if (optionalString(ctx.args, 'expiring-within') !== undefined) {
+    throw new UsageError('--expiring-within cannot be combined with --external-id')
+  }
+  const config = ctx.config(ADMIN_OVERRIDES)
+  const now = ctx.now()
+  const records = await withStore(config, async (store) => {
+    const found: PatRecord[] = []
+    let cursor: string | undefined
+    do {
+      const page = await store.admin.searchPats(
+        { externalId, tenantId },
+        { limit: config.pagination.maxLimit, cursor },
+      )
+      found.push(...page.items)
+      cursor = page.nextCursor ?? undefined
+    } while (cursor !== undefined && found.length < MAX_LISTED)
+    return found
+  })
+  if (ctx.json) {
+    ctx.out.json({ externalId, tokens: records.map((r) => patMetadata(r, now)) })
+    return 0
+  }
+  ctx.out.table(
+    ['ID', 'TOKEN', 'TENANT', 'NAME', 'SUBJECT', 'STATUS', 'EXPIRES'],
+    records.map((r) => [
+      r.id,
+      patHint(r),
+      r.tenantId,
+      r.name || '-',
+      r.subject,
+      patStatus(r, now),
+      r.expiresAt === null ? 'never' : formatTime(r.expiresAt),
+    ]),
+  )
+  return 0
+}
+
+const MAX_LISTED = 10_000
 
 const revoke: CommandDef = {
   path: ['pat', 'revoke'],
@@ -396,5 +501,220 @@ const revokeLeaked: CommandDef = {
   },
 }
 
-/** `pat issue|list|revoke|rotate|revoke-leaked`. */
-export const patCommands: readonly CommandDef[] = [issue, list, revoke, rotate, revokeLeaked]
+/** How the key commands word a refusal of a token they name. */
+function keyWording(id: string) {
+  return {
+    token_unknown: () => `no token ${printable(id)} (see: tokengate pat list --tenant ID)`,
+    token_revoked: (r: OperationRefused) =>
+      `${printable(id)} is revoked (at ${formatTime(r.at)}); a revoked key cannot be changed`,
+    token_changed: () => `${printable(id)} was revoked meanwhile; nothing changed`,
+  }
+}
+
+const edit: CommandDef = {
+  path: ['pat', 'edit'],
+  summary: "Change a key's name, permissions, expiry, rate limit, quota, metadata or external id",
+  synopsis:
+    'TOKEN_ID [--name N] [--permission P]... [--clear-permissions] [--expires-in DURATION|never]\n  [--expires-at TIME] [--rate-limit N/WINDOW] [--quota N [--quota-refill REFILL]]\n  [--reset-quota] [--metadata JSON] [--external-id ID] [--clear-rate-limit] [--clear-quota]\n  [--clear-metadata] [--clear-external-id]',
+  description:
+    "Only the fields given change. --permission replaces the whole list (repeat it for several).\nThe expiry stays within pat.maxExpiresInDays counted from the key's creation (rotate a key\nto go beyond). --reset-quota forgets the uses counted so far. Every running instance applies\nthe change within a second; it is audited as pat.updated with the fields before and after.",
+  options: {
+    name: { type: 'string', value: 'N', description: 'New label.' },
+    permission: {
+      type: 'string',
+      multiple: true,
+      value: 'P',
+      description: 'The new permission list (repeatable; replaces the old list).',
+    },
+    'clear-permissions': { type: 'boolean', description: 'Remove every permission.' },
+    'expires-in': {
+      type: 'string',
+      value: 'DURATION',
+      description: 'New expiry, this long from now (e.g. 30d), or never.',
+    },
+    'expires-at': { type: 'string', value: 'TIME', description: 'New expiry (ISO 8601).' },
+    ...KEY_OPTIONS,
+    'reset-quota': { type: 'boolean', description: 'Start the quota count again from zero.' },
+    ...CLEAR_OPTIONS,
+  },
+  positionals: 1,
+  examples: [
+    'tokengate pat edit tok_5Hq2x9... --rate-limit 50/1s --quota 100000 --quota-refill monthly',
+    'tokengate pat edit tok_5Hq2x9... --permission tokens:read --permission audit:read',
+    'tokengate pat edit tok_5Hq2x9... --reset-quota',
+  ],
+  async run(ctx) {
+    const id = requiredPositional(ctx.args, 0, 'TOKEN_ID')
+    const args = ctx.args
+    const name = optionalString(args, 'name')
+    const permissions = stringList(args, 'permission')
+    if (permissions.length > 0 && flag(args, 'clear-permissions')) {
+      throw new UsageError('--permission and --clear-permissions contradict each other; give one')
+    }
+    const now = ctx.now()
+    const edit = {
+      name: name === undefined ? undefined : checkText(name, 'name', MAX_NAME_LENGTH),
+      permissions:
+        permissions.length > 0
+          ? checkPermissions(permissions)
+          : flag(args, 'clear-permissions')
+            ? []
+            : undefined,
+      expiresAt: editedExpiry(args, now),
+      rateLimit: editedField(args, 'rate-limit', rateLimitOption(args)),
+      quota: editedField(args, 'quota', quotaOption(args)),
+      resetQuotaUsage: flag(args, 'reset-quota'),
+      metadata: editedField(args, 'metadata', metadataOption(args)),
+      externalId: editedField(args, 'external-id', optionalString(args, 'external-id')),
+    }
+    const config = ctx.config(ADMIN_OVERRIDES)
+    const maxDays = config.pat.maxExpiresInDays
+    const { record, changed } = await withStore(config, (store) =>
+      operate(
+        () =>
+          editTenantPat({ ...operationDeps(ctx, store), store, patPolicy: config.pat }, id, edit),
+        {
+          ...keyWording(id),
+          lifetime_exceeded: () =>
+            `the new expiry would make ${printable(id)} live longer than ${maxDays}d from its creation (config pat.maxExpiresInDays); rotate it instead`,
+        },
+      ),
+    )
+    if (ctx.json) ctx.out.json({ ...patMetadata(record, now), changed })
+    else ctx.out.line(changed ? `Updated ${record.id}.` : `${record.id}: nothing to change.`)
+    return 0
+  },
+}
+
+/** `--expires-in` (from now, or never) or `--expires-at` (ISO 8601), for `pat edit`. */
+function editedExpiry(args: ParsedArgs, now: number): number | 'never' | undefined {
+  const at = optionalString(args, 'expires-at')
+  const lifetime =
+    optionalString(args, 'expires-in') === undefined ? undefined : requestedLifetime(args)
+  if (at !== undefined && lifetime !== undefined) {
+    throw new UsageError('--expires-in and --expires-at contradict each other; give one')
+  }
+  if (at !== undefined) {
+    const ms = Date.parse(at)
+    if (Number.isNaN(ms)) {
+      throw new UsageError(`--expires-at: '${printable(at)}' is not a time (expected ISO 8601)`)
+    }
+    return ms
+  }
+  if (lifetime === undefined || lifetime === 'default') return undefined
+  return lifetime === 'never' ? 'never' : now + lifetime
+}
+
+function setDisabled(disabled: boolean): CommandDef {
+  const verb = disabled ? 'disable' : 'enable'
+  return {
+    path: ['pat', verb],
+    summary: disabled
+      ? 'Disable a key without revoking it: refused (401) until enabled again'
+      : 'Enable a disabled key again',
+    synopsis: 'TOKEN_ID',
+    description: disabled
+      ? 'A disabled key is refused with 401 invalid_token on every instance within a second,\nlike an invalid token; unlike a revoked one it can be enabled again (pat enable).'
+      : undefined,
+    options: {},
+    positionals: 1,
+    examples: [`tokengate pat ${verb} tok_5Hq2x9...`],
+    async run(ctx) {
+      const id = requiredPositional(ctx.args, 0, 'TOKEN_ID')
+      const now = ctx.now()
+      const { record, changed } = await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
+        operate(() => setPatDisabled(operationDeps(ctx, store), id, disabled), keyWording(id)),
+      )
+      if (ctx.json) ctx.out.json({ ...patMetadata(record, now), changed })
+      else
+        ctx.out.line(
+          changed ? `${record.id} is now ${verb}d.` : `${record.id} was already ${verb}d.`,
+        )
+      return 0
+    },
+  }
+}
+
+const show: CommandDef = {
+  path: ['pat', 'show'],
+  summary: 'Show one key: its fields, status and what is left of its quota',
+  synopsis: 'TOKEN_ID',
+  options: {},
+  positionals: 1,
+  examples: ['tokengate pat show tok_5Hq2x9...'],
+  async run(ctx) {
+    const ref = requiredPositional(ctx.args, 0, 'TOKEN_ID')
+    const now = ctx.now()
+    const { record, quota } = await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
+      operate(
+        async () => {
+          const record = await findPatByRef(store, ref)
+          return { record, quota: record.quota ? await quotaView(store, record.quota, now) : null }
+        },
+        { token_unknown: () => `no token ${printable(ref)}` },
+      ),
+    )
+    if (ctx.json) {
+      ctx.out.json({ ...patMetadata(record, now), quotaUsage: quota })
+      return 0
+    }
+    ctx.out.line(`${record.id} (${patHint(record)})`)
+    ctx.out.line(`  tenant:       ${record.tenantId}`)
+    ctx.out.line(`  subject:      ${record.subject}`)
+    ctx.out.line(`  name:         ${record.name || '-'}`)
+    ctx.out.line(`  permissions:  ${record.permissions.join(', ') || '(none)'}`)
+    ctx.out.line(`  status:       ${patStatus(record, now)}`)
+    ctx.out.line(`  created:      ${formatTime(record.createdAt)}`)
+    ctx.out.line(
+      `  expires:      ${record.expiresAt === null ? 'never' : formatTime(record.expiresAt)}`,
+    )
+    ctx.out.line(`  last used:    ${formatTime(record.lastUsedAt)}`)
+    printProductFields(ctx.out, record)
+    if (quota) {
+      const resets = quota.resetsAt === null ? 'no refill' : `refills ${quota.resetsAt}`
+      ctx.out.line(`  quota left:   ${quota.remaining} of ${quota.limit} (${resets})`)
+    }
+    return 0
+  },
+}
+
+const usage: CommandDef = {
+  path: ['pat', 'usage'],
+  summary: "A key's requests by outcome (allowed, 401, 403, 429) per minute, hour or day",
+  synopsis: 'TOKEN_ID [--resolution minute|hour|day] [--since TIME] [--until TIME] [--csv]',
+  description:
+    'Counted by every instance and added to the store every few seconds (usage.flushIntervalMs).\nBuckets without requests are left out of the table (not out of --csv or --json).',
+  options: USAGE_OPTIONS,
+  positionals: 1,
+  examples: [
+    'tokengate pat usage tok_5Hq2x9... --resolution hour --since 24h',
+    'tokengate pat usage tok_5Hq2x9... --resolution day --csv > usage.csv',
+  ],
+  async run(ctx) {
+    const ref = requiredPositional(ctx.args, 0, 'TOKEN_ID')
+    const now = ctx.now()
+    const range = usageRangeOption(ctx.args, now)
+    const series = await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
+      operate(
+        async () => readUsageSeries(store, 'key', (await findPatByRef(store, ref)).id, range, now),
+        { token_unknown: () => `no token ${printable(ref)}` },
+      ),
+    )
+    printUsage(ctx, series)
+    return 0
+  },
+}
+
+/** `pat issue|list|show|edit|disable|enable|usage|revoke|rotate|revoke-leaked`. */
+export const patCommands: readonly CommandDef[] = [
+  issue,
+  list,
+  show,
+  edit,
+  setDisabled(true),
+  setDisabled(false),
+  usage,
+  revoke,
+  rotate,
+  revokeLeaked,
+]

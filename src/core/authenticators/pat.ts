@@ -6,10 +6,9 @@ import { type MaybePromise, thenMaybe } from '../../lib/maybe-async.ts'
 import type { AuthFailure } from '../failure.ts'
 import { patFingerprint } from '../fingerprint.ts'
 import { checkPatFormat, hashPat, isPatToken, patLast4, patStatus } from '../pat.ts'
-import type { AuthLookups, Clock, PatRecord } from '../ports.ts'
+import type { AuthLookups, Clock, KeyLimits, PatRecord } from '../ports.ts'
 import type { AuthResult, Principal } from '../principal.ts'
 import {
-  afterTenantCheck,
   checkOptionalTenantHeader,
   checkTenantActive,
   fail,
@@ -65,13 +64,26 @@ function checkPat(
     return fail({ code: 'invalid_token', reason: 'unknown_token', detail: INVALID_TOKEN_DETAIL })
   }
   const statusFailure = checkPatRecord(record, clock.now())
-  if (statusFailure !== undefined) return fail(statusFailure)
+  if (statusFailure !== undefined) return fail(ofKey(statusFailure, record))
 
-  return afterTenantCheck(checkTenantActive(lookups, record.tenantId), () => {
+  return thenMaybe(checkTenantActive(lookups, record.tenantId), (tenantFailure) => {
+    if (tenantFailure !== undefined) return fail(ofKey(tenantFailure, record))
     const headerFailure = checkOptionalTenantHeader(tenantIds, record.tenantId)
-    if (headerFailure !== undefined) return fail(headerFailure)
+    if (headerFailure !== undefined) return fail(ofKey(headerFailure, record))
     return { ok: true, principal: patPrincipal(record, token) }
   })
+}
+
+/** A 401 of a stored key names the key (for usage counting; never shown to the caller). */
+function ofKey(failure: AuthFailure, record: PatRecord): AuthFailure {
+  switch (failure.code) {
+    case 'invalid_token':
+    case 'token_expired':
+    case 'tenant_mismatch':
+      return { ...failure, key: { tokenId: record.id, tenantId: record.tenantId } }
+    default:
+      return failure
+  }
 }
 
 /**
@@ -79,7 +91,7 @@ function checkPat(
  * would cost memory per cached token to save a fraction of a microsecond.
  */
 function patPrincipal(record: PatRecord, token: string): Principal {
-  return Object.freeze({
+  const principal: Principal = {
     tokenType: 'pat',
     tenantId: record.tenantId,
     subject: record.subject,
@@ -87,11 +99,20 @@ function patPrincipal(record: PatRecord, token: string): Principal {
     tokenId: record.id,
     expiresAt: record.expiresAt,
     fingerprint: patFingerprint(patLast4(token)),
-  } satisfies Principal)
+  }
+  const limits = keyLimitsOf(record)
+  return Object.freeze(limits === undefined ? principal : { ...principal, limits })
+}
+
+/** The key's own limits, or undefined for the usual key that has none. */
+function keyLimitsOf(record: PatRecord): KeyLimits | undefined {
+  const rateLimit = record.rateLimit ?? null
+  const quota = record.quota ?? null
+  return rateLimit === null && quota === null ? undefined : { rateLimit, quota }
 }
 
 /**
- * Revoked, rotated-out and expired PATs. Revoked shares the unknown token's client-facing
+ * Revoked, rotated-out, expired and disabled PATs. Revoked shares the unknown token's client-facing
  * detail: telling a caller that a token *was* valid once helps whoever holds a list of
  * leaked strings; the precise `reason` still reaches the log.
  *
@@ -114,6 +135,10 @@ function checkPatRecord(record: PatRecord, now: number): AuthFailure | undefined
       }
     case 'expired':
       return { code: 'token_expired', detail: 'The access token has expired.' }
+    // A disabled key is not a valid token (SPEC §5.3 rule 4): 401, never 403, which would
+    // tell the caller it authenticated. Its detail is the unknown token's, as for revoked.
+    case 'disabled':
+      return { code: 'invalid_token', reason: 'disabled', detail: INVALID_TOKEN_DETAIL }
     default:
       return undefined
   }

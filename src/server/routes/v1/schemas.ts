@@ -73,7 +73,7 @@ export const TokenMetadata = object(
     tenantId: string(),
     permissions: array(string()),
     hint: string({ description: 'Display hint: `pat_…` and the last 4 characters.' }),
-    status: literals('active', 'revoked', 'expired', 'rotated', 'grace'),
+    status: literals('active', 'revoked', 'expired', 'rotated', 'grace', 'disabled'),
     createdAt: Timestamp,
     expiresAt: NullableTimestamp,
     lastUsedAt: NullableTimestamp,

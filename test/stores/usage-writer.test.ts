@@ -1,0 +1,135 @@
+import assert from 'node:assert/strict'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import { readUsageSeries, usageCsv, usageRange } from '../../src/auth/usage.ts'
+import { openSqliteStore, type SqliteStore } from '../../src/stores/sqlite.ts'
+import type { UsageRow } from '../../src/stores/store.ts'
+import { createUsageWriter } from '../../src/stores/usage-writer.ts'
+import { testClock } from '../helpers/clock.ts'
+import { tempDir } from '../helpers/temp-dir.ts'
+
+const T = Date.UTC(2026, 2, 10, 9, 59, 30)
+const MINUTE = 60_000
+
+describe('usage write-behind and reads (SQLite store)', () => {
+  let store: SqliteStore
+
+  before(async () => {
+    store = openSqliteStore(join(tempDir('tg-usage-'), 'db.sqlite'))
+    await store.migrate()
+  })
+  after(() => store.close())
+
+  const series = (
+    scope: 'key' | 'tenant' | 'all',
+    subject: string,
+    resolution: 'minute' | 'hour' | 'day',
+    now: number,
+  ) => readUsageSeries(store, scope, subject, { resolution }, now)
+
+  it('counts per key, tenant and in all, into minute, hour and day buckets', async () => {
+    const clock = testClock(T)
+    const usage = createUsageWriter(store, { clock, flushIntervalMs: 0 })
+    usage.count('allowed', 'acme', 'k1')
+    usage.count('allowed', 'acme', 'k1')
+    usage.count('forbidden', 'acme', 'k1')
+    usage.count('allowed', 'acme', null)
+    usage.count('unauthorized', null, null)
+    clock.advance(MINUTE) // the next minute, the next hour
+    usage.count('limited', 'acme', 'k1')
+    await usage.flush()
+    const minutes = await series('key', 'k1', 'minute', clock.now())
+    const last = minutes.points.slice(-2)
+    assert.deepEqual(
+      last.map((p) => [new Date(p.start).toISOString(), p.allowed, p.forbidden, p.limited]),
+      [
+        ['2026-03-10T09:59:00.000Z', 2, 1, 0],
+        ['2026-03-10T10:00:00.000Z', 0, 0, 1],
+      ],
+    )
+    assert.deepEqual(minutes.totals, { allowed: 2, unauthorized: 0, forbidden: 1, limited: 1 })
+    assert.equal(minutes.points.length, 60)
+    const day = await series('tenant', 'acme', 'day', clock.now())
+    assert.deepEqual(day.totals, { allowed: 3, unauthorized: 0, forbidden: 1, limited: 1 })
+    const hours = await series('all', '', 'hour', clock.now())
+    assert.deepEqual(
+      hours.points.slice(-2).map((p) => p.allowed + p.unauthorized + p.forbidden + p.limited),
+      [5, 1],
+    )
+    const top = await store.topKeys('acme', 'day', 0, clock.now() + 1, 5)
+    assert.deepEqual(
+      top.map((k) => [k.tokenId, k.tenantId]),
+      [['k1', 'acme']],
+    )
+  })
+
+  it('a flush that fails keeps its counts (merged with later ones) for the next', async () => {
+    const clock = testClock(T + 3_600_000 * 5)
+    let failing = true
+    const rows: UsageRow[][] = []
+    const usage = createUsageWriter(
+      {
+        addUsage: async (batch) => {
+          if (failing) throw new Error('down')
+          rows.push([...batch])
+        },
+      },
+      { clock, flushIntervalMs: 0 },
+    )
+    usage.count('allowed', 't', 'k')
+    await assert.rejects(usage.flush())
+    usage.count('allowed', 't', 'k')
+    failing = false
+    await usage.flush()
+    const minute = rows[0]?.find((r) => r.scope === 'key' && r.resolution === 'minute')
+    assert.equal(minute?.allowed, 2)
+    assert.equal(rows[0]?.length, 9, 'three subjects × three resolutions, each bucket once')
+    await usage.flush()
+    assert.equal(rows.length, 1, 'nothing left to write')
+  })
+
+  it('uncount takes a request back (allowed, then refused by a route)', async () => {
+    const clock = testClock(T + 3_600_000 * 9)
+    const usage = createUsageWriter(store, { clock, flushIntervalMs: 0 })
+    usage.count('allowed', 'beta', 'k9')
+    usage.uncount('allowed', 'beta', 'k9')
+    usage.count('forbidden', 'beta', 'k9')
+    await usage.close()
+    const day = await series('key', 'k9', 'day', clock.now())
+    assert.deepEqual(day.totals, { allowed: 0, unauthorized: 0, forbidden: 1, limited: 0 })
+  })
+
+  it('is bounded: subjects per minute, and minutes kept while the store fails', async () => {
+    const clock = testClock(T)
+    const usage = createUsageWriter(
+      { addUsage: async () => Promise.reject(new Error('down')) },
+      { clock, flushIntervalMs: 0, maxSubjectsPerMinute: 100, maxPendingMinutes: 3 },
+    )
+    for (let i = 0; i < 200; i++) usage.count('allowed', `t${i}`, `k${i}`)
+    assert.equal(usage.stats().overflow, 300, '150 tenants and 150 keys beyond the first 100')
+    for (let i = 0; i < 5; i++) {
+      clock.advance(MINUTE)
+      usage.count('allowed', null, null)
+    }
+    assert.equal(usage.stats().pendingMinutes, 3)
+    assert.equal(usage.stats().droppedMinutes, 3)
+  })
+
+  it('ranges: aligned, defaulted, bounded; CSV with ISO times', async () => {
+    assert.deepEqual(usageRange({ resolution: 'hour' }, T), {
+      resolution: 'hour',
+      since: Date.UTC(2026, 2, 8, 10),
+      until: Date.UTC(2026, 2, 10, 10),
+    })
+    assert.throws(
+      () => usageRange({ resolution: 'minute', since: 0, until: T }, T),
+      /longer than 1440/,
+    )
+    assert.throws(() => usageRange({ since: T, until: T - MINUTE }, T), /before until/)
+    assert.throws(() => usageRange({ resolution: 'week' as 'day' }, T), /resolution: "week"/)
+    const csv = usageCsv(await series('key', '=k1', 'minute', T))
+    const lines = csv.trimEnd().split('\r\n')
+    assert.equal(lines[0], 'start,resolution,scope,subject,allowed,unauthorized,forbidden,limited')
+    assert.match(lines[1] as string, /^2026-03-10T09:00:00.000Z,minute,key,'=k1,0,0,0,0$/)
+  })
+})
