@@ -106,6 +106,7 @@ export async function startTokengate(
     logger,
     secretKeyFile: config.secretKeyFile,
     changePollMs: config.store.changePollMs,
+    offloadWrites: true,
   })
   for (const line of [storeLine(config), countersLine(config), upstreamLine(config)]) {
     if (line) logger.info(line.fields, line.msg)

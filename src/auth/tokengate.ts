@@ -105,7 +105,7 @@ export async function createTokengate(options: TokengateOptions = {}): Promise<T
   const store = await openStore(
     config.databaseUrl
       ? { databaseUrl: config.databaseUrl, logger: log }
-      : { dataDir: config.dataDir, logger: log },
+      : { dataDir: config.dataDir, logger: log, offloadWrites: true },
   ).catch((error: unknown) => {
     throw missingPackageError(error) ?? error
   })

@@ -80,6 +80,8 @@ export async function recoverAuditSpool(
   },
   options: AppendAuditOptions & { now: () => number },
 ): Promise<SpoolRecovery> {
+  // Only the store's own options reach the store (they may cross to its writer thread).
+  const append: AppendAuditOptions = options.queue === undefined ? {} : { queue: options.queue }
   let names: string[]
   try {
     names = readdirSync(dir)
@@ -110,7 +112,7 @@ export async function recoverAuditSpool(
     }
     try {
       for (let i = 0; i < events.length; i += 500) {
-        await store.appendAudit(events.slice(i, i + 500), options)
+        await store.appendAudit(events.slice(i, i + 500), append)
       }
     } catch (error) {
       renameSync(claimed, join(dir, name.replace(/\.replaying-\d+$/, '')))
@@ -122,7 +124,7 @@ export async function recoverAuditSpool(
   if (unreadable > 0) {
     await store.appendAudit(
       [droppedEvent(options.now(), { count: unreadable, reason: 'unreadable spool line' })],
-      options,
+      append,
     )
   }
   return { recovered, unreadable }

@@ -14,6 +14,12 @@ export type OpenStoreOptions = (
 ) & {
   /** Interval of the change-log poll, in ms (default 500; see change-log.ts). */
   readonly changePollMs?: number | undefined
+  /**
+   * SQLite: run the write-behind writes (audit, last-used, usage, quota, retention) on a
+   * worker thread (sqlite-writer.ts), so no request waits on a disk. For servers and library
+   * apps; a CLI command writes once and needs no thread.
+   */
+  readonly offloadWrites?: boolean | undefined
   /** Receives the Postgres pool's and change feed's warnings (lost connection, reconnects). */
   readonly logger?: { warn(obj: object, msg: string): void } | undefined
   /**
@@ -48,11 +54,11 @@ export async function openStore(options: OpenStoreOptions): Promise<Store> {
     : readSecretKeyFile(join(options.dataDir, SECRET_KEY_FILE_NAME), true)
   // Loaded on demand, like Postgres: importing the package must not need node:sqlite, so
   // that an old Node reaches the version check (src/node-version.ts) instead of a link error.
-  const { openSqliteStore } = await import('./sqlite.ts')
-  return sealIssuerSecrets(
-    openSqliteStore(path, { externalChangePollMs: options.changePollMs }),
-    box,
-  )
+  const settings = { externalChangePollMs: options.changePollMs }
+  const store = options.offloadWrites
+    ? (await import('./sqlite-writer.ts')).openSqliteWithWriter(path, settings)
+    : (await import('./sqlite.ts')).openSqliteStore(path, settings)
+  return sealIssuerSecrets(store, box)
 }
 
 /**

@@ -51,6 +51,12 @@ export interface SqliteStoreOptions {
    * delivered).
    */
   readonly externalChangePollMs?: number | undefined
+  /**
+   * Deletes change-log entries older than `before` (retention). Default: on this connection;
+   * the write-behind writer thread takes it over (sqlite-writer.ts), so that a delete that
+   * waits for another process's write lock never waits on the event loop.
+   */
+  readonly pruneChangeLog?: ((before: number) => Promise<unknown>) | undefined
 }
 
 /**
@@ -230,7 +236,7 @@ export class SqliteStore implements Store {
           return { entries, lowest: (s.lowestChange.get()?.lowest as number | null) ?? null }
         },
         prune: async (before) => {
-          this.#s().pruneChanges.run(before)
+          await (options.pruneChangeLog ?? ((at: number) => this.pruneChangeLog(at)))(before)
         },
       },
       emit: (change) => this.#emit(change),
@@ -447,6 +453,11 @@ export class SqliteStore implements Store {
     })
     if (changed) await this.#delivered()
     return changed
+  }
+
+  /** Deletes change-log entries older than `before`; how many. */
+  async pruneChangeLog(before: number): Promise<number> {
+    return Number(this.#s().pruneChanges.run(before).changes)
   }
 
   async recordPatUse(uses: ReadonlyMap<string, number>): Promise<void> {

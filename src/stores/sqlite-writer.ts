@@ -1,0 +1,115 @@
+/**
+ * The SQLite writes the request path causes, off the event loop: audit events, PAT last-used
+ * times, usage counts, quota reservations and retention run on a worker thread with a
+ * connection of its own (sqlite-writer-worker.ts), so that a slow fsync or a write lock held
+ * by another process stalls that thread, never a request.
+ *
+ * `node:sqlite` is synchronous: on the main thread every commit (with `synchronous = FULL`, an
+ * fsync of the WAL) blocked every request for its duration. The worker commits exactly as
+ * before (same statements, same durability); the main thread only posts the batch and awaits
+ * the answer. What a power cut can lose is unchanged: what was not yet committed (the
+ * write-behind interval; audit events are also in the audit spool until stored).
+ */
+import { extname } from 'node:path'
+import { Worker } from 'node:worker_threads'
+import { openSqliteStore, type SqliteStoreOptions } from './sqlite.ts'
+import type { Store } from './store.ts'
+
+/** The store methods the worker runs: each takes and returns structured-cloneable values. */
+export const OFFLOADED_WRITES = [
+  'appendAudit',
+  'recordPatUse',
+  'addUsage',
+  'reserveQuota',
+  'releaseQuota',
+  'pruneAudit',
+  'pruneUsage',
+  'pruneChangeLog',
+] as const
+
+type Offloaded = (typeof OFFLOADED_WRITES)[number]
+
+/** A write for the worker, or `settled`: answered once every write sent before it is done. */
+export interface WriterRequest {
+  readonly id: number
+  readonly method: Offloaded | 'settled'
+  readonly args: readonly unknown[]
+}
+
+export type WriterReply =
+  | { readonly id: number; readonly ok: true; readonly value: unknown }
+  | { readonly id: number; readonly ok: false; readonly error: { name: string; message: string } }
+
+/**
+ * The SQLite store at `path` with its write-behind writes sent to a worker thread on the same
+ * database file. The worker starts on the first such write (the database is migrated by
+ * then), and `close()` waits for every write sent before it, then stops the worker.
+ */
+export function openSqliteWithWriter(path: string, options: SqliteStoreOptions = {}): Store {
+  const busyTimeoutMs = options.busyTimeoutMs
+  let worker: Worker | undefined
+  let nextId = 0
+  const pending = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>()
+
+  const start = (): Worker => {
+    const url = new URL(`./sqlite-writer-worker${extname(import.meta.url)}`, import.meta.url)
+    const started = new Worker(url, { workerData: { path, busyTimeoutMs } })
+    // The worker never keeps the process alive; close() settles what is under way.
+    started.unref()
+    started.on('message', (reply: WriterReply) => {
+      const waiting = pending.get(reply.id)
+      if (!waiting) return
+      pending.delete(reply.id)
+      if (reply.ok) waiting.resolve(reply.value)
+      else waiting.reject(Object.assign(new Error(reply.error.message), { name: reply.error.name }))
+    })
+    const fail = (error: Error) => {
+      for (const waiting of pending.values()) waiting.reject(error)
+      pending.clear()
+      worker = undefined
+    }
+    started.on('error', fail)
+    started.on('exit', (code) => {
+      if (pending.size > 0) fail(new Error(`the SQLite writer thread exited (${code})`))
+      worker = undefined
+    })
+    return started
+  }
+
+  const send = (method: WriterRequest['method'], args: readonly unknown[]): Promise<unknown> => {
+    worker ??= start()
+    const id = nextId++
+    const request: WriterRequest = { id, method, args }
+    return new Promise((resolve, reject) => {
+      pending.set(id, { resolve, reject })
+      worker?.postMessage(request)
+    })
+  }
+
+  const store = openSqliteStore(path, {
+    ...options,
+    pruneChangeLog: (before) => send('pruneChangeLog', [before]),
+  })
+  const overrides: Record<string, unknown> = {}
+  for (const method of OFFLOADED_WRITES) {
+    overrides[method] = (...args: unknown[]) => send(method, args)
+  }
+  overrides.close = async () => {
+    const running = worker
+    if (running) {
+      // Every write sent before close() is answered first: messages are handled in order.
+      await send('settled', []).catch(() => {})
+      await running.terminate()
+    }
+    await store.close()
+  }
+  return new Proxy(store, {
+    get(target, property, receiver) {
+      if (typeof property === 'string' && Object.hasOwn(overrides, property)) {
+        return overrides[property]
+      }
+      const value = Reflect.get(target, property, target)
+      return typeof value === 'function' && receiver !== target ? value.bind(target) : value
+    },
+  }) as unknown as Store
+}
