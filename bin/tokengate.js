@@ -31,7 +31,7 @@ if (fromSources) {
 } else {
   // The package's one rule (22.13, node:sqlite), also checked by `import 'tokengate'`.
   await import('../dist/node-version.js')
-  await import('../dist/cli/sqlite-warning.js')
+  await import('../dist/stores/sqlite-warning.js')
 }
 
 // Why: start-up is dominated by loading ~360 modules (our code, Fastify, pino, the store);

@@ -2,6 +2,8 @@
  * The worker thread of sqlite-writer.ts: a connection of its own to the database file, which
  * runs the store's write-behind writes one message at a time, in order.
  */
+// First: the writer thread opens node:sqlite, whose Node 22 warning it does not repeat.
+import './sqlite-warning.ts'
 import { parentPort, workerData } from 'node:worker_threads'
 import { openSqliteStore } from './sqlite.ts'
 import type { WriterReply, WriterRequest } from './sqlite-writer.ts'

@@ -4,7 +4,7 @@ import { test } from 'node:test'
 test("the bin drops Node 22's SQLite ExperimentalWarning and prints every other warning", async () => {
   const printed: string[] = []
   process.on('warning', (warning) => printed.push(warning.message))
-  await import('../../src/cli/sqlite-warning.ts')
+  await import('../../src/stores/sqlite-warning.ts')
   process.emitWarning(
     'SQLite is an experimental feature and might change at any time',
     'ExperimentalWarning',

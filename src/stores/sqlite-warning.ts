@@ -1,8 +1,9 @@
 /**
  * Node 22 marks node:sqlite experimental and says so, two lines on stderr, in every process
  * that opens the embedded store: every CLI command, every worker. tokengate depends on it by
- * design (docs/library.md), so the bin and the workers drop that one warning; every other
- * warning is printed as usual. The library leaves its host process's warnings alone.
+ * design (docs/library.md), so the bin, the workers and the store's writer thread drop that
+ * one warning; every other warning is printed as usual. The library leaves its host
+ * process's warnings alone (the writer thread is tokengate's own).
  */
 const emitWarning = process.emitWarning
 process.emitWarning = function emitUnlessSqlite(this: unknown, warning, ...rest) {
