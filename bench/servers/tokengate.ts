@@ -52,7 +52,6 @@ const running =
         startWorkerPool({
           config: configForWorkers(config, workers),
           count: workers,
-          entry: new URL('../../src/cli/serve-worker.ts', import.meta.url).pathname,
           note: (line) => console.error(line),
         }),
       )

@@ -13,6 +13,8 @@ import cluster, { type Worker } from 'node:cluster'
 import type http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { availableParallelism } from 'node:os'
+import { extname } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import type { Config } from '../config/schema.ts'
 import { listenForMetrics } from './metrics-http.ts'
 
@@ -83,12 +85,17 @@ const DEFAULT_RESTART: RestartPolicy = {
   windowMs: 60_000,
 }
 
+/** serve-worker.ts beside the sources, serve-worker.js in the package (dist/). */
+const SERVE_WORKER_ENTRY = fileURLToPath(
+  new URL(`../serve-worker${extname(import.meta.url)}`, import.meta.url),
+)
+
 export interface WorkerPoolOptions {
   /** The config every worker runs (see `configForWorkers`). */
   readonly config: Readonly<Config>
   readonly count: number
-  /** Module a worker process runs; it calls `runWorker`. */
-  readonly entry: string
+  /** Module a worker process runs; it calls `runWorker`. Default: tokengate's own worker. */
+  readonly entry?: string
   /** Operator messages (a worker replaced, the crash loop). */
   readonly note: (line: string) => void
   /** Workers log to stderr instead of stdout (`serve --json` keeps stdout for its document). */
@@ -121,7 +128,7 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
   const restart = options.restart ?? DEFAULT_RESTART
   const { config } = options
   cluster.setupPrimary({
-    exec: options.entry,
+    exec: options.entry ?? SERVE_WORKER_ENTRY,
     args: [],
     execArgv: withSemiSpaceFlag(process.execArgv),
     serialization: 'advanced',

@@ -1,5 +1,3 @@
-import { extname } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import type { Config } from '../../config/schema.ts'
 import { workerCount } from '../../server/workers.ts'
 import { flag, optionalString } from '../args.ts'
@@ -149,8 +147,6 @@ async function startWorkers(
   const pool = await startWorkerPool({
     config: configForWorkers(config, count),
     count,
-    // serve-worker.ts beside the sources, serve-worker.js in the package (dist/).
-    entry: fileURLToPath(new URL(`../../serve-worker${extname(import.meta.url)}`, import.meta.url)),
     note,
     logToStderr: json,
   })
