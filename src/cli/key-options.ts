@@ -61,15 +61,24 @@ export function rateLimitOption(
   name = 'rate-limit',
 ): RateLimitOverride | undefined {
   const text = optionalString(args, name)
-  if (text === undefined) return undefined
+  return text === undefined ? undefined : parseRate(text, `--${name}`)
+}
+
+/** `N/WINDOW` (`100/1m`, `10/1s`) as a rate limit; `label` names the value in the error. */
+export function parseRate(text: string, label: string): RateLimitOverride {
   const match = RATE.exec(text)
   const windowMs = match ? parseDuration(match[2] as string) : undefined
   if (!match || windowMs === undefined || windowMs % 1000 !== 0) {
     throw new UsageError(
-      `--${name}: '${printable(text)}' is not a rate (expected N/WINDOW, e.g. 100/1m or 10/1s)`,
+      `${label}: '${printable(text)}' is not a rate (expected N/WINDOW, e.g. 100/1m or 10/1s)`,
     )
   }
   return { max: Number(match[1]), windowSec: windowMs / 1000 }
+}
+
+/** A rate limit as `parseRate` reads it back, e.g. `50000/60s`. */
+export function formatRate(rate: RateLimitOverride): string {
+  return `${rate.max}/${rate.windowSec}s`
 }
 
 /** `--quota N [--quota-refill R]`, or undefined when `--quota` is absent. */

@@ -95,19 +95,54 @@ gateway:
     writeFileSync(applyFile, desired(false, 'api2').replace('Acme Corp', 'Acme Renamed'))
     const plan = await cli(['apply', '-f', applyFile, '--dry-run'], { dataDir })
     assert.equal(plan.code, 3, plan.stderr)
+    assert.match(plan.stdout, /^update {4}tenant acme \(rename\)$/m)
     assert.match(plan.stdout, /^update {4}tenant acme \(disable\)$/m)
     assert.match(plan.stdout, /^unchanged tenant beta$/m)
     assert.match(plan.stdout, /^update {4}issuer https:\/\/login.example.com\/ \(replace\)$/m)
-    assert.match(plan.stdout, /Dry run: 2 change\(s\) planned, nothing applied\./)
-    assert.doesNotMatch(plan.stdout, /Renamed/)
+    assert.match(plan.stdout, /Dry run: 3 change\(s\) planned, nothing applied\./)
 
     const applied = await cliJson<Plan>(['apply', '-f', applyFile], { dataDir })
-    assert.equal(applied.changes.filter((c) => c.action === 'update').length, 2)
-    assert.match(applied.changes.find((c) => c.id === 'acme')?.note ?? '', /disable/)
+    assert.equal(applied.changes.filter((c) => c.action === 'update').length, 3)
     await withDataStore(dataDir, async (store) => {
-      assert.equal((await store.findTenant('acme'))?.enabled, false)
+      const acme = await store.findTenant('acme')
+      assert.equal(acme?.enabled, false)
+      assert.equal(acme?.name, 'Acme Renamed')
+      const audit = await store.listAudit('acme', { limit: 10 })
+      const renamed = audit.items.find((e) => e.type === 'tenant.updated')
+      assert.deepEqual(renamed?.details, {
+        before: { name: 'Acme Corp' },
+        after: { name: 'Acme Renamed' },
+      })
       assert.deepEqual((await store.listIssuers())[0]?.audiences, ['api2'])
     })
+  })
+
+  it("a tenant's own rate limit: set, kept, back to the default; a name not stated is left alone", async () => {
+    writeFileSync(applyFile, 'tenants:\n  - id: beta\n    rateLimit: 50000/1m\n')
+    const set = await cliJson<Plan>(['apply', '-f', applyFile], { dataDir })
+    assert.deepEqual(set.changes, [
+      {
+        kind: 'tenant',
+        id: 'beta',
+        action: 'update',
+        note: 'rate limit 50000/60s',
+        command: ['tenant', 'edit', 'beta', '--rate-limit', '50000/60s'],
+      },
+    ])
+    const stored = () => withDataStore(dataDir, (store) => store.findTenant('beta'))
+    assert.deepEqual((await stored())?.rateLimit, { max: 50000, windowSec: 60 })
+    // The same rate in another spelling is no change.
+    writeFileSync(applyFile, 'tenants:\n  - id: beta\n    rateLimit: 50000/60s\n')
+    const again = await cli(['apply', '-f', applyFile, '--dry-run'], { dataDir })
+    assert.equal(again.code, 0, again.stdout)
+    // Not stated: left as it is.
+    writeFileSync(applyFile, 'tenants:\n  - id: beta\n')
+    assert.equal((await cli(['apply', '-f', applyFile, '--dry-run'], { dataDir })).code, 0)
+    writeFileSync(applyFile, 'tenants:\n  - id: beta\n    rateLimit: default\n')
+    const cleared = await cliJson<Plan>(['apply', '-f', applyFile], { dataDir })
+    assert.equal(cleared.changes[0]?.note, 'default rate limit')
+    assert.equal((await stored())?.rateLimit ?? null, null)
+    assert.equal((await stored())?.name, 'beta')
   })
 
   it('a tenant missing from the file is left alone (no pruning)', async () => {
@@ -126,6 +161,14 @@ gateway:
       [
         'tenants:\n  - id: x\n    colour: red\n',
         /tokengate\.yaml:2:5: tenants\[0\]: unknown key colour/,
+      ],
+      [
+        'tenants:\n  - id: x\n    rateLimit: lots\n',
+        /tokengate\.yaml:2:5: tenants\[0\]\.rateLimit: 'lots' is not a rate \(expected N\/WINDOW, e\.g\. 100\/1m or 10\/1s\) or default/,
+      ],
+      [
+        'tenants:\n  - id: x\n    rateLimit: 0/1m\n',
+        /tokengate\.yaml:2:5: tenants\[0\]\.rateLimit: '0\/1m' is not a rate/,
       ],
       [
         'issuers:\n  - issuer: https://x.example/\n    audience: api\n',
@@ -271,6 +314,7 @@ describe('tokengate export, then apply; apply --prune', () => {
       ['tenant', 'create', 'acme', '--name', 'Acme Corp'],
       ['tenant', 'create', 'beta'],
       ['tenant', 'disable', 'beta'],
+      ['tenant', 'edit', 'acme', '--rate-limit', '500/1m'],
       [
         'issuer',
         'add',
@@ -324,6 +368,7 @@ describe('tokengate export, then apply; apply --prune', () => {
     assert.match(exported.stdout, /Shared secret not exported.*hmac\.example/)
     const text = readFileSync(join(out, 'tokengate.yaml'), 'utf8')
     assert.match(text, /subject: ci/)
+    assert.match(text, /rateLimit: 500\/60s/)
     for (const name of readdirSync(join(out, 'keys'))) {
       assert.doesNotMatch(readFileSync(join(out, 'keys', name), 'utf8'), /shared-secret/)
     }

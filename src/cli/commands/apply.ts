@@ -1,7 +1,7 @@
 /**
  * `tokengate apply -f FILE`: tenants, issuers and the gateway policy from one declarative
  * file, applied idempotently. Every entry is checked by the rules of the command an operator
- * would type (`tenant create|enable|disable`, `issuer add|remove`), and every change runs that
+ * would type (`tenant create|enable|disable|edit`, `issuer add|remove`), and every change runs that
  * command's operation, so their audit events are the ones applied; the file only says which
  * of them to run. All of them run in one store transaction: a store that fails or goes away
  * mid-way leaves nothing applied. Without --prune nothing absent from the file is touched.
@@ -16,8 +16,9 @@ import type { OperationDeps } from '../../auth/operations.ts'
 import { parsePolicy } from '../../auth/policy/policy.ts'
 import { GATEWAY_POLICY } from '../../auth/policy/reload.ts'
 import { removeStoredPolicy, storePolicy } from '../../auth/policy-operations.ts'
-import { createTenant, setTenantEnabled } from '../../auth/tenant-operations.ts'
+import { createTenant, editTenant, setTenantEnabled } from '../../auth/tenant-operations.ts'
 import { MAX_TENANT_NAME_LENGTH } from '../../core/operator-text.ts'
+import type { RateLimitOverride } from '../../core/ports.ts'
 import type { StoredIssuer } from '../../stores/store.ts'
 import { flag, optionalString, parseCommandArgs } from '../args.ts'
 import {
@@ -29,6 +30,7 @@ import {
   withStore,
 } from '../context.ts'
 import { CommandFailure, UsageError } from '../errors.ts'
+import { formatRate, parseRate } from '../key-options.ts'
 import { checkTenantId, checkText } from '../validate.ts'
 import { issuerCommands, readIssuerConfig } from './issuer.ts'
 import { tenantCommands } from './tenant.ts'
@@ -53,8 +55,17 @@ interface Located<T> {
   readonly value: T
 }
 
+/** A tenant as the file states it; `name` and `rateLimit` undefined: not stated, left alone. */
+interface DesiredTenant {
+  readonly id: string
+  readonly name: string | undefined
+  readonly enabled: boolean
+  /** null: back to `rateLimit.perTenant` (the file says `rateLimit: default`). */
+  readonly rateLimit: RateLimitOverride | null | undefined
+}
+
 interface DesiredState {
-  readonly tenants: readonly Located<{ id: string; name: string; enabled: boolean }>[]
+  readonly tenants: readonly Located<DesiredTenant>[]
   readonly issuers: readonly Located<readonly string[]>[]
   /** `file` undefined: the policy goes to the store (`gateway.policyStore`). */
   readonly policy?:
@@ -73,7 +84,7 @@ const apply: CommandDef = {
   summary: 'Apply tenants, issuers and the gateway policy from a declarative file',
   synopsis: '-f FILE [--dry-run]',
   description:
-    "FILE (YAML or JSON) lists tenants, issuers (keys are the options of issuer add) and the\ngateway policy. Each change does what the matching tenant/issuer command does; applying the\nsame file twice changes nothing. Objects missing from the file are left alone (see --prune).\nEvery entry and reference is checked before the first write, and all changes are made in one\ntransaction: if any fails, none is applied. Files it names (key files, policyFile) must lie\ninside FILE's directory. --dry-run prints the plan (create / update / unchanged), changes\nnothing, and exits 3 when changes are pending (0 when none). After a policy change, send\nSIGHUP to the server to reload it.",
+    "FILE (YAML or JSON) lists tenants (id, name, enabled, rateLimit), issuers (keys are the options\nof issuer add) and the gateway policy. Each change does what the matching tenant/issuer command does; applying the\nsame file twice changes nothing. Objects missing from the file are left alone (see --prune).\nEvery entry and reference is checked before the first write, and all changes are made in one\ntransaction: if any fails, none is applied. Files it names (key files, policyFile) must lie\ninside FILE's directory. --dry-run prints the plan (create / update / unchanged), changes\nnothing, and exits 3 when changes are pending (0 when none). After a policy change, send\nSIGHUP to the server to reload it.",
   options: {
     file: { type: 'string', short: 'f', value: 'FILE', description: 'The declarative file.' },
     'dry-run': { type: 'boolean', description: 'Print the plan; change nothing.' },
@@ -179,14 +190,37 @@ async function readDesired(file: string): Promise<DesiredState> {
     const value = (node as { toJSON(): unknown }).toJSON() as Record<string, unknown>
     if (!isMap(node)) fail(node, `tenants[${i}]: expected a mapping with id`)
     for (const key of Object.keys(value)) {
-      if (!['id', 'name', 'enabled'].includes(key)) fail(node, `tenants[${i}]: unknown key ${key}`)
+      if (!['id', 'name', 'enabled', 'rateLimit'].includes(key)) {
+        fail(node, `tenants[${i}]: unknown key ${key}`)
+      }
     }
     if (typeof value.id !== 'string') return fail(node, `tenants[${i}].id: required`)
+    if (value.name !== undefined && typeof value.name !== 'string') {
+      fail(node, `tenants[${i}].name: expected a string`)
+    }
     if (value.enabled !== undefined && typeof value.enabled !== 'boolean') {
       fail(node, `tenants[${i}].enabled: must be true or false`)
     }
-    const name = typeof value.name === 'string' ? value.name : value.id
-    return { at, value: { id: value.id, name, enabled: value.enabled !== false } }
+    let rateLimit: RateLimitOverride | null | undefined
+    if (value.rateLimit === 'default') rateLimit = null
+    else if (typeof value.rateLimit === 'string') {
+      try {
+        rateLimit = parseRate(value.rateLimit, `tenants[${i}].rateLimit`)
+      } catch (error) {
+        fail(node, `${(error as Error).message} or default`)
+      }
+    } else if (value.rateLimit !== undefined) {
+      fail(node, `tenants[${i}].rateLimit: expected N/WINDOW (e.g. 50000/1m) or default`)
+    }
+    return {
+      at,
+      value: {
+        id: value.id,
+        name: value.name as string | undefined,
+        enabled: value.enabled !== false,
+        rateLimit,
+      },
+    }
   })
 
   const issuers = list('issuers').map((node, i) => {
@@ -264,7 +298,7 @@ async function plan(ctx: CommandContext, desired: DesiredState, prune: boolean):
   for (const { at, value } of desired.tenants) {
     try {
       checkTenantId(value.id, 'id')
-      checkText(value.name, 'name', MAX_TENANT_NAME_LENGTH)
+      if (value.name !== undefined) checkText(value.name, 'name', MAX_TENANT_NAME_LENGTH)
     } catch (error) {
       throw new CommandFailure(`${at}: ${(error as Error).message}`)
     }
@@ -291,20 +325,28 @@ async function plan(ctx: CommandContext, desired: DesiredState, prune: boolean):
   for (const { value } of desired.tenants) {
     const existing = tenants.find((t) => t.id === value.id)
     if (!existing) {
+      const name = value.name ?? value.id
       changes.push({
         kind: 'tenant',
         id: value.id,
         action: 'create',
-        command: ['tenant', 'create', value.id, '--name', value.name],
-        run: (deps) => createTenant(deps, { id: value.id, name: value.name }),
+        command: ['tenant', 'create', value.id, '--name', name],
+        run: (deps) => createTenant(deps, { id: value.id, name }),
       })
+      if (value.rateLimit) changes.push(tenantEdit(value.id, { rateLimit: value.rateLimit }))
       if (!value.enabled) changes.push(tenantSwitch(value.id, false))
       continue
     }
-    const note = existing.name === value.name ? undefined : 'name differs; apply does not rename'
-    if (existing.enabled === value.enabled) {
-      changes.push({ kind: 'tenant', id: value.id, action: 'unchanged', ...(note ? { note } : {}) })
-    } else changes.push(tenantSwitch(value.id, value.enabled))
+    const edit = {
+      ...(value.name !== undefined && value.name !== existing.name ? { name: value.name } : {}),
+      ...(value.rateLimit !== undefined && !sameRate(value.rateLimit, existing.rateLimit ?? null)
+        ? { rateLimit: value.rateLimit }
+        : {}),
+    }
+    const edited = Object.keys(edit).length > 0
+    if (edited) changes.push(tenantEdit(value.id, edit))
+    if (existing.enabled !== value.enabled) changes.push(tenantSwitch(value.id, value.enabled))
+    else if (!edited) changes.push({ kind: 'tenant', id: value.id, action: 'unchanged' })
   }
   for (const { argv, config } of issuerArgs) {
     const existing = issuers.find((i) => i.issuer === config.issuer)
@@ -378,6 +420,38 @@ async function plan(ctx: CommandContext, desired: DesiredState, prune: boolean):
     }
   }
   return changes
+}
+
+/** `tenant edit`: a new name, or the tenant's own rate limit (null: the default again). */
+function tenantEdit(
+  id: string,
+  edit: { readonly name?: string; readonly rateLimit?: RateLimitOverride | null },
+): Change {
+  const command = ['tenant', 'edit', id]
+  const notes: string[] = []
+  if (edit.name !== undefined) {
+    command.push('--name', edit.name)
+    notes.push('rename')
+  }
+  if (edit.rateLimit === null) {
+    command.push('--clear-rate-limit')
+    notes.push('default rate limit')
+  } else if (edit.rateLimit !== undefined) {
+    command.push('--rate-limit', formatRate(edit.rateLimit))
+    notes.push(`rate limit ${formatRate(edit.rateLimit)}`)
+  }
+  return {
+    kind: 'tenant',
+    id,
+    action: 'update',
+    note: notes.join(', '),
+    command,
+    run: (deps) => editTenant(deps, id, edit),
+  }
+}
+
+function sameRate(a: RateLimitOverride | null, b: RateLimitOverride | null): boolean {
+  return a === b || (a !== null && b !== null && a.max === b.max && a.windowSec === b.windowSec)
 }
 
 function tenantSwitch(id: string, enabled: boolean): Change {

@@ -14,6 +14,7 @@ import type { IssuerConfig } from '../../core/issuer.ts'
 import type { Store } from '../../stores/store.ts'
 import { requiredString } from '../args.ts'
 import { ADMIN_OVERRIDES, type CommandDef, withStore } from '../context.ts'
+import { formatRate } from '../key-options.ts'
 import { isoTime } from '../output.ts'
 
 const exportCommand: CommandDef = {
@@ -87,7 +88,12 @@ async function collect(store: Store) {
   }
   const stored = await store.getPolicy(GATEWAY_POLICY)
   return {
-    tenants: tenants.map((t) => ({ id: t.id, name: t.name, enabled: t.enabled })),
+    tenants: tenants.map((t) => ({
+      id: t.id,
+      name: t.name,
+      enabled: t.enabled,
+      ...(t.rateLimit ? { rateLimit: formatRate(t.rateLimit) } : {}),
+    })),
     issuers: await store.listIssuers(),
     policy: stored ? (parse(stored.text) as unknown) : undefined,
     keys,

@@ -18,7 +18,13 @@ import {
   withStore,
 } from '../context.ts'
 import { UsageError } from '../errors.ts'
-import { editedField, rateLimitOption, USAGE_OPTIONS, usageRangeOption } from '../key-options.ts'
+import {
+  editedField,
+  formatRate,
+  rateLimitOption,
+  USAGE_OPTIONS,
+  usageRangeOption,
+} from '../key-options.ts'
 import { formatTime } from '../output.ts'
 import { printUsage } from '../usage-output.ts'
 import { checkTenantId, checkText, printable } from '../validate.ts'
@@ -62,7 +68,7 @@ const list: CommandDef = {
         t.id,
         t.name,
         t.enabled ? 'enabled' : 'disabled',
-        t.rateLimit ? `${t.rateLimit.max}/${t.rateLimit.windowSec}s` : 'default',
+        t.rateLimit ? formatRate(t.rateLimit) : 'default',
         formatTime(t.createdAt),
       ]),
     )
