@@ -174,14 +174,19 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
   'startup.ts': ['config', 'stores', 'auth/redis-client.ts'],
   // Process entries: the CLI with the server it may start; a worker of `server.workers`.
   'entry.ts': ['cli', 'main.ts'],
-  'serve-worker.ts': ['main.ts', 'server'],
+  // Silences node:sqlite's experimental warning first, as the bin does for the primary.
+  'serve-worker.ts': ['stores/sqlite-warning.ts', 'main.ts', 'server'],
 }
 
-/** Static imports without `import type` / `export type` (those vanish at run time). */
+/**
+ * Static imports without `import type` / `export type` (those vanish at run time), side-effect
+ * imports included.
+ */
 function valueImportsOf(source: string): string[] {
   const code = stripComments(source)
   return [
     ...code.matchAll(/\b(?:import|export)\s+(?!type\b)[^'"`;]*?\bfrom\s*['"]([^'"]+)['"]/g),
+    ...code.matchAll(/\bimport\s*['"]([^'"]+)['"]/g),
     ...code.matchAll(/\bimport\s*\(\s*['"`]([^'"`]+)['"`]\s*\)/g),
   ].map((match) => match[1] as string)
 }
