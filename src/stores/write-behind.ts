@@ -205,11 +205,15 @@ export function createAuditWriter(
     async () => {
       // What the spool holds now is in the queue: once the queue is drained it is stored.
       spool?.seal()
-      while (queue.length > 0) {
-        const batch = queue.slice(0, maxBatch)
+      // Only what was queued when the flush began (the sealed segment's events): under a
+      // steady stream, draining until empty meant one small commit per round trip to the store.
+      let due = queue.length
+      while (due > 0) {
+        const batch = queue.slice(0, Math.min(maxBatch, due))
         await store.appendAudit(batch, appendOptions)
         // Only this loop removes from the head; writes during the await were appended.
         queue.splice(0, batch.length)
+        due -= batch.length
       }
       spool?.release()
       if (droppedUnreported > 0) {

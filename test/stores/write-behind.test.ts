@@ -306,6 +306,39 @@ describe('audit writer', () => {
     assert.equal(store.audits[0]?.length, 3)
   })
 
+  it('a flush writes what was queued when it began; events written meanwhile wait for the next', async () => {
+    // A store whose commit takes a while (a writer thread, a network round trip): a steady
+    // stream must not turn one flush into a commit per round trip.
+    const store = recordingStore()
+    let inFlight = 0
+    const slow = {
+      async appendAudit(events: readonly StoredAuditEvent[], options?: AppendAuditOptions) {
+        inFlight++
+        await new Promise((resolve) => setTimeout(resolve, 5))
+        inFlight--
+        return store.appendAudit(events, options)
+      },
+    }
+    const writer = createAuditWriter(slow, { flushIntervalMs: 0 })
+    writer.write(input(0))
+    writer.write(input(1))
+    const flushed = writer.flush()
+    await settle()
+    assert.equal(inFlight, 1)
+    writer.write(input(2))
+    await flushed
+    assert.deepEqual(
+      store.audits.map((batch) => batch.map((e) => e.details.n)),
+      [[0, 1]],
+    )
+    assert.equal(writer.stats().queued, 1)
+    await writer.flush()
+    assert.deepEqual(
+      store.audits.map((batch) => batch.map((e) => e.details.n)),
+      [[0, 1], [2]],
+    )
+  })
+
   it('a failed flush loses nothing: the next one writes everything, in order', async () => {
     const store = recordingStore()
     const errors: unknown[] = []
