@@ -4,7 +4,7 @@
  * CPU µs per request and the profile's self time of the loaded window, by file and by function.
  *
  * Usage: node bench/profile.ts <tokengate|library|noauth|naive|fastify-jwt>
- *          <pat|jwt|jwt-distinct|garbage|badsum|403|wrong-tenant> [--duration S] [--top N]
+ *          <pat|pat-distinct|jwt|jwt-distinct|garbage|badsum|403|wrong-tenant> [--duration S] [--top N]
  *          [--interval US] [--keep] [--against CASE]
  *        node bench/profile.ts <gateway|undici-proxy|fastify-undici-proxy> proxy [...]
  * (gateway mode: the proxy on CPU 0, its upstream on CPU 1 beside wrk.)
@@ -77,6 +77,8 @@ const jwt = (token: string, tenant = BENCH_TENANT) => ({ ...bearer(token), 'x-te
 type ProfiledCase = Pick<LoadRequest, 'path' | 'headers' | 'pool'>
 const cases: Record<string, ProfiledCase> = {
   pat: { path: '/api/v1/me', headers: bearer(fixtures.patSingle) },
+  // wrk rotates through the fixtures' 10,000 PATs (the load table's "PAT distinct").
+  'pat-distinct': { path: '/api/v1/me', headers: {}, pool: { file: fixtures.patPoolFile } },
   jwt: { path: '/api/v1/me', headers: jwt(fixtures.algs.RS256.single) },
   // wrk rotates through 10,000 RS256 tokens: every request misses the verified-token cache.
   'jwt-distinct': {
