@@ -23,6 +23,8 @@ export interface UsageWriterOptions {
   /** Minutes of counts kept while the store fails. Default 60. */
   readonly maxPendingMinutes?: number | undefined
   readonly onError?: FlushErrorHandler | undefined
+  /** Subjects per `addUsage` call (three rows each). Default 5,000. */
+  readonly subjectsPerWrite?: number | undefined
 }
 
 export interface UsageWriter {
@@ -133,18 +135,51 @@ export function createUsageWriter(
     if (key) key[outcome] += by
   }
 
+  const subjectsPerWrite = options.subjectsPerWrite ?? 5_000
+  /** Counts of `minute` from its `skip`-th subject on go back into the pending ones. */
+  const putBack = (minute: Minute, skip: number) => {
+    const into = minuteAt(minute.start)
+    let i = 0
+    for (const [scope, id, counts] of subjectsOf(minute)) {
+      if (i++ < skip) continue
+      if (scope === 'all') add(into.all, counts)
+      else {
+        const map = scope === 'key' ? into.keys : into.tenants
+        const target = map.get(id)
+        if (target) add(target, counts)
+        else map.set(id, counts)
+      }
+    }
+  }
+
+  // A slice of subjects per write, one minute at a time: with many keys, rows for all of them
+  // at once were hundreds of thousands of objects that outlived the young generation.
   const runner = createFlushRunner(
     async () => {
       if (minutes.size === 0) return
-      const batch = minutes
+      const batch = [...minutes.values()]
       minutes = new Map()
       current = undefined
-      try {
-        await store.addUsage(rowsOf(batch))
-      } catch (error) {
-        // Back into the pending counts, merged with what was counted meanwhile.
-        for (const minute of batch.values()) merge(minuteAt(minute.start), minute)
-        throw error
+      for (const [i, minute] of batch.entries()) {
+        let stored = 0
+        try {
+          let rows: UsageRow[] = []
+          for (const [scope, id, counts] of subjectsOf(minute)) {
+            pushRows(rows, scope, id, counts, minute.start)
+            if (rows.length === subjectsPerWrite * BUCKETS.length) {
+              await store.addUsage(rows)
+              stored += subjectsPerWrite
+              rows = []
+            }
+          }
+          if (rows.length > 0) await store.addUsage(rows)
+        } catch (error) {
+          // Back into the pending counts (merged with what was counted meanwhile): what this
+          // flush did not store, and only that.
+          putBack(minute, stored)
+          for (const later of batch.slice(i + 1)) putBack(later, 0)
+          throw error
+        }
       }
     },
     options.flushIntervalMs ?? 5000,
@@ -160,18 +195,11 @@ export function createUsageWriter(
   }
 }
 
-function merge(into: Minute, from: Minute): void {
-  add(into.all, from.all)
-  for (const [map, source] of [
-    [into.keys, from.keys],
-    [into.tenants, from.tenants],
-  ] as const) {
-    for (const [id, counts] of source) {
-      const target = map.get(id)
-      if (target) add(target, counts)
-      else map.set(id, counts)
-    }
-  }
+/** A minute's subjects in a fixed order: the total, then tenants, then keys. */
+function* subjectsOf(minute: Minute): Generator<[UsageScope, string, Cell]> {
+  yield ['all', '', minute.all]
+  for (const [id, counts] of minute.tenants) yield ['tenant', id, counts]
+  for (const [id, counts] of minute.keys) yield ['key', id, counts]
 }
 
 function add(into: Cell, from: Cell): void {
@@ -181,34 +209,30 @@ function add(into: Cell, from: Cell): void {
   into.limited += from.limited
 }
 
-/** The rows for the store: every subject's minute, hour and day bucket, each bucket once. */
-function rowsOf(minutes: ReadonlyMap<number, Minute>): UsageRow[] {
-  const rows = new Map<string, UsageRow & Cell>()
-  const put = (scope: UsageScope, subject: string, counts: Cell, start: number) => {
-    for (const [resolution, length] of BUCKETS) {
-      const bucketStart = Math.floor(start / length) * length
-      const id = `${scope}\n${subject}\n${resolution}\n${bucketStart}`
-      const row = rows.get(id)
-      if (row) add(row, counts)
-      else {
-        rows.set(id, {
-          scope,
-          subject,
-          resolution,
-          bucketStart,
-          tenantId: scope === 'key' ? counts.tenantId : null,
-          allowed: counts.allowed,
-          unauthorized: counts.unauthorized,
-          forbidden: counts.forbidden,
-          limited: counts.limited,
-        })
-      }
-    }
+/**
+ * A subject's minute, hour and day rows for one minute's counts. Within one minute each bucket
+ * appears once (a store may add a whole write in one statement); the same hour or day of two
+ * minutes goes in two writes and is added up by the store.
+ */
+function pushRows(
+  rows: UsageRow[],
+  scope: UsageScope,
+  subject: string,
+  counts: Cell,
+  start: number,
+) {
+  const tenantId = scope === 'key' ? counts.tenantId : null
+  for (const [resolution, length] of BUCKETS) {
+    rows.push({
+      scope,
+      subject,
+      resolution,
+      bucketStart: Math.floor(start / length) * length,
+      tenantId,
+      allowed: counts.allowed,
+      unauthorized: counts.unauthorized,
+      forbidden: counts.forbidden,
+      limited: counts.limited,
+    })
   }
-  for (const minute of minutes.values()) {
-    put('all', '', minute.all, minute.start)
-    for (const [id, counts] of minute.tenants) put('tenant', id, counts, minute.start)
-    for (const [id, counts] of minute.keys) put('key', id, counts, minute.start)
-  }
-  return [...rows.values()]
 }

@@ -88,6 +88,48 @@ describe('usage write-behind and reads (SQLite store)', () => {
     assert.equal(rows.length, 1, 'nothing left to write')
   })
 
+  it('many keys are written a slice at a time; a failing slice puts back only what was not stored', async () => {
+    const clock = testClock(T + 3_600_000 * 7)
+    const writes: UsageRow[][] = []
+    let failAt = 2 // the third write fails once
+    const usage = createUsageWriter(
+      {
+        addUsage: async (rows) => {
+          if (writes.length === failAt) {
+            failAt = -1
+            throw new Error('down')
+          }
+          writes.push([...rows])
+        },
+      },
+      { clock, flushIntervalMs: 0, subjectsPerWrite: 4 },
+    )
+    // 1 total + 1 tenant + 10 keys = 12 subjects: slices of 4, 4, 4.
+    for (let i = 0; i < 10; i++) usage.count('allowed', 't', `k${i}`)
+    await assert.rejects(usage.flush(), /down/)
+    assert.deepEqual(
+      writes.map((rows) => rows.length),
+      [12, 12],
+      'slices of four subjects, three rows each',
+    )
+    usage.count('allowed', 't', 'k9')
+    await usage.flush()
+    // The new minute's total, tenant and k9, then k6–k8 put back: six subjects, two slices.
+    assert.equal(writes.length, 4)
+    const allowed = (scope: string, subject: string) =>
+      writes
+        .flat()
+        .filter((r) => r.scope === scope && r.subject === subject && r.resolution === 'minute')
+        .reduce((sum, r) => sum + r.allowed, 0)
+    // Each request counted exactly once across the writes: none lost, none written twice.
+    assert.equal(allowed('all', ''), 11)
+    assert.equal(allowed('tenant', 't'), 11)
+    for (let i = 0; i < 9; i++) assert.equal(allowed('key', `k${i}`), 1, `k${i}`)
+    assert.equal(allowed('key', 'k9'), 2)
+    await usage.flush()
+    assert.equal(writes.length, 4, 'nothing left to write')
+  })
+
   it('uncount takes a request back (allowed, then refused by a route)', async () => {
     const clock = testClock(T + 3_600_000 * 9)
     const usage = createUsageWriter(store, { clock, flushIntervalMs: 0 })
