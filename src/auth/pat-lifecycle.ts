@@ -261,7 +261,10 @@ export interface PatEdited {
   readonly changed: boolean
 }
 
-type EditDeps = PatOperationDeps & { readonly store: OperationDeps['store'] & QuotaStore }
+/** `resetQuota` only for `resetQuotaUsage` (apply edits keys inside a transaction without it). */
+type EditDeps = PatOperationDeps & {
+  readonly store: OperationDeps['store'] & Partial<Pick<QuotaStore, 'resetQuota'>>
+}
 
 /**
  * Edits a key (name, permissions, expiry within the lifetime policy, rate limit, quota,
@@ -310,6 +313,7 @@ export async function editTenantPat(
   if (reset && quota) {
     // The count goes first, then the key: the key's change (a new `resetAt`) is what makes
     // every instance drop the uses it had reserved under the old count.
+    if (!deps.store.resetQuota) throw new Error('bug: resetting quota usage needs the quota store')
     await deps.store.resetQuota(quota.counter)
     changes.quota = { ...quota, resetAt: now }
   }

@@ -359,6 +359,24 @@ describe('tokengate export, then apply; apply --prune', () => {
       ],
       ['policy', 'set', join(work, 'policy.yaml')],
       ['pat', 'issue', '--tenant', 'acme', '--subject', 'ci', '--permission', 'tokens:read'],
+      [
+        'pat',
+        'issue',
+        '--tenant',
+        'acme',
+        '--subject',
+        'billing',
+        '--rate-limit',
+        '10/1s',
+        '--quota',
+        '1000',
+        '--quota-refill',
+        'monthly',
+        '--metadata',
+        '{"plan":"pro"}',
+        '--external-id',
+        'cus_1',
+      ],
     ]) {
       const result = await cli(args, { dataDir })
       assert.equal(result.code, 0, `${args.join(' ')}: ${result.stderr}`)
@@ -369,6 +387,9 @@ describe('tokengate export, then apply; apply --prune', () => {
     const text = readFileSync(join(out, 'tokengate.yaml'), 'utf8')
     assert.match(text, /subject: ci/)
     assert.match(text, /rateLimit: 500\/60s/)
+    assert.match(text, /rateLimit: 10\/1s/)
+    assert.match(text, /quota:\n\s+limit: 1000\n\s+refill: monthly/)
+    assert.match(text, /externalId: cus_1/)
     for (const name of readdirSync(join(out, 'keys'))) {
       assert.doesNotMatch(readFileSync(join(out, 'keys', name), 'utf8'), /shared-secret/)
     }
@@ -387,7 +408,8 @@ describe('tokengate export, then apply; apply --prune', () => {
       changes.every((c) => c.action === 'unchanged'),
       plan.stdout,
     )
-    assert.equal(changes.length, 6)
+    // Two tenants, three issuers, the policy and two keys.
+    assert.equal(changes.length, 8)
   })
 
   it('--prune --dry-run shows what goes; --prune disables, removes, and keeps what is listed', async () => {
@@ -420,5 +442,126 @@ describe('tokengate export, then apply; apply --prune', () => {
     })
     const again = await cli(['apply', '-f', file, '--prune', '--dry-run'], { dataDir })
     assert.equal(again.code, 0, again.stdout)
+  })
+})
+
+describe("tokengate apply: existing keys' settings", () => {
+  const data = tempDataDir()
+  const dataDir = data.dir
+  after(() => data.cleanup())
+  const file = join(dataDir, 'keys.yaml')
+
+  const issue = async (subject: string) => {
+    const issued = await cliJson<{ id: string }>(
+      ['pat', 'issue', '--tenant', 'acme', '--subject', subject, '--permission', 'tokens:read'],
+      { dataDir },
+    )
+    return issued.id
+  }
+
+  it('edits what the file states, through pat edit and pat disable (audited); again: unchanged', async () => {
+    assert.equal((await cli(['tenant', 'create', 'acme'], { dataDir })).code, 0)
+    const id = await issue('ci')
+    writeFileSync(
+      file,
+      `keys:
+  - id: ${id}
+    tenant: acme
+    subject: ci
+    name: deploys
+    permissions: [tokens:read, audit:read]
+    rateLimit: 100/1m
+    quota: { limit: 5000, refill: 12h }
+    metadata: { plan: pro }
+    externalId: cus_42
+    enabled: false
+`,
+    )
+    const plan = await cli(['apply', '-f', file, '--dry-run'], { dataDir })
+    assert.equal(plan.code, 3, plan.stderr)
+    assert.match(
+      plan.stdout,
+      new RegExp(
+        `^update {4}key ${id} \\(rename, permissions, rate limit 100/60s, quota 5000 43200s, metadata, external id\\)$`,
+        'm',
+      ),
+    )
+    assert.match(plan.stdout, new RegExp(`^update {4}key ${id} \\(disable\\)$`, 'm'))
+    const applied = await cli(['apply', '-f', file], { dataDir })
+    assert.equal(applied.code, 0, applied.stderr)
+    await withDataStore(dataDir, async (store) => {
+      const key = await store.getPat(id)
+      assert.equal(key?.name, 'deploys')
+      assert.deepEqual([...(key?.permissions ?? [])].sort(), ['audit:read', 'tokens:read'])
+      assert.deepEqual(key?.rateLimit, { max: 100, windowSec: 60 })
+      assert.equal(key?.quota?.limit, 5000)
+      assert.equal(key?.quota?.refill, 'interval')
+      assert.equal(key?.quota?.intervalSec, 43_200)
+      assert.deepEqual(key?.metadata, { plan: 'pro' })
+      assert.equal(key?.externalId, 'cus_42')
+      assert.notEqual(key?.disabledAt ?? null, null)
+      const audit = await store.listAudit('acme', { limit: 20 })
+      assert.ok(audit.items.some((e) => e.type === 'pat.updated'))
+      assert.ok(audit.items.some((e) => e.type === 'pat.disabled'))
+    })
+    const again = await cli(['apply', '-f', file, '--dry-run'], { dataDir })
+    assert.equal(again.code, 0, again.stdout)
+    assert.match(again.stdout, new RegExp(`^unchanged key ${id}$`, 'm'))
+
+    // Cleared back, enabled again; fields not stated are left alone.
+    writeFileSync(
+      file,
+      `keys:\n  - id: ${id}\n    rateLimit: default\n    quota: none\n    metadata: null\n    externalId: null\n    enabled: true\n`,
+    )
+    assert.equal((await cli(['apply', '-f', file], { dataDir })).code, 0)
+    await withDataStore(dataDir, async (store) => {
+      const key = await store.getPat(id)
+      assert.equal(key?.rateLimit ?? null, null)
+      assert.equal(key?.quota ?? null, null)
+      assert.equal(key?.metadata ?? null, null)
+      assert.equal(key?.externalId ?? null, null)
+      assert.equal(key?.disabledAt ?? null, null)
+      assert.equal(key?.name, 'deploys')
+    })
+  })
+
+  it('refuses before any write: an unknown key, a key described differently, a revoked key, a bad value', async () => {
+    const id = await issue('other')
+    const revoked = await issue('gone')
+    assert.equal((await cli(['pat', 'revoke', revoked], { dataDir })).code, 0)
+    const cases: [string, RegExp][] = [
+      [
+        'keys:\n  - id: tok_doesnotexist000000\n    name: x\n',
+        /keys\.yaml:2:5: keys\[0\]: no key tok_doesnotexist000000 \(apply never creates keys: issue one with pat issue\)/,
+      ],
+      [
+        `keys:\n  - id: ${id}\n    tenant: beta\n    name: x\n`,
+        /keys\[0\]: tenant is "beta" in the file but "acme" for tok_.*; apply does not change it/,
+      ],
+      [
+        `keys:\n  - id: ${id}\n    expiresAt: "2099-01-01T00:00:00.000Z"\n`,
+        /keys\[0\]: expiresAt is .* apply does not change it \(use pat edit --expires-at\)/,
+      ],
+      [`keys:\n  - id: ${revoked}\n    name: x\n`, /is revoked; a revoked key cannot be changed/],
+      [`keys:\n  - id: ${id}\n    rateLimit: lots\n`, /keys\[0\]: rateLimit: 'lots' is not a rate/],
+      [`keys:\n  - id: ${id}\n    colour: red\n`, /keys\[0\]: unknown key colour/],
+      [
+        // The second entry is refused: the first, valid, is not applied either.
+        `keys:\n  - id: ${id}\n    name: renamed\n  - id: ${id}\n    quota: { limit: lots }\n`,
+        /keys\[1\]: quota\.limit: 'lots' is not a number of uses/,
+      ],
+    ]
+    for (const [text, expected] of cases) {
+      writeFileSync(file, text)
+      const result = await cli(['apply', '-f', file], { dataDir })
+      assert.equal(result.code, 1, `${text}: ${result.stdout}`)
+      assert.match(result.stderr, expected)
+    }
+    await withDataStore(dataDir, async (store) => {
+      assert.equal((await store.getPat(id))?.name, '')
+    })
+    // A revoked key the file describes as it is (export lists revoked keys too): unchanged.
+    writeFileSync(file, `keys:\n  - id: ${revoked}\n    subject: gone\n`)
+    assert.equal((await cli(['apply', '-f', file], { dataDir })).code, 0)
   })
 })

@@ -1,7 +1,8 @@
 /**
- * `tokengate apply -f FILE`: tenants, issuers and the gateway policy from one declarative
- * file, applied idempotently. Every entry is checked by the rules of the command an operator
- * would type (`tenant create|enable|disable|edit`, `issuer add|remove`), and every change runs that
+ * `tokengate apply -f FILE`: tenants, issuers, the gateway policy and existing keys' settings
+ * from one declarative file, applied idempotently. Every entry is checked by the rules of the
+ * command an operator would type (`tenant create|enable|disable|edit`, `issuer add|remove`,
+ * `pat edit|enable|disable`), and every change runs that
  * command's operation, so their audit events are the ones applied; the file only says which
  * of them to run. All of them run in one store transaction: a store that fails or goes away
  * mid-way leaves nothing applied. Without --prune nothing absent from the file is touched.
@@ -32,22 +33,13 @@ import {
 import { CommandFailure, UsageError } from '../errors.ts'
 import { formatRate, parseRate } from '../key-options.ts'
 import { checkTenantId, checkText } from '../validate.ts'
+import { type ApplyAction, type ApplyChange, canonicalJson, sameRate } from './apply-change.ts'
+import { KEY_ENTRY_FIELDS, type KeyEntry, keyChanges } from './apply-keys.ts'
 import { issuerCommands, readIssuerConfig } from './issuer.ts'
 import { tenantCommands } from './tenant.ts'
 
-type Action = 'create' | 'update' | 'remove' | 'unchanged'
-
-/** One line of the plan: what apply does (or, with --dry-run, would do) to one object. */
-interface Change {
-  readonly kind: 'tenant' | 'issuer' | 'policy'
-  readonly id: string
-  readonly action: Action
-  readonly note?: string
-  /** The command it amounts to, for the record (`tenant create acme --name ...`). */
-  readonly command?: readonly string[]
-  /** What carries it out inside apply's transaction (not part of the printed plan). */
-  readonly run?: (deps: OperationDeps) => Promise<unknown>
-}
+type Action = ApplyAction
+type Change = ApplyChange
 
 /** A file entry: its path in the file for messages, and its value. */
 interface Located<T> {
@@ -67,6 +59,7 @@ interface DesiredTenant {
 interface DesiredState {
   readonly tenants: readonly Located<DesiredTenant>[]
   readonly issuers: readonly Located<readonly string[]>[]
+  readonly keys: readonly KeyEntry[]
   /** `file` undefined: the policy goes to the store (`gateway.policyStore`). */
   readonly policy?:
     | { readonly file: string | undefined; readonly text: string; readonly rules: number }
@@ -81,10 +74,10 @@ const FILE_OPTIONS = new Set(['jwks-file', 'pem-file', 'secret-file'])
 
 const apply: CommandDef = {
   path: ['apply'],
-  summary: 'Apply tenants, issuers and the gateway policy from a declarative file',
+  summary: "Apply tenants, issuers, the gateway policy and keys' settings from a declarative file",
   synopsis: '-f FILE [--dry-run]',
   description:
-    "FILE (YAML or JSON) lists tenants (id, name, enabled, rateLimit), issuers (keys are the options\nof issuer add) and the gateway policy. Each change does what the matching tenant/issuer command does; applying the\nsame file twice changes nothing. Objects missing from the file are left alone (see --prune).\nEvery entry and reference is checked before the first write, and all changes are made in one\ntransaction: if any fails, none is applied. Files it names (key files, policyFile) must lie\ninside FILE's directory. --dry-run prints the plan (create / update / unchanged), changes\nnothing, and exits 3 when changes are pending (0 when none). After a policy change, send\nSIGHUP to the server to reload it.",
+    "FILE (YAML or JSON) lists tenants (id, name, enabled, rateLimit), issuers (keys are the options\nof issuer add), the gateway policy and existing keys' settings (id, name, permissions, enabled,\nrateLimit, quota, metadata, externalId; apply never creates or revokes a key). Each change does what the matching tenant/issuer command does; applying the\nsame file twice changes nothing. Objects missing from the file are left alone (see --prune).\nEvery entry and reference is checked before the first write, and all changes are made in one\ntransaction: if any fails, none is applied. Files it names (key files, policyFile) must lie\ninside FILE's directory. --dry-run prints the plan (create / update / unchanged), changes\nnothing, and exits 3 when changes are pending (0 when none). After a policy change, send\nSIGHUP to the server to reload it.",
   options: {
     file: { type: 'string', short: 'f', value: 'FILE', description: 'The declarative file.' },
     'dry-run': { type: 'boolean', description: 'Print the plan; change nothing.' },
@@ -247,6 +240,17 @@ async function readDesired(file: string): Promise<DesiredState> {
     return { at: `${where(node)}: issuers[${i}]`, value: argv }
   })
 
+  const keys = list('keys').map((node, i) => {
+    if (!isMap(node)) return fail(node, `keys[${i}]: expected a mapping with id`)
+    const value = (node as { toJSON(): Record<string, unknown> }).toJSON()
+    for (const key of Object.keys(value)) {
+      if (!(KEY_ENTRY_FIELDS as readonly string[]).includes(key)) {
+        fail(node, `keys[${i}]: unknown key ${key}`)
+      }
+    }
+    return { at: `${where(node)}: keys[${i}]`, value }
+  })
+
   let policy: DesiredState['policy']
   const gateway = root.get('gateway', true) as Node | undefined
   if (gateway !== undefined) {
@@ -281,7 +285,7 @@ async function readDesired(file: string): Promise<DesiredState> {
       rules: ruleCount,
     }
   }
-  return { tenants, issuers, policy }
+  return { tenants, issuers, keys, policy }
 }
 
 /** Compares the file with the store (and the policy file) without changing anything. */
@@ -304,14 +308,15 @@ async function plan(ctx: CommandContext, desired: DesiredState, prune: boolean):
     }
   }
 
-  const { tenants, issuers, storedPolicy } = await withStore(
-    ctx.config(ADMIN_OVERRIDES),
-    async (store) => ({
-      tenants: await store.listTenants(),
-      issuers: await store.listIssuers(),
-      storedPolicy: await store.getPolicy(GATEWAY_POLICY),
+  const config = ctx.config(ADMIN_OVERRIDES)
+  const { tenants, issuers, storedPolicy, keyPlan } = await withStore(config, async (store) => ({
+    tenants: await store.listTenants(),
+    issuers: await store.listIssuers(),
+    storedPolicy: await store.getPolicy(GATEWAY_POLICY),
+    keyPlan: await keyChanges(store, desired.keys, config.pat).catch((error: unknown) => {
+      throw new CommandFailure((error as Error).message)
     }),
-  )
+  }))
   // Every reference checked before the first write: an issuer bound to a tenant needs that
   // tenant in the store or in the file, or apply would stop half way.
   const known = new Set([...tenants.map((t) => t.id), ...desired.tenants.map((t) => t.value.id)])
@@ -366,6 +371,7 @@ async function plan(ctx: CommandContext, desired: DesiredState, prune: boolean):
         run,
       })
   }
+  changes.push(...keyPlan)
   if (desired.policy) {
     const { file } = desired.policy
     const current = file ? await readFile(file, 'utf8').catch(() => undefined) : storedPolicy?.text
@@ -450,10 +456,6 @@ function tenantEdit(
   }
 }
 
-function sameRate(a: RateLimitOverride | null, b: RateLimitOverride | null): boolean {
-  return a === b || (a !== null && b !== null && a.max === b.max && a.windowSec === b.windowSec)
-}
-
 function tenantSwitch(id: string, enabled: boolean): Change {
   const verb = enabled ? 'enable' : 'disable'
   return {
@@ -510,18 +512,6 @@ function commandNamed(path: readonly string[]): CommandDef {
 function sameIssuer(stored: StoredIssuer, config: object): boolean {
   const { createdAt: _createdAt, ...rest } = stored
   return canonicalJson(rest) === canonicalJson(config)
-}
-
-function canonicalJson(value: unknown): string {
-  return JSON.stringify(value, (_key, v: unknown) =>
-    v && typeof v === 'object' && !Array.isArray(v)
-      ? Object.fromEntries(
-          Object.entries(v as Record<string, unknown>)
-            .filter(([, x]) => x !== undefined)
-            .sort(([a], [b]) => (a < b ? -1 : 1)),
-        )
-      : v,
-  )
 }
 
 /** `apply`. */

@@ -1,7 +1,7 @@
 /**
  * `tokengate export --out DIR`: the store's tenants, trusted issuers and stored gateway
  * policy as `DIR/tokengate.yaml`, a file `apply` accepts (applying it to the same store
- * plans nothing), plus the PATs' metadata for review. Key material an issuer was given as
+ * plans nothing), plus the PATs (metadata and their own settings). Key material an issuer was given as
  * a file (JWKS, PEM) is written beside it under `DIR/keys/`, since `apply` takes keys from
  * files. Never a secret: a PAT is metadata only (no hash either), and an HMAC issuer's shared
  * secret is not written: its entry names `keys/<n>.secret`, which the operator supplies.
@@ -15,14 +15,14 @@ import type { Store } from '../../stores/store.ts'
 import { requiredString } from '../args.ts'
 import { ADMIN_OVERRIDES, type CommandDef, withStore } from '../context.ts'
 import { formatRate } from '../key-options.ts'
-import { isoTime } from '../output.ts'
+import { keyEntryOf } from './apply-keys.ts'
 
 const exportCommand: CommandDef = {
   path: ['export'],
   summary: 'Write tenants, issuers and the stored policy as a file apply accepts',
   synopsis: '--out DIR',
   description:
-    'Writes DIR/tokengate.yaml (tenants, issuers, the stored gateway policy, and the PATs\nmetadata under keys:, which apply reads but never changes) and the issuers key files under\nDIR/keys/. No secret is written: an HMAC issuer entry names keys/N.secret for you to supply.\n`tokengate apply -f DIR/tokengate.yaml --dry-run` on the same store then plans nothing.',
+    'Writes DIR/tokengate.yaml (tenants, issuers, the stored gateway policy, and the PATs\nunder keys:, their settings, which apply edits but never creates or revokes) and the issuers key files under\nDIR/keys/. No secret is written: an HMAC issuer entry names keys/N.secret for you to supply.\n`tokengate apply -f DIR/tokengate.yaml --dry-run` on the same store then plans nothing.',
   options: {
     out: { type: 'string', value: 'DIR', description: 'Directory to write (created).' },
   },
@@ -70,19 +70,7 @@ async function collect(store: Store) {
     let cursor: string | undefined
     do {
       const page = await store.listPats(tenant.id, { limit: 200, cursor })
-      for (const pat of page.items) {
-        keys.push({
-          id: pat.id,
-          tenant: pat.tenantId,
-          subject: pat.subject,
-          name: pat.name,
-          permissions: [...pat.permissions],
-          last4: pat.last4,
-          createdAt: isoTime(pat.createdAt),
-          expiresAt: isoTime(pat.expiresAt),
-          revokedAt: isoTime(pat.revokedAt),
-        })
-      }
+      for (const pat of page.items) keys.push(keyEntryOf(pat))
       cursor = page.nextCursor ?? undefined
     } while (cursor !== undefined)
   }
