@@ -1,6 +1,7 @@
 /** What `apply` plans: one line per object, and the comparisons its planners share. */
 import type { OperationDeps } from '../../auth/operations.ts'
 import type { RateLimitOverride } from '../../core/ports.ts'
+import { formatRate } from '../key-options.ts'
 
 export type ApplyAction = 'create' | 'update' | 'remove' | 'unchanged'
 
@@ -31,4 +32,19 @@ export function canonicalJson(value: unknown): string {
         )
       : v,
   )
+}
+
+/** The rate-limit option of a `tenant edit` or `pat edit`, appended to `command`, and its note. */
+export function rateLimitArgs(
+  rateLimit: RateLimitOverride | null | undefined,
+  command: string[],
+  notes: string[],
+): void {
+  if (rateLimit === null) {
+    command.push('--clear-rate-limit')
+    notes.push('default rate limit')
+  } else if (rateLimit !== undefined) {
+    command.push('--rate-limit', formatRate(rateLimit))
+    notes.push(`rate limit ${formatRate(rateLimit)}`)
+  }
 }

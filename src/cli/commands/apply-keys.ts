@@ -24,7 +24,7 @@ import {
   rateLimitOption,
 } from '../key-options.ts'
 import { isoTime } from '../output.ts'
-import { type ApplyChange, canonicalJson, sameRate } from './apply-change.ts'
+import { type ApplyChange, canonicalJson, rateLimitArgs, sameRate } from './apply-change.ts'
 
 /** The keys of a `keys:` entry: what apply changes, then what only describes the key. */
 export const KEY_ENTRY_FIELDS = [
@@ -209,13 +209,7 @@ function keyEdit(id: string, edit: PatEdit, patPolicy: Config['pat']): ApplyChan
     for (const p of edit.permissions) command.push('--permission', p)
     notes.push('permissions')
   }
-  if (edit.rateLimit === null) {
-    command.push('--clear-rate-limit')
-    notes.push('default rate limit')
-  } else if (edit.rateLimit !== undefined) {
-    command.push('--rate-limit', formatRate(edit.rateLimit))
-    notes.push(`rate limit ${formatRate(edit.rateLimit)}`)
-  }
+  rateLimitArgs(edit.rateLimit, command, notes)
   if (edit.quota === null) {
     command.push('--clear-quota')
     notes.push('no quota')

@@ -31,9 +31,15 @@ import {
   withStore,
 } from '../context.ts'
 import { CommandFailure, UsageError } from '../errors.ts'
-import { formatRate, parseRate } from '../key-options.ts'
+import { parseRate } from '../key-options.ts'
 import { checkTenantId, checkText } from '../validate.ts'
-import { type ApplyAction, type ApplyChange, canonicalJson, sameRate } from './apply-change.ts'
+import {
+  type ApplyAction,
+  type ApplyChange,
+  canonicalJson,
+  rateLimitArgs,
+  sameRate,
+} from './apply-change.ts'
 import { KEY_ENTRY_FIELDS, type KeyEntry, keyChanges } from './apply-keys.ts'
 import { issuerCommands, readIssuerConfig } from './issuer.ts'
 import { tenantCommands } from './tenant.ts'
@@ -439,13 +445,7 @@ function tenantEdit(
     command.push('--name', edit.name)
     notes.push('rename')
   }
-  if (edit.rateLimit === null) {
-    command.push('--clear-rate-limit')
-    notes.push('default rate limit')
-  } else if (edit.rateLimit !== undefined) {
-    command.push('--rate-limit', formatRate(edit.rateLimit))
-    notes.push(`rate limit ${formatRate(edit.rateLimit)}`)
-  }
+  rateLimitArgs(edit.rateLimit, command, notes)
   return {
     kind: 'tenant',
     id,
