@@ -53,7 +53,7 @@ const exportCommand: CommandDef = {
     if (ctx.json) ctx.out.json({ file, missingSecrets })
     else {
       ctx.out.line(
-        `Wrote ${file}: ${exported.tenants.length} tenants, ${issuers.length} issuers, ${exported.keys.length} keys (metadata)${exported.policy ? ', the stored policy' : ''}.`,
+        `Wrote ${file}: ${exported.tenants.length} tenants, ${issuers.length} issuers, ${exported.keys.length} keys (no secret)${exported.policy ? ', the stored policy' : ''}.`,
       )
       for (const missing of missingSecrets) {
         ctx.out.line(`Shared secret not exported (supply it before applying): ${missing}`)
