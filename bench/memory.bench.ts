@@ -27,8 +27,8 @@
  * and is added to the bin's own in the served one (then started as `node <the bin's flags>
  * <these> bin/tokengate.js`), to try others; `--serve-only` skips the in-process starts;
  * `--heap-stats`: the served process runs with its inspector on a free port and, when its RSS
- * is read, its V8 heap by space (committed and used, no GC forced) and its external memory
- * are printed; `--heap-snapshot`: after the RSS is read, the served process writes a heap
+ * is read, its V8 heap by space (committed and used, no GC forced), its external memory and
+ * its anonymous mappings by kind (malloc heaps, the rest; /proc/<pid>/smaps) are printed; `--heap-snapshot`: after the RSS is read, the served process writes a heap
  * snapshot into the data directory (`--heapsnapshot-signal`) and its summary by class and by
  * holder is printed (bench/heap-summary.ts); `--data-dir` keeps
  * the seeded store in DIR and, when DIR already holds one, reuses it and skips the seeding
@@ -304,8 +304,10 @@ async function startAndReplay(
     const after = withMetrics ? await cacheCounters() : before
     await sleep(2000)
     const proc = readProc(child.pid as number)
-    if (HEAP_STATS && !withMetrics)
+    if (HEAP_STATS && !withMetrics) {
       printHeapStats(await evaluateIn(inspectorUrl, HEAP_STATS_EXPRESSION))
+      printAnonymousMappings(child.pid as number)
+    }
     await sleep(10_000)
     const idleRss = readProc(child.pid as number).rss
     if (HEAP_SNAPSHOT && !withMetrics) await writeHeapSnapshot(child.pid as number, url, dataDir)
@@ -423,6 +425,69 @@ function readProc(pid: number): { rss: number; anonymous: number; peak: number }
   const kb = (name: string) =>
     Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(status)?.[1]) * 1024
   return { rss: kb('VmRSS'), anonymous: kb('RssAnon'), peak: kb('VmHWM') }
+}
+
+/**
+ * `--heap-stats`: the process's anonymous memory by kind of mapping (/proc/<pid>/smaps): the
+ * main thread's malloc heap, other threads' malloc arenas (a read-write mapping followed by
+ * its reserved rest, 64 MB in all and 64 MB-aligned), and the rest (V8's heap pages, typed
+ * array data, thread stacks), the largest of them listed.
+ */
+function printAnonymousMappings(pid: number): void {
+  const ARENA = 64 * 1024 * 1024
+  const maps: { start: number; size: number; perms: string; name: string; rss: number }[] = []
+  for (const line of readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    const header = /^([0-9a-f]+)-([0-9a-f]+) (\S+) \S+ \S+ (\d+)\s*(.*)$/.exec(line)
+    if (header) {
+      const [start, end] = [
+        Number.parseInt(header[1] ?? '', 16),
+        Number.parseInt(header[2] ?? '', 16),
+      ]
+      const name = header[4] === '0' ? (header[5] ?? '') : 'file'
+      maps.push({ start, size: end - start, perms: header[3] ?? '', name, rss: 0 })
+      continue
+    }
+    const anonymous = /^Anonymous:\s+(\d+) kB/.exec(line)
+    const last = maps.at(-1)
+    if (anonymous && last) last.rss = Number(anonymous[1]) * 1024
+  }
+  const groups = new Map<string, { count: number; rss: number }>()
+  const others: typeof maps = []
+  for (const [i, map] of maps.entries()) {
+    if (map.rss === 0) continue
+    const next = maps[i + 1]
+    const arena =
+      map.name === '' &&
+      map.start % ARENA === 0 &&
+      (map.size === ARENA ||
+        (next?.start === map.start + map.size &&
+          next.perms === '---p' &&
+          map.size + next.size === ARENA))
+    const kind =
+      map.name === '[heap]'
+        ? 'main malloc heap'
+        : arena
+          ? 'thread malloc arenas'
+          : map.name
+            ? map.name
+            : ''
+    if (kind === '') {
+      others.push(map)
+      continue
+    }
+    const group = groups.get(kind) ?? { count: 0, rss: 0 }
+    group.count++
+    group.rss += map.rss
+    groups.set(kind, group)
+  }
+  const rest = others.reduce((sum, map) => sum + map.rss, 0)
+  console.log(
+    `  anonymous memory by mapping: ${[...groups].map(([kind, g]) => `${kind} ${mb(g.rss)} MB (${g.count})`).join(', ')}, other anonymous ${mb(rest)} MB (${others.length} mappings; largest: ${others
+      .sort((a, b) => b.rss - a.rss)
+      .slice(0, 6)
+      .map((map) => `${mb(map.rss)} of ${mb(map.size)}`)
+      .join(', ')} MB)`,
+  )
 }
 
 /** User + system CPU time of a process, in ms (/proc/<pid>/stat, clock ticks of 10 ms). */

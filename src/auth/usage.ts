@@ -10,10 +10,10 @@ import type {
   UsageScope,
   UsageStore,
 } from '../stores/store.ts'
+import { USAGE_OUTCOMES } from '../stores/usage-counts.ts'
 import { OperationRefused } from './operations.ts'
 
 export const USAGE_RESOLUTIONS: readonly UsageResolution[] = ['minute', 'hour', 'day']
-export const USAGE_OUTCOMES = ['allowed', 'unauthorized', 'forbidden', 'limited'] as const
 
 /** Bucket length of each resolution, in ms. */
 export const RESOLUTION_MS: Readonly<Record<UsageResolution, number>> = {

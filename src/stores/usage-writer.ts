@@ -9,10 +9,11 @@
  * `maxPendingMinutes` minutes, the oldest dropped first (`stats().droppedMinutes`).
  */
 import type { Clock } from '../core/ports.ts'
-import type { UsageResolution, UsageRow, UsageScope, UsageStore } from './store.ts'
+import type { UsageStore } from './store.ts'
+import { MinuteCounts, type UsageOutcome } from './usage-counts.ts'
 import { createFlushRunner, type FlushErrorHandler } from './write-behind.ts'
 
-export type UsageOutcome = 'allowed' | 'unauthorized' | 'forbidden' | 'limited'
+export type { UsageOutcome } from './usage-counts.ts'
 
 export interface UsageWriterOptions {
   readonly clock: Clock
@@ -42,38 +43,7 @@ export interface UsageWriter {
   }
 }
 
-/** One subject's counts in one minute. */
-interface Cell {
-  readonly tenantId: string | null
-  allowed: number
-  unauthorized: number
-  forbidden: number
-  limited: number
-}
-
-interface Minute {
-  readonly start: number
-  readonly keys: Map<string, Cell>
-  readonly tenants: Map<string, Cell>
-  readonly all: Cell
-}
-
 const MINUTE_MS = 60_000
-const HOUR_MS = 3_600_000
-const DAY_MS = 86_400_000
-const BUCKETS: readonly [UsageResolution, number][] = [
-  ['minute', MINUTE_MS],
-  ['hour', HOUR_MS],
-  ['day', DAY_MS],
-]
-
-const cell = (tenantId: string | null): Cell => ({
-  tenantId,
-  allowed: 0,
-  unauthorized: 0,
-  forbidden: 0,
-  limited: 0,
-})
 
 export function createUsageWriter(
   store: Pick<UsageStore, 'addUsage'>,
@@ -82,36 +52,25 @@ export function createUsageWriter(
   const { clock } = options
   const maxSubjects = options.maxSubjectsPerMinute ?? 100_000
   const maxPending = options.maxPendingMinutes ?? 60
-  let minutes = new Map<number, Minute>()
-  let current: Minute | undefined
-  let overflow = 0
+  let minutes = new Map<number, MinuteCounts>()
+  let current: MinuteCounts | undefined
   let droppedMinutes = 0
+  /** Overflow of the minutes no longer pending (taken by a flush, or dropped). */
+  let overflowBefore = 0
 
-  const minuteAt = (start: number): Minute => {
+  const minuteAt = (start: number): MinuteCounts => {
     let minute = minutes.get(start)
     if (minute === undefined) {
-      minute = { start, keys: new Map(), tenants: new Map(), all: cell(null) }
+      minute = new MinuteCounts(start, maxSubjects)
       minutes.set(start, minute)
-      for (const old of minutes.keys()) {
+      for (const [old, counts] of minutes) {
         if (minutes.size <= maxPending) break
         minutes.delete(old)
+        overflowBefore += counts.overflow
         droppedMinutes++
       }
     }
     return minute
-  }
-
-  const subject = (map: Map<string, Cell>, id: string, tenantId: string | null, minute: Minute) => {
-    let found = map.get(id)
-    if (found === undefined) {
-      if (minute.keys.size + minute.tenants.size >= maxSubjects) {
-        overflow++
-        return undefined
-      }
-      found = cell(tenantId)
-      map.set(id, found)
-    }
-    return found
   }
 
   const add1 = (
@@ -126,58 +85,34 @@ export function createUsageWriter(
       minute = minuteAt(start)
       current = minute
     }
-    minute.all[outcome] += by
-    if (tenantId === null) return
-    const tenant = subject(minute.tenants, tenantId, null, minute)
-    if (tenant) tenant[outcome] += by
-    if (tokenId === null) return
-    const key = subject(minute.keys, tokenId, tenantId, minute)
-    if (key) key[outcome] += by
+    minute.add(outcome, tenantId, tokenId, by)
   }
 
   const subjectsPerWrite = options.subjectsPerWrite ?? 5_000
-  /** Counts of `minute` from its `skip`-th subject on go back into the pending ones. */
-  const putBack = (minute: Minute, skip: number) => {
-    const into = minuteAt(minute.start)
-    let i = 0
-    for (const [scope, id, counts] of subjectsOf(minute)) {
-      if (i++ < skip) continue
-      if (scope === 'all') add(into.all, counts)
-      else {
-        const map = scope === 'key' ? into.keys : into.tenants
-        const target = map.get(id)
-        if (target) add(target, counts)
-        else map.set(id, counts)
-      }
-    }
-  }
 
-  // A slice of subjects per write, one minute at a time: with many keys, rows for all of them
-  // at once were hundreds of thousands of objects that outlived the young generation.
+  // A slice of subjects per write, one minute at a time, each slice's rows built just before
+  // its write and not held while it runs: with many keys, rows for all of them at once were
+  // hundreds of thousands of objects that outlived the young generation.
   const runner = createFlushRunner(
     async () => {
       if (minutes.size === 0) return
       const batch = [...minutes.values()]
       minutes = new Map()
       current = undefined
+      for (const minute of batch) overflowBefore += minute.overflow
       for (const [i, minute] of batch.entries()) {
         let stored = 0
         try {
-          let rows: UsageRow[] = []
-          for (const [scope, id, counts] of subjectsOf(minute)) {
-            pushRows(rows, scope, id, counts, minute.start)
-            if (rows.length === subjectsPerWrite * BUCKETS.length) {
-              await store.addUsage(rows)
-              stored += subjectsPerWrite
-              rows = []
-            }
+          while (stored < minute.subjects) {
+            const count = Math.min(subjectsPerWrite, minute.subjects - stored)
+            await store.addUsage(minute.rows(stored, count))
+            stored += count
           }
-          if (rows.length > 0) await store.addUsage(rows)
         } catch (error) {
           // Back into the pending counts (merged with what was counted meanwhile): what this
           // flush did not store, and only that.
-          putBack(minute, stored)
-          for (const later of batch.slice(i + 1)) putBack(later, 0)
+          minuteAt(minute.start).merge(minute, stored)
+          for (const later of batch.slice(i + 1)) minuteAt(later.start).merge(later, 0)
           throw error
         }
       }
@@ -191,48 +126,10 @@ export function createUsageWriter(
     uncount: (outcome, tenantId, tokenId) => add1(outcome, tenantId, tokenId, -1),
     flush: runner.flush,
     close: runner.close,
-    stats: () => ({ pendingMinutes: minutes.size, overflow, droppedMinutes }),
-  }
-}
-
-/** A minute's subjects in a fixed order: the total, then tenants, then keys. */
-function* subjectsOf(minute: Minute): Generator<[UsageScope, string, Cell]> {
-  yield ['all', '', minute.all]
-  for (const [id, counts] of minute.tenants) yield ['tenant', id, counts]
-  for (const [id, counts] of minute.keys) yield ['key', id, counts]
-}
-
-function add(into: Cell, from: Cell): void {
-  into.allowed += from.allowed
-  into.unauthorized += from.unauthorized
-  into.forbidden += from.forbidden
-  into.limited += from.limited
-}
-
-/**
- * A subject's minute, hour and day rows for one minute's counts. Within one minute each bucket
- * appears once (a store may add a whole write in one statement); the same hour or day of two
- * minutes goes in two writes and is added up by the store.
- */
-function pushRows(
-  rows: UsageRow[],
-  scope: UsageScope,
-  subject: string,
-  counts: Cell,
-  start: number,
-) {
-  const tenantId = scope === 'key' ? counts.tenantId : null
-  for (const [resolution, length] of BUCKETS) {
-    rows.push({
-      scope,
-      subject,
-      resolution,
-      bucketStart: Math.floor(start / length) * length,
-      tenantId,
-      allowed: counts.allowed,
-      unauthorized: counts.unauthorized,
-      forbidden: counts.forbidden,
-      limited: counts.limited,
-    })
+    stats: () => {
+      let overflow = overflowBefore
+      for (const minute of minutes.values()) overflow += minute.overflow
+      return { pendingMinutes: minutes.size, overflow, droppedMinutes }
+    },
   }
 }
