@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
 /** The Node flags production starts with: those of bin/tokengate.js's `#!` line (and `npm start`). */
-export const PRODUCTION_NODE_FLAGS = ['--max-semi-space-size=8', '--no-concurrent-recompilation']
+export const PRODUCTION_NODE_FLAGS = ['--max-semi-space-size=8']
 
 export interface LoadRequest {
   readonly url: string

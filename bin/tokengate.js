@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=8 --no-concurrent-recompilation
+#!/usr/bin/env -S node --max-semi-space-size=8
 // The `tokengate` bin. From the package it runs the built JavaScript (dist/); in a clone of
 // the repository, where src/ exists, it runs the TypeScript sources directly.
 //
@@ -9,14 +9,11 @@
 // the young generation to its 128 MB maximum and keeps it there under load; 8 MB semi-spaces
 // hold it at 16 MB (RSS with 100,000 cached PATs: ~238 -> ~157 MB, bench/memory.bench.ts) for
 // more frequent, short young collections (no throughput change beyond the benchmark's noise).
-// Why --no-concurrent-recompilation: V8's optimizing compiler otherwise runs on its worker
-// threads, and the memory its jobs allocate stays in those threads' malloc arenas, free but
-// never returned (~20 MB once a server has warmed up); on the main thread it is reused. The
-// price is that each function's optimization (a few ms, in the first seconds of load) runs
-// on the event loop; steady-state CPU per request did not change (docs/scale-out.md).
-// `env -S` splits the flags off (GNU coreutils 8.30+); where `env` has no -S, start
-// `node --max-semi-space-size=8 --no-concurrent-recompilation bin/tokengate.js` (NODE_OPTIONS
-// accepts only the first; docs/scale-out.md).
+// Not --no-concurrent-recompilation: it saved ~18 MB of compiler threads' malloc arenas, but
+// ran every optimizing compile on the event loop, a 40 ms stall at p99 (bench/README.md).
+// `env -S` splits the flag off (GNU coreutils 8.30+); where `env` has no -S, start
+// `node --max-semi-space-size=8 bin/tokengate.js` or set NODE_OPTIONS=--max-semi-space-size=8
+// (docs/scale-out.md).
 
 const fromSources = await exists(new URL('../src/entry.ts', import.meta.url))
 if (fromSources) {
