@@ -6,10 +6,10 @@
  * decision cache turned on when `cache` is set (docs/forward-auth.md).
  */
 import type { ChildProcess } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { withDecisionCache } from '../../test/decision/harness.ts'
+import { exampleConfig, nginxMainConfig, withDecisionCache } from '../../test/decision/harness.ts'
 import { freePort, startListening } from '../processes.ts'
 
 export interface RunningNginx {
@@ -35,34 +35,16 @@ export async function startNginx(
   const binary = nginxBinary() ?? 'nginx'
   const [plain, guarded] = [await freePort(), await freePort()]
   const dir = mkdtempSync(join(tmpdir(), 'tokengate-bench-nginx-'))
-  const example = readFileSync(
-    join(import.meta.dirname, '../../examples/forward-auth/nginx.conf'),
-    'utf8',
-  )
-    .replaceAll('127.0.0.1:8080', `127.0.0.1:${guarded}`)
-    .replaceAll('127.0.0.1:8081', `127.0.0.1:${decisionPort}`)
-    .replaceAll('127.0.0.1:3000', `127.0.0.1:${upstreamPort}`)
+  const example = exampleConfig('nginx.conf', {
+    proxy: guarded,
+    decision: decisionPort,
+    upstream: upstreamPort,
+  })
   writeFileSync(
     join(dir, 'tokengate.conf'),
     options.cache ? withDecisionCache(example, join(dir, 'cache')) : example,
   )
-  writeFileSync(
-    join(dir, 'nginx.conf'),
-    `daemon off;
-master_process off;
-worker_processes 1;
-pid ${join(dir, 'nginx.pid')};
-error_log stderr error;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path ${join(dir, 'body')};
-  proxy_temp_path ${join(dir, 'proxy')};
-  fastcgi_temp_path ${join(dir, 'fastcgi')};
-  uwsgi_temp_path ${join(dir, 'uwsgi')};
-  scgi_temp_path ${join(dir, 'scgi')};
-  include ${join(dir, 'tokengate.conf')};
-  server {
+  const plainServer = `  server {
     listen 127.0.0.1:${plain};
     location / {
       proxy_http_version 1.1;
@@ -70,8 +52,10 @@ http {
       proxy_pass http://app;
     }
   }
-}
-`,
+`
+  writeFileSync(
+    join(dir, 'nginx.conf'),
+    nginxMainConfig(dir, { errorLog: 'error', connections: 1024, extraHttp: plainServer }),
   )
   try {
     const child = await startListening(

@@ -255,14 +255,34 @@ export async function startIngressNginx(ports: {
 export async function runNginx(server: string, port: number): Promise<ProxyProcess> {
   const dir = mkdtempSync(join(tmpdir(), 'tokengate-nginx-'))
   writeFileSync(join(dir, 'tokengate.conf'), server.replaceAll('{{dir}}', dir))
-  writeFileSync(
-    join(dir, 'nginx.conf'),
-    `daemon off;
+  writeFileSync(join(dir, 'nginx.conf'), nginxMainConfig(dir))
+  const child = spawn(
+    binaryPath('nginx') as string,
+    ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', 'stderr'],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  )
+  return watchProxy(child, port, dir)
+}
+
+/**
+ * nginx's main config for a test or bench instance: foreground, one process, every file in
+ * `dir`, `tokengate.conf` (in `dir`) included inside `http { }` as a user would include it,
+ * then `extraHttp`.
+ */
+export function nginxMainConfig(
+  dir: string,
+  options: {
+    readonly errorLog?: string
+    readonly connections?: number
+    readonly extraHttp?: string
+  } = {},
+): string {
+  return `daemon off;
 master_process off;
 worker_processes 1;
 pid ${join(dir, 'nginx.pid')};
-error_log stderr warn;
-events { worker_connections 256; }
+error_log stderr ${options.errorLog ?? 'warn'};
+events { worker_connections ${options.connections ?? 256}; }
 http {
   access_log off;
   client_body_temp_path ${join(dir, 'body')};
@@ -271,15 +291,8 @@ http {
   uwsgi_temp_path ${join(dir, 'uwsgi')};
   scgi_temp_path ${join(dir, 'scgi')};
   include ${join(dir, 'tokengate.conf')};
-}
-`,
-  )
-  const child = spawn(
-    binaryPath('nginx') as string,
-    ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', 'stderr'],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
-  )
-  return watchProxy(child, port, dir)
+${options.extraHttp ?? ''}}
+`
 }
 
 /** Caddy with the example Caddyfile, admin API off, no automatic HTTPS. */
