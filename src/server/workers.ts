@@ -15,6 +15,7 @@ import type { AddressInfo } from 'node:net'
 import { availableParallelism } from 'node:os'
 import { extname } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { ConfigError } from '../config/load.ts'
 import type { Config } from '../config/schema.ts'
 import { listenForMetrics } from './metrics-http.ts'
 
@@ -57,6 +58,7 @@ export function workerCount(
  * and exact.
  */
 export function configForWorkers(config: Readonly<Config>, count: number): Readonly<Config> {
+  if (count > 1) refuseSharedPortZero(config)
   if (config.redisUrl || count <= 1) return config
   const copy = structuredClone(config) as Config
   for (const policy of [
@@ -67,6 +69,31 @@ export function configForWorkers(config: Readonly<Config>, count: number): Reado
     if (policy.max > 0) policy.max = Math.ceil(policy.max / count)
   }
   return copy
+}
+
+/**
+ * node:cluster keys a worker's listen by address and port, so every `port: 0` listener of
+ * one address would get the same socket: admin and decision requests would reach the API.
+ */
+function refuseSharedPortZero(config: Readonly<Config>): void {
+  const listeners: [string, string, number][] = [
+    ['server.port', config.server.host, config.server.port],
+  ]
+  if (config.admin.enabled) listeners.push(['admin.port', config.admin.host, config.admin.port])
+  if (config.decision) {
+    listeners.push(['decision.port', config.decision.host, config.decision.port])
+  }
+  const problems: string[] = []
+  for (const [i, [name, host, port]] of listeners.entries()) {
+    if (port !== 0) continue
+    const other = listeners.slice(0, i).find(([, h, p]) => p === 0 && h === host)
+    if (other) {
+      problems.push(
+        `${other[0]} and ${name} are both 0 on ${host}: with server.workers > 1 the workers' listeners of one address share a socket per port, so give all but one a port of its own`,
+      )
+    }
+  }
+  if (problems.length > 0) throw new ConfigError(problems)
 }
 
 export interface RestartPolicy {

@@ -13,14 +13,14 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
-import { loadConfig } from '../../src/config/load.ts'
+import { ConfigError, loadConfig } from '../../src/config/load.ts'
 import {
   configForWorkers,
   startWorkerPool,
   withSemiSpaceFlag,
   workerCount,
 } from '../../src/server/workers.ts'
-import { cliJson, tempDataDir } from '../cli/helpers.ts'
+import { cli, cliJson, tempDataDir } from '../cli/helpers.ts'
 import { serveProcess } from '../helpers/launch.ts'
 import { freePort } from '../helpers/services.ts'
 
@@ -397,5 +397,44 @@ describe('worker pool supervision', () => {
       overrides: { server: { plainHttp: true }, redisUrl: 'redis://127.0.0.1:6379' },
     })
     assert.equal(configForWorkers(withRedis, 4), withRedis)
+  })
+
+  it('refuses two listeners on port 0 of one address: node:cluster would give both one socket', () => {
+    const config = (overrides: object) =>
+      loadConfig({ env: {}, overrides: { server: { plainHttp: true, port: 0 }, ...overrides } })
+    const both = config({ admin: { enabled: true, host: '127.0.0.1', port: 0 } })
+    assert.throws(
+      () => configForWorkers(both, 2),
+      (error: Error) =>
+        error instanceof ConfigError &&
+        /server\.port and admin\.port are both 0 on 127\.0\.0\.1/.test(error.message),
+    )
+    assert.equal(configForWorkers(both, 1), both, 'one process: two port-0 listeners are fine')
+    const apart = config({ admin: { enabled: true, host: '127.0.0.1', port: 0 } })
+    assert.doesNotThrow(() =>
+      configForWorkers({ ...apart, server: { ...apart.server, host: '127.0.0.2' } }, 2),
+    )
+    assert.doesNotThrow(() =>
+      configForWorkers(config({ admin: { enabled: false, host: '127.0.0.1', port: 0 } }), 2),
+    )
+  })
+
+  it('serve refuses it before forking, naming both settings', async () => {
+    const data = tempDataDir()
+    try {
+      const result = await cli(['serve', '--http', '--listen', '127.0.0.1:0'], {
+        dataDir: data.dir,
+        env: {
+          TOKENGATE_WORKERS: '2',
+          TOKENGATE_ADMIN_ENABLED: 'true',
+          TOKENGATE_ADMIN_HOST: '127.0.0.1',
+          TOKENGATE_ADMIN_PORT: '0',
+        },
+      })
+      assert.notEqual(result.code, 0)
+      assert.match(result.stderr, /server\.port and admin\.port are both 0 on 127\.0\.0\.1/)
+    } finally {
+      data.cleanup()
+    }
   })
 })
