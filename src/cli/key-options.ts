@@ -8,7 +8,7 @@
 
 import type { QuotaSpec } from '../auth/key-fields.ts'
 import type { UsageRange } from '../auth/usage.ts'
-import type { RateLimitOverride } from '../core/ports.ts'
+import type { Quota, RateLimitOverride } from '../core/ports.ts'
 import { flag, type OptionDefs, optionalString, type ParsedArgs } from './args.ts'
 import { parseDuration } from './durations.ts'
 import { UsageError } from './errors.ts'
@@ -79,6 +79,11 @@ export function parseRate(text: string, label: string): RateLimitOverride {
 /** A rate limit as `parseRate` reads it back, e.g. `50000/60s`. */
 export function formatRate(rate: RateLimitOverride): string {
   return `${rate.max}/${rate.windowSec}s`
+}
+
+/** A quota's refill as `--quota-refill` reads it back: none, daily, monthly or `43200s`. */
+export function formatRefill(quota: QuotaSpec | Quota): string {
+  return quota.refill === 'interval' ? `${quota.intervalSec}s` : quota.refill
 }
 
 /** `--quota N [--quota-refill R]`, or undefined when `--quota` is absent. */

@@ -48,3 +48,21 @@ export function rateLimitArgs(
     notes.push(`rate limit ${formatRate(rateLimit)}`)
   }
 }
+
+/** `tenant enable|disable ID` or `pat enable|disable ID` as a plan line. */
+export function switchChange(
+  kind: 'tenant' | 'key',
+  id: string,
+  enabled: boolean,
+  run: (deps: OperationDeps) => Promise<unknown>,
+): ApplyChange {
+  const verb = enabled ? 'enable' : 'disable'
+  return {
+    kind,
+    id,
+    action: 'update',
+    note: verb,
+    command: [kind === 'key' ? 'pat' : 'tenant', verb, id],
+    run,
+  }
+}

@@ -18,13 +18,20 @@ import {
   CLEAR_OPTIONS,
   editedField,
   formatRate,
+  formatRefill,
   KEY_OPTIONS,
   metadataOption,
   quotaOption,
   rateLimitOption,
 } from '../key-options.ts'
 import { isoTime } from '../output.ts'
-import { type ApplyChange, canonicalJson, rateLimitArgs, sameRate } from './apply-change.ts'
+import {
+  type ApplyChange,
+  canonicalJson,
+  rateLimitArgs,
+  sameRate,
+  switchChange,
+} from './apply-change.ts'
 
 /** The keys of a `keys:` entry: what apply changes, then what only describes the key. */
 export const KEY_ENTRY_FIELDS = [
@@ -150,8 +157,9 @@ export async function keyChanges(
         `${key.at}: no key ${key.id} (apply never creates keys: issue one with pat issue)`,
       )
     }
+    const described = keyEntryOf(record)
     for (const [field, stated] of Object.entries(key.describing)) {
-      const stored = describedValue(record, field)
+      const stored = described[field]
       if (stated !== stored) {
         throw new UsageError(
           `${key.at}: ${field} is ${JSON.stringify(stated)} in the file but ${JSON.stringify(stored)} for ${key.id}; apply does not change it${field === 'expiresAt' ? ' (use pat edit --expires-at)' : ''}`,
@@ -164,7 +172,12 @@ export async function keyChanges(
       throw new UsageError(`${key.at}: ${key.id} is revoked; a revoked key cannot be changed`)
     }
     if (Object.keys(edit).length > 0) changes.push(keyEdit(key.id, edit, patPolicy))
-    if (switched) changes.push(keySwitch(key.id, key.enabled as boolean))
+    if (switched) {
+      const enabled = key.enabled as boolean
+      changes.push(
+        switchChange('key', key.id, enabled, (deps) => setPatDisabled(deps, key.id, !enabled)),
+      )
+    }
     if (Object.keys(edit).length === 0 && !switched) {
       changes.push({ kind: 'key', id: key.id, action: 'unchanged' })
     }
@@ -233,18 +246,6 @@ function keyEdit(id: string, edit: PatEdit, patPolicy: Config['pat']): ApplyChan
   }
 }
 
-function keySwitch(id: string, enabled: boolean): ApplyChange {
-  const verb = enabled ? 'enable' : 'disable'
-  return {
-    kind: 'key',
-    id,
-    action: 'update',
-    note: verb,
-    command: ['pat', verb, id],
-    run: (deps) => setPatDisabled(deps, id, !enabled),
-  }
-}
-
 /** A key as `export` writes it: its own settings, then what describes it. */
 export function keyEntryOf(pat: PatRecord): Record<string, unknown> {
   return {
@@ -263,30 +264,6 @@ export function keyEntryOf(pat: PatRecord): Record<string, unknown> {
     expiresAt: isoTime(pat.expiresAt),
     revokedAt: isoTime(pat.revokedAt),
   }
-}
-
-function describedValue(record: PatRecord, field: string): unknown {
-  switch (field) {
-    case 'tenant':
-      return record.tenantId
-    case 'subject':
-      return record.subject
-    case 'last4':
-      return record.last4
-    case 'createdAt':
-      return isoTime(record.createdAt)
-    case 'expiresAt':
-      return isoTime(record.expiresAt)
-    case 'revokedAt':
-      return isoTime(record.revokedAt)
-    default:
-      return undefined
-  }
-}
-
-/** A refill as `--quota-refill` reads it back: none, daily, monthly or seconds (`43200s`). */
-function formatRefill(quota: QuotaSpec | Quota): string {
-  return quota.refill === 'interval' ? `${quota.intervalSec}s` : quota.refill
 }
 
 function sameQuota(a: QuotaSpec | null, b: Quota | null): boolean {

@@ -39,13 +39,11 @@ import {
   canonicalJson,
   rateLimitArgs,
   sameRate,
+  switchChange,
 } from './apply-change.ts'
 import { KEY_ENTRY_FIELDS, type KeyEntry, keyChanges } from './apply-keys.ts'
 import { issuerCommands, readIssuerConfig } from './issuer.ts'
 import { tenantCommands } from './tenant.ts'
-
-type Action = ApplyAction
-type Change = ApplyChange
 
 /** A file entry: its path in the file for messages, and its value. */
 interface Located<T> {
@@ -295,7 +293,11 @@ async function readDesired(file: string): Promise<DesiredState> {
 }
 
 /** Compares the file with the store (and the policy file) without changing anything. */
-async function plan(ctx: CommandContext, desired: DesiredState, prune: boolean): Promise<Change[]> {
+async function plan(
+  ctx: CommandContext,
+  desired: DesiredState,
+  prune: boolean,
+): Promise<ApplyChange[]> {
   // Parse the file's entries with the commands' own rules first, so a dry run reports them.
   const issuerArgs = desired.issuers.map((entry) => {
     try {
@@ -332,7 +334,7 @@ async function plan(ctx: CommandContext, desired: DesiredState, prune: boolean):
       throw new CommandFailure(`${at}: tenant ${fixed} does not exist and is not in the file`)
     }
   }
-  const changes: Change[] = []
+  const changes: ApplyChange[] = []
   for (const { value } of desired.tenants) {
     const existing = tenants.find((t) => t.id === value.id)
     if (!existing) {
@@ -385,7 +387,8 @@ async function plan(ctx: CommandContext, desired: DesiredState, prune: boolean):
     // The store keeps the text as given (comments, order): compared as data there.
     const same = (text: string) =>
       file ? text === wanted : canonicalJson(parse(text)) === canonicalJson(parse(wanted))
-    const action: Action = current === undefined ? 'create' : same(current) ? 'unchanged' : 'update'
+    const action: ApplyAction =
+      current === undefined ? 'create' : same(current) ? 'unchanged' : 'update'
     const note = file ? 'send SIGHUP to the server to reload' : 'every instance reloads it'
     const policy = desired.policy
     changes.push({
@@ -438,7 +441,7 @@ async function plan(ctx: CommandContext, desired: DesiredState, prune: boolean):
 function tenantEdit(
   id: string,
   edit: { readonly name?: string; readonly rateLimit?: RateLimitOverride | null },
-): Change {
+): ApplyChange {
   const command = ['tenant', 'edit', id]
   const notes: string[] = []
   if (edit.name !== undefined) {
@@ -456,16 +459,8 @@ function tenantEdit(
   }
 }
 
-function tenantSwitch(id: string, enabled: boolean): Change {
-  const verb = enabled ? 'enable' : 'disable'
-  return {
-    kind: 'tenant',
-    id,
-    action: 'update',
-    note: verb,
-    command: ['tenant', verb, id],
-    run: (deps) => setTenantEnabled(deps, id, enabled),
-  }
+function tenantSwitch(id: string, enabled: boolean): ApplyChange {
+  return switchChange('tenant', id, enabled, (deps) => setTenantEnabled(deps, id, enabled))
 }
 
 /**
@@ -473,7 +468,11 @@ function tenantSwitch(id: string, enabled: boolean): Change {
  * the store failing or going away) undoes them all (exit 1). A policy file is written aside
  * first and moved into place only once the store has committed.
  */
-async function carryOut(ctx: CommandContext, changes: readonly Change[], desired: DesiredState) {
+async function carryOut(
+  ctx: CommandContext,
+  changes: readonly ApplyChange[],
+  desired: DesiredState,
+) {
   const file = desired.policy?.file
   const policyFile = changes.some((c) => c.kind === 'policy' && c.action !== 'unchanged')
     ? file
