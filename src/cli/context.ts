@@ -1,4 +1,6 @@
+import { existsSync } from 'node:fs'
 import { userInfo } from 'node:os'
+import { resolve } from 'node:path'
 import { storeAuditSink } from '../auth/audit-events.ts'
 import { type OperationDeps, OperationRefused, type RefusalCode } from '../auth/operations.ts'
 import { loadConfig } from '../config/load.ts'
@@ -94,12 +96,21 @@ export const ADMIN_OVERRIDES: Readonly<Record<string, unknown>> = { server: { pl
 /**
  * Opens the store the configuration names (SQLite in the data directory, or Postgres),
  * applies pending migrations, runs `use` and always closes the store.
+ *
+ * An embedded store that does not exist yet is created only when `create` is given (the
+ * commands that start a store's life: migrate, tenant create, issuer add, admin token issue,
+ * policy set, apply), and then said on its stderr. Every other command run in the wrong
+ * directory would otherwise answer from a new, empty store ("(none)", "no key tok_...").
  */
 export async function withStore<T>(
   config: Readonly<Config>,
   use: (store: Store, applied: readonly number[]) => Promise<T>,
+  create?: CliIo,
 ): Promise<T> {
-  const { openStore } = await import('../stores/open-store.ts')
+  const { openStore, SQLITE_FILE_NAME } = await import('../stores/open-store.ts')
+  const databaseFile = config.databaseUrl ? undefined : resolve(config.dataDir, SQLITE_FILE_NAME)
+  const created = databaseFile !== undefined && !existsSync(databaseFile)
+  if (created && !create) throw new CommandFailure(noStoreMessage(config.dataDir))
   const store = await openStore(
     config.databaseUrl
       ? { databaseUrl: config.databaseUrl, secretKeyFile: config.secretKeyFile }
@@ -107,10 +118,21 @@ export async function withStore<T>(
   )
   try {
     const applied = await store.migrate()
+    if (created)
+      create?.stderr.write(`tokengate: created a new store in ${resolve(config.dataDir)}\n`)
     return await use(store, applied)
   } finally {
     await store.close()
   }
+}
+
+/** Where the CLI looked for the embedded store and how to point it at one. */
+function noStoreMessage(dataDir: string): string {
+  return (
+    `no store in ${resolve(dataDir)} (no tokengate.db there; nothing was created). ` +
+    'Point at the data directory with --data-dir DIR, TOKENGATE_DATA_DIR=DIR or dataDir in ' +
+    "the config file (--config FILE), or at Postgres with --database-url or DATABASE_URL; 'tokengate migrate' creates a new store"
+  )
 }
 
 /** `cli:<os user>`: the actor recorded on audit events for operator actions. */

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { generateKeyPairSync } from 'node:crypto'
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { after, describe, it } from 'node:test'
+import { after, before, describe, it } from 'node:test'
 import { cli, cliJson, tempDataDir, withDataStore } from './helpers.ts'
 
 interface Plan {
@@ -13,12 +13,14 @@ interface Plan {
 describe('tokengate apply', () => {
   const data = tempDataDir()
   const dataDir = data.dir
+  // A dry run needs a store to compare with (it never creates one): start an empty one.
+  before(async () => assert.equal((await cli(['migrate'], { dataDir })).code, 0))
   after(() => data.cleanup())
   const ecPem = generateKeyPairSync('ec', { namedCurve: 'P-256' })
     .publicKey.export({ type: 'spki', format: 'pem' })
     .toString()
   writeFileSync(join(dataDir, 'issuer.pem'), ecPem)
-  const applyFile = join(dataDir, 'tokengate.yaml')
+  const applyFile = join(dataDir, 'tokengate.apply.yaml')
   const policyFile = join(dataDir, 'policy.yaml')
 
   const desired = (acmeEnabled: boolean, audience: string) => `
@@ -156,19 +158,19 @@ gateway:
     const cases: [string, RegExp][] = [
       [
         'tenants:\n  - id: "has space"\n',
-        /tokengate\.yaml:2:5: tenants\[0\]: id: .*not a valid tenant id/,
+        /tokengate\.apply\.yaml:2:5: tenants\[0\]: id: .*not a valid tenant id/,
       ],
       [
         'tenants:\n  - id: x\n    colour: red\n',
-        /tokengate\.yaml:2:5: tenants\[0\]: unknown key colour/,
+        /tokengate\.apply\.yaml:2:5: tenants\[0\]: unknown key colour/,
       ],
       [
         'tenants:\n  - id: x\n    rateLimit: lots\n',
-        /tokengate\.yaml:2:5: tenants\[0\]\.rateLimit: 'lots' is not a rate \(expected N\/WINDOW, e\.g\. 100\/1m or 10\/1s\) or default/,
+        /tokengate\.apply\.yaml:2:5: tenants\[0\]\.rateLimit: 'lots' is not a rate \(expected N\/WINDOW, e\.g\. 100\/1m or 10\/1s\) or default/,
       ],
       [
         'tenants:\n  - id: x\n    rateLimit: 0/1m\n',
-        /tokengate\.yaml:2:5: tenants\[0\]\.rateLimit: '0\/1m' is not a rate/,
+        /tokengate\.apply\.yaml:2:5: tenants\[0\]\.rateLimit: '0\/1m' is not a rate/,
       ],
       [
         'issuers:\n  - issuer: https://x.example/\n    audience: api\n',
@@ -177,10 +179,10 @@ gateway:
       ['issuers:\n  - issuer: https://x.example/\n    bogus: 1\n', /issuers\[0\]: .*bogus/],
       [
         'gateway:\n  policyFile: p.yaml\n  policy:\n    rules:\n      - methods: [get]\n        path: /api/v1/x\n',
-        /tokengate\.yaml:5:19: rules\[0\]\.methods: not an upper-case HTTP method/,
+        /tokengate\.apply\.yaml:5:19: rules\[0\]\.methods: not an upper-case HTTP method/,
       ],
-      ['surprise: 1\n', /tokengate\.yaml:1:1: unknown key surprise/],
-      ['tenants: [\n', /tokengate\.yaml:\d+:\d+: /],
+      ['surprise: 1\n', /tokengate\.apply\.yaml:1:1: unknown key surprise/],
+      ['tenants: [\n', /tokengate\.apply\.yaml:\d+:\d+: /],
     ]
     for (const [text, message] of cases) {
       writeFileSync(applyFile, text)
@@ -192,7 +194,7 @@ gateway:
       writeFileSync(applyFile, `tenants:\n  - id: named\n    name: ${JSON.stringify(name)}\n`)
       const dryRun = await cli(['apply', '-f', applyFile, '--dry-run'], { dataDir })
       assert.equal(dryRun.code, 1, dryRun.stdout)
-      assert.match(dryRun.stderr, /tokengate\.yaml:2:5: tenants\[0\]: --name: expected at most 200/)
+      assert.match(dryRun.stderr, /tokengate\.apply\.yaml:2:5: tenants\[0\]: --name: expected at most 200/)
       assert.equal(dryRun.stdout, '')
     }
     assert.equal(await withDataStore(dataDir, (store) => store.findTenant('named')), undefined)
@@ -213,9 +215,10 @@ describe('tokengate apply: hostile or broken files change nothing', () => {
   const root = join(data.dir, 'gitops')
   const outside = join(data.dir, 'outside')
   const dataDir = join(data.dir, 'store')
+  before(async () => assert.equal((await cli(['migrate'], { dataDir })).code, 0))
   mkdirSync(root)
   mkdirSync(outside)
-  const file = join(root, 'tokengate.yaml')
+  const file = join(root, 'tokengate.apply.yaml')
   const canary = 'CANARY-7f3a9e-do-not-print'
   writeFileSync(join(outside, 'canary.txt'), `${canary}\n`)
   const pem = generateKeyPairSync('ec', { namedCurve: 'P-256' })
@@ -384,7 +387,7 @@ describe('tokengate export, then apply; apply --prune', () => {
     const exported = await cli(['export', '--out', out], { dataDir })
     assert.equal(exported.code, 0, exported.stderr)
     assert.match(exported.stdout, /Shared secret not exported.*hmac\.example/)
-    const text = readFileSync(join(out, 'tokengate.yaml'), 'utf8')
+    const text = readFileSync(join(out, 'tokengate.apply.yaml'), 'utf8')
     assert.match(text, /subject: ci/)
     assert.match(text, /rateLimit: 500\/60s/)
     assert.match(text, /rateLimit: 10\/1s/)
@@ -399,9 +402,12 @@ describe('tokengate export, then apply; apply --prune', () => {
       join(out, 'keys', 'issuer-1.secret'),
       'a-shared-secret-that-must-never-leave-0123456789',
     )
-    const plan = await cli(['apply', '-f', join(out, 'tokengate.yaml'), '--dry-run', '--json'], {
-      dataDir,
-    })
+    const plan = await cli(
+      ['apply', '-f', join(out, 'tokengate.apply.yaml'), '--dry-run', '--json'],
+      {
+        dataDir,
+      },
+    )
     assert.equal(plan.code, 0, `${plan.stdout} ${plan.stderr}`)
     const changes = (JSON.parse(plan.stdout) as Plan).changes
     assert.ok(

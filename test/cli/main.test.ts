@@ -100,6 +100,7 @@ describe('tokengate CLI: help, version and usage errors', () => {
   })
 
   it('global options are accepted before the command', async () => {
+    assert.equal((await cli(['--data-dir', data.dir, 'migrate'])).code, 0)
     const result = await cli(['--data-dir', data.dir, '--json', 'tenant', 'list'])
     assert.equal(result.code, 0, result.stderr)
     assert.deepEqual(JSON.parse(result.stdout), { tenants: [] })

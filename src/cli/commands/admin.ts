@@ -53,17 +53,20 @@ const issue: CommandDef = {
         `--expires-in: '${printable(text)}' is not a duration up to 366d (expected e.g. 8h, 30d)`,
       )
     }
-    const { token, record } = await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
-      operate(() =>
-        issueAdminToken(
-          { ...operationDeps(ctx, store), store },
-          {
-            name,
-            role: role as AdminRole,
-            lifetimeMs: ms,
-          },
+    const { token, record } = await withStore(
+      ctx.config(ADMIN_OVERRIDES),
+      (store) =>
+        operate(() =>
+          issueAdminToken(
+            { ...operationDeps(ctx, store), store },
+            {
+              name,
+              role: role as AdminRole,
+              lifetimeMs: ms,
+            },
+          ),
         ),
-      ),
+      ctx.io,
     )
     if (ctx.json) {
       ctx.out.json({ token, ...adminTokenMetadata(record, record.createdAt) })

@@ -91,13 +91,16 @@ const apply: CommandDef = {
         'Also undo what the file does not list: issuers are removed, tenants disabled (never deleted), the stored policy removed.',
     },
   },
-  examples: ['tokengate apply -f tokengate.yaml --dry-run', 'tokengate apply -f tokengate.yaml'],
+  examples: [
+    'tokengate apply -f tokengate.apply.yaml --dry-run',
+    'tokengate apply -f tokengate.apply.yaml',
+  ],
   async run(ctx) {
     const file = optionalString(ctx.args, 'file')
     if (file === undefined) throw new UsageError('missing -f FILE')
     const dryRun = flag(ctx.args, 'dry-run')
     const desired = await readDesired(file)
-    const changes = await plan(ctx, desired, flag(ctx.args, 'prune'))
+    const changes = await plan(ctx, desired, flag(ctx.args, 'prune'), dryRun)
     const pending = changes.filter((c) => c.action !== 'unchanged').length
     if (!dryRun) await carryOut(ctx, changes, desired)
     if (ctx.json) ctx.out.json({ dryRun, changes })
@@ -292,11 +295,15 @@ async function readDesired(file: string): Promise<DesiredState> {
   return { tenants, issuers, keys, policy }
 }
 
-/** Compares the file with the store (and the policy file) without changing anything. */
+/**
+ * Compares the file with the store (and the policy file) without changing anything; a dry
+ * run needs an existing store, an apply may start a new one.
+ */
 async function plan(
   ctx: CommandContext,
   desired: DesiredState,
   prune: boolean,
+  dryRun: boolean,
 ): Promise<ApplyChange[]> {
   // Parse the file's entries with the commands' own rules first, so a dry run reports them.
   const issuerArgs = desired.issuers.map((entry) => {
@@ -317,14 +324,18 @@ async function plan(
   }
 
   const config = ctx.config(ADMIN_OVERRIDES)
-  const { tenants, issuers, storedPolicy, keyPlan } = await withStore(config, async (store) => ({
-    tenants: await store.listTenants(),
-    issuers: await store.listIssuers(),
-    storedPolicy: await store.getPolicy(GATEWAY_POLICY),
-    keyPlan: await keyChanges(store, desired.keys, config.pat).catch((error: unknown) => {
-      throw new CommandFailure((error as Error).message)
+  const { tenants, issuers, storedPolicy, keyPlan } = await withStore(
+    config,
+    async (store) => ({
+      tenants: await store.listTenants(),
+      issuers: await store.listIssuers(),
+      storedPolicy: await store.getPolicy(GATEWAY_POLICY),
+      keyPlan: await keyChanges(store, desired.keys, config.pat).catch((error: unknown) => {
+        throw new CommandFailure((error as Error).message)
+      }),
     }),
-  }))
+    dryRun ? undefined : ctx.io,
+  )
   // Every reference checked before the first write: an issuer bound to a tenant needs that
   // tenant in the store or in the file, or apply would stop half way.
   const known = new Set([...tenants.map((t) => t.id), ...desired.tenants.map((t) => t.value.id)])
@@ -482,11 +493,14 @@ async function carryOut(
   try {
     if (temp) await writeFile(temp, desired.policy?.text ?? '', { mode: 0o600 })
     await operate(() =>
-      withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
-        store.transaction(async (tx) => {
-          const deps = operationDeps(ctx, tx)
-          for (const change of changes) await change.run?.(deps)
-        }),
+      withStore(
+        ctx.config(ADMIN_OVERRIDES),
+        (store) =>
+          store.transaction(async (tx) => {
+            const deps = operationDeps(ctx, tx)
+            for (const change of changes) await change.run?.(deps)
+          }),
+        ctx.io,
       ),
     )
     if (temp && policyFile) await rename(temp, policyFile)

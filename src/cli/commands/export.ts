@@ -1,6 +1,6 @@
 /**
  * `tokengate export --out DIR`: the store's tenants, trusted issuers and stored gateway
- * policy as `DIR/tokengate.yaml`, a file `apply` accepts (applying it to the same store
+ * policy as `DIR/tokengate.apply.yaml`, a file `apply` accepts (applying it to the same store
  * plans nothing), plus the PATs (metadata and their own settings). Key material an issuer was given as
  * a file (JWKS, PEM) is written beside it under `DIR/keys/`, since `apply` takes keys from
  * files. Never a secret: a PAT is metadata only (no hash either), and an HMAC issuer's shared
@@ -22,12 +22,12 @@ const exportCommand: CommandDef = {
   summary: 'Write tenants, issuers and the stored policy as a file apply accepts',
   synopsis: '--out DIR',
   description:
-    'Writes DIR/tokengate.yaml (tenants, issuers, the stored gateway policy, and the PATs\nunder keys:, their settings, which apply edits but never creates or revokes) and the issuers key files under\nDIR/keys/. No secret is written: an HMAC issuer entry names keys/N.secret for you to supply.\n`tokengate apply -f DIR/tokengate.yaml --dry-run` on the same store then plans nothing.',
+    'Writes DIR/tokengate.apply.yaml (tenants, issuers, the stored gateway policy, and the PATs\nunder keys:, their settings, which apply edits but never creates or revokes) and the issuers key files under\nDIR/keys/. No secret is written: an HMAC issuer entry names keys/N.secret for you to supply.\n`tokengate apply -f DIR/tokengate.apply.yaml --dry-run` on the same store then plans nothing.',
   options: {
     out: { type: 'string', value: 'DIR', description: 'Directory to write (created).' },
   },
   examples: [
-    'tokengate export --out gitops/ && tokengate apply -f gitops/tokengate.yaml --dry-run',
+    'tokengate export --out gitops/ && tokengate apply -f gitops/tokengate.apply.yaml --dry-run',
   ],
   async run(ctx) {
     const out = requiredString(ctx.args, 'out', 'a directory to write the export to')
@@ -48,7 +48,7 @@ const exportCommand: CommandDef = {
       ...(exported.policy ? { gateway: { policy: exported.policy } } : {}),
       keys: exported.keys,
     }
-    const file = join(out, 'tokengate.yaml')
+    const file = join(out, 'tokengate.apply.yaml')
     await writeFile(file, stringify(document), { mode: 0o600 })
     if (ctx.json) ctx.out.json({ file, missingSecrets })
     else {

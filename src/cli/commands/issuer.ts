@@ -19,7 +19,13 @@ import {
 } from '../args.ts'
 import { ADMIN_OVERRIDES, type CommandDef, operate, operationDeps, withStore } from '../context.ts'
 import { UsageError } from '../errors.ts'
-import { readJwksFile, readJwksUrl, readPemFile, readSecretFile } from '../key-source.ts'
+import {
+  jwksFileAlgorithms,
+  readJwksFile,
+  readJwksUrl,
+  readPemFile,
+  readSecretFile,
+} from '../key-source.ts'
 import { formatTime, isoTime } from '../output.ts'
 import { checkTenantId, printable } from '../validate.ts'
 
@@ -107,7 +113,7 @@ function readKeySource(args: ParsedArgs, issuer: string): KeySource {
     case 'jwks-url':
       return readJwksUrl(value)
     case 'jwks-file':
-      return readJwksFile(value)
+      return readJwksFile(value, listedAlgorithms(args))
     case 'pem-file':
       return readPemFile(value, algorithm)
     case 'secret-file':
@@ -142,13 +148,19 @@ function readDiscovery(issuer: string, origins: readonly string[]): KeySource {
     : { kind: 'oidc_discovery' }
 }
 
+/** The `--algorithms` list as given (checked by {@link readAlgorithms}). */
+function listedAlgorithms(args: ParsedArgs): readonly string[] | undefined {
+  return optionalString(args, 'algorithms')
+    ?.split(',')
+    .map((a) => a.trim())
+}
+
 /**
  * The algorithm allowlist. `none` is refused outright; HMAC only with a shared secret (so a
  * public key can never be used as an HMAC secret: the classic algorithm-confusion attack).
  */
 function readAlgorithms(args: ParsedArgs, source: KeySource): readonly string[] | undefined {
-  const text = optionalString(args, 'algorithms')
-  const given = text?.split(',').map((a) => a.trim())
+  const given = listedAlgorithms(args)
   const allowed: readonly string[] =
     source.kind === 'secret' ? HMAC_ALGORITHMS : ASYMMETRIC_ALGORITHMS
   for (const alg of given ?? []) {
@@ -166,16 +178,8 @@ function readAlgorithms(args: ParsedArgs, source: KeySource): readonly string[] 
     }
     return [source.algorithm]
   }
-  if (source.kind === 'jwks') {
-    const keyAlgs = [...new Set(source.jwks.keys.map((k) => String(k.alg)))]
-    const outside = keyAlgs.filter((alg) => given && !given.includes(alg))
-    if (outside.length > 0) {
-      throw new UsageError(
-        `--algorithms: the JWKS has keys for ${outside.join(', ')}, which the list leaves out`,
-      )
-    }
-    return given ?? keyAlgs
-  }
+  // Each JWKS key was bound under `given` already (a key no listed algorithm fits is refused).
+  if (source.kind === 'jwks') return given ?? jwksFileAlgorithms(source.jwks.keys)
   return given
 }
 
@@ -242,7 +246,7 @@ const add: CommandDef = {
   synopsis:
     '--issuer ISS --audience AUD (--jwks-url URL | --discovery | --jwks-file F | --pem-file F --algorithm ALG | --secret-file F --algorithm HS256) [options]',
   description:
-    'Exactly one key source. A JWKS URL must be https (http only for localhost/127.0.0.1). Every\nJWKS key needs "alg" unless its type allows only one algorithm (EC, Ed25519). A PEM file must\nhold a public key. The tenant comes from the claim tenant_id unless --tenant or --tenant-claim.',
+    'Exactly one key source. A JWKS URL must be https (http only for localhost/127.0.0.1). A JWKS\nkey without "alg" may verify the --algorithms its type fits (RSA: RS*/PS*; EC, Ed25519: their\none). A PEM file must hold a public key. The tenant comes from the claim tenant_id unless --tenant or --tenant-claim.',
   options: {
     issuer: { type: 'string', value: 'ISS', description: "Exact 'iss' value." },
     audience: {
@@ -320,11 +324,14 @@ const add: CommandDef = {
   ],
   async run(ctx) {
     const issuer = readIssuerConfig(ctx.args)
-    const { issuer: stored, replaced } = await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
-      operate(() => addIssuer(operationDeps(ctx, store), issuer), {
-        tenant_unknown: (r) =>
-          `no tenant ${r.subject} (create it with: tokengate tenant create ${r.subject})`,
-      }),
+    const { issuer: stored, replaced } = await withStore(
+      ctx.config(ADMIN_OVERRIDES),
+      (store) =>
+        operate(() => addIssuer(operationDeps(ctx, store), issuer), {
+          tenant_unknown: (r) =>
+            `no tenant ${r.subject} (create it with: tokengate tenant create ${r.subject})`,
+        }),
+      ctx.io,
     )
     if (ctx.json) ctx.out.json({ ...issuerJson(stored), replaced })
     else {

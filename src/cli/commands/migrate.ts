@@ -6,10 +6,14 @@ const migrate: CommandDef = {
   options: {},
   async run(ctx) {
     const config = ctx.config(ADMIN_OVERRIDES)
-    const { kind, applied } = await withStore(config, async (store, versions) => ({
-      kind: store.kind,
-      applied: versions,
-    }))
+    const { kind, applied } = await withStore(
+      config,
+      async (store, versions) => ({
+        kind: store.kind,
+        applied: versions,
+      }),
+      ctx.io,
+    )
     if (ctx.json) ctx.out.json({ store: kind, applied })
     else if (applied.length === 0)
       ctx.out.line(`The ${kind} store is up to date; no migration applied.`)

@@ -30,8 +30,10 @@ const set: CommandDef = {
     } catch (error) {
       throw new CommandFailure((error as Error).message)
     }
-    await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
-      storePolicy(operationDeps(ctx, store), { name: GATEWAY_POLICY, text, rules }),
+    await withStore(
+      ctx.config(ADMIN_OVERRIDES),
+      (store) => storePolicy(operationDeps(ctx, store), { name: GATEWAY_POLICY, text, rules }),
+      ctx.io,
     )
     if (ctx.json) ctx.out.json({ name: GATEWAY_POLICY, rules })
     else ctx.out.line(`Stored the gateway policy (${rules} rules).`)

@@ -43,8 +43,10 @@ const create: CommandDef = {
   async run(ctx) {
     const id = checkTenantId(requiredPositional(ctx.args, 0, 'ID'), 'ID')
     const name = checkText(optionalString(ctx.args, 'name') ?? id, 'name', MAX_TENANT_NAME_LENGTH)
-    const tenant = await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
-      operate(() => createTenant(operationDeps(ctx, store), { id, name })),
+    const tenant = await withStore(
+      ctx.config(ADMIN_OVERRIDES),
+      (store) => operate(() => createTenant(operationDeps(ctx, store), { id, name })),
+      ctx.io,
     )
     if (ctx.json) ctx.out.json(tenantMetadata(tenant))
     else ctx.out.line(`Created tenant ${tenant.id} (${tenant.name}).`)
