@@ -1,3 +1,4 @@
+import { issuerReadiness } from '../auth/issuer-registry.ts'
 import { readUsageSeries, type UsageSeries } from '../auth/usage.ts'
 import type { AdminContext } from './context.ts'
 
@@ -18,22 +19,15 @@ export async function readStatus(
   } catch {
     store = 'unreachable'
   }
-  const keyStatus = ctx.issuers.keyStatus()
-  // The /readyz grouping (server/health.ts): not loaded answer 503, stale ones still verify.
-  const issuers = {
-    remote: keyStatus.length,
-    notLoaded: keyStatus.filter((s) => s.state === 'unavailable').map((s) => s.issuer),
-    stale: keyStatus
-      .filter((s) => s.state === 'stale' && s.failingSince !== null)
-      .map((s) => s.issuer),
-  }
+  // The /readyz grouping: not loaded answer 503, stale ones still verify, skipped keys 401.
+  const issuers = issuerReadiness(ctx.issuers.keyStatus())
   const feed = ctx.changeFeed()
   const traffic = store === 'ok' && ctx.config.usage.enabled ? await clusterTraffic(ctx) : undefined
   return {
     status:
       store !== 'ok'
         ? 'unavailable'
-        : issuers.notLoaded.length + issuers.stale.length > 0
+        : issuers.notLoaded.length + issuers.stale.length + issuers.skippedKeys.length > 0
           ? 'degraded'
           : 'ready',
     store,

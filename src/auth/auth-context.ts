@@ -61,6 +61,12 @@ export async function createAuthContext(
       maxLifetimeSec: config.auth.maxJwtLifetimeSec,
       cacheMaxEntries: config.auth.jwtCacheMaxEntries,
       fetch: tracing?.fetch,
+      // One line per key set load that skipped keys, never per token (jwks.ts).
+      onSkippedKeys: (issuer, skippedKeys) =>
+        log.warn(
+          { issuer, skippedKeys },
+          "trusted issuer's JWKS has keys that cannot be used: tokens signed with them get 401 (check the key or --algorithms)",
+        ),
       jwks: {
         timeoutMs: config.auth.jwksTimeoutMs,
         cooldownMs: config.auth.jwksCooldownMs,

@@ -28,6 +28,28 @@ export interface IssuerRegistry extends JwtVerifier {
  * are pooled across rebuilds (see `createJwksPool`): a change to one issuer neither drops
  * another issuer's cached keys nor refetches every JWKS.
  */
+/**
+ * Issuers grouped by key state, for `/readyz` and the admin status view:
+ * - `notLoaded`: no usable keys: their tokens get 503 `unavailable` for now;
+ * - `stale`: past their maximum age because refreshing fails (still verifying);
+ * - `skippedKeys`: keys an issuer's JWKS publishes that cannot be used (bad material, type,
+ *   or no algorithm on the issuer's allow-list): tokens signed with them get 401. By `kid`
+ *   and reason only, never material.
+ */
+export function issuerReadiness(statuses: readonly JwksStatus[]) {
+  const issuersWhere = (test: (s: JwksStatus) => boolean) =>
+    statuses.filter(test).map((s) => s.issuer)
+  return {
+    remote: statuses.length,
+    notLoaded: issuersWhere((s) => s.state === 'unavailable'),
+    // Past max age only because refreshing fails (not merely due on a quiet instance).
+    stale: issuersWhere((s) => s.state === 'stale' && s.failingSince !== null),
+    skippedKeys: statuses.flatMap((s) =>
+      s.skippedKeys.map(({ kid, reason }) => ({ issuer: s.issuer, kid, reason })),
+    ),
+  }
+}
+
 export async function createIssuerRegistry(
   store: Pick<Store, 'listIssuers'>,
   options: JwtVerifierOptions,

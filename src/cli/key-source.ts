@@ -1,8 +1,15 @@
 import { createPublicKey, type KeyObject } from 'node:crypto'
 import { readFileSync } from 'node:fs'
-import type { KeySource } from '../core/issuer.ts'
+import { DEFAULT_ALGORITHMS, type KeySource } from '../core/issuer.ts'
 import { checkJwksUrl as checkCoreJwksUrl } from '../core/jwks.ts'
-import { bindJwk, bindPem, HMAC_ALGORITHMS, secretKeySource } from '../core/jwt-keys.ts'
+import {
+  type BoundKey,
+  bindIssuerJwk,
+  bindJwk,
+  bindPem,
+  HMAC_ALGORITHMS,
+  secretKeySource,
+} from '../core/jwt-keys.ts'
 import { UsageError } from './errors.ts'
 
 /**
@@ -22,8 +29,13 @@ export function readJwksUrl(text: string): KeySource {
   return { kind: 'jwks_url', url: url.href }
 }
 
-/** Reads a JWKS file; every key is bound by the core, which fills in an unambiguous `alg`. */
-export function readJwksFile(file: string): KeySource {
+/**
+ * Reads a JWKS file; every key is bound by the core as the server will bind it, under
+ * `algorithms` (the `--algorithms` list). A key bound to one algorithm is stored with that
+ * `alg`; an RSA key without `alg` bound to several is stored as given and bound under the
+ * issuer's list when the server loads it.
+ */
+export function readJwksFile(file: string, algorithms: readonly string[] | undefined): KeySource {
   const where = `--jwks-file ${file}`
   let parsed: unknown
   try {
@@ -47,9 +59,32 @@ export function readJwksFile(file: string): KeySource {
       throw new UsageError(`${label}: expected a JSON object`)
     }
     const jwk = key as Record<string, unknown>
-    return { ...jwk, alg: bound(label, () => bindJwk(jwk)).alg }
+    const algs = bound(label, () => bindFileKey(jwk, algorithms)).map((k) => k.alg)
+    return algs.length === 1 ? { ...jwk, alg: algs[0] } : jwk
   })
   return { kind: 'jwks', jwks: { keys: checked } }
+}
+
+/**
+ * The allow-list of a JWKS file given without `--algorithms`: every algorithm its keys are
+ * bound to (see {@link readJwksFile}).
+ */
+export function jwksFileAlgorithms(keys: readonly Record<string, unknown>[]): readonly string[] {
+  return [...new Set(keys.flatMap((jwk) => bindFileKey(jwk, undefined).map((k) => k.alg)))]
+}
+
+/**
+ * Without `--algorithms`, a key's own algorithm is allowed (named, or the one its EC curve or
+ * Ed25519 admits); an RSA key without `alg` fits several and gets the server's default RSA
+ * ones (RS256, PS256), never all six.
+ */
+function bindFileKey(
+  jwk: Record<string, unknown>,
+  algorithms: readonly string[] | undefined,
+): readonly BoundKey[] {
+  if (algorithms !== undefined) return bindIssuerJwk(jwk, algorithms)
+  if (jwk.kty === 'RSA' && jwk.alg === undefined) return bindIssuerJwk(jwk, DEFAULT_ALGORITHMS)
+  return [bindJwk(jwk)]
 }
 
 /** Reads a PEM public key (SPKI, or a certificate) bound to one algorithm; stored as SPKI. */

@@ -70,6 +70,8 @@ export type InvalidTokenReason =
   | 'bad_signature'
   | 'unknown_issuer'
   | 'unknown_key'
+  /** The issuer's JWKS publishes the token's key, but it cannot be used (jwks.ts). */
+  | 'unusable_key'
   | 'algorithm_not_allowed'
   | 'claims'
   | 'not_yet_valid'

@@ -8,14 +8,18 @@
  *
  * Fail closed, but honestly: when no usable keys can be had, the answer is an `unavailable`
  * failure (503 with `Retry-After`), never a pass and never `invalid_token` (the token may be
- * fine; we cannot tell). Nothing here throws on a request.
+ * fine; we cannot tell). The one exception is a token naming a key the issuer does publish
+ * but that we cannot use (see `SkippedKey`): that is a stable 401, as no retry can help.
+ * Nothing here throws on a request.
  */
 import { Buffer } from 'node:buffer'
 import type { AuthFailure } from './failure.ts'
 import {
   type BoundKey,
-  bindJwk,
+  bindIssuerJwk,
   type IssuerKeys,
+  type JwkRefusalReason,
+  JwkRefused,
   type KeyLookup,
   selectionFailure,
   selectKey,
@@ -51,10 +55,36 @@ export interface RemoteJwksDeps {
   readonly clock: Clock
   readonly fetch: typeof globalThis.fetch
   /**
+   * Called once per key set load that passed over keys it cannot use, with every such key
+   * (never their material): the caller logs one line. Not called per token.
+   */
+  readonly onSkippedKeys?: ((issuer: string, skipped: readonly SkippedKey[]) => void) | undefined
+  /**
    * Keeps key sources alive across verifier generations (see {@link createJwksPool}).
    * Without one, every verifier owns its key sources and closes them.
    */
   readonly pool?: JwksPool | undefined
+}
+
+/**
+ * A key the issuer's JWKS publishes for signatures that tokengate cannot use: its material
+ * is broken, its type unsupported, or none of its algorithms is on the issuer's allow-list.
+ * Keys marked for encryption (`use: enc`) are not signing keys and are not listed.
+ */
+export interface SkippedKey {
+  /** The key's `kid` (at most 128 characters), or null when it has none. */
+  readonly kid: string | null
+  readonly reason: Exclude<JwkRefusalReason, 'not_for_signing'>
+  /** A fixed, config-safe sentence; never key material. */
+  readonly detail: string
+}
+
+/** Which of an issuer's algorithms its key source binds keys for, and whose keys they are. */
+export interface KeySourceOwner {
+  /** The issuer's `iss`, for status and logs. */
+  readonly issuer: string
+  /** The issuer's algorithm allow-list: keys without `alg` are bound under it. */
+  readonly algorithms: readonly string[]
 }
 
 /**
@@ -71,6 +101,8 @@ export interface JwksStatus {
   readonly loadedAt: number | null
   /** Epoch ms of the last failed fetch after the last success, or null. */
   readonly failingSince: number | null
+  /** Keys the last JWKS read published but that cannot be used; their tokens get 401. */
+  readonly skippedKeys: readonly SkippedKey[]
 }
 
 /** A remote key source: {@link IssuerKeys} plus what readiness needs. */
@@ -136,11 +168,11 @@ export function createRemoteJwks(
   url: string,
   options: JwksOptions,
   deps: RemoteJwksDeps,
-  issuer = url,
+  owner: KeySourceOwner,
 ): IssuerKeys {
   const target = checkJwksUrl(url)
-  return pooled(deps, `${issuer}\u0000jwks_url\u0000${target.href}`, () =>
-    createKeySource(issuer, async () => target, options, deps),
+  return pooled(deps, poolKey(owner, 'jwks_url', target.href), () =>
+    createKeySource(owner, async () => target, options, deps),
   )
 }
 
@@ -160,11 +192,12 @@ export function createRemoteJwks(
  * check runs before any request to that URL is made.
  */
 export function createDiscoveredJwks(
-  issuer: string,
+  owner: KeySourceOwner,
   options: JwksOptions,
   deps: RemoteJwksDeps,
   jwksOrigins: readonly string[] = [],
 ): IssuerKeys {
+  const { issuer } = owner
   const document = discoveryUrl(issuer)
   const allowed = new Set([document.origin, ...jwksOrigins.map((o) => new URL(o).origin)])
   const locate = async (signal: AbortSignal): Promise<URL> => {
@@ -180,9 +213,17 @@ export function createDiscoveredJwks(
     }
     return target
   }
-  return pooled(deps, `${issuer}\u0000oidc_discovery\u0000${[...allowed].sort().join(' ')}`, () =>
-    createKeySource(issuer, locate, options, deps),
+  return pooled(deps, poolKey(owner, 'oidc_discovery', [...allowed].sort().join(' ')), () =>
+    createKeySource(owner, locate, options, deps),
   )
+}
+
+/**
+ * Pooled sources are matched by issuer, location and allow-list: keys are bound under the
+ * allow-list, so a changed list needs a new source (and a new load) to take effect.
+ */
+function poolKey(owner: KeySourceOwner, kind: string, location: string): string {
+  return [owner.issuer, kind, location, [...owner.algorithms].sort().join(',')].join('\u0000')
 }
 
 function pooled(deps: RemoteJwksDeps, key: string, create: () => RemoteJwks): IssuerKeys {
@@ -193,14 +234,18 @@ function pooled(deps: RemoteJwksDeps, key: string, create: () => RemoteJwks): Is
 type Locate = (signal: AbortSignal) => Promise<URL>
 
 function createKeySource(
-  issuer: string,
+  owner: KeySourceOwner,
   locate: Locate,
   options: JwksOptions,
   deps: RemoteJwksDeps,
 ): RemoteJwks {
   const { clock } = deps
+  const { issuer } = owner
   const closer = new AbortController()
   let keys: readonly BoundKey[] | undefined
+  /** From the last JWKS read, usable keys or not, and when it was read. */
+  let skipped: readonly SkippedKey[] = []
+  let skippedAt = Number.NEGATIVE_INFINITY
   let fetchedAt = Number.NEGATIVE_INFINITY
   /** When the request that fetched `keys` started: the key set is at least this recent. */
   let keysAsOf = Number.NEGATIVE_INFINITY
@@ -209,7 +254,8 @@ function createKeySource(
   let inflight: Promise<boolean> | undefined
 
   const coolingDown = (now: number) => now - attemptedAt < options.cooldownMs
-  const usableUntil = () => fetchedAt + options.cacheMaxAgeMs + options.staleWhileErrorMs
+  const usableUntil = (readAt = fetchedAt) =>
+    readAt + options.cacheMaxAgeMs + options.staleWhileErrorMs
   const due = (now: number) =>
     (keys === undefined || now - fetchedAt >= options.cacheMaxAgeMs) && !coolingDown(now)
 
@@ -228,9 +274,14 @@ function createKeySource(
     attemptedAt = startedAt
     try {
       const signal = AbortSignal.any([AbortSignal.timeout(options.timeoutMs), closer.signal])
-      const fetched = await fetchKeySet(await locate(signal), signal, deps.fetch)
+      const fetched = await fetchKeySet(await locate(signal), signal, deps.fetch, owner.algorithms)
       if (closer.signal.aborted) return false
-      keys = fetched
+      skipped = fetched.skipped
+      skippedAt = clock.now()
+      if (skipped.length > 0) deps.onSkippedKeys?.(issuer, skipped)
+      // A set with no usable key at all counts as a failed fetch: the keys held are kept.
+      if (fetched.keys.length === 0) throw new Error('JWKS has no usable key')
+      keys = fetched.keys
       fetchedAt = clock.now()
       keysAsOf = startedAt
       failingSince = null
@@ -255,6 +306,13 @@ function createKeySource(
       if (closer.signal.aborted) return unavailable()
       if (inflight !== undefined) await inflight
       else if (due(clock.now())) await refresh()
+      // Why a skipped key is a 401 at once, before any outage or cooldown answer: the issuer
+      // told us this key exists, and nothing a retry can bring changes that we cannot use it
+      // (its material, its type, or our allow-list). A 503 would have the client retry what
+      // never succeeds; refetching would not help either.
+      if (signedBySkippedKey(kid)) {
+        return { ok: false, failure: selectionFailure('unusable_key') }
+      }
       if (keys === undefined || clock.now() >= usableUntil()) return unavailable()
       let selection = selectKey(keys, alg, kid)
       if (!selection.ok && selection.reason === 'unknown_key') {
@@ -289,7 +347,8 @@ function createKeySource(
             ? 'fresh'
             : 'stale'
       const loadedAt = keys === undefined ? null : fetchedAt
-      return { issuer, state, loadedAt, failingSince }
+      const skippedKeys = now < usableUntil(skippedAt) ? skipped : []
+      return { issuer, state, loadedAt, failingSince, skippedKeys }
     },
     async warm() {
       if (closer.signal.aborted) return
@@ -299,7 +358,23 @@ function createKeySource(
     close() {
       closer.abort()
       keys = undefined
+      skipped = []
     },
+  }
+
+  /**
+   * Whether the token's key is one the last JWKS read published but we skipped: its `kid`
+   * names a skipped key and no usable one. A token without `kid` when a skipped key has none
+   * and no usable key could be chosen counts too. Only while that read is within the same
+   * bounds as usable keys (max age + stale allowance).
+   */
+  function signedBySkippedKey(kid: string | undefined): boolean {
+    if (skipped.length === 0 || clock.now() >= usableUntil(skippedAt)) return false
+    const named = kid ?? null
+    if (!skipped.some((key) => key.kid === named)) return false
+    return kid === undefined
+      ? keys === undefined || keys.length === 0
+      : !keys?.some((key) => key.kid === kid)
   }
 }
 
@@ -375,17 +450,22 @@ export function createJwksPool(): JwksPool {
   }
 }
 
+/** Longer `kid`s are cut in status and logs: the value comes from the network. */
+const MAX_REPORTED_KID = 128
+
 /**
- * Fetches and binds a key set. Throws on any failure (status, size, JSON, no usable key);
- * the caller keeps its previous keys. Keys that cannot be bound (no `alg` on an RSA key,
- * `oct`, private material, ...) are skipped, not fatal: one odd key must not lock out the
- * others. A set with no usable key at all counts as a failed fetch.
+ * Fetches a key set and binds each key under the issuer's allow-list (`bindIssuerJwk`).
+ * Throws on a failed read (status, size, JSON, not a JWKS); the caller keeps its previous
+ * keys. Keys that cannot be bound (broken material, `oct`, no allowed algorithm, ...) are
+ * skipped and returned as such, not fatal: one odd key must not lock out the others.
+ * Encryption keys are passed over without a word: a JWKS may rightly carry them.
  */
 async function fetchKeySet(
   url: URL,
   signal: AbortSignal,
   fetchImpl: typeof globalThis.fetch,
-): Promise<readonly BoundKey[]> {
+  algorithms: readonly string[],
+): Promise<{ keys: readonly BoundKey[]; skipped: readonly SkippedKey[] }> {
   const document = await fetchJson(
     url,
     signal,
@@ -394,16 +474,23 @@ async function fetchKeySet(
   )
   const listed = (document as { keys?: unknown } | null)?.keys
   if (!Array.isArray(listed)) throw new Error('not a JWKS')
-  const bound: BoundKey[] = []
+  const keys: BoundKey[] = []
+  const skipped: SkippedKey[] = []
   for (const jwk of listed) {
     try {
-      bound.push(bindJwk(jwk as Record<string, unknown>))
-    } catch {
-      // Skipped: see above.
+      keys.push(...bindIssuerJwk(jwk as Record<string, unknown>, algorithms))
+    } catch (error) {
+      if (!(error instanceof JwkRefused)) throw error
+      if (error.reason === 'not_for_signing') continue
+      const kid = (jwk as { kid?: unknown } | null)?.kid
+      skipped.push({
+        kid: typeof kid === 'string' ? kid.slice(0, MAX_REPORTED_KID) : null,
+        reason: error.reason,
+        detail: error.message,
+      })
     }
   }
-  if (bound.length === 0) throw new Error('JWKS has no usable key')
-  return bound
+  return { keys, skipped }
 }
 
 /**

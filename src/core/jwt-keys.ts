@@ -2,8 +2,10 @@
  * Verification keys, each bound to exactly one JWS algorithm.
  *
  * Every key tokengate trusts is imported once, up front, and bound to the one JWS `alg` it
- * may verify (a JWK's `alg`, or the algorithm configured beside a PEM or a secret). Binding
- * prepares two equivalent forms, both fixed to that algorithm:
+ * may verify: a JWK's `alg`, the algorithm configured beside a PEM or a secret, or, for a JWK
+ * without `alg`, each algorithm its key type fits that the issuer's allow-list names (one
+ * bound key per algorithm; see `bindIssuerJwk`). Binding prepares two equivalent forms, both
+ * fixed to that algorithm:
  * - `verify`, the node:crypto signature check the verifier uses (jwt-signature.ts), and
  * - `key`, a WebCrypto `CryptoKey` whose algorithm jose enforces (the reference path the
  *   differential test compares against).
@@ -111,58 +113,163 @@ function bindPublicKey(keyObject: KeyObject, alg: string, kid: string | undefine
   return Object.freeze({ kid, alg, verify: createSignatureCheck(alg, keyObject) })
 }
 
-/**
- * Derives the algorithm of a JWK that has no `alg`, only where exactly one algorithm fits.
- *
- * Why: a JWK without `alg` would otherwise be usable with any algorithm of its key type, and
- * an attacker would pick. OKP/Ed25519 admits only EdDSA and each EC curve only one ECDSA
- * algorithm, so those are derived; an RSA key fits RS256..PS512 and is refused without `alg`.
- */
-function deriveJwkAlgorithm(jwk: Record<string, unknown>): string | undefined {
-  if (jwk.kty === 'OKP' && jwk.crv === 'Ed25519') return 'EdDSA'
-  if (jwk.kty === 'EC') {
-    if (jwk.crv === 'P-256') return 'ES256'
-    if (jwk.crv === 'P-384') return 'ES384'
-    if (jwk.crv === 'P-521') return 'ES512'
+/** Why a JWK cannot be used; shown in readiness reports and logs (never with key material). */
+export type JwkRefusalReason =
+  /** Marked for encryption (`use: enc`, or `key_ops` without `verify`): not a signing key. */
+  | 'not_for_signing'
+  /** The key may verify no algorithm on the issuer's allow-list. */
+  | 'algorithm_not_allowed'
+  /** A key type, curve or `alg` tokengate does not verify with (`oct`, RSA-OAEP, secp256k1). */
+  | 'unsupported_key'
+  /** Broken or unsafe material: not a valid public key, private parts, RSA < 2048 bits. */
+  | 'invalid_key'
+
+/** A JWK refused by {@link bindJwk} or {@link bindIssuerJwk}; the message is config-safe. */
+export class JwkRefused extends Error {
+  override readonly name = 'JwkRefused'
+  readonly reason: JwkRefusalReason
+  constructor(reason: JwkRefusalReason, message: string) {
+    super(message)
+    this.reason = reason
   }
-  return undefined
+}
+
+const RSA_ALGORITHMS: readonly string[] = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512']
+
+/**
+ * The algorithms a JWK that has no `alg` may verify, before any allow-list.
+ *
+ * Why not "any algorithm of its key type": the token would then choose, and whoever forges
+ * a token picks the weakest. OKP/Ed25519 admits only EdDSA and each EC curve only one ECDSA
+ * algorithm, so those are derived. An RSA key fits RS256..PS512: it gets them all here, and
+ * {@link bindIssuerJwk} keeps only the ones the operator allowed for the issuer (RFC 7517
+ * §4.4 makes `alg` optional; oidc-provider and Microsoft Entra ID omit it on RSA keys).
+ */
+function jwkAlgorithms(jwk: Record<string, unknown>): readonly string[] {
+  if (jwk.kty === 'RSA') return RSA_ALGORITHMS
+  if (jwk.kty === 'OKP' && jwk.crv === 'Ed25519') return ['EdDSA']
+  if (jwk.kty === 'EC') {
+    if (jwk.crv === 'P-256') return ['ES256']
+    if (jwk.crv === 'P-384') return ['ES384']
+    if (jwk.crv === 'P-521') return ['ES512']
+  }
+  return []
 }
 
 /**
- * Binds one public JWK to its algorithm. Throws (with a config-safe message) when the JWK is
- * not a usable public signature key: private material, `kty: oct`, `use` other than `sig`,
- * `key_ops` without `verify`, an RSA key without `alg`, or an `alg` that does not fit the key.
+ * Checks everything about a JWK that does not depend on an algorithm, and imports it.
+ * Returns the key, its `kid`, and the algorithms it may verify before any allow-list.
  */
-export function bindJwk(jwk: Record<string, unknown>): BoundKey {
-  if (jwk === null || typeof jwk !== 'object') throw new Error('a JWK must be an object')
+function readJwk(jwk: Record<string, unknown>): {
+  keyObject: KeyObject
+  kid: string | undefined
+  algorithms: readonly string[]
+} {
+  if (jwk === null || typeof jwk !== 'object' || Array.isArray(jwk)) {
+    throw new JwkRefused('invalid_key', 'a JWK must be an object')
+  }
   if (jwk.kid !== undefined && typeof jwk.kid !== 'string') {
-    throw new Error('"kid" must be a string')
+    throw new JwkRefused('invalid_key', '"kid" must be a string')
   }
-  if (jwk.kty === 'oct') throw new Error('symmetric (oct) keys are not accepted in a JWKS')
+  if (
+    (jwk.use !== undefined && jwk.use !== 'sig') ||
+    (jwk.key_ops !== undefined && !Array.isArray(jwk.key_ops))
+  ) {
+    throw new JwkRefused('not_for_signing', '"use" must be "sig" when present')
+  }
+  if (Array.isArray(jwk.key_ops) && !jwk.key_ops.includes('verify')) {
+    throw new JwkRefused('not_for_signing', '"key_ops" must include "verify" when present')
+  }
+  if (jwk.kty === 'oct') {
+    throw new JwkRefused('unsupported_key', 'symmetric (oct) keys are not accepted in a JWKS')
+  }
   if (jwk.d !== undefined || jwk.p !== undefined || jwk.priv !== undefined) {
-    throw new Error('private key material is not accepted in a JWKS')
+    throw new JwkRefused('invalid_key', 'private key material is not accepted in a JWKS')
   }
-  if (jwk.use !== undefined && jwk.use !== 'sig') {
-    throw new Error('"use" must be "sig" when present')
-  }
-  if (jwk.key_ops !== undefined) {
-    if (!Array.isArray(jwk.key_ops) || !jwk.key_ops.includes('verify')) {
-      throw new Error('"key_ops" must include "verify" when present')
+  let algorithms = jwkAlgorithms(jwk)
+  if (jwk.alg !== undefined) {
+    const alg = jwk.alg
+    if (typeof alg !== 'string' || !isAsymmetricAlgorithm(alg)) {
+      // Not echoed when unknown: the value comes from the network and ends up in logs.
+      const named = typeof alg === 'string' && (isNoneAlgorithm(alg) || isHmacAlgorithm(alg))
+      throw new JwkRefused(
+        'unsupported_key',
+        named ? `"alg" ${alg} is not accepted` : 'its "alg" is not a supported signature algorithm',
+      )
     }
+    // Whether it fits the key (type, curve, size) is checked when binding.
+    algorithms = [alg]
   }
-  const alg = jwk.alg === undefined ? deriveJwkAlgorithm(jwk) : jwk.alg
-  if (typeof alg !== 'string') {
-    throw new Error('"alg" is required on this JWK (only Ed25519 and EC keys may omit it)')
+  if (algorithms.length === 0) {
+    throw new JwkRefused('unsupported_key', 'its key type or curve is not supported')
   }
-  if (isNoneAlgorithm(alg) || isHmacAlgorithm(alg)) throw new Error(`"alg" ${alg} is not accepted`)
   const { alg: _alg, use: _use, key_ops: _ops, ...material } = jwk
   let keyObject: KeyObject
   try {
     keyObject = createPublicKey({ key: material as NodeJwk, format: 'jwk' })
   } catch {
-    throw new Error('the JWK is not a valid public key')
+    throw new JwkRefused('invalid_key', 'the JWK is not a valid public key')
   }
-  return bindPublicKey(keyObject, alg, jwk.kid as string | undefined)
+  return { keyObject, kid: jwk.kid as string | undefined, algorithms }
+}
+
+/** {@link bindPublicKey}, its refusal typed as an invalid key. */
+function bindReadKey(keyObject: KeyObject, alg: string, kid: string | undefined): BoundKey {
+  try {
+    return bindPublicKey(keyObject, alg, kid)
+  } catch (error) {
+    throw new JwkRefused('invalid_key', (error as Error).message)
+  }
+}
+
+/**
+ * Binds one public JWK to its one algorithm, where the key names it or admits only one (EC,
+ * Ed25519). Throws {@link JwkRefused} when the JWK is not a usable public signature key:
+ * private material, `kty: oct`, `use` other than `sig`, `key_ops` without `verify`, an `alg`
+ * that does not fit the key, or an RSA key without `alg` (it fits several algorithms: bind
+ * it under an issuer's allow-list with {@link bindIssuerJwk}).
+ */
+export function bindJwk(jwk: Record<string, unknown>): BoundKey {
+  const { keyObject, kid, algorithms } = readJwk(jwk)
+  const [alg, ...others] = algorithms
+  if (alg === undefined || others.length > 0) {
+    throw new JwkRefused(
+      'algorithm_not_allowed',
+      '"alg" is required on this JWK without an algorithm allow-list (only Ed25519 and EC keys may omit it)',
+    )
+  }
+  return bindReadKey(keyObject, alg, kid)
+}
+
+/**
+ * Binds one public JWK of an issuer under that issuer's algorithm allow-list: one
+ * {@link BoundKey} (same `kid`) per allowed algorithm the key may verify. A key with `alg`
+ * gets that algorithm only; an RSA key without `alg` gets each allowed RSxxx and PSxxx algorithm; EC
+ * and Ed25519 keys their one algorithm. Throws {@link JwkRefused} when none is allowed or the
+ * key is unusable.
+ *
+ * Why this is safe although the token names the algorithm: the token's `alg` only picks
+ * among keys bound here, each to one algorithm its key type fits AND the operator allowed, so
+ * a token can never make a key verify under an algorithm nobody allowed (an RS256 key as an
+ * HMAC secret, an EC key under another curve's algorithm). Using one RSA key for both
+ * PKCS#1 v1.5 and PSS verification is what the operator's allow-list permits; neither
+ * verification weakens the other.
+ */
+export function bindIssuerJwk(
+  jwk: Record<string, unknown>,
+  allowed: readonly string[],
+): readonly BoundKey[] {
+  const { keyObject, kid, algorithms } = readJwk(jwk)
+  const usable = algorithms.filter((alg) => allowed.includes(alg))
+  if (usable.length === 0) {
+    throw new JwkRefused(
+      'algorithm_not_allowed',
+      jwk.alg === undefined
+        ? `none of the algorithms a key of this type may verify (${algorithms.join(', ')}) is on the issuer's allow-list`
+        : `the key's "alg" ${algorithms[0]} is not on the issuer's allow-list`,
+    )
+  }
+  return usable.map((alg) => bindReadKey(keyObject, alg, kid))
 }
 
 /** Binds an SPKI PEM public key to the one configured algorithm. */
@@ -278,11 +385,21 @@ export interface IssuerKeys {
   close(): void
 }
 
-/** Turns a failed key selection into the `invalid_token` failure a client sees. */
+/**
+ * Turns a failed key selection into the `invalid_token` failure a client sees.
+ * `unusable_key`: the issuer publishes the token's key, but it was skipped (jwks.ts).
+ */
 export function selectionFailure(
-  reason: 'unknown_key' | 'algorithm_not_allowed' | 'ambiguous',
+  reason: 'unknown_key' | 'algorithm_not_allowed' | 'ambiguous' | 'unusable_key',
 ): AuthFailure {
   switch (reason) {
+    case 'unusable_key':
+      return {
+        code: 'invalid_token',
+        reason: 'unusable_key',
+        detail:
+          'the issuer publishes the signing key, but it cannot be used with the allowed algorithms',
+      }
     case 'unknown_key':
       return {
         code: 'invalid_token',

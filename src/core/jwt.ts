@@ -32,13 +32,14 @@ import {
   type JwksOptions,
   type JwksPool,
   type RemoteJwksDeps,
+  type SkippedKey,
 } from './jwks.ts'
 import { type CachedJwt, createJwtCache } from './jwt-cache.ts'
 import { type ClaimRules, checkClaims, checkRegisteredClaims } from './jwt-claims.ts'
 import { decodeBase64url, type ParsedJws, parseCompactJws } from './jwt-jws.ts'
 import {
   type BoundKey,
-  bindJwk,
+  bindIssuerJwk,
   bindPem,
   bindSecret,
   createStaticKeys,
@@ -78,6 +79,12 @@ export interface JwtVerifierOptions {
    * issuer verifies. Default: a refused issuer throws here.
    */
   readonly onUnusableIssuer?: (issuer: string, error: Error) => void
+  /**
+   * Called once per remote key set load that skipped keys it cannot use (bad material, type,
+   * or no allowed algorithm), naming each by `kid` and reason, never by material. For one log
+   * line per load; the same keys show in `JwksStatus.skippedKeys`.
+   */
+  readonly onSkippedKeys?: (issuer: string, skipped: readonly SkippedKey[]) => void
 }
 
 interface TrustedIssuer {
@@ -130,6 +137,7 @@ export function createJwtVerifier(
     clock: settings.clock,
     fetch: options.fetch ?? ((input, init) => globalThis.fetch(input, init)),
     pool: options.jwksPool,
+    onSkippedKeys: options.onSkippedKeys,
   }
   const cache = createJwtCache(nonNegative('cacheMaxEntries', options.cacheMaxEntries ?? 10_000))
   const registry = new Map<string, TrustedIssuer>()
@@ -402,15 +410,23 @@ function buildKeys(
   const source = config.keySource
   switch (source.kind) {
     case 'jwks_url':
-      return createRemoteJwks(source.url, jwks, deps, config.issuer)
+      return createRemoteJwks(source.url, jwks, deps, { issuer: config.issuer, algorithms })
     case 'oidc_discovery':
-      return createDiscoveredJwks(config.issuer, jwks, deps, source.jwksOrigins)
+      return createDiscoveredJwks(
+        { issuer: config.issuer, algorithms },
+        jwks,
+        deps,
+        source.jwksOrigins,
+      )
     case 'jwks': {
-      const keys = source.jwks.keys.map((jwk, index) => {
+      // Inline keys are the operator's own file: a key that cannot be used (no allowed
+      // algorithm fits it, broken material) refuses the issuer, where a remote set skips it.
+      const keys = source.jwks.keys.flatMap((jwk, index) => {
         try {
-          return bindJwk(jwk)
+          return bindIssuerJwk(jwk, algorithms)
         } catch (error) {
-          throw new Error(`JWKS key ${index}: ${(error as Error).message}`)
+          const kid = typeof jwk?.kid === 'string' ? ` (kid ${jwk.kid})` : ''
+          throw new Error(`JWKS key ${index}${kid}: ${(error as Error).message}`)
         }
       })
       if (keys.length === 0) throw new Error('the JWKS has no keys')

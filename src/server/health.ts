@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import { sendProblemResponse } from '../adapters/fastify.ts'
 import type { AuthContext } from '../auth/auth-context.ts'
 import type { RedisState } from '../auth/counter-store.ts'
-import type { JwksStatus } from '../core/jwks.ts'
+import { issuerReadiness } from '../auth/issuer-registry.ts'
 import { storeUnavailable } from '../http/problem-response.ts'
 
 /**
@@ -17,12 +17,13 @@ import { storeUnavailable } from '../http/problem-response.ts'
  * - `redis: "unavailable"`: rate limits are counted in-process, per instance;
  * - issuers whose keys are not loaded (`notLoaded`: their tokens get 503 `unavailable` with
  *   `Retry-After`), past their maximum age because refreshing fails (`stale`), or refused
- *   (`invalid`).
+ *   (`invalid`), and keys an issuer publishes that cannot be used (`skippedKeys`: issuer,
+ *   `kid` and reason; their tokens get 401).
  * Why these do *not* make the instance unready: every instance shares the same Postgres,
  * Redis and identity providers, so taking this one out of rotation fixes nothing; a load
  * balancer seeing all instances unready at once would drop all traffic. The listing shows
- * issuer identifiers only (public values: they appear in every token), never URLs' contents,
- * errors or keys. Each call also starts a background key refresh of due sources, so a probe
+ * issuer identifiers and key ids only (public values: they appear in every token), never
+ * URLs' contents, errors or key material. Each call also starts a background key refresh of due sources, so a probe
  * keeps keys fresh on a quiet instance. `changeFeed` is listed with Postgres only, `redis`
  * with `redisUrl` only. docs/scale-out.md has the table.
  */
@@ -53,20 +54,9 @@ export function registerHealthRoutes(
       issuers.notLoaded.length > 0 ||
       issuers.stale.length > 0 ||
       issuers.invalid.length > 0 ||
+      issuers.skippedKeys.length > 0 ||
       shared.changeFeed === 'reconnecting' ||
       shared.redis === 'unavailable'
     return { status: degraded ? 'degraded' : 'ready', checks: { store: 'ok', ...shared, issuers } }
   })
-}
-
-/** Issuers grouped by key state; `notLoaded` ones answer 503 for now, `stale` ones verify. */
-export function issuerReadiness(statuses: readonly JwksStatus[]) {
-  const issuersWhere = (test: (s: JwksStatus) => boolean) =>
-    statuses.filter(test).map((s) => s.issuer)
-  return {
-    remote: statuses.length,
-    notLoaded: issuersWhere((s) => s.state === 'unavailable'),
-    // Past max age only because refreshing fails (not merely due on a quiet instance).
-    stale: issuersWhere((s) => s.state === 'stale' && s.failingSince !== null),
-  }
 }

@@ -238,7 +238,7 @@ describe('views', () => {
     assert.ok(!JSON.stringify(secret).includes('c2VjcmV0'))
     const remote = issuerView(
       { issuer: 'i', audiences: ['a'], keySource: { kind: 'oidc_discovery' } },
-      { issuer: 'i', state: 'stale', loadedAt: T0, failingSince: T0 + 1 },
+      { issuer: 'i', state: 'stale', loadedAt: T0, failingSince: T0 + 1, skippedKeys: [] },
     )
     assert.equal(remote.keys.state, 'stale')
     assert.equal(remote.keys.failingSince, new Date(T0 + 1).toISOString())

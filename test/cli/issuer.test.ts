@@ -183,11 +183,57 @@ describe('tokengate issuer', () => {
     assert.match(short.stderr, /RSA keys must have at least 2048 bits/)
   })
 
+  it('a JWKS file with an RSA key without alg: bound under --algorithms, or RS256 and PS256 by default', async () => {
+    const jwks = file('rsa-no-alg.json', JSON.stringify({ keys: [rsaJwk, ecJwk] }))
+    const stored = async (iss: string) =>
+      withDataStore(dataDir, async (store) =>
+        (await store.listIssuers()).find((i) => i.issuer === iss),
+      )
+    assert.equal(
+      (await cli([...base('https://rsa.example'), '--jwks-file', jwks], { dataDir })).code,
+      0,
+    )
+    const plain = await stored('https://rsa.example')
+    assert.deepEqual(plain?.algorithms, ['RS256', 'PS256', 'ES256'])
+    const keys = plain?.keySource.kind === 'jwks' ? plain.keySource.jwks.keys : []
+    assert.deepEqual(
+      keys.map((k) => [k.kid, k.alg]),
+      [
+        ['rsa-1', undefined],
+        ['ec-1', 'ES256'],
+      ],
+    )
+    const listed = await cli(
+      [...base('https://rsa2.example'), '--jwks-file', jwks, '--algorithms', 'PS384,ES256'],
+      { dataDir },
+    )
+    assert.equal(listed.code, 0, listed.stderr)
+    const pinned = await stored('https://rsa2.example')
+    assert.deepEqual(pinned?.algorithms, ['PS384', 'ES256'])
+    const pinnedKeys = pinned?.keySource.kind === 'jwks' ? pinned.keySource.jwks.keys : []
+    assert.deepEqual(
+      pinnedKeys.map((k) => k.alg),
+      ['PS384', 'ES256'],
+    )
+    for (const iss of ['https://rsa.example', 'https://rsa2.example']) {
+      assert.equal((await cli(['issuer', 'remove', iss], { dataDir })).code, 0)
+    }
+  })
+
   it('JWKS validation: JSON, a keys array, unambiguous algorithms, no private or symmetric keys', async () => {
-    const cases: [string, RegExp][] = [
+    const cases: [string, RegExp, string[]?][] = [
       ['{not json', /not valid JSON/],
       ['{"keys": []}', /expected a JSON Web Key Set/],
-      [JSON.stringify({ keys: [rsaJwk] }), /key 1 \(kid rsa-1\): "alg" is required on this JWK/],
+      [
+        JSON.stringify({ keys: [rsaJwk] }),
+        /key 1 \(kid rsa-1\): none of the algorithms .* is on the issuer's allow-list/,
+        ['--algorithms', 'ES256'],
+      ],
+      [
+        JSON.stringify({ keys: [{ ...rsaJwk, alg: 'RS512' }] }),
+        /RS512 is not on/,
+        ['--algorithms', 'RS256'],
+      ],
       [
         JSON.stringify({ keys: [ec.privateKey.export({ format: 'jwk' })] }),
         /private key material is not accepted/,
@@ -199,10 +245,11 @@ describe('tokengate issuer', () => {
       [JSON.stringify({ keys: [{ ...ecJwk, alg: 'RS256' }] }), /cannot be used with RS256/],
       [JSON.stringify({ keys: [{ ...ecJwk, alg: 'none' }] }), /"alg" none is not accepted/],
     ]
-    for (const [content, message] of cases) {
-      const result = await cli([...base('i4'), '--jwks-file', file('bad.json', content)], {
-        dataDir,
-      })
+    for (const [content, message, extra = []] of cases) {
+      const result = await cli(
+        [...base('i4'), '--jwks-file', file('bad.json', content), ...extra],
+        { dataDir },
+      )
       assert.equal(result.code, 2, content)
       assert.match(result.stderr, message)
     }

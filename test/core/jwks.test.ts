@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict'
+import { Buffer } from 'node:buffer'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterEach, describe, test } from 'node:test'
 import type { AuthFailure } from '../../src/core/failure.ts'
 import type { IssuerConfig } from '../../src/core/issuer.ts'
-import { checkJwksUrl } from '../../src/core/jwks.ts'
+import { checkJwksUrl, createJwksPool, type SkippedKey } from '../../src/core/jwks.ts'
 import { createJwtVerifier, type JwtVerifierOptions } from '../../src/core/jwt.ts'
 import type { JwtOutcome, JwtVerifier } from '../../src/core/ports.ts'
 import {
@@ -13,6 +14,7 @@ import {
   generateTestKeyPair,
   type KeyServer,
   type ManualClock,
+  signCompact,
   startKeyServer,
   type TestIssuer,
 } from '../helpers/jwt.ts'
@@ -237,7 +239,7 @@ describe('remote JWKS', () => {
     const rsa = generateTestKeyPair('RS256')
     server.setJwks({
       keys: [
-        { ...rsa.publicJwk, kid: 'rsa-no-alg' },
+        { ...rsa.publicJwk, kid: 'rsa-ps512', alg: 'PS512' },
         {
           kty: 'oct',
           k: 'c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA',
@@ -249,7 +251,8 @@ describe('remote JWKS', () => {
       ],
     })
     assertOk(await verifier.verify(await issuer.sign()))
-    server.setJwks({ keys: [{ ...rsa.publicJwk, kid: 'rsa-no-alg' }] })
+    // RS512 is not on the default allow-list: this set has no usable key.
+    server.setJwks({ keys: [{ ...rsa.publicJwk, kid: 'rsa-rs512', alg: 'RS512' }] })
     clock.advance(600_000)
     assertOk(
       await verifier.verify(await issuer.sign({ jti: 'stale keys kept' }, { nowMs: clock.now() })),
@@ -439,6 +442,181 @@ describe('remote JWKS: an unknown kid during the refetch cooldown', () => {
     assert.deepEqual([...codes.keys()].sort(), ['invalid_token', 'unavailable'])
     // The valid token keeps verifying throughout.
     assertOk(await verifier.verify(await issuer.sign({ jti: 'still fine' })))
+  })
+})
+
+describe('remote JWKS: keys published without alg, and keys that cannot be used', () => {
+  const COOLDOWN = 30_000
+
+  /** An RSA signer whose public key the JWKS publishes as `jwk` (by default without `alg`). */
+  async function published(
+    keys: (signer: ReturnType<typeof createTestIssuer>) => Record<string, unknown>[],
+    algorithms?: readonly string[],
+  ) {
+    const clock = createManualClock()
+    const signer = createTestIssuer({ alg: 'RS256', kid: 'rsa-1', clock })
+    const server = await startKeyServer({ keys: keys(signer) })
+    const pool = createJwksPool()
+    const skipped: { issuer: string; keys: readonly SkippedKey[] }[] = []
+    const config: IssuerConfig = {
+      ...signer.config,
+      keySource: { kind: 'jwks_url', url: server.url },
+      algorithms,
+    }
+    const verifier = createJwtVerifier([config], {
+      clock,
+      jwks: { cooldownMs: COOLDOWN },
+      jwksPool: pool,
+      onSkippedKeys: (issuer, keys) => skipped.push({ issuer, keys }),
+    })
+    cleanups.push(
+      () => server.close(),
+      () => verifier.close(),
+      () => pool.close(),
+    )
+    /** A token of `signer`'s key under `alg` (RS* or PS*), naming `kid`. */
+    const sign = (alg: string, kid: string | undefined = 'rsa-1', claims = {}) =>
+      signCompact(
+        Object.fromEntries(Object.entries({ alg, kid }).filter(([, v]) => v !== undefined)),
+        signer.claims(claims),
+        signer.privateKey,
+      )
+    return { clock, signer, server, pool, skipped, verifier, sign }
+  }
+  const withoutAlg = (signer: ReturnType<typeof createTestIssuer>) => {
+    const { alg: _alg, ...jwk } = signer.publicJwk as Record<string, unknown>
+    return jwk
+  }
+
+  test('an RSA key without alg verifies RS256 and PS256 under the default allow-list', async () => {
+    const { verifier, sign, pool, skipped } = await published((s) => [withoutAlg(s)])
+    assertOk(await verifier.verify(sign('RS256')))
+    assertOk(await verifier.verify(sign('PS256')))
+    assertOk(await verifier.verify(sign('PS256', undefined, { jti: 'no kid' })))
+    // Not on the default allow-list, whatever the key could do.
+    assert.equal(
+      (failureOf(await verifier.verify(sign('RS512'))) as { reason?: string }).reason,
+      'algorithm_not_allowed',
+    )
+    assert.deepEqual(pool.statuses()[0]?.skippedKeys, [])
+    assert.deepEqual(skipped, [])
+  })
+
+  test('an RSA key without alg verifies exactly the RSA algorithms of an explicit allow-list', async () => {
+    const { verifier, sign } = await published((s) => [withoutAlg(s)], ['PS384', 'ES256'])
+    assertOk(await verifier.verify(sign('PS384')))
+    for (const alg of ['RS256', 'PS256', 'RS384']) {
+      assert.equal(
+        (failureOf(await verifier.verify(sign(alg))) as { reason?: string }).reason,
+        'algorithm_not_allowed',
+        alg,
+      )
+    }
+  })
+
+  test('a key that fits no allowed algorithm is skipped: listed in the status, reported once per load, its tokens a stable 401', async () => {
+    const es = createTestIssuer({ alg: 'ES256', kid: 'ec-1' })
+    const { clock, verifier, sign, pool, skipped, server, signer } = await published(
+      (s) => [{ ...withoutAlg(s), alg: 'PS256' }, es.publicJwk as Record<string, unknown>],
+      ['RS256', 'ES256'],
+    )
+    const expected = {
+      code: 'invalid_token',
+      reason: 'unusable_key',
+      detail:
+        'the issuer publishes the signing key, but it cannot be used with the allowed algorithms',
+    }
+    // First token: loads the set. Then again and again, inside and after cooldowns: never 503.
+    for (let round = 0; round < 4; round++) {
+      for (let n = 0; n < 5; n++) {
+        assert.deepEqual(
+          failureOf(await verifier.verify(sign('RS256', 'rsa-1', { jti: `${round}.${n}` }))),
+          expected,
+        )
+      }
+      clock.advance(COOLDOWN / 2)
+    }
+    assert.deepEqual(pool.statuses()[0]?.skippedKeys, [
+      {
+        kid: 'rsa-1',
+        reason: 'algorithm_not_allowed',
+        detail: 'the key\'s "alg" PS256 is not on the issuer\'s allow-list',
+      },
+    ])
+    assert.equal(pool.statuses()[0]?.state, 'fresh')
+    assert.equal(server.requests, 1, 'a skipped kid is no reason to refetch')
+    assert.equal(skipped.length, 1, 'one report per key set load, not one per token')
+    assert.equal(skipped[0]?.issuer, 'https://issuer.test')
+    assert.ok(!JSON.stringify(skipped).includes(String(signer.publicJwk?.n)), 'no key material')
+    // The key set is loaded again past its maximum age: one more report.
+    clock.advance(600_000)
+    await pool.warm()
+    assert.equal(server.requests, 2)
+    assert.equal(skipped.length, 2)
+  })
+
+  test('a set whose only key is unusable: not loaded, its kid 401 (not 503), other kids 503 until keys arrive', async () => {
+    const { clock, verifier, sign, pool, skipped, server, signer } = await published(() => [
+      { kty: 'RSA', kid: 'rsa-1', n: Buffer.alloc(128, 0xc1).toString('base64url'), e: 'AQAB' },
+    ])
+    const first = failureOf(await verifier.verify(sign('RS256')))
+    assert.equal(first.code, 'invalid_token')
+    assert.equal((first as { reason?: string }).reason, 'unusable_key')
+    const status = pool.statuses()[0]
+    assert.equal(status?.state, 'unavailable')
+    assert.deepEqual(
+      status?.skippedKeys.map((k) => [k.kid, k.reason]),
+      [['rsa-1', 'invalid_key']],
+    )
+    assert.equal(skipped.length, 1)
+    for (let n = 0; n < 3; n++) {
+      assert.equal(
+        (
+          failureOf(await verifier.verify(sign('RS256', 'rsa-1', { jti: String(n) }))) as {
+            reason?: string
+          }
+        ).reason,
+        'unusable_key',
+      )
+    }
+    assert.equal(failureOf(await verifier.verify(sign('RS256', 'other'))).code, 'unavailable')
+    assert.equal(server.requests, 1, 'inside the cooldown')
+    // The provider publishes a usable key: it is learned at the next refetch.
+    server.setJwks({ keys: [withoutAlg(signer)] })
+    clock.advance(COOLDOWN)
+    assertOk(await verifier.verify(sign('RS256', 'rsa-1', { jti: 'now usable' })))
+    assert.equal(pool.statuses()[0]?.state, 'fresh')
+    assert.deepEqual(pool.statuses()[0]?.skippedKeys, [])
+  })
+
+  test('an inline JWKS: an RSA key without alg is bound under the allow-list; one that fits none refuses the issuer', async () => {
+    const signer = createTestIssuer({ alg: 'RS256', kid: 'rsa-1' })
+    const inline = (algorithms?: readonly string[]): IssuerConfig => ({
+      ...signer.config,
+      keySource: { kind: 'jwks', jwks: { keys: [withoutAlg(signer)] } },
+      algorithms,
+    })
+    const verifier = createJwtVerifier([inline()])
+    cleanups.push(() => verifier.close())
+    for (const alg of ['RS256', 'PS256']) {
+      const token = signCompact({ alg, kid: 'rsa-1' }, signer.claims(), signer.privateKey)
+      assertOk(await verifier.verify(token))
+    }
+    assert.throws(
+      () => createJwtVerifier([inline(['ES256'])]),
+      /JWKS key 0 \(kid rsa-1\): .*allow-list/,
+    )
+  })
+
+  test('keys marked for encryption are passed over silently: not skipped, not reported', async () => {
+    const encryption = generateTestKeyPair('RS256')
+    const { verifier, sign, pool, skipped } = await published((s) => [
+      withoutAlg(s),
+      { ...encryption.publicJwk, kid: 'enc-1', use: 'enc', alg: 'RSA-OAEP-256' },
+    ])
+    assertOk(await verifier.verify(sign('RS256')))
+    assert.deepEqual(pool.statuses()[0]?.skippedKeys, [])
+    assert.deepEqual(skipped, [])
   })
 })
 

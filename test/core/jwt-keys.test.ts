@@ -4,10 +4,12 @@ import { constants, createHmac, sign } from 'node:crypto'
 import { describe, test } from 'node:test'
 import {
   type BoundKey,
+  bindIssuerJwk,
   bindJwk,
   bindPem,
   bindSecret,
   isNoneAlgorithm,
+  JwkRefused,
   secretKeySource,
   selectKey,
 } from '../../src/core/jwt-keys.ts'
@@ -35,7 +37,7 @@ describe('key binding', () => {
     assert.equal(ps.verify(input, pkcs1), false)
   })
 
-  test('a JWK without alg: EC curves and Ed25519 are derived, RSA is refused', () => {
+  test('a JWK without alg and without an allow-list: EC curves and Ed25519 are derived, RSA is refused', () => {
     assert.equal(bindJwk({ ...ec.publicJwk }).alg, 'ES256')
     assert.equal(bindJwk({ ...generateTestKeyPair('ES384').publicJwk }).alg, 'ES384')
     assert.equal(bindJwk({ ...generateTestKeyPair('EdDSA').publicJwk }).alg, 'EdDSA')
@@ -83,6 +85,153 @@ describe('key binding', () => {
     for (const alg of ['none', 'None', 'NONE', 'nOnE', 'NoNe'])
       assert.equal(isNoneAlgorithm(alg), true)
     for (const alg of ['', 'non', 'nonee', 'HS256']) assert.equal(isNoneAlgorithm(alg), false)
+  })
+})
+
+describe("binding a JWK under an issuer's algorithm allow-list", () => {
+  const input = Buffer.from('header.payload')
+  const pss = (hash: string, saltLength: number) =>
+    sign(hash, input, { key: rsa.privateKey, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength })
+  const refusal = (run: () => unknown): string => {
+    try {
+      run()
+    } catch (error) {
+      assert.ok(error instanceof JwkRefused, String(error))
+      return error.reason
+    }
+    return assert.fail('expected the key to be refused')
+  }
+
+  test('an RSA JWK without alg is bound to each RSA algorithm on the allow-list, and only to those', () => {
+    const bound = bindIssuerJwk({ ...rsa.publicJwk, kid: 'r' }, [
+      'RS256',
+      'PS256',
+      'ES256',
+      'EdDSA',
+    ])
+    assert.deepEqual(
+      bound.map((key) => [key.kid, key.alg]),
+      [
+        ['r', 'RS256'],
+        ['r', 'PS256'],
+      ],
+    )
+    const [rs256, ps256] = bound as [BoundKey, BoundKey]
+    const pkcs1 = sign('sha256', input, rsa.privateKey)
+    assert.equal(rs256.verify(input, pkcs1), true)
+    assert.equal(rs256.verify(input, pss('sha256', 32)), false)
+    assert.equal(ps256.verify(input, pss('sha256', 32)), true)
+    assert.equal(ps256.verify(input, pkcs1), false)
+    const wide = bindIssuerJwk({ ...rsa.publicJwk }, ['PS512', 'RS384', 'ES384'])
+    assert.deepEqual(
+      wide.map((key) => key.alg),
+      ['RS384', 'PS512'],
+    )
+    assert.equal(wide[1]?.verify(input, pss('sha512', 64)), true)
+  })
+
+  test('an RSA JWK without alg and no RSA algorithm allowed is refused as algorithm_not_allowed', () => {
+    assert.equal(
+      refusal(() => bindIssuerJwk({ ...rsa.publicJwk }, ['ES256', 'EdDSA'])),
+      'algorithm_not_allowed',
+    )
+  })
+
+  test('EC and Ed25519 JWKs without alg keep their one algorithm, which must be allowed', () => {
+    const p256 = bindIssuerJwk({ ...ec.publicJwk }, ['ES256', 'ES384', 'RS256'])
+    assert.deepEqual(
+      p256.map((key) => key.alg),
+      ['ES256'],
+    )
+    const ed = generateTestKeyPair('EdDSA').publicJwk
+    assert.deepEqual(
+      bindIssuerJwk({ ...ed }, ['EdDSA', 'Ed25519']).map((key) => key.alg),
+      ['EdDSA'],
+    )
+    assert.equal(
+      refusal(() => bindIssuerJwk({ ...ec.publicJwk }, ['ES384'])),
+      'algorithm_not_allowed',
+    )
+    assert.equal(
+      refusal(() => bindIssuerJwk({ ...ed }, ['RS256'])),
+      'algorithm_not_allowed',
+    )
+  })
+
+  test('a JWK with alg is bound to that alg alone, and refused when the allow-list leaves it out', () => {
+    assert.deepEqual(
+      bindIssuerJwk({ ...rsa.publicJwk, alg: 'PS384' }, ['RS256', 'PS384']).map((key) => key.alg),
+      ['PS384'],
+    )
+    assert.equal(
+      refusal(() => bindIssuerJwk({ ...rsa.publicJwk, alg: 'RS512' }, ['RS256', 'PS256'])),
+      'algorithm_not_allowed',
+    )
+    assert.equal(
+      refusal(() => bindIssuerJwk({ ...rsa.publicJwk, alg: 'ES256' }, ['ES256'])),
+      'invalid_key',
+    )
+  })
+
+  test('every refusal carries one reason: not for signatures, unsupported, or invalid', () => {
+    const cases: [Record<string, unknown>, string][] = [
+      [{ ...rsa.publicJwk, use: 'enc', alg: 'RSA-OAEP' }, 'not_for_signing'],
+      [{ ...rsa.publicJwk, key_ops: ['encrypt'] }, 'not_for_signing'],
+      [{ kty: 'oct', k: Buffer.alloc(32).toString('base64url'), alg: 'HS256' }, 'unsupported_key'],
+      [{ ...rsa.publicJwk, alg: 'RSA-OAEP' }, 'unsupported_key'],
+      [{ ...ec.publicJwk, alg: 'none' }, 'unsupported_key'],
+      [{ kty: 'EC', crv: 'secp256k1', x: 'AA', y: 'AA' }, 'unsupported_key'],
+      [{ kty: 'XYZ' }, 'unsupported_key'],
+      [{ ...(rsa.privateKey.export({ format: 'jwk' }) as object) }, 'invalid_key'],
+      [{ kty: 'RSA', n: 'AQAB', e: 'AQAB' }, 'invalid_key'],
+      [{ ...generateTestKeyPair('RS256').publicJwk, n: 'AQAB' }, 'invalid_key'],
+      [{ ...ec.publicJwk, kid: 5 }, 'invalid_key'],
+    ]
+    for (const [jwk, reason] of cases) {
+      assert.equal(
+        refusal(() => bindIssuerJwk(jwk, ['RS256', 'PS256', 'ES256'])),
+        reason,
+        JSON.stringify(jwk.kty),
+      )
+    }
+  })
+
+  test('a refusal names no key material', () => {
+    const material = { ...rsa.publicJwk, kid: 'k' } as Record<string, string>
+    const n = material.n as string
+    const cases: [Record<string, unknown>, readonly string[]][] = [
+      [material, ['ES256']],
+      [{ ...material, n: n.slice(0, 120) }, ['RS256']],
+      [{ ...material, alg: 'ES256' }, ['ES256']],
+    ]
+    for (const [jwk, allowed] of cases) {
+      try {
+        bindIssuerJwk(jwk, allowed)
+        assert.fail('expected a refusal')
+      } catch (error) {
+        assert.ok(error instanceof JwkRefused, String(error))
+        assert.ok(!error.message.includes(n.slice(0, 16)), error.message)
+        assert.ok(!error.message.includes(String(material.e)), error.message)
+      }
+    }
+  })
+
+  test('two RSA keys without alg and without kid: a kid-less token is ambiguous, never tried on both', () => {
+    const other = generateTestKeyPair('RS256')
+    const keys = [
+      ...bindIssuerJwk({ ...rsa.publicJwk }, ['RS256', 'PS256']),
+      ...bindIssuerJwk({ ...other.publicJwk }, ['RS256', 'PS256']),
+    ]
+    assert.deepEqual(selectKey(keys, 'RS256', undefined), { ok: false, reason: 'ambiguous' })
+    const named = [
+      ...bindIssuerJwk({ ...rsa.publicJwk, kid: 'a' }, ['RS256', 'PS256']),
+      ...bindIssuerJwk({ ...other.publicJwk, kid: 'b' }, ['RS256', 'PS256']),
+    ]
+    const chosen = selectKey(named, 'PS256', 'b')
+    assert.ok(chosen.ok)
+    assert.equal(chosen.key.kid, 'b')
+    assert.equal(chosen.key.alg, 'PS256')
+    assert.deepEqual(selectKey(named, 'PS256', 'c'), { ok: false, reason: 'unknown_key' })
   })
 })
 

@@ -408,20 +408,22 @@ describe('alg none and algorithm confusion', () => {
     )
   })
 
-  test('a JWKS may not carry symmetric or private keys, nor an RSA key without alg', () => {
+  test('a JWKS may not carry symmetric or private keys, nor a key no allowed algorithm fits', () => {
     const issuer = createTestIssuer({ alg: 'RS256' })
     const pair = generateTestKeyPair('RS256')
-    const bad = [
-      { kty: 'oct', k: Buffer.alloc(32, 1).toString('base64url'), alg: 'HS256' },
-      { ...(pair.privateKey.export({ format: 'jwk' }) as object), alg: 'RS256' },
-      { ...pair.publicJwk },
-      { ...pair.publicJwk, alg: 'ES256' },
-      { ...pair.publicJwk, alg: 'RS256', use: 'enc' },
+    const bad: [Record<string, unknown>, string[] | undefined][] = [
+      [{ kty: 'oct', k: Buffer.alloc(32, 1).toString('base64url'), alg: 'HS256' }, undefined],
+      [{ ...(pair.privateKey.export({ format: 'jwk' }) as object), alg: 'RS256' }, undefined],
+      [{ ...pair.publicJwk }, ['ES256', 'EdDSA']],
+      [{ ...pair.publicJwk, alg: 'RS512' }, undefined],
+      [{ ...pair.publicJwk, alg: 'ES256' }, undefined],
+      [{ ...pair.publicJwk, alg: 'RS256', use: 'enc' }, undefined],
     ]
-    for (const jwk of bad) {
+    for (const [jwk, algorithms] of bad) {
       const config: IssuerConfig = {
         ...issuer.config,
         keySource: { kind: 'jwks', jwks: { keys: [jwk] } },
+        algorithms,
       }
       assert.throws(() => createJwtVerifier([config]), /JWKS key 0/)
     }
