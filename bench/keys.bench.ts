@@ -102,7 +102,7 @@ const memoryQuotaStore = {
     const used = memoryCounts.get(counter) ?? 0
     const granted = Math.max(0, Math.min(want, limit - used))
     memoryCounts.set(counter, used + granted)
-    return { granted, used: used + granted, periodStart }
+    return { granted, used: used + granted, periodStart, generation: 0 }
   },
   async releaseQuota() {},
 }

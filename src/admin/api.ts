@@ -8,15 +8,18 @@ import {
   revokeAdminToken,
 } from '../auth/admin-tokens.ts'
 import { addIssuer, checkIssuerShape, removeIssuer } from '../auth/issuer-operations.ts'
-import { type QuotaSpec, quotaView } from '../auth/key-fields.ts'
+import { quotaView } from '../auth/key-fields.ts'
 import type { OperationDeps } from '../auth/operations.ts'
 import {
   editTenantPat,
   issueTenantPat,
+  MAX_ROTATION_GRACE_DAYS,
+  MAX_ROTATION_GRACE_MS,
   type PatEdit,
   type PatLifetime,
   type PatOperationDeps,
   patMetadata,
+  type QuotaEdit,
   revokeLeakedPats,
   revokeTenantPat,
   rotateTenantPat,
@@ -53,7 +56,6 @@ export const API_PREFIX = '/admin/api/v1'
 const BEARER = /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/
 const CHALLENGE = 'Bearer realm="tokengate-admin"'
 const DAY_MS = 86_400_000
-const MAX_GRACE_SECONDS = 30 * 86_400
 const EXPORT_MAX = 10_000
 
 type Query = Record<string, string | undefined>
@@ -268,12 +270,12 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
         }
       })
       api.patch<{ Params: { id: string } }>('/pats/:id', { preHandler: write }, async (request) => {
-        const { record, changed } = await editTenantPat(
+        const { record, changed, notes } = await editTenantPat(
           deps(request),
           request.params.id,
           patEditOf(body(request)),
         )
-        return { ...patMetadata(record, clock.now()), changed }
+        return { ...patMetadata(record, clock.now()), changed, notes }
       })
       for (const [verb, disabled] of [
         ['disable', true],
@@ -283,12 +285,12 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
           `/pats/:id/${verb}`,
           { preHandler: write },
           async (request) => {
-            const { record, changed } = await setPatDisabled(
+            const { record, changed, notes } = await setPatDisabled(
               deps(request),
               request.params.id,
               disabled,
             )
-            return { ...patMetadata(record, clock.now()), changed }
+            return { ...patMetadata(record, clock.now()), changed, notes }
           },
         )
       }
@@ -344,14 +346,18 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
         async (request, reply) => {
           const b = request.body == null ? {} : body(request)
           const now = clock.now()
+          // The bound is the lifecycle's (checkRotationGrace), worded here in this field's unit.
           const graceSeconds = b.graceSeconds ?? 0
           if (
             typeof graceSeconds !== 'number' ||
             !Number.isInteger(graceSeconds) ||
             graceSeconds < 0 ||
-            graceSeconds > MAX_GRACE_SECONDS
+            graceSeconds * 1000 > MAX_ROTATION_GRACE_MS
           ) {
-            throw invalid('graceSeconds', 'an integer from 0 to 2592000 (30 days)')
+            throw invalid(
+              'graceSeconds',
+              `an integer from 0 to ${MAX_ROTATION_GRACE_MS / 1000} (${MAX_ROTATION_GRACE_DAYS} days)`,
+            )
           }
           const rotated = await rotateTenantPat(deps(request), {
             id: request.params.id,
@@ -546,7 +552,7 @@ export function issuePat(
     permissions: readonly string[]
     lifetime: PatLifetime
     rateLimit?: RateLimitOverride | undefined
-    quota?: QuotaSpec | undefined
+    quota?: QuotaEdit | undefined
     metadata?: Record<string, unknown> | undefined
     externalId?: string | undefined
   },

@@ -3,7 +3,8 @@
  * read into the application layer's types. Only the shape is checked here (a wrong type is
  * `invalid_input` naming the field and the value); the bounds are auth/key-fields.ts's.
  */
-import { badValue, type QuotaSpec } from '../auth/key-fields.ts'
+import { badValue } from '../auth/key-fields.ts'
+import type { QuotaEdit } from '../auth/pat-lifecycle.ts'
 import type { QuotaRefill, RateLimitOverride } from '../core/ports.ts'
 
 type Body = Record<string, unknown>
@@ -27,15 +28,17 @@ export function rateLimitOf(value: unknown): RateLimitOverride | null | undefine
   return { max, windowSec }
 }
 
-/** `{ limit, refill, intervalSec? }`, null (none), or undefined when absent. */
-export function quotaOf(value: unknown): QuotaSpec | null | undefined {
+/**
+ * `{ limit, refill?, intervalSec? }`, null (none), or undefined when absent. Without `refill`
+ * an edit keeps the key's refill and a new key's quota has none (pat-lifecycle.ts).
+ */
+export function quotaOf(value: unknown): QuotaEdit | null | undefined {
   if (value === undefined || value === null) return value
-  const { limit, refill = 'none', intervalSec } = (value ?? {}) as Record<string, unknown>
+  const { limit, refill, intervalSec } = (value ?? {}) as Record<string, unknown>
   if (
     typeof value !== 'object' ||
     typeof limit !== 'number' ||
-    typeof refill !== 'string' ||
-    !REFILLS.includes(refill) ||
+    (refill !== undefined && (typeof refill !== 'string' || !REFILLS.includes(refill))) ||
     (intervalSec !== undefined && typeof intervalSec !== 'number')
   ) {
     throw badValue(
@@ -46,7 +49,7 @@ export function quotaOf(value: unknown): QuotaSpec | null | undefined {
   }
   return {
     limit,
-    refill: refill as QuotaRefill,
+    ...(refill === undefined ? {} : { refill: refill as QuotaRefill }),
     ...(intervalSec === undefined ? {} : { intervalSec: intervalSec as number }),
   }
 }
@@ -74,15 +77,19 @@ export function rateLimitFromForm(max: string | undefined, windowSec: string | u
   return { max: formNumber(m, 'rate limit'), windowSec: formNumber(w || '60', 'rate limit window') }
 }
 
-/** The console's quota fields: an empty limit is no quota (null). */
+/**
+ * The console's quota fields: an empty limit is no quota (null); a form without a refill
+ * field keeps the key's refill, as the API does.
+ */
 export function quotaFromForm(
   limit: string | undefined,
   refill: string | undefined,
   intervalHours: string | undefined,
-): QuotaSpec | null {
+): QuotaEdit | null {
   const l = (limit ?? '').trim()
   if (l === '') return null
-  const r = (refill ?? 'none').trim()
+  if (refill === undefined) return { limit: formNumber(l, 'quota') }
+  const r = refill.trim()
   if (!REFILLS.includes(r)) throw badValue('quota refill', r, 'none, daily, monthly or interval')
   if (r !== 'interval') return { limit: formNumber(l, 'quota'), refill: r as QuotaRefill }
   const hours = formNumber((intervalHours ?? '').trim(), 'quota interval (hours)')

@@ -51,7 +51,10 @@ const quotaSchema = {
   required: ['limit'],
   properties: {
     limit: { type: 'integer', minimum: 1 },
-    refill: { enum: ['none', 'daily', 'monthly', 'interval'], default: 'none' },
+    refill: {
+      enum: ['none', 'daily', 'monthly', 'interval'],
+      description: "Left out: none for a new key; an edit keeps the key's refill.",
+    },
     intervalSec: { type: 'integer', minimum: 60, description: 'With refill interval only.' },
   },
 }

@@ -1,7 +1,13 @@
 import { fingerprintToken } from '../core/fingerprint.ts'
 import { checkPatFormat, hashPat, isPatToken, issuePat, patStatus } from '../core/pat.ts'
-import type { PatRecord, RateLimitOverride } from '../core/ports.ts'
-import type { PatChanges, PatStore, QuotaStore } from '../stores/store.ts'
+import type { PatRecord, Quota, QuotaRefill, RateLimitOverride } from '../core/ports.ts'
+import type {
+  PatChanges,
+  PatStore,
+  QuotaStore,
+  StoreTransaction,
+  TransactionalStore,
+} from '../stores/store.ts'
 import {
   checkExternalId,
   checkKeyName,
@@ -22,6 +28,13 @@ const iso = (ms: number | null | undefined) => (ms == null ? null : new Date(ms)
 const shown = (ref: string) => (isPatToken(ref) ? fingerprintToken(ref) : ref)
 
 const DAY_MS = 86_400_000
+
+/**
+ * The longest rotation grace: an old token that keeps working for longer than this is no
+ * rotation. The one home of the limit (CLI, admin API, console, apply and library callers).
+ */
+export const MAX_ROTATION_GRACE_MS = 30 * DAY_MS
+export const MAX_ROTATION_GRACE_DAYS = MAX_ROTATION_GRACE_MS / DAY_MS
 
 /** The operator's PAT lifetime policy (config `pat`). */
 export interface PatPolicy {
@@ -82,10 +95,46 @@ export interface IssuePatRequest {
   readonly lifetime: PatLifetime
   /** The key's own request rate; omitted: the configured default. */
   readonly rateLimit?: RateLimitOverride | undefined
-  /** A quota of uses; omitted: none. */
-  readonly quota?: QuotaSpec | undefined
+  /** A quota of uses (without refill: none); omitted: no quota. */
+  readonly quota?: QuotaEdit | undefined
   readonly metadata?: Readonly<Record<string, unknown>> | undefined
   readonly externalId?: string | undefined
+}
+
+/**
+ * A quota as an operator states it. Without `refill`, an edit keeps the key's refill (and
+ * interval): `--quota 20` on a monthly quota is 20 a month, not 20 for the key's lifetime; a
+ * new key's quota without one has no refill.
+ */
+export interface QuotaEdit {
+  readonly limit: number
+  readonly refill?: QuotaRefill | undefined
+  readonly intervalSec?: number | undefined
+}
+
+/** `edit` as a whole quota spec against the key's `current` quota, and the refill it kept. */
+export function resolveQuotaEdit(
+  edit: QuotaEdit,
+  current: Quota | null | undefined,
+): { readonly spec: QuotaSpec; readonly keptRefill: string | undefined } {
+  if (edit.refill !== undefined || !current) {
+    return {
+      spec: checkQuotaSpec({ ...edit, refill: edit.refill ?? 'none' }),
+      keptRefill: undefined,
+    }
+  }
+  const spec = checkQuotaSpec({
+    limit: edit.limit,
+    refill: current.refill,
+    ...(current.refill === 'interval' ? { intervalSec: current.intervalSec } : {}),
+  })
+  const keptRefill =
+    current.refill === 'none'
+      ? undefined
+      : current.refill === 'interval'
+        ? `every ${current.intervalSec}s`
+        : current.refill
+  return { spec, keptRefill }
 }
 
 /** A new token: `token` is the plaintext, to be shown once and never stored. */
@@ -102,7 +151,8 @@ export async function issueTenantPat(
   const now = deps.clock.now()
   const expiresAt = expiryUnderPolicy(deps.patPolicy, now, request.lifetime)
   const rateLimit = request.rateLimit === undefined ? null : checkRateLimit(request.rateLimit)
-  const quotaSpec = request.quota === undefined ? undefined : checkQuotaSpec(request.quota)
+  const quotaSpec =
+    request.quota === undefined ? undefined : resolveQuotaEdit(request.quota, null).spec
   const metadata = request.metadata === undefined ? null : checkMetadata(request.metadata)
   const externalId = request.externalId === undefined ? null : checkExternalId(request.externalId)
   await requireEnabledTenant(deps.store, request.tenantId)
@@ -159,8 +209,20 @@ const quotaDetails = (quota: NonNullable<PatRecord['quota']>) => ({
 export interface RotatePatRequest {
   readonly id: string
   readonly lifetime: PatLifetime
-  /** How long the old token keeps working; 0 refuses it at once. */
+  /** How long the old token keeps working: 0 (refused at once) to `MAX_ROTATION_GRACE_MS`. */
   readonly graceMs: number
+}
+
+/** A rotation grace within 0 to 30 days, else `invalid_input` naming it. */
+export function checkRotationGrace(graceMs: number): number {
+  if (!(Number.isSafeInteger(graceMs) && graceMs >= 0 && graceMs <= MAX_ROTATION_GRACE_MS)) {
+    throw new OperationRefused(
+      'invalid_input',
+      'grace',
+      `grace: ${String(graceMs)} ms is not valid; expected 0 to ${MAX_ROTATION_GRACE_DAYS} days`,
+    )
+  }
+  return graceMs
 }
 
 /**
@@ -174,6 +236,7 @@ export async function rotateTenantPat(
 ): Promise<IssuedPat & { readonly graceUntil: number }> {
   const { store } = deps
   const now = deps.clock.now()
+  const graceMs = checkRotationGrace(request.graceMs)
   const expiresAt = expiryUnderPolicy(deps.patPolicy, now, request.lifetime)
   const old = await store.getPat(request.id)
   if (!old) {
@@ -220,7 +283,7 @@ export async function rotateTenantPat(
       externalId: old.externalId ?? null,
     },
   }
-  const graceUntil = now + request.graceMs
+  const graceUntil = now + graceMs
   if (!(await store.rotatePat(old.id, issued.record, now, graceUntil))) {
     throw new OperationRefused(
       'token_changed',
@@ -248,23 +311,35 @@ export interface PatEdit {
   /** The new expiry (epoch ms) or `never`; measured against the maximum from its creation. */
   readonly expiresAt?: number | 'never' | undefined
   readonly rateLimit?: RateLimitOverride | null | undefined
-  readonly quota?: QuotaSpec | null | undefined
+  /** The family's quota; without `refill` the current refill is kept (`QuotaEdit`). */
+  readonly quota?: QuotaEdit | null | undefined
   /** Forgets the uses counted so far: the quota starts again from zero now. */
   readonly resetQuotaUsage?: boolean | undefined
   readonly metadata?: Readonly<Record<string, unknown>> | null | undefined
   readonly externalId?: string | null | undefined
 }
 
-/** What an edit did: the key after it, and whether anything changed. */
+/** What an edit did: the key after it, whether anything changed, and what to tell the operator. */
 export interface PatEdited {
   readonly record: PatRecord
   readonly changed: boolean
+  /**
+   * What the edit did beyond the fields given: `quota: refill monthly kept`, `also applied
+   * to its rotation family: tok_a` (the other keys it changed). Empty when nothing needs saying.
+   */
+  readonly notes: readonly string[]
+  /** The refill an edit of the quota limit kept (`monthly`, `every 3600s`), if it did. */
+  readonly keptRefill?: string | undefined
 }
 
-/** `resetQuota` only for `resetQuotaUsage` (apply edits keys inside a transaction without it). */
-type EditDeps = PatOperationDeps & {
-  readonly store: OperationDeps['store'] & Partial<Pick<QuotaStore, 'resetQuota'>>
-}
+/**
+ * The store an edit runs on: the operations' store, quota resets (a `Store` or one of its
+ * transactions has them; only `resetQuotaUsage` needs them), and outside a transaction
+ * `transaction`, so that a key and its rotation family change together.
+ */
+type EditStore = OperationDeps['store'] &
+  Partial<Pick<QuotaStore, 'resetQuota'> & Pick<TransactionalStore, 'transaction'>>
+type EditDeps = PatOperationDeps & { readonly store: EditStore }
 
 /**
  * Edits a key (name, permissions, expiry within the lifetime policy, rate limit, quota,
@@ -273,6 +348,10 @@ type EditDeps = PatOperationDeps & {
  * The expiry is checked from the key's creation: repeated edits cannot outlive the maximum
  * lifetime (rotate instead). Refused for an unknown or revoked key, or a bad value
  * (`invalid_input`, naming the field and the value).
+ *
+ * A rotation family (the current key and its predecessors in grace) shares one quota: a
+ * quota edit or reset of any of them applies to all of them, in the same transaction, so
+ * an old token in grace can never spend more than the quota the operator set.
  */
 export async function editTenantPat(
   deps: EditDeps,
@@ -283,22 +362,23 @@ export async function editTenantPat(
   const now = deps.clock.now()
   const current = await currentPat(deps.store, id, options.tenantId)
   const changes: { -readonly [K in keyof PatChanges]: PatChanges[K] } = {}
+  let keptRefill: string | undefined
   if (edit.name !== undefined) changes.name = checkKeyName(edit.name)
   if (edit.permissions !== undefined) changes.permissions = checkKeyPermissions(edit.permissions)
   if (edit.expiresAt !== undefined) changes.expiresAt = editedExpiry(deps, current, edit.expiresAt)
   if (edit.rateLimit !== undefined) {
     changes.rateLimit = edit.rateLimit === null ? null : checkRateLimit(edit.rateLimit)
   }
-  if (edit.quota !== undefined) {
-    changes.quota =
-      edit.quota === null
-        ? null
-        : quotaFrom(
-            checkQuotaSpec(edit.quota),
-            current.quota?.counter ?? current.id,
-            current.quota,
-            now,
-          )
+  if (edit.quota === null) changes.quota = null
+  else if (edit.quota !== undefined) {
+    const resolved = resolveQuotaEdit(edit.quota, current.quota)
+    keptRefill = resolved.keptRefill
+    changes.quota = quotaFrom(
+      resolved.spec,
+      current.quota?.counter ?? current.id,
+      current.quota,
+      now,
+    )
   }
   if (edit.metadata !== undefined) {
     changes.metadata = edit.metadata === null ? null : checkMetadata(edit.metadata)
@@ -306,22 +386,34 @@ export async function editTenantPat(
   if (edit.externalId !== undefined) {
     changes.externalId = edit.externalId === null ? null : checkExternalId(edit.externalId)
   }
-  const differs = changedFields(current, changes)
   const quota = changes.quota === undefined ? current.quota : changes.quota
   const reset = edit.resetQuotaUsage === true && quota != null
-  if (differs.length === 0 && !reset) return { record: current, changed: false }
-  if (reset && quota) {
-    // The count goes first, then the key: the key's change (a new `resetAt`) is what makes
+  const differs = changedFields(current, changes)
+  if (reset && quota) changes.quota = { ...quota, resetAt: now }
+  // The family's other keys whose quota is not the one this edit leaves.
+  const relatives =
+    changes.quota === undefined
+      ? []
+      : (await familyInUse(deps.store, current, now)).filter(
+          (k) => canonical(k.quota ?? null) !== canonical(changes.quota),
+        )
+  if (differs.length === 0 && !reset && relatives.length === 0) {
+    return { record: current, changed: false, notes: [] }
+  }
+  const after = await atomically(deps.store, relatives.length > 0, async (store) => {
+    // The count goes first, then the keys: a key's change (a new `resetAt`) is what makes
     // every instance drop the uses it had reserved under the old count.
-    if (!deps.store.resetQuota) throw new Error('bug: resetting quota usage needs the quota store')
-    await deps.store.resetQuota(quota.counter)
-    changes.quota = { ...quota, resetAt: now }
-  }
-  const result = await deps.store.updatePat(current.id, changes)
-  if (!result) {
-    throw new OperationRefused('token_changed', current.id, `${current.id} was revoked meanwhile`)
-  }
-  const after = result.after
+    if (reset && quota) {
+      const quotas: Partial<Pick<QuotaStore, 'resetQuota'>> = store
+      if (!quotas.resetQuota) throw new Error('bug: a quota reset needs the quota store')
+      await quotas.resetQuota(quota.counter)
+    }
+    for (const relative of relatives) {
+      await updateOrRefuse(store, relative.id, { quota: changes.quota })
+    }
+    if (differs.length === 0 && !reset) return current
+    return (await updateOrRefuse(store, current.id, changes)).after
+  })
   await audit(deps, {
     type: 'pat.updated',
     tenantId: current.tenantId,
@@ -330,36 +422,88 @@ export async function editTenantPat(
       before: fieldsOf(current, differs),
       after: fieldsOf(after, differs),
       ...(reset ? { quotaUsageReset: true } : {}),
+      ...(relatives.length > 0 ? { family: relatives.map((k) => k.id) } : {}),
     },
   })
-  return { record: after, changed: true }
+  const notes = [
+    ...(keptRefill === undefined ? [] : [`quota: refill ${keptRefill} kept`]),
+    ...(relatives.length > 0
+      ? [`also applied to its rotation family: ${relatives.map((k) => k.id).join(', ')}`]
+      : []),
+  ]
+  return { record: after, changed: true, notes, keptRefill }
 }
 
 /**
  * Disables a key (refused with 401 like an invalid token, everywhere within a second) or
- * enables it again, without revoking it. Idempotent: `changed` is false, and nothing is
- * audited, when it already was in that state; audited as `pat.disabled` / `pat.enabled`.
+ * enables it again, without revoking it, together with its rotation family (the current key
+ * and its predecessors in grace share one enabled state). Idempotent: `changed` is false,
+ * and nothing is audited, when all of them already were in that state; audited as
+ * `pat.disabled` / `pat.enabled` per key changed.
  */
 export async function setPatDisabled(
-  deps: OperationDeps,
+  deps: OperationDeps & { readonly store: OperationDeps['store'] & Partial<TransactionalStore> },
   id: string,
   disabled: boolean,
   options: { readonly tenantId?: string | undefined } = {},
 ): Promise<PatEdited> {
+  const now = deps.clock.now()
   const current = await currentPat(deps.store, id, options.tenantId)
-  if ((current.disabledAt != null) === disabled) return { record: current, changed: false }
-  const result = await deps.store.updatePat(current.id, {
-    disabledAt: disabled ? deps.clock.now() : null,
+  const family = [current, ...(await familyInUse(deps.store, current, now))]
+  const toChange = family.filter((k) => (k.disabledAt != null) !== disabled)
+  if (toChange.length === 0) return { record: current, changed: false, notes: [] }
+  const changed = await atomically(deps.store, toChange.length > 1, async (store) => {
+    const out: PatRecord[] = []
+    for (const key of toChange) {
+      out.push((await updateOrRefuse(store, key.id, { disabledAt: disabled ? now : null })).after)
+    }
+    return out
   })
-  if (!result) {
-    throw new OperationRefused('token_changed', current.id, `${current.id} was revoked meanwhile`)
+  for (const key of toChange) {
+    await audit(deps, {
+      type: disabled ? 'pat.disabled' : 'pat.enabled',
+      tenantId: key.tenantId,
+      details: { tokenId: key.id, subject: key.subject },
+    })
   }
-  await audit(deps, {
-    type: disabled ? 'pat.disabled' : 'pat.enabled',
-    tenantId: current.tenantId,
-    details: { tokenId: current.id, subject: current.subject },
-  })
-  return { record: result.after, changed: true }
+  const relatives = toChange.filter((k) => k.id !== current.id).map((k) => k.id)
+  return {
+    record: changed.find((k) => k.id === current.id) ?? current,
+    changed: true,
+    notes:
+      relatives.length > 0 ? [`also applied to its rotation family: ${relatives.join(', ')}`] : [],
+  }
+}
+
+/**
+ * The other keys of `key`'s rotation family that still work or may again: unrevoked, and
+ * current or within their grace. Predecessors past their grace are refused for good.
+ */
+async function familyInUse(store: PatStore, key: PatRecord, now: number): Promise<PatRecord[]> {
+  if (key.rotatedFrom === null && key.supersededAt == null) return []
+  const family = await store.listPatFamily(key.id)
+  return family.filter(
+    (k) =>
+      k.id !== key.id &&
+      k.revokedAt === null &&
+      (k.supersededAt == null || (k.graceUntil ?? 0) > now),
+  )
+}
+
+/** `work` in one store transaction when `together` and the store can start one. */
+function atomically<S extends object, T>(
+  store: S & Partial<Pick<TransactionalStore, 'transaction'>>,
+  together: boolean,
+  work: (store: S | StoreTransaction) => Promise<T>,
+): Promise<T> {
+  return together && store.transaction ? store.transaction((tx) => work(tx)) : work(store)
+}
+
+/** `updatePat`, or `token_changed` when the key was revoked meanwhile. */
+async function updateOrRefuse(store: PatStore, id: string, changes: PatChanges) {
+  const result = await store.updatePat(id, changes)
+  if (!result) throw new OperationRefused('token_changed', id, `${id} was revoked meanwhile`)
+  return result
 }
 
 /** An unrevoked key by id (within `tenantId`, when given), else the refusal. */

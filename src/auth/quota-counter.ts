@@ -9,7 +9,8 @@
  * reserved in the store first. The price is under-use, bounded: uses an instance reserved
  * and has not spent are not available to the others, at most `cap - 1` per instance (and
  * worker), where `cap = clamp(ceil(limit / 100), 1, maxBlock)`: 1 % of the limit. They are
- * given back on a graceful shutdown; a crash loses them for the period. A key's blocks start
+ * given back on a graceful shutdown (to the period and generation they were reserved in: a
+ * reset's new count is never lowered by them); a crash loses them for the period. A key's blocks start
  * small and double while each is spent within a second (up to the cap), halve when one lasts
  * a minute: a busy key asks the store rarely, a quiet one holds few uses. docs/limits.md
  * states the bound.
@@ -45,6 +46,12 @@ export interface QuotaCounter {
    * reserved uses or a fresh exhausted verdict.
    */
   take(quota: Quota): MaybePromise<AuthFailure | undefined>
+  /**
+   * Puts back the use a `take` just granted, when the request was refused after all (its
+   * rate): it returns to this instance's reserved uses, so the store's count stays exact. A
+   * use of another period or of an edited quota is dropped, never carried over.
+   */
+  giveBack(quota: Quota): void
   /** Gives back every unspent reserved use (graceful shutdown); later takes still work. */
   close(): Promise<void>
 }
@@ -58,6 +65,11 @@ interface Entry {
   periodEnd: number
   /** Reserved in the store and not spent yet. */
   remaining: number
+  /**
+   * Where the store counted them: the period and the counter's generation the reservation
+   * returned. A release names both, so it never lowers a count started since (a reset).
+   */
+  reservedIn: { periodStart: number; generation: number }
   /** Believed exhausted until then (epoch ms); 0 when not exhausted. */
   exhaustedUntil: number
   /** A reservation under way: later takes wait for it instead of asking again. */
@@ -121,6 +133,7 @@ export function createQuotaCounter(options: QuotaCounterOptions): QuotaCounter {
         periodStart: start,
         periodEnd: period.end ?? Number.POSITIVE_INFINITY,
         remaining: 0,
+        reservedIn: { periodStart: start, generation: 0 },
         exhaustedUntil: 0,
         pending: undefined,
         generation: 0,
@@ -160,6 +173,7 @@ export function createQuotaCounter(options: QuotaCounterOptions): QuotaCounter {
         if (entry.generation !== generation) return
         if (reserved.granted > 0) {
           entry.remaining += reserved.granted
+          entry.reservedIn = { periodStart: reserved.periodStart, generation: reserved.generation }
           entry.exhaustedUntil = 0
           entry.reservedAt = clock.now()
         } else {
@@ -181,13 +195,18 @@ export function createQuotaCounter(options: QuotaCounterOptions): QuotaCounter {
 
   return {
     take,
+    giveBack(quota) {
+      const entry = entries.get(quota.counter)
+      if (entry?.quota === quota && clock.now() < entry.periodEnd) entry.remaining++
+    },
     async close() {
       const unspent = [...entries.entries()].filter(([, entry]) => entry.remaining > 0)
       await Promise.allSettled(
         unspent.map(([counter, entry]) => {
           const count = entry.remaining
           entry.remaining = 0
-          return store.releaseQuota(counter, entry.periodStart, count)
+          const { periodStart, generation } = entry.reservedIn
+          return store.releaseQuota(counter, periodStart, generation, count)
         }),
       )
     },

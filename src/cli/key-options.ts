@@ -7,6 +7,7 @@
  */
 
 import type { QuotaSpec } from '../auth/key-fields.ts'
+import type { QuotaEdit } from '../auth/pat-lifecycle.ts'
 import type { UsageRange } from '../auth/usage.ts'
 import type { Quota, RateLimitOverride } from '../core/ports.ts'
 import { flag, type OptionDefs, optionalString, type ParsedArgs } from './args.ts'
@@ -86,8 +87,12 @@ export function formatRefill(quota: QuotaSpec | Quota): string {
   return quota.refill === 'interval' ? `${quota.intervalSec}s` : quota.refill
 }
 
-/** `--quota N [--quota-refill R]`, or undefined when `--quota` is absent. */
-export function quotaOption(args: ParsedArgs): QuotaSpec | undefined {
+/**
+ * `--quota N [--quota-refill R]`, or undefined when `--quota` is absent. Without
+ * `--quota-refill` the refill is left out: a new key's quota has none, an edited one keeps
+ * its own (pat-lifecycle.ts).
+ */
+export function quotaOption(args: ParsedArgs): QuotaEdit | undefined {
   const limitText = optionalString(args, 'quota')
   const refillText = optionalString(args, 'quota-refill')
   if (limitText === undefined) {
@@ -100,7 +105,8 @@ export function quotaOption(args: ParsedArgs): QuotaSpec | undefined {
     )
   }
   const limit = Number(limitText)
-  if (refillText === undefined || refillText === 'none') return { limit, refill: 'none' }
+  if (refillText === undefined) return { limit }
+  if (refillText === 'none') return { limit, refill: 'none' }
   if (refillText === 'daily' || refillText === 'monthly') return { limit, refill: refillText }
   const ms = parseDuration(refillText)
   if (ms === undefined || ms % 1000 !== 0) {

@@ -251,4 +251,11 @@ export const postgresMigrations: readonly Migration[] = [
       CREATE INDEX audit_events_time ON audit_events (time);
     `,
   },
+  {
+    // Quota generations (issue #31): a reset moves the counter to a new generation instead
+    // of deleting it, and a release names the generation it reserved in, so uses reserved
+    // before a reset and given back after it never lower the new count.
+    version: 12,
+    sql: `ALTER TABLE quota_usage ADD COLUMN generation bigint NOT NULL DEFAULT 0;`,
+  },
 ]

@@ -36,6 +36,7 @@ import {
   type PageRequest,
   type PatChanges,
   type QuotaCount,
+  type QuotaReservation,
   type Store,
   type StoreChange,
   type StoredAuditEvent,
@@ -514,6 +515,15 @@ class PgStore implements PostgresStore {
     return rows.map(shared.toPat)
   }
 
+  async listPatFamily(id: string): Promise<readonly PatRecord[]> {
+    const rows = await this.#query<shared.PatRow>(
+      `WITH RECURSIVE ${shared.rotationFamily('$1')}
+       SELECT * FROM pats WHERE id IN (SELECT id FROM down) ORDER BY created_at, id`,
+      [id],
+    )
+    return rows.map(shared.toPat)
+  }
+
   async getPat(id: string): Promise<PatRecord | undefined> {
     const rows = await this.#query<shared.PatRow>('SELECT * FROM pats WHERE id = $1', [id])
     return rows[0] && shared.toPat(rows[0])
@@ -738,11 +748,11 @@ class PgStore implements PostgresStore {
     periodStart: number,
     limit: number,
     want: number,
-  ): Promise<QuotaCount & { readonly granted: number }> {
+  ): Promise<QuotaReservation> {
     // One statement under the row's lock: a later period starts the count again, the grant
     // never takes the count past the limit, and last_grant says what this call got (SET
     // reads the old row).
-    const rows = await this.#query<{ last_grant: Int8; used: Int8; period_start: Int8 }>(
+    const rows = await this.#query<QuotaRow>(
       `INSERT INTO quota_usage AS q (counter, period_start, used, last_grant)
        VALUES ($1, $2, LEAST($4::bigint, $3::bigint), LEAST($4::bigint, $3::bigint))
        ON CONFLICT (counter) DO UPDATE SET
@@ -751,22 +761,28 @@ class PgStore implements PostgresStore {
          used = CASE WHEN q.period_start < excluded.period_start
            THEN excluded.used ELSE q.used + GREATEST(0, LEAST($4::bigint, $3::bigint - q.used)) END,
          period_start = GREATEST(q.period_start, excluded.period_start)
-       RETURNING last_grant, used, period_start`,
+       RETURNING last_grant, used, period_start, generation`,
       [counter, periodStart, limit, want],
     )
-    const row = rows[0] as { last_grant: Int8; used: Int8; period_start: Int8 }
+    const row = rows[0] as QuotaRow
     return {
       granted: Number(row.last_grant),
       used: Number(row.used),
       periodStart: Number(row.period_start),
+      generation: Number(row.generation),
     }
   }
 
-  async releaseQuota(counter: string, periodStart: number, count: number): Promise<void> {
+  async releaseQuota(
+    counter: string,
+    periodStart: number,
+    generation: number,
+    count: number,
+  ): Promise<void> {
     await this.#query(
-      `UPDATE quota_usage SET used = GREATEST(0, used - $3)
-       WHERE counter = $1 AND period_start = $2`,
-      [counter, periodStart, count],
+      `UPDATE quota_usage SET used = GREATEST(0, used - $4)
+       WHERE counter = $1 AND period_start = $2 AND generation = $3`,
+      [counter, periodStart, generation, count],
     )
   }
 
@@ -781,7 +797,10 @@ class PgStore implements PostgresStore {
   }
 
   async resetQuota(counter: string): Promise<void> {
-    await this.#query('DELETE FROM quota_usage WHERE counter = $1', [counter])
+    await this.#query(
+      'UPDATE quota_usage SET used = 0, last_grant = 0, generation = generation + 1 WHERE counter = $1',
+      [counter],
+    )
   }
 
   async addUsage(rows: readonly UsageRow[]): Promise<void> {
@@ -941,4 +960,5 @@ const AUDIT_COLUMN_INDEXES = [0, 1, 2, 3, 4, 5, 6, 7, 8] as const
 /** PAT column values ($1..$14); Postgres keeps the permission list as a text[]. */
 const pgPatValues = (record: PatRecord) => [...shared.patValues(record, (list) => [...list])]
 
+type QuotaRow = { last_grant: Int8; used: Int8; period_start: Int8; generation: Int8 }
 const toMs = (value: Int8 | null): number | null => (value === null ? null : Number(value))

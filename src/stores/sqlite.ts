@@ -27,6 +27,7 @@ import {
   type PageRequest,
   type PatChanges,
   type QuotaCount,
+  type QuotaReservation,
   type Store,
   type StoreChange,
   type StoredAuditEvent,
@@ -117,6 +118,9 @@ function prepareStatements(db: DatabaseSync) {
     supersedePat: db.prepare(`UPDATE pats SET superseded_at = $at, grace_until = $graceUntil
       WHERE id = $id AND revoked_at IS NULL AND superseded_at IS NULL
       RETURNING ${shared.PAT_COLUMNS}`),
+    listPatFamily: db.prepare(`WITH RECURSIVE ${shared.rotationFamily('?')}
+      SELECT ${shared.PAT_COLUMNS} FROM pats WHERE id IN (SELECT id FROM down)
+      ORDER BY created_at, id`),
     revokePatFamily: db.prepare(`WITH RECURSIVE ${shared.rotationFamily('$id')}
       UPDATE pats SET revoked_at = $at
       WHERE id IN (SELECT id FROM down) AND revoked_at IS NULL
@@ -168,11 +172,12 @@ function prepareStatements(db: DatabaseSync) {
         used = CASE WHEN quota_usage.period_start < excluded.period_start
           THEN excluded.used ELSE quota_usage.used + max(0, min($want, $limit - quota_usage.used)) END,
         period_start = max(quota_usage.period_start, excluded.period_start)
-      RETURNING last_grant, used, period_start`),
+      RETURNING last_grant, used, period_start, generation`),
     releaseQuota: db.prepare(`UPDATE quota_usage SET used = max(0, used - ?)
-      WHERE counter = ? AND period_start = ?`),
+      WHERE counter = ? AND period_start = ? AND generation = ?`),
     readQuota: db.prepare('SELECT period_start, used FROM quota_usage WHERE counter = ?'),
-    resetQuota: db.prepare('DELETE FROM quota_usage WHERE counter = ?'),
+    resetQuota: db.prepare(`UPDATE quota_usage SET used = 0, last_grant = 0,
+      generation = generation + 1 WHERE counter = ?`),
     addUsage: db.prepare(`INSERT INTO usage_counts (${shared.USAGE_COLUMNS})
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
       ON CONFLICT (scope, subject, resolution, bucket_start) DO UPDATE SET
@@ -385,6 +390,11 @@ export class SqliteStore implements Store {
     return row && shared.toPat(row)
   }
 
+  async listPatFamily(id: string): Promise<readonly PatRecord[]> {
+    const rows = this.#s().listPatFamily.all(id) as unknown as shared.PatRow[]
+    return rows.map(shared.toPat)
+  }
+
   async listPats(
     tenantId: string,
     page: PageRequest,
@@ -580,17 +590,28 @@ export class SqliteStore implements Store {
     periodStart: number,
     limit: number,
     want: number,
-  ): Promise<QuotaCount & { readonly granted: number }> {
+  ): Promise<QuotaReservation> {
     const row = this.#s().reserveQuota.get({ counter, period: periodStart, limit, want }) as {
       last_grant: number
       used: number
       period_start: number
+      generation: number
     }
-    return { granted: row.last_grant, used: row.used, periodStart: row.period_start }
+    return {
+      granted: row.last_grant,
+      used: row.used,
+      periodStart: row.period_start,
+      generation: row.generation,
+    }
   }
 
-  async releaseQuota(counter: string, periodStart: number, count: number): Promise<void> {
-    this.#s().releaseQuota.run(count, counter, periodStart)
+  async releaseQuota(
+    counter: string,
+    periodStart: number,
+    generation: number,
+    count: number,
+  ): Promise<void> {
+    this.#s().releaseQuota.run(count, counter, periodStart, generation)
   }
 
   async readQuota(counters: readonly string[]): Promise<ReadonlyMap<string, QuotaCount>> {

@@ -177,6 +177,11 @@ export interface PatStore {
    * can tell who did it. Emits `pat_changed` for each.
    */
   revokePatFamily(id: string, at: number): Promise<readonly PatRecord[]>
+  /**
+   * Every token of `id`'s rotation family (linked to it by `rotatedFrom`, in both
+   * directions), revoked ones included, oldest first; empty when the id is unknown.
+   */
+  listPatFamily(id: string): Promise<readonly PatRecord[]>
 }
 
 export interface IssuerStore {
@@ -228,6 +233,15 @@ export interface QuotaCount {
 }
 
 /**
+ * What one reservation granted, and where: the period and the counter's generation (moved on
+ * by every `resetQuota`), which a release of its unspent uses must name.
+ */
+export interface QuotaReservation extends QuotaCount {
+  readonly granted: number
+  readonly generation: number
+}
+
+/**
  * Quota counts, shared by every instance and process: each instance reserves uses in blocks
  * (`reserveQuota`), so the request path pays a store round trip once per block.
  */
@@ -242,12 +256,24 @@ export interface QuotaStore {
     periodStart: number,
     limit: number,
     want: number,
-  ): Promise<QuotaCount & { readonly granted: number }>
-  /** Gives back `count` reserved but unused uses of that period (a graceful shutdown). */
-  releaseQuota(counter: string, periodStart: number, count: number): Promise<void>
+  ): Promise<QuotaReservation>
+  /**
+   * Gives back `count` reserved but unused uses (a graceful shutdown) of the period and
+   * generation a reservation returned; nothing when the counter has moved on to another
+   * period or generation since (a reset's new count is never lowered by older uses).
+   */
+  releaseQuota(
+    counter: string,
+    periodStart: number,
+    generation: number,
+    count: number,
+  ): Promise<void>
   /** The stored counts of these counters (absent: never used). */
   readQuota(counters: readonly string[]): Promise<ReadonlyMap<string, QuotaCount>>
-  /** Forgets a counter's uses: its quota starts again from zero. */
+  /**
+   * Forgets a counter's uses: its quota starts again from zero, in a new generation, so that
+   * releases of uses reserved before it change nothing.
+   */
   resetQuota(counter: string): Promise<void>
 }
 
@@ -337,7 +363,8 @@ export type StoreTransaction = TenantStore &
   PatStore &
   IssuerStore &
   PolicyStore &
-  Pick<AuditStore, 'appendAudit'>
+  Pick<AuditStore, 'appendAudit'> &
+  Pick<QuotaStore, 'resetQuota' | 'readQuota'>
 
 export interface TransactionalStore {
   /**

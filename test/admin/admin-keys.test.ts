@@ -112,6 +112,21 @@ function adminKeysSuite(backend: 'sqlite' | 'postgres') {
     assert.match(String(expiry.json.detail), /^expiresAt:/)
   })
 
+  test('PATCH quota without a refill keeps the refill; the response notes it', async () => {
+    const issued = await api('/pats', 'POST', {
+      tenantId: 'demo',
+      subject: 'svc',
+      quota: { limit: 100, refill: 'monthly' },
+    })
+    const { id } = issued.json as { id: string }
+    const edited = await api(`/pats/${id}`, 'PATCH', { quota: { limit: 20 } })
+    assert.equal(edited.status, 200, edited.text)
+    assert.deepEqual(edited.json.quota, { limit: 20, refill: 'monthly' })
+    assert.deepEqual(edited.json.notes, ['quota: refill monthly kept'])
+    const none = await api(`/pats/${id}`, 'PATCH', { quota: { limit: 20, refill: 'none' } })
+    assert.deepEqual(none.json.quota, { limit: 20, refill: 'none' })
+  })
+
   test('disable and enable: 401 on the API listener within a second, then 200 again', async () => {
     const issued = await api('/pats', 'POST', { tenantId: 'demo', subject: 'svc' })
     const { id, token } = issued.json as { id: string; token: string }

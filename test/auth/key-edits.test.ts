@@ -12,6 +12,7 @@ import { OperationRefused } from '../../src/auth/operations.ts'
 import {
   editTenantPat,
   issueTenantPat,
+  MAX_ROTATION_GRACE_MS,
   type PatOperationDeps,
   patMetadata,
   patStatus,
@@ -269,6 +270,74 @@ describe('keys as a product: issue, edit, disable, rotate (SQLite store)', () =>
       [view.used, view.remaining, view.resetsAt],
       [0, 5, new Date(period + DAY_MS).toISOString()],
     )
+  })
+
+  it('library callers get the 30-day grace limit too', async () => {
+    const { record } = await issue()
+    await assert.rejects(
+      rotateTenantPat(deps, {
+        id: record.id,
+        graceMs: MAX_ROTATION_GRACE_MS + 1,
+        lifetime: 'default',
+      }),
+      refused('invalid_input', /grace.*30 days/),
+    )
+    await assert.rejects(
+      rotateTenantPat(deps, { id: record.id, graceMs: -1, lifetime: 'default' }),
+      refused('invalid_input', /grace/),
+    )
+    const rotated = await rotateTenantPat(deps, {
+      id: record.id,
+      graceMs: MAX_ROTATION_GRACE_MS,
+      lifetime: 'default',
+    })
+    assert.equal(rotated.graceUntil, clock.now() + MAX_ROTATION_GRACE_MS)
+  })
+
+  it('a rotation family shares one quota and one enabled state (edits from the library)', async () => {
+    const { record } = await issue({ quota: { limit: 50, refill: 'monthly' } })
+    const rotated = await rotateTenantPat(deps, {
+      id: record.id,
+      graceMs: DAY_MS,
+      lifetime: 'default',
+    })
+    const edited = await editTenantPat(deps, rotated.record.id, { quota: { limit: 20 } })
+    assert.deepEqual(edited.notes, [
+      'quota: refill monthly kept',
+      `also applied to its rotation family: ${record.id}`,
+    ])
+    assert.deepEqual((await store.getPat(record.id))?.quota, edited.record.quota)
+    await setPatDisabled(deps, record.id, true)
+    assert.notEqual((await store.getPat(rotated.record.id))?.disabledAt ?? null, null)
+    await setPatDisabled(deps, rotated.record.id, false)
+    assert.equal((await store.getPat(record.id))?.disabledAt ?? null, null)
+    // A predecessor past its grace is not part of the family any more: left as it was.
+    const next = await rotateTenantPat(deps, {
+      id: rotated.record.id,
+      graceMs: 0,
+      lifetime: 'default',
+    })
+    await editTenantPat(deps, next.record.id, { quota: { limit: 7, refill: 'none' } })
+    assert.equal((await store.getPat(rotated.record.id))?.quota?.limit, 20)
+    assert.equal((await store.getPat(record.id))?.quota?.limit, 7)
+  })
+
+  it('a quota reset inside a store transaction: reset and edit commit together or not at all', async () => {
+    const { record } = await issue({ quota: { limit: 5, refill: 'none' } })
+    await store.reserveQuota(record.id, 0, 5, 5)
+    await assert.rejects(
+      store.transaction(async (tx) => {
+        await editTenantPat({ ...deps, store: tx }, record.id, { resetQuotaUsage: true, name: 'n' })
+        throw new Error('abort')
+      }),
+      /abort/,
+    )
+    assert.equal((await store.readQuota([record.id])).get(record.id)?.used, 5)
+    await store.transaction((tx) =>
+      editTenantPat({ ...deps, store: tx }, record.id, { resetQuotaUsage: true, name: 'n' }),
+    )
+    assert.equal((await store.readQuota([record.id])).get(record.id)?.used, 0)
+    assert.equal((await store.getPat(record.id))?.name, 'n')
   })
 
   it('tenant edits: name and rate limit, audited before/after; bad values named', async () => {

@@ -116,7 +116,7 @@ describe('quota counter', () => {
     assert.equal((quotas.take(quota) as AuthFailure).code, 'quota_exhausted')
     assert.equal(calls.reserve, reservations)
     // Another instance gave uses back meanwhile (its shutdown): seen after the recheck.
-    await store.releaseQuota(quota.counter, 0, 1)
+    await store.releaseQuota(quota.counter, 0, 0, 1)
     clock.advance(1)
     assert.equal(await quotas.take(quota), undefined)
     assert.equal(calls.reserve, reservations + 1)
@@ -180,6 +180,22 @@ describe('quota counter', () => {
     await store.resetQuota(id)
     assert.equal(((await quotas.take({ ...raised })) as AuthFailure).code, 'quota_exhausted')
     assert.equal(await quotas.take({ ...raised, resetAt: clock.now() }), undefined)
+  })
+
+  it('uses reserved before a reset and given back at shutdown never lower the new count', async () => {
+    const clock = testClock()
+    const quota: Quota = { limit: 400, refill: 'none', counter: counter() }
+    const before = createQuotaCounter({ store, clock })
+    assert.equal(await before.take(quota), undefined)
+    await store.resetQuota(quota.counter)
+    const after = createQuotaCounter({ store, clock })
+    const reset = { ...quota, resetAt: clock.now() }
+    assert.deepEqual(
+      (await spend(() => after.take(reset), 401)).filter((o) => o === undefined).length,
+      400,
+    )
+    await before.close()
+    assert.equal((await store.readQuota([quota.counter])).get(quota.counter)?.used, 400)
   })
 
   it('concurrent takes wait for one reservation at a time', async () => {

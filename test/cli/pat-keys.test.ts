@@ -144,6 +144,29 @@ describe('tokengate pat: keys as a product', () => {
     assert.equal(updated.at(-1)?.actor?.startsWith('cli:'), true)
   })
 
+  it('pat edit --quota N keeps the refill unless one is given, and says so', async () => {
+    const key = await issue('--quota', '100', '--quota-refill', 'monthly')
+    const human = await cli(['pat', 'edit', key.id, '--quota', '20'], opts)
+    assert.equal(human.code, 0, human.stderr)
+    assert.match(
+      human.stdout,
+      /quota: 20 uses per UTC month \(refill monthly kept; --quota-refill none makes it a lifetime quota\)/,
+    )
+    const shown = await cliJson<KeyJson>(['pat', 'show', key.id], opts)
+    assert.deepEqual(shown.quota, { limit: 20, refill: 'monthly' })
+    const json = await cliJson<KeyJson & { notes: string[] }>(
+      ['pat', 'edit', key.id, '--quota', '30'],
+      opts,
+    )
+    assert.deepEqual(json.quota, { limit: 30, refill: 'monthly' })
+    assert.deepEqual(json.notes, ['quota: refill monthly kept'])
+    const lifetime = await cliJson<KeyJson>(
+      ['pat', 'edit', key.id, '--quota', '30', '--quota-refill', 'none'],
+      opts,
+    )
+    assert.deepEqual(lifetime.quota, { limit: 30, refill: 'none' })
+  })
+
   it('pat edit keeps the expiry within the maximum lifetime from creation', async () => {
     const config = join(data.dir, 'policy.json')
     writeFileSync(

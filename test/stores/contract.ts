@@ -186,7 +186,7 @@ export function storeContract(name: string, makeStore: MakeStore): void {
           ['updatePat', () => store.updatePat('p1', { name: 'x' })],
           ['updateTenant', () => store.updateTenant('acme', { name: 'x' })],
           ['reserveQuota', () => store.reserveQuota('p1', 0, 10, 1)],
-          ['releaseQuota', () => store.releaseQuota('p1', 0, 1)],
+          ['releaseQuota', () => store.releaseQuota('p1', 0, 0, 1)],
           ['readQuota', () => store.readQuota(['p1'])],
           ['resetQuota', () => store.resetQuota('p1')],
           ['addUsage', () => store.addUsage([])],

@@ -147,21 +147,25 @@ export function keysContract(name: string, makeStore: MakeStore): void {
         granted: 4,
         used: 4,
         periodStart: T0,
+        generation: 0,
       })
       assert.deepEqual(await store.reserveQuota('c1', T0, 10, 4), {
         granted: 4,
         used: 8,
         periodStart: T0,
+        generation: 0,
       })
       assert.deepEqual(await store.reserveQuota('c1', T0, 10, 4), {
         granted: 2,
         used: 10,
         periodStart: T0,
+        generation: 0,
       })
       assert.deepEqual(await store.reserveQuota('c1', T0, 10, 4), {
         granted: 0,
         used: 10,
         periodStart: T0,
+        generation: 0,
       })
       // A lowered limit grants nothing more; counters are independent.
       assert.equal((await store.reserveQuota('c1', T0, 3, 1)).granted, 0)
@@ -175,12 +179,14 @@ export function keysContract(name: string, makeStore: MakeStore): void {
         granted: 2,
         used: 2,
         periodStart: T0 + HOUR,
+        generation: 0,
       })
       // An instance whose clock is behind asks for the old period: counted in the current one.
       assert.deepEqual(await store.reserveQuota('c1', T0, 5, 2), {
         granted: 2,
         used: 4,
         periodStart: T0 + HOUR,
+        generation: 0,
       })
     })
 
@@ -198,18 +204,48 @@ export function keysContract(name: string, makeStore: MakeStore): void {
     it('releaseQuota gives back uses of the same period only; resetQuota forgets the counter', async (t) => {
       const store = await withTenants(t)
       await store.reserveQuota('c1', T0, 10, 10)
-      await store.releaseQuota('c1', T0, 3)
+      await store.releaseQuota('c1', T0, 0, 3)
       assert.deepEqual((await store.readQuota(['c1'])).get('c1'), { periodStart: T0, used: 7 })
-      await store.releaseQuota('c1', T0 - HOUR, 5)
-      await store.releaseQuota('c1', T0, 50)
+      await store.releaseQuota('c1', T0 - HOUR, 0, 5)
+      await store.releaseQuota('c1', T0, 0, 50)
       assert.deepEqual((await store.readQuota(['c1', 'none'])).get('c1'), {
         periodStart: T0,
         used: 0,
       })
       assert.equal((await store.readQuota(['none'])).size, 0)
       await store.resetQuota('c1')
-      assert.equal((await store.readQuota(['c1'])).size, 0)
+      assert.deepEqual((await store.readQuota(['c1'])).get('c1'), { periodStart: T0, used: 0 })
       assert.equal((await store.reserveQuota('c1', T0, 10, 10)).granted, 10)
+    })
+
+    it('a reset starts a new generation: a release of uses reserved before it changes nothing', async (t) => {
+      const store = await withTenants(t)
+      const before = await store.reserveQuota('c1', T0, 10, 4)
+      await store.resetQuota('c1')
+      const after = await store.reserveQuota('c1', T0, 10, 10)
+      assert.deepEqual([after.granted, after.used], [10, 10])
+      assert.notEqual(after.generation, before.generation)
+      await store.releaseQuota('c1', T0, before.generation, 3)
+      assert.equal((await store.readQuota(['c1'])).get('c1')?.used, 10)
+      await store.releaseQuota('c1', T0, after.generation, 3)
+      assert.equal((await store.readQuota(['c1'])).get('c1')?.used, 7)
+    })
+
+    it('listPatFamily returns every token linked by rotation, both ways, oldest first', async (t) => {
+      const store = await withTenants(t, 'acme')
+      const first = pat('f1', 'acme')
+      const second = pat('f2', 'acme', { createdAt: T0 + 1, rotatedFrom: 'f1' })
+      const third = pat('f3', 'acme', { createdAt: T0 + 2, rotatedFrom: 'f2' })
+      await store.insertPat(first)
+      assert.ok(await store.rotatePat('f1', second, T0 + 1, T0 + HOUR))
+      assert.ok(await store.rotatePat('f2', third, T0 + 2, T0 + 2))
+      for (const id of ['f1', 'f2', 'f3']) {
+        assert.deepEqual(
+          (await store.listPatFamily(id)).map((p) => p.id),
+          ['f1', 'f2', 'f3'],
+        )
+      }
+      assert.deepEqual(await store.listPatFamily('nobody'), [])
     })
 
     it('addUsage adds to existing buckets; readUsage returns one subject in range, oldest first', async (t) => {

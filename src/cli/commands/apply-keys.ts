@@ -8,7 +8,12 @@
  */
 
 import type { QuotaSpec } from '../../auth/key-fields.ts'
-import { editTenantPat, type PatEdit, setPatDisabled } from '../../auth/pat-lifecycle.ts'
+import {
+  editTenantPat,
+  type PatEdit,
+  resolveQuotaEdit,
+  setPatDisabled,
+} from '../../auth/pat-lifecycle.ts'
 import type { Config } from '../../config/schema.ts'
 import type { PatRecord, Quota } from '../../core/ports.ts'
 import type { Store } from '../../stores/store.ts'
@@ -185,9 +190,15 @@ export async function keyChanges(
   return changes
 }
 
-/** The stated fields that differ from the stored key. */
-function differences(edit: PatEdit, record: PatRecord): PatEdit {
-  const out: { -readonly [K in keyof PatEdit]: PatEdit[K] } = {}
+/** An edit whose quota is whole: a refill left out was resolved against the stored key. */
+type ResolvedEdit = Omit<PatEdit, 'quota'> & { readonly quota?: QuotaSpec | null | undefined }
+
+/**
+ * The stated fields that differ from the stored key. A quota stated without a refill keeps
+ * the key's refill, as `pat edit --quota N` does.
+ */
+function differences(edit: PatEdit, record: PatRecord): ResolvedEdit {
+  const out: { -readonly [K in keyof ResolvedEdit]: ResolvedEdit[K] } = {}
   if (edit.name !== undefined && edit.name !== record.name) out.name = edit.name
   if (edit.permissions !== undefined && !sameList(edit.permissions, record.permissions)) {
     out.permissions = edit.permissions
@@ -195,9 +206,8 @@ function differences(edit: PatEdit, record: PatRecord): PatEdit {
   if (edit.rateLimit !== undefined && !sameRate(edit.rateLimit, record.rateLimit ?? null)) {
     out.rateLimit = edit.rateLimit
   }
-  if (edit.quota !== undefined && !sameQuota(edit.quota, record.quota ?? null)) {
-    out.quota = edit.quota
-  }
+  const quota = edit.quota == null ? edit.quota : resolveQuotaEdit(edit.quota, record.quota).spec
+  if (quota !== undefined && !sameQuota(quota, record.quota ?? null)) out.quota = quota
   if (
     edit.metadata !== undefined &&
     canonicalJson(edit.metadata) !== canonicalJson(record.metadata ?? null)
@@ -210,7 +220,7 @@ function differences(edit: PatEdit, record: PatRecord): PatEdit {
   return out
 }
 
-function keyEdit(id: string, edit: PatEdit, patPolicy: Config['pat']): ApplyChange {
+function keyEdit(id: string, edit: ResolvedEdit, patPolicy: Config['pat']): ApplyChange {
   const command = ['pat', 'edit', id]
   const notes: string[] = []
   if (edit.name !== undefined) {

@@ -6,6 +6,8 @@ import {
   findPatByRef,
   issueTenantPat,
   listTenantPats,
+  MAX_ROTATION_GRACE_DAYS,
+  MAX_ROTATION_GRACE_MS,
   type PatLifetime,
   patMetadata,
   patStatus,
@@ -35,7 +37,7 @@ import {
   type RefusalWording,
   withStore,
 } from '../context.ts'
-import { DAY_MS, formatDuration, parseDuration } from '../durations.ts'
+import { formatDuration, parseDuration } from '../durations.ts'
 import { CommandFailure, UsageError } from '../errors.ts'
 import {
   CLEAR_OPTIONS,
@@ -356,10 +358,7 @@ const revoke: CommandDef = {
   },
 }
 
-/** Longest `--grace`: a rotation that leaves the old token working for longer is not one. */
-const MAX_GRACE_MS = 30 * DAY_MS
-
-/** `--grace`: 0 (the default: the old token is refused at once) up to 30 days. */
+/** `--grace`: 0 (the default: the old token is refused at once) up to the lifecycle's maximum. */
 function resolveGrace(args: ParsedArgs): number {
   const text = optionalString(args, 'grace')
   if (text === undefined || text === '0' || text === '0s') return 0
@@ -369,8 +368,10 @@ function resolveGrace(args: ParsedArgs): number {
       `--grace: '${printable(text)}' is not a duration (expected e.g. 0, 30m, 1h, 7d)`,
     )
   }
-  if (ms > MAX_GRACE_MS) {
-    throw new UsageError(`--grace ${text} is longer than the maximum of 30d`)
+  if (ms > MAX_ROTATION_GRACE_MS) {
+    throw new UsageError(
+      `--grace ${text} is longer than the maximum of ${MAX_ROTATION_GRACE_DAYS}d`,
+    )
   }
   return ms
 }
@@ -569,7 +570,7 @@ const edit: CommandDef = {
     }
     const config = ctx.config(ADMIN_OVERRIDES)
     const maxDays = config.pat.maxExpiresInDays
-    const { record, changed } = await withStore(config, (store) =>
+    const { record, changed, notes, keptRefill } = await withStore(config, (store) =>
       operate(
         () =>
           editTenantPat({ ...operationDeps(ctx, store), store, patPolicy: config.pat }, id, edit),
@@ -580,8 +581,16 @@ const edit: CommandDef = {
         },
       ),
     )
-    if (ctx.json) ctx.out.json({ ...patMetadata(record, now), changed })
-    else ctx.out.line(changed ? `Updated ${record.id}.` : `${record.id}: nothing to change.`)
+    if (ctx.json) ctx.out.json({ ...patMetadata(record, now), changed, notes })
+    else {
+      ctx.out.line(changed ? `Updated ${record.id}.` : `${record.id}: nothing to change.`)
+      if (keptRefill !== undefined && record.quota) {
+        ctx.out.line(
+          `  quota: ${quotaText(record.quota)} (refill ${keptRefill} kept; --quota-refill none makes it a lifetime quota)`,
+        )
+      }
+      for (const note of notes.filter((n) => !n.startsWith('quota:'))) ctx.out.line(`  ${note}`)
+    }
     return 0
   },
 }
@@ -622,14 +631,16 @@ function setDisabled(disabled: boolean): CommandDef {
     async run(ctx) {
       const id = requiredPositional(ctx.args, 0, 'TOKEN_ID')
       const now = ctx.now()
-      const { record, changed } = await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
+      const { record, changed, notes } = await withStore(ctx.config(ADMIN_OVERRIDES), (store) =>
         operate(() => setPatDisabled(operationDeps(ctx, store), id, disabled), keyWording(id)),
       )
-      if (ctx.json) ctx.out.json({ ...patMetadata(record, now), changed })
-      else
+      if (ctx.json) ctx.out.json({ ...patMetadata(record, now), changed, notes })
+      else {
         ctx.out.line(
           changed ? `${record.id} is now ${verb}d.` : `${record.id} was already ${verb}d.`,
         )
+        for (const note of notes) ctx.out.line(`  ${note}`)
+      }
       return 0
     },
   }
