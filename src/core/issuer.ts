@@ -11,7 +11,9 @@ export interface IssuerConfig {
   readonly keySource: KeySource
   /**
    * Algorithm allowlist. Default: RS256, PS256, ES256, EdDSA. HS* only when the key source
-   * is an explicit shared secret. `none` is never accepted, whatever is configured.
+   * is an explicit shared secret. `none` is never accepted, whatever is configured. JWKS keys
+   * without `alg` are bound under it: an RSA key to each RS*, PS* algorithm listed, EC and
+   * Ed25519 keys to their one algorithm if listed (`bindIssuerJwk`).
    */
   readonly algorithms?: readonly string[] | undefined
   /** Where the caller's tenant comes from. Default `{ claim: 'tenant_id' }`. */
@@ -35,9 +37,15 @@ export function defaultPermissionsFormat(claim: string): PermissionsFormat {
 }
 
 export type KeySource =
-  /** An inline JSON Web Key Set; each key bound to its own `alg` (required on each JWK). */
+  /**
+   * An inline JSON Web Key Set; each key bound to its `alg`, or without one under
+   * `algorithms`. A key that fits no allowed algorithm refuses the issuer.
+   */
   | { readonly kind: 'jwks'; readonly jwks: { readonly keys: readonly Record<string, unknown>[] } }
-  /** A remote JWKS, fetched and cached (max age, cooldown on unknown `kid`, stale on error). */
+  /**
+   * A remote JWKS, fetched and cached (max age, cooldown on unknown `kid`, stale on error).
+   * A published key that fits no allowed algorithm is skipped and reported (jwks.ts).
+   */
   | { readonly kind: 'jwks_url'; readonly url: string }
   /**
    * A remote JWKS found through OpenID Connect discovery from the issuer URL alone: its
