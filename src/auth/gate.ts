@@ -10,9 +10,9 @@
  * 3. `authenticate`: the credential kinds of core/ (401, or 503 when a store is down);
  * 4. `refuseSecondMethod`: the token also sent as `?access_token` (400, RFC 6750 §2); after
  *    authentication, so that an invalid token is still a 401 (SPEC §5.3 rule 4);
- * 5. `limit`: per token, then per tenant (429), a key's or tenant's own limit in place of
- *    the default;
- * 6. `quota`: a key with a quota spends one use (429 `quota_exhausted` once spent);
+ * 5. `quota`: a key with a quota spends one use (429 `quota_exhausted` once spent);
+ * 6. `limit`: per token, then per tenant (429), a key's or tenant's own limit in place of
+ *    the default; a request refused here gives its quota use back;
  * 7. `authorize`: the route's permissions, or the gateway policy (403, 404, 400);
  * 8. `identity`: for a request bound upstream, the identity headers (and signed token).
  *
@@ -76,7 +76,12 @@ export interface GateDeps {
     | ((tenantId: string) => MaybePromise<RateLimitOverride | null | undefined>)
     | undefined
   /** Spends keys' quotas (`quota-counter.ts`); omitted: quotas are not enforced. */
-  readonly quotas?: { take(quota: Quota): MaybePromise<AuthFailure | undefined> } | undefined
+  readonly quotas?:
+    | {
+        take(quota: Quota): MaybePromise<AuthFailure | undefined>
+        giveBack(quota: Quota): void
+      }
+    | undefined
 }
 
 /** What one run of the pipeline has learnt so far. */
@@ -152,7 +157,11 @@ export function createGate(deps: GateDeps): Gate {
         (limiter as Limiter).limitPrincipal(principal, run.credentialKey, done, own),
       )
       return thenStep(verdict, (v) => {
-        if (v.refused) return { code: 'rate_limited', limit: v.state }
+        if (v.refused) {
+          const keyQuota = principal.limits?.quota
+          if (keyQuota && quotas) quotas.giveBack(keyQuota)
+          return { code: 'rate_limited', limit: v.state }
+        }
         if (v.state) run.headers = rateLimitHeaders(v.state)
         return undefined
       })
@@ -162,7 +171,9 @@ export function createGate(deps: GateDeps): Gate {
     return isPromiseLike(own) ? Promise.resolve(own).then(counted) : counted(own)
   }
 
-  // After the rate limit: a request refused for its rate spends no use of the quota.
+  // Before the rate limit, so that a spent quota's refusals take no rate slot and keep
+  // answering quota_exhausted with the refill time; the limit step gives back the use of a
+  // request it refuses, so a request refused for its rate spends no use either.
   const quota: Step = (run) => {
     const keyQuota = run.principal?.limits?.quota
     return keyQuota && quotas ? quotas.take(keyQuota) : undefined
@@ -201,8 +212,8 @@ export function createGate(deps: GateDeps): Gate {
     gateFailedAuth,
     authenticate,
     refuseSecondMethod,
-    limit,
     quota,
+    limit,
     authorize,
     identity,
   ]

@@ -48,8 +48,9 @@ export interface QuotaCounter {
   take(quota: Quota): MaybePromise<AuthFailure | undefined>
   /**
    * Puts back the use a `take` just granted, when the request was refused after all (its
-   * rate): it returns to this instance's reserved uses, so the store's count stays exact. A
-   * use of another period or of an edited quota is dropped, never carried over.
+   * rate): to this instance's reserved uses while they stay within the bound (`cap - 1`),
+   * else to the store, so a small quota's count stays exactly what was served. A use of
+   * another period or of an edited quota is dropped, never carried over.
    */
   giveBack(quota: Quota): void
   /** Gives back every unspent reserved use (graceful shutdown); later takes still work. */
@@ -79,6 +80,8 @@ interface Entry {
   /** Uses asked for at the next reservation, and when the last one was granted. */
   block: number
   reservedAt: number
+  /** Uses given back to the store so far: an exhausted answer older than one is not believed. */
+  givenBack: number
 }
 
 /** The first block of a key: small, so a quiet key holds few uses. */
@@ -139,6 +142,7 @@ export function createQuotaCounter(options: QuotaCounterOptions): QuotaCounter {
         generation: 0,
         block: FIRST_BLOCK,
         reservedAt: 0,
+        givenBack: 0,
       }
       entries.set(quota.counter, entry)
     }
@@ -167,6 +171,7 @@ export function createQuotaCounter(options: QuotaCounterOptions): QuotaCounter {
     if (entry.exhaustedUntil > now) return exhausted(quota, now)
     if (entry.pending) return entry.pending.then(() => take(quota))
     const generation = entry.generation
+    const givenBack = entry.givenBack
     const reservation = store
       .reserveQuota(quota.counter, period.start, quota.limit, nextBlock(entry, now))
       .then((reserved) => {
@@ -177,7 +182,10 @@ export function createQuotaCounter(options: QuotaCounterOptions): QuotaCounter {
           entry.exhaustedUntil = 0
           entry.reservedAt = clock.now()
         } else {
-          entry.exhaustedUntil = Math.min(period.end ?? Number.POSITIVE_INFINITY, now + recheckMs)
+          // Believed unless a use was given back meanwhile (the take then asks again).
+          if (entry.givenBack === givenBack) {
+            entry.exhaustedUntil = Math.min(period.end ?? Number.POSITIVE_INFINITY, now + recheckMs)
+          }
         }
       })
       .finally(() => {
@@ -197,7 +205,20 @@ export function createQuotaCounter(options: QuotaCounterOptions): QuotaCounter {
     take,
     giveBack(quota) {
       const entry = entries.get(quota.counter)
-      if (entry?.quota === quota && clock.now() < entry.periodEnd) entry.remaining++
+      if (entry?.quota !== quota || clock.now() >= entry.periodEnd) return
+      if (entry.remaining < capOf(quota.limit) - 1) {
+        entry.remaining++
+        return
+      }
+      const { periodStart, generation } = entry.reservedIn
+      // The use is free again: an exhausted verdict reached meanwhile is not believed. Not
+      // given back when the store is down: an unused use is lost, never one too many.
+      const forget = () => {
+        entry.givenBack++
+        entry.exhaustedUntil = 0
+      }
+      forget()
+      store.releaseQuota(quota.counter, periodStart, generation, 1).then(forget, () => {})
     },
     async close() {
       const unspent = [...entries.entries()].filter(([, entry]) => entry.remaining > 0)

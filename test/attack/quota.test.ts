@@ -174,3 +174,31 @@ describe('attack: a request refused for its rate spends no use', () => {
     }
   })
 })
+
+describe('attack: a spent quota does not use up the rate limit', () => {
+  it('every request after the quota is spent is quota_exhausted with the refill time, never rate_limited', async () => {
+    // The issue's case: a 10 s window whose slots the refused requests used to spend, so the
+    // next call got 429 rate_limited with Retry-After: 10 instead of the refill time.
+    const server = await startTestServer({
+      rateLimit: { perToken: { max: 5, windowSec: 10 }, failedAuth: { max: 0 } },
+    })
+    try {
+      const { token } = await issue(server, '--quota', '3', '--quota-refill', 'daily')
+      for (let i = 0; i < 3; i++) assert.equal((await me(server, token)).status, 200)
+      const now = server.clock.now()
+      const midnight = Math.floor(now / 86_400_000) * 86_400_000 + 86_400_000
+      for (let i = 0; i < 10; i++) {
+        const refused = await me(server, token)
+        assert.equal(refused.status, 429)
+        assert.equal(refused.json.code, 'quota_exhausted', `request ${i + 4}`)
+        const retryAfter = Number(refused.headers['retry-after'])
+        assert.ok(
+          Math.abs(retryAfter - Math.ceil((midnight - now) / 1000)) <= 5,
+          String(retryAfter),
+        )
+      }
+    } finally {
+      await server.close()
+    }
+  })
+})
