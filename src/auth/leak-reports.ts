@@ -19,8 +19,11 @@
  *
  * Replays: the protocol carries no nonce or time, so a recorded genuine report can be sent
  * again. That can only revoke what GitHub reported (already revoked, so nothing new, nothing
- * audited twice); recent reports are remembered by the digest of their signature and answered
- * from memory, so a replay flood costs no store lookups.
+ * audited twice); recent reports are remembered by the digest of the signed body and answered
+ * from memory, so a replay flood costs no store lookups. By the body, never by the signature's
+ * bytes: an ECDSA signature (r, s) has a twin (r, n - s) that verifies too (malleability), and
+ * GitHub's signatures are not normalised to low S, so a twin must be accepted, and must not
+ * pass for a new report.
  */
 import { createHash, createPublicKey, type KeyObject, verify } from 'node:crypto'
 import type { OperationDeps } from './operations.ts'
@@ -34,7 +37,12 @@ export interface GithubKey {
 
 /** An answer to a report: the HTTP status and its JSON body, or the problem to answer. */
 export type LeakReportAnswer =
-  | { readonly ok: true; readonly body: readonly LeakLabel[] }
+  | {
+      readonly ok: true
+      readonly body: readonly LeakLabel[]
+      /** The report was answered from memory (a replay): nothing was looked up or revoked. */
+      readonly replayed: boolean
+    }
   | {
       readonly ok: false
       readonly status: 400 | 403
@@ -107,7 +115,7 @@ const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/
 /** The handler of GitHub's reports; `deps.actor` is recorded on the revocations. */
 export function createGithubLeakReports(options: LeakReportOptions) {
   const keys = new Map(options.keys.map((k) => [k.id, k.key]))
-  // Answers by signature digest (a signature covers exactly one body): bounded, oldest out.
+  // Answers by the digest of the signed body: bounded, oldest out.
   const answered = new Map<string, readonly LeakLabel[]>()
 
   function verified(request: LeakReportRequest): string | undefined {
@@ -122,7 +130,7 @@ export function createGithubLeakReports(options: LeakReportOptions) {
     } catch {
       ok = false
     }
-    return ok ? createHash('sha256').update(der).digest('hex') : undefined
+    return ok ? createHash('sha256').update(request.body).digest('hex') : undefined
   }
 
   return {
@@ -137,7 +145,7 @@ export function createGithubLeakReports(options: LeakReportOptions) {
         }
       }
       const known = answered.get(digest)
-      if (known) return { ok: true, body: known }
+      if (known) return { ok: true, body: known, replayed: true }
       const matches = parseMatches(request.body, options.maxMatches)
       if (typeof matches === 'string') {
         return { ok: false, status: 400, code: 'validation_failed', detail: matches }
@@ -158,7 +166,7 @@ export function createGithubLeakReports(options: LeakReportOptions) {
         if (oldest !== undefined) answered.delete(oldest)
       }
       answered.set(digest, body)
-      return { ok: true, body }
+      return { ok: true, body, replayed: false }
     },
   }
 }

@@ -66,7 +66,9 @@ export function leakReportRoutes(options: LeakReportRouteOptions) {
             matches: answer.body.length,
             ours: answer.body.filter((l) => l.label === 'true_positive').length,
           },
-          'leak report: reported PATs revoked',
+          answer.replayed
+            ? 'leak report: a replay, answered from memory'
+            : 'leak report: reported PATs revoked',
         )
         return reply.type('application/json; charset=utf-8').send(answer.body)
       })

@@ -31,6 +31,38 @@ function githubKey(): { privateKey: KeyObject; publicPem: string } {
 const signatureOf = (body: string, key: KeyObject) =>
   sign('sha256', Buffer.from(body), key).toString('base64')
 
+/** The order of P-256's group: (r, s) and (r, n - s) are both valid signatures of a message. */
+const P256_N = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551n
+
+/** The other valid ECDSA signature of the same message (DER, base64): s replaced by n - s. */
+function malleated(signature: string): string {
+  const { r, s } = readDerSignature(Buffer.from(signature, 'base64'))
+  return derSignature(r, P256_N - s).toString('base64')
+}
+
+function readDerSignature(der: Buffer): { r: bigint; s: bigint } {
+  let at = 2 // SEQUENCE, length (< 128 for P-256)
+  const integer = () => {
+    const length = der[at + 1] as number
+    const value = BigInt(`0x${der.subarray(at + 2, at + 2 + length).toString('hex')}`)
+    at += 2 + length
+    return value
+  }
+  return { r: integer(), s: integer() }
+}
+
+function derSignature(r: bigint, s: bigint): Buffer {
+  const integer = (value: bigint) => {
+    let hex = value.toString(16)
+    if (hex.length % 2) hex = `0${hex}`
+    if (Number.parseInt(hex.slice(0, 2), 16) >= 0x80) hex = `00${hex}`
+    const bytes = Buffer.from(hex, 'hex')
+    return Buffer.concat([Buffer.from([0x02, bytes.length]), bytes])
+  }
+  const content = Buffer.concat([integer(r), integer(s)])
+  return Buffer.concat([Buffer.from([0x30, content.length]), content])
+}
+
 describe('attack: leak reports (GitHub secret scanning partner protocol)', () => {
   let server: TestServer
   const github = githubKey()
@@ -221,6 +253,25 @@ describe('attack: leak reports (GitHub secret scanning partner protocol)', () =>
     assert.equal(again.status, 200)
     assert.equal(again.text, first.text)
     assert.equal(await countEvents(), 1)
+  })
+
+  it('replayed with the malleated twin of its signature (r, n - s): answered from memory, not as a new report', async () => {
+    const leaked = await issue()
+    const body = report(leaked.token)
+    const headers = signed(body)
+    const first = await post(body, headers)
+    assert.equal(first.status, 200, first.text)
+    const twin = malleated(headers['github-public-key-signature'])
+    assert.notEqual(twin, headers['github-public-key-signature'])
+    const logged = server.logs.length
+    const again = await post(body, { ...headers, 'github-public-key-signature': twin })
+    // The twin verifies (GitHub does not normalise S, so it cannot be refused), but the report
+    // is the same signed body: it must come from the replay memory, with no store lookup.
+    assert.equal(again.status, 200, again.text)
+    assert.equal(again.text, first.text)
+    const lines = server.logs.slice(logged).filter((line) => line.includes('leak report'))
+    assert.equal(lines.length, 1, lines.join('\n'))
+    assert.match(lines[0] as string, /a replay, answered from memory/)
   })
 
   it('unknown tokens and strings that are not PATs are false positives; nothing changes', async () => {
