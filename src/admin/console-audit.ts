@@ -1,7 +1,7 @@
 import { AUDIT_EVENT_TYPES } from '../auth/audit-events.ts'
 import type { StoredAuditEvent } from '../stores/store.ts'
 import { auditQuery, exportAudit } from './api.ts'
-import { type ConsoleKit, clean, type Query } from './console-kit.ts'
+import { type ConsoleKit, clean, emptyState, type Query } from './console-kit.ts'
 import { type Html, html, time } from './html.ts'
 import { auditCsv, auditView } from './views.ts'
 
@@ -81,6 +81,16 @@ export function registerAuditPages(kit: ConsoleKit): void {
 <span id="tail-state" aria-live="polite"></span></p>
 <div class="table-wrap"><table id="audit-table" class="audit"><caption>Events, newest first</caption><thead><tr><th scope="col">Time</th><th scope="col">Type</th><th scope="col">Tenant</th><th scope="col">Actor</th><th scope="col">Outcome</th><th scope="col">Details</th></tr></thead>
 <tbody>${result.items.map(eventRow)}</tbody></table></div>
+${
+  result.items.length === 0
+    ? emptyState({
+        what: 'audit events',
+        filters: auditFilters(q),
+        clear: '/admin/audit',
+        none: 'No audit events yet: every sign-in refusal, issue, edit and revocation is recorded here as it happens.',
+      })
+    : ''
+}
 ${next ? html`<p><a href="${next}">Older events</a></p>` : ''}`,
       'audit',
     )
@@ -106,6 +116,18 @@ ${next ? html`<p><a href="${next}">Older events</a></p>` : ''}`,
     if (csv) return reply.type('text/csv; charset=utf-8').send(auditCsv(events))
     return reply.type('application/json').send({ events: events.map(auditView) })
   })
+}
+
+/** The audit filters in use, as (label, value) pairs for an empty state. */
+function auditFilters(q: Query): [string, string][] {
+  const labels: [string, string][] = [
+    ['tenant', 'tenant'],
+    ['type', 'type'],
+    ['actor', 'actor'],
+    ['since', 'from'],
+    ['until', 'to'],
+  ]
+  return labels.flatMap(([key, label]) => (q[key] ? [[label, q[key] as string]] : []))
 }
 
 function eventRow(e: StoredAuditEvent): Html {

@@ -1,5 +1,12 @@
 import { addIssuer, removeIssuer } from '../auth/issuer-operations.ts'
-import { type ConsoleKit, EMPTY_FORM, type FormState, field, formError } from './console-kit.ts'
+import {
+  type ConsoleKit,
+  EMPTY_FORM,
+  emptyState,
+  type FormState,
+  field,
+  formError,
+} from './console-kit.ts'
 import { type Html, html, time } from './html.ts'
 import type { Session } from './sessions.ts'
 import { issuerView } from './views.ts'
@@ -15,7 +22,16 @@ export function registerIssuerPages(kit: ConsoleKit): void {
     return layout(
       'Trusted issuers',
       session,
-      html`<div class="table-wrap"><table><caption>${issuers.length} issuers</caption><thead><tr><th scope="col">Issuer</th><th scope="col">Audiences</th><th scope="col">Key source</th><th scope="col">Keys</th><th scope="col">Last fetch</th><th scope="col">Key ids</th>${write ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
+      html`${
+        issuers.length === 0
+          ? emptyState({
+              what: 'issuers',
+              filters: [],
+              clear: '/admin/issuers',
+              none: 'No trusted issuers in the store: every JWT access token is refused until one is added (below, or with tokengate issuer add).',
+            })
+          : ''
+      }<div class="table-wrap"${issuers.length === 0 ? html` hidden` : ''}><table><caption>${issuers.length} issuers</caption><thead><tr><th scope="col">Issuer</th><th scope="col">Audiences</th><th scope="col">Key source</th><th scope="col">Keys</th><th scope="col">Last fetch</th><th scope="col">Key ids</th>${write ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
 <tbody>${issuers.map(
         (
           i,
@@ -32,7 +48,7 @@ ${
       )}</tbody></table></div>
 ${
   write
-    ? html`<details class="card" ${form.error ? html`open` : ''}><summary>Add an issuer</summary><form method="post" action="/admin/issuers" novalidate>${csrfField(session)}
+    ? html`<details class="card" ${form.errors.length > 0 ? html`open` : ''}><summary>Add an issuer</summary><form method="post" action="/admin/issuers" novalidate>${csrfField(session)}
 ${formError(form, ['issuer', 'audience', 'jwksUrl', 'tenantClaim'])}
 ${field({ label: 'Issuer (exact iss)', name: 'issuer', form, prefix: 'iss', type: 'url', required: true })}
 ${field({ label: 'Audience', name: 'audience', form, prefix: 'iss', required: true })}

@@ -1,6 +1,14 @@
-import { quotaView } from '../auth/key-fields.ts'
+import {
+  checkExternalId,
+  checkMetadata,
+  checkQuotaSpec,
+  checkRateLimit,
+  quotaView,
+} from '../auth/key-fields.ts'
 import {
   editTenantPat,
+  MAX_ROTATION_GRACE_DAYS,
+  MAX_ROTATION_GRACE_MS,
   revokeLeakedPats,
   revokeTenantPat,
   rotateTenantPat,
@@ -13,16 +21,19 @@ import { issuePat, lifetimeFrom, patQuery, rangeOf } from './api.ts'
 import { usagePanel } from './chart.ts'
 import {
   type ConsoleKit,
+  checkFields,
   clean,
   EMPTY_FORM,
+  emptyState,
+  errorOf,
   type Form,
   type FormState,
   field,
   formError,
   type Query,
 } from './console-kit.ts'
-import { type Html, html, time } from './html.ts'
-import { invalid } from './input.ts'
+import { type Html, html, prettyJson, time } from './html.ts'
+import { checkPermissions, checkTenantId, checkText, invalid } from './input.ts'
 import { metadataFromForm, quotaFromForm, rateLimitFromForm } from './key-input.ts'
 import type { Session } from './sessions.ts'
 
@@ -42,7 +53,8 @@ function productFields(form: FormState, record: PatRecord | undefined, prefix: s
   const quota = record?.quota
   const refill = form.values.quotaRefill ?? quota?.refill ?? 'none'
   const refillId = `${prefix}-quotaRefill`
-  const refillError = form.error?.field === 'quotaRefill' ? form.error.message : undefined
+  const refillError = errorOf(form, 'quotaRefill')
+  const metadataError = errorOf(form, 'metadata')
   return html`<fieldset><legend>Own rate limit (empty: the default)</legend><div class="inline">
 ${field({ label: 'Requests', name: 'rateLimitMax', form, prefix, current: record?.rateLimit ? String(record.rateLimit.max) : '', attributes: html`inputmode="numeric"` })}
 ${field({ label: 'per window (seconds)', name: 'rateLimitWindowSec', form, prefix, current: record?.rateLimit ? String(record.rateLimit.windowSec) : '', attributes: html`inputmode="numeric"` })}
@@ -56,9 +68,9 @@ ${field({ label: 'Uses', name: 'quotaLimit', form, prefix, current: quota ? Stri
 ${field({ label: 'N hours (interval)', name: 'quotaIntervalHours', form, prefix, current: quota?.intervalSec ? String(quota.intervalSec / 3600) : '', attributes: html`inputmode="numeric"` })}
 </div></fieldset>
 ${field({ label: 'External id', name: 'externalId', form, prefix, current: record?.externalId ?? '', help: 'Your own id for the key (a customer or account); searchable.', attributes: html`maxlength="255"` })}
-<div class="field${form.error?.field === 'metadata' ? ' invalid' : ''}"><label for="${prefix}-metadata">Metadata (JSON object, at most 4096 bytes)</label>
-<textarea id="${prefix}-metadata" name="metadata" rows="3" spellcheck="false" ${form.error?.field === 'metadata' ? html`aria-invalid="true" aria-describedby="${prefix}-metadata-error"` : ''}>${form.values.metadata ?? (record?.metadata ? JSON.stringify(record.metadata, null, 2) : '')}</textarea>
-${form.error?.field === 'metadata' ? html`<p id="${prefix}-metadata-error" class="field-error">${form.error.message}</p>` : ''}</div>`
+<div class="field${metadataError ? ' invalid' : ''}"><label for="${prefix}-metadata">Metadata (JSON object, at most 4096 bytes)</label>
+<textarea id="${prefix}-metadata" name="metadata" rows="3" spellcheck="false" ${metadataError ? html`aria-invalid="true" aria-describedby="${prefix}-metadata-error"` : ''}>${form.values.metadata ?? (record?.metadata ? prettyJson(record.metadata) : '')}</textarea>
+${metadataError ? html`<p id="${prefix}-metadata-error" class="field-error">${metadataError}</p>` : ''}</div>`
 }
 
 const PRODUCT_FIELDS = [
@@ -71,14 +83,80 @@ const PRODUCT_FIELDS = [
   'externalId',
 ]
 
-/** The product fields read from a form; empty fields are the default (null). */
-function productFrom(b: Form) {
+const ISSUE_FIELDS = [
+  'tenantId',
+  'subject',
+  'name',
+  'permissions',
+  'expiresInDays',
+  ...PRODUCT_FIELDS,
+]
+
+/**
+ * The product fields read from a form and checked, each on its own, so that every refused
+ * field is named at once; empty fields are the default (null).
+ */
+function productChecks(b: Form) {
   return {
-    rateLimit: rateLimitFromForm(b.rateLimitMax, b.rateLimitWindowSec),
-    quota: quotaFromForm(b.quotaLimit, b.quotaRefill, b.quotaIntervalHours),
-    metadata: metadataFromForm(b.metadata),
-    externalId: (b.externalId ?? '').trim() || null,
+    rateLimit: () => {
+      const limit = rateLimitFromForm(b.rateLimitMax, b.rateLimitWindowSec)
+      return limit && checkRateLimit(limit)
+    },
+    quota: () => {
+      // Checked as a whole spec here; an edit without a refill keeps the key's own.
+      const quota = quotaFromForm(b.quotaLimit, b.quotaRefill, b.quotaIntervalHours)
+      if (quota) checkQuotaSpec({ ...quota, refill: quota.refill ?? 'none' })
+      return quota
+    },
+    metadata: () => {
+      const metadata = metadataFromForm(b.metadata)
+      return metadata && (checkMetadata(metadata) as Record<string, unknown>)
+    },
+    externalId: () => {
+      const id = (b.externalId ?? '').trim()
+      return id === '' ? null : checkExternalId(id)
+    },
   }
+}
+
+const EDIT_FIELDS = ['name', 'permissions', 'expiresAt', 'resetQuota', ...PRODUCT_FIELDS]
+
+const limitsText = (r: PatRecord) => {
+  const parts = [
+    r.rateLimit ? `${r.rateLimit.max}/${r.rateLimit.windowSec}s` : '',
+    r.quota
+      ? `quota ${r.quota.limit} ${r.quota.refill === 'none' ? 'in all' : r.quota.refill}`
+      : '',
+  ].filter(Boolean)
+  return parts.length > 0 ? parts.join(', ') : '—'
+}
+
+/**
+ * A token's row: six columns, related facts stacked in one cell so that the actions fit
+ * beside them at 1280 px; below 64rem the row becomes a labelled block (console.css).
+ */
+function keyRow(r: PatRecord, now: number, actions: Html | '' | undefined): Html {
+  const status = patStatus(r, now)
+  return html`<tr data-token-id="${r.id}"><td data-label="Token"><div><a href="/admin/pats/${r.id}"><code>pat_…${r.last4}</code></a>${r.name ? html`<br>${r.name}` : ''}<br><small class="id">${r.id}</small></div></td>
+<td data-label="Tenant, subject"><div><span class="id">${r.tenantId}</span><br><span class="id">${r.subject}</span></div></td>
+<td data-label="Permissions"><div>${r.permissions.join(' ') || '—'}</div></td>
+<td data-label="Status, limits"><div><span class="status status-${status}">${status}</span><br><small>${limitsText(r)}</small></div></td>
+<td data-label="Expires, used"><div><small>expires</small> ${time(r.expiresAt, 'never')}<br><small>used</small> ${time(r.lastUsedAt, 'never')}</div></td>
+${actions === undefined ? '' : html`<td data-label="Actions" class="row-actions"><div>${actions}</div></td>`}</tr>`
+}
+
+/** The search fields in use, as (label, value) pairs for an empty state. */
+function searchFilters(q: Query): [string, string][] {
+  const labels: [keyof Query, string][] = [
+    ['tenant', 'tenant'],
+    ['subject', 'subject'],
+    ['name', 'name'],
+    ['externalId', 'external id'],
+    ['last4', 'last 4'],
+    ['status', 'status'],
+    ['expiringWithinDays', 'expiring within (days)'],
+  ]
+  return labels.flatMap(([key, label]) => (q[key] ? [[label, q[key] as string]] : []))
 }
 
 /** Tokens: search, issue, revoke, rotate, leaked tokens; a key's page: edit, disable, usage. */
@@ -96,7 +174,7 @@ export function registerKeyPages(kit: ConsoleKit): void {
       ? `/admin/pats?${new URLSearchParams({ ...clean(q), cursor: result.nextCursor })}`
       : undefined
     const write = canWrite(session)
-    const issuing = form.error !== undefined
+    const issuing = form.errors.length > 0
     const chosenTenant = form.values.tenantId ?? q.tenant
     return layout(
       'Personal access tokens',
@@ -114,7 +192,7 @@ ${
   write
     ? html`<details class="card" ${issuing ? html`open` : ''}><summary>Issue a token</summary>
 <form method="post" action="/admin/pats" novalidate>${csrfField(session)}
-${formError(form, ['tenantId', 'subject', 'name', 'permissions', 'expiresInDays', ...PRODUCT_FIELDS])}
+${formError(form, ISSUE_FIELDS)}
 <div class="field"><label for="i-tenantId">Tenant</label><select id="i-tenantId" name="tenantId" required>${tenants.filter((t) => t.enabled).map((t) => html`<option value="${t.id}" ${chosenTenant === t.id ? html`selected` : ''}>${t.id}</option>`)}</select></div>
 ${field({ label: 'Subject', name: 'subject', form, prefix: 'i', required: true, attributes: html`maxlength="255"` })}
 ${field({ label: 'Name', name: 'name', form, prefix: 'i', attributes: html`maxlength="100"` })}
@@ -128,28 +206,23 @@ ${productFields(form, undefined, 'i')}
 <button type="submit">Revoke leaked token</button></form></details>`
     : ''
 }
-<div class="table-wrap"><table><caption>Tokens${search.tenantId ? html` of ${search.tenantId}` : ''}</caption><thead><tr><th scope="col">Token</th><th scope="col">Tenant</th><th scope="col">Subject</th><th scope="col">Name</th><th scope="col">Permissions</th><th scope="col">Status</th><th scope="col">Limits</th><th scope="col">Expires</th><th scope="col">Last used</th>${write ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
-<tbody>${rows.map(
-        (
-          r,
-        ) => html`<tr data-token-id="${r.id}"><td><a href="/admin/pats/${r.id}"><code>pat_…${r.last4}</code></a><br><small class="id">${r.id}</small></td><td class="id">${r.tenantId}</td><td class="id">${r.subject}</td><td>${r.name}</td>
-<td>${r.permissions.join(' ') || '—'}</td><td><span class="status status-${patStatus(r, now)}">${patStatus(r, now)}</span></td>
-<td>${limitsText(r)}</td><td>${time(r.expiresAt, 'never')}</td><td>${time(r.lastUsedAt, 'never')}</td>
-${write ? html`<td>${rowActions(r, session)}</td>` : ''}</tr>`,
-      )}</tbody></table></div>
+${
+  rows.length === 0
+    ? emptyState({
+        what: 'tokens',
+        filters: searchFilters(q),
+        clear: '/admin/pats',
+        none: write
+          ? 'No tokens yet. Issue one above, or with tokengate pat issue.'
+          : 'No tokens yet. An operator issues them here or with tokengate pat issue.',
+        more: next !== undefined,
+      })
+    : html`<div class="table-wrap"><table class="keys"><caption>Tokens${search.tenantId ? html` of ${search.tenantId}` : ''}</caption><thead><tr><th scope="col">Token</th><th scope="col">Tenant and subject</th><th scope="col">Permissions</th><th scope="col">Status and limits</th><th scope="col">Expires and last used</th>${write ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
+<tbody>${rows.map((r) => keyRow(r, now, write ? rowActions(r, session) : undefined))}</tbody></table></div>`
+}
 ${next ? html`<p><a href="${next}">Next page</a></p>` : ''}`,
       'pats',
     )
-  }
-
-  const limitsText = (r: PatRecord) => {
-    const parts = [
-      r.rateLimit ? `${r.rateLimit.max}/${r.rateLimit.windowSec}s` : '',
-      r.quota
-        ? `quota ${r.quota.limit} ${r.quota.refill === 'none' ? 'in all' : r.quota.refill}`
-        : '',
-    ].filter(Boolean)
-    return parts.length > 0 ? parts.join(', ') : '—'
   }
 
   const rowActions = (r: PatRecord, session: Session) =>
@@ -159,7 +232,7 @@ ${next ? html`<p><a href="${next}">Next page</a></p>` : ''}`,
           r.supersededAt == null && r.disabledAt == null
             ? html`
 <form method="post" action="/admin/pats/${r.id}/rotate">${csrfField(session)}
-<label>grace (h) <input name="graceHours" value="0" size="3" inputmode="numeric" aria-label="Grace hours for ${r.id}"></label>
+<label class="grace">grace (h) <input name="graceHours" value="0" size="3" inputmode="numeric" aria-label="Grace hours for ${r.id}"></label>
 <button type="submit" aria-label="Rotate token ${r.id}">Rotate</button></form>`
             : ''
         }`
@@ -171,13 +244,20 @@ ${next ? html`<p><a href="${next}">Next page</a></p>` : ''}`,
     '/admin/pats',
     async (request, session) => {
       const b = request.body
-      const product = productFrom(b)
+      const product = checkFields(ISSUE_FIELDS, {
+        tenantId: () => checkTenantId(b.tenantId ?? ''),
+        subject: () => checkText(b.subject ?? '', 'subject', 255, true),
+        name: () => checkText(b.name ?? '', 'name', 100),
+        permissions: () => checkPermissions((b.permissions ?? '').split(/\s+/).filter(Boolean)),
+        lifetime: () => lifetimeFrom(b.expiresInDays?.trim()),
+        ...productChecks(b),
+      })
       const { token, record } = await issuePat(op(request, session), {
-        tenantId: b.tenantId ?? '',
-        subject: b.subject ?? '',
-        name: b.name,
-        permissions: (b.permissions ?? '').split(/\s+/).filter(Boolean),
-        lifetime: lifetimeFrom(b.expiresInDays?.trim()),
+        tenantId: product.tenantId,
+        subject: product.subject,
+        name: product.name,
+        permissions: product.permissions,
+        lifetime: product.lifetime,
         rateLimit: product.rateLimit ?? undefined,
         quota: product.quota ?? undefined,
         metadata: product.metadata ?? undefined,
@@ -218,8 +298,9 @@ ${next ? html`<p><a href="${next}">Next page</a></p>` : ''}`,
   })
   action('/admin/pats/:id/rotate', '/admin/pats', async (request, session) => {
     const hours = Number(request.body.graceHours || '0')
-    if (!(Number.isInteger(hours) && hours >= 0 && hours <= 720)) {
-      throw invalid('grace', 'whole hours from 0 to 720 (30 days)')
+    const maxHours = MAX_ROTATION_GRACE_MS / 3_600_000
+    if (!(Number.isInteger(hours) && hours >= 0 && hours <= maxHours)) {
+      throw invalid('grace', `whole hours from 0 to ${maxHours} (${MAX_ROTATION_GRACE_DAYS} days)`)
     }
     const { token, record, graceUntil } = await rotateTenantPat(op(request, session), {
       id: request.params.id as string,
@@ -296,14 +377,14 @@ ${next ? html`<p><a href="${next}">Next page</a></p>` : ''}`,
 <dt>Rate limit</dt><dd>${rateText(record.rateLimit)}</dd>
 <dt>Quota</dt><dd>${quota ? html`${quota.remaining} of ${quota.limit} uses left${quota.resetsAt ? html`, refills ${time(Date.parse(quota.resetsAt))}` : ' (no refill)'}` : 'none'}</dd>
 <dt>External id</dt><dd>${record.externalId ?? '—'}</dd>
-<dt>Metadata</dt><dd>${record.metadata ? html`<pre>${JSON.stringify(record.metadata, null, 2)}</pre>` : '—'}</dd>
+<dt>Metadata</dt><dd>${record.metadata ? html`<pre>${prettyJson(record.metadata)}</pre>` : '—'}</dd>
 </dl>
 ${
   write
     ? html`<div class="actions"><form method="post" action="${base}/${record.disabledAt == null ? 'disable' : 'enable'}" ${record.disabledAt == null ? html`data-confirm="Disable pat_…${record.last4}? Callers get 401 until it is enabled again."` : ''}>${csrfField(session)}
 <button type="submit" ${record.disabledAt == null ? html`class="danger"` : ''}>${record.disabledAt == null ? 'Disable key' : 'Enable key'}</button></form></div>
 <form method="post" action="${base}/edit" class="card" novalidate><h2>Edit</h2>${csrfField(session)}
-${formError(form, ['name', 'permissions', 'expiresAt', 'resetQuota', ...PRODUCT_FIELDS])}
+${formError(form, EDIT_FIELDS)}
 ${field({ label: 'Name', name: 'name', form, prefix: 'e', current: record.name, attributes: html`maxlength="100"` })}
 ${field({ label: 'Permissions (space-separated)', name: 'permissions', form, prefix: 'e', current: record.permissions.join(' ') })}
 ${field({ label: 'Expires on (UTC date; empty: never)', name: 'expiresAt', form, prefix: 'e', type: 'date', current: record.expiresAt === null ? '' : new Date(record.expiresAt).toISOString().slice(0, 10), help: ctx.config.pat.maxExpiresInDays > 0 ? `At most ${ctx.config.pat.maxExpiresInDays} days after its creation.` : undefined })}
@@ -336,14 +417,16 @@ ${usagePanel(series, base, `Requests of pat_…${record.last4}`, `/admin/usage.c
           ? current.expiresAt === null
           : current.expiresAt !== null &&
             new Date(current.expiresAt).toISOString().slice(0, 10) === expiresText)
-      const { changed } = await editTenantPat(op(request, session), id, {
+      const { changed, notes } = await editTenantPat(op(request, session), id, {
         name: b.name ?? '',
         permissions: (b.permissions ?? '').split(/\s+/).filter(Boolean),
         expiresAt: unchangedExpiry ? undefined : expiresAt,
-        ...productFrom(b),
+        ...checkFields(EDIT_FIELDS, productChecks(b)),
         resetQuotaUsage: b.resetQuota === '1',
       })
-      return changed ? `Saved ${id}.` : `${id}: nothing to change.`
+      return changed
+        ? `Saved ${id}${notes.length > 0 ? ` (${notes.join('; ')})` : ''}.`
+        : `${id}: nothing to change.`
     },
     (request, session, form) => keyPage(request.params.id as string, {}, session, form),
   )
@@ -355,13 +438,13 @@ ${usagePanel(series, base, `Requests of pat_…${record.last4}`, `/admin/usage.c
       `/admin/pats/:id/${verb}`,
       (request) => `/admin/pats/${request.params.id}`,
       async (request, session) => {
-        const { record, changed } = await setPatDisabled(
+        const { record, changed, notes } = await setPatDisabled(
           op(request, session),
           request.params.id as string,
           disabled,
         )
         return changed
-          ? `pat_…${record.last4} is now ${verb}d.`
+          ? `pat_…${record.last4} is now ${verb}d${notes.length > 0 ? ` (${notes.join('; ')})` : ''}.`
           : `pat_…${record.last4} was already ${verb}d.`
       },
     )

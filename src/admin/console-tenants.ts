@@ -6,6 +6,7 @@ import { usagePanel } from './chart.ts'
 import {
   type ConsoleKit,
   EMPTY_FORM,
+  emptyState,
   type FormState,
   field,
   formError,
@@ -38,7 +39,18 @@ ${field({ label: 'Name', name: 'name', form, prefix: 'tenant', attributes: html`
 <button type="submit">Create tenant</button></form>`
           : ''
       }
-<div class="table-wrap"><table><caption>${tenants.length} tenants</caption><thead><tr><th scope="col">Id</th><th scope="col">Name</th><th scope="col">Status</th><th scope="col">Rate limit</th><th scope="col">Created</th>${write ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
+${
+  tenants.length === 0
+    ? emptyState({
+        what: 'tenants',
+        filters: [],
+        clear: '/admin/tenants',
+        none: write
+          ? 'No tenants yet: every token belongs to one. Create the first above, or with tokengate tenant create.'
+          : 'No tenants yet: every token belongs to one. An operator creates them here or with tokengate tenant create.',
+      })
+    : ''
+}<div class="table-wrap"${tenants.length === 0 ? html` hidden` : ''}><table><caption>${tenants.length} tenants</caption><thead><tr><th scope="col">Id</th><th scope="col">Name</th><th scope="col">Status</th><th scope="col">Rate limit</th><th scope="col">Created</th>${write ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
 <tbody>${tenants.map(
         (
           t,

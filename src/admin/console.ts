@@ -6,7 +6,14 @@ import { registerAdminTokenPages } from './console-admin-tokens.ts'
 import { registerAuditPages } from './console-audit.ts'
 import { registerIssuerPages } from './console-issuers.ts'
 import { registerKeyPages } from './console-keys.ts'
-import { type ConsoleKit, type Form, type FormRequest, fieldOf, type Query } from './console-kit.ts'
+import {
+  type ConsoleKit,
+  type Form,
+  FormRefused,
+  type FormRequest,
+  fieldOf,
+  type Query,
+} from './console-kit.ts'
 import { registerStatusPage } from './console-status.ts'
 import { registerTenantPages } from './console-tenants.ts'
 import { type AdminContext, operationDeps, problemFor, sendProblem } from './context.ts'
@@ -25,7 +32,7 @@ const FORM_TYPE = /^application\/x-www-form-urlencoded\s*(;|$)/i
  * origin only; each one redirects (303) so a reload never repeats it, except a refused form,
  * which is answered again with what was typed and the refused field named.
  */
-export function registerConsole(app: FastifyInstance, ctx: AdminContext): void {
+export function registerConsole(app: FastifyInstance, ctx: AdminContext): ConsolePages {
   const { clock, sessions } = ctx
   const css = asset('console.css')
   const js = asset('console.js')
@@ -189,7 +196,9 @@ ${content}</main></body></html>`
                 ? 'expiresAt'
                 : 'expiresInDays'
               : fieldOf(error.subject)
-          const form = { values, error: { field, message: mapped.detail } }
+          const errors =
+            error instanceof FormRefused ? error.errors : [{ field, message: mapped.detail }]
+          const form = { values, errors }
           return page(reply, mapped.status, await rerender(request as FormRequest, session, form))
         }
         await sessions.setNotice(session, { kind: 'error', text: mapped.detail })
@@ -270,4 +279,27 @@ ${content}</main></body></html>`
   registerAuditPages(kit)
   registerAdminTokenPages(kit)
   registerStatusPage(kit)
+
+  return {
+    async notFound(request, reply) {
+      // The URL is not echoed: it may carry whatever a link or a typo put in it.
+      const session = await sessionOf(request).catch(() => undefined)
+      return page(
+        reply,
+        404,
+        layout(
+          'Page not found',
+          session,
+          html`<p>There is no console page at this address. It may have been mistyped, or it named a tenant, token or issuer that no longer exists.</p>
+<p>${session ? html`<a href="/admin/tenants">Go to the tenants</a> or pick a section above.` : html`<a href="/admin/sign-in">Sign in</a> to the console.`}</p>`,
+        ),
+      )
+    },
+  }
+}
+
+/** What the listener needs of the console beyond its routes. */
+export interface ConsolePages {
+  /** The HTML 404 page, for a browser that asked for a page that does not exist. */
+  notFound(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply>
 }

@@ -52,3 +52,29 @@ export function time(epochMs: number | null, empty = '—'): Html {
   const iso = new Date(epochMs).toISOString()
   return html`<time datetime="${iso}" title="${iso}">${iso.replace(/\.\d{3}Z$/, 'Z')}</time>`
 }
+
+/** Levels of a JSON value indented by `prettyJson`; deeper ones are written compact. */
+export const PRETTY_JSON_DEPTH = 6
+
+/**
+ * JSON for people, bounded: indented to `PRETTY_JSON_DEPTH` levels, compact below. Why: full
+ * indentation grows with depth squared (4 KB of nested arrays became 16 MB of page); with
+ * the depth capped, each line carries at most 12 spaces, so the text is linear in the input.
+ * The result is still valid JSON (the edit form sends it back as is).
+ */
+export function prettyJson(value: unknown, depth = 0): string {
+  if (value === null || typeof value !== 'object' || depth >= PRETTY_JSON_DEPTH) {
+    return JSON.stringify(value) ?? 'null'
+  }
+  const pad = '  '.repeat(depth + 1)
+  const end = '  '.repeat(depth)
+  if (Array.isArray(value)) {
+    if (value.length === 0) return '[]'
+    return `[\n${value.map((v) => pad + prettyJson(v, depth + 1)).join(',\n')}\n${end}]`
+  }
+  const entries = Object.entries(value as Record<string, unknown>)
+  if (entries.length === 0) return '{}'
+  return `{\n${entries
+    .map(([k, v]) => `${pad}${JSON.stringify(k)}: ${prettyJson(v, depth + 1)}`)
+    .join(',\n')}\n${end}}`
+}

@@ -89,11 +89,16 @@ export async function buildAdminServer(deps: AdminDeps): Promise<FastifyInstance
     done()
   })
   registerAdminApi(app, context)
-  registerConsole(app, context)
+  const consolePages = registerConsole(app, context)
   app.get('/', (_request, reply) => reply.redirect('/admin/', 303))
   app.get('/favicon.ico', (_request, reply) => reply.code(204).send())
+  // A browser asking for a page gets an HTML page; the API and scripts get a problem.
   app.setNotFoundHandler((request, reply) =>
-    sendProblem(reply, 404, 'not_found', 'No such endpoint.', request),
+    !request.url.startsWith('/admin/api/') &&
+    (request.method === 'GET' || request.method === 'HEAD') &&
+    /\btext\/html\b/.test(request.headers.accept ?? '')
+      ? consolePages.notFound(request, reply)
+      : sendProblem(reply, 404, 'not_found', 'No such endpoint.', request),
   )
   app.setErrorHandler((error, request, reply) => {
     const mapped = problemFor(error)

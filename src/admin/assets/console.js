@@ -102,6 +102,7 @@ function wireTail() {
       const known = new Set([...body.rows].map((r) => r.dataset.eventId))
       for (const event of events.reverse()) {
         if (known.has(event.id)) continue
+        document.querySelector('.empty')?.remove()
         const row = body.insertRow(0)
         row.dataset.eventId = event.id
         const time = document.createElement('time')
