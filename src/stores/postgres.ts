@@ -13,40 +13,28 @@
  *   await store.migrate()
  */
 import pg from 'pg'
-import type { IssuerConfig } from '../core/issuer.ts'
-import { type Clock, type PatRecord, systemClock, type Tenant } from '../core/ports.ts'
+import { type Clock, systemClock } from '../core/ports.ts'
 import type { AdminStore } from './admin-store.ts'
 import { ChangeFollower, type ChangeLogReader } from './change-log.ts'
-import { checkPageLimit, decodeCursor, toPage } from './cursor.ts'
 import { createPostgresAdminStore } from './postgres-admin.ts'
 import { postgresMigrations } from './postgres-migrations.ts'
 import { type ChangeFeed, startChangeFeed, type WarnLogger } from './postgres-notify.ts'
 import * as shared from './rows.ts'
+import { postgresDialect, type SqlDb } from './sql/db.ts'
+import { SqlStore } from './sql/sql-store.ts'
 
 export type { ChangeFeedStatus } from './store.ts'
 
-import {
-  type AppendAuditOptions,
-  type Changed,
-  type ChangeFeedStatus,
-  checkReplacement,
-  type OutboxEntry,
-  type OutboxStats,
-  type Page,
-  type PageRequest,
-  type PatChanges,
-  type QuotaCount,
-  type QuotaReservation,
-  type Store,
-  type StoreChange,
-  type StoredAuditEvent,
-  type StoredIssuer,
-  type StoredPolicy,
-  type StoreTransaction,
-  type TenantChanges,
-  type UsageQuery,
-  type UsageResolution,
-  type UsageRow,
+import type {
+  ChangeFeedStatus,
+  QuotaCount,
+  QuotaReservation,
+  Store,
+  StoreChange,
+  StoreTransaction,
+  UsageQuery,
+  UsageResolution,
+  UsageRow,
 } from './store.ts'
 
 export interface PostgresStoreOptions {
@@ -104,11 +92,6 @@ export async function openPostgresStore(
 // Any constant works: it only has to be the same for every instance. ASCII "tokeng".
 const MIGRATION_LOCK_KEY = 0x746f6b656e67
 
-/** Inserts a batch of audit events given as nine parallel arrays ($1..$9), in column order. */
-const INSERT_AUDIT = `INSERT INTO audit_events (${shared.AUDIT_COLUMNS})
-  SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[],
-    $6::text[], $7::text[], $8::text[], $9::jsonb[])`
-
 /** Inserts a batch of usage rows given as nine parallel arrays, adding to existing buckets. */
 const ADD_USAGE = `INSERT INTO usage_counts (${shared.USAGE_COLUMNS})
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[],
@@ -119,41 +102,11 @@ const ADD_USAGE = `INSERT INTO usage_counts (${shared.USAGE_COLUMNS})
     forbidden = usage_counts.forbidden + excluded.forbidden,
     limited = usage_counts.limited + excluded.limited`
 
-/** The type of each PAT column, in PAT_COLUMNS order (for typed placeholders). */
-const PAT_TYPES = [
-  'text',
-  'text',
-  'text',
-  'text',
-  'text',
-  'text[]',
-  'text',
-  'bigint',
-  'bigint',
-  'bigint',
-  'bigint',
-  'text',
-  'bigint',
-  'bigint',
-  'bigint',
-  'jsonb',
-  'jsonb',
-  'jsonb',
-  'text',
-] as const
-
-/** `$1::text, $2::text, …` for a PAT's values starting at parameter `first`. */
-function patPlaceholders(first: number): string {
-  return PAT_TYPES.map((type, i) => `$${first + i}::${type}`).join(', ')
-}
-
-const PAT_EDIT_TYPES = ['text', 'text[]', 'bigint', 'bigint', 'jsonb', 'jsonb', 'jsonb', 'text']
-
 const UNIQUE_VIOLATION = '23505'
 const UNDEFINED_TABLE = '42P01'
 const FOREIGN_KEY_VIOLATION = '23503'
 
-class PgStore implements PostgresStore {
+class PgStore extends SqlStore implements PostgresStore {
   readonly kind = 'postgres' as const
   readonly #pool: pg.Pool
   /** Set on the store a `transaction` hands its work: every query goes through it. */
@@ -173,6 +126,7 @@ class PgStore implements PostgresStore {
     options: PostgresStoreOptions,
     within?: { readonly store: PgStore; readonly client: pg.PoolClient },
   ) {
+    super()
     this.#clock = options.clock ?? systemClock
     this.#logger = options.logger
     this.#client = within?.client
@@ -337,7 +291,7 @@ class PgStore implements PostgresStore {
     client.on('error', lost)
     try {
       await client.query('BEGIN')
-      await client.query(lock, lockParams)
+      if (lock) await client.query(lock, lockParams)
       const result = await work(client)
       await client.query('COMMIT')
       return result
@@ -402,345 +356,6 @@ class PgStore implements PostgresStore {
     this.#follower.close()
     await this.#feed?.close()
     await this.#pool.end()
-  }
-
-  async createTenant(tenant: { id: string; name: string }, at: number): Promise<Tenant> {
-    const rows = await this.#change<shared.TenantRow>(
-      `INSERT INTO tenants (${shared.TENANT_COLUMNS}) VALUES ($1, $2, true, $3, NULL) RETURNING ${shared.TENANT_COLUMNS}`,
-      [tenant.id, tenant.name, at],
-    )
-    return shared.toTenant(rows[0] as shared.TenantRow)
-  }
-
-  async updateTenant(id: string, changes: TenantChanges): Promise<Changed<Tenant> | undefined> {
-    return this.#changeWith(async (query) => {
-      const rows = await query<shared.TenantRow>(
-        `SELECT ${shared.TENANT_COLUMNS} FROM tenants WHERE id = $1 FOR UPDATE`,
-        [id],
-      )
-      if (!rows[0]) return undefined
-      const before = shared.toTenant(rows[0])
-      const after = shared.changedTenant(before, changes)
-      await query('UPDATE tenants SET name = $2, rate_limit = $3::jsonb WHERE id = $1', [
-        id,
-        after.name,
-        shared.jsonText(after.rateLimit),
-      ])
-      return { before, after }
-    })
-  }
-
-  async listTenants(): Promise<readonly Tenant[]> {
-    const rows = await this.#query<shared.TenantRow>(
-      `SELECT ${shared.TENANT_COLUMNS} FROM tenants ORDER BY id`,
-    )
-    return rows.map(shared.toTenant)
-  }
-
-  async findTenant(id: string): Promise<Tenant | undefined> {
-    const rows = await this.#query<shared.TenantRow>(
-      `SELECT ${shared.TENANT_COLUMNS} FROM tenants WHERE id = $1`,
-      [id],
-    )
-    return rows[0] && shared.toTenant(rows[0])
-  }
-
-  async setTenantEnabled(id: string, enabled: boolean): Promise<Tenant | undefined> {
-    const rows = await this.#change<shared.TenantRow>(
-      `UPDATE tenants SET enabled = $2 WHERE id = $1 RETURNING ${shared.TENANT_COLUMNS}`,
-      [id, enabled],
-    )
-    return rows[0] && shared.toTenant(rows[0])
-  }
-
-  async insertPat(record: PatRecord): Promise<void> {
-    await this.#query(
-      `INSERT INTO pats (${shared.PAT_COLUMNS}) VALUES (${patPlaceholders(1)})`,
-      pgPatValues(record),
-    )
-  }
-
-  async updatePat(id: string, changes: PatChanges): Promise<Changed<PatRecord> | undefined> {
-    return this.#changeWith(async (query) => {
-      const rows = await query<shared.PatRow>(
-        'SELECT * FROM pats WHERE id = $1 AND revoked_at IS NULL FOR UPDATE',
-        [id],
-      )
-      if (!rows[0]) return undefined
-      const before = shared.toPat(rows[0])
-      const after = shared.changedPat(before, changes)
-      const set = shared.PAT_EDIT_COLUMNS.map(
-        (column, i) => `${column} = $${i + 2}::${PAT_EDIT_TYPES[i]}`,
-      )
-      await query(`UPDATE pats SET ${set.join(', ')} WHERE id = $1`, [
-        id,
-        ...shared.patEditValues(after, (list) => [...list]),
-      ])
-      return { before, after }
-    })
-  }
-
-  async rotatePat(
-    oldId: string,
-    replacement: PatRecord,
-    at: number,
-    graceUntil: number,
-  ): Promise<PatRecord | undefined> {
-    checkReplacement(oldId, replacement, at, graceUntil)
-    // One statement, so atomic: the replacement is inserted only if the old token was still
-    // current (not revoked, not already rotated).
-    const n = shared.PAT_COLUMN_COUNT
-    const rows = await this.#change<shared.PatRow>(
-      `WITH old AS (
-         UPDATE pats SET superseded_at = $${n + 1}, grace_until = $${n + 2}
-         WHERE id = $${n + 3} AND revoked_at IS NULL AND superseded_at IS NULL RETURNING *),
-       inserted AS (
-         INSERT INTO pats (${shared.PAT_COLUMNS})
-         SELECT ${patPlaceholders(1)}
-         FROM old RETURNING id)
-       SELECT old.* FROM old`,
-      [...pgPatValues(replacement), at, graceUntil, oldId],
-    )
-    return rows[0] && shared.toPat(rows[0])
-  }
-
-  async revokePatFamily(id: string, at: number): Promise<readonly PatRecord[]> {
-    // Row locks make concurrent callers disagree on nothing: each row is revoked by one.
-    const rows = await this.#change<shared.PatRow>(
-      `WITH RECURSIVE ${shared.rotationFamily('$1')}
-       UPDATE pats SET revoked_at = $2
-       WHERE id IN (SELECT id FROM down) AND revoked_at IS NULL RETURNING *`,
-      [id, at],
-    )
-    return rows.map(shared.toPat)
-  }
-
-  async listPatFamily(id: string): Promise<readonly PatRecord[]> {
-    const rows = await this.#query<shared.PatRow>(
-      `WITH RECURSIVE ${shared.rotationFamily('$1')}
-       SELECT * FROM pats WHERE id IN (SELECT id FROM down) ORDER BY created_at, id`,
-      [id],
-    )
-    return rows.map(shared.toPat)
-  }
-
-  async getPat(id: string): Promise<PatRecord | undefined> {
-    const rows = await this.#query<shared.PatRow>('SELECT * FROM pats WHERE id = $1', [id])
-    return rows[0] && shared.toPat(rows[0])
-  }
-
-  async findPatByHash(tokenHash: string): Promise<PatRecord | undefined> {
-    const rows = await this.#query<shared.PatRow>('SELECT * FROM pats WHERE token_hash = $1', [
-      tokenHash,
-    ])
-    return rows[0] && shared.toPat(rows[0])
-  }
-
-  async listPats(
-    tenantId: string,
-    page: PageRequest,
-    filter: { expiringBefore?: number } = {},
-  ): Promise<Page<PatRecord>> {
-    const limit = checkPageLimit(page.limit)
-    const params: unknown[] = [tenantId]
-    const where = ['tenant_id = $1']
-    if (page.cursor !== undefined) {
-      const after = decodeCursor(page.cursor)
-      params.push(after.at, after.id)
-      where.push(`(created_at, id) < ($${params.length - 1}::bigint, $${params.length}::text)`)
-    }
-    if (filter.expiringBefore !== undefined) {
-      params.push(filter.expiringBefore)
-      where.push(`revoked_at IS NULL AND expires_at < $${params.length}::bigint`)
-    }
-    params.push(limit + 1)
-    const rows = await this.#query<shared.PatRow>(
-      `SELECT * FROM pats WHERE ${where.join(' AND ')}
-       ORDER BY created_at DESC, id DESC LIMIT $${params.length}`,
-      params,
-    )
-    return toPage(rows.map(shared.toPat), limit, (pat) => ({ at: pat.createdAt, id: pat.id }))
-  }
-
-  async revokePat(id: string, at: number): Promise<PatRecord | undefined> {
-    // COALESCE keeps the first revocation time: revoking twice is a no-op that still
-    // answers with the record (and logs nothing: the row did not change).
-    const rows = await this.#change<shared.PatRow>(
-      'UPDATE pats SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1 RETURNING *',
-      [id, at],
-    )
-    return rows[0] && shared.toPat(rows[0])
-  }
-
-  async recordPatUse(uses: ReadonlyMap<string, number>): Promise<void> {
-    this.#checkOpen()
-    if (uses.size === 0) return
-    // One statement for the whole batch; the WHERE makes it forward-only, so a late,
-    // older batch from another instance never moves a time back.
-    await this.#query(
-      `UPDATE pats SET last_used_at = u.at
-       FROM unnest($1::text[], $2::bigint[]) AS u(id, at)
-       WHERE pats.id = u.id AND (pats.last_used_at IS NULL OR pats.last_used_at < u.at)`,
-      [[...uses.keys()], [...uses.values()]],
-    )
-  }
-
-  async putIssuer(issuer: IssuerConfig, at: number): Promise<void> {
-    const { name, config } = shared.issuerValues(issuer)
-    await this.#change(
-      `INSERT INTO issuers (${shared.ISSUER_COLUMNS}) VALUES ($1, $2::jsonb, $3)
-       ON CONFLICT (issuer) DO UPDATE SET config = excluded.config`,
-      [name, config, at],
-    )
-  }
-
-  async getPolicy(name: string): Promise<StoredPolicy | undefined> {
-    const rows = await this.#query<{ name: string; text: string; updated_at: Int8 }>(
-      'SELECT name, text, updated_at FROM policies WHERE name = $1',
-      [name],
-    )
-    const row = rows[0]
-    return row && { name: row.name, text: row.text, updatedAt: Number(row.updated_at) }
-  }
-
-  async putPolicy(name: string, text: string, at: number): Promise<void> {
-    await this.#change(
-      `INSERT INTO policies (name, text, updated_at) VALUES ($1, $2, $3)
-       ON CONFLICT (name) DO UPDATE SET text = excluded.text, updated_at = excluded.updated_at`,
-      [name, text, at],
-    )
-  }
-
-  async removePolicy(name: string): Promise<boolean> {
-    const rows = await this.#change('DELETE FROM policies WHERE name = $1 RETURNING name', [name])
-    return rows.length > 0
-  }
-
-  async listIssuers(): Promise<readonly StoredIssuer[]> {
-    const rows = await this.#query<shared.IssuerRow>(
-      `SELECT ${shared.ISSUER_COLUMNS} FROM issuers ORDER BY issuer`,
-    )
-    return rows.map(shared.toIssuer)
-  }
-
-  async removeIssuer(issuer: string): Promise<boolean> {
-    const rows = await this.#change('DELETE FROM issuers WHERE issuer = $1 RETURNING issuer', [
-      issuer,
-    ])
-    return rows.length > 0
-  }
-
-  async appendAudit(
-    events: readonly StoredAuditEvent[],
-    options?: AppendAuditOptions,
-  ): Promise<void> {
-    this.#checkOpen()
-    if (events.length === 0) return
-    // Column-wise: one array per column, as unnest takes them.
-    const rows = events.map(shared.auditValues)
-    const values = AUDIT_COLUMN_INDEXES.map((i) => rows.map((row) => row[i]))
-    if (options?.queue === false) {
-      // No delivery configured: store only (one statement, all or nothing, ids deduplicated).
-      await this.#query(`${INSERT_AUDIT} ON CONFLICT (id) DO NOTHING`, values)
-      return
-    }
-    // One statement: the batch is stored entirely or not at all. An id already stored is
-    // skipped, so a retried batch that did commit is not duplicated; only the rows stored
-    // now are queued in the outbox (in batch order), so delivered events are not re-queued.
-    await this.#query(
-      `WITH inserted AS (
-         ${INSERT_AUDIT}
-         ON CONFLICT (id) DO NOTHING
-         RETURNING id)
-       INSERT INTO event_outbox (event_id)
-       SELECT inserted.id FROM inserted
-       JOIN unnest($1::text[]) WITH ORDINALITY AS batch (id, n) ON batch.id = inserted.id
-       ORDER BY batch.n`,
-      values,
-    )
-  }
-
-  async claimOutbox(now: number, limit: number, leaseMs: number): Promise<readonly OutboxEntry[]> {
-    // SKIP LOCKED: instances claiming at once each take different rows instead of waiting.
-    const rows = await this.#query<shared.AuditRow & { attempts: number; seq: Int8 }>(
-      `WITH due AS (
-         SELECT seq FROM event_outbox
-         WHERE next_attempt_at <= $1 AND (claimed_until IS NULL OR claimed_until <= $1)
-         ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED),
-       claimed AS (
-         UPDATE event_outbox o SET claimed_until = $1::bigint + $3::bigint
-         FROM due WHERE o.seq = due.seq RETURNING o.seq, o.event_id, o.attempts)
-       SELECT claimed.seq, claimed.attempts, a.*
-       FROM claimed JOIN audit_events a ON a.id = claimed.event_id
-       ORDER BY claimed.seq`,
-      [now, limit, leaseMs],
-    )
-    return rows.map((row) => ({ event: shared.toAudit(row), attempts: row.attempts }))
-  }
-
-  async completeOutbox(eventIds: readonly string[]): Promise<void> {
-    this.#checkOpen()
-    if (eventIds.length === 0) return
-    await this.#query('DELETE FROM event_outbox WHERE event_id = ANY($1::text[])', [[...eventIds]])
-  }
-
-  async retryOutbox(
-    eventIds: readonly string[],
-    nextAttemptAt: number,
-    error: string,
-  ): Promise<void> {
-    this.#checkOpen()
-    if (eventIds.length === 0) return
-    await this.#query(
-      `UPDATE event_outbox SET attempts = attempts + 1, next_attempt_at = $2,
-         claimed_until = NULL, last_error = $3
-       WHERE event_id = ANY($1::text[])`,
-      [[...eventIds], nextAttemptAt, error.slice(0, 500)],
-    )
-  }
-
-  async outboxStats(): Promise<OutboxStats> {
-    const rows = await this.#query<{ pending: Int8; oldest: Int8 | null }>(
-      `SELECT count(*) AS pending, min(a.time) AS oldest
-       FROM event_outbox o JOIN audit_events a ON a.id = o.event_id`,
-    )
-    const row = rows[0] as { pending: Int8; oldest: Int8 | null }
-    return { pending: Number(row.pending), oldestTime: toMs(row.oldest) }
-  }
-
-  async clearOutbox(): Promise<number> {
-    const rows = await this.#query('DELETE FROM event_outbox RETURNING seq')
-    return rows.length
-  }
-
-  async listAudit(tenantId: string, page: PageRequest): Promise<Page<StoredAuditEvent>> {
-    const limit = checkPageLimit(page.limit)
-    const params: unknown[] = [tenantId]
-    let after = ''
-    if (page.cursor !== undefined) {
-      const position = decodeCursor(page.cursor)
-      params.push(position.at, position.id)
-      after = 'AND (time, id) < ($2::bigint, $3::text)'
-    }
-    params.push(limit + 1)
-    const rows = await this.#query<shared.AuditRow>(
-      `SELECT * FROM audit_events WHERE tenant_id = $1 ${after}
-       ORDER BY time DESC, id DESC LIMIT $${params.length}`,
-      params,
-    )
-    return toPage(rows.map(shared.toAudit), limit, (event) => ({ at: event.time, id: event.id }))
-  }
-
-  async pruneAudit(before: number, limit: number): Promise<number> {
-    const rows = await this.#query(
-      `DELETE FROM audit_events WHERE id IN (
-         SELECT id FROM audit_events a WHERE time < $1 AND NOT EXISTS (
-           SELECT 1 FROM event_outbox o WHERE o.event_id = a.id)
-         ORDER BY time LIMIT $2)
-       RETURNING 1`,
-      [before, limit],
-    )
-    return rows.length
   }
 
   async reserveQuota(
@@ -868,37 +483,44 @@ class PgStore implements PostgresStore {
     }
   }
 
-  /**
-   * Runs one statement that changes something other instances cache, in a transaction that
-   * takes the change log's lock first (before any row lock: two multi-row changes queue
-   * instead of deadlocking in the trigger), then delivers the logged change to this store's
-   * own watchers before resolving, so a caller's next read sees its cache already dropped.
-   */
-  async #change<R extends pg.QueryResultRow = pg.QueryResultRow>(
-    sql: string,
-    params: unknown[],
-  ): Promise<R[]> {
-    return this.#changeWith(async (query) => query<R>(sql, params))
+  /** The pool's SqlDb; in a transaction's view, its client's. */
+  protected readonly db: SqlDb = this.#sqlDb(undefined)
+
+  /** A SqlDb over `client` (inside a transaction: statements join it) or the pool. */
+  #sqlDb(client: pg.PoolClient | undefined): SqlDb {
+    const query = async (sql: string, params: readonly unknown[] = []) => {
+      this.#checkOpen()
+      try {
+        return await (client ?? this.#client ?? this.#pool).query(sql, [...params])
+      } catch (error) {
+        throw translate(error)
+      }
+    }
+    const inside = () => client !== undefined || this.#client !== undefined
+    const db: SqlDb = {
+      dialect: postgresDialect,
+      all: async <R extends object>(sql: string, params?: readonly unknown[]) =>
+        (await query(sql, params)).rows as R[],
+      run: async (sql, params) => (await query(sql, params)).rowCount ?? 0,
+      atomic: (work) =>
+        inside() ? work(db) : this.#transaction('', [], (c) => work(this.#sqlDb(c))),
+      change: (work) => (inside() ? work(db) : this.#changed(work)),
+    }
+    return db
   }
 
   /**
-   * A change of several statements (`query` runs each), in one transaction under the change
-   * log's lock, delivered to this store's watchers once committed, as `#change` does.
+   * A change other instances cache, in a transaction that takes the change log's lock first
+   * (before any row lock: two multi-row changes queue instead of deadlocking in the
+   * trigger), then delivered to this store's own watchers before it resolves, so a caller's
+   * next read sees its cache already dropped.
    */
-  async #changeWith<T>(
-    work: (
-      query: <R extends pg.QueryResultRow>(sql: string, params: unknown[]) => Promise<R[]>,
-    ) => Promise<T>,
-  ): Promise<T> {
+  async #changed<T>(work: (db: SqlDb) => Promise<T>): Promise<T> {
     this.#checkOpen()
-    // Inside a transaction, which took the lock and delivers the changes once committed.
-    if (this.#client) return work((sql, params) => this.#query(sql, params))
     // A watcher must get this change: the follower's starting point is taken before it.
     if (this.#listeners.size > 0) await this.#follower.start().catch(() => {})
-    const result = await this.#transaction(
-      'LOCK TABLE change_log IN EXCLUSIVE MODE',
-      [],
-      (client) => work(async (sql, params) => (await client.query(sql, params)).rows),
+    const result = await this.#transaction('LOCK TABLE change_log IN EXCLUSIVE MODE', [], (c) =>
+      work(this.#sqlDb(c)),
     )
     if (this.#listeners.size > 0) await this.#follower.catchUp()
     return result
@@ -957,8 +579,4 @@ type Int8 = string
 
 const AUDIT_COLUMN_INDEXES = [0, 1, 2, 3, 4, 5, 6, 7, 8] as const
 
-/** PAT column values ($1..$14); Postgres keeps the permission list as a text[]. */
-const pgPatValues = (record: PatRecord) => [...shared.patValues(record, (list) => [...list])]
-
 type QuotaRow = { last_grant: Int8; used: Int8; period_start: Int8; generation: Int8 }
-const toMs = (value: Int8 | null): number | null => (value === null ? null : Number(value))

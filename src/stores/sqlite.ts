@@ -7,37 +7,25 @@
  * WAL mode (readers never block the writer) with a busy timeout (a writer waits for the
  * other process's write instead of failing at once).
  */
-import { DatabaseSync, type StatementSync } from 'node:sqlite'
-import type { IssuerConfig } from '../core/issuer.ts'
-import { type Clock, type PatRecord, systemClock, type Tenant } from '../core/ports.ts'
+import { DatabaseSync, type SQLInputValue, type StatementSync } from 'node:sqlite'
+import { type Clock, systemClock } from '../core/ports.ts'
 import type { AdminStore } from './admin-store.ts'
 import type { LogEntry } from './change-log.ts'
 import { ChangeFollower } from './change-log.ts'
-import { checkPageLimit, decodeCursor, toPage } from './cursor.ts'
 import * as shared from './rows.ts'
+import { type SqlDb, sqliteDialect } from './sql/db.ts'
+import { SqlStore } from './sql/sql-store.ts'
 import { createSqliteAdminStore } from './sqlite-admin.ts'
 import { sqliteMigrations } from './sqlite-migrations.ts'
-import {
-  type AppendAuditOptions,
-  type Changed,
-  checkReplacement,
-  type OutboxEntry,
-  type OutboxStats,
-  type Page,
-  type PageRequest,
-  type PatChanges,
-  type QuotaCount,
-  type QuotaReservation,
-  type Store,
-  type StoreChange,
-  type StoredAuditEvent,
-  type StoredIssuer,
-  type StoredPolicy,
-  type StoreTransaction,
-  type TenantChanges,
-  type UsageQuery,
-  type UsageResolution,
-  type UsageRow,
+import type {
+  QuotaCount,
+  QuotaReservation,
+  Store,
+  StoreChange,
+  StoreTransaction,
+  UsageQuery,
+  UsageResolution,
+  UsageRow,
 } from './store.ts'
 
 /** Options of `openSqliteStore`. */
@@ -80,88 +68,12 @@ const SQLITE_CONSTRAINT_PRIMARYKEY = 1555
 const SQLITE_CONSTRAINT_UNIQUE = 2067
 const SQLITE_CONSTRAINT_FOREIGNKEY = 787
 
-const EXPIRING = 'AND expires_at IS NOT NULL AND expires_at < $before AND revoked_at IS NULL'
-const AFTER_PAT = 'AND (created_at, id) < ($at, $id)'
-
 function prepareStatements(db: DatabaseSync) {
-  const listPats = (where: string) =>
-    db.prepare(`SELECT ${shared.PAT_COLUMNS} FROM pats WHERE tenant_id = $tenant ${where}
-      ORDER BY created_at DESC, id DESC LIMIT $limit`)
-  const listAudit = (where: string) =>
-    db.prepare(`SELECT ${shared.AUDIT_COLUMNS} FROM audit_events WHERE tenant_id = $tenant ${where}
-      ORDER BY time DESC, id DESC LIMIT $limit`)
   return {
-    insertTenant: db.prepare(
-      `INSERT INTO tenants (${shared.TENANT_COLUMNS}) VALUES (?, ?, 1, ?, NULL)`,
-    ),
-    updateTenant: db.prepare(`UPDATE tenants SET name = ?, rate_limit = ? WHERE id = ?`),
-    findTenant: db.prepare(`SELECT ${shared.TENANT_COLUMNS} FROM tenants WHERE id = ?`),
-    listTenants: db.prepare(`SELECT ${shared.TENANT_COLUMNS} FROM tenants ORDER BY id`),
-    setTenantEnabled: db.prepare(
-      `UPDATE tenants SET enabled = ? WHERE id = ? RETURNING ${shared.TENANT_COLUMNS}`,
-    ),
-    insertPat: db.prepare(`INSERT INTO pats (${shared.PAT_COLUMNS})
-      VALUES (${Array(shared.PAT_COLUMN_COUNT).fill('?').join(', ')})`),
-    updatePat:
-      db.prepare(`UPDATE pats SET ${shared.PAT_EDIT_COLUMNS.map((c) => `${c} = ?`).join(', ')}
-      WHERE id = ?`),
-    findPatByHash: db.prepare(`SELECT ${shared.PAT_COLUMNS} FROM pats WHERE token_hash = ?`),
-    getPat: db.prepare(`SELECT ${shared.PAT_COLUMNS} FROM pats WHERE id = ?`),
-    listPats: listPats(''),
-    listPatsAfter: listPats(AFTER_PAT),
-    listExpiring: listPats(EXPIRING),
-    listExpiringAfter: listPats(`${EXPIRING} ${AFTER_PAT}`),
-    // COALESCE keeps the first revocation time: revoking twice changes nothing.
-    revokePat: db.prepare(`UPDATE pats SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?
-      RETURNING ${shared.PAT_COLUMNS}`),
-    // Only a current token can be rotated: revoked or already replaced ones match no row.
-    supersedePat: db.prepare(`UPDATE pats SET superseded_at = $at, grace_until = $graceUntil
-      WHERE id = $id AND revoked_at IS NULL AND superseded_at IS NULL
-      RETURNING ${shared.PAT_COLUMNS}`),
-    listPatFamily: db.prepare(`WITH RECURSIVE ${shared.rotationFamily('?')}
-      SELECT ${shared.PAT_COLUMNS} FROM pats WHERE id IN (SELECT id FROM down)
-      ORDER BY created_at, id`),
-    revokePatFamily: db.prepare(`WITH RECURSIVE ${shared.rotationFamily('$id')}
-      UPDATE pats SET revoked_at = $at
-      WHERE id IN (SELECT id FROM down) AND revoked_at IS NULL
-      RETURNING ${shared.PAT_COLUMNS}`),
-    recordPatUse: db.prepare(`UPDATE pats SET last_used_at = $at
-      WHERE id = $id AND (last_used_at IS NULL OR last_used_at < $at)`),
-    putIssuer: db.prepare(`INSERT INTO issuers (${shared.ISSUER_COLUMNS}) VALUES (?, ?, ?)
-      ON CONFLICT (issuer) DO UPDATE SET config = excluded.config`),
-    listIssuers: db.prepare(`SELECT ${shared.ISSUER_COLUMNS} FROM issuers ORDER BY issuer`),
-    removeIssuer: db.prepare('DELETE FROM issuers WHERE issuer = ?'),
-    // An id already stored is skipped: a retried batch that did commit is not duplicated.
-    appendAudit: db.prepare(`INSERT INTO audit_events (${shared.AUDIT_COLUMNS})
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`),
-    queueOutbox: db.prepare('INSERT INTO event_outbox (event_id) VALUES (?)'),
-    dueOutbox: db.prepare(`SELECT o.seq AS seq, o.attempts AS attempts,
-        a.id, a.time, a.type, a.tenant_id, a.actor, a.outcome, a.client_address, a.request_id,
-        a.details
-      FROM event_outbox o JOIN audit_events a ON a.id = o.event_id
-      WHERE o.next_attempt_at <= $now AND (o.claimed_until IS NULL OR o.claimed_until <= $now)
-      ORDER BY o.seq LIMIT $limit`),
-    claimOutbox: db.prepare('UPDATE event_outbox SET claimed_until = ? WHERE seq = ?'),
-    completeOutbox: db.prepare('DELETE FROM event_outbox WHERE event_id = ?'),
-    retryOutbox: db.prepare(`UPDATE event_outbox SET attempts = attempts + 1,
-      next_attempt_at = ?, claimed_until = NULL, last_error = ? WHERE event_id = ?`),
-    outboxStats: db.prepare(`SELECT count(*) AS pending, min(a.time) AS oldest
-      FROM event_outbox o JOIN audit_events a ON a.id = o.event_id`),
-    clearOutbox: db.prepare('DELETE FROM event_outbox'),
-    listAudit: listAudit(''),
-    listAuditAfter: listAudit('AND (time, id) < ($at, $id)'),
-    getPolicy: db.prepare('SELECT name, text, updated_at FROM policies WHERE name = ?'),
-    putPolicy: db.prepare(`INSERT INTO policies (name, text, updated_at) VALUES (?, ?, ?)
-      ON CONFLICT (name) DO UPDATE SET text = excluded.text, updated_at = excluded.updated_at`),
-    removePolicy: db.prepare('DELETE FROM policies WHERE name = ?'),
     changesAfter: db.prepare(`SELECT seq, kind, subject, at FROM change_log WHERE seq > ?
       ORDER BY seq LIMIT ?`),
     lowestChange: db.prepare('SELECT min(seq) AS lowest FROM change_log'),
     pruneChanges: db.prepare('DELETE FROM change_log WHERE at < ?'),
-    pruneAudit: db.prepare(`DELETE FROM audit_events WHERE id IN (
-      SELECT id FROM audit_events a WHERE time < ? AND NOT EXISTS (
-        SELECT 1 FROM event_outbox o WHERE o.event_id = a.id)
-      ORDER BY time LIMIT ?)`),
     // One statement: a later period starts the count again, the grant never takes the count
     // past the limit, and last_grant says what this call got (SET reads the old row).
     reserveQuota: db.prepare(`INSERT INTO quota_usage (counter, period_start, used, last_grant)
@@ -206,7 +118,7 @@ function prepareStatements(db: DatabaseSync) {
 type Statements = ReturnType<typeof prepareStatements>
 
 /** The SQLite `Store`. Create it with `openSqliteStore`. */
-export class SqliteStore implements Store {
+export class SqliteStore extends SqlStore implements Store {
   readonly kind = 'sqlite'
   readonly #db: DatabaseSync
   readonly #path: string
@@ -216,11 +128,18 @@ export class SqliteStore implements Store {
   readonly #listeners = new Set<(change: StoreChange) => void>()
   readonly #follower: ChangeFollower
   #statements: Statements | undefined
+  /** Statements of the shared SQL (sql/), by their Postgres text, prepared once. */
+  readonly #cache = new Map<string, StatementSync>()
+  /** Settles when the transaction open on this connection ends. */
+  #busy: Promise<void> | undefined
+  /** What a transaction's work runs its statements on. */
+  readonly #inside: SqlDb = this.#sqlDb(true)
   #closed = false
   /** Admin tokens and operator searches (sqlite-admin.ts). */
   readonly admin: AdminStore = createSqliteAdminStore(() => this.#open())
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
+    super()
     this.#path = path
     this.#options = options
     this.#clock = options.clock ?? systemClock
@@ -283,6 +202,7 @@ export class SqliteStore implements Store {
       return now
     })
     this.#statements = undefined
+    this.#cache.clear()
     return applied
   }
 
@@ -297,6 +217,7 @@ export class SqliteStore implements Store {
     this.#listeners.clear()
     this.#follower.close()
     this.#statements = undefined
+    this.#cache.clear()
     this.#db.close()
   }
 
@@ -326,263 +247,9 @@ export class SqliteStore implements Store {
     return result
   }
 
-  async findPatByHash(tokenHash: string): Promise<PatRecord | undefined> {
-    const row = this.#s().findPatByHash.get(tokenHash) as shared.PatRow | undefined
-    return row && shared.toPat(row)
-  }
-
-  async findTenant(id: string): Promise<Tenant | undefined> {
-    const row = this.#s().findTenant.get(id) as shared.TenantRow | undefined
-    return row && shared.toTenant(row)
-  }
-
-  async createTenant(tenant: { id: string; name: string }, at: number): Promise<Tenant> {
-    const s = this.#s()
-    checked(() => s.insertTenant.run(tenant.id, tenant.name, at), `tenant ${tenant.id}`)
-    await this.#delivered()
-    return { id: tenant.id, name: tenant.name, enabled: true, createdAt: at, rateLimit: null }
-  }
-
-  async updateTenant(id: string, changes: TenantChanges): Promise<Changed<Tenant> | undefined> {
-    const s = this.#s()
-    const changed = this.#transaction(() => {
-      const row = s.findTenant.get(id) as shared.TenantRow | undefined
-      if (!row) return undefined
-      const before = shared.toTenant(row)
-      const after = shared.changedTenant(before, changes)
-      s.updateTenant.run(after.name, shared.jsonText(after.rateLimit), id)
-      return { before, after }
-    })
-    if (changed) await this.#delivered()
-    return changed
-  }
-
-  async listTenants(): Promise<readonly Tenant[]> {
-    return (this.#s().listTenants.all() as unknown as shared.TenantRow[]).map(shared.toTenant)
-  }
-
-  async setTenantEnabled(id: string, enabled: boolean): Promise<Tenant | undefined> {
-    const row = this.#s().setTenantEnabled.get(enabled ? 1 : 0, id) as shared.TenantRow | undefined
-    await this.#delivered()
-    return row && shared.toTenant(row)
-  }
-
-  async insertPat(record: PatRecord): Promise<void> {
-    const s = this.#s()
-    checked(() => s.insertPat.run(...patRowValues(record)), `token ${record.id}`)
-  }
-
-  /**
-   * Inserts many tokens in one transaction (all or none): for imports, seeding and
-   * benchmarks. Not part of `Store`; emits no change (new tokens invalidate no cache).
-   */
-  async insertPats(records: readonly PatRecord[]): Promise<void> {
-    const s = this.#s()
-    this.#transaction(() => {
-      for (const record of records) {
-        checked(() => s.insertPat.run(...patRowValues(record)), `token ${record.id}`)
-      }
-    })
-  }
-
-  async getPat(id: string): Promise<PatRecord | undefined> {
-    const row = this.#s().getPat.get(id) as shared.PatRow | undefined
-    return row && shared.toPat(row)
-  }
-
-  async listPatFamily(id: string): Promise<readonly PatRecord[]> {
-    const rows = this.#s().listPatFamily.all(id) as unknown as shared.PatRow[]
-    return rows.map(shared.toPat)
-  }
-
-  async listPats(
-    tenantId: string,
-    page: PageRequest,
-    filter: { expiringBefore?: number } = {},
-  ): Promise<Page<PatRecord>> {
-    const s = this.#s()
-    const limit = checkPageLimit(page.limit)
-    const after = page.cursor === undefined ? undefined : decodeCursor(page.cursor)
-    const expiring = filter.expiringBefore !== undefined
-    const statement = expiring
-      ? after
-        ? s.listExpiringAfter
-        : s.listExpiring
-      : after
-        ? s.listPatsAfter
-        : s.listPats
-    const params: Record<string, number | string> = { tenant: tenantId, limit: limit + 1 }
-    if (after) Object.assign(params, { at: after.at, id: after.id })
-    if (expiring) params.before = filter.expiringBefore as number
-    const rows = statement.all(params) as unknown as shared.PatRow[]
-    return toPage(rows.map(shared.toPat), limit, (r) => ({ at: r.createdAt, id: r.id }))
-  }
-
-  async revokePat(id: string, at: number): Promise<PatRecord | undefined> {
-    const row = this.#s().revokePat.get(at, id) as shared.PatRow | undefined
-    await this.#delivered()
-    return row && shared.toPat(row)
-  }
-
-  async rotatePat(
-    oldId: string,
-    replacement: PatRecord,
-    at: number,
-    graceUntil: number,
-  ): Promise<PatRecord | undefined> {
-    checkReplacement(oldId, replacement, at, graceUntil)
-    const s = this.#s()
-    const row = this.#transaction(() => {
-      const old = s.supersedePat.get({ id: oldId, at, graceUntil }) as shared.PatRow | undefined
-      if (!old) return undefined
-      checked(() => s.insertPat.run(...patRowValues(replacement)), `token ${replacement.id}`)
-      return old
-    })
-    await this.#delivered()
-    return row && shared.toPat(row)
-  }
-
-  async revokePatFamily(id: string, at: number): Promise<readonly PatRecord[]> {
-    const s = this.#s()
-    const rows = this.#transaction(
-      () => s.revokePatFamily.all({ id, at }) as unknown as shared.PatRow[],
-    )
-    await this.#delivered()
-    return rows.map(shared.toPat)
-  }
-
-  async updatePat(id: string, changes: PatChanges): Promise<Changed<PatRecord> | undefined> {
-    const s = this.#s()
-    const changed = this.#transaction(() => {
-      const row = s.getPat.get(id) as shared.PatRow | undefined
-      if (!row || row.revoked_at !== null) return undefined
-      const before = shared.toPat(row)
-      const after = shared.changedPat(before, changes)
-      s.updatePat.run(...shared.patEditValues(after, (list) => JSON.stringify(list)), id)
-      return { before, after }
-    })
-    if (changed) await this.#delivered()
-    return changed
-  }
-
   /** Deletes change-log entries older than `before`; how many. */
   async pruneChangeLog(before: number): Promise<number> {
     return Number(this.#s().pruneChanges.run(before).changes)
-  }
-
-  async recordPatUse(uses: ReadonlyMap<string, number>): Promise<void> {
-    const s = this.#s()
-    if (uses.size === 0) return
-    this.#transaction(() => {
-      for (const [id, at] of uses) s.recordPatUse.run({ id, at })
-    })
-  }
-
-  async putIssuer(issuer: IssuerConfig, at: number): Promise<void> {
-    const { name, config } = shared.issuerValues(issuer)
-    this.#s().putIssuer.run(name, config, at)
-    await this.#delivered()
-  }
-
-  async getPolicy(name: string): Promise<StoredPolicy | undefined> {
-    const row = this.#s().getPolicy.get(name) as
-      | { name: string; text: string; updated_at: number }
-      | undefined
-    return row && { name: row.name, text: row.text, updatedAt: row.updated_at }
-  }
-
-  async putPolicy(name: string, text: string, at: number): Promise<void> {
-    this.#s().putPolicy.run(name, text, at)
-    await this.#delivered()
-  }
-
-  async removePolicy(name: string): Promise<boolean> {
-    const removed = this.#s().removePolicy.run(name).changes > 0
-    await this.#delivered()
-    return removed
-  }
-
-  async listIssuers(): Promise<readonly StoredIssuer[]> {
-    const rows = this.#s().listIssuers.all() as unknown as shared.IssuerRow[]
-    return rows.map(shared.toIssuer)
-  }
-
-  async removeIssuer(issuer: string): Promise<boolean> {
-    const removed = this.#s().removeIssuer.run(issuer).changes > 0
-    await this.#delivered()
-    return removed
-  }
-
-  async appendAudit(
-    events: readonly StoredAuditEvent[],
-    options?: AppendAuditOptions,
-  ): Promise<void> {
-    const s = this.#s()
-    if (events.length === 0) return
-    const queue = options?.queue ?? true
-    this.#transaction(() => {
-      for (const e of events) {
-        const stored = s.appendAudit.run(...shared.auditValues(e))
-        // Queued only when stored now: a retried batch does not re-queue delivered events.
-        if (queue && stored.changes > 0) s.queueOutbox.run(e.id)
-      }
-    })
-  }
-
-  async claimOutbox(now: number, limit: number, leaseMs: number): Promise<readonly OutboxEntry[]> {
-    const s = this.#s()
-    const rows = this.#transaction(() => {
-      const due = s.dueOutbox.all({ now, limit }) as unknown as (shared.AuditRow & {
-        seq: number
-        attempts: number
-      })[]
-      for (const row of due) s.claimOutbox.run(now + leaseMs, row.seq)
-      return due
-    })
-    return rows.map((row) => ({ event: shared.toAudit(row), attempts: row.attempts }))
-  }
-
-  async completeOutbox(eventIds: readonly string[]): Promise<void> {
-    const s = this.#s()
-    if (eventIds.length === 0) return
-    this.#transaction(() => {
-      for (const id of eventIds) s.completeOutbox.run(id)
-    })
-  }
-
-  async retryOutbox(
-    eventIds: readonly string[],
-    nextAttemptAt: number,
-    error: string,
-  ): Promise<void> {
-    const s = this.#s()
-    if (eventIds.length === 0) return
-    this.#transaction(() => {
-      for (const id of eventIds) s.retryOutbox.run(nextAttemptAt, error.slice(0, 500), id)
-    })
-  }
-
-  async outboxStats(): Promise<OutboxStats> {
-    const row = this.#s().outboxStats.get() as { pending: number; oldest: number | null }
-    return { pending: row.pending, oldestTime: row.oldest }
-  }
-
-  async clearOutbox(): Promise<number> {
-    return Number(this.#s().clearOutbox.run().changes)
-  }
-
-  async listAudit(tenantId: string, page: PageRequest): Promise<Page<StoredAuditEvent>> {
-    const s = this.#s()
-    const limit = checkPageLimit(page.limit)
-    const after = page.cursor === undefined ? undefined : decodeCursor(page.cursor)
-    const rows = (after
-      ? s.listAuditAfter.all({ tenant: tenantId, limit: limit + 1, at: after.at, id: after.id })
-      : s.listAudit.all({ tenant: tenantId, limit: limit + 1 })) as unknown as shared.AuditRow[]
-    return toPage(rows.map(shared.toAudit), limit, (e) => ({ at: e.time, id: e.id }))
-  }
-
-  async pruneAudit(before: number, limit: number): Promise<number> {
-    return Number(this.#s().pruneAudit.run(before, limit).changes)
   }
 
   async reserveQuota(
@@ -686,6 +353,85 @@ export class SqliteStore implements Store {
     }
   }
 
+  protected readonly db: SqlDb = this.#sqlDb(false)
+
+  /**
+   * The connection as a SqlDb. `inside`: the view a transaction's work gets; outside it,
+   * statements wait while this connection has a transaction open, so that other work never
+   * joins it (node:sqlite is synchronous, but a transaction's work awaits between statements).
+   */
+  #sqlDb(inside: boolean): SqlDb {
+    const statement = async (sql: string) => {
+      if (!inside) while (this.#busy) await this.#busy
+      return this.#statement(sql)
+    }
+    const db: SqlDb = {
+      dialect: sqliteDialect,
+      all: async <R extends object>(sql: string, params: readonly unknown[] = []) => {
+        const prepared = await statement(sql)
+        return checked(() => prepared.all(...(params as SQLInputValue[]))) as R[]
+      },
+      run: async (sql, params = []) => {
+        const prepared = await statement(sql)
+        return Number(checked(() => prepared.run(...(params as SQLInputValue[]))).changes)
+      },
+      atomic: (work) => (inside ? this.#nested(work) : this.#atomic(work)),
+      change: async (work) => {
+        const result = await db.atomic(work)
+        if (!inside) await this.#delivered()
+        return result
+      },
+    }
+    return db
+  }
+
+  /** `work` in one transaction of this connection (a savepoint inside `transaction()`'s). */
+  async #atomic<T>(work: (db: SqlDb) => Promise<T>): Promise<T> {
+    while (this.#busy) await this.#busy
+    const done = this.#nested(work)
+    this.#busy = done.then(
+      () => undefined,
+      () => undefined,
+    )
+    try {
+      return await done
+    } finally {
+      this.#busy = undefined
+    }
+  }
+
+  async #nested<T>(work: (db: SqlDb) => Promise<T>): Promise<T> {
+    const db = this.#open()
+    this.#s()
+    // IMMEDIATE takes the write lock up front, so two processes writing at once queue on
+    // busy_timeout instead of failing halfway with SQLITE_BUSY on lock upgrade.
+    const savepoint = db.isTransaction
+    db.exec(savepoint ? 'SAVEPOINT step' : 'BEGIN IMMEDIATE')
+    try {
+      const result = await work(this.#inside)
+      db.exec(savepoint ? 'RELEASE step' : 'COMMIT')
+      return result
+    } catch (error) {
+      if (savepoint) {
+        db.exec('ROLLBACK TO step')
+        db.exec('RELEASE step')
+      } else if (db.isTransaction) db.exec('ROLLBACK')
+      throw error
+    }
+  }
+
+  /** The statement for `sql` (written for Postgres, db.ts), rewritten and prepared once. */
+  #statement(sql: string): StatementSync {
+    this.#s()
+    const cache = this.#cache
+    let prepared = cache.get(sql)
+    if (!prepared) {
+      prepared = this.#open().prepare(toSqlite(sql))
+      cache.set(sql, prepared)
+    }
+    return prepared
+  }
+
   /** Delivers what this object just wrote (and anything before it) to its watchers. */
   async #delivered(): Promise<void> {
     if (this.#listeners.size > 0) await this.#follower.catchUp()
@@ -759,16 +505,27 @@ function savepoint<T>(db: DatabaseSync, work: () => T): T {
   }
 }
 
-/** PAT column values; SQLite keeps the permission list as JSON text. */
-const patRowValues = (record: PatRecord) => shared.patValues(record, (list) => JSON.stringify(list))
-
-/** Runs a write, translating SQLite's constraint errors (extended result codes). */
-function checked(run: () => unknown, what: string): void {
+/** Runs a statement, translating SQLite's constraint errors (extended result codes). */
+function checked<T>(run: () => T): T {
   try {
-    run()
+    return run()
   } catch (error) {
-    throw shared.translateConstraint(error, constraintOf(error), what)
+    throw shared.translateConstraint(error, constraintOf(error), 'a row')
   }
+}
+
+/**
+ * A statement written for Postgres (sql/db.ts) as SQLite reads it: numbered `?N`
+ * placeholders, no casts, `max`/`min` for `GREATEST`/`LEAST`, and no row locks (a
+ * transaction here holds the database's write lock from its start: `BEGIN IMMEDIATE`).
+ */
+export function toSqlite(sql: string): string {
+  return sql
+    .replace(/\$(\d+)/g, '?$1')
+    .replace(/::[a-z]+(\[\])?/g, '')
+    .replace(/\bGREATEST\(/g, 'max(')
+    .replace(/\bLEAST\(/g, 'min(')
+    .replace(/\s+FOR UPDATE( SKIP LOCKED)?/g, '')
 }
 
 function constraintOf(error: unknown): shared.ConstraintKind {

@@ -1,0 +1,124 @@
+/**
+ * The operations both stores share, each area's statements written once (tenants.ts,
+ * keys.ts, issuers.ts, audit.ts, …) over the dialect layer (db.ts). A store (sqlite.ts,
+ * postgres.ts) supplies its `SqlDb` and what truly differs: connecting, migrating,
+ * transactions, notifications and the change feed.
+ */
+import type { IssuerConfig } from '../../core/issuer.ts'
+import type { PatRecord } from '../../core/ports.ts'
+import type {
+  AppendAuditOptions,
+  PageRequest,
+  PatChanges,
+  StoredAuditEvent,
+  TenantChanges,
+} from '../store.ts'
+import * as audit from './audit.ts'
+import type { SqlDb } from './db.ts'
+import * as issuers from './issuers.ts'
+import * as keys from './keys.ts'
+import * as tenants from './tenants.ts'
+
+export abstract class SqlStore {
+  /** The store's database (or, for a transaction's view, that transaction). */
+  protected abstract readonly db: SqlDb
+
+  // Tenants
+  createTenant(tenant: { id: string; name: string }, at: number) {
+    return tenants.createTenant(this.db, tenant, at)
+  }
+  findTenant(id: string) {
+    return tenants.findTenant(this.db, id)
+  }
+  listTenants() {
+    return tenants.listTenants(this.db)
+  }
+  setTenantEnabled(id: string, enabled: boolean) {
+    return tenants.setTenantEnabled(this.db, id, enabled)
+  }
+  updateTenant(id: string, changes: TenantChanges) {
+    return tenants.updateTenant(this.db, id, changes)
+  }
+
+  // Keys
+  insertPat(record: PatRecord) {
+    return keys.insertPat(this.db, record)
+  }
+  /** Many tokens in one transaction (all or none); not part of `Store`, emits no change. */
+  insertPats(records: readonly PatRecord[]) {
+    return keys.insertPats(this.db, records)
+  }
+  getPat(id: string) {
+    return keys.getPat(this.db, id)
+  }
+  findPatByHash(tokenHash: string) {
+    return keys.findPatByHash(this.db, tokenHash)
+  }
+  listPats(tenantId: string, page: PageRequest, filter?: { expiringBefore?: number }) {
+    return keys.listPats(this.db, tenantId, page, filter)
+  }
+  revokePat(id: string, at: number) {
+    return keys.revokePat(this.db, id, at)
+  }
+  recordPatUse(uses: ReadonlyMap<string, number>) {
+    return keys.recordPatUse(this.db, uses)
+  }
+  updatePat(id: string, changes: PatChanges) {
+    return keys.updatePat(this.db, id, changes)
+  }
+  rotatePat(oldId: string, replacement: PatRecord, at: number, graceUntil: number) {
+    return keys.rotatePat(this.db, oldId, replacement, at, graceUntil)
+  }
+  revokePatFamily(id: string, at: number) {
+    return keys.revokePatFamily(this.db, id, at)
+  }
+  listPatFamily(id: string) {
+    return keys.listPatFamily(this.db, id)
+  }
+
+  // Issuers and policies
+  putIssuer(issuer: IssuerConfig, at: number) {
+    return issuers.putIssuer(this.db, issuer, at)
+  }
+  listIssuers() {
+    return issuers.listIssuers(this.db)
+  }
+  removeIssuer(issuer: string) {
+    return issuers.removeIssuer(this.db, issuer)
+  }
+  getPolicy(name: string) {
+    return issuers.getPolicy(this.db, name)
+  }
+  putPolicy(name: string, text: string, at: number) {
+    return issuers.putPolicy(this.db, name, text, at)
+  }
+  removePolicy(name: string) {
+    return issuers.removePolicy(this.db, name)
+  }
+
+  // Audit and outbox
+  appendAudit(events: readonly StoredAuditEvent[], options?: AppendAuditOptions) {
+    return audit.appendAudit(this.db, events, options)
+  }
+  listAudit(tenantId: string, page: PageRequest) {
+    return audit.listAudit(this.db, tenantId, page)
+  }
+  pruneAudit(before: number, limit: number) {
+    return audit.pruneAudit(this.db, before, limit)
+  }
+  claimOutbox(now: number, limit: number, leaseMs: number) {
+    return audit.claimOutbox(this.db, now, limit, leaseMs)
+  }
+  completeOutbox(eventIds: readonly string[]) {
+    return audit.completeOutbox(this.db, eventIds)
+  }
+  retryOutbox(eventIds: readonly string[], nextAttemptAt: number, error: string) {
+    return audit.retryOutbox(this.db, eventIds, nextAttemptAt, error)
+  }
+  outboxStats() {
+    return audit.outboxStats(this.db)
+  }
+  clearOutbox() {
+    return audit.clearOutbox(this.db)
+  }
+}
