@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
+import { type ChildProcess, spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { existsSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
@@ -21,28 +22,49 @@ const event = (id: string): StoredAuditEvent => ({
   details: {},
 })
 
-/** A pid that no process has now (a child that already exited). */
-const deadPid = () => spawnSync(process.execPath, ['-e', '']).pid as number
+/** The spool dir's segment files (lock files aside). */
+const segments = (dir: string) => readdirSync(dir).filter((name) => name.includes('.jsonl'))
+
+/**
+ * A process that spools `count` events in `dir` with this module and stays alive until
+ * killed; resolves once they are written.
+ */
+async function spoolingProcess(dir: string, count: number): Promise<ChildProcess> {
+  const module = new URL('../../src/stores/audit-spool.ts', import.meta.url).href
+  const child = spawn(
+    process.execPath,
+    [
+      '--input-type=module',
+      '-e',
+      `import { openAuditSpool } from '${module}'
+const spool = openAuditSpool(${JSON.stringify(dir)})
+for (let i = 0; i < ${count}; i++) spool.append({ ...${JSON.stringify(event('x'))}, id: 'k' + i })
+process.stdout.write('spooled\\n')
+setInterval(() => {}, 1000)`,
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  )
+  await once(child.stdout as NodeJS.ReadableStream, 'data')
+  return child
+}
 
 describe('audit spool', () => {
-  it('a dead process’s segment is stored and deleted; an unreadable line is recorded as audit.dropped', async (t) => {
+  it('a segment named for PID 1 (always alive on a host) is stored; an unreadable line is recorded as audit.dropped', async (t) => {
     const dir = tempDir('tg-spool-')
     const store = openSqliteStore(join(dir, 'db.sqlite'))
     t.after(() => store.close())
     await store.migrate()
     const spool = join(dir, 'spool')
     openAuditSpool(spool).close()
-    const dead = join(spool, `${deadPid()}-abc123.jsonl`)
+    // As versions before owner locks named it, written by a server that was PID 1.
+    const legacy = join(spool, '1-abc123.jsonl')
     writeFileSync(
-      dead,
+      legacy,
       `${JSON.stringify(event('e1'))}\n{"torn": \n${JSON.stringify(event('e2'))}\n`,
     )
-    const live = join(spool, `${process.pid}-def456.jsonl`)
-    writeFileSync(live, `${JSON.stringify(event('mine'))}\n`)
     const result = await recoverAuditSpool(spool, store, { queue: false, now: () => 5 })
     assert.deepEqual(result, { recovered: 2, unreadable: 1 })
-    assert.equal(existsSync(dead), false)
-    assert.ok(existsSync(live), 'a live process’s segment is left alone')
+    assert.equal(existsSync(legacy), false)
     const stored = await store.admin.searchAudit({}, { limit: 10 })
     assert.deepEqual(stored.items.map((e) => e.type).sort(), [
       'audit.dropped',
@@ -53,6 +75,43 @@ describe('audit spool', () => {
       count: 1,
       reason: 'unreadable spool line',
     })
+  })
+
+  it('a live owner’s segment is left alone; once it is SIGKILLed, two recoveries store it once', async (t) => {
+    const dir = tempDir('tg-spool-')
+    const store = openSqliteStore(join(dir, 'db.sqlite'))
+    t.after(() => store.close())
+    await store.migrate()
+    const spool = join(dir, 'spool')
+    const child = await spoolingProcess(spool, 7)
+    t.after(() => child.kill('SIGKILL'))
+    const mine = openAuditSpool(spool)
+    mine.append(event('mine'))
+    const options = { queue: false, now: () => 5 }
+    assert.deepEqual(await recoverAuditSpool(spool, store, options), {
+      recovered: 0,
+      unreadable: 0,
+    })
+    assert.equal(segments(spool).length, 2, 'the live owners’ segments are kept')
+
+    child.kill('SIGKILL')
+    await once(child, 'exit')
+    let appended = 0
+    const counting = {
+      appendAudit: async (events: readonly StoredAuditEvent[]) => {
+        appended += events.length
+        await store.appendAudit(events, { queue: false })
+      },
+    }
+    const [a, b] = await Promise.all([
+      recoverAuditSpool(spool, counting, options),
+      recoverAuditSpool(spool, counting, options),
+    ])
+    assert.equal((a?.recovered ?? 0) + (b?.recovered ?? 0), 7)
+    assert.equal(appended, 7, 'replayed by one of the two only')
+    assert.equal((await store.admin.searchAudit({}, { limit: 50 })).items.length, 7)
+    assert.equal(segments(spool).length, 1, 'only this process’s own segment is left')
+    mine.close()
   })
 
   it('the writer spools each event and deletes segments once stored; close leaves nothing', async (t) => {
@@ -70,7 +129,7 @@ describe('audit spool', () => {
     assert.equal(existsSync(join(spoolDir, segment)), false, 'stored: deleted')
     writer.write(event('c'))
     await writer.close()
-    assert.deepEqual(readdirSync(spoolDir), [])
+    assert.deepEqual(readdirSync(spoolDir), [], 'no segment and no lock file left')
     assert.equal((await store.admin.searchAudit({}, { limit: 10 })).items.length, 3)
   })
 })
