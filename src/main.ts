@@ -1,4 +1,4 @@
-import type { AddressInfo } from 'node:net'
+import type { AddressInfo, Socket } from 'node:net'
 import { join } from 'node:path'
 import { createSecureContext } from 'node:tls'
 import type { FastifyInstance } from 'fastify'
@@ -11,6 +11,7 @@ import { type Clock, systemClock } from './core/ports.ts'
 import type { DecisionServer } from './decision/server.ts'
 import type { DevSeed } from './dev/seed.ts'
 import { type EventDelivery, startEventDelivery } from './events/start.ts'
+import { createConnectionBudget } from './lib/connection-budget.ts'
 import { createLogger } from './logger.ts'
 import { fitToDescriptorLimit } from './server/descriptor-budget.ts'
 import type { MetricsListener } from './server/metrics.ts'
@@ -176,8 +177,11 @@ export async function startTokengate(
           })
       : undefined
     const mountLeakReports = await leakReportsFor(config, store, clock)
+    const fitted = fitToDescriptorLimit(config, logger)
+    // Descriptors are the process's: every listener's sockets count against the same caps.
+    const connections = createConnectionBudget(fitted.server)
     const app = await buildServer({
-      config: fitToDescriptorLimit(config, logger),
+      config: fitted,
       auth,
       logger,
       tls,
@@ -187,6 +191,7 @@ export async function startTokengate(
       tracing,
     })
     apiApp = app
+    app.server.on('connection', (socket: Socket) => connections.admit(socket))
     if (identityToken) {
       // Public keys of the identity token, on the API listener only (see decision/server.ts).
       app.get('/.well-known/jwks.json', (_request, reply) => {
@@ -237,7 +242,14 @@ export async function startTokengate(
     const decision = config.decision
     if (decision) {
       const { buildDecisionServer } = await import('./decision/server.ts')
-      const built = await buildDecisionServer({ config, gate, logger, policyStore, tracing })
+      const built = await buildDecisionServer({
+        config,
+        gate,
+        logger,
+        policyStore,
+        tracing,
+        connections,
+      })
       decisionApp = built
       decisionUrl = await listenAs('decision', () => built.listen(decision.host, decision.port))
       logger.info({ listener: 'decision' }, listeningLine('decision', decisionUrl))

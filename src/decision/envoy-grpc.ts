@@ -12,8 +12,14 @@
  * code to review, as the repository runs its sources directly.
  *
  * Only peers in `decision.trustedProxies` of kind envoy are answered: a CheckRequest states
- * the whole request, so anyone else could have any request decided (PERMISSION_DENIED).
+ * the whole request, so anyone else could have any request decided. Checked when the TCP
+ * connection is accepted, before any HTTP/2 work (our own net.Server hands trusted sockets
+ * to grpc-js through its connection injector): checked per message, an untrusted address
+ * held 30,000 half-sent streams over 6 connections (+262 MB). A trusted peer gets at most
+ * MAX_STREAMS_PER_CONNECTION concurrent streams, and its connections count against the
+ * process's connection caps like every listener's.
  */
+import { type AddressInfo, createServer, type Socket } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import * as grpc from '@grpc/grpc-js'
 import * as protoLoader from '@grpc/proto-loader'
@@ -21,8 +27,10 @@ import type { Outcome } from '../auth/gate.ts'
 import type { OutcomeRecorder } from '../auth/outcome-recorder.ts'
 import { failureHeaders } from '../http/node-response.ts'
 import { requestIdOf } from '../http/request-id.ts'
+import type { ConnectionBudget } from '../lib/connection-budget.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
 import type { Answer, Decider } from './decide.ts'
+import type { Diagnostics } from './diagnostics.ts'
 import { clientAddressOf } from './forwarded-request.ts'
 import type { ProxyMatcher } from './proxy-kinds.ts'
 
@@ -46,7 +54,20 @@ export interface EnvoyGrpcOptions {
   readonly recorder: Pick<OutcomeRecorder, 'recordsAnswers' | 'recordAnswer'>
   readonly nextRequestId: () => string
   readonly logger: { error(fields: object, message: string): void }
+  /** Where a refused peer is reported (one line per episode). */
+  readonly diagnostics: Diagnostics
+  /** The process's connection caps, shared with the other listeners. */
+  readonly connections?: ConnectionBudget | undefined
 }
+
+/**
+ * Concurrent streams per HTTP/2 connection (SETTINGS_MAX_CONCURRENT_STREAMS): Envoy's own
+ * default per upstream connection is 2^31 - 1 and it opens more connections as needed, so a
+ * bound here costs a busy Envoy a few more connections, never a refused check.
+ */
+export const MAX_STREAMS_PER_CONNECTION = 100
+/** Memory one HTTP/2 session may buffer (MB): beyond it new streams are refused. */
+const MAX_SESSION_MEMORY_MB = 10
 
 export interface EnvoyGrpc {
   /** `http://host:port` (plaintext HTTP/2). */
@@ -81,31 +102,52 @@ export async function startEnvoyGrpc(options: EnvoyGrpcOptions): Promise<EnvoyGr
   const definition = protoLoader.loadSync(CHECK_PROTO, PROTO_OPTIONS)
   const service =
     (definition['envoy.service.auth.v3.Authorization'] as grpc.ServiceDefinition) ?? {}
-  const server = new grpc.Server()
+  const server = new grpc.Server({
+    'grpc.max_concurrent_streams': MAX_STREAMS_PER_CONNECTION,
+    'grpc-node.max_session_memory': MAX_SESSION_MEMORY_MB,
+  })
   server.addService(service, {
     Check: (
       call: grpc.ServerUnaryCall<CheckRequest, unknown>,
       callback: grpc.sendUnaryData<unknown>,
     ) => check(options, call, callback),
   })
+  const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure())
+  const { connections } = options
+  const listener = createServer((socket: Socket) => {
+    if (options.trusted(socket.remoteAddress) !== 'envoy') {
+      socket.destroy()
+      return options.diagnostics.warn(
+        'grpc_untrusted_peer',
+        { listener: 'decision-grpc', peer: socket.remoteAddress },
+        'decision gRPC: a connection from an address that is not a trusted Envoy was closed; if it is your Envoy, add its address to decision.trustedProxies (with decision.proxy: envoy, or ADDRESS=envoy)',
+      )
+    }
+    if (connections && !connections.admit(socket)) return
+    injector.injectConnection(socket)
+  })
+  await new Promise<void>((resolve, reject) => {
+    listener.once('error', reject)
+    listener.listen(options.port, options.host, () => {
+      listener.off('error', reject)
+      resolve()
+    })
+  })
   const host = options.host.includes(':') ? `[${options.host}]` : options.host
-  const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(
-      `${host}:${options.port}`,
-      grpc.ServerCredentials.createInsecure(),
-      (error, bound) => (error ? reject(error) : resolve(bound)),
-    ),
-  )
   return {
-    url: `http://${host}:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
+    url: `http://${host}:${(listener.address() as AddressInfo).port}`,
+    close: async () => {
+      // Stops accepting at once; resolves once the sessions below have closed their sockets.
+      const stopped = new Promise<void>((resolve) => listener.close(() => resolve()))
+      await new Promise<void>((resolve) => {
         const force = setTimeout(() => server.forceShutdown(), 5_000)
         server.tryShutdown(() => {
           clearTimeout(force)
           resolve()
         })
-      }),
+      })
+      await stopped
+    },
   }
 }
 

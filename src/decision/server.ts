@@ -12,7 +12,7 @@
  */
 import type * as Http from 'node:http'
 import { createRequire } from 'node:module'
-import type { AddressInfo } from 'node:net'
+import type { AddressInfo, Socket } from 'node:net'
 import type { Outcome } from '../auth/gate.ts'
 import type { OpenedGate } from '../auth/open-gate.ts'
 import { policyInForce, type StoredPolicySource } from '../auth/policy/reload.ts'
@@ -22,8 +22,10 @@ import { corsSettings } from '../http/cors.ts'
 import { sendFailureResponse } from '../http/node-response.ts'
 import { problemResponse } from '../http/problem-response.ts'
 import { createRequestIdGenerator, requestIdOf } from '../http/request-id.ts'
+import type { ConnectionBudget } from '../lib/connection-budget.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
 import { type Answer, createDecider } from './decide.ts'
+import { createDiagnostics } from './diagnostics.ts'
 import { clientAddressOf } from './forwarded-request.ts'
 import { createProxyMatcher, PROXY_RULES, type ProxyKind } from './proxy-kinds.ts'
 
@@ -33,12 +35,15 @@ export interface BuildDecisionServerOptions {
   readonly gate: OpenedGate
   readonly logger: {
     info(fields: object, message: string): void
+    warn(fields: object, message: string): void
     error(fields: object, message: string): void
   }
   /** The store the policy is read from with `gateway.policyStore` (change-log reloads). */
   readonly policyStore?: StoredPolicySource | undefined
   /** With `tracing.enabled`: each decision in a span (tracing.ts). */
   readonly tracing?: Pick<Tracing, 'decision'> | undefined
+  /** The process's connection caps, shared with the other listeners (limits-connections.ts). */
+  readonly connections?: ConnectionBudget | undefined
 }
 
 export interface DecisionServer {
@@ -87,6 +92,7 @@ export async function buildDecisionServer(
   })
   const nextRequestId = createRequestIdGenerator()
   const { recorder } = opened
+  const diagnostics = createDiagnostics(logger)
 
   const handle = (req: Http.IncomingMessage, res: Http.ServerResponse) => {
     const started = performance.now()
@@ -132,6 +138,8 @@ export async function buildDecisionServer(
     { maxHeaderSize: config.server.maxHeaderBytes, requestTimeout: config.server.requestTimeoutMs },
     options.tracing ? options.tracing.decision(handle) : handle,
   )
+  const { connections } = options
+  if (connections) server.on('connection', (socket: Socket) => connections.admit(socket))
   const grpc =
     decision.grpcPort === undefined
       ? undefined
@@ -143,6 +151,8 @@ export async function buildDecisionServer(
           recorder,
           nextRequestId,
           logger,
+          connections,
+          diagnostics,
         })
   return {
     grpcUrl: grpc?.url,

@@ -5,11 +5,13 @@
  */
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { connect, type Socket } from 'node:net'
+import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { spawnServe } from '../../helpers/serve-process.ts'
+import { freePort } from '../../helpers/services.ts'
 import { tempDir } from '../../helpers/temp-dir.ts'
 
 function prlimitAvailable(): string | false {
@@ -23,9 +25,16 @@ function prlimitAvailable(): string | false {
 }
 
 /** `serve --dev --http` under `prlimit --nofile=SOFT:HARD`; resolves once it listens. */
-async function serveLimited(soft: number, hard: number) {
+async function serveLimited(soft: number, hard: number, config?: object) {
+  const dir = tempDir('tg-nofile-')
+  const file = join(dir, 'tokengate.json')
+  if (config) writeFileSync(file, JSON.stringify(config))
   const served = await spawnServe({
-    env: { TOKENGATE_DATA_DIR: tempDir('tg-nofile-'), TOKENGATE_LOG_LEVEL: 'warn' },
+    env: {
+      TOKENGATE_DATA_DIR: join(dir, 'data'),
+      TOKENGATE_LOG_LEVEL: 'warn',
+      ...(config ? { TOKENGATE_CONFIG: file } : {}),
+    },
     wrap: ['prlimit', `--nofile=${soft}:${hard}`, '--'],
   })
   return { ...served, port: Number(new URL(served.url).port) }
@@ -97,6 +106,32 @@ describe('connection caps fit the descriptor limit', { skip: prlimitAvailable() 
       await server.stop()
     }
   })
+
+  // Descriptors are the process's, not a listener's: sockets held on the decision listener or
+  // the gRPC port used to take them from the API listener's clients.
+  for (const listener of ['decision', 'grpc'] as const) {
+    it(`RLIMIT_NOFILE 256: 300 idle sockets on the ${listener} port do not lock the API's clients out`, async () => {
+      const decisionPort = await freePort()
+      const grpcPort = await freePort()
+      const server = await serveLimited(256, 256, {
+        decision: { port: decisionPort, grpcPort, proxy: 'envoy', trustedProxies: ['127.0.0.1'] },
+      })
+      try {
+        const port = listener === 'decision' ? decisionPort : grpcPort
+        for (let i = 0; i < 300; i++) {
+          const socket = await open(port, '127.0.0.1')
+          if (socket) sockets.push(socket)
+        }
+        await sleep(200)
+        const statuses = []
+        for (let i = 0; i < 5; i++) statuses.push(await healthz(server.port, '127.0.0.2'))
+        assert.deepEqual(statuses, [200, 200, 200, 200, 200], server.stderr().slice(-2000))
+      } finally {
+        for (const socket of sockets.splice(0)) socket.destroy()
+        await server.stop()
+      }
+    })
+  }
 
   it('the soft limit is raised to the hard limit at start (Node does it), and then nothing shrinks', async () => {
     const server = await serveLimited(256, 8192)
