@@ -16,17 +16,17 @@ export function likeContains(text: string): string {
 }
 
 /**
- * WHERE clauses and their parameters, in order; each `?` in a clause becomes the dialect's
- * placeholder for the next parameter (`?` in SQLite, `$n` in Postgres).
+ * WHERE clauses and their parameters, in order; each `?` in a clause becomes the next
+ * numbered placeholder (`$n`, as the shared SQL writes them: sql/db.ts).
  */
-export function createWhere(placeholder: (n: number) => string) {
+export function createWhere() {
   const clauses: string[] = []
   const params: unknown[] = []
   return {
     params,
     add(sql: string, ...values: unknown[]) {
       let i = 0
-      clauses.push(sql.replace(/\?/g, () => placeholder(params.length + ++i)))
+      clauses.push(sql.replace(/\?/g, () => `$${params.length + ++i}`))
       params.push(...values)
     },
     sql: () => (clauses.length > 0 ? `WHERE ${clauses.join(' AND ')}` : ''),
@@ -36,10 +36,11 @@ export function createWhere(placeholder: (n: number) => string) {
 export type Where = ReturnType<typeof createWhere>
 
 /**
- * The PAT search's filters, the same in both dialects but for `like`: the operator that
- * matches case-insensitively for ASCII (SQLite's LIKE, Postgres's ILIKE).
+ * The PAT search's filters. ILIKE matches case-insensitively for ASCII; SQLite's LIKE does,
+ * and its rewrite of the statement spells it so (sqlite.ts `toSqlite`).
  */
-export function addPatSearch(where: Where, search: PatSearch, like: 'LIKE' | 'ILIKE'): void {
+export function addPatSearch(where: Where, search: PatSearch): void {
+  const like = 'ILIKE'
   if (search.tenantId !== undefined) where.add('tenant_id = ?', search.tenantId)
   if (search.subject) where.add(`subject ${like} ? ESCAPE '\\'`, likeContains(search.subject))
   if (search.name) where.add(`name ${like} ? ESCAPE '\\'`, likeContains(search.name))
@@ -68,7 +69,7 @@ export function addAuditSearch(where: Where, search: AuditSearch): void {
  * another follows.
  */
 export async function searchPage<R, T>(
-  run: (sql: string, params: unknown[]) => R[] | Promise<R[]>,
+  run: (sql: string, params: readonly unknown[]) => Promise<R[]>,
   select: string,
   timeColumn: string,
   where: Where,
@@ -81,8 +82,9 @@ export async function searchPage<R, T>(
     const after = decodeCursor(page.cursor)
     where.add(`(${timeColumn}, id) < (?, ?)`, after.at, after.id)
   }
+  where.params.push(limit + 1)
   const rows = await run(
-    `${select} ${where.sql()} ORDER BY ${timeColumn} DESC, id DESC LIMIT ${limit + 1}`,
+    `${select} ${where.sql()} ORDER BY ${timeColumn} DESC, id DESC LIMIT $${where.params.length}`,
     where.params,
   )
   return toPage(rows.map(map), limit, positionOf)

@@ -14,12 +14,11 @@
  */
 import pg from 'pg'
 import { type Clock, systemClock } from '../core/ports.ts'
-import type { AdminStore } from './admin-store.ts'
 import { ChangeFollower, type ChangeLogReader } from './change-log.ts'
-import { createPostgresAdminStore } from './postgres-admin.ts'
 import { postgresMigrations } from './postgres-migrations.ts'
 import { type ChangeFeed, startChangeFeed, type WarnLogger } from './postgres-notify.ts'
 import * as shared from './rows.ts'
+import { readChangesAfter } from './sql/change-log.ts'
 import { postgresDialect, type SqlDb } from './sql/db.ts'
 import { SqlStore } from './sql/sql-store.ts'
 
@@ -117,8 +116,6 @@ class PgStore extends SqlStore implements PostgresStore {
   readonly #follower: ChangeFollower
   #feed: ChangeFeed | undefined
   #closed = false
-  /** Admin tokens and operator searches (postgres-admin.ts). */
-  readonly admin: AdminStore = createPostgresAdminStore((sql, params) => this.#query(sql, params))
 
   /** `within`: the view of `store` inside one of its transactions, on `client`. */
   constructor(
@@ -167,41 +164,13 @@ class PgStore extends SqlStore implements PostgresStore {
         )
         return Number(rows[0]?.head ?? 0)
       },
-      readAfter: async (seq, limit) => {
-        // One round trip per poll: the lowest kept number always comes back, with the
-        // entries after `seq` (none: one row of nulls).
-        const rows = await this.#beforeMigration(
-          this.#query<{
-            seq: Int8 | null
-            kind: string
-            subject: string
-            at: Int8
-            lowest: Int8 | null
-          }>(
-            `SELECT l.seq, l.kind, l.subject, l.at, m.lowest
-           FROM (SELECT min(seq) AS lowest FROM change_log) m
-           LEFT JOIN LATERAL (SELECT * FROM change_log WHERE seq > $1 ORDER BY seq LIMIT $2) l
-             ON true
-           ORDER BY l.seq`,
-            [seq, limit],
-          ),
-          [],
-        )
-        const lowest = rows[0]?.lowest ?? null
-        return {
-          entries: rows
-            .filter((r) => r.seq !== null)
-            .map((r) => ({
-              seq: Number(r.seq),
-              kind: r.kind,
-              subject: r.subject,
-              at: Number(r.at),
-            })),
-          lowest: lowest === null ? null : Number(lowest),
-        }
-      },
+      readAfter: (seq, limit) =>
+        this.#beforeMigration(readChangesAfter(this.db, seq, limit), {
+          entries: [],
+          lowest: null,
+        }),
       prune: async (before) => {
-        await this.#query('DELETE FROM change_log WHERE at < $1', [before])
+        await this.pruneChangeLog(before)
       },
     }
   }

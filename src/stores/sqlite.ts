@@ -9,13 +9,11 @@
  */
 import { DatabaseSync, type SQLInputValue, type StatementSync } from 'node:sqlite'
 import { type Clock, systemClock } from '../core/ports.ts'
-import type { AdminStore } from './admin-store.ts'
-import type { LogEntry } from './change-log.ts'
 import { ChangeFollower } from './change-log.ts'
 import * as shared from './rows.ts'
+import { readChangesAfter } from './sql/change-log.ts'
 import { type SqlDb, sqliteDialect } from './sql/db.ts'
 import { SqlStore } from './sql/sql-store.ts'
-import { createSqliteAdminStore } from './sqlite-admin.ts'
 import { sqliteMigrations } from './sqlite-migrations.ts'
 import type {
   QuotaCount,
@@ -70,10 +68,6 @@ const SQLITE_CONSTRAINT_FOREIGNKEY = 787
 
 function prepareStatements(db: DatabaseSync) {
   return {
-    changesAfter: db.prepare(`SELECT seq, kind, subject, at FROM change_log WHERE seq > ?
-      ORDER BY seq LIMIT ?`),
-    lowestChange: db.prepare('SELECT min(seq) AS lowest FROM change_log'),
-    pruneChanges: db.prepare('DELETE FROM change_log WHERE at < ?'),
     // One statement: a later period starts the count again, the grant never takes the count
     // past the limit, and last_grant says what this call got (SET reads the old row).
     reserveQuota: db.prepare(`INSERT INTO quota_usage (counter, period_start, used, last_grant)
@@ -135,8 +129,6 @@ export class SqliteStore extends SqlStore implements Store {
   /** What a transaction's work runs its statements on. */
   readonly #inside: SqlDb = this.#sqlDb(true)
   #closed = false
-  /** Admin tokens and operator searches (sqlite-admin.ts). */
-  readonly admin: AdminStore = createSqliteAdminStore(() => this.#open())
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     super()
@@ -154,11 +146,7 @@ export class SqliteStore extends SqlStore implements Store {
           if (!exists) return 0
           return (db.prepare('SELECT max(seq) AS head FROM change_log').get()?.head as number) ?? 0
         },
-        readAfter: async (seq, limit) => {
-          const s = this.#s()
-          const entries = s.changesAfter.all(seq, limit) as unknown as LogEntry[]
-          return { entries, lowest: (s.lowestChange.get()?.lowest as number | null) ?? null }
-        },
+        readAfter: (seq, limit) => readChangesAfter(this.db, seq, limit),
         prune: async (before) => {
           await (options.pruneChangeLog ?? ((at: number) => this.pruneChangeLog(at)))(before)
         },
@@ -245,11 +233,6 @@ export class SqliteStore extends SqlStore implements Store {
     }
     await this.#delivered()
     return result
-  }
-
-  /** Deletes change-log entries older than `before`; how many. */
-  async pruneChangeLog(before: number): Promise<number> {
-    return Number(this.#s().pruneChanges.run(before).changes)
   }
 
   async reserveQuota(
@@ -526,6 +509,7 @@ export function toSqlite(sql: string): string {
     .replace(/\bGREATEST\(/g, 'max(')
     .replace(/\bLEAST\(/g, 'min(')
     .replace(/\s+FOR UPDATE( SKIP LOCKED)?/g, '')
+    .replace(/\bILIKE\b/g, 'LIKE')
 }
 
 function constraintOf(error: unknown): shared.ConstraintKind {

@@ -7,6 +7,7 @@
 import type { IssuerConfig } from '../../core/issuer.ts'
 import type { PatRecord } from '../../core/ports.ts'
 import type {
+  AdminStore,
   AppendAuditOptions,
   PageRequest,
   PatChanges,
@@ -14,14 +15,28 @@ import type {
   TenantChanges,
 } from '../store.ts'
 import * as audit from './audit.ts'
+import { pruneChanges } from './change-log.ts'
 import type { SqlDb } from './db.ts'
 import * as issuers from './issuers.ts'
 import * as keys from './keys.ts'
+import { createAdminStore } from './operators.ts'
 import * as tenants from './tenants.ts'
 
 export abstract class SqlStore {
   /** The store's database (or, for a transaction's view, that transaction). */
   protected abstract readonly db: SqlDb
+  #admin: AdminStore | undefined
+
+  /** Admin tokens, operator searches and console sessions (sql/operators.ts). */
+  get admin(): AdminStore {
+    this.#admin ??= createAdminStore(this.db)
+    return this.#admin
+  }
+
+  /** Deletes change-log entries older than `before` (retention); how many. */
+  pruneChangeLog(before: number) {
+    return pruneChanges(this.db, before)
+  }
 
   // Tenants
   createTenant(tenant: { id: string; name: string }, at: number) {
