@@ -187,21 +187,36 @@ describe('postgres', { skip }, () => {
     })
 
     it("an instance's own change is delivered once, before its call resolves", async (t) => {
-      const { stores } = await instances(t, 2)
+      // No catch-up poll: each instance then reads the log only after its own change and when
+      // NOTIFY wakes it, so every wait below is for an observable event, never a sleep.
+      const { url, stores } = await instances(t, 2, { changePollMs: 0 })
       const [a, b] = stores as [PostgresStore, PostgresStore]
+      const head = async () =>
+        (await adminQuery(url, 'SELECT max(seq)::int AS seq FROM change_log'))[0]?.seq as number
       await a.createTenant({ id: 'acme', name: 'Acme' }, T0)
+      // Logged before anyone watches: a watcher is owed what is logged after it subscribes, and
+      // an earlier change reaches it only if the NOTIFY-woken read happens to run after the
+      // subscription. Wait until both instances have applied it, so it is delivered to nobody.
+      const created = await head()
+      await until(() => a.changeFeed.lastSeq === created && b.changeFeed.lastSeq === created)
       const onA = recorder(a)
       const onB = recorder(b)
+      const applied = (seen: typeof onA.seen) => seen.map((entry) => entry.change.kind)
+
       await a.setTenantEnabled('acme', false)
-      // Delivered before the call resolved (with the creation, logged before A watched).
-      const tenantChanges = (seen: typeof onA.seen) =>
-        seen.filter((entry) => entry.change.kind === 'tenant_changed').length
-      assert.equal(tenantChanges(onA.seen), 2)
-      await until(() => tenantChanges(onB.seen) === 2)
-      // The NOTIFY reached A's listening connection too: nothing is delivered twice.
-      await sleep(100)
-      assert.equal(tenantChanges(onA.seen), 2)
-      assert.equal(onA.seen.length, 2)
+      assert.deepEqual(applied(onA.seen), ['tenant_changed'], 'delivered before the call resolved')
+      await onB.waitFor((c) => c.kind === 'tenant_changed')
+
+      // A's own change also reaches A's listening connection as a NOTIFY; its wake-up read must
+      // deliver nothing again. B's change after it is notified to A after it (one session gets
+      // notifications in commit order), so once A has applied B's change, the wake-up for its
+      // own has been handled too.
+      await b.setTenantEnabled('acme', true)
+      const last = await head()
+      assert.equal(last, created + 2)
+      await until(() => a.changeFeed.lastSeq === last)
+      assert.deepEqual(applied(onA.seen), ['tenant_changed', 'tenant_changed'], 'each change once')
+      assert.deepEqual(applied(onB.seen), ['tenant_changed', 'tenant_changed'])
     })
 
     it('a mutation that matches no row logs nothing', async (t) => {
