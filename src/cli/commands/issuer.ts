@@ -106,7 +106,7 @@ function readKeySource(args: ParsedArgs, issuer: string): KeySource {
   const value = requiredString(args, source, 'a value')
   if (algorithm !== undefined && (source === 'jwks-url' || source === 'jwks-file')) {
     throw new UsageError(
-      `--algorithm applies to --pem-file and --secret-file only (a JWKS names each key's "alg"); use --algorithms for an allowlist`,
+      `--algorithm applies to --pem-file and --secret-file only (a JWKS key is bound by its "alg", or by its type under --algorithms); use --algorithms for an allowlist`,
     )
   }
   switch (source) {
