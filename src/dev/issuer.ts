@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto'
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { exportJWK, generateKeyPair, importJWK, type JWK, SignJWT } from 'jose'
 import type { IssuerConfig } from '../core/issuer.ts'
+import { createFileOnce } from '../lib/create-once.ts'
 
 /**
  * The local dev JWT issuer: an ES256 key pair kept in the data directory, so `npm start`
@@ -33,8 +34,9 @@ export async function ensureDevIssuerKey(dataDir: string): Promise<DevKeyFile> {
   const publicJwk = { ...(await exportJWK(publicKey)), kid, alg: 'ES256', use: 'sig' }
   const file: DevKeyFile = { kid, privateJwk, publicJwk }
   mkdirSync(dataDir, { recursive: true, mode: 0o700 })
-  writeFileSync(path, `${JSON.stringify(file, null, 2)}\n`, { mode: 0o600, flag: 'wx' })
-  return file
+  // Another process starting on the same directory may have created it meanwhile: its key.
+  const text = createFileOnce(path, `${JSON.stringify(file, null, 2)}\n`, 0o600)
+  return JSON.parse(text) as DevKeyFile
 }
 
 /** The issuer registration for the dev key: inline JWKS, tenant from `tenant_id`. */

@@ -1,5 +1,6 @@
-import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { chmodSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { createDirectoryOnce } from '../lib/create-once.ts'
 
 export interface TlsMaterial {
   readonly cert: string
@@ -84,8 +85,15 @@ export async function ensureDevCertificate(dataDir: string): Promise<TlsMaterial
       },
     ],
   })
-  mkdirSync(dir, { recursive: true, mode: 0o700 })
-  writeFileSync(keyPath, pems.private, { mode: 0o600 })
-  writeFileSync(certPath, pems.cert, { mode: 0o644 })
-  return { cert: pems.cert, key: pems.private }
+  // The pair is written as one directory: of several processes starting on one fresh data
+  // directory, all serve the first one's certificate with its own key.
+  const written = createDirectoryOnce(
+    dir,
+    {
+      'dev-key.pem': { content: pems.private, mode: 0o600 },
+      'dev-cert.pem': { content: pems.cert, mode: 0o644 },
+    },
+    0o700,
+  )
+  return { cert: written['dev-cert.pem'] as string, key: written['dev-key.pem'] as string }
 }

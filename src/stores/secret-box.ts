@@ -11,8 +11,9 @@
  */
 import { Buffer } from 'node:buffer'
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto'
-import { chmodSync, readFileSync, writeFileSync } from 'node:fs'
+import { chmodSync, readFileSync } from 'node:fs'
 import type { IssuerConfig, KeySource } from '../core/issuer.ts'
+import { createFileOnce } from '../lib/create-once.ts'
 import type { IssuerStore, Store, StoredIssuer } from './store.ts'
 
 /** Seals and opens short secrets bound to a context string. */
@@ -72,8 +73,8 @@ export function readSecretKeyFile(path: string, create = false): SecretBox {
     if (!create || (error as NodeJS.ErrnoException).code !== 'ENOENT') {
       throw new Error(`cannot read the secret key file ${path}: ${(error as Error).message}`)
     }
-    text = randomBytes(KEY_BYTES).toString('base64')
-    writeFileSync(path, `${text}\n`, { mode: 0o600, flag: 'wx' })
+    // Another process starting on the same fresh directory may win: then its key is used.
+    text = createFileOnce(path, `${randomBytes(KEY_BYTES).toString('base64')}\n`, 0o600).trim()
   }
   if (create) chmodSync(path, 0o600)
   const key = /^[0-9a-f]{64}$/i.test(text) ? Buffer.from(text, 'hex') : Buffer.from(text, 'base64')

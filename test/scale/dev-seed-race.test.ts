@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import https from 'node:https'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import pg from 'pg'
 import { seedDevData } from '../../src/dev/seed.ts'
 import { openPostgresStore } from '../../src/stores/postgres.ts'
+import { runTokengate } from '../helpers/launch.ts'
 import { spawnServe } from '../helpers/serve-process.ts'
 import { type PostgresServer, skipReason, startPostgres } from '../helpers/services.ts'
 
@@ -89,3 +91,62 @@ describe('serve --dev instances started together on a fresh Postgres', {
     }
   })
 })
+
+/**
+ * 20 `serve --dev` started at once on one fresh SQLite data directory (issue #32: the second
+ * sometimes died with `EEXIST dev-issuer-key.json`, 2 trials of 13). Each dev file (issuer
+ * key, certificate and its key) is created whole or not at all, and a loser uses the
+ * winner's: every instance comes up (or exits with a message naming what it could not do),
+ * and all of them serve the one certificate on disk and accept the one dev issuer's tokens.
+ */
+describe('serve --dev instances started together on one fresh SQLite data directory', () => {
+  it('20 at once: every one serves the same certificate and dev issuer', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tg-dev-race-sqlite-'))
+    const dataDir = join(dir, 'data')
+    const starts = Array.from({ length: 20 }, () =>
+      spawnServe({
+        env: { TOKENGATE_DATA_DIR: dataDir, TOKENGATE_LOG_LEVEL: 'warn' },
+        args: ['--dev', '--listen', '127.0.0.1:0'],
+      }).then(
+        (served) => ({ ok: true as const, served }),
+        (error: Error) => ({ ok: false as const, why: error.message }),
+      ),
+    )
+    const results = await Promise.all(starts)
+    try {
+      const failed = results.flatMap((r) => (r.ok ? [] : [r.why]))
+      // A failure must say what it could not do; never a bare EEXIST of a dev file.
+      for (const why of failed) assert.doesNotMatch(why, /EEXIST|Unexpected end of JSON/, why)
+      assert.deepEqual(failed, [], failed.join('\n---\n'))
+      const ca = readFileSync(join(dataDir, 'tls', 'dev-cert.pem'), 'utf8')
+      const minted = await runTokengate(
+        ['jwt', 'mint', '--dev', '--tenant', 'demo', '--subject', 'race', '--data-dir', dataDir],
+        { cwd: dir },
+      )
+      assert.equal(minted.code, 0, minted.stderr)
+      const jwt = minted.stdout.trim()
+      for (const result of results) {
+        if (!result.ok) continue
+        const status = await httpsStatus(`${result.served.url}/api/v1/me`, ca, {
+          authorization: `Bearer ${jwt}`,
+          'x-tenant-id': 'demo',
+        })
+        assert.equal(status, 200, result.served.url)
+      }
+    } finally {
+      await Promise.all(results.map((r) => (r.ok ? r.served.stop() : undefined)))
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})
+
+/** The status of a GET verified against `ca` (the dev certificate on disk), or 0. */
+function httpsStatus(url: string, ca: string, headers: Record<string, string>): Promise<number> {
+  return new Promise((resolve) => {
+    const req = https.get(url, { ca, headers }, (res) => {
+      res.resume()
+      resolve(res.statusCode ?? 0)
+    })
+    req.on('error', () => resolve(0))
+  })
+}
