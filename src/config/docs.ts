@@ -1,4 +1,4 @@
-import { ENV_VARIABLES } from './load.ts'
+import { ENV_VARIABLES, SECRET_ENV_VARIABLES } from './load.ts'
 import { ConfigSchema } from './schema.ts'
 
 interface SchemaNode {
@@ -29,6 +29,12 @@ export function renderConfigurationDoc(): string {
     'command-line flags. Every problem is reported at once, by path, and the server refuses',
     'to start on any of them.',
     '',
+    'Each variable that can carry a secret can instead name a file holding it, `<NAME>_FILE`',
+    '(e.g. `DATABASE_URL_FILE=/run/secrets/database-url`), as container platforms mount',
+    'secrets: one trailing newline is trimmed, and setting both `<NAME>` and `<NAME>_FILE` is',
+    'an error. The other secrets are files already (`secretKeyFile`, `server.tlsKeyFile`,',
+    '`identityToken.keysFile`).',
+    '',
     '| setting | type | default | environment | description |',
     '| --- | --- | --- | --- | --- |',
     ...rows,
@@ -58,8 +64,13 @@ function walk(node: SchemaNode, path: string, rows: string[], env: Map<string, s
       .join(', ')
     const def = child.default === undefined ? '' : `\`${JSON.stringify(child.default)}\``
     const variable = env.get(childPath)
+    const named = !variable
+      ? ''
+      : SECRET_ENV_VARIABLES.includes(variable)
+        ? `\`${variable}\` or \`${variable}_FILE\``
+        : `\`${variable}\``
     rows.push(
-      `| \`${childPath}\` | ${type}${bounds ? ` (${bounds})` : ''} | ${def} | ${variable ? `\`${variable}\`` : ''} | ${child.description ?? ''} |`,
+      `| \`${childPath}\` | ${type}${bounds ? ` (${bounds})` : ''} | ${def} | ${named} | ${child.description ?? ''} |`,
     )
   }
 }

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs'
+import { closeSync, existsSync, openSync, readFileSync, readSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { extname } from 'node:path'
 import { addressBlockProblem } from '../http/address-blocks.ts'
@@ -64,11 +64,26 @@ export const ENV_VARIABLES: Readonly<Record<string, string>> = {
 }
 
 /**
+ * Variables that can carry a secret (a password in a URL, a webhook's key or capability URL).
+ * Each can instead be given as `<NAME>_FILE`, the path of a file holding the value, as
+ * container platforms mount secrets, so that the secret is not in the process environment.
+ * The other secrets are files already (secretKeyFile, server.tlsKeyFile,
+ * identityToken.keysFile); admin tokens live in the store.
+ */
+export const SECRET_ENV_VARIABLES: readonly string[] = [
+  'DATABASE_URL',
+  'DATABASE_LISTEN_URL',
+  'REDIS_URL',
+  'TOKENGATE_EVENTS_WEBHOOK_URL',
+  'TOKENGATE_EVENTS_WEBHOOK_SECRET',
+]
+
+/**
  * Loads, merges, converts, defaults and validates the configuration once, reporting every
  * bad path, and returns it deep-frozen. Nothing else in tokengate reads `process.env`.
  */
 export function loadConfig(options: LoadOptions = {}): Readonly<Config> {
-  const env = options.env ?? process.env
+  const { env, fromFiles } = withSecretFiles(options.env ?? process.env)
   const file = options.file ?? env.TOKENGATE_CONFIG
   let merged: Json = {}
   if (file) merged = deepMerge(merged, readConfigFile(file))
@@ -76,7 +91,7 @@ export function loadConfig(options: LoadOptions = {}): Readonly<Config> {
   // Copied: defaults are filled in place below, and the caller's object must stay untouched.
   if (options.overrides) merged = deepMerge(merged, structuredClone(options.overrides))
 
-  const sourceOf = createSourceFinder(file, env, options.overrides)
+  const sourceOf = createSourceFinder(file, env, fromFiles, options.overrides)
   const converted = convert(ConfigSchema, merged)
   const withDefaults = applyDefaults(ConfigSchema, converted) as Json
   const errors = validationErrors(ConfigSchema, withDefaults)
@@ -137,7 +152,66 @@ function readConfigFile(file: string): Json {
   }
 }
 
-function fromEnv(env: Readonly<Record<string, string | undefined>>): Json {
+type Env = Readonly<Record<string, string | undefined>>
+
+/** Longest secret file read: a URL or key, never more; a wrong path (a device) fails fast. */
+const SECRET_FILE_MAX_BYTES = 64 * 1024
+
+/**
+ * The environment with each `<NAME>_FILE` of SECRET_ENV_VARIABLES read into `<NAME>` (one
+ * trailing newline trimmed, as `echo` and editors leave one), and the names so read.
+ * Problems name the variable and path, never the content.
+ */
+function withSecretFiles(env: Env): { env: Env; fromFiles: ReadonlySet<string> } {
+  const out: Record<string, string | undefined> = { ...env }
+  const fromFiles = new Set<string>()
+  const problems: string[] = []
+  for (const name of SECRET_ENV_VARIABLES) {
+    const path = env[`${name}_FILE`]
+    if (path === undefined || path === '') continue
+    if (env[name] !== undefined && env[name] !== '') {
+      problems.push(`${name}_FILE: ${name} is set too; give the value one way (unset one of them)`)
+      continue
+    }
+    const value = readSecretFile(path)
+    if ('problem' in value) {
+      problems.push(`${name}_FILE: ${value.problem}`)
+      continue
+    }
+    out[name] = value.text
+    fromFiles.add(name)
+  }
+  if (problems.length > 0) throw new ConfigError(problems)
+  return { env: out, fromFiles }
+}
+
+function readSecretFile(path: string): { text: string } | { problem: string } {
+  let bytes: Buffer
+  try {
+    const fd = openSync(path, 'r')
+    try {
+      const buffer = Buffer.alloc(SECRET_FILE_MAX_BYTES + 1)
+      let length = 0
+      for (let n = -1; n !== 0 && length < buffer.length; length += n) {
+        n = readSync(fd, buffer, length, buffer.length - length, null)
+      }
+      if (length > SECRET_FILE_MAX_BYTES) {
+        return { problem: `${path} is larger than ${SECRET_FILE_MAX_BYTES} bytes` }
+      }
+      bytes = buffer.subarray(0, length)
+    } finally {
+      closeSync(fd)
+    }
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? 'error'
+    return { problem: `cannot read ${path} (${code}); mount the secret file there or fix the path` }
+  }
+  const text = bytes.toString('utf8').replace(/\r?\n$/, '')
+  if (text === '') return { problem: `${path} is empty` }
+  return { text }
+}
+
+function fromEnv(env: Env): Json {
   const out: Json = {}
   for (const [name, path] of Object.entries(ENV_VARIABLES)) {
     const value = env[name]
@@ -233,11 +307,13 @@ type SourceFinder = (pointer: string) => {
 /**
  * Where the value at a JSON pointer came from, as an operator would fix it: the overrides,
  * the environment variable (named, its value never echoed: it may be a secret), or the
- * config file. The highest-precedence source that set it wins, as in the merge.
+ * config file. The highest-precedence source that set it wins, as in the merge. A value read
+ * from `<NAME>_FILE` is named by that variable.
  */
 function createSourceFinder(
   file: string | undefined,
-  env: Readonly<Record<string, string | undefined>>,
+  env: Env,
+  fromFiles: ReadonlySet<string>,
   overrides: Json | undefined,
 ): SourceFinder {
   const has = (root: unknown, keys: readonly string[]) => {
@@ -257,6 +333,12 @@ function createSourceFinder(
     const variable = Object.entries(ENV_VARIABLES).find(
       ([name, path]) => path === dotted && env[name] !== undefined && env[name] !== '',
     )?.[0]
+    if (variable && fromFiles.has(variable)) {
+      return {
+        text: ` (from the file named by ${variable}_FILE; fix the file or unset it)`,
+        fromOverrides: false,
+      }
+    }
     if (variable) {
       return {
         text: ` (from the environment variable ${variable}; fix or unset it)`,

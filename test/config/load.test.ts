@@ -3,7 +3,7 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { renderConfigurationDoc } from '../../src/config/docs.ts'
-import { ConfigError, loadConfig } from '../../src/config/load.ts'
+import { ConfigError, loadConfig, SECRET_ENV_VARIABLES } from '../../src/config/load.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
 
 const dev = { env: { TOKENGATE_DEV: 'true' } }
@@ -105,6 +105,121 @@ describe('loadConfig', () => {
       (e: Error) => e.message.includes(file),
     )
     assert.throws(() => loadConfig({ file: join(dir, 'missing.json') }), /missing\.json/)
+  })
+
+  describe('<NAME>_FILE for every secret-bearing variable', () => {
+    const secrets: Record<
+      string,
+      { value: string; read: (c: ReturnType<typeof loadConfig>) => unknown }
+    > = {
+      DATABASE_URL: { value: 'postgres://app:s3cret@127.0.0.1/db', read: (c) => c.databaseUrl },
+      DATABASE_LISTEN_URL: {
+        value: 'postgres://listen:s3cret@127.0.0.1/db',
+        read: (c) => c.databaseListenUrl,
+      },
+      REDIS_URL: { value: 'redis://:s3cret@127.0.0.1:6379/0', read: (c) => c.redisUrl },
+      TOKENGATE_EVENTS_WEBHOOK_URL: {
+        value: 'https://hooks.example/T0/s3cret',
+        read: (c) => c.events.webhookUrl,
+      },
+      TOKENGATE_EVENTS_WEBHOOK_SECRET: {
+        value: 's3cret-hmac-0123456789',
+        read: (c) => c.events.webhookSecret,
+      },
+    }
+    // Both webhook settings go together; each case gives the other one directly.
+    const companions: Record<string, Record<string, string>> = {
+      TOKENGATE_EVENTS_WEBHOOK_URL: { TOKENGATE_EVENTS_WEBHOOK_SECRET: 'x'.repeat(32) },
+      TOKENGATE_EVENTS_WEBHOOK_SECRET: { TOKENGATE_EVENTS_WEBHOOK_URL: 'https://hooks.example/' },
+    }
+
+    it('lists exactly these variables as secrets', () => {
+      assert.deepEqual([...SECRET_ENV_VARIABLES].sort(), Object.keys(secrets).sort())
+    })
+
+    for (const [name, { value, read }] of Object.entries(secrets)) {
+      it(`${name}_FILE: the file's content, one trailing newline trimmed`, () => {
+        const file = join(tempDir('tg-secret-'), 'secret')
+        writeFileSync(file, `${value}\n`, { mode: 0o600 })
+        const env = { ...dev.env, ...companions[name], [`${name}_FILE`]: file }
+        assert.equal(read(loadConfig({ env })), value)
+      })
+    }
+
+    it('keeps inner whitespace and trims only one trailing newline (LF or CRLF)', () => {
+      const dir = tempDir('tg-secret-')
+      const lf = join(dir, 'lf')
+      writeFileSync(lf, ' s3cret-0123456789 \n\n')
+      const crlf = join(dir, 'crlf')
+      writeFileSync(crlf, 's3cret-0123456789\r\n')
+      const url = { TOKENGATE_EVENTS_WEBHOOK_URL: 'https://hooks.example/' }
+      const secretOf = (file: string) =>
+        loadConfig({ env: { ...dev.env, ...url, TOKENGATE_EVENTS_WEBHOOK_SECRET_FILE: file } })
+          .events.webhookSecret
+      assert.equal(secretOf(lf), ' s3cret-0123456789 \n')
+      assert.equal(secretOf(crlf), 's3cret-0123456789')
+    })
+
+    it('refuses NAME and NAME_FILE together, naming both and echoing neither value', () => {
+      const file = join(tempDir('tg-secret-'), 'url')
+      writeFileSync(file, 'redis://:from-file@127.0.0.1:6379\n')
+      assert.throws(
+        () =>
+          loadConfig({
+            env: {
+              ...dev.env,
+              REDIS_URL: 'redis://:from-env@127.0.0.1:6379',
+              REDIS_URL_FILE: file,
+            },
+          }),
+        (error: ConfigError) =>
+          error instanceof ConfigError &&
+          error.problems.some((p) => p.includes('REDIS_URL') && p.includes('REDIS_URL_FILE')) &&
+          !error.message.includes('from-file') &&
+          !error.message.includes('from-env'),
+      )
+    })
+
+    it('refuses an unreadable or empty file with the variable and path named', () => {
+      const dir = tempDir('tg-secret-')
+      const missing = join(dir, 'missing')
+      assert.throws(
+        () => loadConfig({ env: { ...dev.env, DATABASE_URL_FILE: missing } }),
+        (error: ConfigError) =>
+          error instanceof ConfigError &&
+          error.problems.some((p) => p.startsWith('DATABASE_URL_FILE') && p.includes(missing)),
+      )
+      assert.throws(
+        () => loadConfig({ env: { ...dev.env, DATABASE_URL_FILE: dir } }),
+        (error: ConfigError) => error.problems.some((p) => p.startsWith('DATABASE_URL_FILE')),
+      )
+      const empty = join(dir, 'empty')
+      writeFileSync(empty, '\n')
+      assert.throws(
+        () => loadConfig({ env: { ...dev.env, DATABASE_URL_FILE: empty } }),
+        (error: ConfigError) =>
+          error.problems.some((p) => p.startsWith('DATABASE_URL_FILE') && /empty/.test(p)),
+      )
+    })
+
+    it('a bad value from a file is reported against NAME_FILE, without the value', () => {
+      const file = join(tempDir('tg-secret-'), 'url')
+      writeFileSync(file, 'mysql://root:hunter2@db\n')
+      assert.throws(
+        () => loadConfig({ env: { ...dev.env, DATABASE_URL_FILE: file } }),
+        (error: ConfigError) =>
+          error.problems.some(
+            (p) => p.startsWith('/databaseUrl') && p.includes('DATABASE_URL_FILE'),
+          ) && !error.message.includes('hunter2'),
+      )
+    })
+
+    it('is not offered for settings that are file paths already or not secret', () => {
+      const file = join(tempDir('tg-secret-'), 'port')
+      writeFileSync(file, '9999\n')
+      // TOKENGATE_PORT_FILE is not a variable tokengate reads: the port stays the default.
+      assert.equal(loadConfig({ env: { ...dev.env, TOKENGATE_PORT_FILE: file } }).server.port, 8443)
+    })
   })
 
   it('docs/configuration.md is generated from the current schema (run `npm run docs`)', () => {
