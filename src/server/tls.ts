@@ -1,3 +1,4 @@
+import { createPrivateKey, type KeyObject, X509Certificate } from 'node:crypto'
 import { chmodSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { createDirectoryOnce } from '../lib/create-once.ts'
@@ -39,9 +40,32 @@ export function tlsServerOptions(material: TlsMaterial) {
   }
 }
 
-/** Reads the operator's certificate and key (PEM). */
+/**
+ * Reads the operator's certificate and key (PEM) and checks them: Node's TLS server takes an
+ * empty file, or a key of another certificate, and fails every handshake later. Throws naming
+ * the file at fault.
+ */
 export function readTlsFiles(certFile: string, keyFile: string): TlsMaterial {
-  return { cert: readFileSync(certFile, 'utf8'), key: readFileSync(keyFile, 'utf8') }
+  const cert = readFileSync(certFile, 'utf8')
+  const key = readFileSync(keyFile, 'utf8')
+  if (cert.trim() === '') throw new Error(`${certFile} is empty (expected a PEM certificate)`)
+  if (key.trim() === '') throw new Error(`${keyFile} is empty (expected a PEM private key)`)
+  let certificate: X509Certificate
+  try {
+    certificate = new X509Certificate(cert)
+  } catch {
+    throw new Error(`${certFile} holds no PEM certificate`)
+  }
+  let privateKey: KeyObject
+  try {
+    privateKey = createPrivateKey(key)
+  } catch {
+    throw new Error(`${keyFile} holds no PEM private key (an encrypted key is not supported)`)
+  }
+  if (!certificate.checkPrivateKey(privateKey)) {
+    throw new Error(`the key in ${keyFile} does not belong to the certificate in ${certFile}`)
+  }
+  return { cert, key }
 }
 
 /**
