@@ -1,13 +1,24 @@
 /**
- * Signals to a real single-process `tokengate serve`: operators and tools (logrotate, systemd
- * `ExecReload`) send SIGHUP to reload, and Node's default for SIGHUP is to exit.
+ * Signals to a real `tokengate serve`: operators and tools (logrotate, systemd `ExecReload`)
+ * send SIGHUP to reload, and Node's default for SIGHUP is to exit. As PID 1 (a container) the
+ * kernel drops every signal without a handler: stop signals must be caught from the start.
  */
 import assert from 'node:assert/strict'
-import type { ChildProcess } from 'node:child_process'
+import { type ChildProcess, spawn } from 'node:child_process'
+import { readdirSync, readFileSync } from 'node:fs'
+import { createServer as createHttpServer, request as httpRequest } from 'node:http'
+import { type AddressInfo, createServer } from 'node:net'
+import { join } from 'node:path'
+import { DatabaseSync } from 'node:sqlite'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { fileURLToPath } from 'node:url'
 import { type ServeProcess, serveProcess } from '../helpers/launch.ts'
+import { AS_PID_1, namespacePids, pidNamespaceSkip } from '../helpers/pid-namespace.ts'
+import { childrenOf } from '../helpers/serve-process.ts'
 import { tempDataDir } from './helpers.ts'
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 
 describe('tokengate serve (one process) and SIGHUP', () => {
   const data = tempDataDir()
@@ -44,3 +55,182 @@ describe('tokengate serve (one process) and SIGHUP', () => {
     assert.equal(await served.exited, 0)
   })
 })
+
+/** `tokengate serve --json` as PID 1 of a new PID namespace, as a container's entry point. */
+async function serveAsPid1(args: readonly string[], env: Record<string, string>) {
+  const child = spawn(
+    AS_PID_1[0],
+    [...AS_PID_1.slice(1), process.execPath, 'src/entry.ts', 'serve', ...args, '--json'],
+    { cwd: ROOT, env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
+  )
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (chunk: Buffer) => {
+    stdout += chunk
+  })
+  child.stderr.on('data', (chunk: Buffer) => {
+    stderr += chunk
+  })
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code) => resolve(code)),
+  )
+  let pid: number | undefined
+  for (let i = 0; i < 200 && pid === undefined; i++) {
+    pid = childrenOf(child.pid as number)[0]
+    if (pid === undefined) await sleep(10)
+  }
+  assert.ok(pid, `unshare started nothing: ${stderr}`)
+  assert.equal(namespacePids(pid).at(-1), 1, 'serve is PID 1 of its namespace')
+  const started = async () => {
+    for (let i = 0; i < 1200 && child.exitCode === null && !stdout.trim().endsWith('}'); i++) {
+      await sleep(25)
+    }
+    assert.ok(stdout.trim().endsWith('}'), `serve did not start: ${stderr}`)
+    return JSON.parse(stdout) as { url: string; devSeed?: { demoPat?: string } }
+  }
+  /** The exit code, or 'running' if it has not exited `withinMs` after the call. */
+  const exitWithin = (withinMs: number) =>
+    Promise.race([exited, sleep(withinMs).then(() => 'running' as const)])
+  const kill = () => {
+    if (child.exitCode === null) process.kill(pid as number, 'SIGKILL')
+  }
+  return { pid, started, exitWithin, kill, stderr: () => stderr }
+}
+
+describe('tokengate serve as PID 1 (a container)', { skip: pidNamespaceSkip() }, () => {
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGQUIT'] as const) {
+    it(`stops gracefully on ${signal}: exit 0`, async (t) => {
+      const data = tempDataDir()
+      t.after(() => data.cleanup())
+      const served = await serveAsPid1(['--dev', '--http', '--listen', '127.0.0.1:0'], {
+        TOKENGATE_DATA_DIR: data.dir,
+        TOKENGATE_WORKERS: '1',
+      })
+      t.after(served.kill)
+      await served.started()
+      process.kill(served.pid, signal)
+      assert.equal(await served.exitWithin(20_000), 0, served.stderr())
+      assert.match(served.stderr(), new RegExp(`${signal}, shutting down`))
+    })
+  }
+
+  it('a SIGTERM while the start waits on a store that does not answer ends it at once, exit 0', async (t) => {
+    const data = tempDataDir()
+    t.after(() => data.cleanup())
+    // Accepts connections and never answers: the start waits (5 s) for Postgres.
+    const silent = createServer(() => {})
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve))
+    t.after(() => silent.close())
+    const { port } = silent.address() as AddressInfo
+    const served = await serveAsPid1(['--http', '--listen', '127.0.0.1:0'], {
+      TOKENGATE_DATA_DIR: data.dir,
+      TOKENGATE_WORKERS: '1',
+      DATABASE_URL: `postgres://tokengate@127.0.0.1:${port}/tokengate`,
+    })
+    t.after(served.kill)
+    for (let i = 0; i < 400 && !served.stderr().includes('store: postgres'); i++) await sleep(10)
+    await sleep(200)
+    process.kill(served.pid, 'SIGTERM')
+    assert.equal(await served.exitWithin(2_000), 0, served.stderr())
+    assert.match(served.stderr(), /SIGTERM during start-up, exiting/)
+  })
+
+  it('drains on SIGTERM: an in-flight request is answered, audit events and usage counts are stored, exit 0', async (t) => {
+    const data = tempDataDir()
+    t.after(() => data.cleanup())
+    // The upstream answers after 1 s: the request is in flight when SIGTERM arrives.
+    const upstream = createHttpServer((_request, response) => {
+      setTimeout(() => response.end('slow'), 1000)
+    })
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve))
+    t.after(() => upstream.close())
+    const { port } = upstream.address() as AddressInfo
+    const served = await serveAsPid1(
+      ['--dev', '--http', '--listen', '127.0.0.1:0', '--upstream', `http://127.0.0.1:${port}`],
+      { TOKENGATE_DATA_DIR: data.dir, TOKENGATE_WORKERS: '1' },
+    )
+    t.after(served.kill)
+    const { url, devSeed } = await served.started()
+    const pat = devSeed?.demoPat as string
+    for (let i = 0; i < 10; i++) {
+      assert.equal((await get(`${url}/api/v1/me`, `nope-${i}`)).status, 401)
+    }
+    for (let i = 0; i < 5; i++) assert.equal((await get(`${url}/api/v1/me`, pat)).status, 200)
+    const slow = get(`${url}/api/v1/slow`, pat)
+    await sleep(300)
+    process.kill(served.pid, 'SIGTERM')
+    const answer = await slow
+    assert.deepEqual([answer.status, answer.body], [200, 'slow'])
+    assert.equal(await served.exitWithin(20_000), 0, served.stderr())
+
+    const db = new DatabaseSync(join(data.dir, 'tokengate.db'), { readOnly: true })
+    t.after(() => db.close())
+    const one = (sql: string) => Number(db.prepare(sql).get()?.n)
+    assert.equal(one("SELECT count(*) AS n FROM audit_events WHERE type = 'auth.failed'"), 10)
+    assert.equal(
+      one(
+        "SELECT sum(allowed) AS n FROM usage_counts WHERE scope = 'all' AND resolution = 'minute'",
+      ),
+      6,
+    )
+    assert.equal(
+      one(
+        "SELECT sum(unauthorized) AS n FROM usage_counts WHERE scope = 'all' AND resolution = 'minute'",
+      ),
+      10,
+    )
+    const left = readdirSync(join(data.dir, 'audit-spool')).filter((name) =>
+      name.endsWith('.jsonl'),
+    )
+    assert.deepEqual(left, [], 'everything flushed: no spool segment left for a replay')
+  })
+
+  it('leaves no zombie: a SIGKILLed worker of PID 1 is reaped and replaced', async (t) => {
+    const data = tempDataDir()
+    t.after(() => data.cleanup())
+    const served = await serveAsPid1(['--dev', '--http', '--listen', '127.0.0.1:0'], {
+      TOKENGATE_DATA_DIR: data.dir,
+      TOKENGATE_WORKERS: '2',
+    })
+    t.after(served.kill)
+    await served.started()
+    const before = childrenOf(served.pid)
+    assert.equal(before.length, 2)
+    process.kill(before[0] as number, 'SIGKILL')
+    const state = (pid: number) =>
+      /^State:\s+(\S)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]
+    let now: number[] = []
+    for (let i = 0; i < 200; i++) {
+      now = childrenOf(served.pid)
+      if (now.length === 2 && !now.includes(before[0] as number)) break
+      await sleep(25)
+    }
+    assert.equal(now.length, 2, 'the killed worker was replaced')
+    assert.ok(!now.includes(before[0] as number), 'the killed worker is gone (reaped)')
+    assert.deepEqual(
+      now.map(state).filter((s) => s === 'Z'),
+      [],
+    )
+    process.kill(served.pid, 'SIGTERM')
+    assert.equal(await served.exitWithin(30_000), 0, served.stderr())
+  })
+})
+
+/** One GET on a fresh connection: status and body. */
+function get(url: string, token: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const request = httpRequest(
+      url,
+      { agent: false, headers: { authorization: `Bearer ${token}` } },
+      (response) => {
+        let body = ''
+        response.on('data', (chunk: Buffer) => {
+          body += chunk
+        })
+        response.on('end', () => resolve({ status: response.statusCode ?? 0, body }))
+      },
+    )
+    request.on('error', reject)
+    request.end()
+  })
+}

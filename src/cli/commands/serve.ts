@@ -22,7 +22,7 @@ const serve: CommandDef = {
   summary: 'Start the server (HTTPS; applies migrations first)',
   synopsis: '[--listen HOST:PORT] [--dev] [--http] [--upstream URL [--policy FILE]]',
   description:
-    'Runs until SIGINT or SIGTERM, then finishes in-flight requests and exits 0. SIGHUP reloads\nthe gateway and decision policy files and stops nothing. In dev mode a new data directory\ngets a demo tenant, a demo PAT, a local JWT issuer and a self-signed certificate, and\nready-to-paste curl commands are printed.',
+    'Runs until SIGTERM, SIGINT or SIGQUIT, then finishes in-flight requests (server.shutdownTimeoutMs),\nflushes and exits 0 (1 if flushing outlasts 5 s more). SIGHUP reloads\nthe gateway and decision policy files and stops nothing. In dev mode a new data directory\ngets a demo tenant, a demo PAT, a local JWT issuer and a self-signed certificate, and\nready-to-paste curl commands are printed.',
   options: {
     listen: {
       type: 'string',
@@ -68,66 +68,88 @@ const serve: CommandDef = {
     const log = ctx.io.log ?? (ctx.json ? ctx.io.stderr : undefined)
     const options = log ? { logDestination: toDestination(log) } : {}
     const workers = workerCount(config.server.workers)
-    const running: Served & { readonly failed?: Promise<string> } =
-      workers > 1
-        ? await startWorkers(await serverOf(ctx), config, workers, options, ctx.json, (line) =>
-            ctx.out.note(line),
-          )
-        : await (await serverOf(ctx)).startTokengate(config, options)
-    // Node exits on SIGHUP by default. Here it only reloads policy files (each listener
-    // with one registers its own reload); the worker pool's primary passes it on itself.
-    const noteHangup = () => {
-      if (!config.gateway?.policyFile && !config.decision?.policyFile) {
-        ctx.out.note('tokengate: SIGHUP: no gateway or decision policy file to reload')
-      }
-    }
-    if (workers <= 1) process.on('SIGHUP', noteHangup)
-    let exitCode = 0
+    const signals = catchStopSignals()
     try {
-      const seed = running.devSeed
-      // Dev mode only: the banner mints a JWT with jose, which a production start never loads.
-      const banner = config.dev && seed ? await import('../dev-banner.ts') : undefined
-      const commands =
-        banner && seed ? await banner.devCommands(config, seed, running.url, ctx.now()) : undefined
-      if (ctx.json) {
-        ctx.out.json({
-          url: running.url,
-          ...(running.metricsUrl ? { metricsUrl: running.metricsUrl } : {}),
-          ...(running.adminUrl ? { adminUrl: running.adminUrl } : {}),
-          ...(running.decisionUrl ? { decisionUrl: running.decisionUrl } : {}),
-          ...(running.decisionGrpcUrl ? { decisionGrpcUrl: running.decisionGrpcUrl } : {}),
-          dev: config.dev,
-          store: config.databaseUrl ? 'postgres' : 'sqlite',
-          ...(commands && seed
-            ? { devSeed: { tenantId: seed.tenantId, demoPat: seed.demoPat ?? null, commands } }
-            : {}),
-        })
-      } else {
-        // Text for a person on stderr: stdout carries the JSON log lines a log shipper reads.
-        const shown = workers > 1 ? ` (${workers} workers)` : ''
-        ctx.out.note(`tokengate is listening on ${running.url}${shown}`)
-        if (running.adminUrl) ctx.out.note(`  admin console: ${running.adminUrl}/admin/`)
-        if (running.decisionUrl) ctx.out.note(`  decision API:  ${running.decisionUrl}`)
-        if (running.metricsUrl) ctx.out.note(`  metrics:       ${running.metricsUrl}`)
-        if (banner && commands) ctx.out.note(`\n${banner.formatDevBanner(commands, config)}`)
-        ctx.out.note('Press Ctrl+C to stop.')
-      }
-      const stopped = new AbortController()
-      const reason = await Promise.race([
-        waitForShutdown(ctx.io.signal, stopped.signal),
-        running.failed
-          ? running.failed.then((why) => `error: ${why}`)
-          : new Promise<never>(() => {}),
-      ])
-      stopped.abort()
-      if (reason.startsWith('error: ')) exitCode = 1
-      ctx.out.note(`tokengate: ${reason}, shutting down`)
+      return await serveUntilStopped(ctx, config, workers, options, signals.stopped)
     } finally {
-      process.off('SIGHUP', noteHangup)
-      await closeForcibly(running.close)
+      signals.dispose()
     }
-    return exitCode
   },
+}
+
+async function serveUntilStopped(
+  ctx: CommandContext,
+  config: Readonly<Config>,
+  workers: number,
+  options: ServeOptions,
+  signalled: Promise<string>,
+): Promise<number> {
+  const server = await serverOf(ctx)
+  const starting: Promise<Served & { readonly failed?: Promise<string> }> =
+    workers > 1
+      ? startWorkers(server, config, workers, options, ctx.json, (line) => ctx.out.note(line))
+      : server.startTokengate(config, options)
+  const running = await Promise.race([starting, signalled.then((name) => name)])
+  if (typeof running === 'string') {
+    // Nothing is served yet, so nothing to drain: a start waiting on a store that does not
+    // answer must not outlive the orchestrator's grace period.
+    ctx.out.note(`tokengate: ${running} during start-up, exiting`)
+    process.exit(0)
+  }
+  // Node exits on SIGHUP by default. Here it only reloads policy files (each listener
+  // with one registers its own reload); the worker pool's primary passes it on itself.
+  const noteHangup = () => {
+    if (!config.gateway?.policyFile && !config.decision?.policyFile) {
+      ctx.out.note('tokengate: SIGHUP: no gateway or decision policy file to reload')
+    }
+  }
+  if (workers <= 1) process.on('SIGHUP', noteHangup)
+  let exitCode = 0
+  try {
+    const seed = running.devSeed
+    // Dev mode only: the banner mints a JWT with jose, which a production start never loads.
+    const banner = config.dev && seed ? await import('../dev-banner.ts') : undefined
+    const commands =
+      banner && seed ? await banner.devCommands(config, seed, running.url, ctx.now()) : undefined
+    if (ctx.json) {
+      ctx.out.json({
+        url: running.url,
+        ...(running.metricsUrl ? { metricsUrl: running.metricsUrl } : {}),
+        ...(running.adminUrl ? { adminUrl: running.adminUrl } : {}),
+        ...(running.decisionUrl ? { decisionUrl: running.decisionUrl } : {}),
+        ...(running.decisionGrpcUrl ? { decisionGrpcUrl: running.decisionGrpcUrl } : {}),
+        dev: config.dev,
+        store: config.databaseUrl ? 'postgres' : 'sqlite',
+        ...(commands && seed
+          ? { devSeed: { tenantId: seed.tenantId, demoPat: seed.demoPat ?? null, commands } }
+          : {}),
+      })
+    } else {
+      // Text for a person on stderr: stdout carries the JSON log lines a log shipper reads.
+      const shown = workers > 1 ? ` (${workers} workers)` : ''
+      ctx.out.note(`tokengate is listening on ${running.url}${shown}`)
+      if (running.adminUrl) ctx.out.note(`  admin console: ${running.adminUrl}/admin/`)
+      if (running.decisionUrl) ctx.out.note(`  decision API:  ${running.decisionUrl}`)
+      if (running.decisionGrpcUrl) ctx.out.note(`  decision gRPC: ${running.decisionGrpcUrl}`)
+      if (running.metricsUrl) ctx.out.note(`  metrics:       ${running.metricsUrl}`)
+      if (banner && commands) ctx.out.note(`\n${banner.formatDevBanner(commands, config)}`)
+      ctx.out.note('Press Ctrl+C to stop.')
+    }
+    const stopped = new AbortController()
+    const reason = await Promise.race([
+      signalled,
+      waitForAbort(ctx.io.signal, stopped.signal),
+      running.failed ? running.failed.then((why) => `error: ${why}`) : new Promise<never>(() => {}),
+    ])
+    stopped.abort()
+    if (reason.startsWith('error: ')) exitCode = 1
+    if (reason.startsWith('SIG')) exitWithin(config.server.shutdownTimeoutMs, ctx)
+    ctx.out.note(`tokengate: ${reason}, shutting down`)
+  } finally {
+    process.off('SIGHUP', noteHangup)
+    await closeForcibly(running.close)
+  }
+  return exitCode
 }
 
 /**
@@ -166,24 +188,59 @@ function toDestination(sink: TextSink) {
   return { write: (line: string) => void sink.write(line) }
 }
 
+/** Stop signals: SIGTERM (orchestrators, `podman stop`), SIGINT (Ctrl+C), SIGQUIT (nginx's). */
+const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGQUIT'] as const
+
 /**
- * Resolves with the signal's name on SIGINT/SIGTERM, or when `signal` aborts; `done` only
- * removes the listeners (the wait lost a race).
+ * Catches the stop signals from the moment `serve` starts, not only once it listens: as PID 1
+ * (a container's entry point) the kernel drops a signal that has no handler, so a SIGTERM during
+ * start-up was lost and the orchestrator had to SIGKILL. They stay caught while the server
+ * drains: a second SIGTERM never cuts a drain short (a second Ctrl+C does: `closeForcibly`).
+ * `stopped` resolves with the first signal's name.
  */
-function waitForShutdown(signal: AbortSignal | undefined, done: AbortSignal): Promise<string> {
+function catchStopSignals(): { readonly stopped: Promise<string>; dispose(): void } {
+  let resolve: (name: string) => void = () => {}
+  const stopped = new Promise<string>((r) => {
+    resolve = r
+  })
+  const handlers = STOP_SIGNALS.map((name) => [name, () => resolve(name)] as const)
+  for (const [name, handler] of handlers) process.on(name, handler)
+  return {
+    stopped,
+    dispose: () => {
+      for (const [name, handler] of handlers) process.off(name, handler)
+    },
+  }
+}
+
+/** What the write-behind gets to flush after in-flight requests had their time, in ms. */
+const FLUSH_GRACE_MS = 5_000
+
+/**
+ * A signalled shutdown ends within `server.shutdownTimeoutMs` + 5 s whatever happens: in-flight
+ * requests get the timeout, the flushes the rest. A store that does not answer by then loses
+ * nothing by the exit (audit events and usage counts are in the spool and journal, replayed
+ * by the next start); the exit code is then 1.
+ */
+function exitWithin(shutdownTimeoutMs: number, ctx: CommandContext): void {
+  const timer = setTimeout(() => {
+    ctx.out.note(
+      `tokengate: shutdown still flushing after ${shutdownTimeoutMs + FLUSH_GRACE_MS} ms (server.shutdownTimeoutMs + 5 s); exiting, the spool and journal keep the rest`,
+    )
+    process.exit(1)
+  }, shutdownTimeoutMs + FLUSH_GRACE_MS)
+  timer.unref()
+}
+
+/** Resolves when `signal` aborts; `done` only removes the listener (the wait lost a race). */
+function waitForAbort(signal: AbortSignal | undefined, done: AbortSignal): Promise<string> {
   return new Promise((resolve) => {
     const finish = (reason: string) => {
-      process.off('SIGINT', onInt)
-      process.off('SIGTERM', onTerm)
       signal?.removeEventListener('abort', onAbort)
       resolve(reason)
     }
     done.addEventListener('abort', () => finish(''), { once: true })
-    const onInt = () => finish('SIGINT')
-    const onTerm = () => finish('SIGTERM')
     const onAbort = () => finish('stop requested')
-    process.once('SIGINT', onInt)
-    process.once('SIGTERM', onTerm)
     if (signal?.aborted) onAbort()
     else signal?.addEventListener('abort', onAbort, { once: true })
   })
