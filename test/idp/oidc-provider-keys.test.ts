@@ -236,9 +236,38 @@ describe('oidc-provider with keys published without alg: RS256, PS256, ES256, Ed
         assert.equal(r.json.code, 'invalid_token')
         assert.equal(r.headers['retry-after'], undefined)
       }
-      gate.clock.advance(COOLDOWN_MS / 2)
     }
+    // The provider's RS512 token fails the allow-list; an RS256 one naming the key, its key.
+    assert.match((await me(forged)).json.detail as string, /publishes the signing key/)
     assert.equal(skippedLogLines().length, 1, 'no log line per request')
+  })
+
+  it('issuer add --algorithms RS256,ES256: the alg-less RSA key verifies RS256 only; keys of other algorithms are skipped', async () => {
+    const readd = (...algorithms: string[]) =>
+      gate.cli(
+        ...['issuer', 'add', '--issuer', issuer, '--audience', 'tokengate', '--discovery'],
+        ...['--permissions-claim', 'scope', ...algorithms],
+      )
+    assert.equal((await readd('--algorithms', 'RS256,ES256')).code, 0)
+    // The server picks the change up through the store's change feed.
+    await eventually(
+      async () => (await me(await grant('PS256', 'rsa-1'))).status === 401,
+      5000,
+      'the new allow-list',
+    )
+    const ps = await me(await grant('PS256', 'rsa-1'))
+    assert.equal(ps.json.code, 'invalid_token')
+    assert.equal(ps.headers['retry-after'], undefined)
+    const rs = await me(await grant('RS256', 'rsa-1'))
+    assert.equal(rs.status, 200, rs.text)
+    const skipped = (await readyIssuers()).skippedKeys.map((k) => [k.kid, k.reason]).sort()
+    assert.deepEqual(skipped, [
+      ['ed-1', 'algorithm_not_allowed'],
+      ['rsa-ps256', 'algorithm_not_allowed'],
+      ['rsa-rs512', 'algorithm_not_allowed'],
+    ])
+    assert.equal((await readd()).code, 0)
+    await eventually(async () => (await me(await grant('PS256', 'rsa-1'))).status === 200)
   })
 
   it('rotation: a token of a new alg-less RSA key is accepted once the key set is refetched, never 401', async () => {
