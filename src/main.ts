@@ -253,6 +253,9 @@ export async function startTokengate(
       decisionApp = built
       decisionUrl = await listenAs('decision', () => built.listen(decision.host, decision.port))
       logger.info({ listener: 'decision' }, listeningLine('decision', decisionUrl))
+      if (built.grpcUrl) {
+        logger.info({ listener: 'decisionGrpc' }, listeningLine('decisionGrpc', built.grpcUrl))
+      }
     }
     const started = { events, retention, metricsListener, decisionApp, adminListener }
 

@@ -27,6 +27,11 @@ export const LISTENERS = {
     settings: 'decision.host, decision.port',
     serves: 'forward-auth decisions for a proxy',
   },
+  decisionGrpc: {
+    role: 'decision gRPC',
+    settings: 'decision.host, decision.grpcPort',
+    serves: 'Envoy ext_authz envoy.service.auth.v3.Authorization/Check, plaintext HTTP/2',
+  },
   admin: {
     role: 'admin',
     settings: 'admin.host, admin.port',

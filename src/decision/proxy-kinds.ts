@@ -183,3 +183,70 @@ function splitEntry(
         : undefined
   return { where, kind }
 }
+
+/** Which proxy's header family arrived, on a request from a trusted `kind` that lacks its own. */
+export interface FamilyMismatch {
+  /** The headers `kind` sets, as the operator reads them. */
+  readonly expected: string
+  /** What arrived instead. */
+  readonly arrived: string
+  /** The proxy kinds that send what arrived. */
+  readonly kinds: readonly ProxyKind[]
+}
+
+const SPELLED: readonly {
+  readonly headers: string
+  readonly uri: string
+  readonly method: string
+  readonly kinds: readonly ProxyKind[]
+}[] = [
+  {
+    headers: 'X-Original-Method/-URI',
+    uri: 'x-original-uri',
+    method: 'x-original-method',
+    kinds: ['nginx'],
+  },
+  {
+    headers: 'X-Original-Method/-URL',
+    uri: 'x-original-url',
+    method: 'x-original-method',
+    kinds: ['ingress-nginx'],
+  },
+  {
+    headers: 'X-Forwarded-Method/-Uri',
+    uri: 'x-forwarded-uri',
+    method: 'x-forwarded-method',
+    kinds: ['caddy', 'traefik'],
+  },
+]
+
+/**
+ * For the diagnostic line when the decision listener is set up for the wrong proxy: the
+ * family that arrived instead of `kind`'s own (undefined when `kind`'s own is there). A
+ * request with no family at all from a proxy that should send one looks like Envoy's HTTP
+ * ext_authz (the request line only). Never used to decide: only to name the setting to fix.
+ */
+export function familyMismatch(
+  kind: ProxyKind,
+  rawHeaders: readonly string[],
+): FamilyMismatch | undefined {
+  const has = (name: string) => {
+    for (let i = 0; i < rawHeaders.length; i += 2)
+      if ((rawHeaders[i] as string).toLowerCase() === name) return true
+    return false
+  }
+  const own = PROXY_RULES[kind].family
+  const expected =
+    SPELLED.find((s) => s.kinds.includes(kind))?.headers ??
+    'the request line (no X-Original-*/X-Forwarded-Method headers)'
+  if (own && has(own.uri)) return undefined
+  const arrived = SPELLED.find((s) => !s.kinds.includes(kind) && has(s.uri) && has(s.method))
+  if (arrived) return { expected, arrived: arrived.headers, kinds: arrived.kinds }
+  if (own)
+    return {
+      expected,
+      arrived: 'neither header family (a request line only, as Envoy sends)',
+      kinds: ['envoy'],
+    }
+  return undefined
+}

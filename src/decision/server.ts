@@ -27,7 +27,7 @@ import { isPromiseLike } from '../lib/maybe-async.ts'
 import { type Answer, createDecider } from './decide.ts'
 import { createDiagnostics } from './diagnostics.ts'
 import { clientAddressOf } from './forwarded-request.ts'
-import { createProxyMatcher, PROXY_RULES, type ProxyKind } from './proxy-kinds.ts'
+import { createProxyMatcher, familyMismatch, PROXY_RULES, type ProxyKind } from './proxy-kinds.ts'
 
 export interface BuildDecisionServerOptions {
   readonly config: Readonly<Config>
@@ -93,12 +93,24 @@ export async function buildDecisionServer(
   const nextRequestId = createRequestIdGenerator()
   const { recorder } = opened
   const diagnostics = createDiagnostics(logger)
+  /** A trusted proxy that sends another proxy's headers: one warn line per episode. */
+  const diagnoseKind = (kind: ProxyKind, rawHeaders: readonly string[], peer?: string) => {
+    const wrong = familyMismatch(kind, rawHeaders)
+    if (!wrong) return
+    const [suggested] = wrong.kinds
+    diagnostics.warn(
+      `proxy_kind:${kind}:${suggested}`,
+      { listener: 'decision', peer, proxy: kind, expected: wrong.expected, arrived: wrong.arrived },
+      `decision listener: the trusted proxy at ${peer} is configured as ${kind} (decision.proxy or decision.trustedProxies), which sends ${wrong.expected}, but it sent ${wrong.arrived}: such requests are answered 400 (or decided on the request line). If that proxy is ${wrong.kinds.join(' or ')}, set decision.proxy: ${suggested} (or "${peer}=${suggested}" in decision.trustedProxies)`,
+    )
+  }
 
   const handle = (req: Http.IncomingMessage, res: Http.ServerResponse) => {
     const started = performance.now()
     const requestId = requestIdOf(req.headers['x-request-id'], nextRequestId)
     const kind = trusted(req.socket.remoteAddress)
     req.resume()
+    if (kind) diagnoseKind(kind, req.rawHeaders, req.socket.remoteAddress)
     const decided = decide({
       kind,
       requestLine: { method: req.method ?? 'GET', url: req.url ?? '/' },
