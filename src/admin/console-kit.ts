@@ -9,6 +9,7 @@ import type { PatOperationDeps } from '../auth/pat-lifecycle.ts'
 import type { Store } from '../stores/store.ts'
 import type { AdminContext } from './context.ts'
 import { type Html, html } from './html.ts'
+import type { Operator } from './operators.ts'
 import type { Session } from './sessions.ts'
 
 export type Form = Record<string, string | undefined>
@@ -96,6 +97,8 @@ export interface ConsoleKit {
   op(request: FastifyRequest, session: Session): PatOperationDeps & { readonly store: Store }
   page(reply: FastifyReply, status: number, body: Html): FastifyReply
   sessionOf(request: FastifyRequest): Promise<Session | undefined>
+  /** Opens a session for a verified operator (ending the browser's old one) and sets its cookie. */
+  startSession(request: FastifyRequest, reply: FastifyReply, operator: Operator): Promise<Session>
 }
 
 /** The form field a refusal's subject names (OperationRefused.subject), for marking it. */

@@ -14,10 +14,12 @@ import {
   fieldOf,
   type Query,
 } from './console-kit.ts'
+import { registerSsoPages } from './console-sso.ts'
 import { registerStatusPage } from './console-status.ts'
 import { registerTenantPages } from './console-tenants.ts'
 import { type AdminContext, operationDeps, problemFor, sendProblem } from './context.ts'
 import { type Html, html } from './html.ts'
+import type { Operator } from './operators.ts'
 import { csrfMatches, type Session } from './sessions.ts'
 
 /** `__Host-`: Secure, Path=/ and no Domain are enforced by the browser, so no subdomain sets it. */
@@ -51,6 +53,29 @@ export function registerConsole(app: FastifyInstance, ctx: AdminContext): Consol
     }
     return undefined
   }
+
+  /** Opens a console session for a verified operator and sets its cookie. */
+  async function startSession(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    operator: Operator,
+  ): Promise<Session> {
+    await sessions.end(cookieOf(request))
+    const session = await sessions.create(operator, clock.now())
+    const maxAge = Math.max(1, Math.floor((session.expiresAt - clock.now()) / 1000))
+    reply.header(
+      'set-cookie',
+      `${SESSION_COOKIE}=${session.id}; Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age=${maxAge}`,
+    )
+    return session
+  }
+
+  /**
+   * Where a request without a live session goes: the sign-in page, which says the session
+   * ended when the browser still sent a cookie (expired, idle, or its credential revoked).
+   */
+  const signInFor = (request: FastifyRequest) =>
+    cookieOf(request) ? '/admin/sign-in?ended=1' : '/admin/sign-in'
 
   async function sessionOf(request: FastifyRequest): Promise<Session | undefined> {
     const id = cookieOf(request)
@@ -124,7 +149,7 @@ ${content}</main></body></html>`
   const view: ConsoleKit['view'] = (path, render) => {
     app.get(path, async (request, reply) => {
       const session = await sessionOf(request)
-      if (!session) return reply.redirect('/admin/sign-in', 303)
+      if (!session) return reply.redirect(signInFor(request), 303)
       try {
         const body = await render(request, session)
         if (session.notice) await sessions.setNotice(session, undefined)
@@ -166,7 +191,7 @@ ${content}</main></body></html>`
       const refusedType = notAForm(request, reply)
       if (refusedType) return refusedType
       const session = await sessionOf(request)
-      if (!session) return reply.redirect('/admin/sign-in', 303)
+      if (!session) return reply.redirect(signInFor(request), 303)
       if (!csrfMatches(session, request.body?._csrf)) {
         return reply
           .code(403)
@@ -212,18 +237,38 @@ ${content}</main></body></html>`
     reply.redirect((await sessionOf(request)) ? '/admin/tenants' : '/admin/sign-in', 303),
   )
 
+  const sso = ctx.config.admin.oidc?.clientId ? ctx.config.admin.oidc : undefined
   app.get('/admin/sign-in', async (request, reply) => {
-    const failed = (request.query as Query).failed === '1'
+    const query = request.query as Query
+    const message =
+      query.failed === '1'
+        ? html`<p class="notice error" role="alert">That credential was not accepted.</p>`
+        : query.ended === '1'
+          ? html`<p class="notice error" role="alert" data-testid="session-ended">Your session has ended: it expired, was unused too long, or its credential was revoked. Sign in again.</p>`
+          : ''
+    if (query.ended === '1') {
+      reply.header(
+        'set-cookie',
+        `${SESSION_COOKIE}=; Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age=0`,
+      )
+    }
     return page(
       reply,
       200,
       layout(
         'Sign in',
         undefined,
-        html`${failed ? html`<p class="notice error" role="alert">That credential was not accepted.</p>` : ''}
+        html`${message}
+${
+  sso
+    ? html`<div class="card sso"><a class="button" href="/admin/sso/start">Sign in with ${new URL(sso.issuer).host}</a>
+<p class="help">Your company's identity provider signs you in; your role comes from its <code>${sso.roleClaim}</code> claim.</p></div>`
+    : ''
+}
 <form method="post" action="/admin/sign-in" class="card" autocomplete="off">
+${sso ? html`<h2>Or paste a credential</h2>` : ''}
 <label for="credential">Admin token or operator JWT</label>
-<input id="credential" name="credential" type="password" required autofocus spellcheck="false" aria-describedby="credential-help">
+<input id="credential" name="credential" type="password" required ${sso ? '' : html`autofocus`} spellcheck="false" aria-describedby="credential-help">
 <p id="credential-help" class="help">Issue one with <code>tokengate admin token issue --name you --role operator</code>. It is sent once and kept only as a session cookie.</p>
 <button type="submit">Sign in</button></form>`,
       ),
@@ -240,25 +285,34 @@ ${content}</main></body></html>`
     const credential = request.body?.credential ?? ''
     const checked = await ctx.operators.verify(credential)
     if (!checked.ok) return reply.redirect('/admin/sign-in?failed=1', 303)
-    await sessions.end(cookieOf(request))
-    const session = await sessions.create(checked.operator, clock.now())
-    const id = session.id
-    const maxAge = Math.max(1, Math.floor((session.expiresAt - clock.now()) / 1000))
-    reply.header(
-      'set-cookie',
-      `${SESSION_COOKIE}=${id}; Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age=${maxAge}`,
-    )
+    await startSession(request, reply, checked.operator)
     return reply.redirect('/admin/tenants', 303)
   })
   app.post<{ Body: Form }>('/admin/sign-out', async (request, reply) => {
     if (!sameOrigin(request)) return reply.code(403).send('Cross-origin request refused.')
     const session = await sessionOf(request)
-    if (session && csrfMatches(session, request.body?._csrf)) await sessions.end(cookieOf(request))
+    const ended = session !== undefined && csrfMatches(session, request.body?._csrf)
+    if (ended) await sessions.end(cookieOf(request))
     reply.header(
       'set-cookie',
       `${SESSION_COOKIE}=; Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age=0`,
     )
-    return reply.redirect('/admin/sign-in', 303)
+    // An operator who came from the identity provider signs out there too, where it offers
+    // an end-session endpoint (OpenID Connect RP-Initiated Logout); it sends them back here.
+    // A page that moves on, not a redirect: the CSP's form-action 'self' stops a form post's
+    // redirect to another origin.
+    const idp =
+      ended && session.operator.actor.startsWith('oidc:')
+        ? await ssoPages.endSessionUrl(request)
+        : undefined
+    if (!idp) return reply.redirect('/admin/sign-in', 303)
+    return page(
+      reply,
+      200,
+      html`<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0;url=${idp}">
+<title>Signed out · tokengate console</title><link rel="stylesheet" href="/admin/assets/console.css"></head>
+<body><main id="main"><h1>Signed out of the console</h1><p><a href="${idp}">Sign out at your identity provider too</a></p></main></body></html>`,
+    )
   })
 
   const kit: ConsoleKit = {
@@ -272,7 +326,9 @@ ${content}</main></body></html>`
     op,
     page,
     sessionOf,
+    startSession,
   }
+  const ssoPages = registerSsoPages(kit)
   registerTenantPages(kit)
   registerKeyPages(kit)
   registerIssuerPages(kit)

@@ -21,8 +21,20 @@ export type OperatorCheck =
   /** `invalid`: 401; `no_role`: a valid operator JWT without an admin role (403). */
   | { readonly ok: false; readonly reason: 'invalid' | 'no_role' }
 
+/** An ID token from sign-in by redirect: the operator, and the `nonce` it carries. */
+export type IdTokenCheck =
+  | { readonly ok: true; readonly operator: Operator; readonly nonce: unknown }
+  /** `detail`: which rule refused it (client-safe, from the core's verifier). */
+  | { readonly ok: false; readonly reason: 'invalid' | 'no_role'; readonly detail: string }
+
 export interface OperatorVerifier {
   verify(credential: string): Promise<OperatorCheck>
+  /**
+   * An ID token from the operator issuer's token endpoint (sign-in by redirect): signature,
+   * `alg`, `iss`, `aud` = `admin.oidc.clientId` (with `azp` when `aud` names others), `exp`,
+   * lifetime, then the role claim. The nonce is returned for the caller to compare.
+   */
+  verifyIdToken(idToken: string, sessionMs: number): Promise<IdTokenCheck>
   /** Whether the admin token behind a session is still valid (not revoked or expired). */
   stillValid(operator: Operator): Promise<boolean>
   close(): void
@@ -48,7 +60,57 @@ export function createOperatorVerifier(
         jwks: { timeoutMs: config.auth.jwksTimeoutMs },
       })
     : undefined
+  const idTokens: (JwtVerifier & { close?: () => void }) | undefined = oidc?.clientId
+    ? createJwtVerifier([{ ...oidcIssuer(oidc), audiences: [oidc.clientId] }], {
+        clock,
+        clockToleranceSec: config.auth.clockToleranceSec,
+        maxLifetimeSec: config.auth.maxJwtLifetimeSec,
+        jwks: { timeoutMs: config.auth.jwksTimeoutMs },
+      })
+    : undefined
   return {
+    async verifyIdToken(idToken, sessionMs) {
+      if (!idTokens || !oidc?.clientId) {
+        return { ok: false, reason: 'invalid', detail: 'sign-in by redirect is not configured' }
+      }
+      const outcome = await idTokens.verify(idToken)
+      if (!outcome.ok) {
+        const failure = outcome.failure as { detail?: string }
+        return {
+          ok: false,
+          reason: 'invalid',
+          detail: failure.detail ?? 'the ID token is not valid',
+        }
+      }
+      // The signature covers the payload: reading claims the verifier does not know is safe.
+      const payload = JSON.parse(
+        Buffer.from(idToken.split('.')[1] as string, 'base64url').toString('utf8'),
+      ) as Record<string, unknown>
+      // OpenID Connect Core §3.1.3.7: with other audiences beside us, `azp` must name us.
+      if (Array.isArray(payload.aud) && payload.aud.length > 1 && payload.azp !== oidc.clientId) {
+        return {
+          ok: false,
+          reason: 'invalid',
+          detail: 'the "azp" claim does not name this console',
+        }
+      }
+      const role = roleOf(outcome.jwt.permissions)
+      if (!role) {
+        return { ok: false, reason: 'no_role', detail: `no ${oidc.roleClaim} role` }
+      }
+      return {
+        ok: true,
+        nonce: payload.nonce,
+        operator: {
+          actor: `oidc:${outcome.jwt.subject}`,
+          role,
+          // The console session's own lifetime (admin.sessionTtlMs), not the ID token's: the
+          // ID token proves the sign-in, it is not kept.
+          expiresAt: clock.now() + sessionMs,
+          adminTokenHash: undefined,
+        },
+      }
+    },
     async verify(credential) {
       if (credential.startsWith('tga_')) {
         const checked = await verifyAdminToken(store, credential, clock.now())
@@ -67,12 +129,7 @@ export function createOperatorVerifier(
       if (!jwt || isPatToken(credential)) return { ok: false, reason: 'invalid' }
       const outcome = await jwt.verify(credential)
       if (!outcome.ok) return { ok: false, reason: 'invalid' }
-      const roles = outcome.jwt.permissions
-      const role: AdminRole | undefined = roles.includes('operator')
-        ? 'operator'
-        : roles.includes('read-only')
-          ? 'read-only'
-          : undefined
+      const role = roleOf(outcome.jwt.permissions)
       if (!role) return { ok: false, reason: 'no_role' }
       return {
         ok: true,
@@ -91,8 +148,18 @@ export function createOperatorVerifier(
     },
     close() {
       jwt?.close?.()
+      idTokens?.close?.()
     },
   }
+}
+
+/** The console role a role claim grants: `operator` over `read-only`, else none. */
+function roleOf(roles: readonly string[]): AdminRole | undefined {
+  return roles.includes('operator')
+    ? 'operator'
+    : roles.includes('read-only')
+      ? 'read-only'
+      : undefined
 }
 
 /** The operator SSO issuer as a trusted-issuer config; the role claim is read as permissions. */

@@ -497,6 +497,32 @@ export const ConfigSchema = Type.Object(
                 description:
                   'Operator SSO: claim (array of strings) holding `operator` or `read-only`.',
               }),
+              clientId: Type.Optional(
+                Type.String({
+                  minLength: 1,
+                  description:
+                    "Operator SSO: the console's client id at the issuer; set, the sign-in page offers sign-in by redirect (authorization code with PKCE), and ID tokens must name it in `aud`.",
+                }),
+              ),
+              clientSecret: Type.Optional(
+                Type.String({
+                  minLength: 1,
+                  description:
+                    'Operator SSO: the client secret (sent with HTTP Basic to the token endpoint); unset = a public client (PKCE only).',
+                }),
+              ),
+              redirectUrl: Type.Optional(
+                Type.String({
+                  pattern: '^https://',
+                  description:
+                    'Operator SSO: the callback URL registered at the issuer; unset = `https://<the Host the browser used>/admin/sso/callback`.',
+                }),
+              ),
+              scopes: Type.Array(Type.String({ pattern: '^[!#-\\[\\]-~]+$' }), {
+                default: ['openid'],
+                description:
+                  'Operator SSO: scopes asked for at sign-in by redirect (`openid` is always sent); add the one that releases the role claim if the issuer needs it.',
+              }),
             },
             { additionalProperties: false },
           ),
