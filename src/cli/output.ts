@@ -68,3 +68,8 @@ export function formatTime(epochMs: number | null): string {
 export function isoTime(epochMs: number | null): string | null {
   return epochMs === null ? null : new Date(epochMs).toISOString()
 }
+
+/** `1 issuer`, `2 issuers`, `1 admin token`: a count with its noun (plural: `plural` or +s). */
+export function counted(count: number, noun: string, plural = `${noun}s`): string {
+  return `${count} ${count === 1 ? noun : plural}`
+}

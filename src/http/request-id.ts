@@ -1,13 +1,16 @@
 import { randomBytes } from 'node:crypto'
 import { looksLikeToken } from './log-safe.ts'
 
-/** What a caller's `X-Request-Id` may be: 1–64 characters of this set. */
-const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/
+/**
+ * What a caller's `X-Request-Id` may be: 1–64 characters of this set, the first a letter or
+ * digit (an id is pasted into grep and CLI arguments, where a leading `-` is an option).
+ */
+const SAFE_REQUEST_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/
 
 /**
  * The request id of a request, the one rule every front end uses: the caller's
- * `X-Request-Id` when it is 1–64 characters of `[A-Za-z0-9._:-]` and not token-shaped,
- * otherwise a new id.
+ * `X-Request-Id` when it is 1–64 characters of `[A-Za-z0-9._:-]`, starts with a letter or
+ * digit and is not token-shaped, otherwise a new id.
  *
  * Why the check: the id is echoed in the response header and the problem body, written to
  * every log line and audit event of the request and forwarded upstream. A caller must not be
@@ -36,7 +39,11 @@ export function requestIdOf(
  * were.
  */
 export function createRequestIdGenerator(): () => string {
-  const prefix = `${randomBytes(8).toString('base64url')}-`
+  // base64url's `-` and `_` become letters: an id never starts with `-`.
+  const random = randomBytes(8)
+    .toString('base64url')
+    .replace(/[-_]/g, (c) => (c === '-' ? 'x' : 'y'))
+  const prefix = `${random}-`
   let counter = 0
   return () => prefix + (++counter).toString(36)
 }

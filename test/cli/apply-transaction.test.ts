@@ -81,7 +81,7 @@ describe('apply is one transaction: SQLite', () => {
     db.close()
     const applied = await cli(['apply', '-f', file], { dataDir })
     assert.equal(applied.code, 0, applied.stderr)
-    assert.match(applied.stdout, /Applied 5 change\(s\)\./)
+    assert.match(applied.stdout, /Applied 5 changes\./)
     const left = await withStore(leftovers)
     assert.deepEqual(left.tenants, ['t1', 't2', 't3'])
     assert.deepEqual(left.issuers, ['https://idp.example/'])

@@ -67,7 +67,7 @@ gateway:
   it('applies through the tenant and issuer commands (audited), then is idempotent', async () => {
     const first = await cli(['apply', '-f', applyFile], { dataDir })
     assert.equal(first.code, 0, first.stderr)
-    assert.match(first.stdout, /Applied 4 change\(s\)\./)
+    assert.match(first.stdout, /Applied 4 changes\./)
     await withDataStore(dataDir, async (store) => {
       const tenants = await store.listTenants()
       assert.deepEqual(
@@ -101,7 +101,7 @@ gateway:
     assert.match(plan.stdout, /^update {4}tenant acme \(disable\)$/m)
     assert.match(plan.stdout, /^unchanged tenant beta$/m)
     assert.match(plan.stdout, /^update {4}issuer https:\/\/login.example.com\/ \(replace\)$/m)
-    assert.match(plan.stdout, /Dry run: 3 change\(s\) planned, nothing applied\./)
+    assert.match(plan.stdout, /Dry run: 3 changes planned, nothing applied\./)
 
     const applied = await cliJson<Plan>(['apply', '-f', applyFile], { dataDir })
     assert.equal(applied.changes.filter((c) => c.action === 'update').length, 3)

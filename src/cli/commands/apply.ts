@@ -32,6 +32,7 @@ import {
 } from '../context.ts'
 import { CommandFailure, UsageError } from '../errors.ts'
 import { parseRate } from '../key-options.ts'
+import { counted } from '../output.ts'
 import { checkTenantId, checkText } from '../validate.ts'
 import {
   type ApplyAction,
@@ -111,8 +112,8 @@ const apply: CommandDef = {
       }
       ctx.out.line(
         dryRun
-          ? `Dry run: ${pending} change(s) planned, nothing applied.`
-          : `Applied ${pending} change(s).`,
+          ? `Dry run: ${counted(pending, 'change')} planned, nothing applied.`
+          : `Applied ${counted(pending, 'change')}.`,
       )
     }
     // As `terraform plan -detailed-exitcode` and `decK diff`, for CI: a plan with changes is

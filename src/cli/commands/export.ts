@@ -15,6 +15,7 @@ import type { Store } from '../../stores/store.ts'
 import { requiredString } from '../args.ts'
 import { ADMIN_OVERRIDES, type CommandDef, withStore } from '../context.ts'
 import { formatRate } from '../key-options.ts'
+import { counted } from '../output.ts'
 import { keyEntryOf } from './apply-keys.ts'
 
 const exportCommand: CommandDef = {
@@ -53,7 +54,7 @@ const exportCommand: CommandDef = {
     if (ctx.json) ctx.out.json({ file, missingSecrets })
     else {
       ctx.out.line(
-        `Wrote ${file}: ${exported.tenants.length} tenants, ${issuers.length} issuers, ${exported.keys.length} keys (no secret)${exported.policy ? ', the stored policy' : ''}.`,
+        `Wrote ${file}: ${counted(exported.tenants.length, 'tenant')}, ${counted(issuers.length, 'issuer')}, ${counted(exported.keys.length, 'key')} (no secret)${exported.policy ? ', the stored policy' : ''}.`,
       )
       for (const missing of missingSecrets) {
         ctx.out.line(`Shared secret not exported (supply it before applying): ${missing}`)

@@ -5,7 +5,7 @@ import { readStoredPolicy, removeStoredPolicy, storePolicy } from '../../auth/po
 import { requiredPositional } from '../args.ts'
 import { ADMIN_OVERRIDES, type CommandDef, operationDeps, withStore } from '../context.ts'
 import { CommandFailure } from '../errors.ts'
-import { isoTime } from '../output.ts'
+import { counted, isoTime } from '../output.ts'
 
 const set: CommandDef = {
   path: ['policy', 'set'],
@@ -36,7 +36,7 @@ const set: CommandDef = {
       ctx.io,
     )
     if (ctx.json) ctx.out.json({ name: GATEWAY_POLICY, rules })
-    else ctx.out.line(`Stored the gateway policy (${rules} rules).`)
+    else ctx.out.line(`Stored the gateway policy (${counted(rules, 'rule')}).`)
     return 0
   },
 }
