@@ -39,8 +39,12 @@ import {
 
 const kubectl = kubectlPath()
 const objects = kubectl ? render(kubectl, join(KUBERNETES_DIR, 'overlays', 'sqlite')) : []
+/** The overlay's image; TOKENGATE_IMAGE names another repository, as for `npm run image`. */
 const image: string | undefined = objects.length
-  ? containerOf(deploymentOf(objects)).image
+  ? String(containerOf(deploymentOf(objects)).image).replace(
+      /^.*(?=:[^:/]+$)/,
+      (repository) => process.env.TOKENGATE_IMAGE ?? repository,
+    )
   : undefined
 
 function unavailable(): string | undefined {
@@ -223,6 +227,36 @@ describe('the sqlite pod, run by podman as the kubelet would', { skip }, () => {
     )
     assert.equal(exitCode, '0')
     assert.ok(stoppedMs < grace * 1000)
+  })
+
+  test('the image holds the package with its examples and these manifests', () => {
+    // The bin the image starts, from its ENTRYPOINT: <package>/bin/tokengate.js.
+    const entrypoint: string[] = JSON.parse(
+      podman('image', 'inspect', image as string, '--format', '{{json .Config.Entrypoint}}'),
+    )
+    const bin = entrypoint.find((arg) => arg.endsWith('/bin/tokengate.js')) as string
+    const shipped = [
+      'examples/forward-auth/nginx.conf',
+      'examples/forward-auth/ingress-nginx.yaml',
+      'examples/express/server.ts',
+      'deploy/kubernetes/overlays/sqlite/kustomization.yaml',
+    ].map((path) => bin.replace(/bin\/tokengate\.js$/, path))
+    const found = podman(
+      'run',
+      '--rm',
+      '--no-healthcheck',
+      '--network',
+      'none',
+      '--entrypoint',
+      'node',
+      image as string,
+      '-e',
+      `for (const p of ${JSON.stringify(shipped)}) console.log(require('node:fs').existsSync(p) ? 'ok' : 'missing', p)`,
+    )
+    assert.deepEqual(
+      found.trim().split('\n'),
+      shipped.map((p) => `ok ${p}`),
+    )
   })
 
   test('why the data directory is a subdirectory: at the volume root the pod cannot start', () => {
