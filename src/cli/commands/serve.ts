@@ -4,6 +4,7 @@ import { flag, optionalString } from '../args.ts'
 import type { CommandContext, CommandDef } from '../context.ts'
 import { UsageError } from '../errors.ts'
 import type { Served, ServeOptions, ServerEntry, TextSink } from '../io.ts'
+import { watchNpmShell } from './serve-parent.ts'
 
 /** `HOST:PORT` (`[::1]:8443` for IPv6) into config overrides; port 0-65535. */
 export function parseListen(text: string): { host: string; port: number } {
@@ -68,7 +69,7 @@ const serve: CommandDef = {
     const log = ctx.io.log ?? (ctx.json ? ctx.io.stderr : undefined)
     const options = log ? { logDestination: toDestination(log) } : {}
     const workers = workerCount(config.server.workers)
-    const signals = catchStopSignals()
+    const signals = catchStopSignals(ctx.io.env)
     try {
       return await serveUntilStopped(ctx, config, workers, options, signals.stopped)
     } finally {
@@ -198,20 +199,28 @@ const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGQUIT'] as const
  * drains: a second SIGTERM never cuts a drain short (a second Ctrl+C does: `closeForcibly`).
  * `stopped` resolves with the first signal's name.
  */
-function catchStopSignals(): { readonly stopped: Promise<string>; dispose(): void } {
+function catchStopSignals(env: Readonly<Record<string, string | undefined>>): {
+  readonly stopped: Promise<string>
+  dispose(): void
+} {
   let resolve: (name: string) => void = () => {}
   const stopped = new Promise<string>((r) => {
     resolve = r
   })
   const handlers = STOP_SIGNALS.map((name) => [name, () => resolve(name)] as const)
   for (const [name, handler] of handlers) process.on(name, handler)
+  const unwatch = watchNpmShell(env, () => resolve(NPM_SHELL_EXITED))
   return {
     stopped,
     dispose: () => {
       for (const [name, handler] of handlers) process.off(name, handler)
+      unwatch()
     },
   }
 }
+
+/** The stop reason when npm's script shell, our parent, exited (serve-parent.ts). */
+const NPM_SHELL_EXITED = "npm's script shell exited (npm was stopped)"
 
 /** What the write-behind gets to flush after in-flight requests had their time, in ms. */
 const FLUSH_GRACE_MS = 5_000
