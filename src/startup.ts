@@ -129,9 +129,12 @@ export function countersLine(config: Readonly<Config>): StartupLine {
 export function upstreamLine(config: Readonly<Config>): StartupLine | undefined {
   const gateway = config.gateway
   if (!gateway) return undefined
-  const policy = gateway.policyFile
-    ? `policy ${gateway.policyFile}`
-    : 'no policy file: any valid token'
+  // With policyStore the file is not read: the stored policy is in force (reload.ts).
+  const policy = gateway.policyStore
+    ? 'policy: the stored one (gateway.policyStore; tokengate policy show), any valid token while none is stored'
+    : gateway.policyFile
+      ? `policy ${gateway.policyFile}`
+      : 'no policy file: any valid token'
   // Origin and path only: a URL's user and password never reach a log line.
   const { origin, pathname } = new URL(gateway.upstream)
   const upstream = `${origin}${pathname === '/' ? '' : pathname}`

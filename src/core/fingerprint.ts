@@ -1,5 +1,5 @@
 import { Buffer } from 'node:buffer'
-import { hash } from 'node:crypto'
+import { createHmac, hash, randomBytes } from 'node:crypto'
 import { checkPatFormat, isPatToken, patLast4 } from './pat.ts'
 
 /** Tokens longer than this are not decoded for a fingerprint (the parse work stays bounded). */
@@ -17,7 +17,10 @@ const JWS_COMPACT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/
  * - well-formed PAT: `pat_…` + its last 4 characters (what the operator CLI displays);
  * - JWT (compact JWS): `jwt:iss=<iss>;kid=<kid>;sub=<sub>` read from the *unverified*
  *   header and payload (`-` when absent), or `jwt:unparseable`;
- * - anything else: `sha256:` + the first 8 hex digits of the token's SHA-256.
+ * - anything else: `hmac:` + 8 hex digits of an HMAC-SHA256, under a key drawn at random
+ *   when the process starts, of the token's SHA-256: stable within the process (to correlate
+ *   its log lines), and never a prefix of the token's hash, which would help test guesses of
+ *   a mistyped real PAT against logs and traces. It changes with every process.
  *
  * Why these choices: the JWT signature is the only secret part of a JWT, so it is never
  * included; the claims are attacker-controlled until verified, so each is restricted to a
@@ -31,9 +34,13 @@ export function fingerprintToken(token: string, sha256Hex?: string): string {
     return fingerprintJwt(token)
   }
   // `sha256Hex`: the token's SHA-256 when the caller has it already (the server hashed a
-  // `pat_…` value for its lookup), so a flood of malformed PATs costs one hash each, not two.
-  return `sha256:${(sha256Hex ?? hash('sha256', token, 'hex')).slice(0, 8)}`
+  // `pat_…` value for its lookup), so a flood of malformed PATs hashes each token once.
+  const digest = sha256Hex ?? hash('sha256', token, 'hex')
+  return `hmac:${createHmac('sha256', FINGERPRINT_KEY).update(digest).digest('hex').slice(0, 8)}`
 }
+
+/** The key of `hmac:` fingerprints: this process's own, never stored or logged. */
+const FINGERPRINT_KEY = randomBytes(32)
 
 function fingerprintJwt(token: string): string {
   const [headerPart = '', payloadPart = ''] = token.split('.')

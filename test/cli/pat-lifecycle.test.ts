@@ -122,7 +122,7 @@ describe('tokengate pat lifecycle: rotation grace, leak response, expiry warning
       new RegExp(`^pat_…${b.token.slice(-4)} ${b.id} \\(tenant acme\\): revoked$`),
     )
     assert.match(lines[2] as string, /: unknown: no such token/)
-    assert.match(lines[3] as string, /^sha256:[0-9a-f]{8}: not a tokengate PAT/)
+    assert.match(lines[3] as string, /^hmac:[0-9a-f]{8}: not a tokengate PAT/)
     for (const secret of [a.token, b.token, stranger, 'pat_notevenclose']) {
       assert.ok(!result.stdout.includes(secret), 'no input token is echoed')
       assert.ok(!result.stderr.includes(secret))

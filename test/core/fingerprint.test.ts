@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { Buffer } from 'node:buffer'
+import { createHash } from 'node:crypto'
 import { describe, test } from 'node:test'
 import { fingerprintToken, jwtFingerprint, patFingerprint } from '../../src/core/fingerprint.ts'
 import { generatePat, hashPat } from '../../src/core/pat.ts'
@@ -15,8 +16,8 @@ describe('fingerprintToken', () => {
     const token = generatePat()
     const typo = `${token.slice(0, -1)}${token.endsWith('a') ? 'b' : 'a'}`
     const fingerprint = fingerprintToken(typo)
-    assert.match(fingerprint, /^sha256:[0-9a-f]{8}$/)
-    assert.match(fingerprintToken('pat_ab'), /^sha256:[0-9a-f]{8}$/)
+    assert.match(fingerprint, /^hmac:[0-9a-f]{8}$/)
+    assert.match(fingerprintToken('pat_ab'), /^hmac:[0-9a-f]{8}$/)
   })
 
   test('a JWT → jwt:iss=…;kid=…;sub=… from the unverified header and payload', () => {
@@ -53,13 +54,20 @@ describe('fingerprintToken', () => {
     assert.equal(fingerprintToken(`${array}.${array}.sig`), 'jwt:unparseable')
   })
 
-  test('anything else → sha256: and 8 hex digits, stable per token', () => {
+  test('anything else → hmac: and 8 hex digits, stable per token within the process', () => {
     for (const garbage of ['x', 'PAT_abc', 'a.b', 'a.b.c.d.e', 'z'.repeat(10_000)]) {
       const fingerprint = fingerprintToken(garbage)
-      assert.match(fingerprint, /^sha256:[0-9a-f]{8}$/)
+      assert.match(fingerprint, /^hmac:[0-9a-f]{8}$/)
       assert.equal(fingerprintToken(garbage), fingerprint)
     }
     assert.notEqual(fingerprintToken('token-one'), fingerprintToken('token-two'))
+  })
+
+  test("never a prefix of the token's SHA-256 (spans and logs carry no token hash)", () => {
+    for (const bad of ['pat_ab', `pat_${'A'.repeat(38)}`, 'garbage', 'a.b']) {
+      const digits = fingerprintToken(bad).slice('hmac:'.length)
+      assert.notEqual(digits, createHash('sha256').update(bad).digest('hex').slice(0, 8))
+    }
   })
 
   test('a malformed PAT fingerprinted with its store hash (hashPat) gives the same value', () => {
@@ -70,7 +78,7 @@ describe('fingerprintToken', () => {
 
   test('an over-long JWT-shaped token is not decoded', () => {
     const token = jwtLike(undefined, { iss: 'i', sub: 's', pad: 'p'.repeat(9_000) })
-    assert.match(fingerprintToken(token), /^sha256:[0-9a-f]{8}$/)
+    assert.match(fingerprintToken(token), /^hmac:[0-9a-f]{8}$/)
   })
 
   test('jwtFingerprint and patFingerprint sanitise the values they are given', () => {

@@ -58,6 +58,17 @@ describe('start-up lines', () => {
     assert.equal(upstreamLine(config({})), undefined)
   })
 
+  test('with gateway.policyStore the line names the stored policy, never "no policy file"', () => {
+    const line = upstreamLine(
+      config({ gateway: { upstream: 'http://127.0.0.1:3000', policyStore: true } }),
+    )
+    assert.doesNotMatch(line?.msg ?? '', /no policy file/)
+    assert.match(
+      line?.msg ?? '',
+      /policy: the stored one \(gateway\.policyStore; tokengate policy show\)/,
+    )
+  })
+
   test('a listener that cannot start is named with its settings; other errors keep their text', async () => {
     const taken = Object.assign(
       new Error('listen EADDRINUSE: address already in use 0.0.0.0:9443'),
