@@ -78,6 +78,9 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     // request.log becomes a pino child only if the request logs something (request-logger.ts).
     childLoggerFactory: lazyChildLogger,
     bodyLimit: config.server.bodyLimitBytes,
+    // During a drain the listener is closed first; a request on a connection taken before it
+    // is served, not refused with 503 (issue #30: podman stop under load answered 4-5 with 503).
+    return503OnClosing: false,
     // The route schemas are ours and fixed (their tests and the OpenAPI test cover them), so
     // Ajv need not compile the draft-07 meta-schema to check them at every start.
     ajv: { customOptions: { validateSchema: false } },
