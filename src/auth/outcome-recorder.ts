@@ -190,6 +190,9 @@ export function createOutcomeRecorder(deps: OutcomeRecorderDeps): OutcomeRecorde
           auth: principal?.fingerprint,
           tenant: principal?.tenantId,
           code: failure?.code,
+          // The precise reason of a refused token (docs/errors.md): the body has only its
+          // client-safe detail. A fixed word, never token or key material.
+          reason: failure !== undefined && 'reason' in failure ? failure.reason : undefined,
         },
         'request',
       )

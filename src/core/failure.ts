@@ -72,6 +72,8 @@ export type InvalidTokenReason =
   | 'unknown_key'
   /** The issuer's JWKS publishes the token's key, but it cannot be used (jwks.ts). */
   | 'unusable_key'
+  /** The token's key was in an earlier read of the issuer's JWKS and is gone from the last. */
+  | 'withdrawn_key'
   | 'algorithm_not_allowed'
   | 'claims'
   | 'not_yet_valid'

@@ -4,7 +4,9 @@
  * `cacheMaxAgeMs`, refetched at most once per `cooldownMs` (on expiry or on an unknown
  * `kid`), and kept for `staleWhileErrorMs` more while the source is down. An unknown `kid`
  * during the cooldown is 401 only when the keys held are newer than the token, else 503
- * (see `resolve` below): key rotation never causes a false 401.
+ * (see `resolve` below): key rotation never causes a false 401. A `kid` an earlier read
+ * published and a later one dropped is withdrawn: its tokens are 401 at once, cached or not
+ * (see `KeyValidity`).
  *
  * Fail closed, but honestly: when no usable keys can be had, the answer is an `unavailable`
  * failure (503 with `Retry-After`), never a pass and never `invalid_token` (the token may be
@@ -21,6 +23,7 @@ import {
   type JwkRefusalReason,
   JwkRefused,
   type KeyLookup,
+  type KeyValidity,
   selectionFailure,
   selectKey,
 } from './jwt-keys.ts'
@@ -243,6 +246,11 @@ function createKeySource(
   const { issuer } = owner
   const closer = new AbortController()
   let keys: readonly BoundKey[] | undefined
+  /** The cache validity of each key in `keys`, carried over reads that keep the key. */
+  let validityOf = new Map<BoundKey, KeyValidity>()
+  let validityById = new Map<string, { readonly kid: string | undefined; validity: KeyValidity }>()
+  /** `kid`s an earlier read published and a later one dropped, newest last (bounded). */
+  const withdrawn = new Set<string>()
   /** From the last JWKS read, usable keys or not, and when it was read. */
   let skipped: readonly SkippedKey[] = []
   let skippedAt = Number.NEGATIVE_INFINITY
@@ -258,6 +266,52 @@ function createKeySource(
     readAt + options.cacheMaxAgeMs + options.staleWhileErrorMs
   const due = (now: number) =>
     (keys === undefined || now - fetchedAt >= options.cacheMaxAgeMs) && !coolingDown(now)
+  /**
+   * Until when tokens verified with the keys held may come from the verified-token cache:
+   * the instant `resolve` would read the key set again (`due`), or stop using it.
+   */
+  const recheckAt = () =>
+    Math.min(
+      usableUntil(),
+      Math.max(fetchedAt + options.cacheMaxAgeMs, attemptedAt + options.cooldownMs),
+    )
+  const extendValidity = () => {
+    const until = recheckAt()
+    for (const validity of validityOf.values()) validity.validUntilMs = until
+  }
+
+  /**
+   * Takes a newly read key set: keys still published keep their validity cell, dropped ones
+   * have it set to 0 (their cached tokens are refused from now on) and their `kid`s are
+   * remembered as withdrawn, unless the set still publishes (or skips) that `kid`.
+   */
+  function replaceKeys(fetched: readonly IdentifiedKey[]) {
+    const nextById = new Map<string, { readonly kid: string | undefined; validity: KeyValidity }>()
+    const nextOf = new Map<BoundKey, KeyValidity>()
+    for (const { key, id } of fetched) {
+      const validity = validityById.get(id)?.validity ?? { validUntilMs: 0 }
+      nextById.set(id, { kid: key.kid, validity })
+      nextOf.set(key, validity)
+    }
+    const kept = new Set<string | null>([
+      ...fetched.map(({ key }) => key.kid ?? null),
+      ...skipped.map((key) => key.kid),
+    ])
+    for (const [id, { kid, validity }] of validityById) {
+      if (nextById.has(id)) continue
+      validity.validUntilMs = 0
+      if (kid !== undefined && !kept.has(kid)) {
+        withdrawn.delete(kid)
+        withdrawn.add(kid)
+        if (withdrawn.size > MAX_WITHDRAWN_KIDS)
+          withdrawn.delete(withdrawn.values().next().value as string)
+      }
+    }
+    for (const kid of kept) if (kid !== null) withdrawn.delete(kid)
+    validityById = nextById
+    validityOf = nextOf
+    keys = fetched.map(({ key }) => key)
+  }
 
   function unavailable(): KeyLookup {
     const waitMs = Math.max(attemptedAt + options.cooldownMs - clock.now(), 0)
@@ -281,13 +335,16 @@ function createKeySource(
       if (skipped.length > 0) deps.onSkippedKeys?.(issuer, skipped)
       // A set with no usable key at all counts as a failed fetch: the keys held are kept.
       if (fetched.keys.length === 0) throw new Error('JWKS has no usable key')
-      keys = fetched.keys
+      replaceKeys(fetched.keys)
       fetchedAt = clock.now()
       keysAsOf = startedAt
       failingSince = null
+      extendValidity()
       return true
     } catch {
       failingSince ??= clock.now()
+      // Cached tokens are checked again once the next attempt is allowed (or keys expire).
+      extendValidity()
       return false
     }
   }
@@ -332,11 +389,17 @@ function createKeySource(
         // raise the request rate to the provider without shortening the worst case. Rather,
         // the rate stays one per cooldown, and since any refetch after the key is published
         // learns it, nobody can hold the window open longer than one cooldown.
+        // A kid we saw published and then dropped is no new key: the provider withdrew it,
+        // so its tokens are 401 whatever their iat (no "cannot tell yet" for it).
+        if (!selection.ok && selection.reason === 'unknown_key' && kid !== undefined) {
+          if (withdrawn.has(kid)) return { ok: false, failure: selectionFailure('withdrawn_key') }
+        }
         if (!selection.ok && selection.reason === 'unknown_key' && keysAsOf < signedBeforeMs) {
           return unavailable()
         }
       }
-      return selection.ok ? selection : { ok: false, failure: selectionFailure(selection.reason) }
+      if (!selection.ok) return { ok: false, failure: selectionFailure(selection.reason) }
+      return { ok: true, key: selection.key, validity: validityOf.get(selection.key) }
     },
     status() {
       const now = clock.now()
@@ -357,6 +420,7 @@ function createKeySource(
     },
     close() {
       closer.abort()
+      for (const validity of validityOf.values()) validity.validUntilMs = 0
       keys = undefined
       skipped = []
     },
@@ -454,6 +518,26 @@ export function createJwksPool(): JwksPool {
 const MAX_REPORTED_KID = 128
 
 /**
+ * Withdrawn `kid`s remembered per key source (newest kept). Providers rotate every few days
+ * or weeks; this bounds memory against a provider that churns keys.
+ */
+const MAX_WITHDRAWN_KIDS = 64
+
+/**
+ * A bound key and what identifies it across reads: its `kid`, algorithm and public
+ * material. The same `kid` with other material is another key (the old one is withdrawn).
+ */
+interface IdentifiedKey {
+  readonly key: BoundKey
+  readonly id: string
+}
+
+function keyIdentity(jwk: Record<string, unknown>, key: BoundKey): string {
+  const material = [jwk.kty, jwk.crv, jwk.n, jwk.e, jwk.x, jwk.y]
+  return `${key.kid ?? ''}\u0000${key.alg}\u0000${JSON.stringify(material)}`
+}
+
+/**
  * Fetches a key set and binds each key under the issuer's allow-list (`bindIssuerJwk`).
  * Throws on a failed read (status, size, JSON, not a JWKS); the caller keeps its previous
  * keys. Keys that cannot be bound (broken material, `oct`, no allowed algorithm, ...) are
@@ -465,7 +549,7 @@ async function fetchKeySet(
   signal: AbortSignal,
   fetchImpl: typeof globalThis.fetch,
   algorithms: readonly string[],
-): Promise<{ keys: readonly BoundKey[]; skipped: readonly SkippedKey[] }> {
+): Promise<{ keys: readonly IdentifiedKey[]; skipped: readonly SkippedKey[] }> {
   const document = await fetchJson(
     url,
     signal,
@@ -474,11 +558,13 @@ async function fetchKeySet(
   )
   const listed = (document as { keys?: unknown } | null)?.keys
   if (!Array.isArray(listed)) throw new Error('not a JWKS')
-  const keys: BoundKey[] = []
+  const keys: IdentifiedKey[] = []
   const skipped: SkippedKey[] = []
   for (const jwk of listed) {
     try {
-      keys.push(...bindIssuerJwk(jwk as Record<string, unknown>, algorithms))
+      for (const key of bindIssuerJwk(jwk as Record<string, unknown>, algorithms)) {
+        keys.push({ key, id: keyIdentity(jwk as Record<string, unknown>, key) })
+      }
     } catch (error) {
       if (!(error instanceof JwkRefused)) throw error
       if (error.reason === 'not_for_signing') continue

@@ -11,8 +11,15 @@
  * still pass the uncached time checks (`exp`, `nbf`, future `iat`, with the same clock
  * tolerance); otherwise the caller falls through to full verification, which then rejects
  * the token exactly as it would have without the cache.
+ *
+ * An entry also remembers the validity cell of the key that verified it (`KeyValidity`,
+ * jwt-keys.ts): once its key source is due to read the key set again, or a read no longer
+ * publishes the key, the entry is not served and the token is verified afresh, so a withdrawn
+ * key cuts its cached tokens within the key cache's bounds, not at their `exp`. The cost on a
+ * hit is one comparison.
  */
 import { hash } from 'node:crypto'
+import type { KeyValidity } from './jwt-keys.ts'
 import type { VerifiedJwt } from './ports.ts'
 
 /** What a cache entry remembers beyond the verified token. */
@@ -22,6 +29,8 @@ export interface CachedJwt {
   readonly expSec: number
   /** The latest of `nbf` and `iat` (epoch seconds), or undefined when neither was present. */
   readonly notBeforeSec: number | undefined
+  /** The verifying key's validity (remote key sources); absent for static keys. */
+  readonly validity?: KeyValidity | undefined
 }
 
 /**
@@ -31,8 +40,11 @@ export interface CachedJwt {
 export interface JwtCache {
   /** Digest of a token, the cache key. */
   keyOf(token: string): string
-  /** The cached token if it is still valid at `nowSec` (epoch seconds) given the tolerance. */
-  get(key: string, nowSec: number, toleranceSec: number): VerifiedJwt | undefined
+  /**
+   * The cached token if it is still valid at `nowMs` (epoch ms) given the tolerance (seconds),
+   * and its key's validity has not run out.
+   */
+  get(key: string, nowMs: number, toleranceSec: number): VerifiedJwt | undefined
   set(key: string, entry: CachedJwt): void
   readonly size: number
   clear(): void
@@ -63,11 +75,14 @@ export function createJwtCache(maxEntries: number): JwtCache {
   return {
     // Lowercase hex, as the server's per-request token digest (AuthInput.tokenSha256).
     keyOf: (token) => hash('sha256', token, 'hex'),
-    get(key, nowSec, toleranceSec) {
+    get(key, nowMs, toleranceSec) {
       let entry = young.get(key)
       const promote = entry === undefined
       if (promote) entry = old.get(key)
       if (entry === undefined) return undefined
+      // Kept, not deleted: a fresh verification replaces it, a refusal leaves it unserved.
+      if (entry.validity !== undefined && nowMs >= entry.validity.validUntilMs) return undefined
+      const nowSec = Math.floor(nowMs / 1000)
       // Same comparisons as jose's uncached checks: expired once exp <= now - tolerance.
       if (entry.expSec <= nowSec - toleranceSec) {
         young.delete(key)

@@ -360,9 +360,25 @@ export function selectKey(
   return { ok: true, key: found }
 }
 
+/**
+ * Until when a token verified with a key may be served from the verified-token cache
+ * (jwt-cache.ts) without asking its key source again: epoch ms, moved by the source. A remote
+ * key source sets it to the instant its keys are due to be read again, and to 0 when a read
+ * no longer publishes the key (withdrawn): tokens verified with it are then refused, not
+ * served from the cache until their `exp`. One number, so a cache hit costs one comparison.
+ */
+export interface KeyValidity {
+  validUntilMs: number
+}
+
 /** The result of looking up the key for one token. */
 export type KeyLookup =
-  | { readonly ok: true; readonly key: BoundKey }
+  | {
+      readonly ok: true
+      readonly key: BoundKey
+      /** Absent for keys known at configuration time: they change only with the issuer. */
+      readonly validity?: KeyValidity
+    }
   | { readonly ok: false; readonly failure: AuthFailure }
 
 /** Where one issuer's verification keys come from: inline, PEM, secret, or a remote JWKS. */
@@ -387,12 +403,19 @@ export interface IssuerKeys {
 
 /**
  * Turns a failed key selection into the `invalid_token` failure a client sees.
- * `unusable_key`: the issuer publishes the token's key, but it was skipped (jwks.ts).
+ * `unusable_key`: the issuer publishes the token's key, but it was skipped (jwks.ts);
+ * `withdrawn_key`: an earlier key set read published it, a later one no longer does.
  */
 export function selectionFailure(
-  reason: 'unknown_key' | 'algorithm_not_allowed' | 'ambiguous' | 'unusable_key',
+  reason: 'unknown_key' | 'algorithm_not_allowed' | 'ambiguous' | 'unusable_key' | 'withdrawn_key',
 ): AuthFailure {
   switch (reason) {
+    case 'withdrawn_key':
+      return {
+        code: 'invalid_token',
+        reason: 'withdrawn_key',
+        detail: 'the signing key has been withdrawn by its issuer',
+      }
     case 'unusable_key':
       return {
         code: 'invalid_token',

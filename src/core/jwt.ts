@@ -161,7 +161,7 @@ export function createJwtVerifier(
       return { ok: false, failure: malformed('the token is empty or too long') }
     }
     const key = sha256Hex ?? cache.keyOf(token)
-    const hit = cache.get(key, epochSeconds(settings.clock.now()), settings.toleranceSec)
+    const hit = cache.get(key, settings.clock.now(), settings.toleranceSec)
     if (hit !== undefined) return { ok: true, jwt: hit }
     const checked = checkUnverified(token, registry, unusable)
     if (!checked.ok) return checked
@@ -179,7 +179,13 @@ export function createJwtVerifier(
       if (!found.ok) return found
       const verified = verifySigned(jws, trusted, found.key, kid, settings)
       if (!verified.ok) return verified
-      cache.set(key, verified.entry)
+      // A remote key's validity goes with the entry: its withdrawal cuts the cached token.
+      cache.set(
+        key,
+        found.validity === undefined
+          ? verified.entry
+          : { ...verified.entry, validity: found.validity },
+      )
       return { ok: true, jwt: verified.entry.jwt }
     }
     return thenMaybe(lookup, withKey)

@@ -193,6 +193,100 @@ describe('key-source outages (over HTTPS, real JWKS endpoints)', () => {
     assert.equal(old.json.code, 'invalid_token')
   })
 
+  /** The `request` log line of the last answer with this status, parsed. */
+  function lastRequestLine(status: number): Record<string, unknown> {
+    const lines = gate.logs
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .filter((line) => line.msg === 'request' && line.status === status)
+    const last = lines.at(-1)
+    assert.ok(last, `a request line with status ${status}`)
+    return last
+  }
+
+  it('withdrawal cuts cached tokens: a token verified before its key was withdrawn gets 401 once the max age brings a refetch, with no other traffic', async () => {
+    const idp = await remote()
+    const next = createTestIssuer({
+      issuer: idp.issuer.config.issuer,
+      kid: 'k2',
+      clock: gate.clock,
+    })
+    const iss = idp.issuer.config.issuer
+    // Valid for an hour: only the withdrawal can refuse it within the test.
+    const cached = await idp.issuer.sign(
+      { iss, tenant_id: 'acme', jti: `${iss}-cached` },
+      { expiresInSec: 3600 },
+    )
+    assert.equal((await idp.call(cached)).status, 200, 'verified, now in the verified-token cache')
+    idp.host.setJwks({ keys: [next.publicJwk] })
+    // Within the max age nothing has read the key set yet: the token still passes.
+    gate.clock.advance(MAX_AGE / 2)
+    assert.equal((await idp.call(cached)).status, 200)
+    gate.clock.advance(MAX_AGE / 2)
+    const before = idp.host.requests
+    const r = await idp.call(cached)
+    assert.equal(r.status, 401, r.text)
+    assert.equal(r.json.code, 'invalid_token')
+    assert.equal(idp.host.requests - before, 1, 'the cached token itself brought the refetch')
+    assert.equal((await idp.call(cached)).status, 401, 'and stays refused')
+  })
+
+  it('withdrawal cuts cached tokens at once when an unknown-kid refetch drops the key', async () => {
+    const idp = await remote()
+    const next = createTestIssuer({
+      issuer: idp.issuer.config.issuer,
+      kid: 'k2',
+      clock: gate.clock,
+    })
+    const cached = await idp.token()
+    assert.equal((await idp.call(cached)).status, 200)
+    idp.host.setJwks({ keys: [next.publicJwk] })
+    gate.clock.advance(COOLDOWN)
+    assert.equal((await idp.call(await idp.token({ kid: 'k2' }, next))).status, 200)
+    const r = await idp.call(cached)
+    assert.equal(r.status, 401, r.text)
+    assert.equal(r.json.code, 'invalid_token')
+  })
+
+  it('right after a rotation refetch, an old-key token issued just before it gets 401 (the key was withdrawn), never 503', async () => {
+    const idp = await remote()
+    const next = createTestIssuer({
+      issuer: idp.issuer.config.issuer,
+      kid: 'k2',
+      clock: gate.clock,
+    })
+    gate.clock.advance(COOLDOWN)
+    // Signed with the old key a moment before the provider rotates: iat within the clock
+    // tolerance of the refetch below, so its iat alone cannot tell it is older.
+    const old = await idp.token()
+    idp.host.setJwks({ keys: [next.publicJwk] })
+    assert.equal((await idp.call(await idp.token({ kid: 'k2' }, next))).status, 200)
+    for (let step = 0; step < 3; step++) {
+      const r = await idp.call(old)
+      assert.equal(r.status, 401, r.text)
+      assert.equal(r.json.code, 'invalid_token')
+      assert.equal(r.headers['retry-after'], undefined)
+      assert.equal(r.json.detail, 'the signing key has been withdrawn by its issuer')
+      gate.clock.advance(COOLDOWN / 4)
+    }
+    // The precise reason is in the request's log line (docs/errors.md).
+    const line = lastRequestLine(401)
+    assert.equal(line.code, 'invalid_token')
+    assert.equal(line.reason, 'withdrawn_key')
+  })
+
+  it("a 401 invalid_token's log line carries the precise reason; the response a client-safe detail", async () => {
+    const idp = await remote()
+    const token = await idp.token()
+    const [head, payload] = token.split('.')
+    const forged = `${head}.${payload}.${'A'.repeat(86)}`
+    const r = await idp.call(forged)
+    assert.equal(r.status, 401, r.text)
+    assert.equal(r.json.detail, 'the signature is not valid')
+    const line = lastRequestLine(401)
+    assert.equal(line.reqId, r.json.requestId)
+    assert.equal(line.reason, 'bad_signature')
+  })
+
   it('a rotation announced ahead (new key published before use) keeps every token of either key valid', async () => {
     const idp = await remote()
     const next = createTestIssuer({

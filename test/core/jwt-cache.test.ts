@@ -33,8 +33,8 @@ describe('verified-token cache', () => {
     const cache = createJwtCache(10)
     const value = entry('a', 2000)
     cache.set('k', value)
-    assert.equal(cache.get('k', 2029, 30), value.jwt)
-    assert.equal(cache.get('k', 2030, 30), undefined)
+    assert.equal(cache.get('k', 2_029_000, 30), value.jwt)
+    assert.equal(cache.get('k', 2_030_000, 30), undefined)
     assert.equal(cache.size, 0)
   })
 
@@ -42,8 +42,8 @@ describe('verified-token cache', () => {
     const cache = createJwtCache(10)
     const value = entry('a', 2000, 1000)
     cache.set('k', value)
-    assert.equal(cache.get('k', 969, 30), undefined)
-    assert.equal(cache.get('k', 970, 30), value.jwt)
+    assert.equal(cache.get('k', 969_000, 30), undefined)
+    assert.equal(cache.get('k', 970_000, 30), value.jwt)
     assert.equal(cache.size, 1)
   })
 
@@ -56,7 +56,7 @@ describe('verified-token cache', () => {
           const cache = createJwtCache(maxEntries)
           for (const [isSet, n] of operations) {
             if (isSet) cache.set(`k${n}`, entry(`k${n}`))
-            else cache.get(`k${n}`, 1000, 0)
+            else cache.get(`k${n}`, 1_000_000, 0)
             assert.ok(cache.size <= maxEntries)
           }
         },
@@ -71,9 +71,9 @@ describe('verified-token cache', () => {
         cache.set('first', entry('first'))
         for (let i = 0; i < maxEntries; i++) {
           cache.set(`k${i}`, entry(`k${i}`))
-          assert.equal(cache.get(`k${i}`, 1000, 0)?.subject, `k${i}`)
+          assert.equal(cache.get(`k${i}`, 1_000_000, 0)?.subject, `k${i}`)
         }
-        assert.equal(cache.get('first', 1000, 0), undefined)
+        assert.equal(cache.get('first', 1_000_000, 0), undefined)
       }),
     )
   })
@@ -81,11 +81,26 @@ describe('verified-token cache', () => {
   test('a recently used entry outlives older unused ones (least recently used evicted first)', () => {
     const cache = createJwtCache(10)
     for (const k of ['a', 'b', 'c', 'd', 'e']) cache.set(k, entry(k))
-    assert.equal(cache.get('a', 1000, 0)?.subject, 'a')
+    assert.equal(cache.get('a', 1_000_000, 0)?.subject, 'a')
     for (const k of ['f', 'g', 'h', 'i']) cache.set(k, entry(k))
-    assert.equal(cache.get('a', 1000, 0)?.subject, 'a')
-    assert.equal(cache.get('b', 1000, 0), undefined)
-    for (const k of ['f', 'g', 'h', 'i']) assert.equal(cache.get(k, 1000, 0)?.subject, k)
+    assert.equal(cache.get('a', 1_000_000, 0)?.subject, 'a')
+    assert.equal(cache.get('b', 1_000_000, 0), undefined)
+    for (const k of ['f', 'g', 'h', 'i']) assert.equal(cache.get(k, 1_000_000, 0)?.subject, k)
+  })
+
+  test("an entry is served only while its key's validity lasts; a withdrawn key (validity 0) stops it at once", () => {
+    const cache = createJwtCache(10)
+    const validity = { validUntilMs: 1_500_000 }
+    const value: CachedJwt = { ...entry('a'), validity }
+    cache.set('k', value)
+    assert.equal(cache.get('k', 1_499_999, 0), value.jwt)
+    assert.equal(cache.get('k', 1_500_000, 0), undefined, 'due for a key set read: verify again')
+    validity.validUntilMs = 1_600_000 // the key set was read again and still publishes the key
+    assert.equal(cache.get('k', 1_500_000, 0), value.jwt)
+    validity.validUntilMs = 0 // a read dropped the key
+    assert.equal(cache.get('k', 1_500_001, 0), undefined)
+    cache.set('k', entry('a'))
+    assert.equal(cache.get('k', 1_500_001, 0)?.subject, 'a', 'a static key has no validity')
   })
 
   test('maxEntries 0 stores nothing; clear() empties', () => {
@@ -95,6 +110,6 @@ describe('verified-token cache', () => {
     const cache = createJwtCache(5)
     cache.set('a', entry('a'))
     cache.clear()
-    assert.equal(cache.get('a', 1000, 0), undefined)
+    assert.equal(cache.get('a', 1_000_000, 0), undefined)
   })
 })

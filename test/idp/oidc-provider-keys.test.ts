@@ -285,13 +285,18 @@ describe('oidc-provider with keys published without alg: RS256, PS256, ES256, Ed
     assert.deepEqual((await readyIssuers()).skippedKeys, [], 'the RS512 key is no longer published')
   })
 
-  it('withdrawal: once the key set is refetched without the old key, its new tokens get 401', async () => {
+  it('withdrawal: once the key set is refetched without the old key, its tokens get 401, those verified (and cached) before too', async () => {
     const old = await grant('RS256', 'rsa-1')
+    const used = await grant('RS256', 'rsa-1')
+    assert.equal((await me(used)).status, 200, 'verified while the key is published: cached')
     serveProvider([rsa2, ec1])
     gate.clock.advance(MAX_AGE_MS)
     const r = await me(old)
     assert.equal(r.status, 401, r.text)
     assert.equal(r.json.code, 'invalid_token')
+    const cached = await me(used)
+    assert.equal(cached.status, 401, cached.text)
+    assert.equal(cached.json.detail, 'the signing key has been withdrawn by its issuer')
     assert.equal((await me(await grant('PS256', 'rsa-2'))).status, 200)
   })
 
