@@ -91,6 +91,35 @@ export function storeLine(config: Readonly<Config>): StartupLine {
   }
 }
 
+/** Errors that mean the database is not reachable as configured (network or login). */
+const UNREACHABLE = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ECONNRESET',
+  '28P01', // password authentication failed
+  '28000', // no pg_hba.conf entry / invalid authorization
+  '3D000', // database does not exist
+])
+
+/**
+ * A Postgres that cannot be reached or logged into, named with where it was looked for and
+ * the settings that say so (`connect ECONNREFUSED 127.0.0.1:5432` named neither Postgres nor
+ * DATABASE_URL); undefined for any other error. Never the URL's password.
+ */
+export function storeUnreachable(config: Readonly<Config>, error: unknown): Error | undefined {
+  const code = (error as { code?: unknown } | null)?.code
+  if (!config.databaseUrl || typeof code !== 'string' || !UNREACHABLE.has(code)) return undefined
+  const where = storeLine(config).msg.replace(/^store: postgres /, '')
+  return new Error(
+    `cannot reach Postgres at ${where} (databaseUrl: --database-url, DATABASE_URL or the config file): ${(error as Error).message}`,
+    { cause: error },
+  )
+}
+
 /** Where the rate-limit counters live: Redis (shared by every instance) or in-process. */
 export function countersLine(config: Readonly<Config>): StartupLine {
   if (!config.rateLimit.enabled) {

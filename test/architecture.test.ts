@@ -167,8 +167,10 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
     'admin/openapi.ts',
     'logger.ts',
     'missing-package.ts',
+    // Where the store was looked for, in an error naming it (storeUnreachable).
+    'startup.ts',
   ],
-  dev: ['core', 'stores', 'config'],
+  dev: ['core', 'lib', 'stores', 'config'],
   'logger.ts': [],
   'missing-package.ts': [],
   'startup.ts': ['config', 'stores', 'auth/redis-client.ts'],

@@ -3,7 +3,8 @@ import { userInfo } from 'node:os'
 import { resolve } from 'node:path'
 import { storeAuditSink } from '../auth/audit-events.ts'
 import { type OperationDeps, OperationRefused, type RefusalCode } from '../auth/operations.ts'
-import { loadConfig } from '../config/load.ts'
+import { unknownVariables } from '../config/hints.ts'
+import { ENV_VARIABLES, loadConfig, SECRET_ENV_VARIABLES } from '../config/load.ts'
 import type { Config } from '../config/schema.ts'
 import type { Store, StoreTransaction } from '../stores/store.ts'
 import { type OptionDefs, optionalString, type ParsedArgs } from './args.ts'
@@ -46,6 +47,7 @@ export interface CommandDef {
 
 /** Builds the context for one command invocation. */
 export function createContext(io: CliIo, out: Output, args: ParsedArgs): CommandContext {
+  let warned = false
   return {
     io,
     out,
@@ -63,6 +65,17 @@ export function createContext(io: CliIo, out: Output, args: ParsedArgs): Command
           throw new UsageError('--database-url: expected a postgres:// or postgresql:// URL')
         }
         fromFlags.databaseUrl = databaseUrl
+      }
+      if (!warned) {
+        // A misspelt variable would otherwise be ignored in silence.
+        warned = true
+        const known = [
+          ...Object.keys(ENV_VARIABLES),
+          ...SECRET_ENV_VARIABLES.map((name) => `${name}_FILE`),
+        ]
+        for (const warning of unknownVariables(io.env, known)) {
+          out.note(`tokengate: warning: ${warning}`)
+        }
       }
       return loadConfig({
         file: optionalString(args, 'config'),
@@ -111,13 +124,17 @@ export async function withStore<T>(
   const databaseFile = config.databaseUrl ? undefined : resolve(config.dataDir, SQLITE_FILE_NAME)
   const created = databaseFile !== undefined && !existsSync(databaseFile)
   if (created && !create) throw new CommandFailure(noStoreMessage(config.dataDir))
+  const named = async (error: unknown) => {
+    const { storeUnreachable } = await import('../startup.ts')
+    throw storeUnreachable(config, error) ?? error
+  }
   const store = await openStore(
     config.databaseUrl
       ? { databaseUrl: config.databaseUrl, secretKeyFile: config.secretKeyFile }
       : { dataDir: config.dataDir, secretKeyFile: config.secretKeyFile },
-  )
+  ).catch(named)
   try {
-    const applied = await store.migrate()
+    const applied = await store.migrate().catch(named)
     if (created)
       create?.stderr.write(`tokengate: created a new store in ${resolve(config.dataDir)}\n`)
     return await use(store, applied)

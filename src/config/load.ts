@@ -3,6 +3,7 @@ import { createRequire } from 'node:module'
 import { extname } from 'node:path'
 import { addressBlockProblem } from '../http/address-blocks.ts'
 import { IDENTITY_PREFIX } from '../http/identity-headers.ts'
+import { didYouMeanSetting, howToSet, patternInWords } from './hints.ts'
 import { applyDefaults, convert, validationErrors } from './json-schema.ts'
 import { type Config, ConfigSchema, PROXY_KINDS, type ProxyKind } from './schema.ts'
 
@@ -289,14 +290,31 @@ function trustedProxyProblems(decision: {
 }
 
 function describeError(
-  error: { instancePath: string; message: string },
+  error: {
+    instancePath: string
+    message: string
+    keyword: string
+    params: Readonly<Record<string, unknown>>
+  },
   sourceOf: SourceFinder,
 ): string {
   const path = error.instancePath || '/'
   const { text } = sourceOf(error.instancePath)
-  return error.message === 'schema is false'
-    ? `${path}: unknown setting${text}`
-    : `${path}: ${error.message}${text}`
+  if (error.keyword === 'required') {
+    // Named by the missing setting and how to set it, not `/gateway: must have required ...`.
+    const missing = (error.params.requiredProperties as readonly string[] | undefined) ?? []
+    return missing
+      .map((name) => {
+        const pointer = `${error.instancePath}/${name}`
+        return `${pointer}: required (set it with ${howToSet(pointer, ENV_VARIABLES)})`
+      })
+      .join('; ')
+  }
+  if (error.message === 'schema is false') {
+    return `${path}: unknown setting${didYouMeanSetting(error.instancePath)}${text}`
+  }
+  const words = error.keyword === 'pattern' ? patternInWords(error.params.pattern) : undefined
+  return `${path}: ${words ?? error.message}${text}`
 }
 
 type SourceFinder = (pointer: string) => {

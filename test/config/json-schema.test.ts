@@ -184,8 +184,8 @@ describe('config json-schema engine', () => {
       assert.ok(error instanceof ConfigError)
       assert.deepEqual(error.problems, [
         '/extra: unknown setting',
-        '/databaseUrl: must match pattern "^postgres(ql)?://" (from the environment variable DATABASE_URL; fix or unset it)',
-        '/redisUrl: must match pattern "^rediss?(-sentinel|-cluster)?://" (from the environment variable REDIS_URL; fix or unset it)',
+        '/databaseUrl: must be a postgres:// or postgresql:// URL (from the environment variable DATABASE_URL; fix or unset it)',
+        '/redisUrl: must be a redis://, rediss://, redis-sentinel:// or redis-cluster:// URL (from the environment variable REDIS_URL; fix or unset it)',
         '/server/port: must be integer (from the environment variable TOKENGATE_PORT; fix or unset it)',
         '/auth/clockToleranceSec: must be <= 300',
         '/auth/jwksTimeoutMs: must be >= 1',

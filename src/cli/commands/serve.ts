@@ -90,7 +90,12 @@ async function serveUntilStopped(
     workers > 1
       ? startWorkers(server, config, workers, options, ctx.json, (line) => ctx.out.note(line))
       : server.startTokengate(config, options)
-  const running = await Promise.race([starting, signalled.then((name) => name)])
+  // A Postgres that cannot be reached is named with its settings (startup.ts).
+  const named = starting.catch(async (error: unknown) => {
+    const { storeUnreachable } = await import('../../startup.ts')
+    throw storeUnreachable(config, error) ?? error
+  })
+  const running = await Promise.race([named, signalled.then((name) => name)])
   if (typeof running === 'string') {
     // Nothing is served yet, so nothing to drain: a start waiting on a store that does not
     // answer must not outlive the orchestrator's grace period.
