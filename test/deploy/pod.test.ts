@@ -236,7 +236,8 @@ describe('the sqlite pod, run by podman as the kubelet would', { skip }, () => {
     const entrypoint: string[] = JSON.parse(
       podman('image', 'inspect', image as string, '--format', '{{json .Config.Entrypoint}}'),
     )
-    const bin = entrypoint.find((arg) => arg.endsWith('/bin/tokengate.js')) as string
+    const bin = entrypoint.find((arg) => arg.endsWith('/bin/tokengate.js'))
+    assert.ok(bin, `the ENTRYPOINT ${JSON.stringify(entrypoint)} starts the package's bin`)
     const shipped = [
       'examples/forward-auth/nginx.conf',
       'examples/forward-auth/ingress-nginx.yaml',
