@@ -2,7 +2,8 @@
  * Every code block of README.md and docs/*.md says what it is (markdown-blocks.ts) and parses:
  * shell with `bash -n`, JavaScript and TypeScript with `node --check` (types stripped first),
  * YAML and JSON with their parsers, Python with `py_compile`. The blocks that run are run by
- * the doc runner against the installed package (test/package/docs.package.ts).
+ * the doc runner against the installed package (test/package/docs.package.ts), which also
+ * type-checks every `ts`/`js` block with `file=`; one without `file=` must say why (`no-run=`).
  */
 import assert from 'node:assert/strict'
 import { execFileSync, spawnSync } from 'node:child_process'
@@ -61,6 +62,15 @@ for (const doc of docFiles()) {
     test('every block says what it is', () => {
       const problems = blocks.flatMap((b) => b.problems.map((p) => `${where(b)}: ${p}`))
       assert.deepEqual(problems, [])
+    })
+
+    test('every TypeScript and JavaScript block is run (file=NAME) or says why not (no-run=)', () => {
+      // A block a user would paste must be one the doc runner type-checks and runs; a fragment
+      // has to say so, so a broken example cannot hide as "only syntax-checked".
+      const silent = blocks
+        .filter((b) => (b.language === 'ts' || b.language === 'js') && !b.file && !b.noRun)
+        .map(where)
+      assert.deepEqual(silent, [])
     })
 
     test('every block parses', () => {

@@ -5,12 +5,14 @@
  * The info string is the language, then optional directives:
  * - ```sh                        run, in document order, by the doc runner (docs.package.ts)
  * - ```js file=server.mjs         written to that file in the doc's directory (ts, yaml, json
- *                                  too); a later `sh` block uses it
+ *                                  too); a later `sh` block uses it; ts and js files are
+ *                                  type-checked against the installed package first
  * - ```sh no-run=REASON           not run here, for one of the REASONS below; syntax-checked
  * - ```text, ```http              output, synopses and diagrams: neither run nor checked
  * A block without a language is text as well (the architecture trees); one that looks like a
  * shell command must say which it is (`MISSING_LANGUAGE`).
- * js, ts, json, yaml and python blocks without `file=` are syntax-checked (`node --check`,
+ * A ts or js block without `file=` must carry `no-run=` (blocks.test.ts); json, yaml and
+ * python blocks without `file=`, and ts/js fragments, are syntax-checked (`node --check`,
  * the `yaml` parser, `python3 -m py_compile`); a `yaml` block with `file=` is what a later
  * command reads.
  */

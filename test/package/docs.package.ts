@@ -17,6 +17,11 @@
  *   TOKENGATE_PORT / TOKENGATE_ADMIN_PORT / TOKENGATE_METRICS_PORT: a busy port on a shared
  *   machine must not fail the run. Nothing else in a command is changed.
  * - `file=NAME` blocks are written to NAME before the commands after them run.
+ * - A `ts` or `js` block with `file=` is type-checked as it is written, with `tsc --noEmit`
+ *   in the Node 24 consumer project (the installed tarball's declarations, the frameworks and
+ *   their types, the pinned TypeScript), together with the doc's earlier files it imports,
+ *   under the doc's own `tsconfig.json` block when it has one (else Node's type-stripping
+ *   settings); `js` with `checkJs`. Then the doc's commands run it as a user would.
  * Blocks marked `no-run=REASON` are only syntax-checked (test/docs/blocks.test.ts).
  */
 import assert from 'node:assert/strict'
@@ -71,6 +76,60 @@ interface Service {
   readonly pgid: number
   readonly section: string
   output(): string
+}
+
+/** The compiler options a doc without its own `tsconfig.json` block is checked with. */
+const TYPE_STRIPPING_OPTIONS = {
+  target: 'esnext',
+  module: 'nodenext',
+  strict: true,
+  allowImportingTsExtensions: true,
+  erasableSyntaxOnly: true,
+  verbatimModuleSyntax: true,
+  types: ['node'],
+}
+
+/**
+ * `tsc --noEmit` of one of a doc's files, in a directory of the Node 24 consumer project
+ * (so `tokengate` resolves to the installed tarball and its `.d.ts`), beside the doc's other
+ * files; the doc's `tsconfig.json` (when it wrote one) gives the options.
+ */
+async function typeCheck(doc: string, docDir: string, file: string): Promise<void> {
+  const dir = join(installed.node24, 'doc-types', doc.replaceAll('/', '-'))
+  mkdirSync(dir, { recursive: true })
+  for (const name of readdirSync(docDir)) {
+    if (/\.(m?[jt]s|json)$/.test(name) && name !== 'package.json' && name !== 'package-lock.json') {
+      writeFileSync(join(dir, name), readFileSync(join(docDir, name)))
+    }
+  }
+  let options: Record<string, unknown> = TYPE_STRIPPING_OPTIONS
+  try {
+    options = JSON.parse(readFileSync(join(docDir, 'tsconfig.json'), 'utf8')).compilerOptions
+  } catch {}
+  writeFileSync(
+    join(dir, 'tsconfig.check.json'),
+    JSON.stringify({
+      compilerOptions: { ...options, noEmit: true, allowJs: true, checkJs: true },
+      files: [file],
+    }),
+  )
+  const tsc = join(installed.node24, 'node_modules', '.bin', 'tsc')
+  const result = await new Promise<{ code: number | null; output: string }>((resolve) => {
+    const child = spawn(tsc, ['-p', join(dir, 'tsconfig.check.json')], {
+      cwd: dir,
+      env: { ...process.env, PATH: `${dirname(process.execPath)}:${process.env.PATH}` },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let output = ''
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      output += chunk
+    })
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      output += chunk
+    })
+    child.once('exit', (code) => resolve({ code, output }))
+  })
+  assert.equal(result.code, 0, `tsc --noEmit ${file} (${doc}):\n${result.output}`)
 }
 
 /** One doc's terminal: its directory, shell state, port map and running services. */
@@ -152,6 +211,13 @@ exit $__status
         env: {
           PATH: `${join(this.cwd(), 'node_modules', '.bin')}:${nodeDir}:${process.env.PATH}`,
           HOME: process.env.HOME,
+          // The machine's certificate authorities, as in the user's own terminal (npm reaches
+          // the registry through them where a proxy signs its connections).
+          ...Object.fromEntries(
+            ['NODE_EXTRA_CA_CERTS', 'SSL_CERT_FILE', 'SSL_CERT_DIR'].flatMap((name) =>
+              process.env[name] ? [[name, process.env[name] as string]] : [],
+            ),
+          ),
           npm_config_update_notifier: 'false',
           ...this.#env,
         },
@@ -337,6 +403,9 @@ for (const doc of docFiles().filter((d) => !only || only.includes(d))) {
         await session.stopServicesOutside(block.section)
         if (block.file !== undefined) {
           writeFileSync(join(session.cwd(), block.file), session.ports(block.text))
+          if (block.language === 'ts' || block.language === 'js') {
+            await typeCheck(doc, session.cwd(), block.file)
+          }
           return
         }
         for (const command of commandsOf(block.text)) await session.run(command)
