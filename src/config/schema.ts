@@ -656,6 +656,27 @@ export const ConfigSchema = Type.Object(
                 'Port of the Envoy gRPC ext_authz service (envoy.service.auth.v3.Authorization/Check, plaintext HTTP/2) on decision.host; unset: none. Answers only trustedProxies entries of kind envoy.',
             }),
           ),
+          listeners: Type.Array(
+            Type.Object(
+              {
+                port: Type.Integer({
+                  minimum: 0,
+                  maximum: 65535,
+                  description: 'Port of this decision listener, on decision.host.',
+                }),
+                proxy: Type.Union(
+                  PROXY_KINDS.map((kind) => Type.Literal(kind)),
+                  { description: 'The one proxy kind this listener believes.' },
+                ),
+              },
+              { additionalProperties: false },
+            ),
+            {
+              default: [],
+              description:
+                'More decision listeners, one per further proxy kind, for proxies that share an address (two proxies on one host): each believes only its own proxy header family, from the trustedProxies addresses (their =<proxy> kinds do not apply there). E.g. [{ port: 8082, proxy: caddy }] beside decision.port for nginx.',
+            },
+          ),
         },
         { additionalProperties: false },
       ),

@@ -27,7 +27,13 @@ import { isPromiseLike } from '../lib/maybe-async.ts'
 import { type Answer, createDecider } from './decide.ts'
 import { createDiagnostics } from './diagnostics.ts'
 import { clientAddressOf } from './forwarded-request.ts'
-import { createProxyMatcher, familyMismatch, PROXY_RULES, type ProxyKind } from './proxy-kinds.ts'
+import {
+  createProxyMatcher,
+  familyMismatch,
+  PROXY_RULES,
+  type ProxyKind,
+  type ProxyMatcher,
+} from './proxy-kinds.ts'
 
 export interface BuildDecisionServerOptions {
   readonly config: Readonly<Config>
@@ -105,53 +111,74 @@ export async function buildDecisionServer(
     )
   }
 
-  const handle = (req: Http.IncomingMessage, res: Http.ServerResponse) => {
-    const started = performance.now()
-    const requestId = requestIdOf(req.headers['x-request-id'], nextRequestId)
-    const kind = trusted(req.socket.remoteAddress)
-    req.resume()
-    if (kind) diagnoseKind(kind, req.rawHeaders, req.socket.remoteAddress)
-    const decided = decide({
-      kind,
-      requestLine: { method: req.method ?? 'GET', url: req.url ?? '/' },
-      pathPrefix: decision.pathPrefix,
-      rawHeaders: req.rawHeaders,
-      clientAddress: clientAddressOf(req, trusted),
-      requestId,
-      host: req.headers.host,
-    })
-    let outcome: Outcome | undefined
-    if (recorder.recordsAnswers) {
-      res.once('finish', () =>
-        recorder.recordAnswer({
-          listener: 'decision',
-          method: decided.method,
-          target: decided.target,
-          requestId,
-          status: res.statusCode,
-          durationMs: performance.now() - started,
-          outcome,
-        }),
-      )
+  /** The request handler of a listener that believes proxies as `trusted` says. */
+  const handlerFor =
+    (trusted: ProxyMatcher) => (req: Http.IncomingMessage, res: Http.ServerResponse) => {
+      const started = performance.now()
+      const requestId = requestIdOf(req.headers['x-request-id'], nextRequestId)
+      const kind = trusted(req.socket.remoteAddress)
+      req.resume()
+      if (kind) diagnoseKind(kind, req.rawHeaders, req.socket.remoteAddress)
+      const decided = decide({
+        kind,
+        requestLine: { method: req.method ?? 'GET', url: req.url ?? '/' },
+        pathPrefix: decision.pathPrefix,
+        rawHeaders: req.rawHeaders,
+        clientAddress: clientAddressOf(req, trusted),
+        requestId,
+        host: req.headers.host,
+      })
+      let outcome: Outcome | undefined
+      if (recorder.recordsAnswers) {
+        res.once('finish', () =>
+          recorder.recordAnswer({
+            listener: 'decision',
+            method: decided.method,
+            target: decided.target,
+            requestId,
+            status: res.statusCode,
+            durationMs: performance.now() - started,
+            outcome,
+          }),
+        )
+      }
+      const send = (answer: Answer) => {
+        if (answer.type !== 'preflight') outcome = answer.outcome
+        writeAnswer(res, answer, requestId, kind)
+      }
+      if (!isPromiseLike(decided.answer)) return send(decided.answer)
+      decided.answer.then(send, (error: unknown) => {
+        logger.error({ err: error, reqId: requestId }, 'decision failed')
+        const failed = problemResponse('internal_error', 'An unexpected error occurred.', requestId)
+        sendFailureResponse(res, failed, requestId)
+      })
     }
-    const send = (answer: Answer) => {
-      if (answer.type !== 'preflight') outcome = answer.outcome
-      writeAnswer(res, answer, requestId, kind)
-    }
-    if (!isPromiseLike(decided.answer)) return send(decided.answer)
-    decided.answer.then(send, (error: unknown) => {
-      logger.error({ err: error, reqId: requestId }, 'decision failed')
-      const failed = problemResponse('internal_error', 'An unexpected error occurred.', requestId)
-      sendFailureResponse(res, failed, requestId)
-    })
-  }
 
-  const server = http.createServer(
-    { maxHeaderSize: config.server.maxHeaderBytes, requestTimeout: config.server.requestTimeoutMs },
-    options.tracing ? options.tracing.decision(handle) : handle,
-  )
   const { connections } = options
-  if (connections) server.on('connection', (socket: Socket) => connections.admit(socket))
+  const serverFor = (matcher: ProxyMatcher) => {
+    const handle = handlerFor(matcher)
+    const built = http.createServer(
+      {
+        maxHeaderSize: config.server.maxHeaderBytes,
+        requestTimeout: config.server.requestTimeoutMs,
+      },
+      options.tracing ? options.tracing.decision(handle) : handle,
+    )
+    if (connections) built.on('connection', (socket: Socket) => connections.admit(socket))
+    return built
+  }
+  const server = serverFor(trusted)
+  // Two proxies on one host share an address, and an address is one proxy: each further
+  // kind gets its own listener, believing its own family from the same addresses.
+  const extra = decision.listeners.map((listener) => ({
+    listener,
+    server: serverFor(
+      createProxyMatcher({
+        trustedProxies: decision.trustedProxies.map((entry) => entry.split('=')[0]?.trim() ?? ''),
+        proxy: listener.proxy,
+      }),
+    ),
+  }))
   const grpc =
     decision.grpcPort === undefined
       ? undefined
@@ -168,26 +195,48 @@ export async function buildDecisionServer(
         })
   return {
     grpcUrl: grpc?.url,
-    listen: (host, port) =>
-      new Promise((resolve, reject) => {
-        server.once('error', reject)
-        server.listen(port, host, () => {
-          server.off('error', reject)
-          const address = server.address() as AddressInfo
-          const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address
-          resolve(`http://${shown}:${address.port}`)
+    listen: async (host, port) => {
+      const url = await listenOn(server, host, port)
+      for (const [i, { listener, server: other }] of extra.entries()) {
+        const at = await listenOn(other, host, listener.port).catch((error: Error) => {
+          throw new Error(
+            `decision listener for ${listener.proxy} (decision.listeners[${i}].port) cannot listen on ${host}:${listener.port}: ${error.message}`,
+            { cause: error },
+          )
         })
-      }),
+        logger.info(
+          { listener: 'decision', proxy: listener.proxy },
+          `listening on ${at}: decision for ${listener.proxy} (decision.listeners[${i}])`,
+        )
+      }
+      return url
+    },
     close: async () => {
       await grpc?.close()
-      await new Promise<void>((resolve) => {
-        policy.close()
-        server.closeIdleConnections()
-        server.close(() => resolve())
-        if (!server.listening) resolve()
-      })
+      policy.close()
+      await Promise.all([server, ...extra.map((e) => e.server)].map(closeServer))
     },
   }
+}
+
+function listenOn(server: Http.Server, host: string, port: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(port, host, () => {
+      server.off('error', reject)
+      const address = server.address() as AddressInfo
+      const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address
+      resolve(`http://${shown}:${address.port}`)
+    })
+  })
+}
+
+function closeServer(server: Http.Server): Promise<void> {
+  return new Promise<void>((resolve) => {
+    server.closeIdleConnections()
+    server.close(() => resolve())
+    if (!server.listening) resolve()
+  })
 }
 
 /** Writes an answer as the proxy at `kind` reads it. */
