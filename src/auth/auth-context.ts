@@ -75,11 +75,19 @@ export async function createAuthContext(
       },
     },
     (error) =>
-      log.warn({ err: error }, 'reloading trusted issuers failed; keeping the previous set'),
+      log.warn(
+        { err: error },
+        'reloading trusted issuers failed; the previous set stays in force, retried every second (/readyz: issuers.reloadFailing)',
+      ),
     (issuer, error) =>
       log.error(
         { issuer, err: { message: error.message } },
         'trusted issuer refused: its tokens get 503 until its configuration is fixed (tokengate issuer add --issuer ISS ...)',
+      ),
+    (issuer, reason) =>
+      log.error(
+        { issuer, reason },
+        "trusted issuer's shared secret cannot be opened on this instance: its tokens get 401 until secretKeyFile (TOKENGATE_SECRET_KEY_FILE) names the key it was sealed with",
       ),
   )
 

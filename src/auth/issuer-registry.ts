@@ -2,6 +2,7 @@ import type { IssuerConfig } from '../core/issuer.ts'
 import { createJwksPool, type JwksStatus } from '../core/jwks.ts'
 import { createJwtVerifier, type JwtVerifierOptions } from '../core/jwt.ts'
 import type { JwtOutcome, JwtVerifier } from '../core/ports.ts'
+import { unreadableReason } from '../stores/secret-box.ts'
 import type { Store } from '../stores/store.ts'
 
 export interface IssuerRegistry extends JwtVerifier {
@@ -19,7 +20,20 @@ export interface IssuerRegistry extends JwtVerifier {
    * tokens get 503 until the configuration is fixed. For `/readyz`.
    */
   unusable(): readonly string[]
+  /**
+   * Issuers in the store whose key this instance cannot read (a sealed secret without the key
+   * that opens it): refused with 401 until `secretKeyFile` names that key. For `/readyz`.
+   */
+  unreadable(): readonly string[]
+  /**
+   * Whether the last reading of the issuer set failed (the store did not answer): the set in
+   * force is the one read before, and a reload is retried every `RELOAD_RETRY_MS`. For `/readyz`.
+   */
+  reloadFailing(): boolean
 }
+
+/** While re-reading the issuers fails, it is retried this often (ms). */
+const RELOAD_RETRY_MS = 1000
 
 /**
  * The JWT verifier for the issuers registered in the store. Issuers change rarely (an
@@ -55,16 +69,28 @@ export async function createIssuerRegistry(
   options: JwtVerifierOptions,
   onReloadError: (error: unknown) => void = () => {},
   onUnusableIssuer: (issuer: string, error: Error) => void = () => {},
+  onUnreadableIssuer: (issuer: string, reason: string) => void = () => {},
 ): Promise<IssuerRegistry> {
   const pool = createJwksPool()
   let unusable: readonly string[] = []
+  let unreadable: readonly string[] = []
   // One refused issuer must not take every tenant and PAT down with it (a start that exits,
   // or a reload that keeps the old set and so never loads the good issuers beside it).
-  const build = (configs: readonly IssuerConfig[]) => {
+  const build = (all: readonly IssuerConfig[]) => {
     const refused: string[] = []
+    // An issuer whose secret cannot be opened here is refused by name; the others load.
+    const configs = all.filter((config) => unreadableReason(config) === undefined)
+    const cannotRead = all.filter((config) => unreadableReason(config) !== undefined)
+    for (const config of cannotRead) {
+      // One line when an issuer becomes unreadable, not one per reload.
+      if (!unreadable.includes(config.issuer)) {
+        onUnreadableIssuer(config.issuer, unreadableReason(config) as string)
+      }
+    }
     const verifier = pool.retain(() =>
       createJwtVerifier(configs, {
         ...options,
+        unreadableIssuers: cannotRead.map((config) => config.issuer),
         jwksPool: pool,
         onUnusableIssuer: (issuer, error) => {
           refused.push(issuer)
@@ -73,6 +99,7 @@ export async function createIssuerRegistry(
       }),
     )
     unusable = refused.sort()
+    unreadable = cannotRead.map((config) => config.issuer).sort()
     // Load keys now rather than on the first token: readiness then tells the truth early,
     // and the first caller does not wait for the identity provider.
     void pool.warm()
@@ -82,6 +109,9 @@ export async function createIssuerRegistry(
   let current = build(issuers)
   let reloading: Promise<void> | undefined
   let reloadAgain = false
+  let retry: ReturnType<typeof setTimeout> | undefined
+  let failing = false
+  let closed = false
 
   async function reloadOnce(): Promise<void> {
     try {
@@ -90,14 +120,22 @@ export async function createIssuerRegistry(
       current = build(next)
       issuers = next
       previous.close()
+      failing = false
     } catch (error) {
       // Keep verifying with the last known issuers: removing trust because the store blinked
-      // would turn a store outage into 401s for every JWT caller.
-      onReloadError(error)
+      // would turn a store outage into 401s for every JWT caller. But not silently, and not
+      // until the next change happens to arrive: /readyz says so and the read is retried.
+      if (!failing) onReloadError(error)
+      failing = true
+      retry ??= setTimeout(() => {
+        retry = undefined
+        if (!closed) void registry.reload()
+      }, RELOAD_RETRY_MS)
+      retry.unref?.()
     }
   }
 
-  return {
+  const registry: IssuerRegistry = {
     verify: (token: string): Promise<JwtOutcome> => current.verify(token),
     verifyMaybeSync: (token: string, sha256Hex?: string): JwtOutcome | Promise<JwtOutcome> =>
       current.verifyMaybeSync(token, sha256Hex),
@@ -120,13 +158,18 @@ export async function createIssuerRegistry(
     },
     issuers: () => issuers,
     unusable: () => unusable,
+    unreadable: () => unreadable,
+    reloadFailing: () => failing,
     keyStatus() {
       void pool.warm()
       return pool.statuses()
     },
     close: () => {
+      closed = true
+      if (retry !== undefined) clearTimeout(retry)
       current.close()
       pool.close()
     },
   }
+  return registry
 }

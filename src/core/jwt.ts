@@ -85,6 +85,12 @@ export interface JwtVerifierOptions {
    * line per load; the same keys show in `JwksStatus.skippedKeys`.
    */
   readonly onSkippedKeys?: (issuer: string, skipped: readonly SkippedKey[]) => void
+  /**
+   * Issuers that are trusted but whose key this instance cannot read (a sealed secret without
+   * the key that opens it): their tokens get 401 `invalid_token` (`unreadable_issuer`), never
+   * a pass, and never "unknown issuer" in the logs. Default none.
+   */
+  readonly unreadableIssuers?: readonly string[]
 }
 
 interface TrustedIssuer {
@@ -142,6 +148,7 @@ export function createJwtVerifier(
   const cache = createJwtCache(nonNegative('cacheMaxEntries', options.cacheMaxEntries ?? 10_000))
   const registry = new Map<string, TrustedIssuer>()
   const unusable = new Set<string>()
+  const unreadable = new Set(options.unreadableIssuers ?? [])
   for (const config of issuers) {
     if (registry.has(config.issuer) || unusable.has(config.issuer)) {
       throw new Error(`issuer ${config.issuer} is configured twice`)
@@ -163,7 +170,7 @@ export function createJwtVerifier(
     const key = sha256Hex ?? cache.keyOf(token)
     const hit = cache.get(key, settings.clock.now(), settings.toleranceSec)
     if (hit !== undefined) return { ok: true, jwt: hit }
-    const checked = checkUnverified(token, registry, unusable)
+    const checked = checkUnverified(token, registry, unusable, unreadable)
     if (!checked.ok) return checked
     const { jws, trusted, alg, kid } = checked
     // Keys are found by `alg` and `kid` only. The header's `jwk`, `jku`, `x5u` and `x5c`
@@ -222,6 +229,7 @@ function checkUnverified(
   token: string,
   registry: ReadonlyMap<string, TrustedIssuer>,
   unusable: ReadonlySet<string>,
+  unreadable: ReadonlySet<string>,
 ): Unverified {
   const parsed = parseCompactJws(token)
   if (!parsed.ok) return invalid('malformed', parsed.detail)
@@ -248,9 +256,13 @@ function checkUnverified(
   if (typeof iss !== 'string') return invalid('claims', 'the "iss" claim is missing or invalid')
   const trusted = registry.get(iss)
   if (trusted === undefined) {
-    return unusable.has(iss)
-      ? UNUSABLE_ISSUER
-      : invalid('unknown_issuer', 'the token issuer is not trusted')
+    if (unusable.has(iss)) return UNUSABLE_ISSUER
+    // Why 401 and not 503: no retry on this instance can help until an operator gives it the
+    // key; the log line's reason and /readyz say which issuer and why.
+    if (unreadable.has(iss)) {
+      return invalid('unreadable_issuer', "this server cannot read the token issuer's key")
+    }
+    return invalid('unknown_issuer', 'the token issuer is not trusted')
   }
   if (!trusted.algorithms.has(alg)) {
     return invalid('algorithm_not_allowed', 'the token algorithm is not allowed for its issuer')

@@ -18,7 +18,10 @@ import { storeUnavailable } from '../http/problem-response.ts'
  * - issuers whose keys are not loaded (`notLoaded`: their tokens get 503 `unavailable` with
  *   `Retry-After`), past their maximum age because refreshing fails (`stale`), or refused
  *   (`invalid`), and keys an issuer publishes that cannot be used (`skippedKeys`: issuer,
- *   `kid` and reason; their tokens get 401).
+ *   `kid` and reason; their tokens get 401);
+ * - issuers whose sealed secret this instance cannot open (`unreadable`: no or another
+ *   `secretKeyFile`; their tokens get 401), and a failed re-read of the issuer set
+ *   (`reloadFailing`: the previous set is in force, retried every second).
  * Why these do *not* make the instance unready: every instance shares the same Postgres,
  * Redis and identity providers, so taking this one out of rotation fixes nothing; a load
  * balancer seeing all instances unready at once would drop all traffic. The listing shows
@@ -49,11 +52,15 @@ export function registerHealthRoutes(
     const issuers = {
       ...issuerReadiness(auth.issuers.keyStatus()),
       invalid: auth.issuers.unusable(),
+      unreadable: auth.issuers.unreadable(),
+      reloadFailing: auth.issuers.reloadFailing(),
     }
     const degraded =
       issuers.notLoaded.length > 0 ||
       issuers.stale.length > 0 ||
       issuers.invalid.length > 0 ||
+      issuers.unreadable.length > 0 ||
+      issuers.reloadFailing ||
       issuers.skippedKeys.length > 0 ||
       shared.changeFeed === 'reconnecting' ||
       shared.redis === 'unavailable'

@@ -84,6 +84,16 @@ export function readSecretKeyFile(path: string, create = false): SecretBox {
   return createSecretBox(key)
 }
 
+/**
+ * Why a listed issuer's sealed shared secret could not be opened by this process (no
+ * `secretKeyFile`, another key, an altered value), naming key ids and the setting only; or
+ * undefined when it was opened or has none. Such an issuer's `keySource` holds an empty
+ * secret, which no verifier accepts (`bindSecret` refuses it): read this before using it.
+ */
+export function unreadableReason(issuer: IssuerConfig): string | undefined {
+  return (issuer as { readonly unreadable?: string }).unreadable
+}
+
 /** How a sealed secret key source is stored: `secret` replaced by `sealedSecret`. */
 interface SealedSecretSource {
   readonly kind: 'secret'
@@ -99,8 +109,15 @@ function isSealed(source: KeySource | SealedSecretSource): source is SealedSecre
 
 /**
  * The store with issuer secrets sealed on write and opened on read. Without a box (Postgres
- * with no `secretKeyFile`), writing a secret is refused and reading a sealed one fails
- * with the fix. `migrate()` also seals every plaintext secret left by earlier versions.
+ * with no `secretKeyFile`), writing a secret is refused. `migrate()` also seals every
+ * plaintext secret left by earlier versions.
+ *
+ * Reading is per issuer: a sealed secret that cannot be opened (no box, another key, altered)
+ * marks that issuer `unreadable`, with an empty secret that no verifier accepts, and the
+ * others are returned as they are. Why not throw for the whole list: a server would then keep
+ * its previous issuer set (a removed issuer still trusted, new ones never arriving), and every
+ * CLI command, `pat revoke` of a leaked key included, would fail for want of a key it does not
+ * need. The one that needs the secret (the verifier, `export`) refuses the issuer instead.
  */
 export function sealIssuerSecrets<S extends IssuerStore>(store: S, box: SecretBox | undefined): S {
   const missingKey = () =>
@@ -121,9 +138,21 @@ export function sealIssuerSecrets<S extends IssuerStore>(store: S, box: SecretBo
   const open = (issuer: StoredIssuer): StoredIssuer => {
     const source = issuer.keySource as KeySource | SealedSecretSource
     if (!isSealed(source)) return issuer
-    if (!box) throw missingKey()
-    const secret = box.open(source.sealedSecret, contextOf(issuer.issuer))
-    return { ...issuer, keySource: { kind: 'secret', algorithm: source.algorithm, secret } }
+    const { algorithm } = source
+    try {
+      if (!box) throw missingKey()
+      const secret = box.open(source.sealedSecret, contextOf(issuer.issuer))
+      return { ...issuer, keySource: { kind: 'secret', algorithm, secret } }
+    } catch (error) {
+      // The message names key ids and the setting, never secret bytes (createSecretBox).
+      const unreadable = (error as Error).message
+      const refused: StoredIssuer & { readonly unreadable: string } = {
+        ...issuer,
+        keySource: { kind: 'secret', algorithm, secret: '' },
+        unreadable,
+      }
+      return refused
+    }
   }
   const overrides: Partial<Store> = {
     putIssuer: async (issuer, at) => store.putIssuer(seal(issuer), at),
@@ -141,8 +170,8 @@ export function sealIssuerSecrets<S extends IssuerStore>(store: S, box: SecretBo
           await store.putIssuer(seal(issuer), issuer.createdAt)
         }
       }
-      // Fails now, naming the fix, rather than on the first reload.
-      for (const issuer of await store.listIssuers()) open(issuer)
+      // Sealed secrets are not opened here: a command that needs none (pat revoke) must not
+      // fail for want of the key; the server names an issuer it cannot open (issuer-registry).
       return applied
     }
   }

@@ -123,6 +123,18 @@ describe('valid tokens', () => {
     assert.equal(jwtOf(await verifier.verify(await first.sign())).issuer, 'https://one.test')
     assert.equal(jwtOf(await verifier.verify(await second.sign())).issuer, 'https://two.test')
   })
+
+  test('an issuer whose key this instance cannot read → 401 unreadable_issuer; the others verify', async () => {
+    const clock = createManualClock()
+    const readable = createTestIssuer({ clock, issuer: 'https://one.test' })
+    const sealed = createTestIssuer({ clock, issuer: 'https://sealed.test', alg: 'HS256' })
+    const verifier = createJwtVerifier([readable.config], {
+      clock,
+      unreadableIssuers: ['https://sealed.test'],
+    })
+    assertInvalid(await verifier.verify(await sealed.sign()), 'unreadable_issuer')
+    assert.equal(jwtOf(await verifier.verify(await readable.sign())).issuer, 'https://one.test')
+  })
 })
 
 describe('time claims', () => {

@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test'
 import pg from 'pg'
 import type { IssuerConfig } from '../../src/core/issuer.ts'
 import { openStore, SQLITE_FILE_NAME } from '../../src/stores/open-store.ts'
+import { unreadableReason } from '../../src/stores/secret-box.ts'
 import { openSqliteStore } from '../../src/stores/sqlite.ts'
 import { startTestServer } from '../helpers/server.ts'
 import { type PostgresServer, skipReason, startPostgres } from '../helpers/services.ts'
@@ -99,7 +100,7 @@ describe('secrets at rest: no plaintext issuer secret in SQLite (#11 item 6)', (
     for (const bytes of secretBytes) assert.ok(!rows.includes(bytes), rows)
   })
 
-  it('a sealed secret does not open under another key: start refuses, naming the key', async () => {
+  it('a sealed secret does not open under another key: the issuer is listed unreadable, naming the key', async () => {
     const dir = tempDir('tg-secret-wrong-')
     const store = await openStore({ dataDir: dir })
     await store.migrate()
@@ -108,7 +109,11 @@ describe('secrets at rest: no plaintext issuer secret in SQLite (#11 item 6)', (
     const other = join(tempDir('tg-key-'), 'other.key')
     writeFileSync(other, randomBytes(32).toString('base64'), { mode: 0o600 })
     const reopened = await openStore({ dataDir: dir, secretKeyFile: other })
-    await assert.rejects(reopened.migrate(), /configured secret key is/)
+    // Nothing that needs no secret fails for it (issue 32): migrate, and listing.
+    await reopened.migrate()
+    const [listed] = await reopened.listIssuers()
+    assert.match(unreadableReason(listed as IssuerConfig) ?? '', /configured secret key is/)
+    assert.deepEqual(listed?.keySource, { kind: 'secret', algorithm: 'HS256', secret: '' })
     await reopened.close()
   })
 })
@@ -144,7 +149,7 @@ describe('secrets at rest: no plaintext issuer secret in Postgres (#11 item 6)',
     for (const bytes of secretBytes) assert.ok(!rows.includes(bytes), rows)
   })
 
-  it('migrate seals legacy plaintext; without the key, start refuses with the fix', async () => {
+  it('migrate seals legacy plaintext; without the key, the issuer is listed unreadable with the fix and no secret can be written', async () => {
     const url = await server.createDatabase()
     const { openPostgresStore } = await import('../../src/stores/postgres.ts')
     const legacy = await openPostgresStore(url)
@@ -157,7 +162,9 @@ describe('secrets at rest: no plaintext issuer secret in Postgres (#11 item 6)',
     const rows = await rawIssuers(url)
     for (const bytes of secretBytes) assert.ok(!rows.includes(bytes), rows)
     const keyless = await openStore({ databaseUrl: url })
-    await assert.rejects(keyless.migrate(), /set secretKeyFile/)
+    await keyless.migrate()
+    const [listed] = await keyless.listIssuers()
+    assert.match(unreadableReason(listed as IssuerConfig) ?? '', /set secretKeyFile/)
     await assert.rejects(
       keyless.putIssuer(hsIssuer('https://new.test'), Date.now()),
       /set secretKeyFile/,
