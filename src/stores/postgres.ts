@@ -24,17 +24,7 @@ import { SqlStore } from './sql/sql-store.ts'
 
 export type { ChangeFeedStatus } from './store.ts'
 
-import type {
-  ChangeFeedStatus,
-  QuotaCount,
-  QuotaReservation,
-  Store,
-  StoreChange,
-  StoreTransaction,
-  UsageQuery,
-  UsageResolution,
-  UsageRow,
-} from './store.ts'
+import type { ChangeFeedStatus, Store, StoreChange, StoreTransaction } from './store.ts'
 
 export interface PostgresStoreOptions {
   /** Maximum pooled connections per instance (the listener uses one more). Default 10. */
@@ -90,16 +80,6 @@ export async function openPostgresStore(
 
 // Any constant works: it only has to be the same for every instance. ASCII "tokeng".
 const MIGRATION_LOCK_KEY = 0x746f6b656e67
-
-/** Inserts a batch of usage rows given as nine parallel arrays, adding to existing buckets. */
-const ADD_USAGE = `INSERT INTO usage_counts (${shared.USAGE_COLUMNS})
-  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[],
-    $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[])
-  ON CONFLICT (scope, subject, resolution, bucket_start) DO UPDATE SET
-    allowed = usage_counts.allowed + excluded.allowed,
-    unauthorized = usage_counts.unauthorized + excluded.unauthorized,
-    forbidden = usage_counts.forbidden + excluded.forbidden,
-    limited = usage_counts.limited + excluded.limited`
 
 const UNIQUE_VIOLATION = '23505'
 const UNDEFINED_TABLE = '42P01'
@@ -276,6 +256,8 @@ class PgStore extends SqlStore implements PostgresStore {
 
   async transaction<T>(work: (tx: StoreTransaction) => Promise<T>): Promise<T> {
     this.#checkOpen()
+    // Called on a transaction's own view: part of that transaction.
+    if (this.#client) return work(this)
     if (this.#listeners.size > 0) await this.#follower.start().catch(() => {})
     // The change log's lock first, as every change takes it: the work's writes queue behind
     // other changes (and they behind it) instead of deadlocking in the trigger.
@@ -327,119 +309,6 @@ class PgStore extends SqlStore implements PostgresStore {
     await this.#pool.end()
   }
 
-  async reserveQuota(
-    counter: string,
-    periodStart: number,
-    limit: number,
-    want: number,
-  ): Promise<QuotaReservation> {
-    // One statement under the row's lock: a later period starts the count again, the grant
-    // never takes the count past the limit, and last_grant says what this call got (SET
-    // reads the old row).
-    const rows = await this.#query<QuotaRow>(
-      `INSERT INTO quota_usage AS q (counter, period_start, used, last_grant)
-       VALUES ($1, $2, LEAST($4::bigint, $3::bigint), LEAST($4::bigint, $3::bigint))
-       ON CONFLICT (counter) DO UPDATE SET
-         last_grant = CASE WHEN q.period_start < excluded.period_start
-           THEN excluded.used ELSE GREATEST(0, LEAST($4::bigint, $3::bigint - q.used)) END,
-         used = CASE WHEN q.period_start < excluded.period_start
-           THEN excluded.used ELSE q.used + GREATEST(0, LEAST($4::bigint, $3::bigint - q.used)) END,
-         period_start = GREATEST(q.period_start, excluded.period_start)
-       RETURNING last_grant, used, period_start, generation`,
-      [counter, periodStart, limit, want],
-    )
-    const row = rows[0] as QuotaRow
-    return {
-      granted: Number(row.last_grant),
-      used: Number(row.used),
-      periodStart: Number(row.period_start),
-      generation: Number(row.generation),
-    }
-  }
-
-  async releaseQuota(
-    counter: string,
-    periodStart: number,
-    generation: number,
-    count: number,
-  ): Promise<void> {
-    await this.#query(
-      `UPDATE quota_usage SET used = GREATEST(0, used - $4)
-       WHERE counter = $1 AND period_start = $2 AND generation = $3`,
-      [counter, periodStart, generation, count],
-    )
-  }
-
-  async readQuota(counters: readonly string[]): Promise<ReadonlyMap<string, QuotaCount>> {
-    const rows = await this.#query<{ counter: string; period_start: Int8; used: Int8 }>(
-      'SELECT counter, period_start, used FROM quota_usage WHERE counter = ANY($1::text[])',
-      [[...counters]],
-    )
-    return new Map(
-      rows.map((r) => [r.counter, { periodStart: Number(r.period_start), used: Number(r.used) }]),
-    )
-  }
-
-  async resetQuota(counter: string): Promise<void> {
-    await this.#query(
-      'UPDATE quota_usage SET used = 0, last_grant = 0, generation = generation + 1 WHERE counter = $1',
-      [counter],
-    )
-  }
-
-  async addUsage(rows: readonly UsageRow[]): Promise<void> {
-    this.#checkOpen()
-    if (rows.length === 0) return
-    const values = rows.map(shared.usageValues)
-    await this.#query(
-      ADD_USAGE,
-      AUDIT_COLUMN_INDEXES.map((i) => values.map((row) => row[i])),
-    )
-  }
-
-  async readUsage(query: UsageQuery): Promise<readonly UsageRow[]> {
-    const rows = await this.#query<shared.UsageCountRow>(
-      `SELECT ${shared.USAGE_COLUMNS} FROM usage_counts
-       WHERE scope = $1 AND subject = $2 AND resolution = $3
-         AND bucket_start >= $4 AND bucket_start < $5
-       ORDER BY bucket_start`,
-      [query.scope, query.subject, query.resolution, query.since, query.until],
-    )
-    return rows.map(shared.toUsage)
-  }
-
-  async topKeys(
-    tenantId: string,
-    resolution: UsageResolution,
-    since: number,
-    until: number,
-    limit: number,
-  ) {
-    const rows = await this.#query<shared.UsageCountRow>(
-      `SELECT subject, tenant_id, sum(allowed) AS allowed, sum(unauthorized) AS unauthorized,
-         sum(forbidden) AS forbidden, sum(limited) AS limited
-       FROM usage_counts
-       WHERE scope = 'key' AND tenant_id = $1 AND resolution = $2
-         AND bucket_start >= $3 AND bucket_start < $4
-       GROUP BY subject, tenant_id
-       ORDER BY sum(allowed) + sum(unauthorized) + sum(forbidden) + sum(limited) DESC, subject
-       LIMIT $5`,
-      [tenantId, resolution, since, until, limit],
-    )
-    return rows.map(shared.toKeyUsage)
-  }
-
-  async pruneUsage(resolution: UsageResolution, before: number, limit: number): Promise<number> {
-    const rows = await this.#query(
-      `DELETE FROM usage_counts WHERE (scope, subject, resolution, bucket_start) IN (
-         SELECT scope, subject, resolution, bucket_start FROM usage_counts
-         WHERE resolution = $1 AND bucket_start < $2 LIMIT $3)
-       RETURNING 1`,
-      [resolution, before, limit],
-    )
-    return rows.length
-  }
-
   watch(listener: (change: StoreChange) => void): () => void {
     // Wrapped so the same function may subscribe twice and unsubscribe each separately.
     const entry = (change: StoreChange) => listener(change)
@@ -468,6 +337,7 @@ class PgStore extends SqlStore implements PostgresStore {
     const inside = () => client !== undefined || this.#client !== undefined
     const db: SqlDb = {
       dialect: postgresDialect,
+      checkOpen: () => this.#checkOpen(),
       all: async <R extends object>(sql: string, params?: readonly unknown[]) =>
         (await query(sql, params)).rows as R[],
       run: async (sql, params) => (await query(sql, params)).rowCount ?? 0,
@@ -545,7 +415,3 @@ function constraintOf(error: unknown): shared.ConstraintKind {
 // bigint columns arrive as strings (pg does not assume they fit a JS number); every time
 // we store is epoch milliseconds, well inside Number.MAX_SAFE_INTEGER.
 type Int8 = string
-
-const AUDIT_COLUMN_INDEXES = [0, 1, 2, 3, 4, 5, 6, 7, 8] as const
-
-type QuotaRow = { last_grant: Int8; used: Int8; period_start: Int8; generation: Int8 }

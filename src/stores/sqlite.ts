@@ -15,16 +15,7 @@ import { readChangesAfter } from './sql/change-log.ts'
 import { type SqlDb, sqliteDialect } from './sql/db.ts'
 import { SqlStore } from './sql/sql-store.ts'
 import { sqliteMigrations } from './sqlite-migrations.ts'
-import type {
-  QuotaCount,
-  QuotaReservation,
-  Store,
-  StoreChange,
-  StoreTransaction,
-  UsageQuery,
-  UsageResolution,
-  UsageRow,
-} from './store.ts'
+import type { Store, StoreChange, StoreTransaction } from './store.ts'
 
 /** Options of `openSqliteStore`. */
 export interface SqliteStoreOptions {
@@ -66,51 +57,6 @@ const SQLITE_CONSTRAINT_PRIMARYKEY = 1555
 const SQLITE_CONSTRAINT_UNIQUE = 2067
 const SQLITE_CONSTRAINT_FOREIGNKEY = 787
 
-function prepareStatements(db: DatabaseSync) {
-  return {
-    // One statement: a later period starts the count again, the grant never takes the count
-    // past the limit, and last_grant says what this call got (SET reads the old row).
-    reserveQuota: db.prepare(`INSERT INTO quota_usage (counter, period_start, used, last_grant)
-      VALUES ($counter, $period, min($want, $limit), min($want, $limit))
-      ON CONFLICT (counter) DO UPDATE SET
-        last_grant = CASE WHEN quota_usage.period_start < excluded.period_start
-          THEN excluded.used ELSE max(0, min($want, $limit - quota_usage.used)) END,
-        used = CASE WHEN quota_usage.period_start < excluded.period_start
-          THEN excluded.used ELSE quota_usage.used + max(0, min($want, $limit - quota_usage.used)) END,
-        period_start = max(quota_usage.period_start, excluded.period_start)
-      RETURNING last_grant, used, period_start, generation`),
-    releaseQuota: db.prepare(`UPDATE quota_usage SET used = max(0, used - ?)
-      WHERE counter = ? AND period_start = ? AND generation = ?`),
-    readQuota: db.prepare('SELECT period_start, used FROM quota_usage WHERE counter = ?'),
-    resetQuota: db.prepare(`UPDATE quota_usage SET used = 0, last_grant = 0,
-      generation = generation + 1 WHERE counter = ?`),
-    addUsage: db.prepare(`INSERT INTO usage_counts (${shared.USAGE_COLUMNS})
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-      ON CONFLICT (scope, subject, resolution, bucket_start) DO UPDATE SET
-        allowed = allowed + excluded.allowed,
-        unauthorized = unauthorized + excluded.unauthorized,
-        forbidden = forbidden + excluded.forbidden,
-        limited = limited + excluded.limited`),
-    readUsage: db.prepare(`SELECT ${shared.USAGE_COLUMNS} FROM usage_counts
-      WHERE scope = ? AND subject = ? AND resolution = ? AND bucket_start >= ? AND bucket_start < ?
-      ORDER BY bucket_start`),
-    topKeys: db.prepare(`SELECT subject, tenant_id, sum(allowed) AS allowed,
-        sum(unauthorized) AS unauthorized,
-        sum(forbidden) AS forbidden, sum(limited) AS limited
-      FROM usage_counts
-      WHERE scope = 'key' AND tenant_id = ? AND resolution = ? AND bucket_start >= ? AND bucket_start < ?
-      GROUP BY subject, tenant_id
-      ORDER BY sum(allowed) + sum(unauthorized) + sum(forbidden) + sum(limited) DESC, subject
-      LIMIT ?`),
-    pruneUsage: db.prepare(`DELETE FROM usage_counts
-      WHERE (scope, subject, resolution, bucket_start) IN (
-        SELECT scope, subject, resolution, bucket_start FROM usage_counts
-        WHERE resolution = ? AND bucket_start < ? LIMIT ?)`),
-  }
-}
-
-type Statements = ReturnType<typeof prepareStatements>
-
 /** The SQLite `Store`. Create it with `openSqliteStore`. */
 export class SqliteStore extends SqlStore implements Store {
   readonly kind = 'sqlite'
@@ -121,11 +67,12 @@ export class SqliteStore extends SqlStore implements Store {
   readonly #ping: StatementSync
   readonly #listeners = new Set<(change: StoreChange) => void>()
   readonly #follower: ChangeFollower
-  #statements: Statements | undefined
+  /** Whether the schema was found at this build's version (checked before the first statement). */
+  #current = false
   /** Statements of the shared SQL (sql/), by their Postgres text, prepared once. */
-  readonly #cache = new Map<string, StatementSync>()
-  /** Settles when the transaction open on this connection ends. */
-  #busy: Promise<void> | undefined
+  readonly #cache = new Map<string, Prepared>()
+  /** A transaction's view (`transaction()`): every statement is part of that transaction. */
+  #view = false
   /** What a transaction's work runs its statements on. */
   readonly #inside: SqlDb = this.#sqlDb(true)
   #closed = false
@@ -173,7 +120,7 @@ export class SqliteStore extends SqlStore implements Store {
 
   async migrate(): Promise<number[]> {
     const db = this.#open()
-    const applied = this.#transaction(() => {
+    const applied = await this.#atomic(async () => {
       db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
         version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT`)
       const done = db
@@ -189,7 +136,7 @@ export class SqliteStore extends SqlStore implements Store {
       }
       return now
     })
-    this.#statements = undefined
+    this.#current = false
     this.#cache.clear()
     return applied
   }
@@ -204,7 +151,7 @@ export class SqliteStore extends SqlStore implements Store {
     this.#closed = true
     this.#listeners.clear()
     this.#follower.close()
-    this.#statements = undefined
+    this.#current = false
     this.#cache.clear()
     this.#db.close()
   }
@@ -215,8 +162,12 @@ export class SqliteStore extends SqlStore implements Store {
    * it, and other writers wait for it (busy timeout), as for any write.
    */
   async transaction<T>(work: (tx: StoreTransaction) => Promise<T>): Promise<T> {
+    // Called on a transaction's own view: part of that transaction.
+    if (this.#view) return this.#nested(() => work(this))
     this.#open()
+    const release = await turn(this.#path)
     const tx = new SqliteStore(this.#path, { ...this.#options, externalChangePollMs: 0 })
+    tx.#view = true
     let result: T
     try {
       const db = tx.#open()
@@ -229,93 +180,11 @@ export class SqliteStore extends SqlStore implements Store {
         throw error
       }
     } finally {
+      release()
       await tx.close()
     }
     await this.#delivered()
     return result
-  }
-
-  async reserveQuota(
-    counter: string,
-    periodStart: number,
-    limit: number,
-    want: number,
-  ): Promise<QuotaReservation> {
-    const row = this.#s().reserveQuota.get({ counter, period: periodStart, limit, want }) as {
-      last_grant: number
-      used: number
-      period_start: number
-      generation: number
-    }
-    return {
-      granted: row.last_grant,
-      used: row.used,
-      periodStart: row.period_start,
-      generation: row.generation,
-    }
-  }
-
-  async releaseQuota(
-    counter: string,
-    periodStart: number,
-    generation: number,
-    count: number,
-  ): Promise<void> {
-    this.#s().releaseQuota.run(count, counter, periodStart, generation)
-  }
-
-  async readQuota(counters: readonly string[]): Promise<ReadonlyMap<string, QuotaCount>> {
-    const s = this.#s()
-    const found = new Map<string, QuotaCount>()
-    for (const counter of counters) {
-      const row = s.readQuota.get(counter) as { period_start: number; used: number } | undefined
-      if (row) found.set(counter, { periodStart: row.period_start, used: row.used })
-    }
-    return found
-  }
-
-  async resetQuota(counter: string): Promise<void> {
-    this.#s().resetQuota.run(counter)
-  }
-
-  async addUsage(rows: readonly UsageRow[]): Promise<void> {
-    const s = this.#s()
-    if (rows.length === 0) return
-    this.#transaction(() => {
-      for (const row of rows) s.addUsage.run(...shared.usageValues(row))
-    })
-  }
-
-  async readUsage(query: UsageQuery): Promise<readonly UsageRow[]> {
-    const rows = this.#s().readUsage.all(
-      query.scope,
-      query.subject,
-      query.resolution,
-      query.since,
-      query.until,
-    ) as unknown as shared.UsageCountRow[]
-    return rows.map(shared.toUsage)
-  }
-
-  async topKeys(
-    tenantId: string,
-    resolution: UsageResolution,
-    since: number,
-    until: number,
-    limit: number,
-  ) {
-    const rows = this.#s().topKeys.all(
-      tenantId,
-      resolution,
-      since,
-      until,
-      limit,
-    ) as unknown as shared.UsageCountRow[]
-    return rows.map(shared.toKeyUsage)
-  }
-
-  async pruneUsage(resolution: UsageResolution, before: number, limit: number): Promise<number> {
-    return Number(this.#s().pruneUsage.run(resolution, before, limit).changes)
   }
 
   /**
@@ -339,17 +208,22 @@ export class SqliteStore extends SqlStore implements Store {
   protected readonly db: SqlDb = this.#sqlDb(false)
 
   /**
-   * The connection as a SqlDb. `inside`: the view a transaction's work gets; outside it,
-   * statements wait while this connection has a transaction open, so that other work never
-   * joins it (node:sqlite is synchronous, but a transaction's work awaits between statements).
+   * The connection as a SqlDb. `inside`: the view a transaction's work gets. Outside it, a
+   * statement waits for the transaction open on this file in this thread (`turn`) when it
+   * would join it (the same connection) or write (another connection: it would block the
+   * thread on the file's write lock); reads of other connections go on (WAL).
    */
   #sqlDb(inside: boolean): SqlDb {
     const statement = async (sql: string) => {
-      if (!inside) while (this.#busy) await this.#busy
-      return this.#statement(sql)
+      const prepared = this.#statement(sql)
+      if (!inside && !this.#view && open.has(this.#path)) {
+        if (prepared.writes || this.#db.isTransaction) await waitTurn(this.#path)
+      }
+      return prepared.statement
     }
     const db: SqlDb = {
       dialect: sqliteDialect,
+      checkOpen: () => void this.#open(),
       all: async <R extends object>(sql: string, params: readonly unknown[] = []) => {
         const prepared = await statement(sql)
         return checked(() => prepared.all(...(params as SQLInputValue[]))) as R[]
@@ -370,22 +244,17 @@ export class SqliteStore extends SqlStore implements Store {
 
   /** `work` in one transaction of this connection (a savepoint inside `transaction()`'s). */
   async #atomic<T>(work: (db: SqlDb) => Promise<T>): Promise<T> {
-    while (this.#busy) await this.#busy
-    const done = this.#nested(work)
-    this.#busy = done.then(
-      () => undefined,
-      () => undefined,
-    )
+    if (this.#view) return this.#nested(work)
+    const release = await turn(this.#path)
     try {
-      return await done
+      return await this.#nested(work)
     } finally {
-      this.#busy = undefined
+      release()
     }
   }
 
   async #nested<T>(work: (db: SqlDb) => Promise<T>): Promise<T> {
     const db = this.#open()
-    this.#s()
     // IMMEDIATE takes the write lock up front, so two processes writing at once queue on
     // busy_timeout instead of failing halfway with SQLITE_BUSY on lock upgrade.
     const savepoint = db.isTransaction
@@ -404,13 +273,13 @@ export class SqliteStore extends SqlStore implements Store {
   }
 
   /** The statement for `sql` (written for Postgres, db.ts), rewritten and prepared once. */
-  #statement(sql: string): StatementSync {
+  #statement(sql: string): Prepared {
     this.#s()
-    const cache = this.#cache
-    let prepared = cache.get(sql)
+    let prepared = this.#cache.get(sql)
     if (!prepared) {
-      prepared = this.#open().prepare(toSqlite(sql))
-      cache.set(sql, prepared)
+      const text = toSqlite(sql)
+      prepared = { statement: this.#open().prepare(text), writes: WRITES.test(text) }
+      this.#cache.set(sql, prepared)
     }
     return prepared
   }
@@ -425,10 +294,10 @@ export class SqliteStore extends SqlStore implements Store {
     return this.#db
   }
 
-  /** Statements, prepared once on first use after migration. */
-  #s(): Statements {
+  /** Refuses statements until the schema is at this build's version (checked once). */
+  #s(): void {
     const db = this.#open()
-    if (this.#statements) return this.#statements
+    if (this.#current) return
     const hasTable = db
       .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'")
       .get()
@@ -442,25 +311,7 @@ export class SqliteStore extends SqlStore implements Store {
         `sqlite schema is at version ${version}, this tokengate needs ${LATEST_VERSION}: run migrate()`,
       )
     }
-    this.#statements = prepareStatements(db)
-    return this.#statements
-  }
-
-  #transaction<T>(work: () => T): T {
-    const db = this.#open()
-    // Inside `transaction()`: a savepoint keeps this method's statements together in it.
-    if (db.isTransaction) return savepoint(db, work)
-    // IMMEDIATE takes the write lock up front, so two processes migrating or writing at once
-    // queue on busy_timeout instead of failing halfway with SQLITE_BUSY on lock upgrade.
-    db.exec('BEGIN IMMEDIATE')
-    try {
-      const result = work()
-      db.exec('COMMIT')
-      return result
-    } catch (error) {
-      if (db.isTransaction) db.exec('ROLLBACK')
-      throw error
-    }
+    this.#current = true
   }
 
   #emit(change: StoreChange): void {
@@ -475,16 +326,33 @@ export class SqliteStore extends SqlStore implements Store {
   }
 }
 
-function savepoint<T>(db: DatabaseSync, work: () => T): T {
-  db.exec('SAVEPOINT step')
-  try {
-    const result = work()
-    db.exec('RELEASE step')
-    return result
-  } catch (error) {
-    db.exec('ROLLBACK TO step')
-    db.exec('RELEASE step')
-    throw error
+/**
+ * The transaction open on each database file in this thread. node:sqlite is synchronous: a
+ * statement on another connection to a file whose write lock is held here would block the
+ * thread for the busy timeout, while the holder, awaiting between its statements, could not
+ * finish. So in one thread a file's transactions take turns, and other statements wait.
+ */
+const open = new Map<string, Promise<void>>()
+
+interface Prepared {
+  readonly statement: StatementSync
+  readonly writes: boolean
+}
+const WRITES = /\b(INSERT|UPDATE|DELETE|REPLACE)\b/i
+
+async function waitTurn(path: string): Promise<void> {
+  for (let held = open.get(path); held; held = open.get(path)) await held
+}
+
+/** Waits for the file's turn and takes it; the result gives it back. */
+async function turn(path: string): Promise<() => void> {
+  // No await between the last check and the set: two waiters cannot both take the turn.
+  for (let held = open.get(path); held; held = open.get(path)) await held
+  let release = () => {}
+  open.set(path, new Promise<void>((resolve) => (release = resolve)))
+  return () => {
+    open.delete(path)
+    release()
   }
 }
 

@@ -322,6 +322,27 @@ describe('keys as a product: issue, edit, disable, rotate (SQLite store)', () =>
     assert.equal((await store.getPat(record.id))?.quota?.limit, 7)
   })
 
+  it('a family edit inside a store transaction (apply) is part of it', async () => {
+    const { record } = await issue({ quota: { limit: 9, refill: 'none' } })
+    const rotated = await rotateTenantPat(deps, {
+      id: record.id,
+      graceMs: DAY_MS,
+      lifetime: 'default',
+    })
+    await assert.rejects(
+      store.transaction(async (tx) => {
+        await editTenantPat({ ...deps, store: tx }, rotated.record.id, { quota: { limit: 3 } })
+        throw new Error('abort')
+      }),
+      /abort/,
+    )
+    assert.equal((await store.getPat(record.id))?.quota?.limit, 9)
+    await store.transaction((tx) =>
+      editTenantPat({ ...deps, store: tx }, rotated.record.id, { quota: { limit: 3 } }),
+    )
+    assert.equal((await store.getPat(record.id))?.quota?.limit, 3)
+  })
+
   it('a quota reset inside a store transaction: reset and edit commit together or not at all', async () => {
     const { record } = await issue({ quota: { limit: 5, refill: 'none' } })
     await store.reserveQuota(record.id, 0, 5, 5)

@@ -24,6 +24,7 @@ export async function appendAudit(
   events: readonly StoredAuditEvent[],
   options?: AppendAuditOptions,
 ): Promise<void> {
+  db.checkOpen()
   if (events.length === 0) return
   const { dialect } = db
   await db.atomic(async (tx) => {
@@ -109,6 +110,7 @@ export function claimOutbox(
 }
 
 export async function completeOutbox(db: SqlDb, eventIds: readonly string[]): Promise<void> {
+  db.checkOpen()
   if (eventIds.length === 0) return
   await db.run(`DELETE FROM event_outbox WHERE event_id ${db.dialect.inList('$1')}`, [
     listParam(eventIds),
@@ -121,6 +123,7 @@ export async function retryOutbox(
   nextAttemptAt: number,
   error: string,
 ): Promise<void> {
+  db.checkOpen()
   if (eventIds.length === 0) return
   await db.run(
     `UPDATE event_outbox SET attempts = attempts + 1, next_attempt_at = $2,

@@ -33,6 +33,8 @@ export const listParam = (values: readonly unknown[]): string => JSON.stringify(
 /** One connection's view of a store's database (or of one of its transactions). */
 export interface SqlDb {
   readonly dialect: Dialect
+  /** Throws once the store is closed (for calls that have no statement to run). */
+  checkOpen(): void
   /** The rows of one statement. */
   all<R extends object>(sql: string, params?: readonly unknown[]): Promise<R[]>
   /** How many rows one statement changed. */

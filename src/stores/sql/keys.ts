@@ -106,6 +106,7 @@ export async function revokePat(db: SqlDb, id: string, at: number) {
 
 /** Last-used times, one statement per batch; forward only, so a late batch moves nothing back. */
 export async function recordPatUse(db: SqlDb, uses: ReadonlyMap<string, number>): Promise<void> {
+  db.checkOpen()
   if (uses.size === 0) return
   await db.run(
     `UPDATE pats SET last_used_at = b.c1 FROM ${db.dialect.batch('$1', ['text', 'bigint'])}

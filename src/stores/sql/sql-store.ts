@@ -7,12 +7,16 @@
 import type { IssuerConfig } from '../../core/issuer.ts'
 import type { PatRecord } from '../../core/ports.ts'
 import type {
+  AddUsageOptions,
   AdminStore,
   AppendAuditOptions,
   PageRequest,
   PatChanges,
   StoredAuditEvent,
   TenantChanges,
+  UsageQuery,
+  UsageResolution,
+  UsageRow,
 } from '../store.ts'
 import * as audit from './audit.ts'
 import { pruneChanges } from './change-log.ts'
@@ -21,6 +25,7 @@ import * as issuers from './issuers.ts'
 import * as keys from './keys.ts'
 import { createAdminStore } from './operators.ts'
 import * as tenants from './tenants.ts'
+import * as usage from './usage.ts'
 
 export abstract class SqlStore {
   /** The store's database (or, for a transaction's view, that transaction). */
@@ -135,5 +140,37 @@ export abstract class SqlStore {
   }
   clearOutbox() {
     return audit.clearOutbox(this.db)
+  }
+
+  // Quotas and usage
+  reserveQuota(counter: string, periodStart: number, limit: number, want: number) {
+    return usage.reserveQuota(this.db, counter, periodStart, limit, want)
+  }
+  releaseQuota(counter: string, periodStart: number, generation: number, count: number) {
+    return usage.releaseQuota(this.db, counter, periodStart, generation, count)
+  }
+  readQuota(counters: readonly string[]) {
+    return usage.readQuota(this.db, counters)
+  }
+  resetQuota(counter: string) {
+    return usage.resetQuota(this.db, counter)
+  }
+  addUsage(rows: readonly UsageRow[], options: AddUsageOptions = {}) {
+    return usage.addUsage(this.db, rows, options.mark)
+  }
+  readUsage(query: UsageQuery) {
+    return usage.readUsage(this.db, query)
+  }
+  topKeys(
+    tenantId: string,
+    resolution: UsageResolution,
+    since: number,
+    until: number,
+    limit: number,
+  ) {
+    return usage.topKeys(this.db, tenantId, resolution, since, until, limit)
+  }
+  pruneUsage(resolution: UsageResolution, before: number, limit: number) {
+    return usage.pruneUsage(this.db, resolution, before, limit)
   }
 }
