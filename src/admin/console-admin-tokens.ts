@@ -32,14 +32,14 @@ ${field({ label: 'Expires in (days, at most 366)', name: 'expiresInDays', form, 
 <button type="submit">Issue admin token</button></form>`
     : ''
 }
-<div class="table-wrap"><table><caption>${tokens.length} admin tokens</caption><thead><tr><th scope="col">Token</th><th scope="col">Holder</th><th scope="col">Role</th><th scope="col">Status</th><th scope="col">Created</th><th scope="col">Expires</th>${write ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
+<div class="table-wrap"><table class="stack"><caption>${tokens.length} admin tokens</caption><thead><tr><th scope="col">Token</th><th scope="col">Holder</th><th scope="col">Role</th><th scope="col">Status</th><th scope="col">Created</th><th scope="col">Expires</th>${write ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
 <tbody>${tokens.map((t) => {
         const status = adminTokenStatus(t, now)
-        return html`<tr data-admin-token-id="${t.id}"><td><code>tga_…${t.last4}</code><br><small class="id">${t.id}</small></td><td class="id">${t.name}</td><td class="id">${t.role}</td>
-<td><span class="status status-${status}">${status}</span></td><td>${time(t.createdAt)}</td><td>${time(t.expiresAt)}</td>
+        return html`<tr data-admin-token-id="${t.id}"><td data-label="Token"><code>tga_…${t.last4}</code><br><small class="id">${t.id}</small></td><td data-label="Holder" class="id">${t.name}</td><td data-label="Role" class="id">${t.role}</td>
+<td data-label="Status"><span class="status status-${status}">${status}</span></td><td data-label="Created">${time(t.createdAt)}</td><td data-label="Expires">${time(t.expiresAt)}</td>
 ${
   write
-    ? html`<td>${
+    ? html`<td data-label="Actions">${
         t.revokedAt === null
           ? html`<form method="post" action="/admin/admin-tokens/${t.id}/revoke" data-confirm="Revoke tga_…${t.last4} of ${t.name}? Their sessions end.">${csrfField(session)}
 <button type="submit" class="danger" aria-label="Revoke admin token ${t.id}">Revoke</button></form>`

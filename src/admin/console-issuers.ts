@@ -31,17 +31,17 @@ export function registerIssuerPages(kit: ConsoleKit): void {
               none: 'No trusted issuers in the store: every JWT access token is refused until one is added (below, or with tokengate issuer add).',
             })
           : ''
-      }<div class="table-wrap"${issuers.length === 0 ? html` hidden` : ''}><table><caption>${issuers.length} issuers</caption><thead><tr><th scope="col">Issuer</th><th scope="col">Audiences</th><th scope="col">Key source</th><th scope="col">Keys</th><th scope="col">Last fetch</th><th scope="col">Key ids</th>${write ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
+      }<div class="table-wrap"${issuers.length === 0 ? html` hidden` : ''}><table class="stack"><caption>${issuers.length} issuers</caption><thead><tr><th scope="col">Issuer</th><th scope="col">Audiences</th><th scope="col">Key source</th><th scope="col">Keys</th><th scope="col">Last fetch</th><th scope="col">Key ids</th>${write ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
 <tbody>${issuers.map(
         (
           i,
-        ) => html`<tr><td><span class="id">${i.issuer}</span></td><td>${i.audiences.map((a) => html`<span class="id">${a}</span> `)}</td><td>${i.keySource.kind}${'url' in i.keySource ? html`<br><small class="id">${i.keySource.url}</small>` : ''}</td>
-<td><span class="status status-${i.keys.state}">${i.keys.state}</span>${i.keys.failingSince ? html`<br><small>failing since ${time(Date.parse(i.keys.failingSince))}</small>` : ''}</td>
-<td>${time(i.keys.lastFetchAt ? Date.parse(i.keys.lastFetchAt) : null, i.keys.state === 'static' ? 'static keys' : 'never')}</td>
-<td>${i.keys.keyIds ? i.keys.keyIds.map((k) => html`<span class="id">${k ?? '(no kid)'}</span> `) : 'from the JWKS'}</td>
+        ) => html`<tr><td data-label="Issuer"><span class="id">${i.issuer}</span></td><td data-label="Audiences">${i.audiences.map((a) => html`<span class="id">${a}</span> `)}</td><td data-label="Key source">${i.keySource.kind}${'url' in i.keySource ? html`<br><small class="id">${i.keySource.url}</small>` : ''}</td>
+<td data-label="Keys"><span class="status status-${i.keys.state}">${i.keys.state}</span>${i.keys.failingSince ? html`<br><small>failing since ${time(Date.parse(i.keys.failingSince))}</small>` : ''}</td>
+<td data-label="Last fetch">${time(i.keys.lastFetchAt ? Date.parse(i.keys.lastFetchAt) : null, i.keys.state === 'static' ? 'static keys' : 'never')}</td>
+<td data-label="Key ids">${i.keys.keyIds ? i.keys.keyIds.map((k) => html`<span class="id">${k ?? '(no kid)'}</span> `) : 'from the JWKS'}</td>
 ${
   write
-    ? html`<td><form method="post" action="/admin/issuers/remove" data-confirm="Stop trusting ${i.issuer}? Its tokens get 401.">${csrfField(session)}<input type="hidden" name="issuer" value="${i.issuer}">
+    ? html`<td data-label="Actions"><form method="post" action="/admin/issuers/remove" data-confirm="Stop trusting ${i.issuer}? Its tokens get 401.">${csrfField(session)}<input type="hidden" name="issuer" value="${i.issuer}">
 <button type="submit" class="danger" aria-label="Remove issuer ${i.issuer}">Remove</button></form></td>`
     : ''
 }</tr>`,

@@ -217,7 +217,7 @@ ${
           : 'No tokens yet. An operator issues them here or with tokengate pat issue.',
         more: next !== undefined,
       })
-    : html`<div class="table-wrap"><table class="keys"><caption>Tokens${search.tenantId ? html` of ${search.tenantId}` : ''}</caption><thead><tr><th scope="col">Token</th><th scope="col">Tenant and subject</th><th scope="col">Permissions</th><th scope="col">Status and limits</th><th scope="col">Expires and last used</th>${write ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
+    : html`<div class="table-wrap"><table class="keys stack"><caption>Tokens${search.tenantId ? html` of ${search.tenantId}` : ''}</caption><thead><tr><th scope="col">Token</th><th scope="col">Tenant and subject</th><th scope="col">Permissions</th><th scope="col">Status and limits</th><th scope="col">Expires and last used</th>${write ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
 <tbody>${rows.map((r) => keyRow(r, now, write ? rowActions(r, session) : undefined))}</tbody></table></div>`
 }
 ${next ? html`<p><a href="${next}">Next page</a></p>` : ''}`,

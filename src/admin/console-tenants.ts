@@ -50,13 +50,13 @@ ${
           : 'No tenants yet: every token belongs to one. An operator creates them here or with tokengate tenant create.',
       })
     : ''
-}<div class="table-wrap"${tenants.length === 0 ? html` hidden` : ''}><table><caption>${tenants.length} tenants</caption><thead><tr><th scope="col">Id</th><th scope="col">Name</th><th scope="col">Status</th><th scope="col">Rate limit</th><th scope="col">Created</th>${write ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
+}<div class="table-wrap"${tenants.length === 0 ? html` hidden` : ''}><table class="stack"><caption>${tenants.length} tenants</caption><thead><tr><th scope="col">Id</th><th scope="col">Name</th><th scope="col">Status</th><th scope="col">Rate limit</th><th scope="col">Created</th>${write ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
 <tbody>${tenants.map(
         (
           t,
-        ) => html`<tr><td><a class="id" href="/admin/tenants/${encodeURIComponent(t.id)}">${t.id}</a></td><td>${t.name}</td>
-<td>${t.enabled ? 'enabled' : html`<strong>disabled</strong>`}</td><td>${rateText(t.rateLimit)}</td><td>${time(t.createdAt)}</td>
-${write ? html`<td>${enableButton(t, session)}</td>` : ''}</tr>`,
+        ) => html`<tr><td data-label="Id"><a class="id" href="/admin/tenants/${encodeURIComponent(t.id)}">${t.id}</a></td><td data-label="Name">${t.name}</td>
+<td data-label="Status">${t.enabled ? 'enabled' : html`<strong>disabled</strong>`}</td><td data-label="Rate limit">${rateText(t.rateLimit)}</td><td data-label="Created">${time(t.createdAt)}</td>
+${write ? html`<td data-label="Actions">${enableButton(t, session)}</td>` : ''}</tr>`,
       )}</tbody></table></div>`,
       'tenants',
     )

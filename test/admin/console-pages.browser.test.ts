@@ -132,6 +132,44 @@ describe('console pages in chromium', { skip: skipReason('chromium') }, () => {
     })
   }
 
+  for (const width of [1280, 800]) {
+    test(`every page at ${width} px: no table hides columns behind a sideways scroll`, async () => {
+      const { context, page } = await signedIn(width)
+      try {
+        const [first] = (
+          await adminRequest(server, '/admin/api/v1/pats', { headers: bearer(operator) })
+        ).json.tokens as { id: string }[]
+        const paths = [
+          'tenants',
+          'tenants/globex-international-holdings',
+          'pats',
+          `pats/${first?.id}`,
+          'issuers',
+          'audit',
+          'admin-tokens',
+          'status',
+        ]
+        const hidden: string[] = []
+        for (const path of paths) {
+          await page.goto(`${admin}/admin/${path}`)
+          const overflow = await page.evaluate(() => ({
+            page: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+            tables: [...document.querySelectorAll('.table-wrap')].map(
+              (w) => w.scrollWidth - w.clientWidth,
+            ),
+          }))
+          if (overflow.page > 0) hidden.push(`${path}: the page by ${overflow.page}px`)
+          for (const [i, by] of overflow.tables.entries()) {
+            if (by > 0) hidden.push(`${path}: table ${i + 1} by ${by}px`)
+          }
+        }
+        assert.deepEqual(hidden, [])
+      } finally {
+        await context.close()
+      }
+    })
+  }
+
   test('an unknown console URL is an HTML 404 page with a way back, signed in or not', async () => {
     const { context, page } = await signedIn(1280)
     try {

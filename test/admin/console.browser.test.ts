@@ -294,7 +294,11 @@ describe('web console in chromium', { skip }, () => {
       const page = await signIn(context, token)
       assert.equal((await server.cli('admin', 'token', 'revoke', id)).code, 0)
       await page.goto(`${admin}/admin/pats`)
-      await page.waitForURL(`${admin}/admin/sign-in`)
+      await page.waitForURL(`${admin}/admin/sign-in?ended=1`)
+      assert.match(
+        String(await page.getByTestId('session-ended').textContent()),
+        /^Your session has ended/,
+      )
     } finally {
       await context.close()
     }
