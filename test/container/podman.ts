@@ -21,8 +21,8 @@ const version = JSON.parse(readFileSync(new URL('../../package.json', import.met
 /** The image under test: TOKENGATE_IMAGE, or what `npm run image` tags for this version. */
 export const IMAGE = process.env.TOKENGATE_IMAGE ?? `localhost/tokengate:${version}`
 
-/** The path of the bin inside the image, for `podman exec` of the CLI. */
-export const BIN = ['node', '/opt/tokengate/node_modules/tokengate/bin/tokengate.js']
+/** The CLI on the image's PATH, for `podman exec` (as docs/container.md shows it). */
+export const BIN = ['tokengate']
 
 /**
  * Why the suite cannot run here, or false. Under CI=true a missing podman or image is an
