@@ -267,17 +267,23 @@ function createKeySource(
   const due = (now: number) =>
     (keys === undefined || now - fetchedAt >= options.cacheMaxAgeMs) && !coolingDown(now)
   /**
-   * Until when tokens verified with the keys held may come from the verified-token cache:
-   * the instant `resolve` would read the key set again (`due`), or stop using it.
+   * The cache validity of the keys held: tokens verified with them are served from the
+   * verified-token cache without a look until the key set is due to be read again (`due`),
+   * then served while a background read runs, until the keys stop being usable.
    */
-  const recheckAt = () =>
-    Math.min(
-      usableUntil(),
+  const extendValidity = () => {
+    const validUntilMs = usableUntil()
+    const recheckAtMs = Math.min(
+      validUntilMs,
       Math.max(fetchedAt + options.cacheMaxAgeMs, attemptedAt + options.cooldownMs),
     )
-  const extendValidity = () => {
-    const until = recheckAt()
-    for (const validity of validityOf.values()) validity.validUntilMs = until
+    for (const validity of validityOf.values()) {
+      validity.recheckAtMs = recheckAtMs
+      validity.validUntilMs = validUntilMs
+    }
+  }
+  const recheck = () => {
+    if (inflight === undefined && due(clock.now()) && !closer.signal.aborted) void refresh()
   }
 
   /**
@@ -289,7 +295,11 @@ function createKeySource(
     const nextById = new Map<string, { readonly kid: string | undefined; validity: KeyValidity }>()
     const nextOf = new Map<BoundKey, KeyValidity>()
     for (const { key, id } of fetched) {
-      const validity = validityById.get(id)?.validity ?? { validUntilMs: 0 }
+      const validity = validityById.get(id)?.validity ?? {
+        recheckAtMs: 0,
+        validUntilMs: 0,
+        recheck,
+      }
       nextById.set(id, { kid: key.kid, validity })
       nextOf.set(key, validity)
     }
@@ -299,6 +309,7 @@ function createKeySource(
     ])
     for (const [id, { kid, validity }] of validityById) {
       if (nextById.has(id)) continue
+      validity.recheckAtMs = 0
       validity.validUntilMs = 0
       if (kid !== undefined && !kept.has(kid)) {
         withdrawn.delete(kid)
@@ -420,7 +431,10 @@ function createKeySource(
     },
     close() {
       closer.abort()
-      for (const validity of validityOf.values()) validity.validUntilMs = 0
+      for (const validity of validityOf.values()) {
+        validity.recheckAtMs = 0
+        validity.validUntilMs = 0
+      }
       keys = undefined
       skipped = []
     },

@@ -12,11 +12,11 @@
  * tolerance); otherwise the caller falls through to full verification, which then rejects
  * the token exactly as it would have without the cache.
  *
- * An entry also remembers the validity cell of the key that verified it (`KeyValidity`,
- * jwt-keys.ts): once its key source is due to read the key set again, or a read no longer
- * publishes the key, the entry is not served and the token is verified afresh, so a withdrawn
- * key cuts its cached tokens within the key cache's bounds, not at their `exp`. The cost on a
- * hit is one comparison.
+ * An entry also remembers the validity of the key that verified it (`KeyValidity`,
+ * jwt-keys.ts): a hit once its key source is due to read the key set again starts that read
+ * in the background, and once a read no longer publishes the key the entry is not served (the
+ * token is verified afresh and refused), so a withdrawn key cuts its cached tokens within the
+ * key cache's bounds, not at their `exp`. The cost on a hit is one comparison.
  */
 import { hash } from 'node:crypto'
 import type { KeyValidity } from './jwt-keys.ts'
@@ -80,8 +80,12 @@ export function createJwtCache(maxEntries: number): JwtCache {
       const promote = entry === undefined
       if (promote) entry = old.get(key)
       if (entry === undefined) return undefined
-      // Kept, not deleted: a fresh verification replaces it, a refusal leaves it unserved.
-      if (entry.validity !== undefined && nowMs >= entry.validity.validUntilMs) return undefined
+      const validity = entry.validity
+      if (validity !== undefined && nowMs >= validity.recheckAtMs) {
+        // Kept, not deleted: a fresh verification replaces it, a refusal leaves it unserved.
+        if (nowMs >= validity.validUntilMs) return undefined
+        validity.recheck()
+      }
       const nowSec = Math.floor(nowMs / 1000)
       // Same comparisons as jose's uncached checks: expired once exp <= now - tolerance.
       if (entry.expSec <= nowSec - toleranceSec) {

@@ -361,14 +361,21 @@ export function selectKey(
 }
 
 /**
- * Until when a token verified with a key may be served from the verified-token cache
- * (jwt-cache.ts) without asking its key source again: epoch ms, moved by the source. A remote
- * key source sets it to the instant its keys are due to be read again, and to 0 when a read
- * no longer publishes the key (withdrawn): tokens verified with it are then refused, not
- * served from the cache until their `exp`. One number, so a cache hit costs one comparison.
+ * How long a token verified with a key may be served from the verified-token cache
+ * (jwt-cache.ts), kept current by the key's remote source. Epoch ms.
+ *
+ * Until `recheckAtMs` (the instant the source is due to read its key set again) a hit costs
+ * one comparison. From then until `validUntilMs` (the end of the keys' usable life) a hit is
+ * still served but calls `recheck`, which reads the key set in the background: cached tokens
+ * never wait on the identity provider, as before. A read that no longer publishes the key
+ * (withdrawn) sets both to 0: from then on its tokens are verified afresh and refused, not
+ * served from the cache until their `exp`.
  */
 export interface KeyValidity {
+  recheckAtMs: number
   validUntilMs: number
+  /** Starts a background read of the key set if one is due; returns at once. */
+  recheck(): void
 }
 
 /** The result of looking up the key for one token. */

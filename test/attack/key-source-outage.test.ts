@@ -203,7 +203,7 @@ describe('key-source outages (over HTTPS, real JWKS endpoints)', () => {
     return last
   }
 
-  it('withdrawal cuts cached tokens: a token verified before its key was withdrawn gets 401 once the max age brings a refetch, with no other traffic', async () => {
+  it('withdrawal cuts cached tokens: a token verified before its key was withdrawn gets 401 once the max age brings a refetch (started by the cached token itself, in the background)', async () => {
     const idp = await remote()
     const next = createTestIssuer({
       issuer: idp.issuer.config.issuer,
@@ -223,11 +223,34 @@ describe('key-source outages (over HTTPS, real JWKS endpoints)', () => {
     assert.equal((await idp.call(cached)).status, 200)
     gate.clock.advance(MAX_AGE / 2)
     const before = idp.host.requests
+    // The first call past the max age is served from the cache (no caller waits on the
+    // provider for a cached token) and starts the read; the calls after that read are 401.
+    const first = await idp.call(cached)
+    assert.ok([200, 401].includes(first.status), first.text)
+    await eventually(async () => (await idp.call(cached)).status === 401, 2000, 'the 401')
     const r = await idp.call(cached)
     assert.equal(r.status, 401, r.text)
     assert.equal(r.json.code, 'invalid_token')
+    assert.equal(r.json.detail, 'the signing key has been withdrawn by its issuer')
     assert.equal(idp.host.requests - before, 1, 'the cached token itself brought the refetch')
-    assert.equal((await idp.call(cached)).status, 401, 'and stays refused')
+  })
+
+  it('a cached token never waits on the provider: past the max age with the JWKS hanging, it is answered before the fetch times out', async () => {
+    const idp = await remote()
+    const cached = await idp.issuer.sign(
+      { iss: idp.issuer.config.issuer, tenant_id: 'acme', jti: 'hang-cached' },
+      { expiresInSec: 3600 },
+    )
+    assert.equal((await idp.call(cached)).status, 200)
+    idp.host.setMode('hang')
+    gate.clock.advance(MAX_AGE)
+    const before = idp.host.requests
+    const started = performance.now()
+    const r = await idp.call(cached)
+    const elapsed = performance.now() - started
+    assert.equal(r.status, 200, r.text)
+    assert.ok(elapsed < 900, `answered after ${Math.round(elapsed)} ms (fetch timeout 1000 ms)`)
+    await eventually(async () => idp.host.requests - before === 1, 2000, 'the background read')
   })
 
   it('withdrawal cuts cached tokens at once when an unknown-kid refetch drops the key', async () => {

@@ -88,19 +88,24 @@ describe('verified-token cache', () => {
     for (const k of ['f', 'g', 'h', 'i']) assert.equal(cache.get(k, 1_000_000, 0)?.subject, k)
   })
 
-  test("an entry is served only while its key's validity lasts; a withdrawn key (validity 0) stops it at once", () => {
+  test("an entry is served while its key's validity lasts, asking for a key set read once due; a withdrawn key (0) stops it at once", () => {
     const cache = createJwtCache(10)
-    const validity = { validUntilMs: 1_500_000 }
+    let rechecks = 0
+    const validity = { recheckAtMs: 1_500_000, validUntilMs: 1_800_000, recheck: () => rechecks++ }
     const value: CachedJwt = { ...entry('a'), validity }
     cache.set('k', value)
     assert.equal(cache.get('k', 1_499_999, 0), value.jwt)
-    assert.equal(cache.get('k', 1_500_000, 0), undefined, 'due for a key set read: verify again')
-    validity.validUntilMs = 1_600_000 // the key set was read again and still publishes the key
-    assert.equal(cache.get('k', 1_500_000, 0), value.jwt)
-    validity.validUntilMs = 0 // a read dropped the key
-    assert.equal(cache.get('k', 1_500_001, 0), undefined)
+    assert.equal(rechecks, 0, 'no look at the key source before it is due')
+    assert.equal(cache.get('k', 1_500_000, 0), value.jwt, 'due: still served')
+    assert.equal(rechecks, 1, '... while the key set is read in the background')
+    assert.equal(cache.get('k', 1_800_000, 0), undefined, 'past the keys usable life: verify again')
+    Object.assign(validity, { recheckAtMs: 1_900_000, validUntilMs: 2_000_000 }) // read again
+    assert.equal(cache.get('k', 1_800_000, 0), value.jwt)
+    Object.assign(validity, { recheckAtMs: 0, validUntilMs: 0 }) // a read dropped the key
+    assert.equal(cache.get('k', 1_800_001, 0), undefined)
+    assert.equal(rechecks, 1)
     cache.set('k', entry('a'))
-    assert.equal(cache.get('k', 1_500_001, 0)?.subject, 'a', 'a static key has no validity')
+    assert.equal(cache.get('k', 1_800_001, 0)?.subject, 'a', 'a static key has no validity')
   })
 
   test('maxEntries 0 stores nothing; clear() empties', () => {
