@@ -32,7 +32,7 @@ import {
   formError,
   type Query,
 } from './console-kit.ts'
-import { type Html, html, prettyJson, time } from './html.ts'
+import { type Html, html, prettyJson, StatusPage, time } from './html.ts'
 import { checkPermissions, checkTenantId, checkText, invalid } from './input.ts'
 import { metadataFromForm, quotaFromForm, rateLimitFromForm } from './key-input.ts'
 import type { Session } from './sessions.ts'
@@ -348,11 +348,14 @@ ${next ? html`<p><a href="${next}">Next page</a></p>` : ''}`,
   ) => {
     const record = await store.getPat(id)
     if (!record) {
-      return layout(
-        'No such token',
-        session,
-        html`<p><a href="/admin/pats">Back to tokens</a></p>`,
-        'pats',
+      return new StatusPage(
+        404,
+        layout(
+          'No such token',
+          session,
+          html`<p>There is no token with this id: it may have been mistyped.</p><p><a href="/admin/pats">Back to tokens</a></p>`,
+          'pats',
+        ),
       )
     }
     const now = clock.now()

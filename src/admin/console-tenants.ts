@@ -12,7 +12,7 @@ import {
   formError,
   type Query,
 } from './console-kit.ts'
-import { type Html, html, time } from './html.ts'
+import { type Html, html, StatusPage, time } from './html.ts'
 import { rateLimitFromForm } from './key-input.ts'
 import type { Session } from './sessions.ts'
 
@@ -99,11 +99,14 @@ ${write ? html`<td data-label="Actions">${enableButton(t, session)}</td>` : ''}<
   ): Promise<Html> => {
     const tenant = await store.findTenant(id)
     if (!tenant) {
-      return layout(
-        'No such tenant',
-        session,
-        html`<p><a href="/admin/tenants">Back to tenants</a></p>`,
-        'tenants',
+      return new StatusPage(
+        404,
+        layout(
+          'No such tenant',
+          session,
+          html`<p>There is no tenant with this id: it may have been mistyped.</p><p><a href="/admin/tenants">Back to tenants</a></p>`,
+          'tenants',
+        ),
       )
     }
     const now = clock.now()

@@ -18,7 +18,7 @@ import { registerSsoPages } from './console-sso.ts'
 import { registerStatusPage } from './console-status.ts'
 import { registerTenantPages } from './console-tenants.ts'
 import { type AdminContext, operationDeps, problemFor, sendProblem } from './context.ts'
-import { type Html, html } from './html.ts'
+import { type Html, html, StatusPage } from './html.ts'
 import type { Operator } from './operators.ts'
 import { csrfMatches, type Session } from './sessions.ts'
 
@@ -153,7 +153,7 @@ ${content}</main></body></html>`
       try {
         const body = await render(request, session)
         if (session.notice) await sessions.setNotice(session, undefined)
-        return page(reply, 200, body)
+        return page(reply, body instanceof StatusPage ? body.status : 200, body)
       } catch (error) {
         const mapped = problemFor(error)
         if (!mapped) throw error

@@ -13,6 +13,15 @@ export class Html {
   }
 }
 
+/** A page with a status other than 200 (a console page about something that does not exist). */
+export class StatusPage extends Html {
+  readonly status: number
+  constructor(status: number, page: Html) {
+    super(page.text)
+    this.status = status
+  }
+}
+
 const ESCAPES: Readonly<Record<string, string>> = {
   '&': '&amp;',
   '<': '&lt;',

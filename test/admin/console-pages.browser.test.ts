@@ -181,6 +181,15 @@ describe('console pages in chromium', { skip: skipReason('chromium') }, () => {
         assert.ok(await page.getByRole('link', { name: 'Tenants' }).count())
         assert.equal(await page.getByTestId('operator').textContent(), 'admin:alice')
       }
+      // A page about a token or tenant that does not exist says so, with a 404 too.
+      for (const [path, title] of [
+        ['/admin/pats/tok_doesnotexist', 'No such token'],
+        ['/admin/tenants/no-such-tenant', 'No such tenant'],
+      ] as const) {
+        const response = await page.goto(`${admin}${path}`)
+        assert.equal(response?.status(), 404, path)
+        assert.equal(await page.locator('h1').textContent(), title)
+      }
       const anonymous = await browser.newContext()
       const p = await anonymous.newPage()
       const response = await p.goto(`${admin}/admin/nothing`)

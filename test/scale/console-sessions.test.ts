@@ -103,6 +103,6 @@ describe('console sessions shared by every instance', { skip: skipReason('postgr
     assert.equal(out.status, 303)
     const after = await call(a, '/admin/tenants', { cookie })
     assert.equal(after.status, 303)
-    assert.equal(after.location, '/admin/sign-in')
+    assert.equal(after.location, '/admin/sign-in?ended=1')
   })
 })
