@@ -22,6 +22,10 @@ export interface AdminDeps {
   readonly issuers: {
     issuers(): readonly IssuerConfig[]
     keyStatus(): readonly JwksStatus[]
+    /** Refused, unreadable and reload state (issuer-registry.ts); absent in some tests. */
+    unusable?(): readonly string[]
+    unreadable?(): readonly string[]
+    reloadFailing?(): boolean
   }
   readonly clock: Clock
   readonly logger: Logger

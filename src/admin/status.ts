@@ -20,16 +20,11 @@ export async function readStatus(
     store = 'unreachable'
   }
   // The /readyz grouping: not loaded answer 503, stale ones still verify, skipped keys 401.
-  const issuers = issuerReadiness(ctx.issuers.keyStatus())
+  const { view: issuers, degraded } = issuerReadiness(ctx.issuers)
   const feed = ctx.changeFeed()
   const traffic = store === 'ok' && ctx.config.usage.enabled ? await clusterTraffic(ctx) : undefined
   return {
-    status:
-      store !== 'ok'
-        ? 'unavailable'
-        : issuers.notLoaded.length + issuers.stale.length + issuers.skippedKeys.length > 0
-          ? 'degraded'
-          : 'ready',
+    status: store !== 'ok' ? 'unavailable' : degraded ? 'degraded' : 'ready',
     store,
     storeKind: ctx.store.kind,
     issuers,

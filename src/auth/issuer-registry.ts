@@ -43,17 +43,25 @@ const RELOAD_RETRY_MS = 1000
  * another issuer's cached keys nor refetches every JWKS.
  */
 /**
- * Issuers grouped by key state, for `/readyz` and the admin status view:
+ * The issuers' part of `/readyz` and of the admin status view (one rule for both):
  * - `notLoaded`: no usable keys: their tokens get 503 `unavailable` for now;
  * - `stale`: past their maximum age because refreshing fails (still verifying);
  * - `skippedKeys`: keys an issuer's JWKS publishes that cannot be used (bad material, type,
  *   or no algorithm on the issuer's allow-list): tokens signed with them get 401. By `kid`
- *   and reason only, never material.
+ *   and reason only, never material;
+ * - `invalid`: configurations the core refused (their tokens get 503);
+ * - `unreadable`: issuers whose sealed secret this instance cannot open (401);
+ * - `reloadFailing`: the last re-read of the issuer set failed; the previous set is in force.
+ * `degraded` when any of these is not empty (or true).
  */
-export function issuerReadiness(statuses: readonly JwksStatus[]) {
+export function issuerReadiness(
+  registry: Pick<IssuerRegistry, 'keyStatus'> &
+    Partial<Pick<IssuerRegistry, 'unusable' | 'unreadable' | 'reloadFailing'>>,
+) {
+  const statuses = registry.keyStatus()
   const issuersWhere = (test: (s: JwksStatus) => boolean) =>
     statuses.filter(test).map((s) => s.issuer)
-  return {
+  const view = {
     remote: statuses.length,
     notLoaded: issuersWhere((s) => s.state === 'unavailable'),
     // Past max age only because refreshing fails (not merely due on a quiet instance).
@@ -61,7 +69,15 @@ export function issuerReadiness(statuses: readonly JwksStatus[]) {
     skippedKeys: statuses.flatMap((s) =>
       s.skippedKeys.map(({ kid, reason }) => ({ issuer: s.issuer, kid, reason })),
     ),
+    invalid: registry.unusable?.() ?? [],
+    unreadable: registry.unreadable?.() ?? [],
+    reloadFailing: registry.reloadFailing?.() ?? false,
   }
+  const degraded =
+    view.notLoaded.length + view.stale.length + view.skippedKeys.length > 0 ||
+    view.invalid.length + view.unreadable.length > 0 ||
+    view.reloadFailing
+  return { view, degraded }
 }
 
 export async function createIssuerRegistry(

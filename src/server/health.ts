@@ -49,21 +49,9 @@ export function registerHealthRoutes(
       const checks = { store: 'unavailable', ...shared }
       return sendProblemResponse(reply, { ...response, body: { ...response.body, checks } })
     }
-    const issuers = {
-      ...issuerReadiness(auth.issuers.keyStatus()),
-      invalid: auth.issuers.unusable(),
-      unreadable: auth.issuers.unreadable(),
-      reloadFailing: auth.issuers.reloadFailing(),
-    }
+    const { view: issuers, degraded: issuersDegraded } = issuerReadiness(auth.issuers)
     const degraded =
-      issuers.notLoaded.length > 0 ||
-      issuers.stale.length > 0 ||
-      issuers.invalid.length > 0 ||
-      issuers.unreadable.length > 0 ||
-      issuers.reloadFailing ||
-      issuers.skippedKeys.length > 0 ||
-      shared.changeFeed === 'reconnecting' ||
-      shared.redis === 'unavailable'
+      issuersDegraded || shared.changeFeed === 'reconnecting' || shared.redis === 'unavailable'
     return { status: degraded ? 'degraded' : 'ready', checks: { store: 'ok', ...shared, issuers } }
   })
 }
