@@ -194,7 +194,10 @@ gateway:
       writeFileSync(applyFile, `tenants:\n  - id: named\n    name: ${JSON.stringify(name)}\n`)
       const dryRun = await cli(['apply', '-f', applyFile, '--dry-run'], { dataDir })
       assert.equal(dryRun.code, 1, dryRun.stdout)
-      assert.match(dryRun.stderr, /tokengate\.apply\.yaml:2:5: tenants\[0\]: --name: expected at most 200/)
+      assert.match(
+        dryRun.stderr,
+        /tokengate\.apply\.yaml:2:5: tenants\[0\]: --name: expected at most 200/,
+      )
       assert.equal(dryRun.stdout, '')
     }
     assert.equal(await withDataStore(dataDir, (store) => store.findTenant('named')), undefined)
