@@ -161,6 +161,7 @@ export async function startTokengate(
       metrics,
       identityToken,
       tracing,
+      usageJournalDir: join(config.dataDir, 'usage-journal'),
     })
     const gate = opened
     const gateway = config.gateway

@@ -6,6 +6,7 @@
  */
 import type { Config } from '../config/schema.ts'
 import { thenMaybe } from '../lib/maybe-async.ts'
+import { openUsageJournal, recoverUsageJournal } from '../stores/usage-journal.ts'
 import { createUsageWriter } from '../stores/usage-writer.ts'
 import type { AuthContext } from './auth-context.ts'
 import { openCounterStore, type RedisState } from './counter-store.ts'
@@ -35,6 +36,11 @@ export interface OpenGateOptions {
   readonly identityToken?: IdentityTokenSigner | undefined
   /** With `tracing.enabled`: authentication in a span; otherwise it is not wrapped at all. */
   readonly tracing?: Pick<Tracing, 'authenticate'> | undefined
+  /**
+   * Where usage counts are journaled before requests are answered (usage-journal.ts), so
+   * that a killed process loses none; undefined: memory only until each flush.
+   */
+  readonly usageJournalDir?: string | undefined
 }
 
 export interface OpenedGate {
@@ -68,6 +74,8 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
         clock: auth.clock,
         flushIntervalMs: options.usage.flushIntervalMs,
         maxSubjectsPerMinute: options.usage.maxKeysPerMinute,
+        subjectsPerWrite: USAGE_SUBJECTS_PER_WRITE,
+        journal: await usageJournal(auth, options),
         onError: (error) =>
           options.log.warn({ err: error }, 'writing usage counts failed; will retry'),
       })
@@ -120,5 +128,43 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
       })()
       return closing
     },
+  }
+}
+
+const USAGE_SUBJECTS_PER_WRITE = 5_000
+
+/**
+ * Adds the counts that killed processes left in the journal directory (a store that cannot
+ * take them now leaves them for the next start), then opens this process's journal.
+ */
+async function usageJournal(auth: AuthContext, options: OpenGateOptions) {
+  const dir = options.usageJournalDir
+  if (dir === undefined) return undefined
+  const slicing = {
+    maxSubjects: options.usage.maxKeysPerMinute,
+    subjectsPerWrite: USAGE_SUBJECTS_PER_WRITE,
+  }
+  try {
+    const { segments, unreadable } = await recoverUsageJournal(dir, auth.store, slicing)
+    if (segments > 0 || unreadable > 0) {
+      options.log.warn(
+        { segments, unreadable },
+        'usage counts of a killed process recovered from its journal',
+      )
+    }
+  } catch (error) {
+    options.log.warn(
+      { err: error },
+      'usage journal of a killed process not recovered yet; kept for the next start',
+    )
+  }
+  try {
+    return openUsageJournal(dir, slicing)
+  } catch (error) {
+    options.log.warn(
+      { err: error },
+      'usage journal cannot be opened; usage counts are held in memory until each flush',
+    )
+    return undefined
   }
 }

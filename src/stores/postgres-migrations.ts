@@ -258,4 +258,17 @@ export const postgresMigrations: readonly Migration[] = [
     version: 12,
     sql: `ALTER TABLE quota_usage ADD COLUMN generation bigint NOT NULL DEFAULT 0;`,
   },
+  {
+    // Usage counts applied once (issue #32): each write of a journaled segment's counts
+    // carries a mark recorded in the same transaction, so a replay after a kill skips what
+    // was stored before it (stores/usage-journal.ts). Pruned with the minute buckets.
+    version: 13,
+    sql: `
+      CREATE TABLE usage_applied (
+        mark text PRIMARY KEY,
+        applied_at bigint NOT NULL
+      );
+      CREATE INDEX usage_applied_by_age ON usage_applied (applied_at);
+    `,
+  },
 ]

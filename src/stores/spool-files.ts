@@ -53,10 +53,17 @@ export function openSpoolFiles(dir: string): SpoolFiles {
   let name = ''
   let fd = -1
   let empty = true
+  let closed = false
   const start = () => {
     name = `${lock.owner}.${++seq}.jsonl`
-    fd = openSync(join(dir, name), 'a', 0o600)
     empty = true
+    try {
+      fd = openSync(join(dir, name), 'a', 0o600)
+    } catch (error) {
+      // E.g. a full disk: appends then throw (their callers go on without the spool).
+      fd = -1
+      if (seq === 1) throw error
+    }
   }
   start()
   return {
@@ -68,7 +75,7 @@ export function openSpoolFiles(dir: string): SpoolFiles {
     seal() {
       if (empty) return undefined
       const sealed = name
-      closeSync(fd)
+      if (fd !== -1) closeSync(fd)
       kept.add(sealed)
       start()
       return sealed
@@ -79,8 +86,9 @@ export function openSpoolFiles(dir: string): SpoolFiles {
       }
     },
     close() {
-      if (fd === -1) return
-      closeSync(fd)
+      if (closed) return
+      closed = true
+      if (fd !== -1) closeSync(fd)
       fd = -1
       if (empty) unlinkQuietly(join(dir, name))
       else kept.add(name)

@@ -251,4 +251,17 @@ export const sqliteMigrations: readonly Migration[] = [
     version: 12,
     sql: `ALTER TABLE quota_usage ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;`,
   },
+  {
+    // Usage counts applied once (issue #32): each write of a journaled segment's counts
+    // carries a mark recorded in the same transaction, so a replay after a kill skips what
+    // was stored before it (stores/usage-journal.ts). Pruned with the minute buckets.
+    version: 13,
+    sql: `
+      CREATE TABLE usage_applied (
+        mark TEXT PRIMARY KEY,
+        applied_at INTEGER NOT NULL
+      ) STRICT, WITHOUT ROWID;
+      CREATE INDEX usage_applied_by_age ON usage_applied (applied_at);
+    `,
+  },
 ]

@@ -312,10 +312,19 @@ export interface UsageQuery {
   readonly until: number
 }
 
+export interface AddUsageOptions {
+  /** A write's identity: applied at most once (the usage journal's slices). */
+  readonly mark?: string | undefined
+}
+
 /** Request counts, cluster-wide, added to by every instance (the usage write-behind). */
 export interface UsageStore {
-  /** Adds each row's counts to its bucket (rows must name distinct buckets). */
-  addUsage(rows: readonly UsageRow[]): Promise<void>
+  /**
+   * Adds each row's counts to its bucket (rows must name distinct buckets). With `mark`, at
+   * most once per mark: the mark is recorded in the same transaction, and rows arriving under
+   * a mark already recorded are skipped (a usage journal's replay, usage-journal.ts).
+   */
+  addUsage(rows: readonly UsageRow[], options?: AddUsageOptions): Promise<void>
   /** The buckets of one subject that have counts, oldest first. */
   readUsage(query: UsageQuery): Promise<readonly UsageRow[]>
   /** A tenant's keys by requests in a time range, busiest first. */

@@ -1,7 +1,10 @@
 /**
  * Write-behind of usage counts: the outcome recorder counts each decided request in memory
- * (a few map lookups, no I/O), and a timer adds the counts to the store's minute, hour and day
- * buckets (`addUsage`), where every instance's counts meet. `close()` writes what is left.
+ * (a few map lookups) and, with a journal, appends it there (one write(2), before the request
+ * is answered: usage-journal.ts), and a timer adds the counts to the store's minute, hour and
+ * day buckets (`addUsage`), where every instance's counts meet. `close()` writes what is left.
+ * A process killed between two flushes loses no count: the next process on the data
+ * directory adds what its journal holds, and no count twice.
  *
  * Bounded: per minute at most `maxSubjectsPerMinute` keys and tenants are counted apart (more
  * are counted only in the total, and reported in `stats().overflow`); while the store fails,
@@ -11,6 +14,7 @@
 import type { Clock } from '../core/ports.ts'
 import type { UsageStore } from './store.ts'
 import { MinuteCounts, type UsageOutcome } from './usage-counts.ts'
+import { type UsageJournal, writeMinutes } from './usage-journal.ts'
 import { createFlushRunner, type FlushErrorHandler } from './write-behind.ts'
 
 export type { UsageOutcome } from './usage-counts.ts'
@@ -26,6 +30,11 @@ export interface UsageWriterOptions {
   readonly onError?: FlushErrorHandler | undefined
   /** Subjects per `addUsage` call (three rows each). Default 5,000. */
   readonly subjectsPerWrite?: number | undefined
+  /**
+   * Each count is also appended here before `count` returns (`openUsageJournal`, with this
+   * writer's `maxSubjectsPerMinute` and `subjectsPerWrite`), and dropped once stored.
+   */
+  readonly journal?: UsageJournal | undefined
 }
 
 export interface UsageWriter {
@@ -52,10 +61,22 @@ export function createUsageWriter(
   const { clock } = options
   const maxSubjects = options.maxSubjectsPerMinute ?? 100_000
   const maxPending = options.maxPendingMinutes ?? 60
+  const subjectsPerWrite = options.subjectsPerWrite ?? 5_000
+  const journal = options.journal
+  let journaling = true
+  /** Counts since the journal's segment was last sealed, by minute. */
   let minutes = new Map<number, MinuteCounts>()
   let current: MinuteCounts | undefined
+  /** A sealed segment's counts the store has not (all) taken: retried as they are. */
+  let sealed:
+    | {
+        segment: string | undefined
+        minutes: MinuteCounts[]
+        progress: { minute: number; subject: number }
+      }
+    | undefined
   let droppedMinutes = 0
-  /** Overflow of the minutes no longer pending (taken by a flush, or dropped). */
+  /** Overflow of the minutes no longer pending (stored, or dropped). */
   let overflowBefore = 0
 
   const minuteAt = (start: number): MinuteCounts => {
@@ -64,7 +85,7 @@ export function createUsageWriter(
       minute = new MinuteCounts(start, maxSubjects)
       minutes.set(start, minute)
       for (const [old, counts] of minutes) {
-        if (minutes.size <= maxPending) break
+        if (minutes.size + (sealed?.minutes.length ?? 0) <= maxPending) break
         minutes.delete(old)
         overflowBefore += counts.overflow
         droppedMinutes++
@@ -80,6 +101,17 @@ export function createUsageWriter(
     by: 1 | -1,
   ) => {
     const start = Math.floor(clock.now() / MINUTE_MS) * MINUTE_MS
+    if (journal && journaling) {
+      try {
+        journal.append(start, outcome, by, tenantId, tokenId)
+      } catch (error) {
+        // A full or failing disk: count in memory alone from here on. The segment keeps what
+        // it has and is still sealed and marked: a replay of a prefix of a segment's counts
+        // cuts sub-slices of the same slices, so it never adds a stored count again.
+        journaling = false
+        ;(options.onError ?? (() => {}))(error)
+      }
+    }
     let minute = current
     if (minute === undefined || minute.start !== start) {
       minute = minuteAt(start)
@@ -88,34 +120,28 @@ export function createUsageWriter(
     minute.add(outcome, tenantId, tokenId, by)
   }
 
-  const subjectsPerWrite = options.subjectsPerWrite ?? 5_000
-
   // A slice of subjects per write, one minute at a time, each slice's rows built just before
   // its write and not held while it runs: with many keys, rows for all of them at once were
-  // hundreds of thousands of objects that outlived the young generation.
+  // hundreds of thousands of objects that outlived the young generation. A sealed segment's
+  // counts are never merged with later ones: its slices are what a replay would cut, so that
+  // each is stored once (usage-journal.ts).
   const runner = createFlushRunner(
     async () => {
-      if (minutes.size === 0) return
-      const batch = [...minutes.values()]
-      minutes = new Map()
-      current = undefined
-      for (const minute of batch) overflowBefore += minute.overflow
-      for (const [i, minute] of batch.entries()) {
-        let stored = 0
-        try {
-          while (stored < minute.subjects) {
-            const count = Math.min(subjectsPerWrite, minute.subjects - stored)
-            await store.addUsage(minute.rows(stored, count))
-            stored += count
-          }
-        } catch (error) {
-          // Back into the pending counts (merged with what was counted meanwhile): what this
-          // flush did not store, and only that.
-          minuteAt(minute.start).merge(minute, stored)
-          for (const later of batch.slice(i + 1)) minuteAt(later.start).merge(later, 0)
-          throw error
+      if (sealed === undefined) {
+        if (minutes.size === 0) return
+        sealed = {
+          segment: journal?.seal(),
+          minutes: [...minutes.values()],
+          progress: { minute: 0, subject: 0 },
         }
+        minutes = new Map()
+        current = undefined
       }
+      const batch = sealed
+      await writeMinutes(store, batch.segment, batch.minutes, subjectsPerWrite, batch.progress)
+      sealed = undefined
+      for (const minute of batch.minutes) overflowBefore += minute.overflow
+      if (batch.segment !== undefined) journal?.remove(batch.segment)
     },
     options.flushIntervalMs ?? 5000,
     options.onError,
@@ -124,12 +150,23 @@ export function createUsageWriter(
   return {
     count: (outcome, tenantId, tokenId) => add1(outcome, tenantId, tokenId, 1),
     uncount: (outcome, tenantId, tokenId) => add1(outcome, tenantId, tokenId, -1),
-    flush: runner.flush,
-    close: runner.close,
+    // What was counted meanwhile follows a stored batch at once.
+    flush: () => runner.flush().then(() => (minutes.size > 0 ? runner.flush() : undefined)),
+    async close() {
+      await runner.close()
+      if (minutes.size > 0) await runner.flush()
+      // Everything counted is stored (close rejects otherwise: the journal stays for a restart).
+      journal?.close()
+    },
     stats: () => {
       let overflow = overflowBefore
       for (const minute of minutes.values()) overflow += minute.overflow
-      return { pendingMinutes: minutes.size, overflow, droppedMinutes }
+      for (const minute of sealed?.minutes ?? []) overflow += minute.overflow
+      return {
+        pendingMinutes: minutes.size + (sealed?.minutes.length ?? 0),
+        overflow,
+        droppedMinutes,
+      }
     },
   }
 }

@@ -21,6 +21,8 @@ export interface ServeProcess {
   readonly url: string
   /** Everything written to stderr so far (the log, with `--json`). */
   stderr(): string
+  /** The `--json` document on stdout (dev mode: the demo PAT on the first start). */
+  stdout(): string
   /** SIGTERM, then waits for the exit. Idempotent. */
   stop(): Promise<void>
 }
@@ -68,7 +70,7 @@ export async function spawnServe(options: {
     throw new Error(`serve did not start (exit ${child.exitCode}): ${stderr.slice(-2000)}`)
   }
   const { url } = JSON.parse(stdout) as { url: string }
-  return { child, url, stderr: () => stderr, stop }
+  return { child, url, stderr: () => stderr, stdout: () => stdout, stop }
 }
 
 /** The worker processes of a `server.workers` primary: its children, from /proc (Linux). */

@@ -180,13 +180,10 @@ export async function pruneUsage(
        WHERE resolution = $1 AND bucket_start < $2 LIMIT $3)`,
     [resolution, before, limit],
   )
-  if (resolution !== 'minute') return buckets
-  // Applied marks are kept as long as minute buckets: a journal replayed later than that
-  // would find its minutes gone anyway.
-  const marks = await db.run(
-    `DELETE FROM usage_applied WHERE mark IN (
-       SELECT mark FROM usage_applied WHERE applied_at < $1 LIMIT $2)`,
-    [before, limit],
-  )
-  return buckets + marks
+  // Applied marks are kept as long as minute buckets (a journal replayed later than that
+  // would find its minutes gone anyway); a few per flush, so one unbatched delete.
+  if (resolution === 'minute') {
+    await db.run('DELETE FROM usage_applied WHERE applied_at < $1', [before])
+  }
+  return buckets
 }
