@@ -32,6 +32,8 @@ const SHOTS =
 const CLIENT_ID = 'tokengate-console'
 const CLIENT_SECRET = 'console-secret-0123456789abcdef0123456789'
 const OTHER_CLIENT = 'other-app'
+/** A second console registered as a public client: PKCE alone, no secret. */
+const PUBLIC_CLIENT = 'tokengate-console-public'
 /** Accounts at the provider and the roles its `tokengate_admin_roles` claim carries. */
 const ACCOUNTS: Record<string, string[]> = {
   alice: ['operator'],
@@ -46,6 +48,8 @@ describe('operator sign-in by redirect against oidc-provider, in chromium', {
   let issuer: string
   let server: TestServer
   let admin: string
+  let publicServer: TestServer
+  let publicAdmin: string
   let browser: Browser
   let handler: ((req: IncomingMessage, res: ServerResponse) => void) | undefined
   /** When set, the next token response's `id_token` is replaced by this one. */
@@ -104,6 +108,16 @@ describe('operator sign-in by redirect against oidc-provider, in chromium', {
       },
     })
     admin = server.running.adminUrl as string
+    // The same data directory: the same dev certificate, which the browser trusts.
+    publicServer = await startTestServer({
+      dataDir: server.dataDir,
+      admin: {
+        enabled: true,
+        port: 0,
+        oidc: { issuer, audience: 'tokengate-admin', clientId: PUBLIC_CLIENT },
+      },
+    })
+    publicAdmin = publicServer.running.adminUrl as string
 
     const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
     const provider = new Provider(issuer, {
@@ -118,6 +132,13 @@ describe('operator sign-in by redirect against oidc-provider, in chromium', {
           grant_types: ['authorization_code'],
           response_types: ['code'],
           token_endpoint_auth_method: 'client_secret_basic',
+        },
+        {
+          client_id: PUBLIC_CLIENT,
+          redirect_uris: [`${publicAdmin}/admin/sso/callback`],
+          grant_types: ['authorization_code'],
+          response_types: ['code'],
+          token_endpoint_auth_method: 'none',
         },
         {
           client_id: OTHER_CLIENT,
@@ -151,6 +172,7 @@ describe('operator sign-in by redirect against oidc-provider, in chromium', {
   after(async () => {
     await browser?.close()
     await server?.close()
+    await publicServer?.close()
     idp?.closeAllConnections()
     await new Promise((resolve) => idp?.close(resolve))
   })
@@ -176,9 +198,13 @@ describe('operator sign-in by redirect against oidc-provider, in chromium', {
     }
   }
 
-  async function signInByRedirect(context: BrowserContext, login: string): Promise<Page> {
+  async function signInByRedirect(
+    context: BrowserContext,
+    login: string,
+    console = admin,
+  ): Promise<Page> {
     const page = await context.newPage()
-    await page.goto(`${admin}/admin/sign-in`)
+    await page.goto(`${console}/admin/sign-in`)
     await page.getByRole('link', { name: /^Sign in with 127\.0\.0\.1/ }).click()
     await atProvider(page, login)
     return page
@@ -231,6 +257,17 @@ describe('operator sign-in by redirect against oidc-provider, in chromium', {
       )
       // The server log names the operator, never a code or a token.
       assert.ok(!server.logs.some((line) => /"code"|id_token|eyJ/.test(line)))
+    } finally {
+      await context.close()
+    }
+  })
+
+  test('a console registered as a public client (no secret) signs in with PKCE alone', async () => {
+    const context = await browser.newContext()
+    try {
+      const page = await signInByRedirect(context, 'alice', publicAdmin)
+      await page.waitForURL(`${publicAdmin}/admin/tenants`)
+      assert.equal(await page.getByTestId('operator').textContent(), 'oidc:alice')
     } finally {
       await context.close()
     }
