@@ -32,6 +32,7 @@ import { isPromiseLike } from '../lib/maybe-async.ts'
 import type { Answer, Decider } from './decide.ts'
 import type { Diagnostics } from './diagnostics.ts'
 import { clientAddressOf } from './forwarded-request.ts'
+import { cannotListen } from './listen-error.ts'
 import type { ProxyMatcher } from './proxy-kinds.ts'
 
 export const PROTO_DIR = fileURLToPath(new URL('../../vendor/envoy-protos/', import.meta.url))
@@ -127,9 +128,16 @@ export async function startEnvoyGrpc(options: EnvoyGrpcOptions): Promise<EnvoyGr
     injector.injectConnection(socket)
   })
   await new Promise<void>((resolve, reject) => {
-    listener.once('error', reject)
+    listener.once('error', (error) => {
+      const name = 'decision gRPC listener (decision.host, decision.grpcPort)'
+      reject(cannotListen(name, options.host, options.port, error))
+    })
     listener.listen(options.port, options.host, () => {
-      listener.off('error', reject)
+      listener.removeAllListeners('error')
+      // An accept that fails later (EMFILE) is logged; it must not end the process.
+      listener.on('error', (error) =>
+        options.logger.error({ err: error }, 'decision gRPC: accept failed'),
+      )
       resolve()
     })
   })

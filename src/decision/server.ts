@@ -27,6 +27,7 @@ import { isPromiseLike } from '../lib/maybe-async.ts'
 import { type Answer, createDecider } from './decide.ts'
 import { createDiagnostics } from './diagnostics.ts'
 import { clientAddressOf } from './forwarded-request.ts'
+import { cannotListen } from './listen-error.ts'
 import {
   createProxyMatcher,
   familyMismatch,
@@ -198,11 +199,9 @@ export async function buildDecisionServer(
     listen: async (host, port) => {
       const url = await listenOn(server, host, port)
       for (const [i, { listener, server: other }] of extra.entries()) {
-        const at = await listenOn(other, host, listener.port).catch((error: Error) => {
-          throw new Error(
-            `decision listener for ${listener.proxy} (decision.listeners[${i}].port) cannot listen on ${host}:${listener.port}: ${error.message}`,
-            { cause: error },
-          )
+        const at = await listenOn(other, host, listener.port).catch((error: unknown) => {
+          const name = `decision listener for ${listener.proxy} (decision.listeners[${i}].port)`
+          throw cannotListen(name, host, listener.port, error)
         })
         logger.info(
           { listener: 'decision', proxy: listener.proxy },

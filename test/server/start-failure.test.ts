@@ -33,6 +33,16 @@ const LISTENERS: readonly [string, (port: number) => Record<string, unknown>, Re
     (port) => ({ metrics: { enabled: true, port } }),
     /metrics listener \(metrics\.host, metrics\.port\) cannot listen on /,
   ],
+  [
+    'decision gRPC',
+    (port) => ({ decision: { port: 0, grpcPort: port, proxy: 'envoy' } }),
+    /decision gRPC listener \(decision\.host, decision\.grpcPort\) cannot listen on /,
+  ],
+  [
+    'second decision',
+    (port) => ({ decision: { port: 0, proxy: 'nginx', listeners: [{ port, proxy: 'caddy' }] } }),
+    /decision listener for caddy \(decision\.listeners\[0\]\.port\) cannot listen on /,
+  ],
 ]
 
 describe('a listener that cannot start', () => {
