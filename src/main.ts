@@ -299,6 +299,11 @@ export async function startTokengate(
     await decisionApp?.close()
     await metricsListener?.close()
     await apiApp?.close()
+    // The log's last word on this start: a "listening on" line above no longer holds.
+    logger.error(
+      { reason: (error as Error).message },
+      'start failed: every listener that had started is closed again',
+    )
     await opened?.close()
     await events?.close()
     await retention?.close()

@@ -118,6 +118,15 @@ describe('a listener that cannot start', () => {
       .map((line) => /"msg":"listening on https:\/\/127\.0\.0\.1:(\d+)/.exec(line)?.[1])
       .find(Boolean)
     assert.ok(api, lines.join('\n'))
+    // The log's last line says the start failed: the "listening on" line above is void.
+    const last = JSON.parse(lines.at(-1) as string) as {
+      level: number
+      msg: string
+      reason: string
+    }
+    assert.equal(last.level, 50)
+    assert.match(last.msg, /^start failed: every listener that had started is closed again/)
+    assert.match(last.reason, /admin listener/)
     const refused = await new Promise<boolean>((resolve) => {
       const socket = net.connect(Number(api), '127.0.0.1')
       socket.once('connect', () => {
