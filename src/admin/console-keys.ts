@@ -1,5 +1,7 @@
 import {
   checkExternalId,
+  checkKeyName,
+  checkKeyPermissions,
   checkMetadata,
   checkQuotaSpec,
   checkRateLimit,
@@ -413,7 +415,13 @@ ${usagePanel(series, base, `Requests of pat_…${record.last4}`, `/admin/usage.c
       const id = request.params.id as string
       const current = await store.getPat(id)
       const expiresText = (b.expiresAt ?? '').trim()
-      const expiresAt = expiresText === '' ? 'never' : endOfDay(expiresText)
+      // Every field checked on its own first, so that all refused ones are marked at once.
+      const { name, permissions, expiresAt, ...product } = checkFields(EDIT_FIELDS, {
+        name: () => checkKeyName(b.name ?? ''),
+        permissions: () => checkKeyPermissions((b.permissions ?? '').split(/\s+/).filter(Boolean)),
+        expiresAt: (): number | 'never' => (expiresText === '' ? 'never' : endOfDay(expiresText)),
+        ...productChecks(b),
+      })
       const unchangedExpiry =
         current !== undefined &&
         (expiresAt === 'never'
@@ -421,10 +429,10 @@ ${usagePanel(series, base, `Requests of pat_…${record.last4}`, `/admin/usage.c
           : current.expiresAt !== null &&
             new Date(current.expiresAt).toISOString().slice(0, 10) === expiresText)
       const { changed, notes } = await editTenantPat(op(request, session), id, {
-        name: b.name ?? '',
-        permissions: (b.permissions ?? '').split(/\s+/).filter(Boolean),
+        name,
+        permissions,
         expiresAt: unchangedExpiry ? undefined : expiresAt,
-        ...checkFields(EDIT_FIELDS, productChecks(b)),
+        ...product,
         resetQuotaUsage: b.resetQuota === '1',
       })
       return changed

@@ -265,6 +265,31 @@ describe('console pages in chromium', { skip: skipReason('chromium') }, () => {
     }
   })
 
+  test("a key's edit form marks every refused field at once too", async () => {
+    const { context, page } = await signedIn(1280)
+    try {
+      await page.goto(`${admin}/admin/pats?tenant=globex-international-holdings`)
+      await page.locator('tbody a').first().click()
+      await page.waitForURL(/\/admin\/pats\/tok_/)
+      await page.locator('#e-name').fill('bad\u0007name')
+      await page.locator('#e-permissions').fill('tokens:read not!a:permission')
+      await page.locator('#e-rateLimitMax').fill('0')
+      await page.locator('#e-metadata').fill('[1, 2]')
+      await page.getByRole('button', { name: 'Save key' }).click()
+      await page.locator('.field-error').first().waitFor()
+      const marked = await page
+        .locator('[aria-invalid="true"]')
+        .evaluateAll((els) => els.map((e) => e.getAttribute('name')))
+      assert.deepEqual(marked.sort(), ['metadata', 'name', 'permissions', 'rateLimitMax'])
+      assert.equal(
+        await page.locator('#e-permissions').inputValue(),
+        'tokens:read not!a:permission',
+      )
+    } finally {
+      await context.close()
+    }
+  })
+
   test('4 KB of nested metadata renders in bounded size, linear in the input (raw request)', async () => {
     // 2,000 levels of arrays in an object: 4,009 bytes of JSON.
     const metadata = { deep: JSON.parse(`${'['.repeat(2000)}${']'.repeat(2000)}`) }
