@@ -87,7 +87,7 @@ export async function createAuthContext(
     (issuer, reason) =>
       log.error(
         { issuer, reason },
-        "trusted issuer's shared secret cannot be opened on this instance: its tokens get 401 until secretKeyFile (TOKENGATE_SECRET_KEY_FILE) names the key it was sealed with",
+        "trusted issuer's shared secret cannot be opened on this instance: its tokens get 503 until secretKeyFile (TOKENGATE_SECRET_KEY_FILE) names the key it was sealed with",
       ),
   )
 

@@ -22,7 +22,7 @@ export interface IssuerRegistry extends JwtVerifier {
   unusable(): readonly string[]
   /**
    * Issuers in the store whose key this instance cannot read (a sealed secret without the key
-   * that opens it): refused with 401 until `secretKeyFile` names that key. For `/readyz`.
+   * that opens it): refused with 503 until `secretKeyFile` names that key. For `/readyz`.
    */
   unreadable(): readonly string[]
   /**
@@ -50,7 +50,7 @@ const RELOAD_RETRY_MS = 1000
  *   or no algorithm on the issuer's allow-list): tokens signed with them get 401. By `kid`
  *   and reason only, never material;
  * - `invalid`: configurations the core refused (their tokens get 503);
- * - `unreadable`: issuers whose sealed secret this instance cannot open (401);
+ * - `unreadable`: issuers whose sealed secret this instance cannot open (503);
  * - `reloadFailing`: the last re-read of the issuer set failed; the previous set is in force.
  * `degraded` when any of these is not empty (or true).
  */

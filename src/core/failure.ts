@@ -74,8 +74,6 @@ export type InvalidTokenReason =
   | 'unusable_key'
   /** The token's key was in an earlier read of the issuer's JWKS and is gone from the last. */
   | 'withdrawn_key'
-  /** A trusted issuer whose stored key this instance cannot read (its sealed secret). */
-  | 'unreadable_issuer'
   | 'algorithm_not_allowed'
   | 'claims'
   | 'not_yet_valid'

@@ -87,8 +87,8 @@ export interface JwtVerifierOptions {
   readonly onSkippedKeys?: (issuer: string, skipped: readonly SkippedKey[]) => void
   /**
    * Issuers that are trusted but whose key this instance cannot read (a sealed secret without
-   * the key that opens it): their tokens get 401 `invalid_token` (`unreadable_issuer`), never
-   * a pass, and never "unknown issuer" in the logs. Default none.
+   * the key that opens it): their tokens get 503 `unavailable`, as a refused issuer's, never a
+   * pass and never 401 "not trusted". Default none.
    */
   readonly unreadableIssuers?: readonly string[]
 }
@@ -256,12 +256,10 @@ function checkUnverified(
   if (typeof iss !== 'string') return invalid('claims', 'the "iss" claim is missing or invalid')
   const trusted = registry.get(iss)
   if (trusted === undefined) {
-    if (unusable.has(iss)) return UNUSABLE_ISSUER
-    // Why 401 and not 503: no retry on this instance can help until an operator gives it the
-    // key; the log line's reason and /readyz say which issuer and why.
-    if (unreadable.has(iss)) {
-      return invalid('unreadable_issuer', "this server cannot read the token issuer's key")
-    }
+    // Why 503 and not 401 for an issuer whose key this instance cannot read: the token may
+    // be fine (an instance with the key accepts it), so a 401 would tell the client to drop a
+    // good token; a 503 is retried, counted as a server fault, and /readyz names the issuer.
+    if (unusable.has(iss) || unreadable.has(iss)) return UNUSABLE_ISSUER
     return invalid('unknown_issuer', 'the token issuer is not trusted')
   }
   if (!trusted.algorithms.has(alg)) {

@@ -20,7 +20,7 @@ import { storeUnavailable } from '../http/problem-response.ts'
  *   (`invalid`), and keys an issuer publishes that cannot be used (`skippedKeys`: issuer,
  *   `kid` and reason; their tokens get 401);
  * - issuers whose sealed secret this instance cannot open (`unreadable`: no or another
- *   `secretKeyFile`; their tokens get 401), and a failed re-read of the issuer set
+ *   `secretKeyFile`; their tokens get 503), and a failed re-read of the issuer set
  *   (`reloadFailing`: the previous set is in force, retried every second).
  * Why these do *not* make the instance unready: every instance shares the same Postgres,
  * Redis and identity providers, so taking this one out of rotation fixes nothing; a load

@@ -121,7 +121,7 @@ describe('an instance without the seal key on a store with sealed issuer secrets
     if (dir) rmSync(dir, { recursive: true, force: true })
   })
 
-  it('refuses the issuer it cannot open (401, logged reason) and names it in /readyz', async () => {
+  it('refuses the issuer it cannot open (503 with Retry-After, logged reason) and names it in /readyz', async () => {
     await waitFor(
       async () => ((await readyz(withoutKey)).issuers.unreadable as unknown[])?.length === 1,
       '/readyz names the unreadable issuer',
@@ -132,8 +132,9 @@ describe('an instance without the seal key on a store with sealed issuer secrets
     assert.equal(ready.status, 'degraded')
     assert.deepEqual(ready.issuers.unreadable, ['https://hs.seal.test'])
     const r = await me(withoutKey, hsToken(), 'acme')
-    assert.equal(r.status, 401, JSON.stringify(r.json))
-    assert.equal(r.json.code, 'invalid_token')
+    assert.equal(r.status, 503, JSON.stringify(r.json))
+    assert.equal(r.json.code, 'unavailable')
+    assert.ok(Number(r.headers.get('retry-after')) >= 1)
     const warned = withoutKey.logs.filter((line) => line.includes('https://hs.seal.test'))
     assert.ok(
       warned.some((line) => line.includes('secretKeyFile')),
@@ -208,7 +209,7 @@ describe('an instance without the seal key on a store with sealed issuer secrets
       const ready = await readyz(late)
       assert.deepEqual(ready.issuers.unreadable, ['https://hs.seal.test'])
       assert.equal((await me(late, await jwtOf('keep'), 'acme')).status, 200)
-      assert.equal((await me(late, hsToken(), 'acme')).status, 401)
+      assert.equal((await me(late, hsToken(), 'acme')).status, 503)
     } finally {
       await late.close()
     }
