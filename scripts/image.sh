@@ -102,11 +102,19 @@ if [ -n "${NODE_EXTRA_CA_CERTS:-}" ] && [ -r "$NODE_EXTRA_CA_CERTS" ]; then
     --build-arg NODE_EXTRA_CA_CERTS=/run/host-ca.crt)
 fi
 
+previous="$(podman image inspect --format '{{.Id}}' "$image:$version" 2>/dev/null || true)"
 started=$(date +%s)
-podman build --format docker --network host "${ca_args[@]}" \
+# --layers=false: no intermediate images are kept (with vfs storage each is a full copy of
+# its root, ~1.5 GB a build); the bases above are the cache that matters.
+podman build --format docker --layers=false --network host "${ca_args[@]}" \
   --build-arg "BASE_IMAGE=$base" \
   --build-arg "BUILD_IMAGE=$build_base" \
   --build-arg "TOKENGATE_VERSION=$version" \
   -f Containerfile -t "$image:$version" -t "$image:latest" "$work/context"
+# The image this build replaced, unless something still uses it.
+current="$(podman image inspect --format '{{.Id}}' "$image:$version")"
+if [ -n "$previous" ] && [ "$previous" != "$current" ]; then
+  podman rmi "$previous" >/dev/null 2>&1 || true
+fi
 size="$(podman image inspect --format '{{.Size}}' "$image:$version")"
 echo "npm run image: $image:$version built in $(elapsed "$started"), $((size / 1000000)) MB"
