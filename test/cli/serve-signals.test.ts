@@ -8,12 +8,17 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import { createServer as createHttpServer, request as httpRequest } from 'node:http'
 import { type AddressInfo, createServer } from 'node:net'
-import { join } from 'node:path'
+import { delimiter, dirname, join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
-import { type ServeProcess, serveProcess } from '../helpers/launch.ts'
+import {
+  nodeUnderTest,
+  PACKAGE_PROJECT,
+  type ServeProcess,
+  serveProcess,
+} from '../helpers/launch.ts'
 import { AS_PID_1, namespacePids, pidNamespaceSkip } from '../helpers/pid-namespace.ts'
 import { childrenOf } from '../helpers/serve-process.ts'
 import { tempDataDir } from './helpers.ts'
@@ -58,11 +63,16 @@ describe('tokengate serve (one process) and SIGHUP', () => {
 
 /** `tokengate serve --json` as PID 1 of a new PID namespace, as a container's entry point. */
 async function serveAsPid1(args: readonly string[], env: Record<string, string>) {
-  const child = spawn(
-    AS_PID_1[0],
-    [...AS_PID_1.slice(1), process.execPath, 'src/entry.ts', 'serve', ...args, '--json'],
-    { cwd: ROOT, env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
-  )
+  // The bin a user runs (the installed package's under TOKENGATE_TEST_PACKAGE): its
+  // `env -S node` shebang execs node, so node itself is PID 1.
+  const bin = PACKAGE_PROJECT
+    ? join(PACKAGE_PROJECT, 'node_modules', '.bin', 'tokengate')
+    : join(ROOT, 'bin', 'tokengate.js')
+  const child = spawn(AS_PID_1[0], [...AS_PID_1.slice(1), bin, 'serve', ...args, '--json'], {
+    cwd: PACKAGE_PROJECT ?? ROOT,
+    env: { PATH: `${dirname(nodeUnderTest())}${delimiter}${process.env.PATH}`, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   let stdout = ''
   let stderr = ''
   child.stdout.on('data', (chunk: Buffer) => {
@@ -129,6 +139,7 @@ describe('tokengate serve as PID 1 (a container)', { skip: pidNamespaceSkip() },
     })
     t.after(served.kill)
     for (let i = 0; i < 400 && !served.stderr().includes('store: postgres'); i++) await sleep(10)
+    assert.match(served.stderr(), /store: postgres/, 'the start is waiting on the store')
     await sleep(200)
     process.kill(served.pid, 'SIGTERM')
     assert.equal(await served.exitWithin(2_000), 0, served.stderr())

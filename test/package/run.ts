@@ -54,6 +54,7 @@ export const END_TO_END = [
   'test/cli/main.test.ts',
   'test/cli/serve.test.ts',
   'test/cli/serve-signals.test.ts',
+  'test/cli/serve-npx.test.ts',
   'test/cli/tenant.test.ts',
   'test/cli/issuer.test.ts',
   'test/cli/apply.test.ts',
