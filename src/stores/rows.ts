@@ -423,6 +423,40 @@ export function pendingMigrations(
   return [...migrations].sort((a, b) => a.version - b.version).filter((m) => !done.has(m.version))
 }
 
+/** How a store runs its migrations: inside one transaction that it holds. */
+export interface MigrationRunner {
+  /** Runs a script (several statements, no parameters). */
+  exec(script: string): Promise<unknown>
+  all(sql: string, params?: readonly unknown[]): Promise<readonly Record<string, unknown>[]>
+}
+
+/**
+ * Applies the pending `migrations` in order, recording each version with `now`; returns the
+ * versions applied. `table` creates `schema_migrations` (DDL differs per dialect).
+ */
+export async function applyMigrations(
+  run: MigrationRunner,
+  migrations: readonly Migration[],
+  table: string,
+  now: number,
+): Promise<number[]> {
+  await run.exec(table)
+  const done = await run.all('SELECT version FROM schema_migrations')
+  const applied: number[] = []
+  for (const migration of pendingMigrations(
+    migrations,
+    done.map((row) => Number(row.version)),
+  )) {
+    await run.exec(migration.sql)
+    await run.all('INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)', [
+      migration.version,
+      now,
+    ])
+    applied.push(migration.version)
+  }
+  return applied
+}
+
 export function latestVersion(migrations: readonly Migration[]): number {
   return Math.max(...migrations.map((m) => m.version))
 }

@@ -48,28 +48,6 @@ export interface SqlDb {
   change<T>(work: (db: SqlDb) => Promise<T>): Promise<T>
 }
 
-/** Postgres' `Dialect`. */
-export const postgresDialect: Dialect = {
-  kind: 'postgres',
-  bool: (value) => value,
-  textArray: (values) => [...values],
-  batch: (param, types) =>
-    `(SELECT ${types.map((type, i) => `(e.v->>${i})::${type} AS c${i}`).join(', ')}, e.n
-      FROM jsonb_array_elements(${param}::jsonb) WITH ORDINALITY AS e(v, n)) AS b`,
-  inList: (param) => `IN (SELECT jsonb_array_elements_text(${param}::jsonb))`,
-}
-
-/** SQLite's `Dialect` (types are left to the columns' affinity). */
-export const sqliteDialect: Dialect = {
-  kind: 'sqlite',
-  bool: (value) => (value ? 1 : 0),
-  textArray: (values) => JSON.stringify(values),
-  batch: (param, types) =>
-    `(SELECT ${types.map((_type, i) => `e.value ->> ${i} AS c${i}`).join(', ')}, e.key AS n
-      FROM json_each(${param}) AS e) AS b`,
-  inList: (param) => `IN (SELECT value FROM json_each(${param}))`,
-}
-
 /** `$1, $2, …` from `first` on, `count` of them, each with its Postgres cast when given. */
 export function placeholders(first: number, types: readonly (string | undefined)[]): string {
   return types.map((type, i) => `$${first + i}${type ? `::${type}` : ''}`).join(', ')

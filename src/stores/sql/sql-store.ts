@@ -6,12 +6,14 @@
  */
 import type { IssuerConfig } from '../../core/issuer.ts'
 import type { PatRecord } from '../../core/ports.ts'
+import { ChangeFollower, type ChangeLogReader } from '../change-log.ts'
 import type {
   AddUsageOptions,
   AdminStore,
   AppendAuditOptions,
   PageRequest,
   PatChanges,
+  StoreChange,
   StoredAuditEvent,
   TenantChanges,
   UsageQuery,
@@ -31,6 +33,59 @@ export abstract class SqlStore {
   /** The store's database (or, for a transaction's view, that transaction). */
   protected abstract readonly db: SqlDb
   #admin: AdminStore | undefined
+  /** Who watches this store (a transaction's view shares its store's). */
+  protected listeners = new Set<(change: StoreChange) => void>()
+  /** Follows the change log and delivers what it logs to `listeners` (../change-log.ts). */
+  protected follower!: ChangeFollower
+
+  protected abstract get closed(): boolean
+  /** Reports trouble following the change log, or a watcher that threw. */
+  protected abstract warn(obj: { err?: unknown; change?: string }, message: string): void
+
+  /** Starts following the change log through `reader`. */
+  protected follow(reader: ChangeLogReader, pollMs: number | undefined): void {
+    this.follower = new ChangeFollower({
+      reader,
+      emit: (change) => this.#emit(change),
+      pollMs,
+      warn: (obj, message) => this.warn(obj, message),
+    })
+  }
+
+  /**
+   * Changes are delivered in change-log order (../change-log.ts): those made through THIS
+   * object before the method that made them resolves; those of other processes and instances
+   * within the poll interval (sooner when Postgres' NOTIFY wakes the follower).
+   */
+  watch(listener: (change: StoreChange) => void): () => void {
+    // Wrapped so the same function may subscribe twice and unsubscribe each separately.
+    const wrapped = (change: StoreChange) => listener(change)
+    this.listeners.add(wrapped)
+    if (!this.closed) {
+      void this.follower.start().catch(() => {})
+      this.follower.poll(true)
+    }
+    return () => {
+      this.listeners.delete(wrapped)
+      if (this.listeners.size === 0) this.follower.poll(false)
+    }
+  }
+
+  /** Delivers what this object just wrote (and anything before it) to its watchers. */
+  protected async delivered(): Promise<void> {
+    if (this.listeners.size > 0) await this.follower.catchUp()
+  }
+
+  #emit(change: StoreChange): void {
+    for (const listener of [...this.listeners]) {
+      try {
+        listener(change)
+      } catch (error) {
+        // A listener's bug must not fail the write that already committed.
+        this.warn({ err: error, change: change.kind }, 'store watch listener threw')
+      }
+    }
+  }
 
   /** Admin tokens, operator searches and console sessions (sql/operators.ts). */
   get admin(): AdminStore {

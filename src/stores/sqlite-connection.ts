@@ -1,0 +1,179 @@
+/**
+ * One `node:sqlite` connection as the shared SQL's `SqlDb` (sql/db.ts): statements rewritten
+ * for SQLite and prepared once, transactions (`BEGIN IMMEDIATE`, savepoints inside one), and
+ * the turns a database file's transactions take in this thread (sql/sqlite-dialect.ts).
+ * sqlite.ts opens the connection and hands it here.
+ */
+import type { DatabaseSync, SQLInputValue, StatementSync } from 'node:sqlite'
+import type { SqlDb } from './sql/db.ts'
+import {
+  checked,
+  sqliteDialect,
+  toSqlite,
+  turn,
+  WRITES,
+  waitTurn,
+  whileOpen,
+} from './sql/sqlite-dialect.ts'
+
+interface Prepared {
+  readonly statement: StatementSync
+  readonly writes: boolean
+}
+
+export interface SqliteConnectionOptions {
+  /** Statements are refused until the schema is at this version (checked once). */
+  readonly version: number
+  /** A transaction's view (`transaction()`): every statement is part of that transaction. */
+  readonly view: boolean
+  /** Delivers what was just written to the store's watchers. */
+  readonly delivered: () => Promise<void>
+}
+
+export class SqliteConnection {
+  readonly #db: DatabaseSync
+  readonly #path: string
+  readonly #options: SqliteConnectionOptions
+  /** Statements of the shared SQL, by their Postgres text, prepared once. */
+  readonly #cache = new Map<string, Prepared>()
+  #current = false
+  #closed = false
+  /** What statements outside a transaction run on. */
+  readonly outside: SqlDb = this.#sqlDb(false)
+  /** What a transaction's work runs its statements on. */
+  readonly #inside: SqlDb = this.#sqlDb(true)
+
+  constructor(db: DatabaseSync, path: string, options: SqliteConnectionOptions) {
+    this.#db = db
+    this.#path = path
+    this.#options = options
+  }
+
+  get closed(): boolean {
+    return this.#closed
+  }
+
+  /** Whether this is a transaction's view. */
+  get view(): boolean {
+    return this.#options.view
+  }
+
+  /** The connection itself; throws once closed. */
+  open(): DatabaseSync {
+    if (this.#closed) throw new Error('sqlite store is closed')
+    return this.#db
+  }
+
+  /** Forgets prepared statements and the schema check (after a migration). */
+  reset(): void {
+    this.#current = false
+    this.#cache.clear()
+  }
+
+  close(): void {
+    if (this.#closed) return
+    this.#closed = true
+    this.reset()
+    this.#db.close()
+  }
+
+  /**
+   * `work` in one transaction of this connection (a savepoint inside a view's), in this
+   * file's turn: other statements outside it wait when they would join it or write.
+   */
+  async atomic<T>(work: (db: SqlDb) => Promise<T>): Promise<T> {
+    if (this.#options.view) return this.nested(work)
+    const release = await turn(this.#path)
+    try {
+      return await this.nested(work)
+    } finally {
+      release()
+    }
+  }
+
+  /** `work` in a transaction, or a savepoint of the one open. */
+  async nested<T>(work: (db: SqlDb) => Promise<T>): Promise<T> {
+    const db = this.open()
+    // IMMEDIATE takes the write lock up front, so two processes writing at once queue on
+    // busy_timeout instead of failing halfway with SQLITE_BUSY on lock upgrade.
+    const savepoint = db.isTransaction
+    db.exec(savepoint ? 'SAVEPOINT step' : 'BEGIN IMMEDIATE')
+    try {
+      const result = await work(this.#inside)
+      db.exec(savepoint ? 'RELEASE step' : 'COMMIT')
+      return result
+    } catch (error) {
+      if (savepoint) {
+        db.exec('ROLLBACK TO step')
+        db.exec('RELEASE step')
+      } else if (db.isTransaction) db.exec('ROLLBACK')
+      throw error
+    }
+  }
+
+  /**
+   * `inside`: the view a transaction's work gets. Outside it, a statement waits for the
+   * transaction open on this file in this thread when it would join it (this connection) or
+   * write (another connection: it would block the thread on the file's write lock); reads of
+   * other connections go on (WAL).
+   */
+  #sqlDb(inside: boolean): SqlDb {
+    const statement = async (sql: string) => {
+      const prepared = this.#statement(sql)
+      if (!inside && !this.#options.view && whileOpen(this.#path)) {
+        if (prepared.writes || this.#db.isTransaction) await waitTurn(this.#path)
+      }
+      return prepared.statement
+    }
+    const db: SqlDb = {
+      dialect: sqliteDialect,
+      checkOpen: () => void this.open(),
+      all: async <R extends object>(sql: string, params: readonly unknown[] = []) => {
+        const prepared = await statement(sql)
+        return checked(() => prepared.all(...(params as SQLInputValue[]))) as R[]
+      },
+      run: async (sql, params = []) => {
+        const prepared = await statement(sql)
+        return Number(checked(() => prepared.run(...(params as SQLInputValue[]))).changes)
+      },
+      atomic: (work) => (inside ? this.nested(work) : this.atomic(work)),
+      change: async (work) => {
+        const result = await db.atomic(work)
+        if (!inside) await this.#options.delivered()
+        return result
+      },
+    }
+    return db
+  }
+
+  /** The statement for `sql` (written for Postgres, sql/db.ts), rewritten and prepared once. */
+  #statement(sql: string): Prepared {
+    this.#checkSchema()
+    let prepared = this.#cache.get(sql)
+    if (!prepared) {
+      const text = toSqlite(sql)
+      prepared = { statement: this.open().prepare(text), writes: WRITES.test(text) }
+      this.#cache.set(sql, prepared)
+    }
+    return prepared
+  }
+
+  #checkSchema(): void {
+    const db = this.open()
+    if (this.#current) return
+    const hasTable = db
+      .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'")
+      .get()
+    const version = hasTable
+      ? ((db.prepare('SELECT max(version) AS v FROM schema_migrations').get()?.v as
+          | number
+          | null) ?? 0)
+      : 0
+    if (version !== this.#options.version) {
+      throw new Error(
+        `sqlite schema is at version ${version}, this tokengate needs ${this.#options.version}: run migrate()`,
+      )
+    }
+    this.#current = true
+  }
+}
