@@ -69,8 +69,13 @@ export function openSpoolFiles(dir: string): SpoolFiles {
   return {
     owner: lock.owner,
     append(text) {
-      writeSync(fd, text)
+      const written = writeSync(fd, text)
       empty = false
+      // A short write (a full disk) leaves a torn line at the end: nothing may follow it.
+      // (UTF-8 has at least as many bytes as the string has UTF-16 units.)
+      if (written !== text.length && written < Buffer.byteLength(text)) {
+        throw new Error(`spool ${name}: short write (disk full?)`)
+      }
     },
     seal() {
       if (empty) return undefined

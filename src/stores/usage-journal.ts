@@ -35,6 +35,8 @@ export interface UsageJournal {
     tenantId: string | null,
     tokenId: string | null,
   ): void
+  /** Bytes in the current segment. */
+  readonly bytes: number
   /** Seals the current segment (if it holds anything); its id, for `writeMinutes` and `remove`. */
   seal(): string | undefined
   /** The sealed segment's counts are stored: deletes it. */
@@ -55,17 +57,24 @@ export function openUsageJournal(dir: string, slicing: UsageSlicing): UsageJourn
   const files = openSpoolFiles(dir)
   const header = `#usage ${slicing.maxSubjects} ${slicing.subjectsPerWrite}\n`
   let fresh = true
+  let bytes = 0
   return {
+    get bytes() {
+      return bytes
+    },
     append(minuteStart, outcome, by, tenantId, tokenId) {
       // `<minute> <outcome>[-] <tenant> <key>`: ids are [A-Za-z0-9._-] (tenants) or tok_…
       const line = `${minuteStart / MINUTE_MS} ${OUTCOME_CODE[outcome]}${by < 0 ? '-' : ''} ${tenantId ?? ''} ${tokenId ?? ''}\n`
-      files.append(fresh ? header + line : line)
+      const text = fresh ? header + line : line
+      files.append(text)
       fresh = false
+      bytes += text.length
     },
     seal() {
       const name = files.seal()
       if (name === undefined) return undefined
       fresh = true
+      bytes = 0
       return segmentId(name)
     },
     remove(segment) {
@@ -120,7 +129,10 @@ export async function recoverUsageJournal(
   const segments = await recoverSpoolFiles(dir, async (name, text) => {
     let slicing = defaults
     const minutes = new Map<number, MinuteCounts>()
-    for (const line of text.split('\n')) {
+    const lines = text.split('\n')
+    // What follows the last newline was torn by a short write or a kill mid-write.
+    if (lines.pop() !== '') unreadable++
+    for (const line of lines) {
       if (line === '') continue
       if (line.startsWith('#usage ')) {
         const [, maxSubjects, subjectsPerWrite] = line.split(' ').map(Number)
@@ -130,10 +142,16 @@ export async function recoverUsageJournal(
         }
         continue
       }
-      const [minute, code, tenantId, tokenId] = line.split(' ')
+      const [minute, code, tenantId, tokenId, extra] = line.split(' ')
       const outcome = USAGE_OUTCOMES[Number.parseInt(code ?? '', 10)]
       const start = Number(minute) * MINUTE_MS
-      if (outcome === undefined || !Number.isSafeInteger(start) || tokenId === undefined) {
+      if (
+        outcome === undefined ||
+        !/^\d+-?$/.test(code ?? '') ||
+        !Number.isSafeInteger(start) ||
+        tokenId === undefined ||
+        extra !== undefined
+      ) {
         unreadable++
         continue
       }

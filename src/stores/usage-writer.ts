@@ -54,6 +54,9 @@ export interface UsageWriter {
 
 const MINUTE_MS = 60_000
 
+/** A journal segment grows no further (~1.4 million counts): only while the store is down. */
+const MAX_SEGMENT_BYTES = 64 * 1024 * 1024
+
 export function createUsageWriter(
   store: Pick<UsageStore, 'addUsage'>,
   options: UsageWriterOptions,
@@ -104,10 +107,13 @@ export function createUsageWriter(
     if (journal && journaling) {
       try {
         journal.append(start, outcome, by, tenantId, tokenId)
+        // A store down for long: the segment stops growing (counts go on in memory).
+        if (journal.bytes > MAX_SEGMENT_BYTES) journaling = false
       } catch (error) {
-        // A full or failing disk: count in memory alone from here on. The segment keeps what
-        // it has and is still sealed and marked: a replay of a prefix of a segment's counts
-        // cuts sub-slices of the same slices, so it never adds a stored count again.
+        // A full or failing disk: count in memory alone until the next segment. The segment
+        // keeps what it has and is still sealed and marked: a replay of a prefix of a
+        // segment's counts cuts sub-slices of the same slices, so it never adds a stored
+        // count again (and so a segment never resumes after a gap).
         journaling = false
         ;(options.onError ?? (() => {}))(error)
       }
@@ -129,8 +135,10 @@ export function createUsageWriter(
     async () => {
       if (sealed === undefined) {
         if (minutes.size === 0) return
+        const segment = journal?.seal()
+        journaling = true
         sealed = {
-          segment: journal?.seal(),
+          segment,
           minutes: [...minutes.values()],
           progress: { minute: 0, subject: 0 },
         }

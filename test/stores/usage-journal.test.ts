@@ -213,3 +213,30 @@ describe('addUsage with a mark (Postgres)', { skip: skipReason('postgres') }, ()
     return store
   })
 })
+
+describe('usage journal lines', () => {
+  it('a torn last line and malformed lines are skipped and counted, never added', async (t) => {
+    const { dir, store } = setUp()
+    t.after(() => store.close())
+    await store.migrate()
+    const { mkdirSync, writeFileSync } = await import('node:fs')
+    mkdirSync(dir, { recursive: true })
+    const minute = T / 60_000 - ((T / 60_000) % 1)
+    writeFileSync(
+      join(dir, '0123456789abcdef.1.jsonl'),
+      [
+        '#usage 100000 2',
+        `${minute} 0 acme k0`,
+        `${minute} 0 acme k0 extra`,
+        `${minute} 9 acme k0`,
+        `${minute} 0 ac${minute} 0 acme k1`,
+        `${minute} 0 acme k0`,
+        `${minute} 0 acme k1`.slice(0, -1), // torn: no newline
+      ].join('\n'),
+    )
+    const result = await recoverUsageJournal(dir, store, SLICING)
+    assert.deepEqual(result, { segments: 1, unreadable: 4 })
+    const [k0, k1] = (await counts(store, 2)).perKey
+    assert.deepEqual([k0, k1], [2, 0])
+  })
+})
