@@ -109,15 +109,26 @@ describe('connection caps fit the descriptor limit', { skip: prlimitAvailable() 
 
   // Descriptors are the process's, not a listener's: sockets held on the decision listener or
   // the gRPC port used to take them from the API listener's clients.
-  for (const listener of ['decision', 'grpc'] as const) {
+  for (const listener of ['decision', 'grpc', 'metrics', 'admin'] as const) {
     it(`RLIMIT_NOFILE 256: 300 idle sockets on the ${listener} port do not lock the API's clients out`, async () => {
-      const decisionPort = await freePort()
-      const grpcPort = await freePort()
+      const ports = {
+        decision: await freePort(),
+        grpc: await freePort(),
+        metrics: await freePort(),
+        admin: await freePort(),
+      }
       const server = await serveLimited(256, 256, {
-        decision: { port: decisionPort, grpcPort, proxy: 'envoy', trustedProxies: ['127.0.0.1'] },
+        decision: {
+          port: ports.decision,
+          grpcPort: ports.grpc,
+          proxy: 'envoy',
+          trustedProxies: ['127.0.0.1'],
+        },
+        metrics: { enabled: true, port: ports.metrics },
+        admin: { enabled: true, port: ports.admin },
       })
       try {
-        const port = listener === 'decision' ? decisionPort : grpcPort
+        const port = ports[listener]
         for (let i = 0; i < 300; i++) {
           const socket = await open(port, '127.0.0.1')
           if (socket) sockets.push(socket)
