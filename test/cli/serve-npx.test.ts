@@ -126,7 +126,9 @@ describe('npx tokengate serve', { skip: skip() }, () => {
     // The server drains (at most server.shutdownTimeoutMs + 5 s); then nothing npx started lives.
     for (let i = 0; i < 300 && [...below].some(alive); i++) await sleep(50)
     const left = [...below].filter(alive)
-    t.diagnostic(`processes npx started still alive after its SIGTERM (waited up to 15 s): ${left.length}`)
+    t.diagnostic(
+      `processes npx started still alive after its SIGTERM (waited up to 15 s): ${left.length}`,
+    )
     assert.deepEqual(
       left,
       [],
