@@ -26,7 +26,15 @@
  */
 import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
-import { mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import { dirname, join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -92,16 +100,20 @@ const TYPE_STRIPPING_OPTIONS = {
 /**
  * `tsc --noEmit` of one of a doc's files, in a directory of the Node 24 consumer project
  * (so `tokengate` resolves to the installed tarball and its `.d.ts`), beside the doc's other
- * files; the doc's `tsconfig.json` (when it wrote one) gives the options.
+ * files and its `package.json` (whose `type` makes a `.ts` file an ES module or not, as in the
+ * user's directory); the doc's `tsconfig.json` (when it wrote one) gives the options.
  */
 async function typeCheck(doc: string, docDir: string, file: string): Promise<void> {
   const dir = join(installed.node24, 'doc-types', doc.replaceAll('/', '-'))
   mkdirSync(dir, { recursive: true })
   for (const name of readdirSync(docDir)) {
-    if (/\.(m?[jt]s|json)$/.test(name) && name !== 'package.json' && name !== 'package-lock.json') {
+    if (/\.(m?[jt]s|json)$/.test(name) && name !== 'package-lock.json') {
       writeFileSync(join(dir, name), readFileSync(join(docDir, name)))
     }
   }
+  // The doc's own package.json (its "type" decides whether a .ts file is an ES module), or
+  // none, as in the user's directory: packages still resolve from the consumer project.
+  if (!existsSync(join(docDir, 'package.json'))) writeFileSync(join(dir, 'package.json'), '{}')
   let options: Record<string, unknown> = TYPE_STRIPPING_OPTIONS
   try {
     options = JSON.parse(readFileSync(join(docDir, 'tsconfig.json'), 'utf8')).compilerOptions
