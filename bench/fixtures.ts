@@ -21,9 +21,11 @@ export type BenchAlgorithm = (typeof BENCH_ALGORITHMS)[number]
 export const BENCH_TENANT = 'bench-tenant'
 export const BENCH_AUDIENCE = 'tokengate'
 export const POOL_SIZE = 10_000
+/** PATs with a quota (the slow-disk bench's quota rows). */
+export const QUOTA_POOL = 1000
 /** Fixture tokens live this long; fixtures are regenerated when less than half remains. */
 const LIFETIME_SEC = 20 * 3600
-const FORMAT = 3
+const FORMAT = 4
 
 export const issuerOf = (alg: string) => `https://bench-${alg.toLowerCase()}.test`
 
@@ -52,6 +54,8 @@ export interface Fixtures {
   readonly forbiddenJwt: string
   readonly patSingle: string
   readonly patPoolFile: string
+  /** File of QUOTA_POOL PATs each with a monthly quota (never spent), one per line. */
+  readonly patQuotaPoolFile: string
   /** File of PAT records (JSON lines) to seed a store with. */
   readonly patRecordsFile: string
   /** A PAT without `tokens:read`, for the 403 case. */
@@ -155,7 +159,7 @@ function generate(dir: string, nowSec: number, poolSize: number): Fixtures {
   }
   const records: PatRecord[] = []
   const pats: string[] = []
-  const issue = (permissions: string[]) => {
+  const issue = (permissions: string[], quota = false) => {
     const issued = issuePat({
       tenantId: BENCH_TENANT,
       subject: 'bench-bot',
@@ -164,7 +168,8 @@ function generate(dir: string, nowSec: number, poolSize: number): Fixtures {
       expiresAt: (nowSec + LIFETIME_SEC) * 1000,
       now: nowSec * 1000,
     })
-    records.push(issued.record)
+    const limit = { limit: 1_000_000_000, refill: 'monthly' as const, counter: issued.record.id }
+    records.push(quota ? { ...issued.record, quota: limit } : issued.record)
     return issued.token
   }
   for (let i = 0; i < poolSize; i++) pats.push(issue(['tokens:read']))
@@ -172,6 +177,9 @@ function generate(dir: string, nowSec: number, poolSize: number): Fixtures {
   const patForbidden = issue([])
   const patPoolFile = join(dir, 'pat-pool.txt')
   writeFileSync(patPoolFile, `${pats.join('\n')}\n`)
+  const quotaPats = Array.from({ length: QUOTA_POOL }, () => issue(['tokens:read'], true))
+  const patQuotaPoolFile = join(dir, 'pat-quota-pool.txt')
+  writeFileSync(patQuotaPoolFile, `${quotaPats.join('\n')}\n`)
   const patRecordsFile = join(dir, 'pat-records.jsonl')
   writeFileSync(patRecordsFile, `${records.map((r) => JSON.stringify(r)).join('\n')}\n`)
   // Right length and alphabet, wrong checksum: refused by the format check, no store access.
@@ -185,6 +193,7 @@ function generate(dir: string, nowSec: number, poolSize: number): Fixtures {
     forbiddenJwt,
     patSingle,
     patPoolFile,
+    patQuotaPoolFile,
     patRecordsFile,
     patForbidden,
     patGarbage: `pat_${Buffer.from('garbage').toString('hex')}`,

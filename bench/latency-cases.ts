@@ -120,10 +120,14 @@ export function standardCases(fixtures: Fixtures): LatencyCase[] {
   ]
 }
 
-/** PAT traffic on the server with the slow disk against the same server without it. */
+/**
+ * PAT traffic on the server with the slow disk against the same server without it: keys
+ * without a quota, then keys with one.
+ */
 export function slowFsyncCases(fixtures: Fixtures, dir: string): LatencyCase[] {
   // Every 100th request a garbage PAT: refused, so audited (written behind, committed).
   const pats = readFileSync(fixtures.patPoolFile, 'utf8').split('\n').filter(Boolean)
+  const quotaPats = readFileSync(fixtures.patQuotaPoolFile, 'utf8').split('\n').filter(Boolean)
   const mixed = join(dir, 'pats-1pc-refused.txt')
   writeFileSync(mixed, pats.map((t, i) => (i % 100 === 99 ? fixtures.patGarbage : t)).join('\n'))
   const base = {
@@ -148,6 +152,18 @@ export function slowFsyncCases(fixtures: Fixtures, dir: string): LatencyCase[] {
       ...base,
       id: `PAT, ${pats.length} tokens, 1 % refused`,
       traffic: { kind: 'pool', file: mixed },
+    },
+    // Keys with a quota (issue #32): each block of uses is a reservation the writer thread
+    // commits; they are compared with the rows above, the same keys without a quota.
+    {
+      ...base,
+      id: 'PAT with a quota, one token',
+      traffic: { kind: 'fixed', headers: bearer(quotaPats[0] as string) },
+    },
+    {
+      ...base,
+      id: `PAT with a quota, ${quotaPats.length} tokens`,
+      traffic: { kind: 'pool', file: fixtures.patQuotaPoolFile },
     },
   ]
 }

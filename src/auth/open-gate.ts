@@ -95,6 +95,12 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
     clock: auth.clock,
     maxBlock: options.quota.maxBlock,
     recheckMs: options.quota.recheckMs,
+    // The degraded mode's price (docs/limits.md): uses served on credit the store no longer had.
+    onOverdraft: (counter, uses) =>
+      options.log.warn(
+        { counter, uses },
+        'quota overdraft: uses served on credit beyond the limit',
+      ),
   })
   const gate = createGate({
     authenticate: options.tracing

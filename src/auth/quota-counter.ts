@@ -4,16 +4,27 @@
  *
  * Why blocks: a store round trip per request would put the database on the cached-PAT path.
  * Each instance instead reserves a block of uses in one atomic statement (`reserveQuota`,
- * never past the limit) and spends it from memory, synchronously; it asks the store again
- * only when its block is spent. A quota is therefore never exceeded: every use served was
- * reserved in the store first. The price is under-use, bounded: uses an instance reserved
- * and has not spent are not available to the others, at most `cap - 1` per instance (and
- * worker), where `cap = clamp(ceil(limit / 100), 1, maxBlock)`: 1 % of the limit. They are
- * given back on a graceful shutdown (to the period and generation they were reserved in: a
- * reset's new count is never lowered by them); a crash loses them for the period. A key's blocks start
- * small and double while each is spent within a second (up to the cap), halve when one lasts
- * a minute: a busy key asks the store rarely, a quiet one holds few uses. docs/limits.md
- * states the bound.
+ * never past the limit) and spends it from memory, synchronously. The next block is asked for
+ * in the background once half of the current one is spent (prefetch), so a busy key never
+ * waits for the store. Unspent uses held by an instance are not available to the others: at
+ * most two blocks of `cap` (`cap = clamp(ceil(limit / 100), 1, maxBlock)`: 1 % of the limit)
+ * per instance (and worker). They are given back on a graceful shutdown (to the period and
+ * generation they were reserved in: a reset's new count is never lowered by them); a crash
+ * loses them for the period. A key's blocks start small and double while each is spent
+ * within a second (up to the cap), halve when one lasts a minute.
+ *
+ * Degraded mode (a slow disk, a slow or unreachable store): a reservation is never waited
+ * for on the request path while the key has credit. A quota of at least 100 uses may serve
+ * up to `cap` uses on credit while its next reservation is under way; the reservation asks
+ * for them too, so they are counted in the store once it answers (reconciled), and uses the
+ * store could no longer grant are the overdraft, reported through `onOverdraft`. Credit is
+ * given only while the store's last answer this period left at least 10 % of the limit, so
+ * the overdraft is at most `cap` uses per instance and period, and in practice none. Without
+ * credit (a key's first block of the period on this instance, quotas under 100 uses, near the
+ * limit, credit spent) a request waits for the reservation at most `waitMs`, then gets 503
+ * `unavailable` with Retry-After: never an unbounded wait, never an unmetered pass. On
+ * SQLite the writer thread commits the reservations waiting together in one transaction.
+ * docs/limits.md states the bounds.
  *
  * An exhausted counter is believed for `recheckMs` (or until its period ends), so a flood
  * from an exhausted key costs one store query per `recheckMs` per instance, not one per
@@ -31,19 +42,23 @@ import type { QuotaStore } from '../stores/store.ts'
 export interface QuotaCounterOptions {
   readonly store: Pick<QuotaStore, 'reserveQuota' | 'releaseQuota'>
   readonly clock: Clock
-  /** Most uses one instance reserves at once. Default 100. */
+  /** Most uses one instance reserves at once. Default 1000. */
   readonly maxBlock?: number | undefined
   /** How long an exhausted counter is believed before the store is asked again. Default 5000. */
   readonly recheckMs?: number | undefined
   /** Counters held (least recently reserved dropped first, with their unspent uses). */
   readonly maxCounters?: number | undefined
+  /** Longest a request without credit waits for a reservation before 503. Default 1000. */
+  readonly waitMs?: number | undefined
+  /** Uses served on credit that the store could no longer grant (beyond the limit). */
+  readonly onOverdraft?: ((counter: string, uses: number) => void) | undefined
 }
 
 export interface QuotaCounter {
   /**
    * Takes one use of `quota`: undefined when granted, else `quota_exhausted` (or `unavailable`
-   * when the store cannot be asked: fail closed). Synchronous while this instance holds
-   * reserved uses or a fresh exhausted verdict.
+   * when the store cannot answer within `waitMs` and the key has no credit: fail closed).
+   * Synchronous while this instance holds reserved uses, credit or a fresh exhausted verdict.
    */
   take(quota: Quota): MaybePromise<AuthFailure | undefined>
   /**
@@ -53,7 +68,10 @@ export interface QuotaCounter {
    * another period or of an edited quota is dropped, never carried over.
    */
   giveBack(quota: Quota): void
-  /** Gives back every unspent reserved use (graceful shutdown); later takes still work. */
+  /**
+   * Gives back every unspent reserved use and counts the uses served on credit (graceful
+   * shutdown); later takes still work.
+   */
   close(): Promise<void>
 }
 
@@ -66,6 +84,13 @@ interface Entry {
   periodEnd: number
   /** Reserved in the store and not spent yet. */
   remaining: number
+  /** Served on credit and not yet covered by a reservation. */
+  debt: number
+  /**
+   * Uses the store had left at its last answer (limit − used), Infinity before the first
+   * answer of the period: credit is given only while it is far from the limit.
+   */
+  room: number
   /**
    * Where the store counted them: the period and the counter's generation the reservation
    * returned. A release names both, so it never lowers a count started since (a reset).
@@ -73,7 +98,7 @@ interface Entry {
   reservedIn: { periodStart: number; generation: number }
   /** Believed exhausted until then (epoch ms); 0 when not exhausted. */
   exhaustedUntil: number
-  /** A reservation under way: later takes wait for it instead of asking again. */
+  /** A reservation under way: no second one is sent, takes without credit wait for it. */
   pending: Promise<void> | undefined
   /** Moves on each start-over: a reservation made before it is not spent after it. */
   generation: number
@@ -84,21 +109,35 @@ interface Entry {
   givenBack: number
 }
 
-/** The first block of a key: small, so a quiet key holds few uses. */
+/** The first block of a key: small, so a quiet key holds few uses; also its first credit. */
 const FIRST_BLOCK = 4
 /** A block spent faster than this makes the next one twice as large (up to the cap). */
 const BUSY_MS = 1000
 /** A block that lasted longer than this makes the next one half as large. */
 const QUIET_MS = 60_000
+/** Quotas below this many uses get no credit: they are counted exactly. */
+const CREDIT_FROM_LIMIT = 100
 
 export function createQuotaCounter(options: QuotaCounterOptions): QuotaCounter {
   const { store, clock } = options
   const maxBlock = options.maxBlock ?? 1000
   const recheckMs = options.recheckMs ?? 5000
   const maxCounters = options.maxCounters ?? 100_000
+  const waitMs = options.waitMs ?? 1000
   const entries = new Map<string, Entry>()
 
   const capOf = (limit: number) => Math.max(1, Math.min(maxBlock, Math.ceil(limit / 100)))
+
+  /** Uses `entry` may serve before the store answers (see the module comment). */
+  const creditOf = (entry: Entry): number => {
+    const { limit } = entry.quota
+    if (limit < CREDIT_FROM_LIMIT) return 0
+    const cap = capOf(limit)
+    // Nothing known yet this period (a new instance, a key's first use): the key may be spent
+    // already, so its first block is waited for.
+    if (entry.room === Number.POSITIVE_INFINITY) return 0
+    return entry.room >= limit / 10 ? cap : 0
+  }
 
   /** The next block of `entry`: doubled when the last was spent fast, halved when slowly. */
   const nextBlock = (entry: Entry, now: number): number => {
@@ -121,6 +160,8 @@ export function createQuotaCounter(options: QuotaCounterOptions): QuotaCounter {
       entry.periodStart = start
       entry.periodEnd = period.end ?? Number.POSITIVE_INFINITY
       entry.remaining = 0
+      entry.debt = 0
+      entry.room = Number.POSITIVE_INFINITY
       entry.exhaustedUntil = 0
       entry.generation++
       entry.block = FIRST_BLOCK
@@ -136,6 +177,8 @@ export function createQuotaCounter(options: QuotaCounterOptions): QuotaCounter {
         periodStart: start,
         periodEnd: period.end ?? Number.POSITIVE_INFINITY,
         remaining: 0,
+        debt: 0,
+        room: Number.POSITIVE_INFINITY,
         reservedIn: { periodStart: start, generation: 0 },
         exhaustedUntil: 0,
         pending: undefined,
@@ -149,7 +192,72 @@ export function createQuotaCounter(options: QuotaCounterOptions): QuotaCounter {
     return entry
   }
 
-  const take = (quota: Quota): MaybePromise<AuthFailure | undefined> => {
+  /**
+   * Asks the store for the next block plus the uses served on credit, in the background. Its
+   * answer first covers the credit (what it cannot cover is the overdraft), then adds to the
+   * block; no answer keeps the debt for the next reservation.
+   */
+  const reserve = (entry: Entry, now: number): Promise<void> => {
+    const { quota } = entry
+    const generation = entry.generation
+    const givenBack = entry.givenBack
+    const owed = entry.debt
+    const periodStart = entry.periodStart
+    const periodEnd = entry.periodEnd
+    const reservation = store
+      .reserveQuota(quota.counter, periodStart, quota.limit, nextBlock(entry, now) + owed)
+      .then((reserved) => {
+        if (entry.generation !== generation) return
+        entry.room = quota.limit - reserved.used
+        const covered = Math.min(owed, reserved.granted)
+        entry.debt -= owed
+        if (covered < owed) options.onOverdraft?.(quota.counter, owed - covered)
+        const granted = reserved.granted - covered
+        if (granted > 0) {
+          entry.remaining += granted
+          entry.reservedIn = { periodStart: reserved.periodStart, generation: reserved.generation }
+          entry.exhaustedUntil = 0
+          entry.reservedAt = clock.now()
+        } else if (entry.givenBack === givenBack) {
+          // Believed unless a use was given back meanwhile (the take then asks again).
+          entry.exhaustedUntil = Math.min(periodEnd, now + recheckMs)
+        }
+        // Uses served on credit while this reservation was under way come out of the block.
+        const paid = Math.min(entry.debt, entry.remaining)
+        entry.debt -= paid
+        entry.remaining -= paid
+        return entry.debt > 0 && granted > 0
+      })
+      .finally(() => {
+        entry.pending = undefined
+      })
+      .then((owing) => {
+        // Credit the block could not cover is asked for at once, not at the next request.
+        if (owing === true && entry.generation === generation) {
+          reserve(entry, clock.now()).catch(() => {})
+        }
+      })
+    entry.pending = reservation
+    // Recency: a counter that reserves moves to the end (Map order = least recently reserved).
+    entries.delete(quota.counter)
+    entries.set(quota.counter, entry)
+    return reservation
+  }
+
+  /** Half the block spent, nothing asked yet, room left: the next block is asked for now. */
+  const prefetch = (entry: Entry, now: number) => {
+    if (
+      entry.pending === undefined &&
+      entry.remaining * 2 <= entry.block &&
+      entry.exhaustedUntil <= now &&
+      entry.room > 0 &&
+      entry.block > 1
+    ) {
+      reserve(entry, now).catch(() => {})
+    }
+  }
+
+  const take = (quota: Quota, deadline?: number): MaybePromise<AuthFailure | undefined> => {
     const now = clock.now()
     // The hot path: the same quota, in the same period, with reserved uses left.
     const known = entries.get(quota.counter)
@@ -160,52 +268,47 @@ export function createQuotaCounter(options: QuotaCounterOptions): QuotaCounter {
       now < known.periodEnd
     ) {
       known.remaining--
+      prefetch(known, now)
       return undefined
     }
     const period = quotaPeriod(quota, now)
     const entry = entryFor(quota, period)
     if (entry.remaining > 0) {
       entry.remaining--
+      prefetch(entry, now)
       return undefined
     }
     if (entry.exhaustedUntil > now) return exhausted(quota, now)
-    if (entry.pending) return entry.pending.then(() => take(quota))
-    const generation = entry.generation
-    const givenBack = entry.givenBack
-    const reservation = store
-      .reserveQuota(quota.counter, period.start, quota.limit, nextBlock(entry, now))
-      .then((reserved) => {
-        if (entry.generation !== generation) return
-        if (reserved.granted > 0) {
-          entry.remaining += reserved.granted
-          entry.reservedIn = { periodStart: reserved.periodStart, generation: reserved.generation }
-          entry.exhaustedUntil = 0
-          entry.reservedAt = clock.now()
-        } else {
-          // Believed unless a use was given back meanwhile (the take then asks again).
-          if (entry.givenBack === givenBack) {
-            entry.exhaustedUntil = Math.min(period.end ?? Number.POSITIVE_INFINITY, now + recheckMs)
-          }
-        }
-      })
-      .finally(() => {
-        entry.pending = undefined
-      })
-    entry.pending = reservation
-    // Recency: a counter that reserves moves to the end (Map order = least recently reserved).
-    entries.delete(quota.counter)
-    entries.set(quota.counter, entry)
-    return reservation.then(
-      () => take(quota),
+    const pending = entry.pending ?? reserve(entry, now)
+    if (entry.debt < creditOf(entry)) {
+      entry.debt++
+      pending.catch(() => {})
+      return undefined
+    }
+    // No credit: wait for the reservation, but never longer than waitMs in all.
+    const until = deadline ?? performance.now() + waitMs
+    const left = until - performance.now()
+    if (left <= 0) return storeUnavailable()
+    let timer: NodeJS.Timeout | undefined
+    const timeout = new Promise<AuthFailure>((resolve) => {
+      timer = setTimeout(() => resolve(storeUnavailable()), left)
+    })
+    const answered = pending.then(
+      () => take(quota, until),
       () => storeUnavailable(),
     )
+    return Promise.race([answered, timeout]).finally(() => clearTimeout(timer))
   }
 
   return {
-    take,
+    take: (quota) => take(quota),
     giveBack(quota) {
       const entry = entries.get(quota.counter)
       if (entry?.quota !== quota || clock.now() >= entry.periodEnd) return
+      if (entry.debt > 0) {
+        entry.debt--
+        return
+      }
       if (entry.remaining < capOf(quota.limit) - 1) {
         entry.remaining++
         return
@@ -221,13 +324,31 @@ export function createQuotaCounter(options: QuotaCounterOptions): QuotaCounter {
       store.releaseQuota(quota.counter, periodStart, generation, 1).then(forget, () => {})
     },
     async close() {
-      const unspent = [...entries.entries()].filter(([, entry]) => entry.remaining > 0)
+      // Reservations under way first: what they grant is given back, what they owe counted.
+      await Promise.allSettled([...entries.values()].map((entry) => entry.pending))
       await Promise.allSettled(
-        unspent.map(([counter, entry]) => {
-          const count = entry.remaining
-          entry.remaining = 0
-          const { periodStart, generation } = entry.reservedIn
-          return store.releaseQuota(counter, periodStart, generation, count)
+        [...entries.entries()].flatMap(([counter, entry]) => {
+          const work: Promise<unknown>[] = []
+          if (entry.debt > 0) {
+            const owed = entry.debt
+            entry.debt = 0
+            work.push(
+              store
+                .reserveQuota(counter, entry.periodStart, entry.quota.limit, owed)
+                .then((reserved) => {
+                  if (reserved.granted < owed) {
+                    options.onOverdraft?.(counter, owed - reserved.granted)
+                  }
+                }),
+            )
+          }
+          if (entry.remaining > 0) {
+            const count = entry.remaining
+            entry.remaining = 0
+            const { periodStart, generation } = entry.reservedIn
+            work.push(store.releaseQuota(counter, periodStart, generation, count))
+          }
+          return work
         }),
       )
     },

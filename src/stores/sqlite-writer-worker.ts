@@ -16,9 +16,53 @@ if (!port) throw new Error('sqlite-writer-worker runs as a worker thread')
 
 // One write at a time, in the order sent (a batch's statements then never interleave).
 let queue: Promise<void> = Promise.resolve()
+/**
+ * Quota reservations that arrived while the thread was busy: one transaction (one fsync)
+ * answers them all, so on a slow disk N keys needing a block cost one commit, not N. They
+ * may pass writes sent before them (none depends on another).
+ */
+let reservations: WriterRequest[] = []
 port.on('message', (request: WriterRequest) => {
+  if (request.method === 'reserveQuota') {
+    reservations.push(request)
+    // After the messages already delivered to this thread: they join the batch.
+    if (reservations.length === 1) queue = queue.then(afterDelivered).then(reserveAll)
+    return
+  }
   queue = queue.then(() => handle(request))
 })
+
+const afterDelivered = () => new Promise((resolve) => setImmediate(resolve))
+
+async function reserveAll(): Promise<void> {
+  const batch = reservations
+  reservations = []
+  if (batch.length === 1) return handle(batch[0] as WriterRequest)
+  try {
+    const values = await store.transaction(async (tx) => {
+      const reserving = tx as unknown as Pick<typeof store, 'reserveQuota'>
+      const answers: unknown[] = []
+      for (const request of batch) {
+        const [counter, periodStart, limit, want] = request.args as [string, number, number, number]
+        answers.push(await reserving.reserveQuota(counter, periodStart, limit, want))
+      }
+      return answers
+    })
+    batch.forEach((request, i) => {
+      port?.postMessage({ id: request.id, ok: true, value: values[i] } satisfies WriterReply)
+    })
+  } catch (error) {
+    const err = error instanceof Error ? error : new Error(String(error))
+    for (const request of batch) {
+      const reply: WriterReply = {
+        id: request.id,
+        ok: false,
+        error: { name: err.name, message: err.message },
+      }
+      port?.postMessage(reply)
+    }
+  }
+}
 
 async function handle(request: WriterRequest): Promise<void> {
   let reply: WriterReply

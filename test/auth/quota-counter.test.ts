@@ -30,11 +30,14 @@ describe('quota counter', () => {
   /** The store, counting reservations. */
   function counting() {
     const calls = { reserve: 0, release: 0 }
+    const wants: number[] = []
     return {
       calls,
+      wants,
       store: {
         reserveQuota: (...args: Parameters<SqliteStore['reserveQuota']>) => {
           calls.reserve++
+          wants.push(args[3])
           return store.reserveQuota(...args)
         },
         releaseQuota: (...args: Parameters<SqliteStore['releaseQuota']>) => {
@@ -47,53 +50,61 @@ describe('quota counter', () => {
 
   async function spend(take: () => unknown, times: number) {
     const outcomes: (AuthFailure | undefined)[] = []
-    for (let i = 0; i < times; i++) outcomes.push((await take()) as AuthFailure | undefined)
+    for (let i = 0; i < times; i++) {
+      outcomes.push((await take()) as AuthFailure | undefined)
+      await new Promise((resolve) => setImmediate(resolve))
+    }
     return outcomes
   }
 
-  it('spends reserved uses without asking the store, synchronously; a busy key’s blocks grow to the cap', async () => {
+  it('spends reserved uses without asking the store, synchronously, asking for the next block before the current one is spent; a busy key’s blocks grow to the cap', async () => {
     const clock = testClock()
-    const { calls, store: s } = counting()
+    const { calls, wants, store: s } = counting()
     const quotas = createQuotaCounter({ store: s, clock, maxBlock: 10 })
     const quota: Quota = { limit: 1000, refill: 'daily', counter: counter() }
-    const reservedAt: number[] = []
-    for (let i = 1; i <= 30; i++) {
-      const before = calls.reserve
+    // The key's first block of the period is waited for (the key may be spent already).
+    assert.equal(await quotas.take(quota), undefined)
+    for (let i = 2; i <= 40; i++) {
       const result = quotas.take(quota)
-      if (isPromiseLike(result)) assert.equal(await result, undefined)
-      else assert.equal(result, undefined)
-      if (calls.reserve > before) reservedAt.push(i)
-      else assert.ok(!isPromiseLike(result), `take ${i} was answered from the block`)
+      assert.ok(!isPromiseLike(result), `take ${i} waited for the store`)
+      assert.equal(result, undefined)
+      // The store answers between requests, as it does between a server's requests.
+      await new Promise((resolve) => setImmediate(resolve))
     }
-    // Blocks of 4, then doubled while spent within a second: 8, then the cap (10).
-    assert.deepEqual(reservedAt, [1, 5, 13, 23])
+    // Blocks of 4, then doubled while spent within a second: 8, then the cap (10); each asked
+    // for once half the one before was spent.
+    assert.deepEqual(wants, [4, 8, 10, 10, 10, 10])
+    const used = (await store.readQuota([quota.counter])).get(quota.counter)?.used ?? 0
+    assert.ok(used >= 40 && used <= 40 + 2 * 10, `${used} reserved for 40 served`)
+    assert.equal(calls.release, 0)
   })
 
   it('a quiet key’s blocks shrink again', async () => {
     const clock = testClock()
-    const { calls, store: s } = counting()
+    const { wants, store: s } = counting()
     const quotas = createQuotaCounter({ store: s, clock, maxBlock: 64 })
     const quota: Quota = { limit: 100_000, refill: 'none', counter: counter() }
     await spend(() => quotas.take(quota), 4 + 8 + 16)
-    assert.equal(calls.reserve, 3)
+    const busiest = wants.at(-1) as number
     clock.advance(120_000)
-    await spend(() => quotas.take(quota), 1)
-    const used = (await store.readQuota([quota.counter])).get(quota.counter)?.used
-    assert.equal(used, 4 + 8 + 16 + 8, 'the fourth block is half the third')
+    await spend(() => quotas.take(quota), 32)
+    assert.ok(wants.length > 3)
+    assert.equal(wants.at(-1), busiest / 2, `blocks asked: ${wants.join(', ')}`)
   })
 
   it('two instances on one store never allow more than the limit in all', async () => {
     const clock = testClock()
-    const a = createQuotaCounter({ store, clock, maxBlock: 3 })
-    const b = createQuotaCounter({ store, clock, maxBlock: 3 })
+    // 200 takes at once per instance on blocks of 3: waiting is the point here, not its bound.
+    const a = createQuotaCounter({ store, clock, maxBlock: 3, waitMs: 60_000 })
+    const b = createQuotaCounter({ store, clock, maxBlock: 3, waitMs: 60_000 })
     const quota: Quota = { limit: 250, refill: 'none', counter: counter() }
     const outcomes = await Promise.all(
       Array.from({ length: 400 }, (_, i) => (i % 2 === 0 ? a : b).take(quota)),
     )
     const allowed = outcomes.filter((o) => o === undefined).length
     assert.ok(allowed <= 250, `${allowed} allowed`)
-    // Under-use is bounded by a block less one per instance.
-    assert.ok(allowed >= 250 - 2 * 2, `${allowed} allowed`)
+    // Under-use is bounded by two blocks per instance.
+    assert.ok(allowed >= 250 - 2 * 2 * 3, `${allowed} allowed`)
     const refusal = outcomes.find((o) => o !== undefined)
     assert.deepEqual(refusal, {
       code: 'quota_exhausted',
@@ -222,8 +233,8 @@ describe('quota counter', () => {
     const outcomes = await Promise.all(Array.from({ length: 40 }, () => quotas.take(quota)))
     assert.ok(outcomes.every((o) => o === undefined))
     assert.equal(most, 1)
-    // Blocks of 4, 8, 16, 32: four reservations serve the 40.
-    assert.equal(reservations, 4)
+    // Four on credit (a key not counted yet), the rest from blocks of 4, 8, 16, 32.
+    assert.ok(reservations <= 4, `${reservations} reservations`)
   })
 
   it('close gives back unspent uses', async () => {
@@ -234,6 +245,61 @@ describe('quota counter', () => {
     assert.equal((await store.readQuota([quota.counter])).get(quota.counter)?.used, 4 + 8)
     await quotas.close()
     assert.equal((await store.readQuota([quota.counter])).get(quota.counter)?.used, 7)
+  })
+
+  it('a store that does not answer: a few uses on credit, then 503 after waitMs, never a long wait', async () => {
+    const clock = testClock()
+    const quotas = createQuotaCounter({
+      store: { reserveQuota: () => new Promise(() => {}), releaseQuota: async () => {} },
+      clock,
+      waitMs: 50,
+    })
+    const quota: Quota = { limit: 10_000, refill: 'monthly', counter: counter() }
+    // A key not counted yet this period: its first block is waited for (it may be spent).
+    const started = performance.now()
+    assert.deepEqual(await quotas.take(quota), {
+      code: 'unavailable',
+      dependency: 'store',
+      retryAfterSeconds: 5,
+    })
+    const waited = performance.now() - started
+    assert.ok(waited >= 45 && waited < 1000, `waited ${waited.toFixed(0)} ms`)
+    // A quota under 100 uses gets no credit: counted exactly, or 503.
+    const small: Quota = { limit: 99, refill: 'monthly', counter: counter() }
+    assert.equal((await quotas.take(small))?.code, 'unavailable')
+  })
+
+  it('uses served on credit are counted in the store once it answers; beyond the limit they are reported', async () => {
+    const clock = testClock()
+    const overdrafts: number[] = []
+    const slow = {
+      reserveQuota: async (...args: Parameters<SqliteStore['reserveQuota']>) => {
+        await new Promise((resolve) => setTimeout(resolve, 20))
+        return store.reserveQuota(...args)
+      },
+      releaseQuota: (...args: Parameters<SqliteStore['releaseQuota']>) =>
+        store.releaseQuota(...args),
+    }
+    const quotas = createQuotaCounter({
+      store: slow,
+      clock,
+      onOverdraft: (_counter, uses) => overdrafts.push(uses),
+    })
+    const quota: Quota = { limit: 1000, refill: 'none', counter: counter() }
+    // The first block (4) is waited for; then the key has credit (cap 10) while the store
+    // answers late: 14 in a row, none waiting.
+    assert.equal(await quotas.take(quota), undefined)
+    for (let i = 0; i < 13; i++) assert.equal(quotas.take(quota), undefined, `take ${i + 2}`)
+    await new Promise((resolve) => setTimeout(resolve, 60))
+    assert.ok(((await store.readQuota([quota.counter])).get(quota.counter)?.used ?? 0) >= 14)
+    // Another instance spends the rest meanwhile: this one's credit is the overdraft.
+    await store.reserveQuota(quota.counter, 0, 1000, 1000)
+    for (let i = 0; i < 30; i++) void quotas.take(quota)
+    await new Promise((resolve) => setTimeout(resolve, 60))
+    assert.equal(((await quotas.take(quota)) as AuthFailure).code, 'quota_exhausted')
+    await quotas.close()
+    const over = overdrafts.reduce((a, b) => a + b, 0)
+    assert.ok(over > 0 && over <= 10, `overdraft ${over}, at most the cap (10)`)
   })
 
   it('an unreachable store fails closed: 503 unavailable, never a pass', async () => {
