@@ -32,6 +32,20 @@ export const REASONS: Readonly<Record<string, string>> = {
   placeholders: 'holds placeholders (…, PASSWORD, IDs) for values of your own',
 }
 
+/**
+ * The compiler options a doc's TypeScript and JavaScript files are type-checked with when the
+ * doc has no `tsconfig.json` block of its own: what Node's type stripping needs.
+ */
+export const TYPE_STRIPPING_OPTIONS: Readonly<Record<string, unknown>> = {
+  target: 'esnext',
+  module: 'nodenext',
+  strict: true,
+  allowImportingTsExtensions: true,
+  erasableSyntaxOnly: true,
+  verbatimModuleSyntax: true,
+  types: ['node'],
+}
+
 export const LANGUAGES = ['sh', 'js', 'ts', 'json', 'yaml', 'python', 'http', 'text'] as const
 export type Language = (typeof LANGUAGES)[number] | ''
 

@@ -38,7 +38,13 @@ import {
 import { dirname, join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { type Block, blocksOf, docFiles, where } from '../docs/markdown-blocks.ts'
+import {
+  type Block,
+  blocksOf,
+  docFiles,
+  TYPE_STRIPPING_OPTIONS,
+  where,
+} from '../docs/markdown-blocks.ts'
 import { freePort } from '../helpers/services.ts'
 import { type Consumers, consumers } from './consumers.ts'
 
@@ -84,17 +90,6 @@ interface Service {
   readonly pgid: number
   readonly section: string
   output(): string
-}
-
-/** The compiler options a doc without its own `tsconfig.json` block is checked with. */
-const TYPE_STRIPPING_OPTIONS = {
-  target: 'esnext',
-  module: 'nodenext',
-  strict: true,
-  allowImportingTsExtensions: true,
-  erasableSyntaxOnly: true,
-  verbatimModuleSyntax: true,
-  types: ['node'],
 }
 
 /**
