@@ -151,6 +151,14 @@ export interface Container {
 }
 
 const started = new Set<string>()
+// A run that dies between `after` hooks must not leave containers behind either.
+process.on('exit', () => {
+  for (const name of started) {
+    try {
+      execFileSync('podman', ['rm', '--force', '--time', '0', name], { stdio: 'ignore' })
+    } catch {}
+  }
+})
 
 /**
  * `podman run -d` of the image, the way the docs run it: read-only root filesystem, the
