@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
-import { readdirSync, readFileSync } from 'node:fs'
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer as createHttpServer, request as httpRequest } from 'node:http'
 import { type AddressInfo, createServer } from 'node:net'
 import { delimiter, dirname, join } from 'node:path'
@@ -13,6 +13,7 @@ import { DatabaseSync } from 'node:sqlite'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
+import pg from 'pg'
 import {
   nodeUnderTest,
   PACKAGE_PROJECT,
@@ -20,7 +21,8 @@ import {
   serveProcess,
 } from '../helpers/launch.ts'
 import { AS_PID_1, namespacePids, pidNamespaceSkip } from '../helpers/pid-namespace.ts'
-import { childrenOf } from '../helpers/serve-process.ts'
+import { childrenOf, spawnServe } from '../helpers/serve-process.ts'
+import { type PostgresServer, skipReason, startPostgres } from '../helpers/services.ts'
 import { tempDataDir } from './helpers.ts'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -245,3 +247,75 @@ function get(url: string, token: string): Promise<{ status: number; body: string
     request.end()
   })
 }
+
+describe('a shutdown whose flush cannot finish', { skip: skipReason('postgres') }, () => {
+  let postgres: PostgresServer
+  before(async () => {
+    postgres = await startPostgres()
+  })
+  after(() => postgres?.stop())
+
+  /** Postgres' processes: the postmaster (first line of postmaster.pid) and its children. */
+  const postgresPids = () => {
+    const main = Number(
+      readFileSync(join(postgres.dataDir, 'postmaster.pid'), 'utf8').split('\n')[0],
+    )
+    return [main, ...childrenOf(main)]
+  }
+
+  it('ends within server.shutdownTimeoutMs + 5 s (exit 1), and the next start stores what it held', async (t) => {
+    const data = tempDataDir()
+    t.after(() => data.cleanup())
+    const databaseUrl = await postgres.createDatabase()
+    const configFile = join(data.dir, 'config.json')
+    writeFileSync(
+      configFile,
+      JSON.stringify({ rateLimit: { enabled: false }, server: { shutdownTimeoutMs: 1000 } }),
+    )
+    const env = {
+      TOKENGATE_CONFIG: configFile,
+      TOKENGATE_DATA_DIR: data.dir,
+      TOKENGATE_WORKERS: '1',
+      DATABASE_URL: databaseUrl,
+    }
+    const served = await spawnServe({ env, args: ['--http', '--listen', '127.0.0.1:0'] })
+    t.after(() => served.stop())
+    for (let i = 0; i < 7; i++) {
+      assert.equal((await get(`${served.url}/api/v1/me`, `nope-${i}`)).status, 401)
+    }
+    // Postgres stops answering (every process of it stopped): the flushes wait forever.
+    const stopped = postgresPids()
+    for (const pid of stopped) process.kill(pid, 'SIGSTOP')
+    const resume = () => {
+      for (const pid of stopped) {
+        try {
+          process.kill(pid, 'SIGCONT')
+        } catch {} // exited meanwhile
+      }
+    }
+    t.after(resume)
+    const exited = new Promise<number | null>((resolve) => served.child.once('exit', resolve))
+    const asked = Date.now()
+    served.child.kill('SIGTERM')
+    const code = await Promise.race([exited, sleep(20_000).then(() => 'running' as const)])
+    const tookMs = Date.now() - asked
+    t.diagnostic(`exit ${code} ${tookMs} ms after SIGTERM (shutdownTimeoutMs 1000)`)
+    assert.equal(code, 1, served.stderr())
+    assert.ok(tookMs < 1000 + 5000 + 3000, `${tookMs} ms`)
+    assert.match(served.stderr(), /still flushing after 6000 ms/)
+
+    resume()
+    const next = await spawnServe({ env, args: ['--http', '--listen', '127.0.0.1:0'] })
+    t.after(() => next.stop())
+    const client = new pg.Client({ connectionString: databaseUrl })
+    await client.connect()
+    t.after(() => client.end())
+    const failed = async () =>
+      Number(
+        (await client.query("SELECT count(*) AS n FROM audit_events WHERE type = 'auth.failed'"))
+          .rows[0].n,
+      )
+    for (let i = 0; i < 100 && (await failed()) < 7; i++) await sleep(100)
+    assert.equal(await failed(), 7, 'the audit spool kept them')
+  })
+})
