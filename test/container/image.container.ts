@@ -171,6 +171,25 @@ describe('the tokengate image under podman', { skip }, () => {
       console.log(`# image ${IMAGE}: ${(image.Size / 1e6).toFixed(1)} MB`)
     })
 
+    it('ships the package whole: docs, the forward-auth and framework examples, the manifests', async () => {
+      const root = '/opt/tokengate/node_modules/tokengate'
+      const files = [
+        'README.md',
+        'docs/container.md',
+        'examples/forward-auth/nginx.conf',
+        'examples/express/server.ts',
+        'deploy/kubernetes/base/kustomization.yaml',
+      ].map((file) => `${root}/${file}`)
+      const listed = await podman([
+        'exec',
+        container.name,
+        'node',
+        '-e',
+        `for (const file of ${JSON.stringify(files)}) require('node:fs').accessSync(file)`,
+      ])
+      assert.equal(listed.code, 0, listed.stderr)
+    })
+
     it('logs JSON lines on stdout', async () => {
       const logs = await podmanOk(['logs', container.name])
       const lines = logs.split('\n').filter(Boolean)
