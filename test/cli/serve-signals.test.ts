@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer as createHttpServer, request as httpRequest } from 'node:http'
-import { type AddressInfo, createServer } from 'node:net'
+import { type AddressInfo, createServer, type Socket } from 'node:net'
 import { delimiter, dirname, join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
 import { after, before, describe, it } from 'node:test'
@@ -130,9 +130,15 @@ describe('tokengate serve as PID 1 (a container)', { skip: pidNamespaceSkip() },
     const data = tempDataDir()
     t.after(() => data.cleanup())
     // Accepts connections and never answers: the start waits (5 s) for Postgres.
-    const silent = createServer(() => {})
+    const held: Socket[] = []
+    const silent = createServer((socket) => {
+      held.push(socket)
+    })
     await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve))
-    t.after(() => silent.close())
+    t.after(() => {
+      for (const socket of held) socket.destroy()
+      silent.close()
+    })
     const { port } = silent.address() as AddressInfo
     const served = await serveAsPid1(['--http', '--listen', '127.0.0.1:0'], {
       TOKENGATE_DATA_DIR: data.dir,
@@ -140,9 +146,17 @@ describe('tokengate serve as PID 1 (a container)', { skip: pidNamespaceSkip() },
       DATABASE_URL: `postgres://tokengate@127.0.0.1:${port}/tokengate`,
     })
     t.after(served.kill)
-    for (let i = 0; i < 400 && !served.stderr().includes('store: postgres'); i++) await sleep(10)
-    assert.match(served.stderr(), /store: postgres/, 'the start is waiting on the store')
-    await sleep(200)
+    // SIGTERM is sent once the start waits on the store and the server catches SIGTERM
+    // (SigCgt of /proc/PID/status, bit 15): as PID 1, one sent earlier is dropped by design.
+    const catchesTerm = () => {
+      const mask = /^SigCgt:\s+([0-9a-f]+)/m.exec(
+        readFileSync(`/proc/${served.pid}/status`, 'utf8'),
+      )
+      return ((BigInt(`0x${mask?.[1] ?? '0'}`) >> 14n) & 1n) === 1n
+    }
+    for (let i = 0; i < 400 && !(held.length > 0 && catchesTerm()); i++) await sleep(10)
+    assert.ok(held.length > 0, `the start is waiting on the store: ${served.stderr()}`)
+    assert.ok(catchesTerm(), 'the server catches SIGTERM')
     process.kill(served.pid, 'SIGTERM')
     assert.equal(await served.exitWithin(2_000), 0, served.stderr())
     assert.match(served.stderr(), /SIGTERM during start-up, exiting/)
