@@ -134,6 +134,7 @@ export async function startTokengate(
     const auth = await createAuthContext(config, store, clock, logger, {
       auditSpoolDir: join(config.dataDir, 'audit-spool'),
       tracing,
+      dataDir: config.dataDir,
     })
     closeAuth = () => auth.close()
     events = startEventDelivery(config.events, store, clock, logger)
@@ -148,6 +149,7 @@ export async function startTokengate(
           outbox: events.worker ? () => store.outboxStats() : undefined,
           webhook: events.worker,
           changeFeed: () => store.changeFeed,
+          storeWrites: () => auth.writes.state(),
         })
       : undefined
     const identityToken = await identitySignerFor(config, clock)

@@ -6,6 +6,11 @@ import { openAuditSpool, recoverAuditSpool } from '../stores/audit-spool.ts'
 import { createCachedLookups } from '../stores/cached-lookups.ts'
 import type { Store, StoreChange } from '../stores/store.ts'
 import { createAuditWriter, createPatUseRecorder } from '../stores/write-behind.ts'
+import {
+  createStoreWriteHealth,
+  type StoreWriteHealth,
+  trackStoreWrites,
+} from '../stores/write-health.ts'
 import { createIssuerRegistry, type IssuerRegistry } from './issuer-registry.ts'
 import type { Tracing } from './tracing.ts'
 
@@ -18,6 +23,8 @@ export interface AuthContext {
   readonly patUse: ReturnType<typeof createPatUseRecorder>
   readonly audit: ReturnType<typeof createAuditWriter>
   readonly clock: Clock
+  /** Whether the store's writes succeed (disk trouble: /readyz, metrics, one log line). */
+  readonly writes: StoreWriteHealth
   /** Stops watching, flushes last-used times and audit events. */
   close(): Promise<void>
 }
@@ -44,9 +51,19 @@ export async function createAuthContext(
     readonly auditSpoolDir?: string | undefined
     /** With `tracing.enabled`: store lookups and JWKS fetches in spans (tracing.ts). */
     readonly tracing?: Pick<Tracing, 'lookups' | 'fetch'> | undefined
+    /** The data directory: its free space is watched and it holds the disk reserve. */
+    readonly dataDir?: string | undefined
   } = {},
 ): Promise<AuthContext> {
   const { tracing } = options
+  // Failed write-behind writes are one episode with one log line (write-health.ts), not a
+  // warning per flush; what they carry waits in the spool and in memory.
+  const writes = createStoreWriteHealth({
+    log,
+    dataDir: options.dataDir,
+    reserve: store.kind === 'sqlite',
+  })
+  const written = trackStoreWrites(store, writes)
   const lookups = createCachedLookups(tracing ? tracing.lookups(store) : store, {
     ttlMs: config.auth.lookupCacheTtlMs,
     maxEntries: config.auth.lookupCacheMaxEntries,
@@ -116,13 +133,13 @@ export async function createAuthContext(
     }
   })
 
-  const patUse = createPatUseRecorder(store, {
+  const patUse = createPatUseRecorder(written, {
     flushIntervalMs: 1000,
     // Last-used times to the minute (docs/cli.md): one store write per busy token a minute,
     // not one per token per flush.
     resolutionMs: 60_000,
     clock,
-    onError: (error) => log.warn({ err: error }, 'writing last-used times failed; will retry'),
+    onError: (error) => writes.failed('recordPatUse', error),
   })
   // Events a killed process (a worker SIGKILLed between two flushes) left in its spool are
   // stored first; a store that cannot take them now leaves them for the next start.
@@ -147,14 +164,14 @@ export async function createAuthContext(
       )
     }
   }
-  const audit = createAuditWriter(store, {
+  const audit = createAuditWriter(written, {
     flushIntervalMs: 200,
     maxBatch: 500,
     spool: spoolDir ? openAuditSpool(spoolDir) : undefined,
     // Without a webhook nothing reads the outbox: store the events only.
     queueForDelivery,
     clock,
-    onError: (error) => log.warn({ err: error }, 'writing audit events failed; will retry'),
+    onError: (error) => writes.failed('appendAudit', error),
   })
   const authenticate = createMaybeSyncAuthenticator({
     lookups: lookups.maybeSync,
@@ -170,8 +187,10 @@ export async function createAuthContext(
     patUse,
     audit,
     clock,
+    writes,
     async close() {
       unwatch()
+      writes.close()
       await Promise.allSettled([patUse.close(), audit.close()])
       issuers.close()
     },

@@ -4,10 +4,12 @@
  * runs (API, gateway, decision) so that a token's budget and an address's failures are
  * counted once, whichever listener a request arrived on.
  */
+
 import type { Config } from '../config/schema.ts'
 import { thenMaybe } from '../lib/maybe-async.ts'
 import { openUsageJournal, recoverUsageJournal } from '../stores/usage-journal.ts'
 import { createUsageWriter } from '../stores/usage-writer.ts'
+import { trackStoreWrites } from '../stores/write-health.ts'
 import type { AuthContext } from './auth-context.ts'
 import { openCounterStore, type RedisState } from './counter-store.ts'
 import { createGate, type Gate } from './gate.ts'
@@ -70,14 +72,14 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
     log: options.log,
   })
   const usage = options.usage.enabled
-    ? createUsageWriter(auth.store, {
+    ? createUsageWriter(trackStoreWrites(auth.store, auth.writes), {
         clock: auth.clock,
         flushIntervalMs: options.usage.flushIntervalMs,
         maxSubjectsPerMinute: options.usage.maxKeysPerMinute,
         subjectsPerWrite: USAGE_SUBJECTS_PER_WRITE,
         journal: await usageJournal(auth, options),
-        onError: (error) =>
-          options.log.warn({ err: error }, 'writing usage counts failed; will retry'),
+        // One log line per episode of failing writes (write-health.ts), not one per flush.
+        onError: (error) => auth.writes.failed('addUsage', error),
       })
     : undefined
   const recorder = createOutcomeRecorder({

@@ -1,6 +1,7 @@
 import { fingerprintToken } from '../core/fingerprint.ts'
 import { checkPatFormat, hashPat, isPatToken, issuePat, patStatus } from '../core/pat.ts'
 import type { PatRecord, Quota, QuotaRefill, RateLimitOverride } from '../core/ports.ts'
+import { withDiskReserve } from '../stores/disk-reserve.ts'
 import type {
   PatChanges,
   PatStore,
@@ -452,19 +453,24 @@ export async function setPatDisabled(
   const family = [current, ...(await familyInUse(deps.store, current, now))]
   const toChange = family.filter((k) => (k.disabledAt != null) !== disabled)
   if (toChange.length === 0) return { record: current, changed: false, notes: [] }
-  const changed = await atomically(deps.store, toChange.length > 1, async (store) => {
-    const out: PatRecord[] = []
-    for (const key of toChange) {
-      out.push((await updateOrRefuse(store, key.id, { disabledAt: disabled ? now : null })).after)
-    }
-    return out
-  })
+  // On a full disk the disk reserve is given up for it (disk-reserve.ts): a disable must land.
+  const changed = await withDiskReserve(deps.store, () =>
+    atomically(deps.store, toChange.length > 1, async (store) => {
+      const out: PatRecord[] = []
+      for (const key of toChange) {
+        out.push((await updateOrRefuse(store, key.id, { disabledAt: disabled ? now : null })).after)
+      }
+      return out
+    }),
+  )
   for (const key of toChange) {
-    await audit(deps, {
-      type: disabled ? 'pat.disabled' : 'pat.enabled',
-      tenantId: key.tenantId,
-      details: { tokenId: key.id, subject: key.subject },
-    })
+    await withDiskReserve(deps.store, () =>
+      audit(deps, {
+        type: disabled ? 'pat.disabled' : 'pat.enabled',
+        tenantId: key.tenantId,
+        details: { tokenId: key.id, subject: key.subject },
+      }),
+    )
   }
   const relatives = toChange.filter((k) => k.id !== current.id).map((k) => k.id)
   return {
@@ -615,16 +621,20 @@ export async function revokeTenantPat(
     throw new OperationRefused('token_unknown', shown(id), `no token ${shown(id)}`)
   }
   if (found.revokedAt !== null) return { record: found, changed: false }
-  const revoked = await deps.store.revokePat(found.id, deps.clock.now())
+  // On a full disk the disk reserve is given up for it (disk-reserve.ts): a revocation must land.
+  const at = deps.clock.now()
+  const revoked = await withDiskReserve(deps.store, () => deps.store.revokePat(found.id, at))
   if (!revoked) throw new OperationRefused('token_unknown', found.id, `no token ${found.id}`)
-  await audit(deps, {
-    type: 'pat.revoked',
-    tenantId: found.tenantId,
-    details:
-      options.self === undefined
-        ? { tokenId: found.id, subject: found.subject }
-        : { tokenId: found.id, self: options.self },
-  })
+  await withDiskReserve(deps.store, () =>
+    audit(deps, {
+      type: 'pat.revoked',
+      tenantId: found.tenantId,
+      details:
+        options.self === undefined
+          ? { tokenId: found.id, subject: found.subject }
+          : { tokenId: found.id, self: options.self },
+    }),
+  )
   return { record: revoked, changed: true }
 }
 
@@ -673,18 +683,22 @@ export async function revokeLeakedPats(
       results.push({ fingerprint, outcome: 'already_revoked', record: found })
       continue
     }
-    const revoked = (await deps.store.revokePat(found.id, deps.clock.now())) ?? found
-    await audit(deps, {
-      type: 'pat.leak_revoked',
-      tenantId: found.tenantId,
-      details: {
-        tokenId: found.id,
-        fingerprint,
-        subject: found.subject,
-        ...(source === undefined ? {} : { source }),
-        ...(url === undefined ? {} : { url }),
-      },
-    })
+    const at = deps.clock.now()
+    const revoked =
+      (await withDiskReserve(deps.store, () => deps.store.revokePat(found.id, at))) ?? found
+    await withDiskReserve(deps.store, () =>
+      audit(deps, {
+        type: 'pat.leak_revoked',
+        tenantId: found.tenantId,
+        details: {
+          tokenId: found.id,
+          fingerprint,
+          subject: found.subject,
+          ...(source === undefined ? {} : { source }),
+          ...(url === undefined ? {} : { url }),
+        },
+      }),
+    )
     results.push({ fingerprint, outcome: 'revoked', record: revoked })
   }
   return results

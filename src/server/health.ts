@@ -1,9 +1,8 @@
 import type { FastifyInstance } from 'fastify'
-import { sendProblemResponse } from '../adapters/fastify.ts'
 import type { AuthContext } from '../auth/auth-context.ts'
 import type { RedisState } from '../auth/counter-store.ts'
 import { issuerReadiness } from '../auth/issuer-registry.ts'
-import { storeUnavailable } from '../http/problem-response.ts'
+import { sendProblemResponse, storeUnavailable } from '../http/problem-response.ts'
 
 /**
  * Liveness and readiness, outside `/api/v1` and without a token: orchestrators call them.
@@ -19,6 +18,10 @@ import { storeUnavailable } from '../http/problem-response.ts'
  *   `Retry-After`), past their maximum age because refreshing fails (`stale`), or refused
  *   (`invalid`), and keys an issuer publishes that cannot be used (`skippedKeys`: issuer,
  *   `kid` and reason; their tokens get 401);
+ * - `storeWrites: "failing"`: writes fail or the data directory is full (stores/write-health.ts;
+ *   `storeWritesFailing` names which: `appendAudit`, `addUsage`, `recordPatUse`, `disk`).
+ *   Requests are still decided (reads work, revocations use the disk reserve); audit events
+ *   and usage counts wait in the spool and in memory until space returns;
  * - issuers whose sealed secret this instance cannot open (`unreadable`: no or another
  *   `secretKeyFile`; their tokens get 503), and a failed re-read of the issuer set
  *   (`reloadFailing`: the previous set is in force, retried every second).
@@ -50,8 +53,18 @@ export function registerHealthRoutes(
       return sendProblemResponse(reply, { ...response, body: { ...response.body, checks } })
     }
     const { view: issuers, degraded: issuersDegraded } = issuerReadiness(auth.issuers)
+    const writes = auth.writes.state()
+    const storeWrites = writes.failing
+      ? { storeWrites: 'failing', storeWritesFailing: writes.areas }
+      : { storeWrites: 'ok' }
     const degraded =
-      issuersDegraded || shared.changeFeed === 'reconnecting' || shared.redis === 'unavailable'
-    return { status: degraded ? 'degraded' : 'ready', checks: { store: 'ok', ...shared, issuers } }
+      issuersDegraded ||
+      writes.failing ||
+      shared.changeFeed === 'reconnecting' ||
+      shared.redis === 'unavailable'
+    return {
+      status: degraded ? 'degraded' : 'ready',
+      checks: { store: 'ok', ...storeWrites, ...shared, issuers },
+    }
   })
 }

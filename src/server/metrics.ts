@@ -34,6 +34,10 @@ export interface MetricsSources {
     | undefined
   /** Postgres change feed: whether cross-instance invalidation is live. */
   readonly changeFeed?: (() => { connected: boolean } | undefined) | undefined
+  /** Whether the store's writes succeed (stores/write-health.ts). */
+  readonly storeWrites?:
+    | (() => { failing: boolean; failures: number; episodes: number })
+    | undefined
 }
 
 /**
@@ -209,6 +213,22 @@ export function createMetrics(sources: MetricsSources): Metrics {
         if (status) this.set(status.connected ? 1 : 0)
       },
     })
+  }
+
+  const writes = sources.storeWrites
+  if (writes) {
+    gaugeFrom(
+      registry,
+      'tokengate_store_writes_failing',
+      '1 while store writes fail or the data directory is full (an episode; /readyz degraded).',
+      () => (writes().failing ? 1 : 0),
+    )
+    counterFrom(
+      registry,
+      'tokengate_store_write_failures_total',
+      'Store writes (audit events, usage counts, last-used times) that failed and wait to be retried.',
+      () => writes().failures,
+    )
   }
 
   return {

@@ -162,6 +162,11 @@ export class SqliteStore extends SqlStore implements Store {
     return result
   }
 
+  /** The database file (its directory holds the disk reserve, disk-reserve.ts). */
+  get file(): string {
+    return this.#path
+  }
+
   get #view(): boolean {
     return this.#conn.view
   }
