@@ -50,6 +50,19 @@ export {
   STORE_RETRY_AFTER_SECONDS,
 } from './core/authenticate.ts'
 export { authorize } from './core/authorize.ts'
+export type {
+  Authenticator,
+  CredentialContext,
+  CredentialKind,
+  CredentialRequest,
+  KindDeps,
+  PeerCertificate,
+} from './core/credential-kind.ts'
+export {
+  credentialKinds,
+  registerCredentialKind,
+  unregisterCredentialKind,
+} from './core/credential-kinds.ts'
 export {
   MAX_TOKEN_LENGTH,
   type ParsedAuthorization,
@@ -97,6 +110,7 @@ export {
   type AuthInput,
   authInputFromHeaders,
   type HeaderGetter,
+  headerValues,
   readAuthHeaders,
 } from './core/raw-headers.ts'
 export * from './http/index.ts'

@@ -26,6 +26,7 @@ import type { Principal } from '../core/principal.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
 import { pathOf } from '../http/api-path.ts'
 import { failureHeaders } from '../http/node-response.ts'
+import { peerCertificateOf } from '../http/peer-certificate.ts'
 import { requestIdOf } from '../http/request-id.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
 
@@ -117,6 +118,8 @@ function gateRequestOf(req: Request, requestId: string): GateRequest {
     authorization,
     tenantIds,
     clientAddress: req.ip ?? req.socket.remoteAddress ?? '',
+    headers: req.rawHeaders,
+    peerCertificate: peerCertificateOf(req.socket),
     requestId,
   }
 }

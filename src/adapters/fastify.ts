@@ -34,8 +34,9 @@ import type { AuthFailure } from '../core/failure.ts'
 import type { Principal } from '../core/principal.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
 import { API_PREFIX, pathOf } from '../http/api-path.ts'
-import type { FailureResponse } from '../http/failure-response.ts'
 import { formHasAccessToken, ONE_METHOD_FAILURE } from '../http/one-method.ts'
+import { peerCertificateOf } from '../http/peer-certificate.ts'
+import { sendProblemResponse } from '../http/problem-response.ts'
 import { requestIdOf } from '../http/request-id.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
 
@@ -171,10 +172,7 @@ export function sendRefused(
   return sendProblemResponse(reply, refused)
 }
 
-/** The one way a Fastify reply sends a non-2xx answer built in src/http/ (`problemResponse`). */
-export function sendProblemResponse(reply: FastifyReply, response: FailureResponse): FastifyReply {
-  return reply.code(response.status).headers(response.headers).send(response.body)
-}
+export { sendProblemResponse }
 
 /**
  * A later refusal from a route handler (a permission that depends on the request's
@@ -205,6 +203,8 @@ function gateRequestOf(request: FastifyRequest, access: Access | undefined): Gat
     authorization,
     tenantIds,
     clientAddress: request.ip,
+    headers: request.raw.rawHeaders,
+    peerCertificate: peerCertificateOf(request.raw.socket),
     requestId: String(request.id),
     access,
   }

@@ -32,6 +32,7 @@ import {
 import type { Principal } from '../core/principal.ts'
 import { type AuthInput, authInputFromHeaders, readAuthHeaders } from '../core/raw-headers.ts'
 import { failureHeaders } from '../http/node-response.ts'
+import { peerCertificateOf } from '../http/peer-certificate.ts'
 import { requestIdOf } from '../http/request-id.ts'
 
 export type { Tokengate } from '../auth/tokengate.ts'
@@ -104,7 +105,7 @@ export function refusedResponse(refused: Refused): Response {
 
 function gateRequestOf(c: Context, requestId: string): GateRequest {
   const incoming = (c.env as { incoming?: Partial<IncomingMessage> } | undefined)?.incoming
-  const { authorization, tenantIds } = authInputOf(incoming, c)
+  const { authorization, tenantIds, headers } = authInputOf(incoming, c)
   const url = new URL(c.req.url)
   return {
     method: c.req.method,
@@ -112,12 +113,17 @@ function gateRequestOf(c: Context, requestId: string): GateRequest {
     authorization,
     tenantIds,
     clientAddress: incoming?.socket?.remoteAddress ?? '',
+    headers,
+    peerCertificate: peerCertificateOf(incoming?.socket),
     requestId,
   }
 }
 
 /** Raw Node headers when running on `@hono/node-server`, otherwise the Fetch headers. */
 function authInputOf(incoming: Partial<IncomingMessage> | undefined, c: Context): AuthInput {
-  if (Array.isArray(incoming?.rawHeaders)) return readAuthHeaders(incoming.rawHeaders)
-  return authInputFromHeaders((name) => c.req.raw.headers.get(name))
+  if (Array.isArray(incoming?.rawHeaders)) {
+    return { ...readAuthHeaders(incoming.rawHeaders), headers: incoming.rawHeaders }
+  }
+  const headers = [...c.req.raw.headers].flat()
+  return { ...authInputFromHeaders((name) => c.req.raw.headers.get(name)), headers }
 }

@@ -17,6 +17,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import { type Gate, type GateSource, gateFrom, type Outcome, type Refused } from '../auth/gate.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
 import { sendFailureResponse } from '../http/node-response.ts'
+import { peerCertificateOf } from '../http/peer-certificate.ts'
 import { requestIdOf as requestIdRule } from '../http/request-id.ts'
 import type { MaybePromise } from '../lib/maybe-async.ts'
 
@@ -58,6 +59,8 @@ export function checkRequest(
     authorization,
     tenantIds,
     clientAddress: req.socket.remoteAddress ?? '',
+    headers: req.rawHeaders,
+    peerCertificate: peerCertificateOf(req.socket),
     requestId: options.requestId,
     access: options.permissions ? { permissions: options.permissions } : undefined,
   })

@@ -22,12 +22,13 @@
  */
 import { hash } from 'node:crypto'
 import type { AuthenticateMaybeSync } from '../core/authenticate.ts'
-import { maybeSyncOf } from '../core/authenticate.ts'
+import { credentialKindNamed, maybeSyncOf } from '../core/authenticate.ts'
 import { authorize as authorizePermissions } from '../core/authorize.ts'
 import type { AuthFailure } from '../core/failure.ts'
 import type { Quota, RateLimitOverride } from '../core/ports.ts'
 import type { AuthResult, Principal } from '../core/principal.ts'
 import type { TokenDigest } from '../core/raw-headers.ts'
+import { withScheme } from '../http/challenge.ts'
 import { failureResponse } from '../http/failure-response.ts'
 import { identityHeaders } from '../http/identity-headers.ts'
 import { ONE_METHOD_FAILURE, queryHasAccessToken } from '../http/one-method.ts'
@@ -97,6 +98,8 @@ interface Run {
   identity: Readonly<Record<string, string>> | undefined
   /** Nanoseconds spent authenticating, when the recorder times it. */
   authenticationNs: bigint | undefined
+  /** The kind that claimed a refused request, and its credential (for the fingerprint). */
+  claimed: { readonly kind: string; readonly credential: string } | undefined
 }
 
 /** A step's verdict: go on (undefined), or the failure to answer. */
@@ -108,6 +111,7 @@ const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({})
 const AFTER_ALLOWED = Object.freeze({
   digest: undefined,
   authenticationNs: undefined,
+  claimed: undefined,
   afterAllowed: true,
 })
 
@@ -134,12 +138,19 @@ export function createGate(deps: GateDeps): Gate {
     const input = {
       authorization: request.authorization,
       tenantIds: request.tenantIds,
+      headers: request.headers,
+      target: request.target,
+      clientAddress: request.clientAddress,
+      peerCertificate: request.peerCertificate,
       tokenSha256: run.digest,
     }
     const result = authenticateInput(input)
     const done = (settled: AuthResult): AuthFailure | undefined => {
       if (started !== undefined) run.authenticationNs = process.hrtime.bigint() - started
-      if (!settled.ok) return settled.failure
+      if (!settled.ok) {
+        run.claimed = settled.claimed
+        return settled.failure
+      }
       run.principal = settled.principal
       return undefined
     }
@@ -257,7 +268,7 @@ export function createGate(deps: GateDeps): Gate {
     failure: AuthFailure,
     headers: Readonly<Record<string, string>>,
   ): Refused => {
-    const outcome = refusal(run.request, failure, run.principal, headers)
+    const outcome = refusal(run.request, failure, run.principal, headers, run.claimed?.kind)
     recorder?.recordOutcome(run.request, outcome, run)
     return outcome
   }
@@ -285,6 +296,7 @@ export function createGate(deps: GateDeps): Gate {
         headers: NO_HEADERS,
         identity: undefined,
         authenticationNs: undefined,
+        claimed: undefined,
       }
       return runFrom(run, 0)
     },
@@ -328,14 +340,18 @@ function refusal(
   failure: AuthFailure,
   principal: Principal | null,
   headers: Readonly<Record<string, string>>,
+  claimedBy?: string,
 ): Refused {
   const response = failureResponse(failure, request.requestId)
+  // A kind's own scheme on its refusals' challenge (Bearer for PAT and JWT).
+  const scheme = credentialKindNamed(claimedBy ?? principal?.tokenType ?? '')?.challengeScheme
+  const own = scheme === undefined ? response.headers : withScheme(response.headers, scheme)
   return {
     allowed: false,
     failure,
     principal,
     status: response.status,
-    headers: headers === NO_HEADERS ? response.headers : { ...response.headers, ...headers },
+    headers: headers === NO_HEADERS ? own : { ...own, ...headers },
     body: response.body,
   }
 }

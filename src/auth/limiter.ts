@@ -1,5 +1,6 @@
 import { hash } from 'node:crypto'
 import type { Config } from '../config/schema.ts'
+import { credentialKindNamed } from '../core/credential-kinds.ts'
 import type { LimitState } from '../core/failure.ts'
 import type { RateLimitOverride } from '../core/ports.ts'
 import type { Principal } from '../core/principal.ts'
@@ -196,36 +197,14 @@ export function createLimiter(config: Readonly<RateLimitConfig>, store: CounterS
 }
 
 /**
- * The per-token key. Never the token itself: a PAT by its id; a JWT by a digest of issuer,
- * tenant and subject, so a client that refreshes its short-lived JWT keeps one allowance
- * (its `jti` changes every time) and Redis holds no subject identifiers in clear text.
+ * The per-token key, as the caller's credential kind makes it (a PAT by its id, a JWT by a
+ * digest of issuer, tenant and subject): never the credential itself.
  */
 function tokenKey(principal: Principal): string {
-  if (principal.tokenType === 'pat') return `pat:${principal.tokenId ?? principal.fingerprint}`
-  // A repeated JWT has the same principal object each time (authenticate.ts jwtPrincipal).
-  const known = jwtPrincipalKeys.get(principal)
-  if (known !== undefined) return known
-  const identity = `${principal.issuer ?? ''}\n${principal.tenantId}\n${principal.subject}`
-  let key = jwtKeys.get(identity)
-  if (key === undefined) {
-    key = `jwt:${hash('sha256', identity, 'base64url').slice(0, 27)}`
-    // Bounded like the verified-token cache; a full map starts over (one hash per caller).
-    if (jwtKeys.size >= MAX_JWT_KEYS) jwtKeys.clear()
-    jwtKeys.set(identity, key)
-  }
-  jwtPrincipalKeys.set(principal, key)
-  return key
+  const kind = credentialKindNamed(principal.tokenType)
+  if (kind !== undefined) return kind.limiterKey(principal)
+  return `${principal.tokenType}:${principal.tokenId ?? principal.fingerprint}`
 }
-
-const jwtPrincipalKeys = new WeakMap<Principal, string>()
-
-/**
- * Per-token keys of recent JWT callers by identity: a SHA-256 per request was a visible share
- * of a cached JWT request's profile, a Map lookup of the same string is a fraction of it.
- * Only digests and the (non-secret) identity are held, never a token.
- */
-const jwtKeys = new Map<string, string>()
-const MAX_JWT_KEYS = 10_000
 
 /**
  * Digests of `Authorization` values that authenticated recently on this instance, bounded

@@ -6,9 +6,9 @@
  * end writes an audit event or a metric of an outcome itself, so none can skip one.
  */
 
+import { credentialKindNamed } from '../core/credential-kinds.ts'
 import type { AuthFailure, LimitState, QuotaState } from '../core/failure.ts'
-import { fingerprintToken } from '../core/fingerprint.ts'
-import { isPatToken } from '../core/pat.ts'
+import { hmacFingerprint } from '../core/fingerprint.ts'
 import type { Clock } from '../core/ports.ts'
 import type { Principal } from '../core/principal.ts'
 import type { TokenDigest } from '../core/raw-headers.ts'
@@ -42,6 +42,8 @@ export interface DecisionFacts {
   readonly digest: TokenDigest | undefined
   /** Nanoseconds spent authenticating, when `timesAuthentication`. */
   readonly authenticationNs: bigint | undefined
+  /** The kind that claimed a refused request and its credential (for its fingerprint). */
+  readonly claimed: { readonly kind: string; readonly credential: string } | undefined
   /**
    * A refusal of a request the gate had allowed (a route's later permission check): its
    * usage moves from allowed to the refusal, so each request is counted once.
@@ -51,7 +53,8 @@ export interface DecisionFacts {
 
 /** The metrics the recorder writes (server/metrics.ts implements them with prom-client). */
 export interface OutcomeMetrics {
-  observeAuthentication(tokenType: 'pat' | 'jwt' | 'none', code: string, seconds: number): void
+  /** `tokenType`: the credential kind's name, `none` (no credential) or `malformed`. */
+  observeAuthentication(tokenType: string, code: string, seconds: number): void
   countAnswer(listener: Listener, code: string, status: number, limit: string | undefined): void
 }
 
@@ -115,16 +118,16 @@ export function createOutcomeRecorder(deps: OutcomeRecorderDeps): OutcomeRecorde
     recordOutcome(request, outcome, facts) {
       if (facts.authenticationNs !== undefined && metrics) {
         metrics.observeAuthentication(
-          outcome.principal?.tokenType ?? tokenTypeOf(facts.digest, request),
+          outcome.principal?.tokenType ?? tokenTypeOf(facts, request),
           outcome.allowed ? 'ok' : outcome.failure.code,
           Number(facts.authenticationNs) / 1e9,
         )
       }
       if (outcome.allowed) {
         const { principal } = outcome
-        const pat = principal.tokenType === 'pat' ? principal.tokenId : undefined
-        if (pat) patUse.record(pat, clock.now())
-        usage?.count('allowed', principal.tenantId, pat ?? null)
+        const key = storedKeyOf(principal)
+        if (key !== null) patUse.record(key, clock.now())
+        usage?.count('allowed', principal.tenantId, key)
         return
       }
       const { failure, principal } = outcome
@@ -143,7 +146,7 @@ export function createOutcomeRecorder(deps: OutcomeRecorderDeps): OutcomeRecorde
       }
       // A refused caller's fingerprint: the verified one after authentication, else the raw
       // credential's, never the credential itself.
-      const actor = principal?.fingerprint ?? credentialFingerprint(facts.digest)
+      const actor = principal?.fingerprint ?? credentialFingerprint(facts)
       const record = authFailureRecord(failure, {
         actor,
         clientAddress: request.clientAddress,
@@ -226,12 +229,7 @@ function countRefusal(
 ): void {
   const key = 'key' in failure ? failure.key : undefined
   const tenantId = principal?.tenantId ?? key?.tenantId ?? null
-  const tokenId =
-    principal === null
-      ? (key?.tokenId ?? null)
-      : principal.tokenType === 'pat'
-        ? (principal.tokenId ?? null)
-        : null
+  const tokenId = principal === null ? (key?.tokenId ?? null) : storedKeyOf(principal)
   if (afterAllowed) usage.uncount('allowed', tenantId, tokenId)
   const outcome = USAGE_OF_STATUS[status]
   if (outcome === undefined) return
@@ -290,29 +288,38 @@ const STATUS_CODES: Readonly<Record<number, string>> = {
   504: 'gateway_timeout',
 }
 
-function tokenTypeOf(
-  digest: TokenDigest | undefined,
-  request: GateRequest,
-): 'pat' | 'jwt' | 'none' {
-  if (digest) return isPatToken(digest.token) ? 'pat' : 'jwt'
-  return request.authorization.length === 0 ? 'none' : 'jwt'
+/** The stored key a principal's use is counted against, as its kind says (a PAT's id). */
+function storedKeyOf(principal: Principal): string | null {
+  return credentialKindNamed(principal.tokenType)?.storedKeyId(principal) ?? null
+}
+
+/** The metric label of a refused request: the kind that claimed it, else what was sent. */
+function tokenTypeOf(facts: DecisionFacts, request: GateRequest): string {
+  if (facts.claimed) return facts.claimed.kind
+  return request.authorization.length === 0 ? 'none' : 'malformed'
 }
 
 /**
- * The fingerprint of a refused request's credential. A PAT's is its last four characters;
- * another token's needs its header and payload decoded, which a flood of one refused JWT
- * would repeat per request, so those are kept by digest (bounded; a full map starts over;
- * digests and fingerprints only, never a token).
+ * The fingerprint of a refused request's credential, as the kind that claimed it makes it.
+ * A JWT's needs its header and payload decoded, which a flood of one refused token would
+ * repeat per request, so fingerprints are kept by digest (bounded; a full map starts over;
+ * digests and fingerprints only, never a credential). A bearer value no kind claimed (a
+ * malformed one) gets an `hmac:` fingerprint.
  */
-function credentialFingerprint(digest: TokenDigest | undefined): string | null {
-  // No well-formed bearer credential: nothing worth correlating, and nothing of it is kept.
-  if (digest === undefined) return null
-  if (isPatToken(digest.token)) return fingerprintToken(digest.token, digest.sha256Hex)
-  let fingerprint = refusedFingerprints.get(digest.sha256Hex)
+function credentialFingerprint(facts: DecisionFacts): string | null {
+  const { claimed, digest } = facts
+  if (claimed === undefined) {
+    return digest === undefined ? null : hmacFingerprint(digest.token, digest.sha256Hex)
+  }
+  const kind = credentialKindNamed(claimed.kind)
+  const sha256Hex = digest?.token === claimed.credential ? digest.sha256Hex : undefined
+  if (kind === undefined) return hmacFingerprint(claimed.credential, sha256Hex)
+  if (sha256Hex === undefined) return kind.fingerprint(claimed.credential)
+  let fingerprint = refusedFingerprints.get(sha256Hex)
   if (fingerprint === undefined) {
-    fingerprint = fingerprintToken(digest.token, digest.sha256Hex)
+    fingerprint = kind.fingerprint(claimed.credential, sha256Hex)
     if (refusedFingerprints.size >= MAX_REFUSED_FINGERPRINTS) refusedFingerprints.clear()
-    refusedFingerprints.set(digest.sha256Hex, fingerprint)
+    refusedFingerprints.set(sha256Hex, fingerprint)
   }
   return fingerprint
 }

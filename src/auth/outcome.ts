@@ -2,6 +2,7 @@
  * What the gate is asked and what it answers (gate.ts), as plain values every front end and
  * the outcome recorder share.
  */
+import type { PeerCertificate } from '../core/credential-kind.ts'
 import type { AuthFailure } from '../core/failure.ts'
 import type { Principal } from '../core/principal.ts'
 import type { FailureResponse } from '../http/failure-response.ts'
@@ -19,6 +20,13 @@ export interface GateRequest {
   readonly tenantIds: readonly string[]
   /** The client's address (the peer, or what a trusted proxy reports). */
   readonly clientAddress: string
+  /**
+   * Every header as Node's `rawHeaders` (`[name, value, ...]`), for a registered credential
+   * kind that reads its own header. Omitted: the kinds see only the two above.
+   */
+  readonly headers?: readonly string[] | undefined
+  /** The client certificate of a TLS connection, or as the configured proxy reports it. */
+  readonly peerCertificate?: PeerCertificate | undefined
   readonly requestId: string
   /** What the route requires; none: any authenticated caller. */
   readonly access?: Access | undefined

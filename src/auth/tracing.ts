@@ -35,8 +35,8 @@ import {
 } from '@opentelemetry/api'
 import type { Dispatcher } from 'undici'
 import type { AuthenticateMaybeSync } from '../core/authenticate.ts'
-import { fingerprintToken } from '../core/fingerprint.ts'
-import { isPatToken } from '../core/pat.ts'
+import { credentialKindNamed } from '../core/credential-kinds.ts'
+import { hmacFingerprint } from '../core/fingerprint.ts'
 import type { AuthLookups } from '../core/ports.ts'
 import type { AuthResult } from '../core/principal.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
@@ -94,24 +94,18 @@ export function createTracing(storeSystem: string): Tracing {
   const authenticate =
     (inner: AuthenticateMaybeSync): AuthenticateMaybeSync =>
     (input) => {
-      const span = tracer.startSpan('tokengate.authenticate', {
-        attributes: { 'tokengate.token_type': tokenType(input) },
-      })
+      const span = tracer.startSpan('tokengate.authenticate')
       const finish = (result: AuthResult) => {
+        span.setAttribute('tokengate.token_type', tokenType(input, result))
         if (result.ok) {
           span.setAttributes({
             'tokengate.outcome': 'ok',
             'tokengate.fingerprint': result.principal.fingerprint,
           })
         } else {
-          const digest = input.tokenSha256
           span.setAttribute('tokengate.outcome', result.failure.code)
-          if (digest) {
-            span.setAttribute(
-              'tokengate.fingerprint',
-              fingerprintToken(digest.token, digest.sha256Hex),
-            )
-          }
+          const fingerprint = refusedFingerprint(input, result)
+          if (fingerprint) span.setAttribute('tokengate.fingerprint', fingerprint)
           if (result.failure.code === 'unavailable') span.setStatus({ code: SpanStatusCode.ERROR })
         }
         span.end()
@@ -218,10 +212,28 @@ function failed(span: Span, error: unknown): unknown {
   return error
 }
 
-function tokenType(input: Parameters<AuthenticateMaybeSync>[0]): string {
-  const digest = input.tokenSha256
-  if (digest) return isPatToken(digest.token) ? 'pat' : 'jwt'
+/** The kind that authenticated or claimed the request, else `none` or `malformed`. */
+function tokenType(input: Parameters<AuthenticateMaybeSync>[0], result: AuthResult): string {
+  if (result.ok) return result.principal.tokenType
+  if (result.claimed) return result.claimed.kind
   return input.authorization.length === 0 ? 'none' : 'malformed'
+}
+
+/** A refused credential's fingerprint as its kind makes it; `hmac:` for an unclaimed one. */
+function refusedFingerprint(
+  input: Parameters<AuthenticateMaybeSync>[0],
+  result: AuthResult & { ok: false },
+): string | undefined {
+  const digest = input.tokenSha256
+  const claimed = result.claimed
+  if (claimed === undefined) {
+    return digest ? hmacFingerprint(digest.token, digest.sha256Hex) : undefined
+  }
+  const sha256Hex = digest?.token === claimed.credential ? digest.sha256Hex : undefined
+  const kind = credentialKindNamed(claimed.kind)
+  return kind
+    ? kind.fingerprint(claimed.credential, sha256Hex)
+    : hmacFingerprint(claimed.credential, sha256Hex)
 }
 
 /** undici's handler of one upstream exchange, passed through; the span ends with it. */

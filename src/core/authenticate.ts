@@ -1,12 +1,23 @@
-import type { Authenticator } from './authenticators/authenticator.ts'
-import { createJwtAuthenticator } from './authenticators/jwt.ts'
-import { createPatAuthenticator } from './authenticators/pat.ts'
+import type { Authenticator, KindDeps } from './credential-kind.ts'
+import { credentialKinds } from './credential-kinds.ts'
 import { parseAuthorization } from './credentials.ts'
-import type { AuthLookups, Clock, JwtVerifier } from './ports.ts'
 import type { AuthResult } from './principal.ts'
 import type { AuthInput } from './raw-headers.ts'
 
-export type { Authenticator, CredentialContext } from './authenticators/authenticator.ts'
+export type {
+  Authenticator,
+  CredentialContext,
+  CredentialKind,
+  CredentialRequest,
+  KindDeps,
+  PeerCertificate,
+} from './credential-kind.ts'
+export {
+  credentialKindNamed,
+  credentialKinds,
+  registerCredentialKind,
+  unregisterCredentialKind,
+} from './credential-kinds.ts'
 export { STORE_RETRY_AFTER_SECONDS, sameTenantId } from './tenant-rules.ts'
 
 /** Authenticates one request's headers: a `Principal`, or the first failing rule. */
@@ -19,18 +30,14 @@ export type Authenticate = (input: AuthInput) => Promise<AuthResult>
  */
 export type AuthenticateMaybeSync = (input: AuthInput) => AuthResult | Promise<AuthResult>
 
-export interface AuthenticatorDeps {
-  readonly lookups: AuthLookups
-  readonly jwt: JwtVerifier
-  readonly clock: Clock
-}
+export type AuthenticatorDeps = KindDeps
 
 /**
  * Builds the authentication pipeline (DESIGN "Authentication, precisely" rules 1–6):
  *
  * 1. `parseAuthorization`: missing or malformed header;
- * 2. the first credential kind that claims the token decides (`pat_` → PAT, anything else →
- *    JWT; `authenticators/`);
+ * 2. the first registered credential kind that claims the request decides (`pat_` → PAT,
+ *    any other bearer token → JWT, or a registered kind's own credential; `credential-kind.ts`);
  * 3. PAT: format and checksum (no store access) → lookup by hash → revoked → expired →
  *    tenant exists and is enabled → optional `X-Tenant-Id` equals the PAT's tenant;
  * 4. JWT: verify → `X-Tenant-Id` required and equal to the tenant claim → tenant exists and
@@ -75,26 +82,33 @@ export function maybeSyncOf(authenticate: AuthenticateMaybeSync): AuthenticateMa
  * const settled = isPromiseLike(result) ? await result : result
  */
 export function createMaybeSyncAuthenticator(deps: AuthenticatorDeps): AuthenticateMaybeSync {
-  return authenticateWith([
-    createPatAuthenticator(deps),
-    createJwtAuthenticator({ lookups: deps.lookups, jwt: deps.jwt }),
-  ])
+  return authenticateWith(credentialKinds().map((kind) => kind.create(deps)))
 }
 
-/** Parses the header, then hands the token to the first kind that claims it. */
+/**
+ * Parses the `Authorization` header, then hands the request to the first kind that claims
+ * it; when none does, the header's own verdict (missing or malformed, SPEC §5.3) stands.
+ * A refusal names the kind that claimed the request (`kind`), for its fingerprint and label.
+ */
 export function authenticateWith(kinds: readonly Authenticator[]): AuthenticateMaybeSync {
   return function authenticate(input: AuthInput): AuthResult | Promise<AuthResult> {
     const parsed = parseAuthorization(input.authorization)
-    if (!parsed.ok) return parsed
-    const token = parsed.token
-    const hint = input.tokenSha256
-    const context = {
-      tenantIds: input.tenantIds,
-      sha256Hex: hint !== undefined && hint.token === token ? hint.sha256Hex : undefined,
-    }
+    const bearer = parsed.ok ? parsed.token : undefined
     for (const kind of kinds) {
-      if (kind.claims(token)) return kind.authenticate(token, context)
+      const credential = kind.claim(input, bearer)
+      if (credential === undefined) continue
+      const hint = input.tokenSha256
+      const context = {
+        tenantIds: input.tenantIds,
+        sha256Hex: hint !== undefined && hint.token === credential ? hint.sha256Hex : undefined,
+        request: input,
+      }
+      const result = kind.authenticate(credential, context)
+      if (isPromiseLike(result))
+        return Promise.resolve(result).then((r) => named(r, kind, credential))
+      return named(result, kind, credential)
     }
+    if (!parsed.ok) return parsed
     return {
       ok: false,
       failure: { code: 'invalid_token', reason: 'malformed', detail: 'Unknown credential kind.' },
@@ -102,4 +116,10 @@ export function authenticateWith(kinds: readonly Authenticator[]): AuthenticateM
   }
 }
 
-export { isPromiseLike } from '../lib/maybe-async.ts'
+function named(result: AuthResult, kind: Authenticator, credential: string): AuthResult {
+  return result.ok ? result : { ...result, claimed: { kind: kind.kind, credential } }
+}
+
+import { isPromiseLike } from '../lib/maybe-async.ts'
+
+export { isPromiseLike }

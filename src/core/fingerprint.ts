@@ -30,9 +30,20 @@ const JWS_COMPACT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/
  */
 export function fingerprintToken(token: string, sha256Hex?: string): string {
   if (isPatToken(token) && checkPatFormat(token).ok) return patFingerprint(patLast4(token))
-  if (!isPatToken(token) && token.length <= MAX_DECODED_TOKEN_LENGTH && JWS_COMPACT.test(token)) {
+  if (!isPatToken(token)) return fingerprintJwtToken(token, sha256Hex)
+  return hmacFingerprint(token, sha256Hex)
+}
+
+/** A JWT's fingerprint from its unverified claims, or `hmacFingerprint` when it is no JWS. */
+export function fingerprintJwtToken(token: string, sha256Hex?: string): string {
+  if (token.length <= MAX_DECODED_TOKEN_LENGTH && JWS_COMPACT.test(token)) {
     return fingerprintJwt(token)
   }
+  return hmacFingerprint(token, sha256Hex)
+}
+
+/** `hmac:` + 8 hex digits: any credential's fingerprint that shows nothing of it. */
+export function hmacFingerprint(token: string, sha256Hex?: string): string {
   // `sha256Hex`: the token's SHA-256 when the caller has it already (the server hashed a
   // `pat_…` value for its lookup), so a flood of malformed PATs hashes each token once.
   const digest = sha256Hex ?? hash('sha256', token, 'hex')

@@ -1,5 +1,8 @@
-/** What kind of bearer token authenticated the caller. */
-export type TokenType = 'pat' | 'jwt'
+/**
+ * The name of the credential kind that authenticated the caller (`credential-kind.ts`):
+ * `pat` or `jwt` built in, or a registered kind's name.
+ */
+export type TokenType = string
 
 /**
  * The authenticated caller. Built by the core after every 401 rule has passed;
@@ -26,4 +29,9 @@ export interface Principal {
 
 export type AuthResult =
   | { readonly ok: true; readonly principal: Principal }
-  | { readonly ok: false; readonly failure: import('./failure.ts').AuthFailure }
+  | {
+      readonly ok: false
+      readonly failure: import('./failure.ts').AuthFailure
+      /** The kind that claimed the refused request and its credential (kept only in memory). */
+      readonly claimed?: { readonly kind: string; readonly credential: string } | undefined
+    }

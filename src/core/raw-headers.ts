@@ -1,13 +1,12 @@
+import type { CredentialRequest } from './credential-kind.ts'
+
 /**
- * The request headers authentication reads, with every occurrence kept in arrival order.
+ * The request authentication reads, with every header occurrence kept in arrival order.
  * Duplicates matter: two `Authorization` headers, or two `X-Tenant-Id` headers, are refused
- * rather than resolved, so the core must see all of them.
+ * rather than resolved, so the core must see all of them. A registered credential kind may
+ * read any header (`headers`), the peer and the target.
  */
-export interface AuthInput {
-  /** Every `Authorization` value, in arrival order. */
-  readonly authorization: readonly string[]
-  /** Every `X-Tenant-Id` value, in arrival order. */
-  readonly tenantIds: readonly string[]
+export interface AuthInput extends CredentialRequest {
   /**
    * Internal: the bearer token's SHA-256 already computed for this request (the server's
    * rate limiter keys its known-credentials set by it), so the token is hashed once, not
@@ -52,6 +51,24 @@ export function readAuthHeaders(rawHeaders: readonly string[]): AuthInput {
     else if (equalsAsciiLowercase(name, TENANT_ID)) tenantIds.push(value)
   }
   return { authorization, tenantIds }
+}
+
+/**
+ * Every value of one header in a raw header list (`[name, value, ...]`), in arrival order;
+ * `lowercaseName` is matched ASCII-case-insensitively. For a credential kind's own header.
+ */
+export function headerValues(
+  rawHeaders: readonly string[] | undefined,
+  lowercaseName: string,
+): readonly string[] {
+  const values: string[] = []
+  if (rawHeaders === undefined) return values
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    if (equalsAsciiLowercase(rawHeaders[i] as string, lowercaseName)) {
+      values.push(rawHeaders[i + 1] as string)
+    }
+  }
+  return values
 }
 
 /** A folded-header getter: Fetch `Headers#get`, Node `IncomingHttpHeaders`, Express `req.get`. */

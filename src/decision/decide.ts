@@ -129,6 +129,7 @@ export function createDecider(options: DeciderOptions): Decider {
       authorization,
       tenantIds,
       clientAddress: asked.clientAddress,
+      headers: rawHeaders,
       requestId,
       access: {
         policy,

@@ -38,3 +38,18 @@ export function bearerChallenge(challenge: BearerChallenge = {}): string {
 export function quoteString(value: string): string {
   return `"${value.replace(/[^\x20-\x7e]/g, '?').replace(/["\\]/g, '\\$&')}"`
 }
+
+/**
+ * The answer's `WWW-Authenticate` challenge under another scheme (a registered credential
+ * kind's own, e.g. `ApiKey`): the same attributes after it. Unchanged for `Bearer`.
+ */
+export function withScheme(
+  headers: Readonly<Record<string, string>>,
+  scheme: string,
+): Readonly<Record<string, string>> {
+  const challenge = headers['www-authenticate']
+  if (scheme === 'Bearer' || challenge === undefined || !challenge.startsWith('Bearer ')) {
+    return headers
+  }
+  return { ...headers, 'www-authenticate': `${scheme}${challenge.slice('Bearer'.length)}` }
+}

@@ -83,3 +83,22 @@ export function storeUnavailable(requestId: string): FailureResponse {
     headers: { 'retry-after': '5' },
   })
 }
+
+/** The reply methods a refusal is written with (Fastify's reply has them). */
+export interface ProblemReply<R> {
+  code(status: number): R
+  headers(values: Record<string, string>): R
+  send(body: unknown): R
+}
+
+/**
+ * The one way a non-2xx answer built here goes on the wire of a Fastify-shaped reply: its
+ * status, its headers, its problem body. Every front end on Fastify (the server, gateway,
+ * admin listener, `tokengate/fastify`) answers through it; none imports another for it.
+ */
+export function sendProblemResponse<R extends ProblemReply<R>>(
+  reply: R,
+  response: FailureResponse,
+): R {
+  return reply.code(response.status).headers(response.headers).send(response.body)
+}

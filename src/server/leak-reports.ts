@@ -8,12 +8,11 @@
  * authenticated by GitHub's signature instead, so the gate never sees it.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { sendProblemResponse } from '../adapters/fastify.ts'
 import { type AuditSink, storeAuditSink } from '../auth/audit-events.ts'
 import type { createGithubLeakReports } from '../auth/leak-reports.ts'
 import type { OperationDeps } from '../auth/operations.ts'
 import type { Clock } from '../core/ports.ts'
-import { problemResponse } from '../http/problem-response.ts'
+import { problemResponse, sendProblemResponse } from '../http/problem-response.ts'
 import type { Store } from '../stores/store.ts'
 
 export const LEAK_REPORT_PATH = '/leak-reports/github'

@@ -3,8 +3,11 @@
  * verified against the trusted issuers; then `X-Tenant-Id` is required and must equal the
  * tenant claim, and the tenant must exist and be enabled.
  */
+
+import { hash } from 'node:crypto'
 import { thenMaybe } from '../../lib/maybe-async.ts'
-import { jwtFingerprint } from '../fingerprint.ts'
+import type { Authenticator, CredentialKind } from '../credential-kind.ts'
+import { fingerprintJwtToken, jwtFingerprint } from '../fingerprint.ts'
 import type { AuthLookups, JwtOutcome, JwtVerifier, VerifiedJwt } from '../ports.ts'
 import type { AuthResult, Principal } from '../principal.ts'
 import {
@@ -13,7 +16,16 @@ import {
   checkTenantActive,
   fail,
 } from '../tenant-rules.ts'
-import type { Authenticator } from './authenticator.ts'
+
+/** The JWT kind: every bearer token no other kind claimed, verified against the issuers. */
+export const jwtKind: CredentialKind = {
+  name: 'jwt',
+  fallback: true,
+  create: createJwtAuthenticator,
+  fingerprint: fingerprintJwtToken,
+  limiterKey: jwtLimiterKey,
+  storedKeyId: () => undefined,
+}
 
 export function createJwtAuthenticator(deps: {
   readonly lookups: AuthLookups
@@ -25,7 +37,7 @@ export function createJwtAuthenticator(deps: {
   return {
     kind: 'jwt',
     // The fallback kind: a token no other kind claims is verified as a JWT (and fails as one).
-    claims: () => true,
+    claim: (_request, bearer) => bearer,
     authenticate(token, context) {
       let outcome: JwtOutcome | Promise<JwtOutcome>
       try {
@@ -76,3 +88,33 @@ export function createJwtAuthenticator(deps: {
     return principal
   }
 }
+
+/**
+ * The per-token rate-limit key of a JWT caller: a digest of issuer, tenant and subject, so a
+ * client that refreshes its short-lived JWT keeps one allowance (its `jti` changes every
+ * time) and Redis holds no subject identifiers in clear text.
+ */
+function jwtLimiterKey(principal: Principal): string {
+  // A repeated JWT has the same principal object each time (jwtPrincipal above).
+  const known = principalKeys.get(principal)
+  if (known !== undefined) return known
+  const identity = `${principal.issuer ?? ''}\n${principal.tenantId}\n${principal.subject}`
+  let key = identityKeys.get(identity)
+  if (key === undefined) {
+    key = `jwt:${hash('sha256', identity, 'base64url').slice(0, 27)}`
+    // Bounded like the verified-token cache; a full map starts over (one hash per caller).
+    if (identityKeys.size >= MAX_IDENTITY_KEYS) identityKeys.clear()
+    identityKeys.set(identity, key)
+  }
+  principalKeys.set(principal, key)
+  return key
+}
+
+const principalKeys = new WeakMap<Principal, string>()
+/**
+ * Keys of recent JWT callers by identity: a SHA-256 per request was a visible share of a
+ * cached JWT request's profile, a Map lookup of the same string is a fraction of it. Only
+ * digests and the (non-secret) identity are held, never a token.
+ */
+const identityKeys = new Map<string, string>()
+const MAX_IDENTITY_KEYS = 10_000

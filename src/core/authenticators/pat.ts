@@ -3,8 +3,9 @@
  * lookup by SHA-256, then revoked → rotated → expired → tenant → optional `X-Tenant-Id`.
  */
 import { type MaybePromise, thenMaybe } from '../../lib/maybe-async.ts'
+import type { Authenticator, CredentialKind } from '../credential-kind.ts'
 import type { AuthFailure } from '../failure.ts'
-import { patFingerprint } from '../fingerprint.ts'
+import { hmacFingerprint, patFingerprint } from '../fingerprint.ts'
 import { checkPatFormat, hashPat, isPatToken, patLast4, patStatus } from '../pat.ts'
 import type { AuthLookups, Clock, KeyLimits, PatRecord } from '../ports.ts'
 import type { AuthResult, Principal } from '../principal.ts'
@@ -15,7 +16,16 @@ import {
   INVALID_TOKEN_DETAIL,
   storeUnavailable,
 } from '../tenant-rules.ts'
-import type { Authenticator } from './authenticator.ts'
+
+/** The PAT kind: `Authorization: Bearer pat_…`, looked up by hash in the store. */
+export const patKind: CredentialKind = {
+  name: 'pat',
+  create: createPatAuthenticator,
+  fingerprint: (token, sha256Hex) =>
+    checkPatFormat(token).ok ? patFingerprint(patLast4(token)) : hmacFingerprint(token, sha256Hex),
+  limiterKey: (principal) => `pat:${principal.tokenId ?? principal.fingerprint}`,
+  storedKeyId: (principal) => principal.tokenId,
+}
 
 export function createPatAuthenticator(deps: {
   readonly lookups: AuthLookups
@@ -24,7 +34,7 @@ export function createPatAuthenticator(deps: {
   const { lookups, clock } = deps
   return {
     kind: 'pat',
-    claims: isPatToken,
+    claim: (_request, bearer) => (bearer !== undefined && isPatToken(bearer) ? bearer : undefined),
     authenticate(token, context) {
       const format = checkPatFormat(token)
       if (!format.ok) {

@@ -1,6 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { sendProblemResponse } from '../../../adapters/fastify.ts'
-import { problemResponse } from '../../../http/problem-response.ts'
+import { problemResponse, sendProblemResponse } from '../../../http/problem-response.ts'
 
 export function notFound(request: FastifyRequest, reply: FastifyReply, what: string) {
   return sendProblemResponse(

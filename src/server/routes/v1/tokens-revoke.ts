@@ -2,6 +2,7 @@ import { refuse } from '../../../adapters/fastify.ts'
 import { OperationRefused } from '../../../auth/operations.ts'
 import { revokeTenantPat } from '../../../auth/pat-lifecycle.ts'
 import { authorize } from '../../../core/authorize.ts'
+import { credentialKindNamed } from '../../../core/credential-kinds.ts'
 import type { PatRecord } from '../../../core/ports.ts'
 import { principalOf, StoreUnavailableError, type V1Route } from '../route.ts'
 import { notFound } from './not-found.ts'
@@ -25,7 +26,8 @@ export const tokensRevokeRoute: V1Route = {
     async (request, reply) => {
       const principal = principalOf(request)
       const { id } = request.params as { id: string }
-      const self = principal.tokenType === 'pat' && principal.tokenId === id
+      // Its own stored key, as the caller's credential kind says (a PAT's id; a JWT has none).
+      const self = credentialKindNamed(principal.tokenType)?.storedKeyId(principal) === id
       // The permission is decided before the lookup, so a caller without it learns nothing
       // about which ids exist.
       const failure = self ? undefined : authorize(principal, REVOKE)
