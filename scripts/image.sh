@@ -98,8 +98,8 @@ echo "npm run image: npm pack in $(elapsed "$started")"
 # extra CA bundle when there is one (a TLS-intercepting proxy), mounted for the build only.
 ca_args=()
 if [ -n "${NODE_EXTRA_CA_CERTS:-}" ] && [ -r "$NODE_EXTRA_CA_CERTS" ]; then
-  ca_args=(--volume "$(realpath "$NODE_EXTRA_CA_CERTS"):/run/host-ca.crt:ro"
-    --build-arg NODE_EXTRA_CA_CERTS=/run/host-ca.crt)
+  ca_args=(--secret "id=ca,src=$(realpath "$NODE_EXTRA_CA_CERTS")"
+    --build-arg NODE_EXTRA_CA_CERTS=/run/secrets/ca.crt)
 fi
 
 previous="$(podman image inspect --format '{{.Id}}' "$image:$version" 2>/dev/null || true)"
