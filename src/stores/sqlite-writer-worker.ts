@@ -14,25 +14,36 @@ const store = openSqliteStore(path, { busyTimeoutMs, externalChangePollMs: 0 })
 const port = parentPort
 if (!port) throw new Error('sqlite-writer-worker runs as a worker thread')
 
-// One write at a time, in the order sent (a batch's statements then never interleave).
-let queue: Promise<void> = Promise.resolve()
 /**
- * Quota reservations that arrived while the thread was busy: one transaction (one fsync)
- * answers them all, so on a slow disk N keys needing a block cost one commit, not N. They
- * may pass writes sent before them (none depends on another).
+ * One write at a time: the other writes in the order sent (a batch's statements then never
+ * interleave), quota reservations first. A request may be waiting for a reservation (a key's
+ * first block); nothing waits for an audit batch or a usage flush, so on a slow disk the
+ * reservations do not queue behind them. The reservations that arrived while the thread was
+ * busy are answered in one transaction (one fsync), so N keys needing a block cost one
+ * commit, not N. They never depend on the writes they pass.
  */
+const writes: WriterRequest[] = []
 let reservations: WriterRequest[] = []
+let running = false
 port.on('message', (request: WriterRequest) => {
-  if (request.method === 'reserveQuota') {
-    reservations.push(request)
-    // After the messages already delivered to this thread: they join the batch.
-    if (reservations.length === 1) queue = queue.then(afterDelivered).then(reserveAll)
-    return
+  if (request.method === 'reserveQuota') reservations.push(request)
+  else writes.push(request)
+  if (!running) {
+    running = true
+    // After the messages already delivered to this thread: reservations join one batch.
+    setImmediate(() => void pump())
   }
-  queue = queue.then(() => handle(request))
 })
 
-const afterDelivered = () => new Promise((resolve) => setImmediate(resolve))
+async function pump(): Promise<void> {
+  while (reservations.length > 0 || writes.length > 0) {
+    if (reservations.length > 0) await reserveAll()
+    else await handle(writes.shift() as WriterRequest)
+    // Lets the messages that arrived meanwhile in before the next pick.
+    await new Promise((resolve) => setImmediate(resolve))
+  }
+  running = false
+}
 
 async function reserveAll(): Promise<void> {
   const batch = reservations
