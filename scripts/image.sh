@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # `npm run image`: builds the tokengate OCI image with podman from the Containerfile, on a
 # local base image, because no image registry is reachable where CI runs:
-#   1. localhost/tokengate-base:bookworm-node<V>: Debian bookworm's libc6, libstdc++6 and
+#   1. localhost/tokengate-base:bookworm-node<V>-r<N>: Debian bookworm's libc6, libstdc++6 and
 #      libgcc-s1 (mmdebstrap, from the mirror apt already uses) plus the Node binary of the
 #      `node` dev dependency (stripped) at /usr/local/bin/node; made once per Node version.
-#   2. localhost/tokengate-build-base:bookworm-node<V>-npm<N>: the base plus this machine's
+#   2. localhost/tokengate-build-base:bookworm-node<V>-r<N>-npm<M>: the base plus this machine's
 #      npm at the official images' path, for the Containerfile's build stage only.
 #   3. npm pack (the build runs in prepack), then podman build of the Containerfile with
 #      that tarball as the whole context: localhost/tokengate:<version> and :latest.
