@@ -5,7 +5,7 @@
  * (sql/postgres-dialect.ts). postgres.ts owns the store around it.
  */
 import pg from 'pg'
-import type { SqlDb } from './sql/db.ts'
+import { batchParam, type SqlDb } from './sql/db.ts'
 import { postgresDialect, translate } from './sql/postgres-dialect.ts'
 
 /** What the store adds to a SqlDb: whether it is open, and how a change is made. */
@@ -89,6 +89,18 @@ export class PostgresConnection {
       all: async <R extends object>(sql: string, params?: readonly unknown[]) =>
         (await query(sql, params)).rows as R[],
       run: async (sql, params) => (await query(sql, params)).rowCount ?? 0,
+      insertRows: async <R extends object>(
+        into: string,
+        columns: readonly { name: string; type: string }[],
+        rows: readonly (readonly unknown[])[],
+        tail: string,
+      ) => {
+        const types = columns.map((column) => column.type)
+        const select = types.map((_type, i) => `b.c${i}`).join(', ')
+        const sql = `INSERT INTO ${into} (${columns.map((c) => c.name).join(', ')})
+          SELECT ${select} FROM ${postgresDialect.batch('$1', types)} WHERE true ORDER BY b.n ${tail}`
+        return (await query(sql, [batchParam(rows)])).rows as R[]
+      },
       atomic: (work) =>
         client ? work(db) : this.transaction('', [], (c) => work(this.sqlDb(c, hooks))),
       change: (work) => (client ? work(db) : hooks.change(work)),

@@ -118,23 +118,51 @@ export class SqliteConnection {
    * other connections go on (WAL).
    */
   #sqlDb(inside: boolean): SqlDb {
-    const statement = async (sql: string) => {
-      const prepared = this.#statement(sql)
-      if (!inside && !this.#options.view && whileOpen(this.#path)) {
-        if (prepared.writes || this.#db.isTransaction) await waitTurn(this.#path)
+    /** Runs `use` on the prepared statement, at once unless it must wait for the turn. */
+    const run = <T>(sql: string, use: (statement: StatementSync) => T): Promise<T> => {
+      try {
+        const prepared = this.#statement(sql)
+        const execute = () => checked(() => use(prepared.statement))
+        if (!inside && !this.#options.view && whileOpen(this.#path)) {
+          if (prepared.writes || this.#db.isTransaction) {
+            return waitTurn(this.#path).then(execute)
+          }
+        }
+        return Promise.resolve(execute())
+      } catch (error) {
+        return Promise.reject(error)
       }
-      return prepared.statement
     }
     const db: SqlDb = {
       dialect: sqliteDialect,
       checkOpen: () => void this.open(),
-      all: async <R extends object>(sql: string, params: readonly unknown[] = []) => {
-        const prepared = await statement(sql)
-        return checked(() => prepared.all(...(params as SQLInputValue[]))) as R[]
-      },
-      run: async (sql, params = []) => {
-        const prepared = await statement(sql)
-        return Number(checked(() => prepared.run(...(params as SQLInputValue[]))).changes)
+      all: <R extends object>(sql: string, params: readonly unknown[] = []) =>
+        run(sql, (s) => s.all(...(params as SQLInputValue[])) as R[]),
+      run: (sql, params = []) =>
+        run(sql, (s) => Number(s.run(...(params as SQLInputValue[])).changes)),
+      insertRows: <R extends object>(
+        into: string,
+        columns: readonly { name: string; type: string }[],
+        rows: readonly (readonly unknown[])[],
+        tail: string,
+      ) => {
+        const sql = `INSERT INTO ${into} (${columns.map((c) => c.name).join(', ')})
+          VALUES (${columns.map((_c, i) => `$${i + 1}`).join(', ')}) ${tail}`
+        const json = columns.map((column) => column.type === 'jsonb')
+        const returning = /\bRETURNING\b/i.test(tail)
+        // One transaction, the statement run synchronously per row (no await between rows).
+        return db.atomic(async () => {
+          const { statement } = this.#statement(sql)
+          const returned: R[] = []
+          for (const row of rows) {
+            const values = row.map((v, i) =>
+              json[i] && v !== null ? JSON.stringify(v) : v,
+            ) as SQLInputValue[]
+            if (returning) returned.push(...(checked(() => statement.all(...values)) as R[]))
+            else checked(() => statement.run(...values))
+          }
+          return returned
+        })
       },
       atomic: (work) => (inside ? this.nested(work) : this.atomic(work)),
       change: async (work) => {

@@ -9,10 +9,11 @@ import type {
   PageRequest,
   StoredAuditEvent,
 } from '../store.ts'
-import { batchParam, listParam, type SqlDb } from './db.ts'
+import { listParam, type SqlDb } from './db.ts'
 
 const COLUMNS = rows.AUDIT_COLUMNS
 const TYPES = ['text', 'bigint', 'text', 'text', 'text', 'text', 'text', 'text', 'jsonb']
+const AUDIT = COLUMNS.split(', ').map((name, i) => ({ name, type: TYPES[i] as string }))
 
 /**
  * Stores a batch in one transaction. An id already stored is skipped, so a retried batch that
@@ -26,21 +27,34 @@ export async function appendAudit(
 ): Promise<void> {
   db.checkOpen()
   if (events.length === 0) return
-  const { dialect } = db
+  // Details as JSON values, not JSON text: the dialect stores them as it stores JSON.
+  const values = events.map((e) => [
+    e.id,
+    e.time,
+    e.type,
+    e.tenantId,
+    e.actor,
+    e.outcome,
+    e.clientAddress,
+    e.requestId,
+    e.details,
+  ])
+  // No delivery configured: store only (all or nothing, ids already stored skipped).
+  if (options?.queue === false) {
+    await db.insertRows('audit_events', AUDIT, values, 'ON CONFLICT (id) DO NOTHING')
+    return
+  }
   await db.atomic(async (tx) => {
-    const stored = await tx.all<{ id: string }>(
-      `INSERT INTO audit_events (${COLUMNS})
-       SELECT ${TYPES.map((_t, i) => `b.c${i}`).join(', ')} FROM ${dialect.batch('$1', TYPES)}
-       WHERE true ON CONFLICT (id) DO NOTHING RETURNING id`,
-      [batchParam(events.map(rows.auditValues))],
+    const stored = await tx.insertRows<{ id: string }>(
+      'audit_events',
+      AUDIT,
+      values,
+      'ON CONFLICT (id) DO NOTHING RETURNING id',
     )
-    if (options?.queue === false || stored.length === 0) return
+    if (stored.length === 0) return
     const now = new Set(stored.map((row) => row.id))
-    await tx.run(
-      `INSERT INTO event_outbox (event_id)
-       SELECT b.c0 FROM ${dialect.batch('$1', ['text'])} WHERE true ORDER BY b.n`,
-      [batchParam(events.filter((e) => now.has(e.id)).map((e) => [e.id]))],
-    )
+    const queued = events.filter((e) => now.has(e.id)).map((e) => [e.id])
+    await tx.insertRows('event_outbox', [{ name: 'event_id', type: 'text' }], queued, '')
   })
 }
 

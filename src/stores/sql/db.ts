@@ -18,7 +18,8 @@ export interface Dialect {
   textArray(values: readonly string[]): unknown
   /**
    * The rows of the JSON array of arrays in parameter `param` (`batchParam`) as a derived
-   * table `b` with columns c0, c1, … of the given Postgres types, in array order (`b.n`).
+   * table `b` with columns c0, c1, … of the given Postgres types, in array order (`b.n`); a
+   * `jsonb` column's element is a JSON value (an object), stored as its JSON text.
    */
   batch(param: string, types: readonly string[]): string
   /** `IN (…)` over the JSON array in parameter `param` (`listParam`). */
@@ -39,6 +40,18 @@ export interface SqlDb {
   all<R extends object>(sql: string, params?: readonly unknown[]): Promise<R[]>
   /** How many rows one statement changed. */
   run(sql: string, params?: readonly unknown[]): Promise<number>
+  /**
+   * Inserts `rows` (values in `columns` order; a `jsonb` column's value a JSON value) in one
+   * transaction, in order: one statement for the batch on Postgres (a round trip each),
+   * a prepared statement per row on SQLite (cheaper than reading the batch from JSON).
+   * `tail` follows the values (`ON CONFLICT …`, `RETURNING …`); the rows RETURNING gave.
+   */
+  insertRows<R extends object>(
+    into: string,
+    columns: readonly { readonly name: string; readonly type: string }[],
+    rows: readonly (readonly unknown[])[],
+    tail: string,
+  ): Promise<R[]>
   /** Statements that see one state and commit together (inside a transaction: as part of it). */
   atomic<T>(work: (db: SqlDb) => Promise<T>): Promise<T>
   /**

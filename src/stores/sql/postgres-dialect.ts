@@ -14,7 +14,7 @@ export const postgresDialect: Dialect = {
   bool: (value) => value,
   textArray: (values) => [...values],
   batch: (param, types) =>
-    `(SELECT ${types.map((type, i) => `(e.v->>${i})::${type} AS c${i}`).join(', ')}, e.n
+    `(SELECT ${types.map((type, i) => (type === 'jsonb' ? `e.v->${i}` : `(e.v->>${i})::${type}`) + ` AS c${i}`).join(', ')}, e.n
       FROM jsonb_array_elements(${param}::jsonb) WITH ORDINALITY AS e(v, n)) AS b`,
   inList: (param) => `IN (SELECT jsonb_array_elements_text(${param}::jsonb))`,
 }

@@ -17,7 +17,7 @@ export const sqliteDialect: Dialect = {
   bool: (value) => (value ? 1 : 0),
   textArray: (values) => JSON.stringify(values),
   batch: (param, types) =>
-    `(SELECT ${types.map((_type, i) => `e.value ->> ${i} AS c${i}`).join(', ')}, e.key AS n
+    `(SELECT ${types.map((type, i) => `e.value ${type === 'jsonb' ? '->' : '->>'} ${i} AS c${i}`).join(', ')}, e.key AS n
       FROM json_each(${param}) AS e) AS b`,
   inList: (param) => `IN (SELECT value FROM json_each(${param}))`,
 }
