@@ -308,11 +308,12 @@ describe('console pages in chromium', { skip: skipReason('chromium') }, () => {
       },
       body: new URLSearchParams({ credential: operator }).toString(),
     })
+    assert.equal(signIn.status, 303, signIn.text)
     const cookie = String(signIn.headers['set-cookie']).split(';')[0] as string
     const page = await adminRequest(server, `/admin/pats/${issued.json.id}`, {
       headers: { cookie },
     })
-    assert.equal(page.status, 200)
+    assert.equal(page.status, 200, `${page.headers.location ?? ''} ${page.text.slice(0, 300)}`)
     // The key's page with shallow metadata is ~15 KB; the metadata is shown twice (the facts
     // and the edit form), so 64 KB is linear room, and depth squared (megabytes) is refused.
     assert.ok(page.text.length < 64_000, `the key's page is ${page.text.length} bytes`)
