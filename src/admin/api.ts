@@ -42,8 +42,10 @@ import {
 import { MAX_TENANT_NAME_LENGTH } from '../core/operator-text.ts'
 import { type PatStatus, patStatus } from '../core/pat.ts'
 import type { RateLimitOverride } from '../core/ports.ts'
+import { sendProblemResponse } from '../http/problem-response.ts'
 import type { AdminRole, AdminStore, AuditSearch, PatSearch } from '../stores/admin-store.ts'
 import type { StoredAuditEvent, UsageScope } from '../stores/store.ts'
+import { adminGateRequest, adminRefusal, createAdminGate } from './admin-gate.ts'
 import { type AdminContext, operationDeps, sendProblem } from './context.ts'
 import { checkPermissions, checkTenantId, checkText, invalid } from './input.ts'
 import { externalIdOf, metadataOf, onlyFields, quotaOf, rateLimitOf } from './key-input.ts'
@@ -53,7 +55,6 @@ import { readStatus } from './status.ts'
 import { auditCsv, auditView, issuerView } from './views.ts'
 
 export const API_PREFIX = '/admin/api/v1'
-const BEARER = /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/
 const CHALLENGE = 'Bearer realm="tokengate-admin"'
 const DAY_MS = 86_400_000
 const EXPORT_MAX = 10_000
@@ -67,51 +68,13 @@ type Query = Record<string, string | undefined>
 export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void {
   const { store, clock } = ctx
 
-  async function authenticate(request: FastifyRequest, reply: FastifyReply) {
-    const header = request.headers.authorization
-    if (header === undefined) {
-      return sendProblem(
-        reply,
-        401,
-        'missing_authorization',
-        'An operator credential is required.',
-        request,
-        { 'www-authenticate': CHALLENGE },
-      )
-    }
-    const match = BEARER.exec(header)
-    if (!match) {
-      return sendProblem(
-        reply,
-        401,
-        'malformed_authorization',
-        'Expected: Bearer <admin token or operator JWT>.',
-        request,
-        { 'www-authenticate': `${CHALLENGE}, error="invalid_request"` },
-      )
-    }
-    const checked = await ctx.operators.verify(match[1] as string)
-    if (!checked.ok) {
-      if (checked.reason === 'no_role') {
-        return sendProblem(
-          reply,
-          403,
-          'insufficient_permission',
-          'The operator JWT carries no admin role.',
-          request,
-          { 'www-authenticate': `${CHALLENGE}, error="insufficient_scope"` },
-        )
-      }
-      return sendProblem(
-        reply,
-        401,
-        'invalid_token',
-        'The operator credential is not valid.',
-        request,
-        { 'www-authenticate': `${CHALLENGE}, error="invalid_token"` },
-      )
-    }
-    request.operator = checked.operator
+  // The admin credentials are kinds of the admin gate: the strict Bearer parse, the
+  // failed-authentication limit and the failure answers are the gate's (admin-gate.ts).
+  const gate = createAdminGate(ctx.config, ctx.operators)
+  const authenticate = async (request: FastifyRequest, reply: FastifyReply) => {
+    const outcome = await gate.check(adminGateRequest(request))
+    if (!outcome.allowed) return sendProblemResponse(reply, adminRefusal(outcome))
+    request.operator = gate.operatorOf(outcome)
   }
 
   const operatorOf = (request: FastifyRequest) => request.operator as Operator

@@ -4,6 +4,7 @@ import { createRequire } from 'node:module'
 import type { AddressInfo } from 'node:net'
 import Fastify, { type FastifyInstance, LogController } from 'fastify'
 import type { ProblemCode } from '../http/problem.ts'
+import { requestIdOf } from '../http/request-id.ts'
 import { registerAdminApi } from './api.ts'
 import { registerConsole } from './console.ts'
 import { type AdminContext, type AdminDeps, problemFor, sendProblem } from './context.ts'
@@ -39,6 +40,8 @@ export async function buildAdminServer(deps: AdminDeps): Promise<FastifyInstance
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: 65_536,
     trustProxy: false,
+    // The one request-id rule (http/request-id.ts), as on the API port; never Fastify's req-N.
+    genReqId: (req) => requestIdOf(req.headers['x-request-id']),
     serverFactory: (handler) =>
       tls
         ? https.createServer({ cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' }, handler)
