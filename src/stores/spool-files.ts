@@ -78,6 +78,8 @@ export function openSpoolFiles(dir: string): SpoolFiles {
       }
     },
     seal() {
+      // A segment that could not be opened (a full disk) is tried again at each seal.
+      if (empty && fd === -1) start()
       if (empty) return undefined
       const sealed = name
       if (fd !== -1) closeSync(fd)

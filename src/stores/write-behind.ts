@@ -199,7 +199,9 @@ export function createAuditWriter(
   const queue: StoredAuditEvent[] = []
   let dropped = 0
   let droppedUnreported = 0
-  let spool = options.spool
+  const spool = options.spool
+  /** An append failed (a full disk): none until a flush has stored what the spool missed. */
+  let spoolFailed = false
 
   const runner = createFlushRunner(
     async () => {
@@ -216,6 +218,9 @@ export function createAuditWriter(
         due -= batch.length
       }
       spool?.release()
+      // Stored, so the disk takes writes again: the next events are spooled again (they
+      // were dropped for good before, and a kill after a full disk lost what was queued).
+      spoolFailed = false
       if (droppedUnreported > 0) {
         const count = droppedUnreported
         await store.appendAudit([droppedEvent(clock.now(), { count })], appendOptions)
@@ -240,10 +245,11 @@ export function createAuditWriter(
       }
       queue.push(stored)
       try {
-        spool?.append(stored)
+        if (!spoolFailed) spool?.append(stored)
       } catch (error) {
-        // A full or failing disk: keep auditing through memory alone, as before the spool.
-        spool = undefined
+        // A full or failing disk: memory alone until a flush succeeds (its seal leaves a torn
+        // line at the end of its segment).
+        spoolFailed = true
         ;(options.onError ?? warnOncePerOutage())(error)
       }
       if (queue.length === maxBatch) runner.flushSoon()
