@@ -8,6 +8,7 @@
  * opens the same console session as a pasted credential. The protocol is oidc-client.ts.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import { SIGN_IN_COOKIE } from '../http/own-cookies.ts'
 import type { ConsoleKit } from './console-kit.ts'
 import { html } from './html.ts'
 import {
@@ -21,7 +22,7 @@ import {
 } from './oidc-client.ts'
 
 /** The pending sign-in's cookie. Lax, not Strict: it must come back on the IdP's redirect. */
-export const SSO_COOKIE = '__Host-tokengate-sso'
+export const SSO_COOKIE = SIGN_IN_COOKIE
 const CLEAR_PENDING = `${SSO_COOKIE}=; Path=/; Secure; HttpOnly; SameSite=Lax; Max-Age=0`
 const UNREACHABLE = 'The identity provider could not be reached; try again in a moment.'
 

@@ -40,6 +40,8 @@ const STEERING = new Set([
   'x-rewrite-url',
 ])
 const SESSION_COOKIE = '__Host-tokengate-admin'
+/** The console's pending sign-in cookie: state, nonce and PKCE verifier for 10 minutes. */
+const SIGN_IN_COOKIE = '__Host-tokengate-sso'
 
 /** A header name as a CGI/WSGI/Rack upstream reads it. */
 const effective = (name: string) => name.toLowerCase().replaceAll('_', '-')
@@ -178,8 +180,10 @@ for (const [proxy, { binary, start }] of Object.entries(PROXIES)) {
     for (const cookie of [
       `theme=dark; ${SESSION_COOKIE}=s3cr3t-session; lang=en`,
       `${SESSION_COOKIE}=one; theme=dark; ${SESSION_COOKIE}=two`,
+      `theme=dark; ${SIGN_IN_COOKIE}=state.nonce.verifier; lang=en`,
+      `${SIGN_IN_COOKIE}=pending; theme=dark; ${SESSION_COOKIE}=s3cr3t-session`,
     ]) {
-      test(`the admin session cookie never reaches the upstream (${cookie})`, async () => {
+      test(`the console's cookies never reach the upstream (${cookie})`, async () => {
         const lines: Header[] = [
           ['Authorization', `Bearer ${stack.tokens.pat}`],
           ['Cookie', cookie],
@@ -191,6 +195,7 @@ for (const [proxy, { binary, start }] of Object.entries(PROXIES)) {
         }
         const seen = [upstream.headers.cookie].flat().join('; ')
         assert.ok(!seen.includes(SESSION_COOKIE), `the upstream got: ${seen}`)
+        assert.ok(!seen.includes(SIGN_IN_COOKIE), `the upstream got: ${seen}`)
         assert.match(seen, /theme=dark/, 'the other cookies are kept')
       })
     }
@@ -253,12 +258,13 @@ describe("red team through tokengate's gateway", () => {
     const response = await rawRequest(stack.gatewayUrl, ALLOWED, [
       ['Authorization', `Bearer ${stack.tokens.pat}`],
       ['Cookie', `theme=dark; ${SESSION_COOKIE}=s3cr3t-session; lang=en`],
-      ['Cookie', `${SESSION_COOKIE}=again`],
+      ['Cookie', `${SESSION_COOKIE}=again; ${SIGN_IN_COOKIE}=state.nonce.verifier`],
     ])
     assert.equal(response.status, 200, response.text)
     const upstream = stack.upstream.seen[seenBefore]
     const seen = [upstream?.headers.cookie].flat().join('; ')
     assert.ok(!seen.includes(SESSION_COOKIE), `the upstream got: ${seen}`)
+    assert.ok(!seen.includes(SIGN_IN_COOKIE), `the upstream got: ${seen}`)
     assert.equal(seen, 'theme=dark; lang=en')
   })
 
