@@ -477,9 +477,9 @@ export interface AuditSearch {
 }
 
 /**
- * What the admin API needs from a store beyond `Store`: admin tokens (migration 6) and
- * operator searches across tenants. Both backends implement it in a file of their own
- * (`sqlite-admin.ts`, `postgres-admin.ts`).
+ * What the admin API needs from a store beyond `Store`: admin tokens (migration 6),
+ * operator searches across tenants and console sessions; written once for both backends
+ * (`sql/operators.ts`).
  */
 export interface AdminStore {
   /** Throws ConflictError on a duplicate id or hash. */
