@@ -408,7 +408,12 @@ export async function startRedisCluster(): Promise<RedisClusterSetup> {
  */
 export async function startPgBouncer(
   postgres: Pick<PostgresServer, 'port'>,
-  options: { poolMode?: 'session' | 'transaction'; poolSize?: number } = {},
+  options: {
+    poolMode?: 'session' | 'transaction'
+    poolSize?: number
+    /** Seconds PgBouncer waits before logging in to Postgres again after a failure (15). */
+    serverLoginRetrySec?: number
+  } = {},
 ): Promise<PgBouncerServer> {
   const reason = skipReason('pgbouncer')
   if (reason) throw new Error(reason)
@@ -431,6 +436,9 @@ export async function startPgBouncer(
       `default_pool_size = ${options.poolSize ?? 10}`,
       'max_client_conn = 500',
       'server_reset_query =',
+      ...(options.serverLoginRetrySec === undefined
+        ? []
+        : [`server_login_retry = ${options.serverLoginRetrySec}`]),
       '',
     ].join('\n'),
   )
