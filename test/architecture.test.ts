@@ -145,12 +145,13 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
     'logger.ts',
     'adapters/fastify.ts',
   ],
-  // Gets the built-in route names from main.ts; never reads the server. A route of the
-  // Fastify binding (its outcome, its one problem sender).
-  gateway: ['auth', 'core', 'lib', 'http', 'config', 'adapters/fastify.ts'],
+  // Gets the built-in route names from main.ts; never reads the server nor a library
+  // binding: its refusals go on the wire from http/ (sendProblemResponse).
+  gateway: ['auth', 'core', 'lib', 'http', 'config'],
   // Reads the forwarded request, asks the gate, answers: no other front end.
   decision: ['auth', 'core', 'lib', 'http', 'config'],
-  admin: ['auth', 'core', 'http', 'config', 'stores:types', 'adapters/fastify.ts'],
+  // Its own gate (admin-gate.ts) over the admin credential kinds; no library binding.
+  admin: ['auth', 'core', 'http', 'config', 'stores:types'],
   // Thin bindings of the gate (auth/gate.ts) for each framework.
   adapters: ['auth', 'core', 'lib', 'http'],
   // `admin openapi` prints the admin API's document (one file), as `openapi` prints the

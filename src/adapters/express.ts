@@ -27,6 +27,7 @@ import { readAuthHeaders } from '../core/raw-headers.ts'
 import { pathOf } from '../http/api-path.ts'
 import { failureHeaders } from '../http/node-response.ts'
 import { peerCertificateOf } from '../http/peer-certificate.ts'
+import { isPreflightOf, PREFLIGHT_ANSWER, type PreflightRule } from '../http/preflight.ts'
 import { requestIdOf } from '../http/request-id.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
 
@@ -54,6 +55,8 @@ export type TokengateExpressOptions = GateSource & {
    * e.g. `/api/v1/`; others pass untouched. Default: every request reaching the middleware.
    */
   readonly prefix?: string
+  /** A CORS preflight: answered 204 (default) or handed on unchecked (http/preflight.ts). */
+  readonly preflight?: PreflightRule
 }
 
 /** The gate and request a `tokengate()` allowed, for `requirePermission`'s later check. */
@@ -65,9 +68,13 @@ const checked = new WeakMap<Request, { gate: Gate; request: GateRequest }>()
  */
 export function tokengate(options: TokengateExpressOptions): RequestHandler {
   const gate = gateFrom(options)
-  const { prefix } = options
+  const { prefix, preflight = 'answer' } = options
   return function tokengateMiddleware(req: Request, res: Response, next: NextFunction) {
     if (prefix !== undefined && !pathOf(req.originalUrl).startsWith(prefix)) return next()
+    if (isPreflightOf(req.method, (name) => req.headers[name])) {
+      if (preflight === 'pass') return next()
+      return void res.status(PREFLIGHT_ANSWER.status).set(PREFLIGHT_ANSWER.headers).end()
+    }
     const requestId = requestIdOf(req.headers['x-request-id'])
     res.setHeader('x-request-id', requestId)
     const request = gateRequestOf(req, requestId)

@@ -36,6 +36,7 @@ import { readAuthHeaders } from '../core/raw-headers.ts'
 import { API_PREFIX, pathOf } from '../http/api-path.ts'
 import { formHasAccessToken, ONE_METHOD_FAILURE } from '../http/one-method.ts'
 import { peerCertificateOf } from '../http/peer-certificate.ts'
+import { isPreflightOf, PREFLIGHT_ANSWER, type PreflightRule } from '../http/preflight.ts'
 import { sendProblemResponse } from '../http/problem-response.ts'
 import { requestIdOf } from '../http/request-id.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
@@ -73,6 +74,8 @@ export type TokengateFastifyOptions = GateSource & {
   readonly prefix?: string
   /** Take the request id from `X-Request-Id` (the one rule) and echo it. Default true. */
   readonly requestIds?: boolean
+  /** A CORS preflight under the prefix: answered 204 (default) or handed on (http/preflight.ts). */
+  readonly preflight?: PreflightRule
   /** Reports every answer under the prefix (the server's metrics and request log). */
   readonly recordAnswer?: ((answer: Answer) => void) | undefined
 }
@@ -82,6 +85,7 @@ const plugin: FastifyPluginAsync<TokengateFastifyOptions> = async (fastify, opti
   const prefix = options.prefix ?? `${API_PREFIX}/`
   const exact = prefix.endsWith('/') ? prefix.slice(0, -1) : prefix
   const accessOf = routeAccess()
+  const preflight = options.preflight ?? 'answer'
 
   fastify.decorateRequest('principal', null)
   fastify.decorateRequest('authFailure', null)
@@ -96,14 +100,16 @@ const plugin: FastifyPluginAsync<TokengateFastifyOptions> = async (fastify, opti
   }
 
   fastify.addHook('onRequest', (request, reply, done) => {
-    // A CORS preflight carries no credentials by design (Fetch standard): it is never checked
-    // and never counts as a failure. One from an allowed origin was answered by the CORS
-    // plugin already; any other gets an empty 204 without CORS headers, a refusal to a browser.
-    if (isPreflight(request)) return void reply.code(204).header('content-length', '0').send()
     const path = pathOf(request.url)
     const protectedPath =
       path.startsWith(prefix) || path === exact || request.routeOptions.url?.startsWith(prefix)
     if (!protectedPath) return done()
+    // The one preflight rule (http/preflight.ts); one from an allowed origin was answered by
+    // the server's CORS plugin already.
+    if (isPreflightOf(request.method, (name) => request.headers[name])) {
+      if (preflight === 'pass') return done()
+      return void reply.code(PREFLIGHT_ANSWER.status).headers(PREFLIGHT_ANSWER.headers).send()
+    }
     const outcome = gate.check(gateRequestOf(request, accessOf(request)))
     if (!isPromiseLike(outcome)) return void apply(request, reply, outcome, done)
     outcome.then((settled) => apply(request, reply, settled, done), done)
@@ -222,14 +228,6 @@ function routeAccess(): (request: FastifyRequest) => Access | undefined {
     built.set(config, access)
     return access
   }
-}
-
-function isPreflight(request: FastifyRequest): boolean {
-  return (
-    request.method === 'OPTIONS' &&
-    request.headers.origin !== undefined &&
-    request.headers['access-control-request-method'] !== undefined
-  )
 }
 
 function isForm(contentType: string | undefined): boolean {

@@ -33,6 +33,7 @@ import type { Principal } from '../core/principal.ts'
 import { type AuthInput, authInputFromHeaders, readAuthHeaders } from '../core/raw-headers.ts'
 import { failureHeaders } from '../http/node-response.ts'
 import { peerCertificateOf } from '../http/peer-certificate.ts'
+import { isPreflightOf, PREFLIGHT_ANSWER, type PreflightRule } from '../http/preflight.ts'
 import { requestIdOf } from '../http/request-id.ts'
 
 export type { Tokengate } from '../auth/tokengate.ts'
@@ -53,7 +54,10 @@ export interface TokengateEnv {
   Variables: TokengateVariables
 }
 
-export type TokengateHonoOptions = GateSource
+export type TokengateHonoOptions = GateSource & {
+  /** A CORS preflight: answered 204 (default) or handed on unchecked (http/preflight.ts). */
+  readonly preflight?: PreflightRule
+}
 
 /**
  * Checks each request with the gate and sets `principal` (and `requestId`) on the context;
@@ -62,7 +66,12 @@ export type TokengateHonoOptions = GateSource
  */
 export function tokengate(options: TokengateHonoOptions): MiddlewareHandler<TokengateEnv> {
   const gate = gateFrom(options)
+  const preflight = options.preflight ?? 'answer'
   return async function tokengateMiddleware(c, next) {
+    if (isPreflightOf(c.req.method, (name) => c.req.header(name))) {
+      if (preflight === 'pass') return next()
+      return new Response(null, PREFLIGHT_ANSWER)
+    }
     const requestId = requestIdOf(c.req.header('x-request-id'))
     c.set('requestId', requestId)
     c.header('x-request-id', requestId)

@@ -18,6 +18,7 @@ import { type Gate, type GateSource, gateFrom, type Outcome, type Refused } from
 import { readAuthHeaders } from '../core/raw-headers.ts'
 import { sendFailureResponse } from '../http/node-response.ts'
 import { peerCertificateOf } from '../http/peer-certificate.ts'
+import { isPreflightOf } from '../http/preflight.ts'
 import { requestIdOf as requestIdRule } from '../http/request-id.ts'
 import type { MaybePromise } from '../lib/maybe-async.ts'
 
@@ -64,6 +65,14 @@ export function checkRequest(
     requestId: options.requestId,
     access: options.permissions ? { permissions: options.permissions } : undefined,
   })
+}
+
+/**
+ * Whether a request is a CORS preflight, which is never checked (http/preflight.ts): answer
+ * it 204 or hand it to your CORS handling before calling `checkRequest`.
+ */
+export function isPreflightRequest(req: Pick<IncomingMessage, 'method' | 'headers'>): boolean {
+  return isPreflightOf(req.method, (name) => req.headers[name])
 }
 
 /** The request's id: a safe incoming `X-Request-Id` (the server's one rule), or a new one. */

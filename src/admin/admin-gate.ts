@@ -11,6 +11,7 @@
 
 import type { FastifyRequest } from 'fastify'
 import { ADMIN_TOKEN_PREFIX } from '../auth/admin-tokens.ts'
+import { storeAuditSink } from '../auth/audit-events.ts'
 import { type CounterStore, MemoryCounters } from '../auth/counter-store.ts'
 import {
   createGate,
@@ -20,13 +21,16 @@ import {
   type Refused,
 } from '../auth/gate.ts'
 import { createLimiter } from '../auth/limiter.ts'
+import { createOutcomeRecorder } from '../auth/outcome-recorder.ts'
 import type { Config } from '../config/schema.ts'
 import { authenticateWith } from '../core/authenticate.ts'
 import type { Authenticator } from '../core/credential-kind.ts'
+import type { Clock } from '../core/ports.ts'
 import type { AuthResult, Principal } from '../core/principal.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
 import { quoteString, REALM } from '../http/challenge.ts'
 import type { FailureResponse } from '../http/failure-response.ts'
+import type { AuditStore } from '../stores/store.ts'
 import type { Operator, OperatorVerifier } from './operators.ts'
 
 /** The tenant id of every admin principal: no API tenant is ever named so (reserved). */
@@ -39,7 +43,16 @@ export interface AdminGate {
   operatorOf(outcome: Outcome & { allowed: true }): Operator
 }
 
-export function createAdminGate(config: Readonly<Config>, operators: OperatorVerifier): AdminGate {
+export interface AdminGateDeps {
+  readonly config: Readonly<Config>
+  readonly operators: OperatorVerifier
+  readonly store: Pick<AuditStore, 'appendAudit'>
+  readonly clock: Clock
+  readonly log: { warn(fields: object, message: string): void }
+}
+
+export function createAdminGate(deps: AdminGateDeps): AdminGate {
+  const { config, operators, clock, log } = deps
   const byPrincipal = new WeakMap<Principal, Operator>()
 
   const verify = async (kind: string, credential: string): Promise<AuthResult> => {
@@ -87,7 +100,27 @@ export function createAdminGate(config: Readonly<Config>, operators: OperatorVer
   // Counted in this process (the admin listener runs in one).
   const rateLimit = { ...config.rateLimit, perToken: OFF, perTenant: OFF }
   const limiter = createLimiter(rateLimit, memoryCounterStore(rateLimit.localMaxKeys))
-  const gate = createGate({ authenticate: authenticateWith([adminToken, operatorJwt]), limiter })
+  // The one recorder: an admin 401 is audited as auth.failed (actor: an hmac fingerprint of
+  // the credential, never the credential), an address over the limit once per window as
+  // auth.throttled. No PAT use, usage count or rotation reuse: no API key is involved.
+  const sink = storeAuditSink(deps.store, () => clock.now())
+  const recorder = createOutcomeRecorder({
+    audit: {
+      write: (event) =>
+        void Promise.resolve(sink.write(event)).catch((error: unknown) =>
+          log.warn({ err: error }, 'writing an admin audit event failed'),
+        ),
+    },
+    patUse: { record: () => {} },
+    reuse: { onFailure: () => {}, settled: async () => {} },
+    clock,
+    failedAuthWindowSec: config.rateLimit.failedAuth.windowSec,
+  })
+  const gate = createGate({
+    authenticate: authenticateWith([adminToken, operatorJwt]),
+    limiter,
+    recorder,
+  })
 
   return {
     check: (request) => gate.check(request),

@@ -70,7 +70,13 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
 
   // The admin credentials are kinds of the admin gate: the strict Bearer parse, the
   // failed-authentication limit and the failure answers are the gate's (admin-gate.ts).
-  const gate = createAdminGate(ctx.config, ctx.operators)
+  const gate = createAdminGate({
+    config: ctx.config,
+    operators: ctx.operators,
+    store,
+    clock,
+    log: ctx.logger,
+  })
   const authenticate = async (request: FastifyRequest, reply: FastifyReply) => {
     const outcome = await gate.check(adminGateRequest(request))
     if (!outcome.allowed) return sendProblemResponse(reply, adminRefusal(outcome))

@@ -124,8 +124,13 @@ interface RawResponse {
   readonly body: string
 }
 
-/** A GET with exactly these header lines (fetch would merge duplicates). */
-export function send(base: string, path: string, lines: [string, string][]): Promise<RawResponse> {
+/** A GET (or `method`) with exactly these header lines (fetch would merge duplicates). */
+export function send(
+  base: string,
+  path: string,
+  lines: [string, string][],
+  method = 'GET',
+): Promise<RawResponse> {
   const url = new URL(base)
   return new Promise((resolve, reject) => {
     const req = httpRequest(
@@ -133,7 +138,7 @@ export function send(base: string, path: string, lines: [string, string][]): Pro
         host: url.hostname,
         port: url.port,
         path,
-        method: 'GET',
+        method,
         headers: [['Host', url.host], ...lines].flat(),
       },
       (res) => {

@@ -4,11 +4,39 @@
  * HTTPS listener.
  */
 import assert from 'node:assert/strict'
+import { join } from 'node:path'
+import { DatabaseSync } from 'node:sqlite'
 import { after, before, describe, test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
 import { adminRequest, bearer, issueAdminTokenCli } from './admin-client.ts'
 
 const LIMIT = 3
+const badToken = (i: number) => `tga_${String(i).padStart(40, 'A')}`
+
+interface AuditRow {
+  type: string
+  actor: string | null
+  request_id: string | null
+  details: string
+}
+
+/** The audit rows once `ready` holds for one of them (written behind the answer). */
+async function auditRows(server: TestServer, ready: (row: AuditRow) => boolean) {
+  let rows: AuditRow[] = []
+  for (let i = 0; i < 100; i++) {
+    const db = new DatabaseSync(join(server.dataDir, 'tokengate.db'), { readOnly: true })
+    rows = (
+      db
+        .prepare('SELECT type, actor, request_id, details FROM audit_events')
+        .all() as unknown as AuditRow[]
+    ).map((r) => ({ ...r }))
+    db.close()
+    if (rows.some(ready)) break
+    await sleep(50)
+  }
+  return rows
+}
 
 describe('admin API through the gate', () => {
   let server: TestServer
@@ -33,7 +61,7 @@ describe('admin API through the gate', () => {
     let last: Awaited<ReturnType<typeof adminRequest>> | undefined
     for (let i = 0; i < LIMIT + 2; i++) {
       last = await adminRequest(server, '/admin/api/v1/tenants', {
-        headers: bearer(`tga_${String(i).padStart(40, 'A')}`),
+        headers: { ...bearer(badToken(i)), 'x-request-id': `admin-bad-${i}` },
       })
       statuses.push(last.status)
     }
@@ -45,6 +73,23 @@ describe('admin API through the gate', () => {
       (await adminRequest(server, '/admin/api/v1/me', { headers: bearer(operator) })).status,
       200,
     )
+
+    // The recorder: each 401 audited with its request id and a fingerprint, never the token;
+    // the throttled attempts are not audited one by one (auth.throttled, once per window).
+    const rows = await auditRows(server, (r) => r.request_id === `admin-bad-${LIMIT - 1}`)
+    const failed = rows.filter(
+      (r) => r.type === 'auth.failed' && r.request_id?.startsWith('admin-bad-'),
+    )
+    assert.deepEqual(failed.map((r) => r.request_id).sort(), [
+      'admin-bad-0',
+      'admin-bad-1',
+      'admin-bad-2',
+    ])
+    for (const row of failed) {
+      assert.match(String(row.actor), /^hmac:[0-9a-f]{8}$/)
+      for (let i = 0; i < LIMIT; i++) assert.ok(!JSON.stringify(row).includes(badToken(i)))
+    }
+    assert.ok(!rows.some((r) => r.request_id === `admin-bad-${LIMIT}`))
   })
 
   test('request ids: a safe X-Request-Id is echoed, otherwise one is made (never req-N)', async () => {
