@@ -51,6 +51,7 @@ const REFUSAL_STATUS: Readonly<Record<RefusalCode, number>> = {
   tenant_unknown: 404,
   token_unknown: 404,
   issuer_unknown: 404,
+  revocation_unknown: 404,
   tenant_exists: 409,
   tenant_disabled: 409,
   token_revoked: 409,

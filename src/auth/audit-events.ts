@@ -19,7 +19,7 @@ export type AuditEvent =
         AuthFailure['code'],
         ForbiddenCode | 'rate_limited' | 'quota_exhausted' | 'bad_path'
       >
-      readonly details: { method: string; path: string; reason?: string }
+      readonly details: { method: string; path: string; reason?: string; rule?: string }
     }
   | {
       readonly type: 'auth.forbidden'
@@ -128,6 +128,25 @@ export type AuditEvent =
       readonly details: { issuer: string }
     }
   | {
+      /** An operator's JWT revocation rule (jwt-revocation-operations.ts), made or widened. */
+      readonly type: 'jwt.revoked'
+      readonly tenantId: string | null
+      readonly details: {
+        rule: string
+        issuer: string
+        kind: string
+        value: string
+        issuedBefore: Iso
+        expiresAt: Iso
+        reason: string | null
+      }
+    }
+  | {
+      readonly type: 'jwt.revocation_removed'
+      readonly tenantId: string | null
+      readonly details: { rule: string; issuer: string; kind: string; value: string }
+    }
+  | {
       readonly type: 'admin_token.issued'
       readonly tenantId: null
       readonly details: { adminTokenId: string; name: string; role: string; expiresAt: Iso }
@@ -173,6 +192,8 @@ export const AUDIT_EVENT_TYPES = Object.keys({
   'tenant.disabled': true,
   'issuer.added': true,
   'issuer.removed': true,
+  'jwt.revoked': true,
+  'jwt.revocation_removed': true,
   'admin_token.issued': true,
   'admin_token.revoked': true,
   'policy.updated': true,
@@ -250,7 +271,10 @@ function authFailureEvent(failure: AuthFailure, request: RefusedRequest): AuditE
         type: 'auth.failed',
         tenantId: request.tenantId,
         outcome: failure.code,
-        details: { ...base, reason: failure.reason },
+        details:
+          failure.ruleId === undefined
+            ? { ...base, reason: failure.reason }
+            : { ...base, reason: failure.reason, rule: failure.ruleId },
       }
     default:
       return {

@@ -12,6 +12,7 @@ import {
   trackStoreWrites,
 } from '../stores/write-health.ts'
 import { createIssuerRegistry, type IssuerRegistry } from './issuer-registry.ts'
+import { createJwtRevocationFeed } from './jwt-revocation-feed.ts'
 import type { Tracing } from './tracing.ts'
 
 export interface AuthContext {
@@ -70,10 +71,19 @@ export async function createAuthContext(
     tenantStaleIfErrorMs: config.auth.tenantStaleIfErrorMs,
     clock,
   })
+  // Loaded before the first token is verified: a rule made before this start is in force.
+  const revocations = createJwtRevocationFeed(store, clock, (error) =>
+    log.warn(
+      { err: error },
+      'reading JWT revocation rules failed; the rules read before stay in force, retried every second',
+    ),
+  )
+  await revocations.reload()
   const issuers = await createIssuerRegistry(
     store,
     {
       clock,
+      revocations: revocations.rules,
       clockToleranceSec: config.auth.clockToleranceSec,
       maxLifetimeSec: config.auth.maxJwtLifetimeSec,
       cacheMaxEntries: config.auth.jwtCacheMaxEntries,
@@ -119,6 +129,9 @@ export async function createAuthContext(
       case 'issuers_changed':
         void issuers.reload()
         break
+      case 'jwt_revocation_changed':
+        revocations.changed(change.id)
+        break
       case 'policy_changed':
         // The gateway's policy follows the store itself (gateway/policy-reload.ts).
         break
@@ -130,6 +143,7 @@ export async function createAuthContext(
         // closed. See cached-lookups.ts.
         lookups.resync()
         void issuers.reload()
+        void revocations.reload()
     }
   })
 
@@ -193,6 +207,7 @@ export async function createAuthContext(
       writes.close()
       await Promise.allSettled([patUse.close(), audit.close()])
       issuers.close()
+      revocations.close()
     },
   }
 }

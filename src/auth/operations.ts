@@ -24,6 +24,7 @@ export type RefusalCode =
   | 'token_changed'
   | 'token_disabled'
   | 'issuer_unknown'
+  | 'revocation_unknown'
   | 'invalid_input'
   | 'lifetime_exceeded'
 

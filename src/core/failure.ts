@@ -24,6 +24,8 @@ export type AuthFailure =
        */
       tokenId?: string
       key?: RefusedKey
+      /** With reason `revoked_by_rule`: the JWT revocation rule that refused it (audited). */
+      ruleId?: string
     }
   /** SPEC §5.3 rule 4: a token past its expiry. */
   | { code: 'token_expired'; detail: string; key?: RefusedKey }
@@ -65,6 +67,8 @@ export type InvalidTokenReason =
   | 'bad_checksum'
   | 'unknown_token'
   | 'revoked'
+  /** A JWT refused by an operator's revocation rule (jwt-revocations.ts). */
+  | 'revoked_by_rule'
   /** A PAT rotated out and used after its grace period: treated as reuse of a leaked token. */
   | 'rotated'
   | 'bad_signature'

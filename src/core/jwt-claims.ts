@@ -143,6 +143,9 @@ export function checkClaims(
     tokenId: jti,
     expiresAt: exp * 1000,
     keyId: context.keyId,
+    issuedAt: iat === undefined ? undefined : iat * 1000,
+    // Read only for revocation rules by session; any other type is simply not a session id.
+    sessionId: typeof payload.sid === 'string' ? payload.sid : undefined,
   })
   return { ok: true, jwt }
 }

@@ -49,7 +49,14 @@ import {
   isNoneAlgorithm,
   type KeyLookup,
 } from './jwt-keys.ts'
-import { type Clock, type JwtOutcome, type JwtVerifier, systemClock } from './ports.ts'
+import { type JwtRevocationSet, revokedByRule } from './jwt-revocations.ts'
+import {
+  type Clock,
+  type JwtOutcome,
+  type JwtVerifier,
+  systemClock,
+  type VerifiedJwt,
+} from './ports.ts'
 
 /** Options of {@link createJwtVerifier}; every field has a default. */
 export interface JwtVerifierOptions {
@@ -91,6 +98,12 @@ export interface JwtVerifierOptions {
    * pass and never 401 "not trusted". Default none.
    */
   readonly unreadableIssuers?: readonly string[]
+  /**
+   * Revocation rules (jwt-revocations.ts), checked after the signature on every token, a
+   * cached one included: a matching token gets 401 `invalid_token` (`revoked_by_rule`).
+   * Read at each request, so the caller may change the set in place. Default none.
+   */
+  readonly revocations?: Pick<JwtRevocationSet, 'size' | 'match'>
 }
 
 interface TrustedIssuer {
@@ -106,6 +119,11 @@ interface Settings {
   readonly toleranceSec: number
   readonly maxLifetimeSec: number
   readonly maxTokenLength: number
+}
+
+const NO_REVOCATIONS: Pick<JwtRevocationSet, 'size' | 'match'> = {
+  size: 0,
+  match: () => undefined,
 }
 
 type Failed = { ok: false; failure: AuthFailure }
@@ -162,6 +180,13 @@ export function createJwtVerifier(
     }
   }
 
+  const revocations = options.revocations ?? NO_REVOCATIONS
+  // After the signature: a rule names claims, and unsigned claims prove nothing.
+  const unrevoked = (jwt: VerifiedJwt): JwtOutcome => {
+    const rule = revocations.match(jwt, settings.clock.now())
+    return rule === undefined ? { ok: true, jwt } : { ok: false, failure: revokedByRule(rule) }
+  }
+
   const verifyMaybeSync = (token: string, sha256Hex?: string): JwtOutcome | Promise<JwtOutcome> => {
     // Bound the work an anonymous caller can cause before any decoding or hashing.
     if (typeof token !== 'string' || token.length === 0 || token.length > settings.maxTokenLength) {
@@ -169,7 +194,7 @@ export function createJwtVerifier(
     }
     const key = sha256Hex ?? cache.keyOf(token)
     const hit = cache.get(key, settings.clock.now(), settings.toleranceSec)
-    if (hit !== undefined) return { ok: true, jwt: hit }
+    if (hit !== undefined) return revocations.size === 0 ? { ok: true, jwt: hit } : unrevoked(hit)
     const checked = checkUnverified(token, registry, unusable, unreadable)
     if (!checked.ok) return checked
     const { jws, trusted, alg, kid } = checked
@@ -193,7 +218,7 @@ export function createJwtVerifier(
           ? verified.entry
           : { ...verified.entry, validity: found.validity },
       )
-      return { ok: true, jwt: verified.entry.jwt }
+      return unrevoked(verified.entry.jwt)
     }
     return thenMaybe(lookup, withKey)
   }

@@ -129,6 +129,10 @@ export interface VerifiedJwt {
   /** `exp` in epoch milliseconds. */
   readonly expiresAt: number
   readonly keyId: string | undefined
+  /** `iat` in epoch milliseconds, when the token has one (revocation rules' time bound). */
+  readonly issuedAt?: number | undefined
+  /** `sid` (OpenID session id), when a string (revocation rules by session). */
+  readonly sessionId?: string | undefined
 }
 
 export type JwtOutcome =

@@ -34,6 +34,7 @@ const KINDS: Readonly<Record<string, (subject: string) => StoreChange>> = {
   tenant: (id) => ({ kind: 'tenant_changed', id }),
   issuer: () => ({ kind: 'issuers_changed' }),
   policy: (name) => ({ kind: 'policy_changed', name }),
+  jwt_revocation: (id) => ({ kind: 'jwt_revocation_changed', id }),
 }
 
 export function toStoreChange(entry: Pick<LogEntry, 'kind' | 'subject'>): StoreChange {

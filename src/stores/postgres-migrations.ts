@@ -271,4 +271,27 @@ export const postgresMigrations: readonly Migration[] = [
       CREATE INDEX usage_applied_by_age ON usage_applied (applied_at);
     `,
   },
+  {
+    // JWT revocation rules (issue #34): one per (issuer, kind, value), deleted by retention
+    // once expired; every write is logged so each instance's in-memory set follows.
+    version: 14,
+    sql: `
+      CREATE TABLE jwt_revocations (
+        id text COLLATE "C" PRIMARY KEY,
+        issuer text COLLATE "C" NOT NULL,
+        kind text NOT NULL CHECK (kind IN ('jti', 'sid', 'sub', 'tenant')),
+        value text COLLATE "C" NOT NULL,
+        issued_before bigint,
+        reason text,
+        created_at bigint NOT NULL,
+        created_by text,
+        expires_at bigint NOT NULL,
+        UNIQUE (issuer, kind, value)
+      );
+      CREATE INDEX jwt_revocations_expiry ON jwt_revocations (expires_at);
+      CREATE TRIGGER jwt_revocations_logged
+        AFTER INSERT OR UPDATE OR DELETE ON jwt_revocations FOR EACH ROW
+        EXECUTE FUNCTION tokengate_log_change('jwt_revocation', 'id');
+    `,
+  },
 ]

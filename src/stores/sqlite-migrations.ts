@@ -264,4 +264,27 @@ export const sqliteMigrations: readonly Migration[] = [
       CREATE INDEX usage_applied_by_age ON usage_applied (applied_at);
     `,
   },
+  {
+    // JWT revocation rules (issue #34): one per (issuer, kind, value), deleted by retention
+    // once expired; every write is logged so each instance's in-memory set follows.
+    version: 14,
+    sql: `
+      CREATE TABLE jwt_revocations (
+        id            TEXT PRIMARY KEY,
+        issuer        TEXT NOT NULL,
+        kind          TEXT NOT NULL CHECK (kind IN ('jti', 'sid', 'sub', 'tenant')),
+        value         TEXT NOT NULL,
+        issued_before INTEGER,
+        reason        TEXT,
+        created_at    INTEGER NOT NULL,
+        created_by    TEXT,
+        expires_at    INTEGER NOT NULL,
+        UNIQUE (issuer, kind, value)
+      ) STRICT;
+      CREATE INDEX jwt_revocations_by_expiry ON jwt_revocations (expires_at);
+      ${logged('jwt_revocations_inserted', 'INSERT ON jwt_revocations', 'jwt_revocation', 'NEW.id')}
+      ${logged('jwt_revocations_updated', 'UPDATE ON jwt_revocations', 'jwt_revocation', 'NEW.id')}
+      ${logged('jwt_revocations_deleted', 'DELETE ON jwt_revocations', 'jwt_revocation', 'OLD.id')}
+    `,
+  },
 ]

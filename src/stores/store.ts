@@ -1,4 +1,5 @@
 import type { IssuerConfig } from '../core/issuer.ts'
+import type { JwtRevocationRule } from '../core/jwt-revocations.ts'
 import type { PatRecord, RateLimitOverride, Tenant } from '../core/ports.ts'
 
 /** Keyset pagination: `cursor` is opaque to callers; `nextCursor` is null on the last page. */
@@ -69,6 +70,8 @@ export type StoreChange =
   | { readonly kind: 'issuers_changed' }
   /** The stored gateway policy named `name` was written or removed. */
   | { readonly kind: 'policy_changed'; readonly name: string }
+  /** A JWT revocation rule was written or removed (expired ones are deleted too). */
+  | { readonly kind: 'jwt_revocation_changed'; readonly id: string }
   /**
    * Changes may have been missed (the change log could not be read, or entries this process
    * never applied were pruned): drop every cache.
@@ -189,6 +192,21 @@ export interface IssuerStore {
   putIssuer(issuer: IssuerConfig, at: number): Promise<void>
   listIssuers(): Promise<readonly StoredIssuer[]>
   removeIssuer(issuer: string): Promise<boolean>
+}
+
+/** JWT revocation rules (core/jwt-revocations.ts); each write is in the change log. */
+export interface JwtRevocationStore {
+  /**
+   * Stores a rule. One per (issuer, kind, value): storing the same again keeps the stored
+   * rule's id and widens it (the later `issuedBefore` and `expiresAt`). Returns the stored rule.
+   */
+  putJwtRevocation(rule: JwtRevocationRule): Promise<JwtRevocationRule>
+  getJwtRevocation(id: string): Promise<JwtRevocationRule | undefined>
+  /** The rules not yet expired at `now`, oldest first. */
+  listJwtRevocations(now: number): Promise<readonly JwtRevocationRule[]>
+  removeJwtRevocation(id: string): Promise<boolean>
+  /** Deletes at most `limit` rules that expired at or before `before`; how many. */
+  pruneJwtRevocations(before: number, limit: number): Promise<number>
 }
 
 /** A stored route policy: its YAML/JSON text, as `parsePolicy` reads it. */
@@ -409,6 +427,7 @@ export interface Store
     PolicyStore,
     QuotaStore,
     UsageStore,
+    JwtRevocationStore,
     ChangeSource,
     TransactionalStore {
   readonly kind: 'sqlite' | 'postgres'

@@ -67,6 +67,8 @@ describe('valid tokens', () => {
           tokenId: 'token-1',
           expiresAt: (NOW_SEC + 300) * 1000,
           keyId: issuer.kid,
+          issuedAt: NOW_SEC * 1000,
+          sessionId: undefined,
         })
       })
     }

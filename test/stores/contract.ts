@@ -27,6 +27,7 @@ import {
   type StoreChange,
   type StoredAuditEvent,
 } from '../../src/stores/store.ts'
+import { jwtRevocationsContract } from './jwt-revocations-contract.ts'
 import { keysContract } from './keys-contract.ts'
 
 /** Raw SQL on the store's database, outside its methods (as a DBA or another tool would). */
@@ -117,6 +118,7 @@ async function allPages<T>(
 export function storeContract(name: string, makeStore: MakeStore): void {
   const rawSql = new WeakMap<Store, RawSql>()
   keysContract(name, makeStore)
+  jwtRevocationsContract(name, makeStore)
   async function open(t: TestContext, { migrate = true } = {}): Promise<Store> {
     const { store, cleanup, sql } = await makeStore()
     t.after(cleanup)

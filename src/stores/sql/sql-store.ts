@@ -5,6 +5,7 @@
  * transactions, notifications and the change feed.
  */
 import type { IssuerConfig } from '../../core/issuer.ts'
+import type { JwtRevocationRule } from '../../core/jwt-revocations.ts'
 import type { PatRecord } from '../../core/ports.ts'
 import { ChangeFollower, type ChangeLogReader } from '../change-log.ts'
 import type {
@@ -24,6 +25,7 @@ import * as audit from './audit.ts'
 import { pruneChanges } from './change-log.ts'
 import type { SqlDb } from './db.ts'
 import * as issuers from './issuers.ts'
+import * as jwtRevocations from './jwt-revocations.ts'
 import * as keys from './keys.ts'
 import { createAdminStore } from './operators.ts'
 import * as tenants from './tenants.ts'
@@ -169,6 +171,23 @@ export abstract class SqlStore {
   }
   removePolicy(name: string) {
     return issuers.removePolicy(this.db, name)
+  }
+
+  // JWT revocation rules
+  putJwtRevocation(rule: JwtRevocationRule) {
+    return jwtRevocations.putJwtRevocation(this.db, rule)
+  }
+  getJwtRevocation(id: string) {
+    return jwtRevocations.getJwtRevocation(this.db, id)
+  }
+  listJwtRevocations(now: number) {
+    return jwtRevocations.listJwtRevocations(this.db, now)
+  }
+  removeJwtRevocation(id: string) {
+    return jwtRevocations.removeJwtRevocation(this.db, id)
+  }
+  pruneJwtRevocations(before: number, limit: number) {
+    return jwtRevocations.pruneJwtRevocations(this.db, before, limit)
   }
 
   // Audit and outbox
