@@ -38,6 +38,7 @@ import {
   REQUIRED_PERMISSION,
   send,
 } from './../adapters/spec-table.ts'
+import { type Stack, startStack } from '../decision/harness.ts'
 import { TEST_TENANT } from '../helpers/jwt.ts'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
 
@@ -256,5 +257,23 @@ describe('a registered X-Api-Key kind on the running server', () => {
       [{ actor: apiKeyFingerprint('k-wrong'), request_id: 'kind-test-1' }],
     )
     assert.ok(!JSON.stringify(server.logs).includes('k-wrong'), 'the key is never logged')
+  })
+})
+
+describe('a registered X-Api-Key kind through the gateway and the decision API', () => {
+  let stack: Stack
+  before(async () => {
+    stack = await startStack()
+  })
+  after(() => stack?.close())
+
+  test('gateway and forward-auth decision: allowed, refused with its challenge', async () => {
+    for (const url of [stack.gatewayUrl, stack.decisionUrl]) {
+      const ok = await send(url, PROTECTED_PATH, [['X-Api-Key', READER_KEY]])
+      assert.equal(ok.status, 200, `${url}: ${ok.body}`)
+      const refused = await send(url, PROTECTED_PATH, [['X-Api-Key', 'k-wrong']])
+      assert.equal(refused.status, 401, url)
+      assert.match(String(refused.headers['www-authenticate']), /^ApiKey realm="tokengate"/)
+    }
   })
 })
