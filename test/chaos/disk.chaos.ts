@@ -4,7 +4,8 @@
  * for the whole run (the latency bench's LD_PRELOAD shim), under a paced load of valid,
  * refused and quota-limited keys, while the suite
  *
- *  1. disables keys (CLI `pat disable`) and a tenant (CLI `tenant disable`),
+ *  1. disables keys (CLI `pat disable`) and a tenant (CLI `tenant disable`: its keys and its
+ *     JWTs, from an identity provider added with `issuer add --jwks-file`),
  *  2. fills the file system up (a full disk), revokes keys with the CLI on it, frees it,
  *  3. SIGKILLs the instance and starts it again on the same data directory.
  *
@@ -34,6 +35,7 @@ import { buildSlowFsync } from '../../bench/slow-fsync.ts'
 import { issuePat } from '../../src/core/pat.ts'
 import type { PatRecord } from '../../src/core/ports.ts'
 import { openSqliteStore } from '../../src/stores/sqlite.ts'
+import { createTestIssuer } from '../helpers/jwt.ts'
 import { type ServeProcess, spawnServe, statusOnFreshConnection } from '../helpers/serve-process.ts'
 import { type Credential, startLoad } from './load.ts'
 import { type Happening, type Revocation, survival, survivalTables } from './report.ts'
@@ -109,6 +111,33 @@ describe('chaos: one SQLite instance, a slow disk, a full disk and kill -9 under
     }
     await store.insertPats(records)
     await store.close()
+    // JWTs of an identity provider (keys given as a file): one per tenant; the disabled
+    // tenant's is refused like its keys.
+    const idp = createTestIssuer({ issuer: 'https://idp.chaos.test', kid: 'chaos-1' })
+    const jwks = join(mount, 'jwks.json')
+    writeFileSync(jwks, JSON.stringify({ keys: [idp.publicJwk] }))
+    const added = await tokengate(
+      dataDir,
+      ...['issuer', 'add', '--issuer', 'https://idp.chaos.test', '--audience', 'tokengate'],
+      ...['--jwks-file', jwks],
+    )
+    assert.equal(added.code, 0, added.stderr)
+    const jwt = (tenant: string) =>
+      idp.sign({ tenant_id: tenant, permissions: [] }, { expiresInSec: 3600 })
+    const chaosJwt: Credential = {
+      kind: 'valid',
+      token: await jwt('chaos'),
+      id: 'jwt-chaos',
+      tenant: 'chaos',
+    }
+    credentials.push(chaosJwt)
+    const doomedJwt: Credential = {
+      kind: 'revoking',
+      token: await jwt('doomed'),
+      id: 'jwt-doomed',
+      tenant: 'doomed',
+    }
+    credentials.push(doomedJwt)
 
     const config = join(mount, 'config.json')
     writeFileSync(config, JSON.stringify({ rateLimit: { enabled: false } }))
@@ -163,8 +192,8 @@ describe('chaos: one SQLite instance, a slow disk, a full disk and kill -9 under
       )
       await sleep(1000)
       await change(
-        ofTenant.map((c) => c.id as string),
-        'CLI tenant disable (its 5 keys)',
+        [...ofTenant, doomedJwt].map((c) => c.id as string),
+        'CLI tenant disable (its 5 keys and a JWT)',
         [['tenant', 'disable', 'doomed']],
       )
 
@@ -214,6 +243,7 @@ describe('chaos: one SQLite instance, a slow disk, a full disk and kill -9 under
     let acceptedAtEnd = 0
     for (const credential of credentials) {
       if (credential.kind !== 'revoking') continue
+      if (credential.tenant) continue
       const status = await statusOnFreshConnection(`${url}/api/v1/me`, credential.token)
       if (status === 200) acceptedAtEnd++
     }
@@ -313,6 +343,13 @@ describe('chaos: one SQLite instance, a slow disk, a full disk and kill -9 under
       Number(usage.allowed) - ok + Number(usage.unauthorized) - refused + Number(usage.limited)
     assert.ok(extra - limited <= cut, `counted twice: ${extra - limited} more than answered or cut`)
     assert.ok(servedTo(quota40) <= 40, 'a quota of 40 exceeded')
+    // The JWTs were served: the valid one throughout, the disabled tenant's until then.
+    const jwtAnswers = (c: Credential) => load.sent.filter((s) => s.credential === c)
+    assert.ok(
+      jwtAnswers(chaosJwt).every((s) => s.status === 200 || s.status === 0),
+      'a valid JWT refused',
+    )
+    assert.ok(servedTo(chaosJwt) > 0 && servedTo(doomedJwt) > 0, 'the JWTs were served')
     assert.ok(servedTo(quota300) <= 303, 'a quota of 300 exceeded beyond its credit')
     assert.ok(result.total.answered > result.total.sent * 0.8, 'too few requests answered')
   })

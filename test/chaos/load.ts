@@ -16,8 +16,10 @@ export interface Credential {
    * `revoked` (before the run) or `revoking` (revoked during the run). */
   readonly kind: 'valid' | 'invalid' | 'unknown' | 'revoked' | 'revoking'
   readonly token: string
-  /** The PAT's id, for those in the store. */
+  /** The PAT's id, for those in the store (for a JWT: a name the suite gives it). */
   readonly id?: string
+  /** A JWT's tenant, sent as `X-Tenant-Id`. */
+  readonly tenant?: string
 }
 
 /** One request of the run. Times are `performance.now()` of this process, in ms. */
@@ -140,6 +142,7 @@ function exchange(
         headers: {
           authorization: `Bearer ${record.credential.token}`,
           'x-request-id': record.requestId,
+          ...(record.credential.tenant ? { 'x-tenant-id': record.credential.tenant } : {}),
         },
         timeout: options.timeoutMs,
       },
