@@ -8,6 +8,12 @@ import {
   revokeAdminToken,
 } from '../auth/admin-tokens.ts'
 import { addIssuer, checkIssuerShape, removeIssuer } from '../auth/issuer-operations.ts'
+import {
+  jwtRevocationJson,
+  listJwtRevocations,
+  removeJwtRevocation,
+  revokeJwts,
+} from '../auth/jwt-revocation-operations.ts'
 import { quotaView } from '../auth/key-fields.ts'
 import type { OperationDeps } from '../auth/operations.ts'
 import {
@@ -39,6 +45,7 @@ import {
   usageRange,
   usageView,
 } from '../auth/usage.ts'
+import { JWT_REVOCATION_KINDS, type JwtRevocationKind } from '../core/jwt-revocations.ts'
 import { MAX_TENANT_NAME_LENGTH } from '../core/operator-text.ts'
 import { type PatStatus, patStatus } from '../core/pat.ts'
 import type { RateLimitOverride } from '../core/ports.ts'
@@ -97,6 +104,8 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
     }
   }
   const deps = (request: FastifyRequest) => operationDeps(request, operatorOf(request), ctx)
+  /** For reads that need no actor. */
+  const deps0 = { store, clock }
   const body = (request: FastifyRequest) => {
     const value = request.body
     if (value === null || typeof value !== 'object' || Array.isArray(value)) {
@@ -368,6 +377,47 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
         { preHandler: write },
         async (request, reply) => {
           await removeIssuer(deps(request), request.params.issuer)
+          return reply.code(204).send()
+        },
+      )
+
+      // JWT revocation rules (issue #34): refused by every instance within a second.
+      api.get('/jwt-revocations', async () => ({
+        revocations: (await listJwtRevocations(deps0)).map(jwtRevocationJson),
+      }))
+      api.post('/jwt-revocations', { preHandler: write }, async (request, reply) => {
+        const b = body(request)
+        onlyFields(b, ['issuer', 'kind', 'value', 'issuedBefore', 'reason'])
+        const kind = text(b.kind, 'kind')
+        if (!JWT_REVOCATION_KINDS.includes(kind as JwtRevocationKind)) {
+          throw invalid('kind', JWT_REVOCATION_KINDS.join(', '))
+        }
+        const before = optionalText(b.issuedBefore, 'issuedBefore')
+        const issuedBefore = before === undefined ? undefined : Date.parse(before)
+        if (issuedBefore !== undefined && Number.isNaN(issuedBefore)) {
+          throw invalid('issuedBefore', 'an ISO 8601 time')
+        }
+        const rule = await revokeJwts(
+          deps(request),
+          {
+            issuer: text(b.issuer, 'issuer'),
+            kind: kind as JwtRevocationKind,
+            value: text(b.value, 'value'),
+            issuedBefore,
+            reason: optionalText(b.reason, 'reason'),
+          },
+          {
+            maxLifetimeSec: ctx.config.auth.maxJwtLifetimeSec,
+            clockToleranceSec: ctx.config.auth.clockToleranceSec,
+          },
+        )
+        return reply.code(201).send(jwtRevocationJson(rule))
+      })
+      api.delete<{ Params: { id: string } }>(
+        '/jwt-revocations/:id',
+        { preHandler: write },
+        async (request, reply) => {
+          await removeJwtRevocation(deps(request), request.params.id)
           return reply.code(204).send()
         },
       )

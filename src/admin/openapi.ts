@@ -330,6 +330,42 @@ export function adminOpenApiDocument() {
           parameters: [idParam('issuer')],
         },
       },
+      '/jwt-revocations': {
+        get: {
+          summary: 'JWT revocation rules in force',
+          responses: {
+            '200': json('Rules: id, issuer, kind, value, issuedBefore, expiresAt.'),
+            ...failures,
+          },
+        },
+        post: writeOp(
+          "Refuse an issuer's JWTs by jti, sid, sub or tenant (sub and tenant: issued before issuedBefore, default now)",
+          {
+            '201': json(
+              'The rule (an existing rule for the same issuer, kind and value is widened).',
+            ),
+          },
+          {
+            type: 'object',
+            required: ['issuer', 'kind', 'value'],
+            properties: {
+              issuer: { type: 'string' },
+              kind: { type: 'string', enum: ['jti', 'sid', 'sub', 'tenant'] },
+              value: { type: 'string' },
+              issuedBefore: { type: 'string', format: 'date-time' },
+              reason: { type: 'string' },
+            },
+          },
+        ),
+      },
+      '/jwt-revocations/{id}': {
+        delete: {
+          ...writeOp('Remove a JWT revocation rule before it expires', {
+            '204': { description: 'Removed.' },
+          }),
+          parameters: [idParam('id')],
+        },
+      },
       '/audit-events': {
         get: {
           summary: 'Audit events across tenants, newest first',

@@ -1,6 +1,7 @@
 /**
  * Retention (issue #24): usage buckets are kept per resolution for as long as `usage.*Retention*`
- * says, the audit log for `audit.retentionDays` (0: forever). Each instance prunes once a
+ * says, the audit log for `audit.retentionDays` (0: forever), JWT revocation rules until they
+ * expire (issue #34). Each instance prunes once a
  * minute after it starts and then hourly, in batches (short transactions: requests and
  * writes never wait long behind a delete); instances pruning at once delete disjoint or
  * already-deleted rows, which is harmless. An audit event still waiting in the webhook
@@ -8,7 +9,12 @@
  */
 import type { Config } from '../config/schema.ts'
 import type { Clock } from '../core/ports.ts'
-import type { AuditStore, UsageResolution, UsageStore } from '../stores/store.ts'
+import type {
+  AuditStore,
+  JwtRevocationStore,
+  UsageResolution,
+  UsageStore,
+} from '../stores/store.ts'
 
 const HOUR_MS = 3_600_000
 const DAY_MS = 86_400_000
@@ -24,11 +30,15 @@ export interface RetentionSettings {
 export interface Pruned {
   readonly usage: Readonly<Record<UsageResolution, number>>
   readonly audit: number
+  /** JWT revocation rules past their expiry (no token they could match is valid any more). */
+  readonly jwtRevocations: number
 }
 
 /** Deletes everything older than its retention now; returns how many rows of each. */
 export async function pruneExpired(
-  store: Pick<UsageStore, 'pruneUsage'> & Pick<AuditStore, 'pruneAudit'>,
+  store: Pick<UsageStore, 'pruneUsage'> &
+    Pick<AuditStore, 'pruneAudit'> &
+    Partial<Pick<JwtRevocationStore, 'pruneJwtRevocations'>>,
   settings: RetentionSettings,
   now: number,
 ): Promise<Pruned> {
@@ -46,7 +56,9 @@ export async function pruneExpired(
   const days = settings.audit.retentionDays
   const audit =
     days === 0 ? 0 : await inBatches((limit) => store.pruneAudit(now - days * DAY_MS, limit))
-  return { usage, audit }
+  const prune = store.pruneJwtRevocations?.bind(store)
+  const jwtRevocations = prune ? await inBatches((limit) => prune(now, limit)) : 0
+  return { usage, audit, jwtRevocations }
 }
 
 async function inBatches(prune: (limit: number) => Promise<number>): Promise<number> {
@@ -76,9 +88,17 @@ export function startRetention(
     running ??= pruneExpired(store, settings, clock.now())
       .then(
         (pruned) => {
-          const total = pruned.audit + pruned.usage.minute + pruned.usage.hour + pruned.usage.day
+          const total =
+            pruned.audit +
+            pruned.usage.minute +
+            pruned.usage.hour +
+            pruned.usage.day +
+            pruned.jwtRevocations
           if (total > 0)
-            log.info({ pruned }, 'retention: deleted expired usage buckets and audit events')
+            log.info(
+              { pruned },
+              'retention: deleted expired usage buckets, audit events and JWT revocation rules',
+            )
         },
         (error: unknown) => log.warn({ err: error }, 'retention: pruning failed; will retry'),
       )

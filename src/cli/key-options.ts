@@ -150,7 +150,8 @@ export function editedField<T>(
 }
 
 /** `--since` / `--until`: a duration ago (`2h`) or an ISO 8601 time. */
-function timeOption(args: ParsedArgs, name: string, now: number): number | undefined {
+/** `--NAME TIME`: an ISO 8601 time or a duration ago (`6h`); undefined when not given. */
+export function timeOption(args: ParsedArgs, name: string, now: number): number | undefined {
   const text = optionalString(args, name)
   if (text === undefined) return undefined
   const ago = parseDuration(text)

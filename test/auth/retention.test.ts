@@ -65,9 +65,27 @@ describe('retention of usage buckets and the audit log', () => {
       queue: false,
     })
     await store.appendAudit([event('undelivered', NOW - 200 * DAY)])
+    const revocation = {
+      issuer: 'https://idp.test/',
+      kind: 'sub',
+      issuedBefore: NOW - 2 * DAY,
+      reason: null,
+      createdAt: NOW - 2 * DAY,
+      createdBy: null,
+    } as const
+    await store.putJwtRevocation({ ...revocation, id: 'expired', value: 'a', expiresAt: NOW })
+    await store.putJwtRevocation({ ...revocation, id: 'live', value: 'b', expiresAt: NOW + 1 })
     const config = settings({ audit: { retentionDays: 90 } })
     const pruned = await pruneExpired(store, config, NOW)
-    assert.deepEqual(pruned, { usage: { minute: 1, hour: 1, day: 1 }, audit: 1 })
+    assert.deepEqual(pruned, {
+      usage: { minute: 1, hour: 1, day: 1 },
+      audit: 1,
+      jwtRevocations: 1,
+    })
+    assert.deepEqual(
+      (await store.listJwtRevocations(0)).map((r) => r.id),
+      ['live'],
+    )
     const left = await store.admin.searchAudit({}, { limit: 10 })
     assert.deepEqual(left.items.map((e) => e.id).sort(), ['new', 'undelivered'])
     for (const [resolution, kept] of [

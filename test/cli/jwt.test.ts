@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { importJWK, jwtVerify } from 'jose'
 import { DEV_AUDIENCE, DEV_ISSUER } from '../../src/dev/issuer.ts'
+import { startTestServer, type TestServer } from '../helpers/server.ts'
 import { cli, cliJson, tempDataDir } from './helpers.ts'
 
 describe('tokengate jwt mint', () => {
@@ -96,5 +97,122 @@ describe('tokengate jwt mint', () => {
     assert.equal(result.code, 0)
     assert.match(result.stderr, /warning: no tenant ghost/)
     assert.equal(result.stdout.trim().split('.').length, 3)
+  })
+})
+
+describe('tokengate jwt revoke on a running server (SQLite)', () => {
+  let server: TestServer
+  before(async () => {
+    server = await startTestServer({ rateLimit: { enabled: false } })
+    assert.equal((await server.cli('tenant', 'create', 'r34')).code, 0)
+  })
+  after(() => server?.close())
+
+  const mint = async (subject: string) => {
+    const minted = await server.cli('jwt', 'mint', '--dev', '--tenant', 'r34', '--subject', subject)
+    assert.equal(minted.code, 0, minted.stderr)
+    return minted.stdout.trim()
+  }
+  const me = (token: string) =>
+    server.request('/api/v1/me', [`Authorization`, `Bearer ${token}`, 'X-Tenant-Id', 'r34'])
+
+  it('a cached JWT is refused within 1 s of jwt revoke --sub; a token issued after passes', async (t) => {
+    const victim = await mint('alice')
+    const bystander = await mint('bob')
+    assert.equal((await me(victim)).status, 200)
+    assert.equal((await me(victim)).status, 200, 'cached')
+    // The rule refuses tokens issued (iat, whole seconds) before now: the next second's pass.
+    await new Promise((r) => setTimeout(r, 1100))
+    const revoked = await server.cli('jwt', 'revoke', '--issuer', DEV_ISSUER, '--sub', 'alice')
+    assert.equal(revoked.code, 0, revoked.stderr)
+    const since = performance.now()
+    assert.match(revoked.stdout, /^Revoked sub alice of .* issued before .*: rule jrv_\S+\.\n$/)
+    assert.match(revoked.stderr, /the rule expires /)
+    let status = 200
+    while (status !== 401 && performance.now() - since < 3000) {
+      status = (await me(victim)).status
+      if (status !== 401) await new Promise((r) => setTimeout(r, 10))
+    }
+    const elapsed = performance.now() - since
+    t.diagnostic(`SQLite: CLI jwt revoke --sub → 401 after ${elapsed.toFixed(1)} ms`)
+    assert.equal(status, 401)
+    assert.ok(elapsed < 1000, `${elapsed} ms`)
+    const refused = await me(victim)
+    assert.equal(refused.json.code, 'invalid_token')
+    assert.equal((await me(bystander)).status, 200)
+    await new Promise((r) => setTimeout(r, 1000 - (Date.now() % 1000) + 20))
+    assert.equal((await me(await mint('alice'))).status, 200, 'issued after the rule')
+
+    const listed = await server.cli('jwt', 'revocations', 'list', '--json')
+    const [rule] = (JSON.parse(listed.stdout) as { revocations: Record<string, unknown>[] })
+      .revocations
+    assert.equal(rule?.kind, 'sub')
+    assert.equal(rule?.value, 'alice')
+    assert.equal(rule?.issuer, DEV_ISSUER)
+    assert.match(String(rule?.createdBy), /^cli:/)
+    // Expires when the longest-lived token it matches does: its time + max lifetime + skew.
+    assert.equal(
+      Date.parse(String(rule?.expiresAt)) - Date.parse(String(rule?.issuedBefore)),
+      (86_400 + 30) * 1000,
+    )
+    const removed = await server.cli('jwt', 'revocations', 'remove', String(rule?.id))
+    assert.equal(removed.code, 0, removed.stderr)
+    const back = performance.now()
+    while ((await me(victim)).status !== 200) {
+      assert.ok(performance.now() - back < 3000, 'the token passes again once the rule is removed')
+      await new Promise((r) => setTimeout(r, 20))
+    }
+  })
+
+  it('refuses what is not a rule: two kinds, --before with --jti, an unknown issuer, a later time', async () => {
+    const two = await server.cli(
+      'jwt',
+      'revoke',
+      '--issuer',
+      DEV_ISSUER,
+      '--sub',
+      'a',
+      '--sid',
+      'b',
+    )
+    assert.equal(two.code, 2)
+    assert.match(two.stderr, /exactly one of --jti, --sid, --sub or --tenant/)
+    const before = await server.cli(
+      'jwt',
+      'revoke',
+      '--issuer',
+      DEV_ISSUER,
+      '--jti',
+      'j',
+      '--before',
+      '1h',
+    )
+    assert.equal(before.code, 2)
+    assert.match(before.stderr, /--before goes with --sub or --tenant/)
+    const unknown = await server.cli(
+      'jwt',
+      'revoke',
+      '--issuer',
+      'https://nobody.test',
+      '--jti',
+      'j',
+    )
+    assert.equal(unknown.code, 1)
+    assert.match(unknown.stderr, /no issuer https:\/\/nobody.test/)
+    const later = await server.cli(
+      'jwt',
+      'revoke',
+      '--issuer',
+      DEV_ISSUER,
+      '--tenant',
+      'r34',
+      '--before',
+      '2999-01-01T00:00:00Z',
+    )
+    assert.equal(later.code, 1)
+    assert.match(later.stderr, /no later than now/)
+    const none = await server.cli('jwt', 'revocations', 'remove', 'jrv_nope')
+    assert.equal(none.code, 1)
+    assert.match(none.stderr, /no JWT revocation rule jrv_nope/)
   })
 })
