@@ -256,12 +256,15 @@ describe('chaos: two instances, Postgres and Redis Sentinel under load and fault
     // Every revoked key, on every instance and (fresh connections, handed out in turn) every
     // worker: refused.
     let acceptedAtEnd = 0
+    const swept = { ok: 0, unauthorized: 0 }
     for (const url of [a.url, b.url]) {
       for (const credential of credentials) {
         const revoked =
           credential.kind === 'revoked' || revocations.some((r) => r.id === credential.id)
         for (let i = 0; i < (revoked ? 4 : 1); i++) {
           const status = await statusOnFreshConnection(`${url}/api/v1/me`, credential.token)
+          if (status === 200) swept.ok++
+          if (status === 401) swept.unauthorized++
           if (revoked && status === 200) acceptedAtEnd++
           if (credential.kind === 'valid') assert.equal(status, 200, 'a valid key after the run')
         }
@@ -279,6 +282,10 @@ describe('chaos: two instances, Postgres and Redis Sentinel under load and fault
     const dropped = await sql.query<{ n: string }>(
       "SELECT COALESCE(sum((details->>'count')::int), 0) AS n FROM audit_events WHERE type = 'audit.dropped'",
     )
+    // Usage counts (what customers are billed on), both instances, B's kill included.
+    const usage = await sql.query<{ allowed: string; unauthorized: string }>(
+      "SELECT coalesce(sum(allowed), 0) AS allowed, coalesce(sum(unauthorized), 0) AS unauthorized FROM usage_counts WHERE scope = 'all' AND resolution = 'minute'",
+    )
     await sql.end()
 
     const facts: RunFacts = {
@@ -295,7 +302,13 @@ describe('chaos: two instances, Postgres and Redis Sentinel under load and fault
       start,
     }
     const result = survival(facts)
-    console.log(`\n${survivalTables(facts, result)}\n`)
+    const clientOk = (result.total.statuses['200'] ?? 0) + swept.ok
+    const client401 = (result.total.statuses['401'] ?? 0) + swept.unauthorized
+    const cut = result.total.sent - result.total.answered
+    const allowed = Number(usage.rows[0]?.allowed ?? 0)
+    const unauthorized = Number(usage.rows[0]?.unauthorized ?? 0)
+    const usageRow = `| usage counts equal what the client saw | usage_counts' allowed and 401 at least the client's 200s and 401s (the final sweep's included), at most the ${cut} requests without an answer more | client ${clientOk} 200, ${client401} 401; usage ${allowed} allowed, ${unauthorized} unauthorized |`
+    console.log(`\n${survivalTables(facts, result)}\n${usageRow}\n`)
 
     assert.deepEqual(result.forbidden5xx, {}, 'a 5xx outside the Postgres outage')
     assert.equal(result.acceptedLate, 0, 'a revoked key accepted after the bound')
@@ -303,6 +316,12 @@ describe('chaos: two instances, Postgres and Redis Sentinel under load and fault
     assert.equal(acceptedAtEnd, 0, 'a revoked key accepted at the end')
     assert.ok(result.auditLost <= facts.auditDropped, `${result.auditLost} audit events lost`)
     assert.equal(result.auditLost, 0, 'audit events lost')
+    assert.ok(allowed >= clientOk, `allowed requests missing from usage: ${clientOk - allowed}`)
+    assert.ok(unauthorized >= client401, `401s missing from usage: ${client401 - unauthorized}`)
+    assert.ok(
+      allowed - clientOk + unauthorized - client401 <= cut,
+      'usage counts more than was answered or cut',
+    )
     // The load really ran through every fault: most requests were answered.
     assert.ok(result.total.answered > result.total.sent * 0.8, 'too few requests answered')
   })
