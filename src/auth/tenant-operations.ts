@@ -1,5 +1,6 @@
 import { isSafeText, MAX_TENANT_NAME_LENGTH } from '../core/operator-text.ts'
 import type { RateLimitOverride, Tenant } from '../core/ports.ts'
+import { withDiskReserve } from '../stores/disk-reserve.ts'
 import { ConflictError, type TenantChanges } from '../stores/store.ts'
 import { badValue, checkRateLimit } from './key-fields.ts'
 import { audit, type OperationDeps, OperationRefused } from './operations.ts'
@@ -55,13 +56,16 @@ export async function setTenantEnabled(
 ): Promise<{ readonly tenant: Tenant; readonly changed: boolean }> {
   const before = await existingTenant(deps, id)
   if (before.enabled === enabled) return { tenant: before, changed: false }
-  const after = await deps.store.setTenantEnabled(id, enabled)
+  // On a full disk the disk reserve is given up for it (disk-reserve.ts): a disable must land.
+  const after = await withDiskReserve(deps.store, () => deps.store.setTenantEnabled(id, enabled))
   if (!after) throw new OperationRefused('tenant_unknown', id, `no tenant ${id}`)
-  await audit(deps, {
-    type: enabled ? 'tenant.enabled' : 'tenant.disabled',
-    tenantId: id,
-    details: {},
-  })
+  await withDiskReserve(deps.store, () =>
+    audit(deps, {
+      type: enabled ? 'tenant.enabled' : 'tenant.disabled',
+      tenantId: id,
+      details: {},
+    }),
+  )
   return { tenant: after, changed: true }
 }
 

@@ -12,7 +12,9 @@
  * has room and the disk reserve (disk-reserve.ts, SQLite) is in place again.
  *
  * What is written meanwhile is not lost: audit events stay in the audit spool and usage
- * counts in memory and the usage journal, and are written once space returns.
+ * counts in memory and the usage journal, and are written once space returns. On SQLite they
+ * are not even tried while the disk is full or its reserve is not back: the room a given-up
+ * reserve frees is kept for the next revocations, not filled by a backlog of audit events.
  */
 import { statfsSync } from 'node:fs'
 import { DISK_RESERVE_BYTES, ensureDiskReserve, hasDiskReserve } from './disk-reserve.ts'
@@ -36,6 +38,11 @@ export interface WriteHealthState {
 }
 
 export interface StoreWriteHealth {
+  /**
+   * Whether bulk writes are held back: the SQLite data directory is full or its disk reserve
+   * is not back, so the room left (a given-up reserve included) is kept for revocations.
+   */
+  holding(): boolean
   failed(area: string, error: unknown): void
   succeeded(area: string): void
   state(): WriteHealthState
@@ -111,6 +118,7 @@ export function createStoreWriteHealth(options: StoreWriteHealthOptions): StoreW
   checkDisk()
 
   return {
+    holding: () => reserve && failingAreas.has('disk'),
     failed(area, error) {
       failures++
       if (!failingAreas.has(area)) {
@@ -138,7 +146,8 @@ export function createStoreWriteHealth(options: StoreWriteHealthOptions): StoreW
 const TRACKED = new Set(['appendAudit', 'recordPatUse', 'addUsage'])
 
 /**
- * `store` with its write-behind writes reporting to `health`; every other property is the
+ * `store` with its write-behind writes reporting to `health`, and held back (failed at once,
+ * so their writers keep them and retry) while `health.holding()`; every other property is the
  * store's own (methods bound to it).
  */
 export function trackStoreWrites<T extends object>(store: T, health: StoreWriteHealth): T {
@@ -153,7 +162,10 @@ export function trackStoreWrites<T extends object>(store: T, health: StoreWriteH
         bound =
           typeof property === 'string' && TRACKED.has(property)
             ? (...args: unknown[]) =>
-                Promise.resolve(method.apply(target, args)).then(
+                (health.holding()
+                  ? Promise.reject(new Error('held: the data directory is full'))
+                  : Promise.resolve(method.apply(target, args))
+                ).then(
                   (result) => {
                     health.succeeded(property)
                     return result

@@ -101,6 +101,14 @@ describe('a full disk under load (data directory on a tmpfs)', { skip: notRoot()
     )
     assert.equal(issued.code, 0, issued.stderr)
     const victim = JSON.parse(issued.stdout) as { token: string; id: string }
+    const second = await tokengate(
+      dataDir,
+      ...['pat', 'issue', '--tenant', seed.devSeed.tenantId, '--subject', 'later', '--json'],
+    )
+    assert.equal(second.code, 0, second.stderr)
+    const later = JSON.parse(second.stdout) as { token: string; id: string }
+    const created = await tokengate(dataDir, 'tenant', 'create', 'other')
+    assert.equal(created.code, 0, created.stderr)
     assert.equal((await readyz(served.url)).status, 'ready')
 
     const credentials: Credential[] = [
@@ -151,8 +159,15 @@ describe('a full disk under load (data directory on a tmpfs)', { skip: notRoot()
     t.diagnostic(`revoked key refused ${refusedAfter.toFixed(0)} ms after pat revoke`)
     assert.ok(refusedAfter <= 1000, 'the revoked key is refused within 1 s')
 
-    // Several seconds of a full disk under load: still one log line for the episode.
+    // Several seconds of a full disk under load: the server's queued writes do not take the
+    // room the reserve freed, so later revocations and a tenant disable still land.
     await sleep(4000)
+    const tenantOff = await tokengate(dataDir, 'tenant', 'disable', 'other')
+    assert.equal(tenantOff.code, 0, `tenant disable on a full disk: ${tenantOff.stderr}`)
+    const revokedLater = await tokengate(dataDir, 'pat', 'revoke', later.id)
+    assert.equal(revokedLater.code, 0, `a second pat revoke on a full disk: ${revokedLater.stderr}`)
+    await sleep(1000)
+    assert.equal((await fetch(`${served.url}/api/v1/me`, auth(later.token))).status, 401)
     fill(filler.replace('filler', 'filler2'))
     await sleep(1000)
     const episodeLines = served.stderr().match(/store writes failing/g) ?? []
@@ -200,6 +215,7 @@ describe('a full disk under load (data directory on a tmpfs)', { skip: notRoot()
     assert.equal(answered.other, 0, 'every request answered 200 or 401')
     // The load's 200s and 401s plus the probes of the revoked key (200 once, then 401s).
     assert.ok(Number(usage.allowed) >= answered.ok + 1, 'no allowed request lost from usage')
+    assert.ok(Number(usage.unauthorized) >= answered.unauthorized + 2, 'the probes counted')
     assert.ok(Number(usage.unauthorized) >= answered.unauthorized, 'no 401 lost from usage')
     assert.equal(Number(audited.n), answered.unauthorized, 'every 401 of the load audited once')
   })

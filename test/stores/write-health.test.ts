@@ -70,4 +70,31 @@ describe('store write health', () => {
     assert.equal(hasDiskReserve(dir), false)
     tight.close()
   })
+
+  it('while the SQLite disk is full, bulk writes are held back, not sent to the store', async () => {
+    const { log } = recordingLog()
+    const dir = tempDir('tg-write-hold-')
+    const full = createStoreWriteHealth({
+      log,
+      dataDir: dir,
+      reserve: true,
+      pollMs: 0,
+      minFreeBytes: Number.MAX_SAFE_INTEGER,
+    })
+    let called = 0
+    const store = trackStoreWrites({ addUsage: async () => void called++ }, full)
+    await assert.rejects(store.addUsage(), /held/)
+    assert.equal(called, 0, 'the room left is kept for revocations')
+    full.close()
+    // Postgres (no reserve): the local disk does not hold the store's writes.
+    const remote = createStoreWriteHealth({
+      log,
+      dataDir: dir,
+      pollMs: 0,
+      minFreeBytes: Number.MAX_SAFE_INTEGER,
+    })
+    await trackStoreWrites({ addUsage: async () => void called++ }, remote).addUsage()
+    assert.equal(called, 1)
+    remote.close()
+  })
 })
