@@ -308,16 +308,16 @@ function tokenTypeOf(facts: DecisionFacts, request: GateRequest): string {
  */
 function credentialFingerprint(facts: DecisionFacts): string | null {
   const { claimed, digest } = facts
-  if (claimed === undefined) {
-    return digest === undefined ? null : hmacFingerprint(digest.token, digest.sha256Hex)
-  }
-  const kind = credentialKindNamed(claimed.kind)
-  const sha256Hex = digest?.token === claimed.credential ? digest.sha256Hex : undefined
-  if (kind === undefined) return hmacFingerprint(claimed.credential, sha256Hex)
-  if (sha256Hex === undefined) return kind.fingerprint(claimed.credential)
+  if (claimed === undefined && digest === undefined) return null
+  const credential = claimed?.credential ?? (digest as TokenDigest).token
+  const kind = claimed && credentialKindNamed(claimed.kind)
+  const sha256Hex = digest?.token === credential ? digest.sha256Hex : undefined
+  const make = (hex?: string) =>
+    kind ? kind.fingerprint(credential, hex) : hmacFingerprint(credential, hex)
+  if (sha256Hex === undefined) return make()
   let fingerprint = refusedFingerprints.get(sha256Hex)
   if (fingerprint === undefined) {
-    fingerprint = kind.fingerprint(claimed.credential, sha256Hex)
+    fingerprint = make(sha256Hex)
     if (refusedFingerprints.size >= MAX_REFUSED_FINGERPRINTS) refusedFingerprints.clear()
     refusedFingerprints.set(sha256Hex, fingerprint)
   }
