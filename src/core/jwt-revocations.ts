@@ -10,7 +10,7 @@
  * O(1) per request (one map lookup per rule kind), and one size check while there are none.
  */
 import type { AuthFailure } from './failure.ts'
-import type { VerifiedJwt } from './ports.ts'
+import type { Clock, VerifiedJwt } from './ports.ts'
 
 export type JwtRevocationKind = 'jti' | 'sid' | 'sub' | 'tenant'
 export const JWT_REVOCATION_KINDS: readonly JwtRevocationKind[] = ['jti', 'sid', 'sub', 'tenant']
@@ -64,16 +64,21 @@ export function revokedByRule(rule: JwtRevocationRule): AuthFailure {
   }
 }
 
-/** Every live rule of one process, by what it matches. */
+/** One issuer's rules, by what they match. */
+type IssuerRules = Record<JwtRevocationKind, Map<string, JwtRevocationRule>>
+
+/**
+ * Every live rule of one process, by issuer and then by what it matches: a cached token's
+ * issuer and claim strings are the same objects on every request, so each lookup hashes
+ * nothing new and allocates nothing. A token found unmatched is remembered until the set
+ * changes (a rule that expires only stops matching, so "no match" stays true until then).
+ */
 export class JwtRevocationSet {
-  // Keys are `${issuer}\n${value}`: `\n` cannot be part of an issuer URL the core accepts.
-  readonly #maps: Record<JwtRevocationKind, Map<string, JwtRevocationRule>> = {
-    jti: new Map(),
-    sid: new Map(),
-    sub: new Map(),
-    tenant: new Map(),
-  }
+  readonly #byIssuer = new Map<string, IssuerRules>()
   readonly #byId = new Map<string, JwtRevocationRule>()
+  /** Bumped on every change; `#unmatched` holds tokens found unmatched at a version. */
+  #version = 0
+  #unmatched = new WeakMap<VerifiedJwt, number>()
 
   /** How many rules are held. */
   get size(): number {
@@ -84,23 +89,35 @@ export class JwtRevocationSet {
   put(rule: JwtRevocationRule): void {
     this.remove(rule.id)
     this.#byId.set(rule.id, rule)
-    this.#maps[rule.kind].set(`${rule.issuer}\n${rule.value}`, rule)
+    let rules = this.#byIssuer.get(rule.issuer)
+    if (rules === undefined) {
+      rules = { jti: new Map(), sid: new Map(), sub: new Map(), tenant: new Map() }
+      this.#byIssuer.set(rule.issuer, rules)
+    }
+    rules[rule.kind].set(rule.value, rule)
+    this.#version++
   }
 
   remove(id: string): void {
     const old = this.#byId.get(id)
     if (old === undefined) return
     this.#byId.delete(id)
-    const map = this.#maps[old.kind]
-    const key = `${old.issuer}\n${old.value}`
-    if (map.get(key) === old) map.delete(key)
+    const rules = this.#byIssuer.get(old.issuer)
+    if (rules !== undefined && rules[old.kind].get(old.value) === old) {
+      rules[old.kind].delete(old.value)
+      if (rules.jti.size + rules.sid.size + rules.sub.size + rules.tenant.size === 0) {
+        this.#byIssuer.delete(old.issuer)
+      }
+    }
+    this.#version++
   }
 
   /** Replaces every rule (a full read of the store). */
   replaceAll(rules: readonly JwtRevocationRule[]): void {
     this.#byId.clear()
-    for (const map of Object.values(this.#maps)) map.clear()
+    this.#byIssuer.clear()
     for (const rule of rules) this.put(rule)
+    this.#version++
   }
 
   rules(): readonly JwtRevocationRule[] {
@@ -108,32 +125,50 @@ export class JwtRevocationSet {
   }
 
   /**
-   * The rule refusing `jwt` at `now`, if any. An expired rule matches nothing (every token it
-   * could match has expired too); the store deletes it later.
+   * The rule refusing `jwt` now, if any. An expired rule matches nothing (every token it
+   * could match has expired too); the store deletes it later. The clock is read only when
+   * the token's issuer has rules.
    */
-  match(jwt: VerifiedJwt, now: number): JwtRevocationRule | undefined {
+  match(jwt: VerifiedJwt, clock: Clock): JwtRevocationRule | undefined {
     if (this.#byId.size === 0) return undefined
-    const issuer = jwt.issuer
-    const live = (rule: JwtRevocationRule | undefined) =>
-      rule !== undefined && rule.expiresAt > now ? rule : undefined
-    const issuedBefore = (rule: JwtRevocationRule | undefined) =>
-      rule !== undefined &&
-      rule.expiresAt > now &&
-      (jwt.issuedAt === undefined || jwt.issuedAt < (rule.issuedBefore ?? Number.POSITIVE_INFINITY))
-        ? rule
-        : undefined
-    const maps = this.#maps
-    return (
-      (jwt.tokenId !== undefined && maps.jti.size > 0
-        ? live(maps.jti.get(`${issuer}\n${jwt.tokenId}`))
-        : undefined) ??
-      (jwt.sessionId !== undefined && maps.sid.size > 0
-        ? live(maps.sid.get(`${issuer}\n${jwt.sessionId}`))
-        : undefined) ??
-      (maps.sub.size > 0 ? issuedBefore(maps.sub.get(`${issuer}\n${jwt.subject}`)) : undefined) ??
-      (maps.tenant.size > 0
-        ? issuedBefore(maps.tenant.get(`${issuer}\n${jwt.tenantId}`))
-        : undefined)
-    )
+    const rules = this.#byIssuer.get(jwt.issuer)
+    if (rules === undefined) return undefined
+    if (this.#unmatched.get(jwt) === this.#version) return undefined
+    const found = findRule(rules, jwt, clock.now())
+    if (found === undefined) this.#unmatched.set(jwt, this.#version)
+    return found
   }
+}
+
+function findRule(
+  rules: IssuerRules,
+  jwt: VerifiedJwt,
+  now: number,
+): JwtRevocationRule | undefined {
+  let rule: JwtRevocationRule | undefined
+  if (jwt.tokenId !== undefined && rules.jti.size > 0) {
+    rule = rules.jti.get(jwt.tokenId)
+    if (rule !== undefined && rule.expiresAt > now) return rule
+  }
+  if (jwt.sessionId !== undefined && rules.sid.size > 0) {
+    rule = rules.sid.get(jwt.sessionId)
+    if (rule !== undefined && rule.expiresAt > now) return rule
+  }
+  if (rules.sub.size > 0) {
+    rule = rules.sub.get(jwt.subject)
+    if (rule !== undefined && issuedBefore(rule, jwt, now)) return rule
+  }
+  if (rules.tenant.size > 0) {
+    rule = rules.tenant.get(jwt.tenantId)
+    if (rule !== undefined && issuedBefore(rule, jwt, now)) return rule
+  }
+  return undefined
+}
+
+/** A sub/tenant rule matches tokens issued before its time, and those without `iat`. */
+function issuedBefore(rule: JwtRevocationRule, jwt: VerifiedJwt, now: number): boolean {
+  return (
+    rule.expiresAt > now &&
+    (jwt.issuedAt === undefined || rule.issuedBefore === null || jwt.issuedAt < rule.issuedBefore)
+  )
 }

@@ -183,7 +183,7 @@ export function createJwtVerifier(
   const revocations = options.revocations ?? NO_REVOCATIONS
   // After the signature: a rule names claims, and unsigned claims prove nothing.
   const unrevoked = (jwt: VerifiedJwt): JwtOutcome => {
-    const rule = revocations.match(jwt, settings.clock.now())
+    const rule = revocations.match(jwt, settings.clock)
     return rule === undefined ? { ok: true, jwt } : { ok: false, failure: revokedByRule(rule) }
   }
 

@@ -23,6 +23,7 @@ import {
 } from '../helpers/jwt.ts'
 
 const NOW = TEST_EPOCH_MS
+const at = (ms: number) => ({ now: () => ms })
 const MAX_LIFETIME_SEC = 3600
 const TOLERANCE_SEC = 30
 
@@ -69,32 +70,32 @@ function refusal(outcome: JwtOutcome) {
 describe('the rule set', () => {
   test('each kind matches its claim, of its issuer only', () => {
     const set = new JwtRevocationSet()
-    assert.equal(set.match(jwt(), NOW), undefined)
+    assert.equal(set.match(jwt(), at(NOW)), undefined)
     set.put(rule('j', { kind: 'jti', value: 'jti-1' }))
-    assert.equal(set.match(jwt(), NOW)?.id, 'j')
-    assert.equal(set.match(jwt({ tokenId: 'jti-2', sessionId: undefined }), NOW), undefined)
-    assert.equal(set.match(jwt({ issuer: 'https://other.test' }), NOW), undefined)
+    assert.equal(set.match(jwt(), at(NOW))?.id, 'j')
+    assert.equal(set.match(jwt({ tokenId: 'jti-2', sessionId: undefined }), at(NOW)), undefined)
+    assert.equal(set.match(jwt({ issuer: 'https://other.test' }), at(NOW)), undefined)
     set.put(rule('s', { kind: 'sid', value: 'sid-2' }))
-    assert.equal(set.match(jwt({ tokenId: undefined, sessionId: 'sid-2' }), NOW)?.id, 's')
-    assert.equal(set.match(jwt({ tokenId: undefined, sessionId: 'sid-3' }), NOW), undefined)
+    assert.equal(set.match(jwt({ tokenId: undefined, sessionId: 'sid-2' }), at(NOW))?.id, 's')
+    assert.equal(set.match(jwt({ tokenId: undefined, sessionId: 'sid-3' }), at(NOW)), undefined)
     set.remove('j')
     set.remove('s')
     assert.equal(set.size, 0)
-    assert.equal(set.match(jwt(), NOW), undefined)
+    assert.equal(set.match(jwt(), at(NOW)), undefined)
   })
 
   test('sub and tenant rules refuse tokens issued before their time, and tokens without iat', () => {
     const set = new JwtRevocationSet()
     set.put(rule('u', { kind: 'sub', value: TEST_SUBJECT, issuedBefore: NOW }))
-    assert.equal(set.match(jwt({ issuedAt: NOW - 1000 }), NOW)?.id, 'u')
-    assert.equal(set.match(jwt({ issuedAt: NOW }), NOW), undefined)
-    assert.equal(set.match(jwt({ issuedAt: NOW + 1000 }), NOW + 1000), undefined)
+    assert.equal(set.match(jwt({ issuedAt: NOW - 1000 }), at(NOW))?.id, 'u')
+    assert.equal(set.match(jwt({ issuedAt: NOW }), at(NOW)), undefined)
+    assert.equal(set.match(jwt({ issuedAt: NOW + 1000 }), at(NOW + 1000)), undefined)
     // Its age unknown: fail closed while the rule lives.
-    assert.equal(set.match(jwt({ issuedAt: undefined }), NOW)?.id, 'u')
-    assert.equal(set.match(jwt({ subject: 'someone-else' }), NOW), undefined)
+    assert.equal(set.match(jwt({ issuedAt: undefined }), at(NOW))?.id, 'u')
+    assert.equal(set.match(jwt({ subject: 'someone-else' }), at(NOW)), undefined)
     set.put(rule('t', { kind: 'tenant', value: TEST_TENANT, issuedBefore: NOW }))
-    assert.equal(set.match(jwt({ subject: 'someone-else' }), NOW)?.id, 't')
-    assert.equal(set.match(jwt({ subject: 'x', tenantId: 'other-tenant' }), NOW), undefined)
+    assert.equal(set.match(jwt({ subject: 'someone-else' }), at(NOW))?.id, 't')
+    assert.equal(set.match(jwt({ subject: 'x', tenantId: 'other-tenant' }), at(NOW)), undefined)
   })
 
   test('a rule expires when every token it could match has expired', () => {
@@ -113,9 +114,9 @@ describe('the rule set', () => {
       issuedAt: created - 1000,
       expiresAt: created - 1000 + MAX_LIFETIME_SEC * 1000,
     })
-    assert.equal(set.match(longest, expiresAt - 1)?.id, 'u')
+    assert.equal(set.match(longest, at(expiresAt - 1))?.id, 'u')
     assert.ok(longest.expiresAt + TOLERANCE_SEC * 1000 < expiresAt)
-    assert.equal(set.match(longest, expiresAt), undefined)
+    assert.equal(set.match(longest, at(expiresAt)), undefined)
   })
 })
 
