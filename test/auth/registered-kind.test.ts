@@ -12,6 +12,8 @@ import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
+import * as grpc from '@grpc/grpc-js'
+import * as protoLoader from '@grpc/proto-loader'
 import { serve } from '@hono/node-server'
 import express from 'express'
 import Fastify from 'fastify'
@@ -32,12 +34,14 @@ import {
 } from '../../src/core/authenticate.ts'
 import type { AuthResult, Principal } from '../../src/core/principal.ts'
 import { headerValues } from '../../src/core/raw-headers.ts'
+import { CHECK_PROTO, PROTO_OPTIONS } from '../../src/decision/envoy-grpc.ts'
 import {
   createSpecFixture,
   PROTECTED_PATH,
   REQUIRED_PERMISSION,
   send,
 } from './../adapters/spec-table.ts'
+import { checkRequest as envoyCheckRequest } from '../decision/envoy-check-requests.ts'
 import { type Stack, startStack } from '../decision/harness.ts'
 import { TEST_TENANT } from '../helpers/jwt.ts'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
@@ -277,3 +281,51 @@ describe('a registered X-Api-Key kind through the gateway and the decision API',
     }
   })
 })
+
+describe('a registered X-Api-Key kind through Envoy gRPC ext_authz', () => {
+  let stack: Stack
+  let client: grpc.Client & {
+    Check(request: object, callback: (error: Error | null, response: GrpcCheck) => void): void
+  }
+  before(async () => {
+    stack = await startStack({ proxy: 'envoy', grpc: true })
+    const loaded = grpc.loadPackageDefinition(protoLoader.loadSync(CHECK_PROTO, PROTO_OPTIONS))
+    const { Authorization } = (
+      loaded as unknown as {
+        envoy: { service: { auth: { v3: { Authorization: grpc.ServiceClientConstructor } } } }
+      }
+    ).envoy.service.auth.v3
+    client = new Authorization(
+      new URL(stack.grpcUrl as string).host,
+      grpc.credentials.createInsecure(),
+    ) as unknown as typeof client
+  })
+  after(async () => {
+    client?.close()
+    await stack?.close()
+  })
+
+  const check = (lines: [string, string][]) =>
+    new Promise<GrpcCheck>((resolve, reject) =>
+      client.Check(
+        envoyCheckRequest('GET', PROTECTED_PATH, lines, { raw: true }),
+        (error, response) => (error ? reject(error) : resolve(response)),
+      ),
+    )
+
+  test('allowed with its principal; refused with its challenge', async () => {
+    const ok = await check([['X-Api-Key', READER_KEY]])
+    assert.equal(ok.http_response, 'ok_response')
+    const refused = await check([['X-Api-Key', 'k-wrong']])
+    assert.equal(refused.http_response, 'denied_response')
+    const challenge = refused.denied_response?.headers?.find(
+      (h) => h.header.key.toLowerCase() === 'www-authenticate',
+    )
+    assert.match(String(challenge?.header.value), /^ApiKey realm="tokengate"/)
+  })
+})
+
+interface GrpcCheck {
+  http_response: 'ok_response' | 'denied_response'
+  denied_response?: { headers?: { header: { key: string; value: string } }[] }
+}
