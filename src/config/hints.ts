@@ -87,7 +87,13 @@ export function unknownVariables(
 }
 
 /** Variables of tokengate's own test and packaging tools, not settings. */
-const IGNORED = new Set(['TOKENGATE_TEST_PACKAGE'])
+const IGNORED = new Set([
+  'TOKENGATE_TEST_PACKAGE',
+  'TOKENGATE_PACKAGE_ROOT',
+  'TOKENGATE_DOCS',
+  'TOKENGATE_IMAGE',
+  'TOKENGATE_REBUILD_BASE',
+])
 
 /** The candidate within a small edit distance (or differing only in case), if one is. */
 export function closest(word: string, candidates: readonly string[]): string | undefined {

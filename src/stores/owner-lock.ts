@@ -13,7 +13,6 @@
 import { randomBytes } from 'node:crypto'
 import { unlinkSync } from 'node:fs'
 import { join } from 'node:path'
-import { DatabaseSync } from 'node:sqlite'
 
 export interface OwnerLock {
   /** The owner's id: random hex for a live writer, or the id of the dead owner claimed. */
@@ -41,6 +40,9 @@ export function claimOwnerLock(dir: string, owner: string): OwnerLock | undefine
 
 function lockOwner(dir: string, owner: string): OwnerLock | undefined {
   const path = join(dir, `${owner}.lock`)
+  // Looked up when used, not imported: importing the package must not need node:sqlite, so
+  // that an old Node reaches the version check (src/node-version.ts) instead of a link error.
+  const { DatabaseSync } = process.getBuiltinModule('node:sqlite')
   // No wait (timeout 0): a held lock answers SQLITE_BUSY at once.
   const db = new DatabaseSync(path, { timeout: 0 })
   try {
