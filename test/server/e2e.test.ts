@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
@@ -412,7 +413,14 @@ describe('tokengate over HTTPS (end to end)', () => {
   describe('audit and secrecy (runs last: it checks every token used above)', () => {
     it('failed authentications are audited with a fingerprint; a tenant sees its own 403s', async () => {
       const broken = `${readerPat.slice(0, -1)}${readerPat.endsWith('x') ? 'y' : 'x'}`
-      assertProblem(await server.request('/api/v1/me', bearer(broken)), 401, 'invalid_token')
+      // The caller's request id finds the 401's row: the server's fingerprint of a malformed
+      // token is keyed by its own process's secret, which a test of the installed bin lacks.
+      const brokenId = `e2e-broken-pat-${Date.now()}`
+      assertProblem(
+        await server.request('/api/v1/me', [...bearer(broken), 'X-Request-Id', brokenId]),
+        401,
+        'invalid_token',
+      )
       assertProblem(
         await server.request('/api/v1/tokens', bearer(plainPat)),
         403,
@@ -439,24 +447,27 @@ describe('tokengate over HTTPS (end to end)', () => {
         'only the caller tenant’s events',
       )
 
-      // A 401 has no trustworthy tenant: it is stored without one, with the token fingerprint.
-      const expected = fingerprintToken(broken)
-      let rows: Array<{ actor: string | null; outcome: string }> = []
+      // A 401 has no trustworthy tenant: it is stored without one, with the token's keyed
+      // fingerprint (hmac:, never a prefix of the token's plain SHA-256).
+      let rows: Array<{ actor: string | null; outcome: string; tenant_id: string | null }> = []
       for (let i = 0; i < 20; i++) {
         const db = new DatabaseSync(join(server.dataDir, 'tokengate.db'), { readOnly: true })
         rows = db
           .prepare(
-            "SELECT actor, outcome FROM audit_events WHERE type = 'auth.failed' AND tenant_id IS NULL",
+            "SELECT actor, outcome, tenant_id FROM audit_events WHERE type = 'auth.failed' AND request_id = ?",
           )
-          .all() as typeof rows
+          .all(brokenId) as typeof rows
         db.close()
-        if (rows.some((row) => row.actor === expected)) break
+        if (rows.length > 0) break
         await new Promise((resolve) => setTimeout(resolve, 100))
       }
-      assert.ok(
-        rows.some((row) => row.actor === expected && row.outcome === 'invalid_token'),
-        JSON.stringify(rows),
-      )
+      assert.equal(rows.length, 1, JSON.stringify(rows))
+      const [row] = rows
+      assert.equal(row?.outcome, 'invalid_token')
+      assert.equal(row?.tenant_id, null)
+      assert.match(String(row?.actor), /^hmac:[0-9a-f]{8}$/)
+      const plain = createHash('sha256').update(broken).digest('hex')
+      assert.ok(!plain.startsWith(String(row?.actor).slice(5)), 'not the plain hash')
     })
 
     it('no log line and no stored row contains any token used in this suite', async () => {
