@@ -30,6 +30,9 @@ export interface AuthContext {
   close(): Promise<void>
 }
 
+/** When the JWT revocation rules are read a second time after start (see below). */
+const REREAD_RULES_MS = 2000
+
 export interface Warn {
   warn(obj: object, msg: string): void
   error(obj: object, msg: string): void
@@ -147,6 +150,11 @@ export async function createAuthContext(
     }
   })
 
+  // The change log is followed from its head as of the first watch, which is read after the
+  // rules were: a rule written in between would be missed, so they are read once more.
+  const reread = setTimeout(() => void revocations.reload(), REREAD_RULES_MS)
+  reread.unref()
+
   const patUse = createPatUseRecorder(written, {
     flushIntervalMs: 1000,
     // Last-used times to the minute (docs/cli.md): one store write per busy token a minute,
@@ -207,6 +215,7 @@ export async function createAuthContext(
       writes.close()
       await Promise.allSettled([patUse.close(), audit.close()])
       issuers.close()
+      clearTimeout(reread)
       revocations.close()
     },
   }

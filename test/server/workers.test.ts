@@ -14,6 +14,7 @@ import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { ConfigError, loadConfig } from '../../src/config/load.ts'
+import { DEV_ISSUER } from '../../src/dev/issuer.ts'
 import {
   configForWorkers,
   startWorkerPool,
@@ -103,11 +104,19 @@ function request(
 }
 
 /** Sends `count` requests one after another; returns their statuses and the answering pids. */
-async function batch(served: Served, path: string, token: string, count: number) {
+async function batch(
+  served: Served,
+  path: string,
+  token: string,
+  count: number,
+  headers: Record<string, string> = {},
+) {
   const start = served.log.length
   const statuses: number[] = []
   for (let i = 0; i < count; i++) {
-    statuses.push((await get(served.url + path, { authorization: `Bearer ${token}` })).status)
+    statuses.push(
+      (await get(served.url + path, { authorization: `Bearer ${token}`, ...headers })).status,
+    )
   }
   for (let i = 0; i < 100 && requestLines(served, start).length < count; i++) await sleep(20)
   const lines = requestLines(served, start)
@@ -234,6 +243,27 @@ describe('server.workers = 2 (real processes)', { timeout: 120_000 }, () => {
       [statuses.filter((s) => s === 200).length, statuses.filter((s) => s === 429).length],
       [20, 10],
     )
+  })
+
+  it('a JWT revoked by the CLI (jwt revoke --sub) is refused by every worker within a second, cached ones too', async () => {
+    const minted = await cli(
+      ['jwt', 'mint', '--dev', '--tenant', 'demo', '--subject', 'workers-jwt'],
+      { dataDir: data.dir },
+    )
+    assert.equal(minted.code, 0, minted.stderr)
+    const jwt = minted.stdout.trim()
+    const demo = { 'x-tenant-id': 'demo' }
+    const warm = await batch(served, '/api/v1/me', jwt, 8, demo)
+    assert.deepEqual(new Set(warm.statuses), new Set([200]))
+    assert.equal(warm.pids.size, 2)
+    const revoked = await cli(['jwt', 'revoke', '--issuer', DEV_ISSUER, '--sub', 'workers-jwt'], {
+      dataDir: data.dir,
+    })
+    assert.equal(revoked.code, 0, revoked.stderr)
+    await sleep(1000)
+    const { statuses, pids } = await batch(served, '/api/v1/me', jwt, 8, demo)
+    assert.deepEqual(new Set(statuses), new Set([401]))
+    assert.equal(pids.size, 2)
   })
 
   it('a key disabled by the CLI is refused by every worker within a second', async () => {
