@@ -11,6 +11,7 @@
  */
 import type { AuthFailure } from './failure.ts'
 import type { Clock, VerifiedJwt } from './ports.ts'
+import { INVALID_TOKEN_DETAIL } from './tenant-rules.ts'
 
 export type JwtRevocationKind = 'jti' | 'sid' | 'sub' | 'tenant'
 export const JWT_REVOCATION_KINDS: readonly JwtRevocationKind[] = ['jti', 'sid', 'sub', 'tenant']
@@ -59,7 +60,8 @@ export function revokedByRule(rule: JwtRevocationRule): AuthFailure {
   return {
     code: 'invalid_token',
     reason: 'revoked_by_rule',
-    detail: 'the token has been revoked',
+    // The generic words of a revoked PAT: the caller learns nothing of the rule.
+    detail: INVALID_TOKEN_DETAIL,
     ruleId: rule.id,
   }
 }

@@ -147,7 +147,7 @@ describe('the verifier with rules', () => {
       assert.deepEqual(refusal(refused), {
         code: 'invalid_token',
         reason: 'revoked_by_rule',
-        detail: 'the token has been revoked',
+        detail: 'The access token is not valid.',
         ruleId: id,
       })
       // The other token of the same subject passes unless the rule is by subject.
