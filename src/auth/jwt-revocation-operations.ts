@@ -85,6 +85,19 @@ export async function revokeJwts(
       `before: only for sub and tenant rules (a ${kind} rule refuses every token carrying it)`,
     )
   }
+  const expiresAt = jwtRevocationExpiry(
+    now,
+    issuedBefore,
+    lifetime.maxLifetimeSec,
+    lifetime.clockToleranceSec,
+  )
+  if (expiresAt <= now) {
+    throw new OperationRefused(
+      'invalid_input',
+      'before',
+      'before: every token issued before it has expired already (auth.maxJwtLifetimeSec); nothing to revoke',
+    )
+  }
   if (!(await deps.store.listIssuers()).some((i) => i.issuer === issuer)) {
     throw new OperationRefused('issuer_unknown', issuer, `no issuer ${issuer}`)
   }
@@ -97,12 +110,7 @@ export async function revokeJwts(
     reason,
     createdAt: now,
     createdBy: deps.actor.actor,
-    expiresAt: jwtRevocationExpiry(
-      now,
-      issuedBefore,
-      lifetime.maxLifetimeSec,
-      lifetime.clockToleranceSec,
-    ),
+    expiresAt,
   })
   await audit(deps, {
     type: 'jwt.revoked',

@@ -211,6 +211,18 @@ describe('tokengate jwt revoke on a running server (SQLite)', () => {
     )
     assert.equal(later.code, 1)
     assert.match(later.stderr, /no later than now/)
+    const expired = await server.cli(
+      'jwt',
+      'revoke',
+      '--issuer',
+      DEV_ISSUER,
+      '--sub',
+      'a',
+      '--before',
+      '2d',
+    )
+    assert.equal(expired.code, 1)
+    assert.match(expired.stderr, /every token issued before it has expired already/)
     const none = await server.cli('jwt', 'revocations', 'remove', 'jrv_nope')
     assert.equal(none.code, 1)
     assert.match(none.stderr, /no JWT revocation rule jrv_nope/)
