@@ -220,7 +220,12 @@ export async function startTokengate(
       new AggregatorRegistry()
     } else if (metrics && metricsModule) {
       const started = await listenAs('metrics', () =>
-        metricsModule.startMetricsListener(metrics, config.metrics.host, config.metrics.port),
+        metricsModule.startMetricsListener(
+          metrics,
+          config.metrics.host,
+          config.metrics.port,
+          connections,
+        ),
       )
       metricsListener = started
       logger.info({ listener: 'metrics' }, listeningLine('metrics', new URL(started.url).origin))
@@ -239,6 +244,7 @@ export async function startTokengate(
             changeFeed: () => store.changeFeed,
           },
           (url) => listeningLine('admin', url),
+          connections,
         ),
       )
     }

@@ -1,7 +1,7 @@
 import type * as Http from 'node:http'
 import type * as Https from 'node:https'
 import { createRequire } from 'node:module'
-import type { AddressInfo } from 'node:net'
+import type { AddressInfo, Socket } from 'node:net'
 import Fastify, { type FastifyInstance, LogController } from 'fastify'
 import type { ProblemCode } from '../http/problem.ts'
 import { requestIdOf } from '../http/request-id.ts'
@@ -154,8 +154,11 @@ export interface AdminListener {
 export async function startAdminListener(
   deps: AdminDeps,
   listenText: (url: string) => string = (url) => `listening on ${url}`,
+  connections?: { admit(socket: Socket): boolean },
 ): Promise<AdminListener> {
   const app = await buildAdminServer(deps)
+  // The process's one connection budget (lib/connection-budget.ts): descriptors are shared.
+  if (connections) app.server.on('connection', (socket: Socket) => connections.admit(socket))
   const scheme = deps.tls ? 'https' : 'http'
   try {
     await app.listen({

@@ -1,4 +1,5 @@
 import http from 'node:http'
+import type { Socket } from 'node:net'
 import { pathOf } from '../http/api-path.ts'
 
 /** Where the Prometheus text comes from: one process's registry, or the cluster's sum. */
@@ -15,6 +16,7 @@ export async function listenForMetrics(
   source: MetricsText,
   host: string,
   port: number,
+  onConnection?: (socket: Socket) => void,
 ): Promise<http.Server> {
   const server = http.createServer((req, res) => {
     const path = pathOf(req.url ?? '')
@@ -33,6 +35,7 @@ export async function listenForMetrics(
     )
   })
   server.keepAliveTimeout = 5000
+  if (onConnection) server.on('connection', onConnection)
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
     server.listen(port, host, () => {

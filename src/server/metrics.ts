@@ -17,6 +17,7 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom
 import type { OutcomeMetrics } from '../auth/outcome-recorder.ts'
 import type { JwksStatus } from '../core/jwks.ts'
 import type { Clock } from '../core/ports.ts'
+import type { ConnectionBudget } from '../lib/connection-budget.ts'
 import type { CacheStats } from '../stores/cached-lookups.ts'
 import type { OutboxStats } from '../stores/store.ts'
 import type { AuditWriterStats } from '../stores/write-behind.ts'
@@ -279,11 +280,13 @@ export async function startMetricsListener(
   metrics: Metrics,
   host: string,
   port: number,
+  connections?: ConnectionBudget,
 ): Promise<MetricsListener> {
   const server = await listenForMetrics(
     { contentType: metrics.registry.contentType, collect: () => metrics.registry.metrics() },
     host,
     port,
+    connections && ((socket) => connections.admit(socket)),
   )
   const address = server.address() as AddressInfo
   const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address
