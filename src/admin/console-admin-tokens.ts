@@ -1,4 +1,5 @@
 import { adminTokenStatus, revokeAdminToken } from '../auth/admin-tokens.ts'
+import { counted } from '../core/operator-text.ts'
 import { issueAdminTokenFrom } from './api.ts'
 import { type ConsoleKit, EMPTY_FORM, type FormState, field, formError } from './console-kit.ts'
 import { type Html, html, time } from './html.ts'
@@ -32,7 +33,7 @@ ${field({ label: 'Expires in (days, at most 366)', name: 'expiresInDays', form, 
 <button type="submit">Issue admin token</button></form>`
     : ''
 }
-<div class="table-wrap"><table class="stack"><caption>${tokens.length} admin tokens</caption><thead><tr><th scope="col">Token</th><th scope="col">Holder</th><th scope="col">Role</th><th scope="col">Status</th><th scope="col">Created</th><th scope="col">Expires</th>${write ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
+<div class="table-wrap"><table class="stack"><caption>${counted(tokens.length, 'admin token')}</caption><thead><tr><th scope="col">Token</th><th scope="col">Holder</th><th scope="col">Role</th><th scope="col">Status</th><th scope="col">Created</th><th scope="col">Expires</th>${write ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
 <tbody>${tokens.map((t) => {
         const status = adminTokenStatus(t, now)
         return html`<tr data-admin-token-id="${t.id}"><td data-label="Token"><code>tga_…${t.last4}</code><br><small class="id">${t.id}</small></td><td data-label="Holder" class="id">${t.name}</td><td data-label="Role" class="id">${t.role}</td>

@@ -1,4 +1,5 @@
 import { addIssuer, removeIssuer } from '../auth/issuer-operations.ts'
+import { counted } from '../core/operator-text.ts'
 import {
   type ConsoleKit,
   EMPTY_FORM,
@@ -31,7 +32,7 @@ export function registerIssuerPages(kit: ConsoleKit): void {
               none: 'No trusted issuers in the store: every JWT access token is refused until one is added (below, or with tokengate issuer add).',
             })
           : ''
-      }<div class="table-wrap"${issuers.length === 0 ? html` hidden` : ''}><table class="stack"><caption>${issuers.length} issuers</caption><thead><tr><th scope="col">Issuer</th><th scope="col">Audiences</th><th scope="col">Key source</th><th scope="col">Keys</th><th scope="col">Last fetch</th><th scope="col">Key ids</th>${write ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
+      }<div class="table-wrap"${issuers.length === 0 ? html` hidden` : ''}><table class="stack"><caption>${counted(issuers.length, 'issuer')}</caption><thead><tr><th scope="col">Issuer</th><th scope="col">Audiences</th><th scope="col">Key source</th><th scope="col">Keys</th><th scope="col">Last fetch</th><th scope="col">Key ids</th>${write ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
 <tbody>${issuers.map(
         (
           i,

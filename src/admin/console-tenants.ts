@@ -1,5 +1,6 @@
 import { editTenant, setTenantEnabled } from '../auth/tenant-operations.ts'
 import { readUsageSeries, usageRange } from '../auth/usage.ts'
+import { counted } from '../core/operator-text.ts'
 import type { Tenant } from '../core/ports.ts'
 import { createNamedTenant, rangeOf } from './api.ts'
 import { usagePanel } from './chart.ts'
@@ -50,7 +51,7 @@ ${
           : 'No tenants yet: every token belongs to one. An operator creates them here or with tokengate tenant create.',
       })
     : ''
-}<div class="table-wrap"${tenants.length === 0 ? html` hidden` : ''}><table class="stack"><caption>${tenants.length} tenants</caption><thead><tr><th scope="col">Id</th><th scope="col">Name</th><th scope="col">Status</th><th scope="col">Rate limit</th><th scope="col">Created</th>${write ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
+}<div class="table-wrap"${tenants.length === 0 ? html` hidden` : ''}><table class="stack"><caption>${counted(tenants.length, 'tenant')}</caption><thead><tr><th scope="col">Id</th><th scope="col">Name</th><th scope="col">Status</th><th scope="col">Rate limit</th><th scope="col">Created</th>${write ? html`<th scope="col">Actions</th>` : ''}</tr></thead>
 <tbody>${tenants.map(
         (
           t,

@@ -1,4 +1,7 @@
 import { escapeUnsafeText } from '../core/operator-text.ts'
+
+export { counted } from '../core/operator-text.ts'
+
 import type { CliIo } from './io.ts'
 
 /** Where a command writes: human lines and tables, or exactly one JSON document. */
@@ -67,9 +70,4 @@ export function formatTime(epochMs: number | null): string {
 /** ISO 8601 with milliseconds for JSON output, or null. */
 export function isoTime(epochMs: number | null): string | null {
   return epochMs === null ? null : new Date(epochMs).toISOString()
-}
-
-/** `1 issuer`, `2 issuers`, `1 admin token`: a count with its noun (plural: `plural` or +s). */
-export function counted(count: number, noun: string, plural = `${noun}s`): string {
-  return `${count} ${count === 1 ? noun : plural}`
 }

@@ -64,3 +64,8 @@ export function escapeUnsafeText(value: string): string {
     ? value.replace(UNSAFE_GLOBAL, (c) => `\\u{${(c.codePointAt(0) ?? 0).toString(16)}}`)
     : value
 }
+
+/** `1 issuer`, `2 issuers`, `1 admin token`: a count with its noun (plural: `plural` or +s). */
+export function counted(count: number, noun: string, plural = `${noun}s`): string {
+  return `${count} ${count === 1 ? noun : plural}`
+}

@@ -150,6 +150,7 @@ describe('console over HTTP', () => {
       expiresInDays: '10',
     })
     assert.equal(issued.headers.location, '/admin/pats/issued')
+    assertCaptionsAgree((await b.get('/admin/admin-tokens')).text)
     const shown = await b.get('/admin/pats/issued')
     const token = /value="(pat_[0-9A-Za-z]{38})"/.exec(shown.text)?.[1] as string
     assert.ok(token)
@@ -228,6 +229,8 @@ describe('console over HTTP', () => {
     )
     const issuers = await b.get('/admin/issuers')
     assert.match(issuers.text, /https:\/\/idp\.test\/jwks/)
+    assertCaptionsAgree(issuers.text)
+    assertCaptionsAgree((await b.get('/admin/tenants')).text)
     const badIssuer = await b.post('/admin/issuers', {
       issuer: 'https://bad.test',
       audience: 'api',
@@ -393,6 +396,7 @@ describe('console over HTTP', () => {
       expiresInDays: '7',
     })
     assert.equal(issued.headers.location, '/admin/pats/issued')
+    assertCaptionsAgree((await b.get('/admin/admin-tokens')).text)
     const shown = await b.get('/admin/pats/issued')
     const token = /value="(tga_[0-9A-Za-z]{40})"/.exec(shown.text)?.[1] as string
     assert.ok(token)
@@ -501,3 +505,12 @@ describe('console over HTTP', () => {
     assert.equal(stray.json.code, 'not_found')
   })
 })
+
+/** Every `<caption>N nouns</caption>` says one noun for 1 and the plural otherwise. */
+function assertCaptionsAgree(page: string): void {
+  const captions = [...page.matchAll(/<caption>(\d+) ([a-z ]+?)<\/caption>/g)]
+  assert.ok(captions.length > 0, 'a counted caption')
+  for (const [caption, count, noun] of captions) {
+    assert.equal(Number(count) === 1, !noun?.endsWith('s'), caption)
+  }
+}
