@@ -5,6 +5,7 @@ import { ADMIN_SESSION_COOKIE } from '../http/own-cookies.ts'
 import { registerAdminTokenPages } from './console-admin-tokens.ts'
 import { registerAuditPages } from './console-audit.ts'
 import { registerIssuerPages } from './console-issuers.ts'
+import { registerJwtRevocationPages } from './console-jwt-revocations.ts'
 import { registerKeyPages } from './console-keys.ts'
 import {
   type ConsoleKit,
@@ -332,6 +333,7 @@ ${sso ? html`<h2>Or paste a credential</h2>` : ''}
   registerTenantPages(kit)
   registerKeyPages(kit)
   registerIssuerPages(kit)
+  registerJwtRevocationPages(kit)
   registerAuditPages(kit)
   registerAdminTokenPages(kit)
   registerStatusPage(kit)
