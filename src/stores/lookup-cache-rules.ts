@@ -23,45 +23,6 @@ export interface CacheSlots<V> {
   clear(): void
 }
 
-/**
- * The plainest `CacheSlots`: a `Map` in insertion order, where `set` renews a key and a hit
- * does not. Holds the negative entries (a flood of unknown tokens must not renew its own).
- */
-export class MapSlots<V> implements CacheSlots<V> {
-  readonly #maxEntries: number
-  readonly #entries = new Map<string, { readonly value: V; readonly expiresAt: number }>()
-
-  constructor(maxEntries: number) {
-    this.#maxEntries = maxEntries
-  }
-
-  get size(): number {
-    return this.#entries.size
-  }
-
-  get(key: string, now: number): V | undefined {
-    const entry = this.#entries.get(key)
-    if (entry === undefined) return undefined
-    if (entry.expiresAt > now) return entry.value
-    this.#entries.delete(key)
-    return undefined
-  }
-
-  set(key: string, value: V, expiresAt: number): void {
-    this.#entries.delete(key)
-    this.#entries.set(key, { value, expiresAt })
-    evictOldest(this.#entries, this.#maxEntries)
-  }
-
-  delete(key: string): void {
-    this.#entries.delete(key)
-  }
-
-  clear(): void {
-    this.#entries.clear()
-  }
-}
-
 export interface LookupCacheSettings {
   /** How long a found value is served without the store, in ms; 0 caches nothing found. */
   readonly ttlMs: number
@@ -88,7 +49,9 @@ export class LookupCache<V> {
   readonly #counters: LookupCounters
   readonly #load: (key: string) => Promise<V | undefined>
   readonly #found: CacheSlots<V>
-  readonly #missing: MapSlots<true>
+  // Keys read as not found, with when that expires; insertion order = oldest first. Kept
+  // apart from the found entries so that a flood of unknown keys cannot evict them.
+  readonly #missing = new Map<string, number>()
   readonly #lastKnown: LastKnown<V> | undefined
   readonly #inFlight = new Map<string, Promise<V | undefined>>()
   #epoch = 0
@@ -105,7 +68,6 @@ export class LookupCache<V> {
     this.#counters = counters
     this.#load = load
     this.#found = found
-    this.#missing = new MapSlots<true>(settings.maxNegativeEntries)
     this.#lastKnown = lastKnown
   }
 
@@ -121,9 +83,13 @@ export class LookupCache<V> {
       this.#counters.hits++
       return value
     }
-    if (this.#missing.get(key, now) !== undefined) {
-      this.#counters.hits++
-      return undefined
+    const missingUntil = this.#missing.get(key)
+    if (missingUntil !== undefined) {
+      if (missingUntil > now) {
+        this.#counters.hits++
+        return undefined
+      }
+      this.#missing.delete(key)
     }
     const pending = this.#inFlight.get(key)
     if (pending !== undefined) {
@@ -192,10 +158,13 @@ export class LookupCache<V> {
   }
 
   #remember(key: string, value: V | undefined): void {
-    const { clock, ttlMs, negativeTtlMs } = this.#settings
+    const { clock, ttlMs, negativeTtlMs, maxNegativeEntries } = this.#settings
     const now = clock.now()
     if (value === undefined) {
-      if (negativeTtlMs !== 0) this.#missing.set(key, true, now + negativeTtlMs)
+      if (negativeTtlMs === 0) return
+      this.#missing.delete(key)
+      this.#missing.set(key, now + negativeTtlMs)
+      evictOldest(this.#missing, maxNegativeEntries)
     } else if (ttlMs !== 0) {
       this.#found.set(key, value, now + ttlMs, now)
     }

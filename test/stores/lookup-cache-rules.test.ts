@@ -5,7 +5,6 @@ import {
   LastKnown,
   LookupCache,
   type LookupCacheSettings,
-  MapSlots,
 } from '../../src/stores/lookup-cache-rules.ts'
 import { testClock } from '../helpers/clock.ts'
 
@@ -275,23 +274,5 @@ describe('lookup cache rules over a Map-backed CacheSlots', () => {
     cache.clear()
     assert.equal(cache.size, 0)
     await assert.rejects(Promise.resolve(cache.get('t')), /store down/)
-  })
-})
-
-describe('MapSlots', () => {
-  it('keeps entries until they expire, renews on set, evicts the oldest set beyond its bound', () => {
-    const slots = new MapSlots<string>(2)
-    slots.set('a', 'A', 100)
-    slots.set('b', 'B', 100)
-    assert.equal(slots.get('a', 99), 'A')
-    slots.set('c', 'C', 100)
-    // A hit does not renew: 'a' was set first and goes first.
-    assert.equal(slots.get('a', 0), undefined)
-    slots.set('b', 'B2', 100)
-    slots.set('d', 'D', 100)
-    assert.equal(slots.get('c', 0), undefined)
-    assert.equal(slots.get('b', 0), 'B2')
-    assert.equal(slots.get('b', 100), undefined)
-    assert.equal(slots.size, 1)
   })
 })
