@@ -21,26 +21,25 @@
  * Needs root (the tmpfs) and cc (the shim); CI has both.
  */
 import assert from 'node:assert/strict'
-import { execFile, execFileSync } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { once } from 'node:events'
-import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
 import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { fileURLToPath } from 'node:url'
 import { commandExists } from '../../bench/load.ts'
 import { buildSlowFsync } from '../../bench/slow-fsync.ts'
 import { issuePat } from '../../src/core/pat.ts'
 import type { PatRecord } from '../../src/core/ports.ts'
 import { openSqliteStore } from '../../src/stores/sqlite.ts'
+import { fillFileSystem, readyz, tokengateCli } from '../helpers/full-disk.ts'
 import { createTestIssuer } from '../helpers/jwt.ts'
 import { type ServeProcess, spawnServe, statusOnFreshConnection } from '../helpers/serve-process.ts'
 import { type Credential, startLoad } from './load.ts'
 import { type Happening, type Revocation, survival, survivalTables } from './report.ts'
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const BOUND_MS = 1000
 const RATE = 100
 
@@ -116,7 +115,7 @@ describe('chaos: one SQLite instance, a slow disk, a full disk and kill -9 under
     const idp = createTestIssuer({ issuer: 'https://idp.chaos.test', kid: 'chaos-1' })
     const jwks = join(mount, 'jwks.json')
     writeFileSync(jwks, JSON.stringify({ keys: [idp.publicJwk] }))
-    const added = await tokengate(
+    const added = await tokengateCli(
       dataDir,
       ...['issuer', 'add', '--issuer', 'https://idp.chaos.test', '--audience', 'tokengate'],
       ...['--jwks-file', jwks],
@@ -165,7 +164,7 @@ describe('chaos: one SQLite instance, a slow disk, a full disk and kill -9 under
     const change = async (ids: readonly string[], how: string, args: string[][]) => {
       const issued = performance.now()
       for (const argv of args) {
-        const run = await tokengate(dataDir, ...argv)
+        const run = await tokengateCli(dataDir, ...argv)
         assert.equal(run.code, 0, `${argv.join(' ')}: ${run.stderr}`)
       }
       const committedAt = performance.now()
@@ -199,7 +198,7 @@ describe('chaos: one SQLite instance, a slow disk, a full disk and kill -9 under
 
       await sleep(1000)
       const filler = join(mount, 'filler')
-      fill(filler)
+      fillFileSystem(filler)
       const filledAt = performance.now()
       diskFull.from = filledAt
       happened('disk full', 'the tmpfs filled up')
@@ -354,41 +353,6 @@ describe('chaos: one SQLite instance, a slow disk, a full disk and kill -9 under
     assert.ok(result.total.answered > result.total.sent * 0.8, 'too few requests answered')
   })
 })
-
-/** A real `tokengate` CLI process on `dataDir`. */
-function tokengate(dataDir: string, ...args: string[]) {
-  return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-    execFile(
-      process.execPath,
-      ['src/entry.ts', ...args],
-      { cwd: ROOT, env: { PATH: process.env.PATH, TOKENGATE_DATA_DIR: dataDir } },
-      (error, stdout, stderr) =>
-        resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-    )
-  })
-}
-
-/** Writes zeros to `file` until the file system is full. */
-function fill(file: string): void {
-  const fd = openSync(file, 'w')
-  try {
-    for (const size of [1024 * 1024, 4096, 512]) {
-      const chunk = Buffer.alloc(size)
-      try {
-        for (;;) writeSync(fd, chunk)
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error
-      }
-    }
-  } finally {
-    closeSync(fd)
-  }
-}
-
-async function readyz(url: string) {
-  const res = await fetch(`${url}/readyz`)
-  return (await res.json()) as { status: string; checks: Record<string, unknown> }
-}
 
 async function freePortOf(): Promise<number> {
   const { freePort } = await import('../helpers/services.ts')

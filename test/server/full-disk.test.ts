@@ -11,59 +11,22 @@
  * counts in the store equal what the client saw.
  */
 import assert from 'node:assert/strict'
-import { execFile, execFileSync } from 'node:child_process'
-import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
 import { describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { fileURLToPath } from 'node:url'
 import { type Credential, startLoad } from '../chaos/load.ts'
+import { fillFileSystem, readyz, tokengateCli } from '../helpers/full-disk.ts'
 import { spawnServe } from '../helpers/serve-process.ts'
-
-const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 
 /** Mounting a tmpfs needs root (a failure under CI, which runs as root). */
 function notRoot(): string | false {
   if (process.getuid?.() === 0) return false
   if (process.env.CI === 'true') throw new Error('CI=true but not root: cannot mount a tmpfs')
   return 'not root: cannot mount a tmpfs for the data directory'
-}
-
-/** A real `tokengate` CLI process on `dataDir`. */
-function tokengate(dataDir: string, ...args: string[]) {
-  return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-    execFile(
-      process.execPath,
-      ['src/entry.ts', ...args],
-      { cwd: ROOT, env: { PATH: process.env.PATH, TOKENGATE_DATA_DIR: dataDir } },
-      (error, stdout, stderr) =>
-        resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-    )
-  })
-}
-
-/** Writes zeros to `file` until the file system is full. */
-function fill(file: string): void {
-  const fd = openSync(file, 'w')
-  try {
-    for (const size of [1024 * 1024, 4096, 512]) {
-      const chunk = Buffer.alloc(size)
-      try {
-        for (;;) writeSync(fd, chunk)
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error
-      }
-    }
-  } finally {
-    closeSync(fd)
-  }
-}
-
-async function readyz(url: string) {
-  const res = await fetch(`${url}/readyz`)
-  return (await res.json()) as { status: string; checks: Record<string, unknown> }
 }
 
 describe('a full disk under load (data directory on a tmpfs)', { skip: notRoot() }, () => {
@@ -89,7 +52,7 @@ describe('a full disk under load (data directory on a tmpfs)', { skip: notRoot()
     const seed = JSON.parse(served.stdout()) as {
       devSeed: { tenantId: string; demoPat: string }
     }
-    const issued = await tokengate(
+    const issued = await tokengateCli(
       dataDir,
       'pat',
       'issue',
@@ -101,13 +64,13 @@ describe('a full disk under load (data directory on a tmpfs)', { skip: notRoot()
     )
     assert.equal(issued.code, 0, issued.stderr)
     const victim = JSON.parse(issued.stdout) as { token: string; id: string }
-    const second = await tokengate(
+    const second = await tokengateCli(
       dataDir,
       ...['pat', 'issue', '--tenant', seed.devSeed.tenantId, '--subject', 'later', '--json'],
     )
     assert.equal(second.code, 0, second.stderr)
     const later = JSON.parse(second.stdout) as { token: string; id: string }
-    const created = await tokengate(dataDir, 'tenant', 'create', 'other')
+    const created = await tokengateCli(dataDir, 'tenant', 'create', 'other')
     assert.equal(created.code, 0, created.stderr)
     assert.equal((await readyz(served.url)).status, 'ready')
 
@@ -129,7 +92,7 @@ describe('a full disk under load (data directory on a tmpfs)', { skip: notRoot()
 
     // The disk fills up.
     const filler = join(mount, 'filler')
-    fill(filler)
+    fillFileSystem(filler)
     const filledAt = performance.now()
     let degradedAfter = Number.NaN
     while (performance.now() - filledAt < 5000) {
@@ -145,7 +108,7 @@ describe('a full disk under load (data directory on a tmpfs)', { skip: notRoot()
 
     // Revocation on the full disk: the CLI succeeds and the server refuses the key within 1 s.
     assert.equal((await fetch(`${served.url}/api/v1/me`, auth(victim.token))).status, 200)
-    const revoked = await tokengate(dataDir, 'pat', 'revoke', victim.id)
+    const revoked = await tokengateCli(dataDir, 'pat', 'revoke', victim.id)
     assert.equal(revoked.code, 0, `pat revoke on a full disk: ${revoked.stderr}`)
     const revokedAt = performance.now()
     let refusedAfter = Number.NaN
@@ -162,13 +125,13 @@ describe('a full disk under load (data directory on a tmpfs)', { skip: notRoot()
     // Several seconds of a full disk under load: the server's queued writes do not take the
     // room the reserve freed, so later revocations and a tenant disable still land.
     await sleep(4000)
-    const tenantOff = await tokengate(dataDir, 'tenant', 'disable', 'other')
+    const tenantOff = await tokengateCli(dataDir, 'tenant', 'disable', 'other')
     assert.equal(tenantOff.code, 0, `tenant disable on a full disk: ${tenantOff.stderr}`)
-    const revokedLater = await tokengate(dataDir, 'pat', 'revoke', later.id)
+    const revokedLater = await tokengateCli(dataDir, 'pat', 'revoke', later.id)
     assert.equal(revokedLater.code, 0, `a second pat revoke on a full disk: ${revokedLater.stderr}`)
     await sleep(1000)
     assert.equal((await fetch(`${served.url}/api/v1/me`, auth(later.token))).status, 401)
-    fill(filler.replace('filler', 'filler2'))
+    fillFileSystem(filler.replace('filler', 'filler2'))
     await sleep(1000)
     const episodeLines = served.stderr().match(/store writes failing/g) ?? []
     const perEvent = served.stderr().match(/writing (audit events|usage counts|last-used)/g) ?? []
