@@ -96,29 +96,7 @@ export function createMounts(): Mounts {
   const secretsDir = join(root, 'secrets')
   execFileSync('mkdir', ['-p', dataDir, secretsDir])
   chownSync(dataDir, IMAGE_UID, IMAGE_UID)
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:P-256',
-      '-nodes',
-      '-days',
-      '1',
-      '-subj',
-      '/CN=localhost',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1,DNS:localhost',
-      '-keyout',
-      join(secretsDir, 'tls.key'),
-      '-out',
-      join(secretsDir, 'tls.crt'),
-    ],
-    { stdio: 'pipe' },
-  )
+  writeSelfSignedCertificate(join(secretsDir, 'tls.key'), join(secretsDir, 'tls.crt'))
   // The key is readable by the container's uid through the read-only mount only.
   chownSync(join(secretsDir, 'tls.key'), IMAGE_UID, IMAGE_UID)
   return {
@@ -261,4 +239,31 @@ export function get(
     req.on('error', (error) => reject(Object.assign(error, { accepted })))
     req.end()
   })
+}
+
+/** A one-day self-signed P-256 certificate for localhost and 127.0.0.1, made by openssl. */
+export function writeSelfSignedCertificate(keyFile: string, certFile: string): void {
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-days',
+      '1',
+      '-subj',
+      '/CN=localhost',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1,DNS:localhost',
+      '-keyout',
+      keyFile,
+      '-out',
+      certFile,
+    ],
+    { stdio: 'pipe' },
+  )
 }

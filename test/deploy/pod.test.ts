@@ -23,6 +23,7 @@ import { request } from 'node:https'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { writeSelfSignedCertificate } from '../container/podman.ts'
 import { freePort } from '../helpers/services.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
 import {
@@ -134,27 +135,7 @@ describe('the sqlite pod, run by podman as the kubelet would', { skip }, () => {
     root = tempDir('tg-k8s-pod-')
     const key = join(root, 'tls.key')
     const cert = join(root, 'tls.crt')
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:P-256',
-        '-nodes',
-        '-days',
-        '1',
-        '-keyout',
-        key,
-        '-out',
-        cert,
-        '-subj',
-        '/CN=tokengate',
-      ],
-      { stdio: 'ignore' },
-    )
+    writeSelfSignedCertificate(key, cert)
     SECRETS['tokengate-tls'] = {
       'tls.crt': readFileSync(cert, 'utf8'),
       'tls.key': readFileSync(key, 'utf8'),
