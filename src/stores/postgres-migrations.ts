@@ -294,4 +294,20 @@ export const postgresMigrations: readonly Migration[] = [
         EXECUTE FUNCTION tokengate_log_change('jwt_revocation', 'id');
     `,
   },
+  {
+    // SETs received from CAEP/SSF transmitters (issue #34), by (transmitter, jti): a second
+    // delivery of one SET, to any instance, is refused as a replay by the insert's row count.
+    // Kept until the SET could no longer be accepted anyway (its iat + the age bound).
+    version: 15,
+    sql: `
+      CREATE TABLE ssf_received (
+        transmitter text COLLATE "C" NOT NULL,
+        jti text COLLATE "C" NOT NULL,
+        received_at bigint NOT NULL,
+        expires_at bigint NOT NULL,
+        PRIMARY KEY (transmitter, jti)
+      );
+      CREATE INDEX ssf_received_expiry ON ssf_received (expires_at);
+    `,
+  },
 ]

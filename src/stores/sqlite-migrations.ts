@@ -287,4 +287,19 @@ export const sqliteMigrations: readonly Migration[] = [
       ${logged('jwt_revocations_deleted', 'DELETE ON jwt_revocations', 'jwt_revocation', 'OLD.id')}
     `,
   },
+  {
+    // SETs received from CAEP/SSF transmitters (issue #34), by (transmitter, jti): a second
+    // delivery of one SET is refused as a replay by the insert's row count.
+    version: 15,
+    sql: `
+      CREATE TABLE ssf_received (
+        transmitter TEXT NOT NULL,
+        jti         TEXT NOT NULL,
+        received_at INTEGER NOT NULL,
+        expires_at  INTEGER NOT NULL,
+        PRIMARY KEY (transmitter, jti)
+      ) STRICT, WITHOUT ROWID;
+      CREATE INDEX ssf_received_by_expiry ON ssf_received (expires_at);
+    `,
+  },
 ]

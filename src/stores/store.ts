@@ -209,6 +209,22 @@ export interface JwtRevocationStore {
   pruneJwtRevocations(before: number, limit: number): Promise<number>
 }
 
+/** Security Event Tokens received from CAEP/SSF transmitters, for replay checks (ssf/). */
+export interface SsfReceivedStore {
+  /**
+   * Records `transmitter`'s SET `jti`; true when no instance recorded it before, false for a
+   * replay. Kept until `expiresAt` (epoch ms), then pruned.
+   */
+  recordSsfReceived(
+    transmitter: string,
+    jti: string,
+    receivedAt: number,
+    expiresAt: number,
+  ): Promise<boolean>
+  /** Deletes at most `limit` records that expired at or before `before`; how many. */
+  pruneSsfReceived(before: number, limit: number): Promise<number>
+}
+
 /** A stored route policy: its YAML/JSON text, as `parsePolicy` reads it. */
 export interface StoredPolicy {
   readonly name: string
@@ -428,6 +444,7 @@ export interface Store
     QuotaStore,
     UsageStore,
     JwtRevocationStore,
+    SsfReceivedStore,
     ChangeSource,
     TransactionalStore {
   readonly kind: 'sqlite' | 'postgres'

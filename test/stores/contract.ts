@@ -28,6 +28,7 @@ import {
   type StoredAuditEvent,
 } from '../../src/stores/store.ts'
 import { jwtRevocationsContract } from './jwt-revocations-contract.ts'
+import { ssfReceivedContract } from './ssf-received-contract.ts'
 import { keysContract } from './keys-contract.ts'
 
 /** Raw SQL on the store's database, outside its methods (as a DBA or another tool would). */
@@ -119,6 +120,7 @@ export function storeContract(name: string, makeStore: MakeStore): void {
   const rawSql = new WeakMap<Store, RawSql>()
   keysContract(name, makeStore)
   jwtRevocationsContract(name, makeStore)
+  ssfReceivedContract(name, makeStore)
   async function open(t: TestContext, { migrate = true } = {}): Promise<Store> {
     const { store, cleanup, sql } = await makeStore()
     t.after(cleanup)

@@ -26,6 +26,7 @@ import { pruneChanges } from './change-log.ts'
 import type { SqlDb } from './db.ts'
 import * as issuers from './issuers.ts'
 import * as jwtRevocations from './jwt-revocations.ts'
+import * as ssfReceived from './ssf-received.ts'
 import * as keys from './keys.ts'
 import { createAdminStore } from './operators.ts'
 import * as tenants from './tenants.ts'
@@ -188,6 +189,14 @@ export abstract class SqlStore {
   }
   pruneJwtRevocations(before: number, limit: number) {
     return jwtRevocations.pruneJwtRevocations(this.db, before, limit)
+  }
+
+  // SETs received from CAEP/SSF transmitters
+  recordSsfReceived(transmitter: string, jti: string, receivedAt: number, expiresAt: number) {
+    return ssfReceived.recordSsfReceived(this.db, transmitter, jti, receivedAt, expiresAt)
+  }
+  pruneSsfReceived(before: number, limit: number) {
+    return ssfReceived.pruneSsfReceived(this.db, before, limit)
   }
 
   // Audit and outbox
