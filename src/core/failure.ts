@@ -86,6 +86,10 @@ export type InvalidTokenReason =
   | 'tenant_disabled'
   /** A PAT an operator disabled (kept, and may be enabled again). */
   | 'disabled'
+  /** A certificate-bound token (RFC 8705) sent without a client certificate. */
+  | 'certificate_required'
+  /** A certificate-bound token sent with another client certificate than its own. */
+  | 'certificate_mismatch'
 
 export type FailureCode = AuthFailure['code']
 

@@ -6,6 +6,7 @@
  * - `checkClaims`: the rules tokengate adds: future `iat`, maximum lifetime, `sub`, tenant
  *   and permissions. Turns the payload into a `VerifiedJwt`.
  */
+import { readConfirmation, thumbprintDigest } from './certificate-binding.ts'
 import type { AuthFailure } from './failure.ts'
 import type { PermissionsFormat } from './issuer.ts'
 import type { VerifiedJwt } from './ports.ts'
@@ -135,6 +136,10 @@ export function checkClaims(
         : 'the permissions claim must be a space-delimited string',
     )
   }
+  const boundThumbprint = readConfirmation(payload.cnf)
+  if (boundThumbprint === undefined) {
+    return invalid('claims', 'the "cnf" claim must be an object with a SHA-256 "x5t#S256"')
+  }
   const jwt: VerifiedJwt = Object.freeze({
     issuer: context.issuer,
     subject,
@@ -146,6 +151,8 @@ export function checkClaims(
     issuedAt: iat === undefined ? undefined : iat * 1000,
     // Read only for revocation rules by session; any other type is simply not a session id.
     sessionId: typeof payload.sid === 'string' ? payload.sid : undefined,
+    // RFC 8705: decoded once here, so a cached token's check is one 32-byte compare.
+    ...(boundThumbprint === null ? {} : { certificateDigest: thumbprintDigest(boundThumbprint) }),
   })
   return { ok: true, jwt }
 }

@@ -103,6 +103,11 @@ export interface PatRecord {
   readonly metadata?: Readonly<Record<string, unknown>> | null | undefined
   /** The operator's own id for the key (a customer or account id), searchable; not unique. */
   readonly externalId?: string | null | undefined
+  /**
+   * The `x5t#S256` thumbprint of the client certificate the key is bound to (RFC 8705): the
+   * key is refused without that certificate. Null or absent: not bound.
+   */
+  readonly certificateThumbprint?: string | null | undefined
 }
 
 /** The largest `metadata` of a PAT, as UTF-8 JSON. */
@@ -133,6 +138,8 @@ export interface VerifiedJwt {
   readonly issuedAt?: number | undefined
   /** `sid` (OpenID session id), when a string (revocation rules by session). */
   readonly sessionId?: string | undefined
+  /** The SHA-256 digest of the client certificate the token is bound to (`cnf.x5t#S256`). */
+  readonly certificateDigest?: Uint8Array | undefined
 }
 
 export type JwtOutcome =

@@ -6,7 +6,8 @@
 
 import { hash } from 'node:crypto'
 import { thenMaybe } from '../../lib/maybe-async.ts'
-import type { Authenticator, CredentialKind } from '../credential-kind.ts'
+import { checkCertificateBinding } from '../certificate-binding.ts'
+import type { Authenticator, CredentialKind, CredentialRequest } from '../credential-kind.ts'
 import { fingerprintJwtToken, jwtFingerprint } from '../fingerprint.ts'
 import type { AuthLookups, JwtOutcome, JwtVerifier, VerifiedJwt } from '../ports.ts'
 import type { AuthResult, Principal } from '../principal.ts'
@@ -48,16 +49,24 @@ export function createJwtAuthenticator(deps: {
         // A verifier bug rejects the request; it never passes it.
         return Promise.reject(error)
       }
-      return thenMaybe(outcome, (verified) => afterVerify(verified, context.tenantIds))
+      return thenMaybe(outcome, (verified) =>
+        afterVerify(verified, context.tenantIds, context.request),
+      )
     },
   }
 
   function afterVerify(
     outcome: JwtOutcome,
     tenantIds: readonly string[],
+    request: CredentialRequest,
   ): AuthResult | Promise<AuthResult> {
     if (!outcome.ok) return fail(outcome.failure)
     const verified = outcome.jwt
+    // After the verified-token cache too: a cached token is bound to its certificate as well.
+    if (verified.certificateDigest !== undefined) {
+      const unbound = checkCertificateBinding(verified.certificateDigest, request.peerCertificate)
+      if (unbound !== undefined) return fail(unbound)
+    }
     const headerFailure = checkRequiredTenantHeader(tenantIds, verified.tenantId)
     if (headerFailure !== undefined) return fail(headerFailure)
     return afterTenantCheck(checkTenantActive(lookups, verified.tenantId), () => ({

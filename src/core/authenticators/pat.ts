@@ -3,7 +3,8 @@
  * lookup by SHA-256, then revoked → rotated → expired → tenant → optional `X-Tenant-Id`.
  */
 import { type MaybePromise, thenMaybe } from '../../lib/maybe-async.ts'
-import type { Authenticator, CredentialKind } from '../credential-kind.ts'
+import { checkCertificateBinding, thumbprintDigest } from '../certificate-binding.ts'
+import type { Authenticator, CredentialKind, PeerCertificate } from '../credential-kind.ts'
 import type { AuthFailure } from '../failure.ts'
 import { hmacFingerprint, patFingerprint } from '../fingerprint.ts'
 import { checkPatFormat, hashPat, isPatToken, patLast4, patStatus } from '../pat.ts'
@@ -53,7 +54,8 @@ export function createPatAuthenticator(deps: {
       }
       return thenMaybe(
         found,
-        (record) => checkPat(token, tokenHash, record, context.tenantIds, lookups, clock),
+        (record) =>
+          checkPat(token, tokenHash, record, context.tenantIds, lookups, clock, context.request),
         () => fail(storeUnavailable()),
       )
     },
@@ -67,6 +69,7 @@ function checkPat(
   tenantIds: readonly string[],
   lookups: AuthLookups,
   clock: Clock,
+  request: { readonly peerCertificate?: PeerCertificate | undefined },
 ): AuthResult | Promise<AuthResult> {
   // Why re-check the hash: a store bug (a case-insensitive collation, a wrong index) must not
   // turn one token into another tenant's credential. The check costs one string comparison.
@@ -75,6 +78,11 @@ function checkPat(
   }
   const statusFailure = checkPatRecord(record, clock.now())
   if (statusFailure !== undefined) return fail(ofKey(statusFailure, record))
+  const bound = record.certificateThumbprint
+  if (bound !== null && bound !== undefined) {
+    const unbound = checkCertificateBinding(boundDigest(bound), request.peerCertificate)
+    if (unbound !== undefined) return fail(ofKey(unbound, record))
+  }
 
   return thenMaybe(checkTenantActive(lookups, record.tenantId), (tenantFailure) => {
     if (tenantFailure !== undefined) return fail(ofKey(tenantFailure, record))
@@ -83,6 +91,21 @@ function checkPat(
     return { ok: true, principal: patPrincipal(record, token) }
   })
 }
+
+/**
+ * A bound key's thumbprint decoded once per string: a cached record hands the same string
+ * on every request. Bounded; a full map starts over.
+ */
+function boundDigest(thumbprint: string): Uint8Array {
+  let digest = boundDigests.get(thumbprint)
+  if (digest === undefined) {
+    if (boundDigests.size >= 10_000) boundDigests.clear()
+    digest = thumbprintDigest(thumbprint)
+    boundDigests.set(thumbprint, digest)
+  }
+  return digest
+}
+const boundDigests = new Map<string, Uint8Array>()
 
 /** A 401 of a stored key names the key (for usage counting; never shown to the caller). */
 function ofKey(failure: AuthFailure, record: PatRecord): AuthFailure {
