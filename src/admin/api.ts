@@ -17,10 +17,9 @@ import {
 import { quotaView } from '../auth/key-fields.ts'
 import type { OperationDeps } from '../auth/operations.ts'
 import {
+  checkRotationGrace,
   editTenantPat,
   issueTenantPat,
-  MAX_ROTATION_GRACE_DAYS,
-  MAX_ROTATION_GRACE_MS,
   type PatEdit,
   type PatLifetime,
   type PatOperationDeps,
@@ -54,7 +53,7 @@ import type { AdminRole, AdminStore, AuditSearch, PatSearch } from '../stores/ad
 import type { StoredAuditEvent, UsageScope } from '../stores/store.ts'
 import { adminGateRequest, adminRefusal, createAdminGate } from './admin-gate.ts'
 import { type AdminContext, operationDeps, sendProblem } from './context.ts'
-import { checkPermissions, checkTenantId, checkText, invalid } from './input.ts'
+import { checkPermissions, checkTenantId, checkText, invalid, withinLimit } from './input.ts'
 import { externalIdOf, metadataOf, onlyFields, quotaOf, rateLimitOf } from './key-input.ts'
 import { adminOpenApiDocument } from './openapi.ts'
 import type { Operator } from './operators.ts'
@@ -324,22 +323,10 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
         async (request, reply) => {
           const b = request.body == null ? {} : body(request)
           const now = clock.now()
-          // The bound is the lifecycle's (checkRotationGrace), worded here in this field's unit.
-          const graceSeconds = b.graceSeconds ?? 0
-          if (
-            typeof graceSeconds !== 'number' ||
-            !Number.isInteger(graceSeconds) ||
-            graceSeconds < 0 ||
-            graceSeconds * 1000 > MAX_ROTATION_GRACE_MS
-          ) {
-            throw invalid(
-              'graceSeconds',
-              `an integer from 0 to ${MAX_ROTATION_GRACE_MS / 1000} (${MAX_ROTATION_GRACE_DAYS} days)`,
-            )
-          }
+          const graceMs = graceMsOf(b.graceSeconds ?? 0)
           const rotated = await rotateTenantPat(deps(request), {
             id: request.params.id,
-            graceMs: graceSeconds * 1000,
+            graceMs,
             lifetime: lifetimeFrom(b.expiresInDays),
           })
           return reply.code(201).send({
@@ -520,6 +507,16 @@ function pageOf(query: Query) {
     throw invalid('limit', 'an integer from 1 to 200')
   }
   return { limit, cursor: query.cursor || undefined }
+}
+
+/** `graceSeconds` in ms, within the lifecycle's bound (refused in seconds and days). */
+function graceMsOf(seconds: unknown): number {
+  const integer = typeof seconds === 'number' && Number.isInteger(seconds)
+  return withinLimit(
+    'graceSeconds',
+    () => checkRotationGrace(integer ? seconds * 1000 : Number.NaN),
+    (maxMs) => `an integer from 0 to ${maxMs / 1000} (${maxMs / DAY_MS} days)`,
+  )
 }
 
 /** `expiresInDays`: a positive number of days, `null` or `never`, absent for the default. */

@@ -8,9 +8,8 @@ import {
   quotaView,
 } from '../auth/key-fields.ts'
 import {
+  checkRotationGrace,
   editTenantPat,
-  MAX_ROTATION_GRACE_DAYS,
-  MAX_ROTATION_GRACE_MS,
   revokeLeakedPats,
   revokeTenantPat,
   rotateTenantPat,
@@ -35,11 +34,12 @@ import {
   type Query,
 } from './console-kit.ts'
 import { type Html, html, prettyJson, StatusPage, time } from './html.ts'
-import { checkPermissions, checkTenantId, checkText, invalid } from './input.ts'
+import { checkPermissions, checkTenantId, checkText, invalid, withinLimit } from './input.ts'
 import { metadataFromForm, quotaFromForm, rateLimitFromForm } from './key-input.ts'
 import type { Session } from './sessions.ts'
 
 const STATUSES = ['', 'active', 'grace', 'rotated', 'expired', 'disabled', 'revoked']
+const HOUR_MS = 3_600_000
 const REFILLS = [
   ['none', 'never (uses in all)'],
   ['daily', 'every UTC day'],
@@ -300,13 +300,14 @@ ${next ? html`<p><a href="${next}">Next page</a></p>` : ''}`,
   })
   action('/admin/pats/:id/rotate', '/admin/pats', async (request, session) => {
     const hours = Number(request.body.graceHours || '0')
-    const maxHours = MAX_ROTATION_GRACE_MS / 3_600_000
-    if (!(Number.isInteger(hours) && hours >= 0 && hours <= maxHours)) {
-      throw invalid('grace', `whole hours from 0 to ${maxHours} (${MAX_ROTATION_GRACE_DAYS} days)`)
-    }
+    const graceMs = withinLimit(
+      'grace',
+      () => checkRotationGrace(Number.isInteger(hours) ? hours * HOUR_MS : Number.NaN),
+      (maxMs) => `whole hours from 0 to ${maxMs / HOUR_MS} (${maxMs / (24 * HOUR_MS)} days)`,
+    )
     const { token, record, graceUntil } = await rotateTenantPat(op(request, session), {
       id: request.params.id as string,
-      graceMs: hours * 3_600_000,
+      graceMs,
       lifetime: 'default',
     })
     const old =

@@ -11,6 +11,20 @@ export function invalid(field: string, message: string): OperationRefused {
   return new OperationRefused('invalid_input', field, `${field}: ${message}`)
 }
 
+/**
+ * `check`'s value; its refusal over a bound of the lifecycle (`OperationRefused.limit`) as
+ * `field`'s, the range worded by `range` in the field's own unit (the number is the lifecycle's).
+ */
+export function withinLimit<T>(field: string, check: () => T, range: (maxMs: number) => string): T {
+  try {
+    return check()
+  } catch (error) {
+    const maxMs = error instanceof OperationRefused ? error.limit?.maxMs : undefined
+    if (maxMs === undefined) throw error
+    throw invalid(field, range(maxMs))
+  }
+}
+
 export function checkTenantId(value: string): string {
   if (!isTenantId(value))
     throw badValue(

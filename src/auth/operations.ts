@@ -28,6 +28,12 @@ export type RefusalCode =
   | 'invalid_input'
   | 'lifetime_exceeded'
 
+/** A bound on an operator's value: at most `maxMs` milliseconds. */
+export interface RefusalLimit {
+  readonly field: string
+  readonly maxMs: number
+}
+
 /**
  * An operation refused for a reason the operator can act on. `subject` names the tenant,
  * token or issuer concerned; the caller words the message for its own audience.
@@ -40,17 +46,23 @@ export class OperationRefused extends Error {
   readonly at: number | null
   /** The tenant of the token concerned, when known. */
   readonly tenantId: string | null
+  /**
+   * The bound a value had to keep (`field`: `grace`, `lifetime`), for each surface to word in
+   * its own unit (seconds, hours, a duration), so that none restates the number.
+   */
+  readonly limit: RefusalLimit | null
   constructor(
     code: RefusalCode,
     subject: string,
     message: string,
-    context: { at?: number | null; tenantId?: string | null } = {},
+    context: { at?: number | null; tenantId?: string | null; limit?: RefusalLimit } = {},
   ) {
     super(message)
     this.code = code
     this.subject = subject
     this.at = context.at ?? null
     this.tenantId = context.tenantId ?? null
+    this.limit = context.limit ?? null
   }
 }
 

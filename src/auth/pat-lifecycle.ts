@@ -32,10 +32,10 @@ const DAY_MS = 86_400_000
 
 /**
  * The longest rotation grace: an old token that keeps working for longer than this is no
- * rotation. The one home of the limit (CLI, admin API, console, apply and library callers).
+ * rotation. The one home of the limit: the CLI, admin API, console, apply and library callers
+ * pass their value to `checkRotationGrace` and word its refusal's `limit` in their own unit.
  */
 export const MAX_ROTATION_GRACE_MS = 30 * DAY_MS
-export const MAX_ROTATION_GRACE_DAYS = MAX_ROTATION_GRACE_MS / DAY_MS
 
 /** The operator's PAT lifetime policy (config `pat`). */
 export interface PatPolicy {
@@ -64,6 +64,7 @@ export function expiryUnderPolicy(
   lifetime: PatLifetime,
 ): number | null {
   const maxDays = policy.maxExpiresInDays
+  const limit = { field: 'lifetime', maxMs: maxDays * DAY_MS }
   if (lifetime === 'default') return now + policy.defaultExpiresInDays * DAY_MS
   if (lifetime === 'never') {
     if (maxDays > 0) {
@@ -71,6 +72,7 @@ export function expiryUnderPolicy(
         'lifetime_exceeded',
         'never',
         `a token that never expires is not allowed: the PAT lifetime is limited to ${maxDays} days (config pat.maxExpiresInDays)`,
+        { limit },
       )
     }
     return null
@@ -83,6 +85,7 @@ export function expiryUnderPolicy(
       'lifetime_exceeded',
       String(lifetime),
       `the lifetime is longer than the maximum PAT lifetime of ${maxDays} days (config pat.maxExpiresInDays)`,
+      { limit },
     )
   }
   return now + lifetime
@@ -214,13 +217,17 @@ export interface RotatePatRequest {
   readonly graceMs: number
 }
 
-/** A rotation grace within 0 to 30 days, else `invalid_input` naming it. */
+/**
+ * A rotation grace within 0 to `MAX_ROTATION_GRACE_MS`, else `invalid_input` naming it, with
+ * the bound as its `limit` (NaN for a value that is no number of the caller's unit).
+ */
 export function checkRotationGrace(graceMs: number): number {
   if (!(Number.isSafeInteger(graceMs) && graceMs >= 0 && graceMs <= MAX_ROTATION_GRACE_MS)) {
     throw new OperationRefused(
       'invalid_input',
       'grace',
-      `grace: ${String(graceMs)} ms is not valid; expected 0 to ${MAX_ROTATION_GRACE_DAYS} days`,
+      `grace: ${String(graceMs)} ms is not valid; expected 0 to ${MAX_ROTATION_GRACE_MS / DAY_MS} days`,
+      { limit: { field: 'grace', maxMs: MAX_ROTATION_GRACE_MS } },
     )
   }
   return graceMs

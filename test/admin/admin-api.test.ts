@@ -414,6 +414,19 @@ describe('admin API on its own listener', () => {
         /^expiresInDays:/,
       ],
       ['POST', '/admin/api/v1/pats/tok_x/rotate', { graceSeconds: -1 }, /^graceSeconds:/],
+      // The lifecycle's bound (pat-lifecycle.ts), worded in this field's unit.
+      [
+        'POST',
+        '/admin/api/v1/pats/tok_x/rotate',
+        { graceSeconds: 2_592_001 },
+        /^graceSeconds: an integer from 0 to 2592000 \(30 days\)$/,
+      ],
+      [
+        'POST',
+        '/admin/api/v1/pats/tok_x/rotate',
+        { graceSeconds: 1.5 },
+        /^graceSeconds: an integer from 0 to 2592000 \(30 days\)$/,
+      ],
       ['POST', '/admin/api/v1/issuers', { issuer: 'https://x' }, /^audiences: expected a list/],
       ['POST', '/admin/api/v1/tenants', { id: 'ok-id', name: 7 }, /^name: required string/],
       // The CLI's operator-input rules (core/operator-text.ts): bidi, zero-width, C1, dots only.

@@ -198,6 +198,11 @@ describe('console over HTTP', () => {
       await notice(b, await b.post(`/admin/pats/${tokenId}/rotate`, { graceHours: '-1' })),
       /^grace:/,
     )
+    // The lifecycle's bound (pat-lifecycle.ts), worded in the form's unit.
+    assert.equal(
+      await notice(b, await b.post(`/admin/pats/${tokenId}/rotate`, { graceHours: '721' })),
+      'grace: whole hours from 0 to 720 (30 days)',
+    )
 
     assert.equal(
       await notice(b, await b.post('/admin/pats/revoke-leaked', { token })),

@@ -186,6 +186,14 @@ describe('keys as a product: issue, edit, disable, rotate (SQLite store)', () =>
       editTenantPat(deps, record.id, { expiresAt: 'never' }),
       refused('lifetime_exceeded'),
     )
+    // The refusal carries the bound, so each surface words it in its own unit.
+    await assert.rejects(editTenantPat(deps, record.id, { expiresAt: 'never' }), (error) => {
+      assert.deepEqual((error as OperationRefused).limit, {
+        field: 'lifetime',
+        maxMs: 365 * DAY_MS,
+      })
+      return true
+    })
     await assert.rejects(
       editTenantPat(deps, record.id, { expiresAt: clock.now() - 1 }),
       refused('invalid_input', /^expiry: .* expected a time in the future/),
@@ -286,6 +294,18 @@ describe('keys as a product: issue, edit, disable, rotate (SQLite store)', () =>
       rotateTenantPat(deps, { id: record.id, graceMs: -1, lifetime: 'default' }),
       refused('invalid_input', /grace/),
     )
+    for (const graceMs of [MAX_ROTATION_GRACE_MS + 1, -1, 1.5]) {
+      await assert.rejects(
+        rotateTenantPat(deps, { id: record.id, graceMs, lifetime: 'default' }),
+        (error) => {
+          assert.deepEqual((error as OperationRefused).limit, {
+            field: 'grace',
+            maxMs: MAX_ROTATION_GRACE_MS,
+          })
+          return true
+        },
+      )
+    }
     const rotated = await rotateTenantPat(deps, {
       id: record.id,
       graceMs: MAX_ROTATION_GRACE_MS,

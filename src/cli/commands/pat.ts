@@ -2,11 +2,11 @@ import { Buffer } from 'node:buffer'
 import { quotaView } from '../../auth/key-fields.ts'
 import { OperationRefused } from '../../auth/operations.ts'
 import {
+  checkRotationGrace,
   editTenantPat,
   findPatByRef,
   issueTenantPat,
   listTenantPats,
-  MAX_ROTATION_GRACE_DAYS,
   MAX_ROTATION_GRACE_MS,
   type PatLifetime,
   patMetadata,
@@ -37,7 +37,7 @@ import {
   type RefusalWording,
   withStore,
 } from '../context.ts'
-import { formatDuration, parseDuration } from '../durations.ts'
+import { DAY_MS, formatDuration, parseDuration } from '../durations.ts'
 import { CommandFailure, UsageError } from '../errors.ts'
 import {
   CLEAR_OPTIONS,
@@ -72,15 +72,12 @@ export function patHint(record: PatRecord): string {
  * A lifetime the lifecycle refused under `pat.maxExpiresInDays`: for the CLI, a bad value of
  * `--expires-in` (exit 2), worded with the flag.
  */
-async function withinLifetimePolicy<T>(
-  args: ParsedArgs,
-  maxDays: number,
-  run: () => Promise<T>,
-): Promise<T> {
+async function withinLifetimePolicy<T>(args: ParsedArgs, run: () => Promise<T>): Promise<T> {
   try {
     return await run()
   } catch (error) {
     if (!(error instanceof OperationRefused) || error.code !== 'lifetime_exceeded') throw error
+    const maxDays = maxDaysOf(error)
     const text = optionalString(args, 'expires-in') ?? 'never'
     throw new UsageError(
       text === 'never'
@@ -89,6 +86,9 @@ async function withinLifetimePolicy<T>(
     )
   }
 }
+
+/** The bound a refusal carries (the lifecycle's, from the operator's policy), in days. */
+const maxDaysOf = (refused: OperationRefused) => (refused.limit?.maxMs ?? 0) / DAY_MS
 
 /** The lifetime `--expires-in` asks for; the lifecycle applies the operator's policy. */
 export function requestedLifetime(args: ParsedArgs): PatLifetime {
@@ -201,7 +201,7 @@ const issue: CommandDef = {
     const { token, record } = await withStore(config, (store) =>
       operate(
         () =>
-          withinLifetimePolicy(ctx.args, config.pat.maxExpiresInDays, () =>
+          withinLifetimePolicy(ctx.args, () =>
             issueTenantPat(
               { ...operationDeps(ctx, store), patPolicy: config.pat },
               { tenantId, subject, name, permissions, lifetime, ...product },
@@ -368,12 +368,14 @@ function resolveGrace(args: ParsedArgs): number {
       `--grace: '${printable(text)}' is not a duration (expected e.g. 0, 30m, 1h, 7d)`,
     )
   }
-  if (ms > MAX_ROTATION_GRACE_MS) {
+  try {
+    return checkRotationGrace(ms)
+  } catch (error) {
+    if (!(error instanceof OperationRefused && error.limit)) throw error
     throw new UsageError(
-      `--grace ${text} is longer than the maximum of ${MAX_ROTATION_GRACE_DAYS}d`,
+      `--grace ${text} is longer than the maximum of ${formatDuration(error.limit.maxMs)}`,
     )
   }
-  return ms
 }
 
 const rotate: CommandDef = {
@@ -386,7 +388,7 @@ const rotate: CommandDef = {
     grace: {
       type: 'string',
       value: 'DURATION',
-      description: 'How long the old token keeps working: 0 (default) up to 30d, e.g. 1h.',
+      description: `How long the old token keeps working: 0 (default) up to ${formatDuration(MAX_ROTATION_GRACE_MS)}, e.g. 1h.`,
     },
     'expires-in': EXPIRES_IN,
   },
@@ -405,7 +407,7 @@ const rotate: CommandDef = {
     const { token, record, graceUntil } = await withStore(config, (store) =>
       operate(
         () =>
-          withinLifetimePolicy(ctx.args, config.pat.maxExpiresInDays, () =>
+          withinLifetimePolicy(ctx.args, () =>
             rotateTenantPat(deps(store), { id, lifetime, graceMs }),
           ),
         {
@@ -569,15 +571,14 @@ const edit: CommandDef = {
       externalId: editedField(args, 'external-id', optionalString(args, 'external-id')),
     }
     const config = ctx.config(ADMIN_OVERRIDES)
-    const maxDays = config.pat.maxExpiresInDays
     const { record, changed, notes, keptRefill } = await withStore(config, (store) =>
       operate(
         () =>
           editTenantPat({ ...operationDeps(ctx, store), store, patPolicy: config.pat }, id, edit),
         {
           ...keyWording(id),
-          lifetime_exceeded: () =>
-            `the new expiry would make ${printable(id)} live longer than ${maxDays}d from its creation (config pat.maxExpiresInDays); rotate it instead`,
+          lifetime_exceeded: (refused) =>
+            `the new expiry would make ${printable(id)} live longer than ${maxDaysOf(refused)}d from its creation (config pat.maxExpiresInDays); rotate it instead`,
         },
       ),
     )
