@@ -20,6 +20,7 @@ import { buildServer } from './server/server.ts'
 import { ensureDevCertificate, readTlsFiles, type TlsMaterial } from './server/tls.ts'
 import { countersLine, listenAs, listeningLine, storeLine, upstreamLine } from './startup.ts'
 import { openStore } from './stores/open-store.ts'
+import type { SsfReceivers } from './ssf/receiver-setup.ts'
 import type { ChangeFeedStatus, Store } from './stores/store.ts'
 
 export interface RunningTokengate {
@@ -116,6 +117,7 @@ export async function startTokengate(
   let closeAuth: (() => Promise<void>) | undefined
   let apiApp: FastifyInstance | undefined
   let events: EventDelivery | undefined
+  let ssfReceivers: SsfReceivers | undefined
   let retention: { close(): Promise<void> } | undefined
   let metricsListener: MetricsListener | undefined
   let adminListener: { url: string; close(): Promise<void> } | undefined
@@ -180,6 +182,7 @@ export async function startTokengate(
           })
       : undefined
     const mountLeakReports = await leakReportsFor(config, store, clock)
+    ssfReceivers = await ssfReceiversFor(config, store, clock, logger)
     const fitted = fitToDescriptorLimit(config, logger)
     // Descriptors are the process's: every listener's sockets count against the same caps.
     const connections = createConnectionBudget(fitted.server)
@@ -190,7 +193,9 @@ export async function startTokengate(
       tls,
       metrics,
       gate,
-      mounts: [mountLeakReports, mountGateway].filter((mount) => mount !== undefined),
+      mounts: [mountLeakReports, ssfReceivers?.mount, mountGateway].filter(
+        (mount) => mount !== undefined,
+      ),
       tracing,
     })
     apiApp = app
@@ -213,6 +218,9 @@ export async function startTokengate(
     const address = app.server.address() as AddressInfo
     const host = address.family === 'IPv6' ? `[${address.address}]` : address.address
     const url = `${tls ? 'https' : 'http'}://${host}:${address.port}`
+    // Streams are set up (and polled) once the push endpoint can answer.
+    ssfReceivers?.start()
+    const receivers = ssfReceivers
     if (metrics && options.worker) {
       const { AggregatorRegistry } = await import('prom-client')
       AggregatorRegistry.setRegistries([metrics.registry])
@@ -288,6 +296,7 @@ export async function startTokengate(
           )
           force.unref()
           await app.close()
+          await receivers?.close()
           await started.adminListener?.close()
           await started.decisionApp?.close()
           await started.metricsListener?.close()
@@ -313,6 +322,7 @@ export async function startTokengate(
       'start failed: every listener that had started is closed again',
     )
     await opened?.close()
+    await ssfReceivers?.close()
     await events?.close()
     await retention?.close()
     await closeAuth?.()
@@ -344,6 +354,18 @@ async function leakReportsFor(config: Readonly<Config>, store: Store, clock: Clo
     maxMatches: config.leakReports.maxMatches,
   })
   return leakReportRoutes({ reports, store, clock, maxBodyBytes: config.leakReports.maxBodyBytes })
+}
+
+/** The CAEP/SSF receivers (`ssf.receivers`), when any is configured. */
+async function ssfReceiversFor(
+  config: Readonly<Config>,
+  store: Store,
+  clock: Clock,
+  logger: Logger,
+): Promise<SsfReceivers | undefined> {
+  if (config.ssf.receivers.length === 0) return undefined
+  const { createSsfReceivers } = await import('./ssf/receiver-setup.ts')
+  return createSsfReceivers(config, { store, clock, log: logger })
 }
 
 async function identitySignerFor(config: Readonly<Config>, clock: Clock) {

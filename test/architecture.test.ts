@@ -134,6 +134,9 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
   config: ['core', 'http'],
   events: ['core', 'stores', 'config'],
   auth: ['core', 'lib', 'stores', 'http', 'events', 'config', 'missing-package.ts'],
+  // CAEP/SSF (issue #34): the receiver makes rules through auth's operations; the
+  // transmitter sends through the event outbox. main.ts mounts both.
+  ssf: ['auth', 'core', 'lib', 'stores', 'http', 'events', 'config'],
   // The server is built on the public Fastify binding of the gate, the one apps register.
   server: [
     'auth',

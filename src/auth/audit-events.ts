@@ -139,6 +139,38 @@ export type AuditEvent =
         issuedBefore: Iso
         expiresAt: Iso
         reason: string | null
+        /** A rule made by a CAEP event: the SET's `jti` and event type (ssf/receiver.ts). */
+        set?: string
+        event?: string
+      }
+    }
+  | {
+      /** A SET from a CAEP/SSF transmitter, verified and applied (ssf/receiver.ts). */
+      readonly type: 'ssf.event_received'
+      readonly tenantId: null
+      readonly details: {
+        receiver: string
+        transmitter: string
+        delivery: 'push' | 'poll'
+        jti: string
+        event: string
+        /** The revocation rules it made or widened (their ids); empty for other events. */
+        rules: readonly string[]
+        /** Why nothing was revoked, when nothing was. */
+        note: string | null
+      }
+    }
+  | {
+      /** A SET refused (RFC 8935 §2.4 error code); never the SET itself. */
+      readonly type: 'ssf.event_refused'
+      readonly tenantId: null
+      readonly outcome: 'refused'
+      readonly details: {
+        receiver: string
+        transmitter: string
+        delivery: 'push' | 'poll'
+        err: string
+        reason: string
       }
     }
   | {
@@ -194,6 +226,8 @@ export const AUDIT_EVENT_TYPES = Object.keys({
   'issuer.removed': true,
   'jwt.revoked': true,
   'jwt.revocation_removed': true,
+  'ssf.event_received': true,
+  'ssf.event_refused': true,
   'admin_token.issued': true,
   'admin_token.revoked': true,
   'policy.updated': true,

@@ -22,6 +22,8 @@ export interface JwtRevocationRequest {
    */
   readonly issuedBefore?: number | undefined
   readonly reason?: string | undefined
+  /** The CAEP event that asked for the rule (ssf/receiver.ts), named in its audit event. */
+  readonly cause?: { readonly set: string; readonly event: string } | undefined
 }
 
 /** The lifetime bounds a rule's expiry follows: the server's `auth.maxJwtLifetimeSec` and skew. */
@@ -123,6 +125,7 @@ export async function revokeJwts(
       issuedBefore: iso(stored.issuedBefore),
       expiresAt: iso(stored.expiresAt),
       reason: stored.reason,
+      ...(request.cause === undefined ? {} : request.cause),
     },
   })
   return stored

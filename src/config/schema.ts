@@ -10,6 +10,97 @@ import { type Static, Type } from './json-schema.ts'
 export const PROXY_KINDS = ['nginx', 'ingress-nginx', 'caddy', 'traefik', 'envoy'] as const
 export type ProxyKind = (typeof PROXY_KINDS)[number]
 
+/** One CAEP/SSF receiver (ssf/receiver.ts). */
+const SSF_RECEIVER = Type.Object(
+  {
+    name: Type.String({
+      pattern: '^[a-z0-9][a-z0-9-]{0,62}$',
+      description: 'Names the receiver: its push path /ssf/events/<name>, audit events and logs.',
+    }),
+    transmitter: Type.String({
+      pattern: '^https?://[^?#]+$',
+      description:
+        "The transmitter's issuer (the SETs' iss, exactly); its SSF configuration is read from <transmitter>/.well-known/ssf-configuration and its keys from the jwks_uri there (on its origin, or one in origins). https (http on loopback only).",
+    }),
+    jwtIssuer: Type.Optional(
+      Type.String({
+        minLength: 1,
+        description:
+          "The trusted JWT issuer (tokengate issuer list) whose tokens the events revoke; default the transmitter. Okta: the authorization server's issuer (https://acme.okta.com/oauth2/default).",
+      }),
+    ),
+    audience: Type.String({
+      minLength: 1,
+      description: 'Our audience: every SET must name it in aud.',
+    }),
+    delivery: Type.Union([Type.Literal('push'), Type.Literal('poll')], {
+      default: 'push',
+      description:
+        'push (RFC 8935: the transmitter POSTs each SET to pushUrl) or poll (RFC 8936: each instance polls the stream; duplicates are refused by jti).',
+    }),
+    pushUrl: Type.Optional(
+      Type.String({
+        pattern: '^https?://',
+        description:
+          'push: our endpoint as the transmitter reaches it (https://api.example.com/ssf/events/<name>), sent when tokengate creates the stream.',
+      }),
+    ),
+    streamId: Type.Optional(
+      Type.String({
+        minLength: 1,
+        description:
+          "Adopt this existing stream; unset: use the receiver's stream with the same delivery, or create one.",
+      }),
+    ),
+    bearerTokenFile: Type.Optional(
+      Type.String({
+        minLength: 1,
+        description:
+          "A file holding the bearer token for the transmitter's stream management and poll endpoints; read at start, never logged.",
+      }),
+    ),
+    pushAuthorizationFile: Type.Optional(
+      Type.String({
+        minLength: 1,
+        description:
+          'A file holding the exact Authorization header value the transmitter sends with each push (configured at the transmitter); a push without it is 401 authentication_failed.',
+      }),
+    ),
+    origins: Type.Array(Type.String({ pattern: '^https?://[^/\\s,]+$' }), {
+      default: [],
+      description:
+        "Origins besides the transmitter's own that its jwks_uri and endpoints may be on. Default none: anything elsewhere is refused.",
+    }),
+    algorithms: Type.Array(Type.String({ minLength: 1 }), {
+      default: ['RS256', 'PS256', 'ES256', 'EdDSA'],
+      description: 'Signature algorithms accepted on SETs (none is never accepted).',
+    }),
+    pollIntervalMs: Type.Integer({
+      default: 1_000,
+      minimum: 50,
+      description: 'poll: time between two polls when the last one returned nothing.',
+    }),
+    maxEvents: Type.Integer({
+      default: 100,
+      minimum: 1,
+      maximum: 1_000,
+      description: 'poll: most SETs asked for per poll.',
+    }),
+    maxSetAgeSec: Type.Integer({
+      default: 86_400,
+      minimum: 60,
+      description:
+        'A SET issued (iat) longer ago is refused; SET ids are kept this long for the replay check.',
+    }),
+    timeoutMs: Type.Integer({
+      default: 5_000,
+      minimum: 1,
+      description: 'Timeout of each request to the transmitter.',
+    }),
+  },
+  { additionalProperties: false },
+)
+
 export const ConfigSchema = Type.Object(
   {
     dataDir: Type.String({
@@ -410,6 +501,22 @@ export const ConfigSchema = Type.Object(
           default: 300_000,
           minimum: 1,
           description: 'Longest retry delay. Events are retried until delivered, never dropped.',
+        }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
+    ssf: Type.Object(
+      {
+        receivers: Type.Array(SSF_RECEIVER, {
+          default: [],
+          description:
+            'CAEP/SSF receivers, one per transmitter (an IdP): its session-revoked, credential-change and token-claims-change SETs become JWT revocation rules (docs/revoking-jwts.md#caep). Push SETs arrive at POST /ssf/events/<name> on the API listener.',
+        }),
+        maxPushBytes: Type.Integer({
+          default: 65_536,
+          minimum: 1_024,
+          maximum: 1_048_576,
+          description: 'Largest pushed SET accepted (413 above it); a SET is a few hundred bytes.',
         }),
       },
       { default: {}, additionalProperties: false },

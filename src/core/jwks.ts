@@ -148,7 +148,7 @@ export function checkJwksUrl(url: string): URL {
  * with `/.well-known/openid-configuration` appended. Throws when the issuer is not an https
  * URL (http on loopback only), has a query or fragment, or carries credentials.
  */
-export function discoveryUrl(issuer: string): URL {
+export function discoveryUrl(issuer: string, documentPath: string = DISCOVERY_PATH): URL {
   let parsed: URL
   try {
     parsed = new URL(issuer)
@@ -163,7 +163,7 @@ export function discoveryUrl(issuer: string): URL {
   } catch {
     throw new Error('a discovery issuer must use https (http is allowed on loopback only)')
   }
-  return new URL(`${issuer.replace(/\/$/, '')}${DISCOVERY_PATH}`)
+  return new URL(`${issuer.replace(/\/$/, '')}${documentPath}`)
 }
 
 /** Creates the key source of one issuer whose keys live at `url`. */
@@ -193,15 +193,19 @@ export function createRemoteJwks(
  * is data from the network, and following any URL it names lets whoever controls or spoofs
  * it aim our requests at internal services (SSRF: `http://127.0.0.1:8080/admin/...`). The
  * check runs before any request to that URL is made.
+ *
+ * `documentPath`: another metadata document with `issuer` and `jwks_uri` under the same
+ * rules, e.g. an SSF transmitter's `/.well-known/ssf-configuration` (ssf/receiver.ts).
  */
 export function createDiscoveredJwks(
   owner: KeySourceOwner,
   options: JwksOptions,
   deps: RemoteJwksDeps,
   jwksOrigins: readonly string[] = [],
+  documentPath: string = DISCOVERY_PATH,
 ): IssuerKeys {
   const { issuer } = owner
-  const document = discoveryUrl(issuer)
+  const document = discoveryUrl(issuer, documentPath)
   const allowed = new Set([document.origin, ...jwksOrigins.map((o) => new URL(o).origin)])
   const locate = async (signal: AbortSignal): Promise<URL> => {
     const metadata = await fetchJson(document, signal, deps.fetch, 'application/json')
@@ -216,7 +220,8 @@ export function createDiscoveredJwks(
     }
     return target
   }
-  return pooled(deps, poolKey(owner, 'oidc_discovery', [...allowed].sort().join(' ')), () =>
+  const location = [documentPath, ...[...allowed].sort()].join(' ')
+  return pooled(deps, poolKey(owner, 'oidc_discovery', location), () =>
     createKeySource(owner, locate, options, deps),
   )
 }
@@ -591,6 +596,18 @@ async function fetchKeySet(
     }
   }
   return { keys, skipped }
+}
+
+/**
+ * GETs a JSON metadata document (a discovery or SSF configuration document) under the rules
+ * of key sources: 200 only, no redirects, at most 256 KiB. Throws on anything else.
+ */
+export function fetchMetadata(
+  url: URL,
+  signal: AbortSignal,
+  fetchImpl: typeof globalThis.fetch,
+): Promise<unknown> {
+  return fetchJson(url, signal, fetchImpl, 'application/json')
 }
 
 /**

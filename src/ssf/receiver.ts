@@ -1,0 +1,327 @@
+/**
+ * A CAEP/SSF receiver for one transmitter (issue #34): each SET, pushed (RFC 8935,
+ * receiver-push.ts) or polled (RFC 8936, below), is verified (set-verify.ts), checked for
+ * replay across instances (the store's `ssf_received`), mapped to JWT revocation rules
+ * (caep-rules.ts) and applied through `revokeJwts`, the operators' own audited operation,
+ * so a rule made by the IdP reaches every instance through the change log like any other.
+ * Every SET is audited, received or refused; the SET itself is never logged or stored.
+ */
+import {
+  type AuditEvent,
+  type AuditSink,
+  auditRecord,
+  storeAuditSink,
+} from '../auth/audit-events.ts'
+import { type JwtLifetime, revokeJwts } from '../auth/jwt-revocation-operations.ts'
+import { OperationRefused } from '../auth/operations.ts'
+import { createDiscoveredJwks, DEFAULT_JWKS_OPTIONS, type JwksOptions } from '../core/jwks.ts'
+import type { Clock } from '../core/ports.ts'
+import type { Store } from '../stores/store.ts'
+import { mapCaepEvent } from './caep-rules.ts'
+import { DELIVERY_METHOD, SSF_CONFIGURATION_PATH } from './events.ts'
+import { createStreamClient, type Stream } from './receiver-stream.ts'
+import { createSetVerifier, type SetRefusal } from './set-verify.ts'
+
+export interface ReceiverSettings {
+  /** Names the receiver in its push path (`/ssf/events/<name>`), the audit and the log. */
+  readonly name: string
+  /** The transmitter's issuer URL; its configuration is at `/.well-known/ssf-configuration`. */
+  readonly transmitter: string
+  /** The trusted JWT issuer the rules are made for. */
+  readonly jwtIssuer: string
+  /** Our audience in the SETs' `aud`. */
+  readonly audience: string
+  readonly delivery: 'push' | 'poll'
+  /** Push: our endpoint URL as the transmitter reaches it (for a stream we create). */
+  readonly pushUrl: string | undefined
+  /** An existing stream to adopt instead of finding or creating one. */
+  readonly streamId: string | undefined
+  readonly bearerToken: string | undefined
+  /** Push: the exact `Authorization` value the transmitter sends, when it is given one. */
+  readonly pushAuthorization: string | undefined
+  readonly origins: readonly string[]
+  readonly algorithms: readonly string[]
+  readonly pollIntervalMs: number
+  readonly maxEvents: number
+  readonly maxSetAgeSec: number
+  readonly timeoutMs: number
+}
+
+export interface ReceiverLog {
+  info(fields: object, message: string): void
+  warn(fields: object, message: string): void
+}
+
+export interface ReceiverDeps {
+  readonly store: Store
+  readonly clock: Clock
+  readonly log: ReceiverLog
+  readonly lifetime: JwtLifetime
+  readonly fetch?: typeof globalThis.fetch
+  readonly jwks?: Partial<JwksOptions>
+  /** Where audit events go; default the store's (as the leak reports do). */
+  readonly audit?: AuditSink
+}
+
+export type ReceiveOutcome =
+  | { readonly ok: true; readonly rules: readonly string[] }
+  | (SetRefusal & { readonly replay?: true })
+
+export interface SsfReceiver {
+  readonly name: string
+  /** What a push or poll delivers: verified, replay-checked, applied and audited. */
+  receive(
+    token: string,
+    delivery: 'push' | 'poll',
+    request?: { clientAddress?: string; requestId?: string },
+  ): Promise<ReceiveOutcome>
+  /** Audits a push refused before its SET was read (authorization, size, media type). */
+  refuse(
+    refusal: SetRefusal,
+    request?: { clientAddress?: string; requestId?: string },
+  ): Promise<void>
+  readonly pushAuthorization: string | undefined
+  /** Finds or creates the stream and, for poll, starts polling; retries in the background. */
+  start(): void
+  close(): Promise<void>
+}
+
+const RETRY_SETUP_MS = 30_000
+
+export function createSsfReceiver(settings: ReceiverSettings, deps: ReceiverDeps): SsfReceiver {
+  const { store, clock, log } = deps
+  const fetchImpl = deps.fetch ?? ((input, init) => globalThis.fetch(input, init))
+  const audit = deps.audit ?? storeAuditSink(store, () => clock.now())
+  const actor = `ssf:${settings.name}`
+  const keys = createDiscoveredJwks(
+    { issuer: settings.transmitter, algorithms: settings.algorithms },
+    { ...DEFAULT_JWKS_OPTIONS, ...deps.jwks },
+    { clock, fetch: fetchImpl },
+    settings.origins,
+    SSF_CONFIGURATION_PATH,
+  )
+  const verify = createSetVerifier({
+    issuer: settings.transmitter,
+    audience: settings.audience,
+    keys,
+    algorithms: settings.algorithms,
+    clock,
+    clockToleranceSec: deps.lifetime.clockToleranceSec,
+    maxAgeSec: settings.maxSetAgeSec,
+  })
+  const client = createStreamClient({
+    transmitter: settings.transmitter,
+    origins: settings.origins,
+    bearerToken: settings.bearerToken,
+    timeoutMs: settings.timeoutMs,
+    fetch: fetchImpl,
+  })
+  const base = { receiver: settings.name, transmitter: settings.transmitter }
+  const write = (
+    event: AuditEvent,
+    request: { clientAddress?: string; requestId?: string } | undefined,
+  ) => audit.write(auditRecord(event, { actor, ...request }, clock.now()))
+
+  async function refused(
+    refusal: SetRefusal,
+    delivery: 'push' | 'poll',
+    request: { clientAddress?: string; requestId?: string } | undefined,
+    replay = false,
+  ): Promise<ReceiveOutcome> {
+    log.warn({ ...base, delivery, err: refusal.err }, `SSF SET refused: ${refusal.description}`)
+    await write(
+      {
+        type: 'ssf.event_refused',
+        tenantId: null,
+        outcome: 'refused',
+        details: { ...base, delivery, err: refusal.err, reason: refusal.description },
+      },
+      request,
+    )
+    return replay ? { ...refusal, replay: true } : refusal
+  }
+
+  async function receive(
+    token: string,
+    delivery: 'push' | 'poll',
+    request?: { clientAddress?: string; requestId?: string },
+  ): Promise<ReceiveOutcome> {
+    const verified = await verify(token)
+    if (!verified.ok) return refused(verified, delivery, request)
+    const { set } = verified
+    const now = clock.now()
+    const mapping = mapCaepEvent(
+      set,
+      { jwtIssuer: settings.jwtIssuer, transmitter: settings.transmitter },
+      now,
+    )
+    try {
+      if (
+        mapping.kind === 'revoke' &&
+        !(await store.listIssuers()).some((i) => i.issuer === settings.jwtIssuer)
+      ) {
+        return refused(
+          {
+            ok: false,
+            err: 'access_denied',
+            description: 'the stream’s JWT issuer is not trusted',
+          },
+          delivery,
+          request,
+        )
+      }
+      // Recorded before it is applied: of two deliveries (two instances polling, a push
+      // retried to another instance) exactly one applies it. Kept as long as the SET could
+      // still pass the age check.
+      const expiresAt =
+        set.iat * 1000 + (settings.maxSetAgeSec + deps.lifetime.clockToleranceSec) * 1000 + 1000
+      const fresh = await store.recordSsfReceived(settings.transmitter, set.jti, now, expiresAt)
+      if (!fresh) {
+        return refused(
+          { ok: false, err: 'invalid_request', description: 'the SET was received before (jti)' },
+          delivery,
+          request,
+          true,
+        )
+      }
+      const rules: string[] = []
+      let note: string | null = mapping.kind === 'revoke' ? null : mapping.note
+      if (mapping.kind === 'revoke') {
+        const operation = {
+          store,
+          clock,
+          audit,
+          actor: { actor, clientAddress: request?.clientAddress, requestId: request?.requestId },
+        }
+        for (const rule of mapping.rules) {
+          try {
+            const made = await revokeJwts(
+              operation,
+              {
+                issuer: settings.jwtIssuer,
+                kind: rule.kind,
+                value: rule.value,
+                issuedBefore: rule.issuedBefore,
+                reason: `CAEP ${shortType(set.eventType)} from ${settings.name}`,
+                cause: { set: set.jti, event: set.eventType },
+              },
+              deps.lifetime,
+            )
+            rules.push(made.id)
+          } catch (error) {
+            // An event older than every token it could refuse needs no rule.
+            if (!(error instanceof OperationRefused)) throw error
+            note = error.message
+          }
+        }
+      }
+      log.info({ ...base, delivery, event: shortType(set.eventType), rules }, 'SSF SET received')
+      await write(
+        {
+          type: 'ssf.event_received',
+          tenantId: null,
+          details: { ...base, delivery, jti: set.jti, event: set.eventType, rules, note },
+        },
+        request,
+      )
+      return { ok: true, rules }
+    } catch (error) {
+      log.warn({ ...base, delivery, reason: (error as Error).message }, 'SSF SET not applied')
+      return { ok: false, err: 'unavailable', description: 'the store cannot be written now' }
+    }
+  }
+
+  let closed = false
+  let timer: NodeJS.Timeout | undefined
+  let running: Promise<void> | undefined
+  let stream: Stream | undefined
+  /** Acknowledgements and errors for the next poll: only what was applied (or refused). */
+  let ack: string[] = []
+  let setErrs: Record<string, { err: string; description: string }> = {}
+
+  const later = (ms: number, run: () => Promise<void>) => {
+    if (closed) return
+    timer = setTimeout(() => {
+      running = run().finally(() => {
+        running = undefined
+      })
+    }, ms)
+    timer.unref()
+  }
+
+  async function setup(): Promise<void> {
+    try {
+      const config = await client.configuration()
+      const method = DELIVERY_METHOD[settings.delivery]
+      if (config.deliveryMethods.length > 0 && !config.deliveryMethods.includes(method)) {
+        throw new Error(`the transmitter does not offer ${settings.delivery} delivery`)
+      }
+      const delivery =
+        settings.delivery === 'push'
+          ? { method: 'push' as const, endpointUrl: settings.pushUrl ?? '' }
+          : { method: 'poll' as const }
+      stream = await client.stream(config, delivery, settings.streamId)
+      const status = await client.status(config, stream.streamId).catch(() => undefined)
+      log.info(
+        { ...base, delivery: settings.delivery, stream: stream.streamId, status },
+        'SSF stream ready',
+      )
+      if (stream.pollUrl !== undefined) later(0, poll)
+    } catch (error) {
+      log.warn(
+        { ...base, reason: (error as Error).message, retryInMs: RETRY_SETUP_MS },
+        'SSF stream setup failed',
+      )
+      later(RETRY_SETUP_MS, setup)
+    }
+  }
+
+  async function poll(): Promise<void> {
+    const url = stream?.pollUrl
+    if (url === undefined) return
+    let more = false
+    try {
+      const sent = { ack, setErrs }
+      const answer = await client.poll(url, sent.ack, sent.setErrs, settings.maxEvents)
+      ack = []
+      setErrs = {}
+      for (const [jti, token] of answer.sets) {
+        if (closed) break
+        const outcome = await receive(token, 'poll')
+        // Acknowledged once applied (or a duplicate already applied); reported when refused;
+        // neither while the store or keys are down, so the transmitter delivers it again.
+        if (outcome.ok || outcome.replay) ack.push(jti)
+        else if (outcome.err !== 'unavailable') {
+          setErrs[jti] = { err: outcome.err, description: outcome.description }
+        }
+      }
+      more = answer.moreAvailable || ack.length > 0 || Object.keys(setErrs).length > 0
+    } catch (error) {
+      log.warn({ ...base, reason: (error as Error).message }, 'SSF poll failed')
+    }
+    later(more ? 0 : settings.pollIntervalMs, poll)
+  }
+
+  return {
+    name: settings.name,
+    pushAuthorization: settings.pushAuthorization,
+    receive,
+    async refuse(refusal, request) {
+      await refused(refusal, 'push', request)
+    },
+    start() {
+      later(0, setup)
+    },
+    async close() {
+      closed = true
+      clearTimeout(timer)
+      await running
+      keys.close()
+    },
+  }
+}
+
+/** `.../caep/event-type/session-revoked` -> `session-revoked`, for logs and reasons. */
+function shortType(eventType: string): string {
+  return eventType.slice(eventType.lastIndexOf('/') + 1).slice(0, 64)
+}
