@@ -266,6 +266,10 @@ export async function startTokengate(
         policyStore,
         tracing,
         connections,
+        changes: {
+          readAsOf: () => store.changesReadAsOf,
+          catchUp: () => void store.catchUpChanges?.(),
+        },
       })
       decisionApp = built
       decisionUrl = await listenAs('decision', () => built.listen(decision.host, decision.port))

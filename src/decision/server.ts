@@ -24,6 +24,7 @@ import { problemResponse } from '../http/problem-response.ts'
 import { createRequestIdGenerator, requestIdOf } from '../http/request-id.ts'
 import type { ConnectionBudget } from '../lib/connection-budget.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
+import { CACHE_EXPIRY_HEADER, type ChangeFreshness, createCacheExpiry } from './cache-expiry.ts'
 import { type Answer, createDecider } from './decide.ts'
 import { createDiagnostics } from './diagnostics.ts'
 import { clientAddressOf } from './forwarded-request.ts'
@@ -51,6 +52,8 @@ export interface BuildDecisionServerOptions {
   readonly tracing?: Pick<Tracing, 'decision'> | undefined
   /** The process's connection caps, shared with the other listeners (limits-connections.ts). */
   readonly connections?: ConnectionBudget | undefined
+  /** How fresh this process's view of the store's changes is: bounds cached decisions. */
+  readonly changes?: ChangeFreshness | undefined
 }
 
 export interface DecisionServer {
@@ -98,6 +101,7 @@ export async function buildDecisionServer(
     cors: corsSettings(config.server.cors),
   })
   const nextRequestId = createRequestIdGenerator()
+  const cacheExpiry = createCacheExpiry(options.changes ?? { readAsOf: () => undefined })
   const { recorder } = opened
   const diagnostics = createDiagnostics(logger)
   /** A trusted proxy that sends another proxy's headers: one warn line per episode. */
@@ -145,7 +149,10 @@ export async function buildDecisionServer(
       }
       const send = (answer: Answer) => {
         if (answer.type !== 'preflight') outcome = answer.outcome
-        writeAnswer(res, answer, requestId, kind)
+        // nginx's proxy_cache obeys X-Accel-Expires (cache-expiry.ts); other proxies ignore it.
+        const expiry =
+          kind !== undefined && PROXY_RULES[kind].problemHeader ? cacheExpiry(answer) : undefined
+        writeAnswer(res, answer, requestId, kind, expiry)
       }
       if (!isPromiseLike(decided.answer)) return send(decided.answer)
       decided.answer.then(send, (error: unknown) => {
@@ -244,6 +251,7 @@ function writeAnswer(
   answer: Answer,
   requestId: string,
   kind: ProxyKind | undefined,
+  expiry: string | undefined,
 ): void {
   switch (answer.type) {
     case 'preflight':
@@ -257,6 +265,7 @@ function writeAnswer(
         'content-length': '0',
       }
       if (answer.remove.length > 0) headers[ENVOY_REMOVE_HEADER] = [...answer.remove]
+      if (expiry !== undefined) headers[CACHE_EXPIRY_HEADER] = expiry
       res.writeHead(200, headers)
       return void res.end()
     }
@@ -264,7 +273,10 @@ function writeAnswer(
       // nginx drops the subrequest's body: the problem travels in a header it can return.
       const extra =
         kind !== undefined && PROXY_RULES[kind].problemHeader
-          ? { [PROBLEM_HEADER]: asciiJson(JSON.stringify(answer.response.body)) }
+          ? {
+              [PROBLEM_HEADER]: asciiJson(JSON.stringify(answer.response.body)),
+              ...(expiry === undefined ? {} : { [CACHE_EXPIRY_HEADER]: expiry }),
+            }
           : undefined
       sendFailureResponse(res, answer.response, requestId, extra)
       return

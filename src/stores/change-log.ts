@@ -75,6 +75,12 @@ export interface ChangeFollowerStatus {
   readonly lastSeq: number | undefined
   /** False from a failed or hung catch-up until the next successful one. */
   readonly current: boolean
+  /**
+   * Epoch ms at which the last successful catch-up started: every change committed before it
+   * has been emitted. Undefined before the first one. What a cached decision's expiry is
+   * bound to (decision/cache-expiry.ts).
+   */
+  readonly readAsOf: number | undefined
 }
 
 const BATCH = 1000
@@ -93,6 +99,7 @@ export class ChangeFollower {
   #running: Promise<void> = Promise.resolve()
   #next: Promise<void> | undefined
   #readStartedAt: number | undefined
+  #readAsOf: number | undefined
   #prunedAt = 0
   #closed = false
 
@@ -104,7 +111,7 @@ export class ChangeFollower {
   }
 
   get status(): ChangeFollowerStatus {
-    return { lastSeq: this.#last, current: this.#current }
+    return { lastSeq: this.#last, current: this.#current, readAsOf: this.#readAsOf }
   }
 
   /**
@@ -170,7 +177,8 @@ export class ChangeFollower {
 
   async #read(): Promise<void> {
     if (this.#closed) return
-    this.#readStartedAt = this.#now()
+    const startedAt = this.#now()
+    this.#readStartedAt = startedAt
     try {
       await this.start()
       for (;;) {
@@ -191,6 +199,7 @@ export class ChangeFollower {
         }
         if (entries.length < BATCH) break
       }
+      this.#readAsOf = startedAt
       this.#recovered()
     } catch (error) {
       this.#unsure(error)

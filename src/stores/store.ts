@@ -396,6 +396,10 @@ export interface ChangeSource {
   watch(listener: (change: StoreChange) => void): () => void
   /** State of change delivery (the change log follower, and Postgres' LISTEN connection). */
   readonly changeFeed?: ChangeFeedStatus | undefined
+  /** Epoch ms up to which every change has been applied here (change-log.ts `readAsOf`). */
+  readonly changesReadAsOf?: number | undefined
+  /** Reads the change log now instead of at the next poll (moves `changesReadAsOf`). */
+  catchUpChanges?(): Promise<void>
 }
 
 /**

@@ -210,6 +210,8 @@ export function exampleConfig(
 
 export interface ProxyProcess {
   readonly url: string
+  /** The process's temporary prefix (nginx: its config and the decision cache's files). */
+  readonly dir: string
   /** What the process wrote to stderr so far (for failure messages). */
   log(): string
   stop(): Promise<void>
@@ -230,6 +232,9 @@ export async function startNginx(
     proxy,
   )
 }
+
+/** Debian's libnginx-mod-http-perl, which the example's decision cache needs (perl_set). */
+export const NGINX_PERL_MODULE = '/usr/lib/nginx/modules/ngx_http_perl_module.so'
 
 /** The nginx example with its decision cache turned on (its `#cache ` lines), kept in `dir`. */
 export function withDecisionCache(config: string, dir: string): string {
@@ -255,7 +260,10 @@ export async function startIngressNginx(ports: {
 export async function runNginx(server: string, port: number): Promise<ProxyProcess> {
   const dir = mkdtempSync(join(tmpdir(), 'tokengate-nginx-'))
   writeFileSync(join(dir, 'tokengate.conf'), server.replaceAll('{{dir}}', dir))
-  writeFileSync(join(dir, 'nginx.conf'), nginxMainConfig(dir))
+  writeFileSync(
+    join(dir, 'nginx.conf'),
+    nginxMainConfig(dir, { perl: /\bperl_set\b/.test(server) }),
+  )
   const child = spawn(
     binaryPath('nginx') as string,
     ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', 'stderr'],
@@ -275,9 +283,11 @@ export function nginxMainConfig(
     readonly errorLog?: string
     readonly connections?: number
     readonly extraHttp?: string
+    /** Loads Debian's perl module (the decision cache's credential digest). */
+    readonly perl?: boolean
   } = {},
 ): string {
-  return `daemon off;
+  return `${options.perl ? `load_module ${NGINX_PERL_MODULE};\n` : ''}daemon off;
 master_process off;
 worker_processes 1;
 pid ${join(dir, 'nginx.pid')};
@@ -339,7 +349,7 @@ async function watchProxy(child: ChildProcess, port: number, dir: string): Promi
     }
     await sleep(50)
   }
-  return { url: `http://127.0.0.1:${port}`, log: () => stderr, stop }
+  return { url: `http://127.0.0.1:${port}`, dir, log: () => stderr, stop }
 }
 
 function accepts(port: number): Promise<boolean> {

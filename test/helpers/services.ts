@@ -30,6 +30,7 @@ export type Service =
   | 'redis'
   | 'redis-sentinel'
   | 'nginx'
+  | 'nginx-perl'
   | 'caddy'
   | 'chromium'
 
@@ -518,6 +519,12 @@ const unavailable: Record<Service, () => string | undefined> = {
       ? undefined
       : 'no redis-sentinel binary (apt-get install redis-sentinel)'),
   nginx: () => (binaryPath('nginx') ? undefined : 'no nginx binary (apt-get install nginx)'),
+  // The decision cache's credential digest (examples/forward-auth/nginx.conf, perl_set).
+  'nginx-perl': () =>
+    (binaryPath('nginx') ? undefined : 'no nginx binary (apt-get install nginx)') ??
+    (existsSync('/usr/lib/nginx/modules/ngx_http_perl_module.so')
+      ? undefined
+      : 'no nginx perl module (apt-get install libnginx-mod-http-perl)'),
   caddy: () => (binaryPath('caddy') ? undefined : 'no caddy binary (apt-get install caddy)'),
   chromium: () =>
     binaryPath('chromium') ? undefined : 'no chromium binary (apt-get install chromium)',

@@ -74,6 +74,20 @@ export abstract class SqlStore {
     }
   }
 
+  /**
+   * Epoch ms up to which this process has applied every change (the start of its last
+   * successful change-log read); undefined before one or while the log cannot be read.
+   */
+  get changesReadAsOf(): number | undefined {
+    const { current, readAsOf } = this.follower.status
+    return current ? readAsOf : undefined
+  }
+
+  /** Reads the change log now (while someone watches), instead of at the next poll. */
+  catchUpChanges(): Promise<void> {
+    return this.listeners.size > 0 ? this.follower.catchUp() : Promise.resolve()
+  }
+
   /** Delivers what this object just wrote (and anything before it) to its watchers. */
   protected async delivered(): Promise<void> {
     if (this.listeners.size > 0) await this.follower.catchUp()

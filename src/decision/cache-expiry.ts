@@ -1,0 +1,70 @@
+/**
+ * How long a proxy may keep a decision (docs/forward-auth.md "Caching decisions"), stated in
+ * `X-Accel-Expires`, which nginx's proxy_cache (and ingress-nginx's auth cache) obeys over its
+ * own `proxy_cache_valid`: `@<epoch second>` for an allow it may keep, `0` for any other answer.
+ *
+ * Why an expiry and not a version in the key: nginx must know the key before it looks the
+ * entry up, from request-time variables only, and holds nothing tokengate could bump. So the
+ * bound lives in the expiry: an allow is kept at most until one second after this instance
+ * last read the change log. A revocation, disable, JWT revocation rule, tenant, issuer or
+ * policy change committed after that read is then refused by the proxy within 1 s of its
+ * commit: the entry ends by then, and the decision that replaces it either has read the change
+ * or is kept only until one second after its own, older, read. nginx keeps an entry while its
+ * clock's second is <= the stated one, so `@S` with S = floor((readAsOf - margin) / 1000) ends
+ * it by readAsOf - margin + 1 s. The margin covers what follows a read (the commit's own
+ * latency after its change-log time, a JWT revocation rule or issuer read into memory).
+ *
+ * Never kept: an answer carrying an identity token (each request gets its own `jti`), a key
+ * with its own rate limit or quota (each use must be counted), a credential of a kind not read
+ * from `Authorization` alone (the proxy's key covers only that header), any answer while the
+ * change log cannot be read.
+ */
+import type { Answer } from './decide.ts'
+
+export const CACHE_EXPIRY_HEADER = 'x-accel-expires'
+
+/** Subtracted from the last read's time: see the file comment. */
+export const APPLY_MARGIN_MS = 50
+
+/** The built-in kinds, the only ones decided from `Authorization` alone. */
+const KEYED_ON_AUTHORIZATION = new Set(['pat', 'jwt'])
+
+/** At most one extra change-log read per this many ms (the poll reads every 500 ms). */
+const NUDGE_EVERY_MS = 25
+
+export interface ChangeFreshness {
+  /** Epoch ms up to which every change has been applied (store `changesReadAsOf`). */
+  readonly readAsOf: () => number | undefined
+  /** Reads the change log now: an allow is kept again once its read is this second's. */
+  readonly catchUp?: (() => void) | undefined
+}
+
+/** Returns the `X-Accel-Expires` value for an answer. */
+export function createCacheExpiry(
+  changes: ChangeFreshness,
+  now: () => number = Date.now,
+): (answer: Answer) => string {
+  let nudgedAt = Number.NEGATIVE_INFINITY
+  return (answer) => {
+    if (answer.type !== 'allow') return '0'
+    const { principal, identity } = answer.outcome
+    if (identity?.['x-auth-token'] !== undefined || principal.limits !== undefined) return '0'
+    if (!KEYED_ON_AUTHORIZATION.has(principal.tokenType)) return '0'
+    const readAsOf = changes.readAsOf()
+    if (readAsOf === undefined) return '0'
+    const at = now()
+    const second = Math.floor(at / 1000)
+    let last = Math.floor((readAsOf - APPLY_MARGIN_MS) / 1000)
+    // A read made now would make this second's allows keepable: ask for one.
+    const helps = at - second * 1000 >= APPLY_MARGIN_MS
+    if (last < second && helps && changes.catchUp && at - nudgedAt >= NUDGE_EVERY_MS) {
+      nudgedAt = at
+      changes.catchUp()
+    }
+    // Never past the credential's own expiry.
+    if (principal.expiresAt !== null) {
+      last = Math.min(last, Math.floor(principal.expiresAt / 1000) - 1)
+    }
+    return last >= second ? `@${last}` : '0'
+  }
+}
