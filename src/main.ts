@@ -18,6 +18,13 @@ import type { MetricsListener } from './server/metrics.ts'
 import { v1Routes } from './server/routes/v1/index.ts'
 import { buildServer } from './server/server.ts'
 import { ensureDevCertificate, readTlsFiles, type TlsMaterial } from './server/tls.ts'
+import { SSF_CONFIGURATION_PATH } from './ssf/events.ts'
+import {
+  JWKS_PATH,
+  ssfConfiguration,
+  startTransmitter,
+  type Transmitter,
+} from './ssf/transmitter.ts'
 import { countersLine, listenAs, listeningLine, storeLine, upstreamLine } from './startup.ts'
 import { openStore } from './stores/open-store.ts'
 import type { SsfReceivers } from './ssf/receiver-setup.ts'
@@ -117,6 +124,7 @@ export async function startTokengate(
   let closeAuth: (() => Promise<void>) | undefined
   let apiApp: FastifyInstance | undefined
   let events: EventDelivery | undefined
+  let transmitter: Transmitter | undefined
   let ssfReceivers: SsfReceivers | undefined
   let retention: { close(): Promise<void> } | undefined
   let metricsListener: MetricsListener | undefined
@@ -154,7 +162,17 @@ export async function startTokengate(
           storeWrites: () => auth.writes.state(),
         })
       : undefined
-    const identityToken = await identitySignerFor(config, clock)
+    // The identity-token keys also sign the CAEP transmitter's SETs (docs/caep-transmitter.md).
+    const signer = await identitySignerFor(config, clock)
+    const identityToken = config.identityToken.enabled ? signer : undefined
+    transmitter = await startTransmitter({
+      transmitter: config.ssf.transmitter,
+      events: config.events,
+      store,
+      signer,
+      clock,
+      log: logger,
+    })
     // One gate for every listener: one limiter, one counter store, one outcome recorder.
     opened = await openGate(auth, {
       rateLimit: config.rateLimit,
@@ -200,10 +218,18 @@ export async function startTokengate(
     })
     apiApp = app
     app.server.on('connection', (socket: Socket) => connections.admit(socket))
-    if (identityToken) {
-      // Public keys of the identity token, on the API listener only (see decision/server.ts).
-      app.get('/.well-known/jwks.json', (_request, reply) => {
-        reply.header('cache-control', 'public, max-age=300').send(identityToken.jwks())
+    if (signer) {
+      // Public keys of the identity token and the SETs, on the API listener only (see
+      // decision/server.ts).
+      app.get(JWKS_PATH, (_request, reply) => {
+        reply.header('cache-control', 'public, max-age=300').send(signer.jwks())
+      })
+    }
+    const ssfTransmitter = config.ssf.transmitter
+    if (ssfTransmitter) {
+      const metadata = ssfConfiguration(ssfTransmitter)
+      app.get(SSF_CONFIGURATION_PATH, (_request, reply) => {
+        reply.header('cache-control', 'public, max-age=300').send(metadata)
       })
     }
     await listenAs('api', () =>
@@ -278,7 +304,7 @@ export async function startTokengate(
         logger.info({ listener: 'decisionGrpc' }, listeningLine('decisionGrpc', built.grpcUrl))
       }
     }
-    const started = { events, retention, metricsListener, decisionApp, adminListener }
+    const started = { events, transmitter, retention, metricsListener, decisionApp, adminListener }
 
     let closing: Promise<void> | undefined
     return {
@@ -306,6 +332,7 @@ export async function startTokengate(
           await started.metricsListener?.close()
           // Before the audit flush: events flushed now stay queued for the next start.
           await started.events.close()
+          await started.transmitter.close()
           await started.retention.close()
           clearTimeout(force)
           await gate.close()
@@ -328,6 +355,7 @@ export async function startTokengate(
     await opened?.close()
     await ssfReceivers?.close()
     await events?.close()
+    await transmitter?.close()
     await retention?.close()
     await closeAuth?.()
     await store.close().catch(() => {})
@@ -373,7 +401,7 @@ async function ssfReceiversFor(
 }
 
 async function identitySignerFor(config: Readonly<Config>, clock: Clock) {
-  if (!config.identityToken.enabled) return undefined
+  if (!config.identityToken.enabled && !config.ssf.transmitter) return undefined
   const { createIdentityTokenSigner } = await import('./auth/identity-token.ts')
   return createIdentityTokenSigner(
     config.identityToken,

@@ -166,7 +166,9 @@ export async function createAuthContext(
   // Events a killed process (a worker SIGKILLed between two flushes) left in its spool are
   // stored first; a store that cannot take them now leaves them for the next start.
   const spoolDir = options.auditSpoolDir
-  const queueForDelivery = webhookConfigured(config.events)
+  // The outbox has readers: the webhook, or CAEP receivers (their entries are queued per type).
+  const queueForDelivery =
+    webhookConfigured(config.events) || (config.ssf.transmitter?.receivers.length ?? 0) > 0
   if (spoolDir) {
     try {
       const { recovered, unreadable } = await recoverAuditSpool(spoolDir, store, {
@@ -190,7 +192,7 @@ export async function createAuthContext(
     flushIntervalMs: 200,
     maxBatch: 500,
     spool: spoolDir ? openAuditSpool(spoolDir) : undefined,
-    // Without a webhook nothing reads the outbox: store the events only.
+    // Without a webhook or a CAEP receiver nothing reads the outbox: store the events only.
     queueForDelivery,
     clock,
     onError: (error) => writes.failed('appendAudit', error),

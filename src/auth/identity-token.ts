@@ -36,6 +36,12 @@ export interface IdentityTokenSigner {
    * `settings.audience` fixes one.
    */
   sign(principal: Principal, audience: string | undefined): Promise<string>
+  /**
+   * A Security Event Token (RFC 8417) of `claims`, signed with the current key under
+   * `typ: secevent+jwt`: the CAEP transmitter's (ssf/transmitter.ts). The explicit type keeps
+   * a SET from passing as an identity token (typ JWT, with sub and exp) and the reverse.
+   */
+  signSecurityEvent(claims: object): Promise<string>
   /** The public keys upstreams verify with: the next key, the current one, recent old ones. */
   jwks(): { keys: JWK[] }
 }
@@ -53,6 +59,8 @@ interface LiveKey extends StoredKey {
   readonly signingKey: KeyObject
   /** The base64url JWS protected header, the same for every token of the key. */
   readonly header: string
+  /** The same for a Security Event Token (`typ: secevent+jwt`). */
+  readonly setHeader: string
 }
 
 const CLOCK_SKEW_MS = 60_000
@@ -115,7 +123,13 @@ export async function createIdentityTokenSigner(
         ...(principal.tokenId !== undefined ? { token_id: principal.tokenId } : {}),
         permissions: principal.permissions,
       }
-      return compactJws(key, claims)
+      return compactJws(key.header, key, claims)
+    },
+    async signSecurityEvent(claims) {
+      const now = clock.now()
+      if (now >= nextMaintenance) await maintain(now)
+      const key = current(now)
+      return compactJws(key.setHeader, key, claims)
     },
     jwks() {
       return { keys: keys.map((key) => key.publicJwk) }
@@ -158,11 +172,13 @@ async function generateKey(alg: 'ES256' | 'EdDSA', activatesAt: number): Promise
 async function liveKey(key: StoredKey): Promise<LiveKey> {
   const { d: _private, ...publicPart } = key.privateJwk
   const header = JSON.stringify({ alg: key.alg, kid: key.kid, typ: 'JWT' })
+  const setHeader = JSON.stringify({ alg: key.alg, kid: key.kid, typ: 'secevent+jwt' })
   return {
     ...key,
     publicJwk: { ...publicPart, kid: key.kid, alg: key.alg, use: 'sig' },
     signingKey: createPrivateKey({ key: key.privateJwk as JsonWebKey, format: 'jwk' }),
     header: Buffer.from(header).toString('base64url'),
+    setHeader: Buffer.from(setHeader).toString('base64url'),
   }
 }
 
@@ -170,8 +186,8 @@ async function liveKey(key: StoredKey): Promise<LiveKey> {
  * A compact JWS (RFC 7515) of the claims. Hand-written over node:crypto's synchronous `sign`:
  * jose signs through WebCrypto, which cost ~40–60 µs more per token (bench/identity-token).
  */
-function compactJws(key: LiveKey, claims: object): string {
-  const input = `${key.header}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`
+function compactJws(header: string, key: LiveKey, claims: object): string {
+  const input = `${header}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`
   const signature =
     key.alg === 'ES256'
       ? sign('sha256', Buffer.from(input), { key: key.signingKey, dsaEncoding: 'ieee-p1363' })

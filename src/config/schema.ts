@@ -507,6 +507,45 @@ export const ConfigSchema = Type.Object(
     ),
     ssf: Type.Object(
       {
+        transmitter: Type.Optional(
+          Type.Object(
+            {
+              issuer: Type.String({
+                pattern: '^https?://[^/]+$',
+                description:
+                  'iss of the CAEP credential-change SETs sent for our own keys, and the origin receivers find /.well-known/ssf-configuration and /.well-known/jwks.json at (the API listener as receivers reach it, e.g. https://api.example.com). See docs/caep-transmitter.md.',
+              }),
+              receivers: Type.Array(
+                Type.Object(
+                  {
+                    url: Type.String({
+                      pattern: '^https?://',
+                      description:
+                        'The receiver push endpoint (RFC 8935): one SET per POST, through the event outbox (retried until delivered). Prefer https://.',
+                    }),
+                    audience: Type.String({
+                      minLength: 1,
+                      description: 'aud of the SETs sent to this receiver (its SSF audience).',
+                    }),
+                    authorizationHeaderFile: Type.Optional(
+                      Type.String({
+                        description:
+                          'A file holding the Authorization header value the receiver expects (SSF delivery authorization_header, e.g. "Bearer ..."); read at start.',
+                      }),
+                    ),
+                  },
+                  { additionalProperties: false },
+                ),
+                {
+                  default: [],
+                  description:
+                    'Receivers subscribed to credential-change SETs: a PAT revoked, leaked, disabled or enabled, or its permissions changed. SETs are signed with the identity-token keys (identityToken.keysFile, rotated and published the same way).',
+                },
+              ),
+            },
+            { additionalProperties: false },
+          ),
+        ),
         receivers: Type.Array(SSF_RECEIVER, {
           default: [],
           description:

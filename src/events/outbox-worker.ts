@@ -23,6 +23,8 @@ import type { WebhookSender } from './webhook.ts'
 export interface OutboxWorkerOptions {
   readonly store: OutboxStore
   readonly sender: WebhookSender
+  /** Which queue of the outbox this worker delivers: `''` (default) is the webhook's. */
+  readonly destination?: string | undefined
   readonly clock?: Clock | undefined
   /** Events per delivery. Default 100. */
   readonly batchSize?: number | undefined
@@ -71,6 +73,7 @@ export interface OutboxWorker {
  */
 export function createOutboxWorker(options: OutboxWorkerOptions): OutboxWorker {
   const { store, sender } = options
+  const destination = options.destination ?? ''
   const clock = options.clock ?? systemClock
   const batchSize = options.batchSize ?? 100
   const pollIntervalMs = options.pollIntervalMs ?? 1000
@@ -98,7 +101,7 @@ export function createOutboxWorker(options: OutboxWorkerOptions): OutboxWorker {
 
   /** One step; returns the wait before the next one. Only store failures throw. */
   async function step(): Promise<{ delivered: number; waitMs: number }> {
-    const entries = await store.claimOutbox(clock.now(), batchSize, leaseMs)
+    const entries = await store.claimOutbox(clock.now(), batchSize, leaseMs, destination)
     if (entries.length === 0) return { delivered: 0, waitMs: pollIntervalMs }
     const ids = entries.map((e) => e.event.id)
     const result = await sender.send(
@@ -106,7 +109,7 @@ export function createOutboxWorker(options: OutboxWorkerOptions): OutboxWorker {
       abort.signal,
     )
     if (result.ok) {
-      await store.completeOutbox(ids)
+      await store.completeOutbox(ids, destination)
       stats.delivered += ids.length
       stats.consecutiveFailures = 0
       stats.lastSuccessAt = clock.now()
@@ -121,11 +124,22 @@ export function createOutboxWorker(options: OutboxWorkerOptions): OutboxWorker {
       result.retryAfterMs ?? 0,
     )
     // Released even on shutdown (the abort), so a restart retries at once.
-    await store.retryOutbox(ids, clock.now() + (closed ? 0 : delay), result.error)
+    await store.retryOutbox(
+      ids,
+      clock.now() + (closed ? 0 : delay),
+      result.error,
+      destination,
+    )
     if (!closed) {
       options.log?.warn(
-        { error: result.error, events: ids.length, attempts, retryInMs: delay },
-        'webhook delivery failed; will retry',
+        {
+          error: result.error,
+          events: ids.length,
+          attempts,
+          retryInMs: delay,
+          ...(destination ? { destination } : {}),
+        },
+        destination ? 'event delivery failed; will retry' : 'webhook delivery failed; will retry',
       )
     }
     return { delivered: 0, waitMs: delay }

@@ -310,4 +310,32 @@ export const postgresMigrations: readonly Migration[] = [
       CREATE INDEX ssf_received_expiry ON ssf_received (expires_at);
     `,
   },
+  {
+    // Outbox destinations (issue #34, the CAEP transmitter): one row per (event, destination).
+    // '' is the webhook, as before; every destination listed in outbox_destinations (a CAEP
+    // receiver) gets its own row for the event types it takes, in the transaction that stores
+    // the event, so each is retried on its own and none waits on another.
+    version: 16,
+    sql: `
+      ALTER TABLE event_outbox ADD COLUMN destination text COLLATE "C" NOT NULL DEFAULT '';
+      ALTER TABLE event_outbox DROP CONSTRAINT event_outbox_event_id_key;
+      ALTER TABLE event_outbox ADD CONSTRAINT event_outbox_event_destination
+        UNIQUE (event_id, destination);
+      DROP INDEX event_outbox_due;
+      CREATE INDEX event_outbox_due ON event_outbox (destination, next_attempt_at, seq);
+      CREATE TABLE outbox_destinations (
+        name text COLLATE "C" PRIMARY KEY,
+        event_types text NOT NULL
+      );
+    `,
+  },
+  {
+    // Certificate-bound PATs (issue #33, RFC 8705): the x5t#S256 thumbprint of the one client
+    // certificate the key may be used with; NULL: not bound. The change log's trigger compares
+    // whole rows, so it logs an edit of this column as it is.
+    version: 17,
+    sql: `
+      ALTER TABLE pats ADD COLUMN certificate_thumbprint text COLLATE "C";
+    `,
+  },
 ]

@@ -302,4 +302,44 @@ export const sqliteMigrations: readonly Migration[] = [
       CREATE INDEX ssf_received_by_expiry ON ssf_received (expires_at);
     `,
   },
+  {
+    // Outbox destinations (issue #34, the CAEP transmitter): one row per (event, destination).
+    // '' is the webhook, as before; every destination listed in outbox_destinations (a CAEP
+    // receiver) gets its own row for the event types it takes, in the transaction that stores
+    // the event, so each is retried on its own and none waits on another. SQLite cannot drop
+    // a UNIQUE constraint: the table is rebuilt, keeping every pending row.
+    version: 16,
+    sql: `
+      CREATE TABLE event_outbox_16 (
+        seq             INTEGER PRIMARY KEY,
+        event_id        TEXT NOT NULL REFERENCES audit_events (id) ON DELETE CASCADE,
+        destination     TEXT NOT NULL DEFAULT '',
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at INTEGER NOT NULL DEFAULT 0,
+        claimed_until   INTEGER,
+        last_error      TEXT,
+        UNIQUE (event_id, destination)
+      ) STRICT;
+      INSERT INTO event_outbox_16 (seq, event_id, attempts, next_attempt_at, claimed_until, last_error)
+        SELECT seq, event_id, attempts, next_attempt_at, claimed_until, last_error FROM event_outbox;
+      DROP TABLE event_outbox;
+      ALTER TABLE event_outbox_16 RENAME TO event_outbox;
+      CREATE INDEX event_outbox_due ON event_outbox (destination, next_attempt_at, seq);
+      CREATE TABLE outbox_destinations (
+        name        TEXT PRIMARY KEY,
+        event_types TEXT NOT NULL
+      ) STRICT;
+    `,
+  },
+  {
+    // Certificate-bound PATs (issue #33, RFC 8705): the x5t#S256 thumbprint of the one client
+    // certificate the key may be used with; NULL: not bound. The change log's pats trigger
+    // names its columns, so it is made again with the new one.
+    version: 17,
+    sql: `
+      ALTER TABLE pats ADD COLUMN certificate_thumbprint TEXT;
+      DROP TRIGGER pats_updated_logged;
+      ${logged('pats_updated', `UPDATE OF ${PAT_CHANGE_COLUMNS}, ${PAT_KEY_COLUMNS}, certificate_thumbprint ON pats`, 'pat', 'NEW.token_hash')}
+    `,
+  },
 ]

@@ -373,22 +373,49 @@ export interface UsageStore {
   pruneUsage(resolution: UsageResolution, before: number, limit: number): Promise<number>
 }
 
-/** The webhook delivery outbox, filled by `appendAudit`. */
+/**
+ * A destination of the outbox besides the webhook (whose name is `''`): a CAEP receiver.
+ * `appendAudit` queues an entry for it for each event of one of `eventTypes`.
+ */
+export interface OutboxDestination {
+  readonly name: string
+  readonly eventTypes: readonly string[]
+}
+
+/**
+ * The delivery outbox, filled by `appendAudit`: one queue per destination, `''` (the
+ * default) being the webhook's, each claimed, retried and completed on its own.
+ */
 export interface OutboxStore {
   /**
-   * Claims up to `limit` due outbox entries, oldest first, for `leaseMs`: until the lease
-   * ends no other claim (in any process) returns them. Due: `nextAttemptAt <= now` and not
-   * claimed, or the claim expired (a worker that died mid-delivery).
+   * Claims up to `limit` due outbox entries of `destination`, oldest first, for `leaseMs`:
+   * until the lease ends no other claim (in any process) returns them. Due: `nextAttemptAt <=
+   * now` and not claimed, or the claim expired (a worker that died mid-delivery).
    */
-  claimOutbox(now: number, limit: number, leaseMs: number): Promise<readonly OutboxEntry[]>
-  /** Delivered: removes the entries (unknown ids are ignored). */
-  completeOutbox(eventIds: readonly string[]): Promise<void>
+  claimOutbox(
+    now: number,
+    limit: number,
+    leaseMs: number,
+    destination?: string,
+  ): Promise<readonly OutboxEntry[]>
+  /** Delivered: removes the entries of `destination` (unknown ids are ignored). */
+  completeOutbox(eventIds: readonly string[], destination?: string): Promise<void>
   /** Delivery failed: releases the claim, counts the attempt and sets the next one. */
-  retryOutbox(eventIds: readonly string[], nextAttemptAt: number, error: string): Promise<void>
-  /** Entries waiting for delivery, and the time of the oldest one's event. */
+  retryOutbox(
+    eventIds: readonly string[],
+    nextAttemptAt: number,
+    error: string,
+    destination?: string,
+  ): Promise<void>
+  /** Entries waiting for delivery (every destination), and the time of the oldest one's event. */
   outboxStats(): Promise<OutboxStats>
-  /** Removes every entry (delivery is not configured); returns how many. */
+  /** Empties the webhook's queue (no webhook configured); returns how many were removed. */
   clearOutbox(): Promise<number>
+  /**
+   * Replaces the destinations besides the webhook; one no longer listed loses its pending
+   * entries. Every instance on one database must configure the same ones.
+   */
+  setOutboxDestinations(list: readonly OutboxDestination[]): Promise<void>
 }
 
 export interface ChangeSource {

@@ -29,6 +29,7 @@ import {
 } from '../../src/stores/store.ts'
 import { jwtRevocationsContract } from './jwt-revocations-contract.ts'
 import { ssfReceivedContract } from './ssf-received-contract.ts'
+import { outboxDestinationsContract } from './outbox-destinations-contract.ts'
 import { keysContract } from './keys-contract.ts'
 
 /** Raw SQL on the store's database, outside its methods (as a DBA or another tool would). */
@@ -121,6 +122,7 @@ export function storeContract(name: string, makeStore: MakeStore): void {
   keysContract(name, makeStore)
   jwtRevocationsContract(name, makeStore)
   ssfReceivedContract(name, makeStore)
+  outboxDestinationsContract(name, makeStore)
   async function open(t: TestContext, { migrate = true } = {}): Promise<Store> {
     const { store, cleanup, sql } = await makeStore()
     t.after(cleanup)

@@ -3,6 +3,7 @@ import { checkPageLimit, decodeCursor, toPage } from '../cursor.ts'
 import * as rows from '../rows.ts'
 import type {
   AppendAuditOptions,
+  OutboxDestination,
   OutboxEntry,
   OutboxStats,
   Page,
@@ -53,8 +54,56 @@ export async function appendAudit(
     )
     if (stored.length === 0) return
     const now = new Set(stored.map((row) => row.id))
-    const queued = events.filter((e) => now.has(e.id)).map((e) => [e.id])
-    await tx.insertRows('event_outbox', [{ name: 'event_id', type: 'text' }], queued, '')
+    const fresh = events.filter((e) => now.has(e.id))
+    const queued = fresh.map((e) => [e.id, ''])
+    // Each further destination (a CAEP receiver) gets its own row for the types it takes.
+    for (const destination of await destinations(tx)) {
+      for (const e of fresh) if (destination.types.has(e.type)) queued.push([e.id, destination.name])
+    }
+    await tx.insertRows('event_outbox', OUTBOX, queued, '')
+  })
+}
+
+const OUTBOX = [
+  { name: 'event_id', type: 'text' },
+  { name: 'destination', type: 'text' },
+]
+
+async function destinations(db: SqlDb): Promise<{ name: string; types: Set<string> }[]> {
+  const found = await db.all<{ name: string; event_types: string }>(
+    'SELECT name, event_types FROM outbox_destinations',
+  )
+  return found.map((row) => ({
+    name: row.name,
+    types: new Set(JSON.parse(row.event_types) as string[]),
+  }))
+}
+
+/**
+ * Replaces the outbox's further destinations (the webhook, `''`, is always one). A
+ * destination no longer listed loses its pending entries: nothing would deliver them.
+ */
+export function setOutboxDestinations(
+  db: SqlDb,
+  list: readonly OutboxDestination[],
+): Promise<void> {
+  return db.atomic(async (tx) => {
+    const names = list.map((d) => d.name)
+    await tx.run(
+      `DELETE FROM event_outbox WHERE destination <> '' AND NOT (destination ${tx.dialect.inList('$1')})`,
+      [listParam(names)],
+    )
+    await tx.run(
+      `DELETE FROM outbox_destinations WHERE NOT (name ${tx.dialect.inList('$1')})`,
+      [listParam(names)],
+    )
+    for (const d of list) {
+      await tx.run(
+        `INSERT INTO outbox_destinations (name, event_types) VALUES ($1, $2)
+         ON CONFLICT (name) DO UPDATE SET event_types = excluded.event_types`,
+        [d.name, JSON.stringify([...d.eventTypes])],
+      )
+    }
   })
 }
 
@@ -96,6 +145,7 @@ export function claimOutbox(
   now: number,
   limit: number,
   leaseMs: number,
+  destination: string,
 ): Promise<readonly OutboxEntry[]> {
   return db.atomic(async (tx) => {
     // SKIP LOCKED (Postgres): instances claiming at once take different rows, never wait.
@@ -103,10 +153,11 @@ export function claimOutbox(
       `UPDATE event_outbox SET claimed_until = $1::bigint + $3::bigint
        WHERE seq IN (
          SELECT seq FROM event_outbox
-         WHERE next_attempt_at <= $1 AND (claimed_until IS NULL OR claimed_until <= $1)
+         WHERE destination = $4 AND next_attempt_at <= $1
+           AND (claimed_until IS NULL OR claimed_until <= $1)
          ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED)
        RETURNING seq, event_id, attempts`,
-      [now, limit, leaseMs],
+      [now, limit, leaseMs, destination],
     )
     if (claimed.length === 0) return []
     const events = await tx.all<rows.AuditRow>(
@@ -123,12 +174,17 @@ export function claimOutbox(
   })
 }
 
-export async function completeOutbox(db: SqlDb, eventIds: readonly string[]): Promise<void> {
+export async function completeOutbox(
+  db: SqlDb,
+  eventIds: readonly string[],
+  destination: string,
+): Promise<void> {
   db.checkOpen()
   if (eventIds.length === 0) return
-  await db.run(`DELETE FROM event_outbox WHERE event_id ${db.dialect.inList('$1')}`, [
-    listParam(eventIds),
-  ])
+  await db.run(
+    `DELETE FROM event_outbox WHERE destination = $2 AND event_id ${db.dialect.inList('$1')}`,
+    [listParam(eventIds), destination],
+  )
 }
 
 export async function retryOutbox(
@@ -136,14 +192,15 @@ export async function retryOutbox(
   eventIds: readonly string[],
   nextAttemptAt: number,
   error: string,
+  destination: string,
 ): Promise<void> {
   db.checkOpen()
   if (eventIds.length === 0) return
   await db.run(
     `UPDATE event_outbox SET attempts = attempts + 1, next_attempt_at = $2,
        claimed_until = NULL, last_error = $3
-     WHERE event_id ${db.dialect.inList('$1')}`,
-    [listParam(eventIds), nextAttemptAt, error.slice(0, 500)],
+     WHERE destination = $4 AND event_id ${db.dialect.inList('$1')}`,
+    [listParam(eventIds), nextAttemptAt, error.slice(0, 500), destination],
   )
 }
 
@@ -159,6 +216,7 @@ export async function outboxStats(db: SqlDb): Promise<OutboxStats> {
   }
 }
 
+/** Empties the webhook's queue (`''`); the CAEP receivers' entries stay. */
 export function clearOutbox(db: SqlDb): Promise<number> {
-  return db.run('DELETE FROM event_outbox')
+  return db.run(`DELETE FROM event_outbox WHERE destination = ''`)
 }

@@ -12,6 +12,7 @@ import type {
   AddUsageOptions,
   AdminStore,
   AppendAuditOptions,
+  OutboxDestination,
   PageRequest,
   PatChanges,
   StoreChange,
@@ -223,14 +224,17 @@ export abstract class SqlStore {
   pruneAudit(before: number, limit: number) {
     return audit.pruneAudit(this.db, before, limit)
   }
-  claimOutbox(now: number, limit: number, leaseMs: number) {
-    return audit.claimOutbox(this.db, now, limit, leaseMs)
+  claimOutbox(now: number, limit: number, leaseMs: number, destination = '') {
+    return audit.claimOutbox(this.db, now, limit, leaseMs, destination)
   }
-  completeOutbox(eventIds: readonly string[]) {
-    return audit.completeOutbox(this.db, eventIds)
+  completeOutbox(eventIds: readonly string[], destination = '') {
+    return audit.completeOutbox(this.db, eventIds, destination)
   }
-  retryOutbox(eventIds: readonly string[], nextAttemptAt: number, error: string) {
-    return audit.retryOutbox(this.db, eventIds, nextAttemptAt, error)
+  retryOutbox(eventIds: readonly string[], nextAttemptAt: number, error: string, destination = '') {
+    return audit.retryOutbox(this.db, eventIds, nextAttemptAt, error, destination)
+  }
+  setOutboxDestinations(list: readonly OutboxDestination[]) {
+    return audit.setOutboxDestinations(this.db, list)
   }
   outboxStats() {
     return audit.outboxStats(this.db)

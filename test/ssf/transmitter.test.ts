@@ -1,0 +1,203 @@
+/**
+ * The CAEP transmitter end to end: a real SSF receiver (node:http on 127.0.0.1) subscribed by
+ * configuration gets a `credential-change` SET for every PAT revoked, leaked, disabled or
+ * whose permissions change, verifiable with jose against the JWKS tokengate serves; SETs
+ * written while the receiver is down arrive once it is back (the outbox retries).
+ */
+import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { describe, it } from 'node:test'
+import { createLocalJWKSet, decodeProtectedHeader, type JWTPayload, jwtVerify } from 'jose'
+import { CAEP_EVENT, DELIVERY_METHOD, SET_MEDIA_TYPE } from '../../src/ssf/events.ts'
+import { startTestServer } from '../helpers/server.ts'
+
+const AUDIENCE = 'https://receiver.example/caep'
+const ISSUER = 'https://tokengate.example'
+
+interface Pushed {
+  readonly contentType: string | undefined
+  readonly authorization: string | undefined
+  readonly set: string
+}
+
+/** An RFC 8935 push receiver: stores each SET and answers 202; can go down and come back. */
+async function startSetReceiver() {
+  const pushed: Pushed[] = []
+  let port = 0
+  let server: http.Server | undefined
+  const receiver = {
+    pushed,
+    url: '',
+    async start() {
+      const s = http.createServer((req, res) => {
+        let body = ''
+        req.setEncoding('utf8')
+        req.on('data', (chunk: string) => {
+          body += chunk
+        })
+        req.on('end', () => {
+          pushed.push({
+            contentType: req.headers['content-type'],
+            authorization: req.headers.authorization,
+            set: body,
+          })
+          res.writeHead(202).end()
+        })
+      })
+      await new Promise<void>((resolve) => s.listen(port, '127.0.0.1', () => resolve()))
+      port = (s.address() as AddressInfo).port
+      server = s
+      receiver.url = `http://127.0.0.1:${port}/ssf/push`
+    },
+    async stop() {
+      const s = server
+      server = undefined
+      if (!s) return
+      s.closeAllConnections()
+      await new Promise<void>((resolve) => s.close(() => resolve()))
+    },
+  }
+  await receiver.start()
+  return receiver
+}
+
+interface CredentialChange {
+  readonly credential_type: string
+  readonly change_type: string
+  readonly event_timestamp: number
+}
+
+async function waitFor<T>(what: string, find: () => Promise<T | undefined>, timeoutMs = 10_000) {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const found = await find()
+    if (found !== undefined) return found
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+}
+
+describe('CAEP transmitter: credential-change SETs for our own keys', () => {
+  it('revoke, edit --permission, disable and a leak each push a verifiable SET; a receiver down for a while gets them later', async (t) => {
+    const receiver = await startSetReceiver()
+    t.after(() => receiver.stop())
+    const server = await startTestServer({
+      events: { pollIntervalMs: 25, retryInitialMs: 50, retryMaxMs: 200, timeoutMs: 2000 },
+      ssf: {
+        transmitter: { issuer: ISSUER, receivers: [{ url: receiver.url, audience: AUDIENCE }] },
+      },
+    })
+    t.after(() => server.close())
+
+    // The transmitter's configuration (SSF 1.0 §7.1) and our JWKS, as a receiver finds them.
+    const discovery = await server.request('/.well-known/ssf-configuration')
+    assert.equal(discovery.status, 200)
+    assert.equal(discovery.json.issuer, ISSUER)
+    assert.equal(discovery.json.jwks_uri, `${ISSUER}/.well-known/jwks.json`)
+    assert.deepEqual(discovery.json.delivery_methods_supported, [DELIVERY_METHOD.push])
+    const served = await server.request('/.well-known/jwks.json')
+    assert.equal(served.status, 200)
+    const jwks = createLocalJWKSet(served.json as { keys: [] })
+
+    const tokens: string[] = []
+    const issue = async () => {
+      const out = await server.cli('pat', 'issue', '--tenant', 'demo', '--subject', 'svc', '--json')
+      assert.equal(out.code, 0, out.stderr)
+      const { token, id } = JSON.parse(out.stdout) as { token: string; id: string }
+      tokens.push(token)
+      return { token, id }
+    }
+    /** The verified SET about key `id` with `changeType`, once it has arrived. */
+    const setFor = (id: string, changeType: string) =>
+      waitFor(`a ${changeType} SET for ${id}`, async () => {
+        for (const push of receiver.pushed) {
+          const { payload, protectedHeader } = await jwtVerify(push.set, jwks, {
+            issuer: ISSUER,
+            audience: AUDIENCE,
+            typ: 'secevent+jwt',
+          })
+          const event = (payload.events as Record<string, CredentialChange>)[
+            CAEP_EVENT.credentialChange
+          ]
+          const subject = payload.sub_id as Record<string, unknown>
+          if (subject?.id === id && event?.change_type === changeType) {
+            return { push, payload, protectedHeader, event, subject }
+          }
+        }
+        return undefined
+      })
+    const check = (found: Awaited<ReturnType<typeof setFor>>, id: string) => {
+      assert.equal(found.push.contentType, SET_MEDIA_TYPE)
+      assert.equal(found.protectedHeader.typ, 'secevent+jwt')
+      assert.deepEqual(found.subject, { format: 'opaque', id })
+      assert.equal(found.payload.exp, undefined, 'a SET has no exp (RFC 8417 §2.2)')
+      assert.equal(found.payload.sub, undefined, 'the subject is sub_id, not sub')
+      assert.equal(typeof found.payload.jti, 'string')
+      assert.equal(found.event.credential_type, 'api_key')
+      assert.ok(Math.abs(found.event.event_timestamp - Date.now() / 1000) < 60)
+      assert.deepEqual((found.payload as JWTPayload & { tenant_id?: string }).tenant_id, 'demo')
+    }
+
+    const edited = await issue()
+    const edit = await server.cli('pat', 'edit', edited.id, '--permission', 'tokens:read')
+    assert.equal(edit.code, 0, edit.stderr)
+    check(await setFor(edited.id, 'update'), edited.id)
+
+    const disabled = await issue()
+    assert.equal((await server.cli('pat', 'disable', disabled.id)).code, 0)
+    check(await setFor(disabled.id, 'update'), disabled.id)
+
+    const revoked = await issue()
+    assert.equal((await server.cli('pat', 'revoke', revoked.id)).code, 0)
+    check(await setFor(revoked.id, 'revoke'), revoked.id)
+
+    const leaked = await issue()
+    assert.equal((await server.cli('pat', 'revoke-leaked', leaked.token)).code, 0)
+    check(await setFor(leaked.id, 'revoke'), leaked.id)
+
+    // An edit that leaves the permissions alone is not a credential change.
+    const renamed = await issue()
+    assert.equal((await server.cli('pat', 'edit', renamed.id, '--name', 'other')).code, 0)
+
+    // The receiver goes down: what happens meanwhile is delivered once it is back.
+    await receiver.stop()
+    const whileDown = await issue()
+    assert.equal((await server.cli('pat', 'revoke', whileDown.id)).code, 0)
+    await new Promise((resolve) => setTimeout(resolve, 600))
+    await receiver.start()
+    check(await setFor(whileDown.id, 'revoke'), whileDown.id)
+    assert.ok(
+      server.logs.some((line) => line.includes('event delivery failed; will retry')),
+      'the outbox retried while the receiver was down',
+    )
+
+    assert.ok(
+      !receiver.pushed.some((p) => decodeProtectedHeader(p.set).typ !== 'secevent+jwt'),
+      'only SETs are pushed',
+    )
+    const renamedSets = await Promise.all(
+      receiver.pushed.map(async (p) => (await jwtVerify(p.set, jwks)).payload.sub_id),
+    )
+    assert.ok(
+      !renamedSets.some((s) => (s as { id?: string }).id === renamed.id),
+      'a rename is no credential change',
+    )
+    // Never the token, nor its hash, in any SET (header, claims or signature bytes).
+    for (const push of receiver.pushed) {
+      const decoded = push.set
+        .split('.')
+        .slice(0, 2)
+        .map((part) => Buffer.from(part, 'base64url').toString('utf8'))
+        .join('\n')
+      for (const token of tokens) {
+        const hex = createHash('sha256').update(token).digest('hex')
+        const b64 = createHash('sha256').update(token).digest('base64url')
+        for (const secret of [token, hex, b64, token.slice(4)]) {
+          assert.ok(!decoded.includes(secret) && !push.set.includes(secret), 'no token or hash')
+        }
+      }
+    }
+  })
+})
