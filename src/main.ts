@@ -17,7 +17,7 @@ import { fitToDescriptorLimit } from './server/descriptor-budget.ts'
 import type { MetricsListener } from './server/metrics.ts'
 import { v1Routes } from './server/routes/v1/index.ts'
 import { buildServer } from './server/server.ts'
-import { ensureDevCertificate, readTlsFiles, type TlsMaterial } from './server/tls.ts'
+import { ensureDevCertificate, readClientCa, readTlsFiles, type TlsMaterial } from './server/tls.ts'
 import { SSF_CONFIGURATION_PATH } from './ssf/events.ts'
 import {
   JWKS_PATH,
@@ -412,6 +412,22 @@ async function identitySignerFor(config: Readonly<Config>, clock: Clock) {
 
 async function tlsFor(config: Readonly<Config>): Promise<TlsMaterial | undefined> {
   if (config.server.plainHttp) return undefined
+  const material = await serverTlsFor(config)
+  const client = config.server.clientCertificates
+  if (client === undefined) return material
+  let ca: string
+  try {
+    ca = readClientCa(client.caFile)
+  } catch (error) {
+    throw new Error(
+      `server.clientCertificates.caFile ${client.caFile} (TOKENGATE_CLIENT_CA_FILE): ${(error as Error).message}`,
+      { cause: error },
+    )
+  }
+  return { ...material, clientCertificates: { ca, mode: client.mode } }
+}
+
+async function serverTlsFor(config: Readonly<Config>): Promise<TlsMaterial> {
   const { tlsCertFile, tlsKeyFile } = config.server
   if (tlsCertFile && tlsKeyFile) {
     // OpenSSL's own message names neither the file nor the setting.

@@ -54,7 +54,14 @@ import type { StoredAuditEvent, UsageScope } from '../stores/store.ts'
 import { adminGateRequest, adminRefusal, createAdminGate } from './admin-gate.ts'
 import { type AdminContext, operationDeps, sendProblem } from './context.ts'
 import { checkPermissions, checkTenantId, checkText, invalid, withinLimit } from './input.ts'
-import { externalIdOf, metadataOf, onlyFields, quotaOf, rateLimitOf } from './key-input.ts'
+import {
+  certificateThumbprintOf,
+  externalIdOf,
+  metadataOf,
+  onlyFields,
+  quotaOf,
+  rateLimitOf,
+} from './key-input.ts'
 import { adminOpenApiDocument } from './openapi.ts'
 import type { Operator } from './operators.ts'
 import { readStatus } from './status.ts'
@@ -222,6 +229,7 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
           'quota',
           'metadata',
           'externalId',
+          'certificateThumbprint',
         ])
         const now = clock.now()
         const { token, record } = await issuePat(deps(request), {
@@ -234,6 +242,7 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
           quota: quotaOf(b.quota) ?? undefined,
           metadata: metadataOf(b.metadata) ?? undefined,
           externalId: externalIdOf(b.externalId) ?? undefined,
+          certificateThumbprint: certificateThumbprintOf(b.certificateThumbprint) ?? undefined,
         })
         return reply.code(201).send({ token, ...patMetadata(record, now) })
       })
@@ -571,6 +580,7 @@ export function issuePat(
     quota?: QuotaEdit | undefined
     metadata?: Record<string, unknown> | undefined
     externalId?: string | undefined
+    certificateThumbprint?: string | undefined
   },
 ) {
   return issueTenantPat(deps, {
@@ -583,6 +593,7 @@ export function issuePat(
     quota: input.quota,
     metadata: input.metadata,
     externalId: input.externalId,
+    certificateThumbprint: input.certificateThumbprint,
   })
 }
 
@@ -597,6 +608,7 @@ function patEditOf(b: Record<string, unknown>): PatEdit {
     'resetQuotaUsage',
     'metadata',
     'externalId',
+    'certificateThumbprint',
   ])
   if (b.resetQuotaUsage !== undefined && typeof b.resetQuotaUsage !== 'boolean') {
     throw invalid('resetQuotaUsage', 'true or false')
@@ -613,6 +625,7 @@ function patEditOf(b: Record<string, unknown>): PatEdit {
     resetQuotaUsage: b.resetQuotaUsage as boolean | undefined,
     metadata: metadataOf(b.metadata),
     externalId: externalIdOf(b.externalId),
+    certificateThumbprint: certificateThumbprintOf(b.certificateThumbprint),
   }
 }
 

@@ -8,6 +8,7 @@ import {
   quotaView,
 } from '../auth/key-fields.ts'
 import {
+  checkCertificateThumbprint,
   checkRotationGrace,
   editTenantPat,
   revokeLeakedPats,
@@ -70,6 +71,7 @@ ${field({ label: 'Uses', name: 'quotaLimit', form, prefix, current: quota ? Stri
 ${field({ label: 'N hours (interval)', name: 'quotaIntervalHours', form, prefix, current: quota?.intervalSec ? String(quota.intervalSec / 3600) : '', attributes: html`inputmode="numeric"` })}
 </div></fieldset>
 ${field({ label: 'External id', name: 'externalId', form, prefix, current: record?.externalId ?? '', help: 'Your own id for the key (a customer or account); searchable.', attributes: html`maxlength="255"` })}
+${field({ label: 'Bound client certificate (x5t#S256, empty: not bound)', name: 'certificateThumbprint', form, prefix, current: record?.certificateThumbprint ?? '', help: 'The base64url SHA-256 of the certificate (DER): the key is refused without that certificate (docs/certificate-binding.md).', attributes: html`maxlength="43" spellcheck="false"` })}
 <div class="field${metadataError ? ' invalid' : ''}"><label for="${prefix}-metadata">Metadata (JSON object, at most 4096 bytes)</label>
 <textarea id="${prefix}-metadata" name="metadata" rows="3" spellcheck="false" ${metadataError ? html`aria-invalid="true" aria-describedby="${prefix}-metadata-error"` : ''}>${form.values.metadata ?? (record?.metadata ? prettyJson(record.metadata) : '')}</textarea>
 ${metadataError ? html`<p id="${prefix}-metadata-error" class="field-error">${metadataError}</p>` : ''}</div>`
@@ -83,6 +85,7 @@ const PRODUCT_FIELDS = [
   'quotaIntervalHours',
   'metadata',
   'externalId',
+  'certificateThumbprint',
 ]
 
 const ISSUE_FIELDS = [
@@ -117,6 +120,10 @@ function productChecks(b: Form) {
     externalId: () => {
       const id = (b.externalId ?? '').trim()
       return id === '' ? null : checkExternalId(id)
+    },
+    certificateThumbprint: () => {
+      const thumbprint = (b.certificateThumbprint ?? '').trim()
+      return thumbprint === '' ? null : checkCertificateThumbprint(thumbprint)
     },
   }
 }
@@ -264,6 +271,7 @@ ${next ? html`<p><a href="${next}">Next page</a></p>` : ''}`,
         quota: product.quota ?? undefined,
         metadata: product.metadata ?? undefined,
         externalId: product.externalId ?? undefined,
+        certificateThumbprint: product.certificateThumbprint ?? undefined,
       })
       await ctx.sessions.setFlash(session, {
         token,
@@ -383,6 +391,7 @@ ${next ? html`<p><a href="${next}">Next page</a></p>` : ''}`,
 <dt>Rate limit</dt><dd>${rateText(record.rateLimit)}</dd>
 <dt>Quota</dt><dd>${quota ? html`${quota.remaining} of ${quota.limit} uses left${quota.resetsAt ? html`, refills ${time(Date.parse(quota.resetsAt))}` : ' (no refill)'}` : 'none'}</dd>
 <dt>External id</dt><dd>${record.externalId ?? '—'}</dd>
+<dt>Bound certificate</dt><dd>${record.certificateThumbprint ? html`<code>${record.certificateThumbprint}</code>` : 'none'}</dd>
 <dt>Metadata</dt><dd>${record.metadata ? html`<pre>${prettyJson(record.metadata)}</pre>` : '—'}</dd>
 </dl>
 ${

@@ -121,6 +121,7 @@ const FIELD_OF_SUBJECT: Readonly<Record<string, string>> = {
   metadata: 'metadata',
   'external id': 'externalId',
   externalId: 'externalId',
+  'certificate thumbprint': 'certificateThumbprint',
   role: 'role',
   issuer: 'issuer',
   audiences: 'audience',

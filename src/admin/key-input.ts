@@ -69,6 +69,12 @@ export function externalIdOf(value: unknown): string | null | undefined {
   throw badValue('externalId', value, 'a string or null')
 }
 
+/** A certificate binding (`x5t#S256`, checked by pat-lifecycle.ts), null (unbound), or absent. */
+export function certificateThumbprintOf(value: unknown): string | null | undefined {
+  if (value === undefined || value === null || typeof value === 'string') return value
+  throw badValue('certificateThumbprint', value, 'a string (x5t#S256) or null')
+}
+
 /** The console's rate limit fields: both empty is the default (null). */
 export function rateLimitFromForm(max: string | undefined, windowSec: string | undefined) {
   const m = (max ?? '').trim()

@@ -66,6 +66,12 @@ const keyFields = {
     description: 'Your own JSON object, at most 4096 bytes.',
   },
   externalId: { type: ['string', 'null'], maxLength: 255, description: 'Your own id; searchable.' },
+  certificateThumbprint: {
+    type: ['string', 'null'],
+    pattern: '^[A-Za-z0-9_-]{43}$',
+    description:
+      'Binds the key to one client certificate (RFC 8705): the x5t#S256, base64url SHA-256 of its DER. The key is refused (401 invalid_token) without that certificate; null unbinds.',
+  },
 }
 const usageParams = [
   query('resolution', 'minute (default: the last hour), hour (the last 48 h) or day (30 days).'),

@@ -1,3 +1,4 @@
+import { isCertificateThumbprint } from '../core/certificate-binding.ts'
 import { fingerprintToken } from '../core/fingerprint.ts'
 import { checkPatFormat, hashPat, isPatToken, issuePat, patStatus } from '../core/pat.ts'
 import type { PatRecord, Quota, QuotaRefill, RateLimitOverride } from '../core/ports.ts'
@@ -10,6 +11,7 @@ import type {
   TransactionalStore,
 } from '../stores/store.ts'
 import {
+  badValue,
   checkExternalId,
   checkKeyName,
   checkKeyPermissions,
@@ -103,6 +105,8 @@ export interface IssuePatRequest {
   readonly quota?: QuotaEdit | undefined
   readonly metadata?: Readonly<Record<string, unknown>> | undefined
   readonly externalId?: string | undefined
+  /** Binds the key to one client certificate (its `x5t#S256`, RFC 8705); omitted: not bound. */
+  readonly certificateThumbprint?: string | undefined
 }
 
 /**
@@ -159,6 +163,10 @@ export async function issueTenantPat(
     request.quota === undefined ? undefined : resolveQuotaEdit(request.quota, null).spec
   const metadata = request.metadata === undefined ? null : checkMetadata(request.metadata)
   const externalId = request.externalId === undefined ? null : checkExternalId(request.externalId)
+  const certificateThumbprint =
+    request.certificateThumbprint === undefined
+      ? null
+      : checkCertificateThumbprint(request.certificateThumbprint)
   await requireEnabledTenant(deps.store, request.tenantId)
   const issued = issuePat({
     tenantId: request.tenantId,
@@ -177,6 +185,7 @@ export async function issueTenantPat(
     quota: quotaSpec && quotaFrom(quotaSpec, issued.record.id, null, now),
     metadata,
     externalId,
+    certificateThumbprint,
   }
   await deps.store.insertPat(record)
   await audit(deps, {
@@ -201,7 +210,24 @@ function productDetails(record: PatRecord): Record<string, unknown> {
   if (record.quota) details.quota = quotaDetails(record.quota)
   if (record.metadata) details.metadata = record.metadata
   if (record.externalId) details.externalId = record.externalId
+  if (record.certificateThumbprint) details.certificateThumbprint = record.certificateThumbprint
   return details
+}
+
+/**
+ * A certificate binding as an operator gives it: the base64url SHA-256 of the DER certificate
+ * (`x5t#S256`, 43 characters, as RFC 8705 writes it). Anything else is refused rather than
+ * stored as a binding no certificate can ever match.
+ */
+export function checkCertificateThumbprint(value: string): string {
+  if (!isCertificateThumbprint(value)) {
+    throw badValue(
+      'certificate thumbprint',
+      value,
+      'the base64url SHA-256 of the DER certificate (x5t#S256: 43 characters of A-Z a-z 0-9 - _)',
+    )
+  }
+  return value
 }
 
 const quotaDetails = (quota: NonNullable<PatRecord['quota']>) => ({
@@ -289,6 +315,8 @@ export async function rotateTenantPat(
       quota: old.quota ?? null,
       metadata: old.metadata ?? null,
       externalId: old.externalId ?? null,
+      // A bound key stays bound: rotating must not drop the proof of possession.
+      certificateThumbprint: old.certificateThumbprint ?? null,
     },
   }
   const graceUntil = now + graceMs
@@ -325,6 +353,8 @@ export interface PatEdit {
   readonly resetQuotaUsage?: boolean | undefined
   readonly metadata?: Readonly<Record<string, unknown>> | null | undefined
   readonly externalId?: string | null | undefined
+  /** The client certificate the key is bound to (`x5t#S256`); null unbinds it. */
+  readonly certificateThumbprint?: string | null | undefined
 }
 
 /** What an edit did: the key after it, whether anything changed, and what to tell the operator. */
@@ -393,6 +423,12 @@ export async function editTenantPat(
   }
   if (edit.externalId !== undefined) {
     changes.externalId = edit.externalId === null ? null : checkExternalId(edit.externalId)
+  }
+  if (edit.certificateThumbprint !== undefined) {
+    changes.certificateThumbprint =
+      edit.certificateThumbprint === null
+        ? null
+        : checkCertificateThumbprint(edit.certificateThumbprint)
   }
   const quota = changes.quota === undefined ? current.quota : changes.quota
   const reset = edit.resetQuotaUsage === true && quota != null
@@ -563,6 +599,7 @@ const EDITABLE = [
   'quota',
   'metadata',
   'externalId',
+  'certificateThumbprint',
 ] as const
 type Editable = (typeof EDITABLE)[number]
 
@@ -775,5 +812,6 @@ export function patMetadata(record: PatRecord, now: number) {
     quota: record.quota ? quotaDetails(record.quota) : null,
     metadata: record.metadata ?? null,
     externalId: record.externalId ?? null,
+    certificateThumbprint: record.certificateThumbprint ?? null,
   }
 }

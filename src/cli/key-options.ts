@@ -6,9 +6,13 @@
  * the values' bounds are the application layer's (auth/key-fields.ts).
  */
 
+import type { Buffer } from 'node:buffer'
+import { X509Certificate } from 'node:crypto'
+import { readFileSync } from 'node:fs'
 import type { QuotaSpec } from '../auth/key-fields.ts'
 import type { QuotaEdit } from '../auth/pat-lifecycle.ts'
 import type { UsageRange } from '../auth/usage.ts'
+import { certificateThumbprint } from '../core/certificate-binding.ts'
 import type { Quota, RateLimitOverride } from '../core/ports.ts'
 import { flag, type OptionDefs, optionalString, type ParsedArgs } from './args.ts'
 import { parseDuration } from './durations.ts'
@@ -43,6 +47,51 @@ export const KEY_OPTIONS: OptionDefs = {
     value: 'ID',
     description: 'Your own id for the key (a customer or account id); searchable.',
   },
+}
+
+/** Binding a PAT to a client certificate (RFC 8705), for `pat issue` and `pat edit`. */
+export const CERTIFICATE_OPTIONS: OptionDefs = {
+  'bind-cert': {
+    type: 'string',
+    value: 'FILE',
+    description: 'Bind the key to this client certificate (PEM or DER): it is refused without it.',
+  },
+  'cert-thumbprint': {
+    type: 'string',
+    value: 'S256',
+    description:
+      'Bind the key to the certificate with this x5t#S256 (base64url SHA-256 of its DER).',
+  },
+}
+
+/**
+ * `--bind-cert FILE` as the certificate's thumbprint, or `--cert-thumbprint` as given (its
+ * format is checked by the application layer), or undefined when neither is given.
+ */
+export function certificateOption(args: ParsedArgs): string | undefined {
+  const file = optionalString(args, 'bind-cert')
+  const thumbprint = optionalString(args, 'cert-thumbprint')
+  if (file !== undefined && thumbprint !== undefined) {
+    throw new UsageError('--bind-cert and --cert-thumbprint name one binding twice; give one')
+  }
+  if (file === undefined) return thumbprint
+  let bytes: Buffer
+  try {
+    bytes = readFileSync(file)
+  } catch (error) {
+    throw new UsageError(
+      `--bind-cert: ${printable(file)} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`,
+    )
+  }
+  let certificate: X509Certificate
+  try {
+    certificate = new X509Certificate(bytes)
+  } catch {
+    throw new UsageError(
+      `--bind-cert: ${printable(file)} holds no certificate (expected PEM or DER)`,
+    )
+  }
+  return certificateThumbprint(certificate.raw)
 }
 
 /** The `--clear-*` flags of `pat edit`. */

@@ -48,6 +48,8 @@ export const ENV_VARIABLES: Readonly<Record<string, string>> = {
   TOKENGATE_PLAIN_HTTP: 'server.plainHttp',
   TOKENGATE_TLS_CERT_FILE: 'server.tlsCertFile',
   TOKENGATE_TLS_KEY_FILE: 'server.tlsKeyFile',
+  TOKENGATE_CLIENT_CA_FILE: 'server.clientCertificates.caFile',
+  TOKENGATE_CLIENT_CERTIFICATES: 'server.clientCertificates.mode',
   TOKENGATE_TRUST_PROXY: 'server.trustProxy',
   TOKENGATE_WORKERS: 'server.workers',
   TOKENGATE_LOG_LEVEL: 'log.level',
@@ -231,6 +233,11 @@ function crossFieldProblems(config: Config): string[] {
   if (!plainHttp && !config.dev && !tlsCertFile) {
     problems.push(
       '/server: HTTPS needs tlsCertFile and tlsKeyFile (or --dev for a self-signed certificate, or --http behind a TLS proxy)',
+    )
+  }
+  if (plainHttp && config.server.clientCertificates) {
+    problems.push(
+      '/server/clientCertificates: needs HTTPS (plain HTTP has no client certificates; behind a proxy, use the decision API with the proxy forwarding the certificate)',
     )
   }
   if (Boolean(config.events.webhookUrl) !== Boolean(config.events.webhookSecret)) {

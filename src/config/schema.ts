@@ -167,6 +167,27 @@ export const ConfigSchema = Type.Object(
           }),
         ),
         tlsKeyFile: Type.Optional(Type.String({ description: 'PEM private key.' })),
+        clientCertificates: Type.Optional(
+          Type.Object(
+            {
+              caFile: Type.String({
+                minLength: 1,
+                description:
+                  'PEM bundle of the CAs whose client certificates the HTTPS listener accepts. Only a certificate that verifies against it counts for certificate-bound tokens (docs/certificate-binding.md).',
+              }),
+              mode: Type.Union([Type.Literal('optional'), Type.Literal('required')], {
+                default: 'optional',
+                description:
+                  '`optional`: the listener asks for a client certificate and serves clients without one (an unverified one is ignored); `required`: a TLS handshake without a certificate the CA signed fails.',
+              }),
+            },
+            {
+              additionalProperties: false,
+              description:
+                'Request client certificates (mutual TLS) in server and gateway mode, for certificate-bound PATs and JWTs (RFC 8705). Off unless set.',
+            },
+          ),
+        ),
         trustProxy: Type.Boolean({
           default: false,
           description: 'Trust X-Forwarded-For for the client address (behind a proxy only).',

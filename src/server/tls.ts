@@ -6,6 +6,14 @@ import { createDirectoryOnce } from '../lib/create-once.ts'
 export interface TlsMaterial {
   readonly cert: string
   readonly key: string
+  /** Mutual TLS (`server.clientCertificates`): the CA bundle client certificates must chain to. */
+  readonly clientCertificates?: ClientCertificates | undefined
+}
+
+export interface ClientCertificates {
+  /** PEM bundle of the accepted client CAs. */
+  readonly ca: string
+  readonly mode: 'optional' | 'required'
 }
 
 /**
@@ -37,7 +45,30 @@ export function tlsServerOptions(material: TlsMaterial) {
     // Mozilla intermediate: every suite offered is strong, so the client's order wins (a
     // client without AES hardware may prefer ChaCha20).
     honorCipherOrder: false,
+    ...clientCertificateOptions(material.clientCertificates),
   }
+}
+
+/**
+ * Asks for a client certificate when configured. `optional` lets a client without one (or
+ * with one the CA did not sign) finish the handshake; such a certificate never counts
+ * (http/peer-certificate.ts reads only `socket.authorized` ones). `required` refuses the
+ * handshake.
+ */
+function clientCertificateOptions(client: ClientCertificates | undefined) {
+  if (client === undefined) return {}
+  return { ca: client.ca, requestCert: true, rejectUnauthorized: client.mode === 'required' }
+}
+
+/** Reads and checks the client CA bundle: at least one PEM certificate. Throws naming the file. */
+export function readClientCa(caFile: string): string {
+  const ca = readFileSync(caFile, 'utf8')
+  try {
+    new X509Certificate(ca)
+  } catch {
+    throw new Error(`${caFile} holds no PEM certificate (expected the client CA bundle)`)
+  }
+  return ca
 }
 
 /**

@@ -194,6 +194,7 @@ interface ProductFields {
   readonly quota: PatRecord['quota'] | null
   readonly metadata: PatRecord['metadata'] | null
   readonly externalId: string | null
+  readonly certificateThumbprint: string | null
 }
 
 const NO_PRODUCT: ProductFields = Object.freeze({
@@ -202,6 +203,7 @@ const NO_PRODUCT: ProductFields = Object.freeze({
   quota: null,
   metadata: null,
   externalId: null,
+  certificateThumbprint: null,
 })
 
 /**
@@ -284,6 +286,7 @@ export class PatColumns implements SlotValues<PatRecord> {
       quota: record.quota ?? null,
       metadata: record.metadata ?? null,
       externalId: record.externalId ?? null,
+      certificateThumbprint: record.certificateThumbprint ?? null,
     }
     if (Object.values(product).every((value) => value === null)) this.#product.delete(slot)
     else this.#product.set(slot, product)
@@ -318,6 +321,7 @@ export class PatColumns implements SlotValues<PatRecord> {
       quota: product.quota,
       metadata: product.metadata,
       externalId: product.externalId,
+      certificateThumbprint: product.certificateThumbprint,
     }
   }
 

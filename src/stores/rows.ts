@@ -54,6 +54,7 @@ export interface PatRow {
   quota: Json<Quota> | null
   metadata: Json<Record<string, unknown>> | null
   external_id: string | null
+  certificate_thumbprint: string | null
 }
 
 export interface IssuerRow {
@@ -143,9 +144,9 @@ export function sessionValues(record: ConsoleSessionRecord) {
 export const TENANT_COLUMNS = 'id, name, enabled, created_at, rate_limit'
 export const PAT_COLUMNS = `id, token_hash, tenant_id, subject, name, permissions, last4,
   created_at, expires_at, revoked_at, last_used_at, rotated_from, superseded_at, grace_until,
-  disabled_at, rate_limit, quota, metadata, external_id`
+  disabled_at, rate_limit, quota, metadata, external_id, certificate_thumbprint`
 /** How many columns PAT_COLUMNS lists (the placeholders of an INSERT). */
-export const PAT_COLUMN_COUNT = 19
+export const PAT_COLUMN_COUNT = 20
 export const AUDIT_COLUMNS =
   'id, time, type, tenant_id, actor, outcome, client_address, request_id, details'
 export const ISSUER_COLUMNS = 'issuer, config, created_at'
@@ -193,6 +194,7 @@ export function toPat(row: PatRow): PatRecord {
     quota: jsonOrNull(row.quota),
     metadata: jsonOrNull(row.metadata),
     externalId: row.external_id,
+    certificateThumbprint: row.certificate_thumbprint,
   }
 }
 
@@ -252,6 +254,7 @@ export function patValues<P>(record: PatRecord, permissions: (list: readonly str
     jsonText(record.quota),
     jsonText(record.metadata),
     record.externalId ?? null,
+    record.certificateThumbprint ?? null,
   ] as const
 }
 
@@ -265,6 +268,7 @@ export const PAT_EDIT_COLUMNS = [
   'quota',
   'metadata',
   'external_id',
+  'certificate_thumbprint',
 ] as const
 
 const PAT_COLUMN_NAMES = PAT_COLUMNS.split(',').map((column) => column.trim())
@@ -291,6 +295,7 @@ export function changedPat(record: PatRecord, changes: PatChanges): PatRecord {
     quota: pick('quota') as PatRecord['quota'],
     metadata: pick('metadata') as PatRecord['metadata'],
     externalId: pick('externalId') as string | null,
+    certificateThumbprint: pick('certificateThumbprint') as string | null,
   }
 }
 

@@ -136,7 +136,8 @@ export type PatChanges = {
     | 'rateLimit'
     | 'quota'
     | 'metadata'
-    | 'externalId']?: PatRecord[K] | undefined
+    | 'externalId'
+    | 'certificateThumbprint']?: PatRecord[K] | undefined
 }
 
 /** PATs, stored by the SHA-256 of the token only. */

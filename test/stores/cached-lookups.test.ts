@@ -41,6 +41,7 @@ const ABSENT = {
   quota: null,
   metadata: null,
   externalId: null,
+  certificateThumbprint: null,
 }
 
 /** An in-memory AuthLookups that counts calls; `pats` and `tenants` may be changed by tests. */
@@ -210,6 +211,7 @@ describe('cached lookups', () => {
       quota: { limit: 7, refill: 'daily' as const, counter: 'b' },
       metadata: { plan: 'pro' },
       externalId: 'cus_9',
+      certificateThumbprint: 'lEIq3-ZRHtP3l5kJ2S5sFj2e2Ak4WaWfG9rnh3ZgT1c',
     }
     const inner = countingLookups([a, b])
     const cache = createCachedLookups(inner.lookups, { clock })
@@ -244,6 +246,7 @@ describe('cached lookups', () => {
       disabledAt: T0 + 4,
       quota: { limit: 1, refill: 'none' as const, counter: 'rotated' },
       externalId: 'x',
+      certificateThumbprint: 'lEIq3-ZRHtP3l5kJ2S5sFj2e2Ak4WaWfG9rnh3ZgT1c',
     }
     const wrongHash = { ...pat('wrong'), tokenHash: hashOf('elsewhere') }
     const plain = ['p1', 'p2', 'p3'].map((name) => pat(name))

@@ -64,6 +64,7 @@ export function pat(id: string, tenantId: string, overrides: Partial<PatRecord> 
     quota: null,
     metadata: null,
     externalId: null,
+    certificateThumbprint: null,
     ...overrides,
   }
 }

@@ -11,6 +11,8 @@ import type { Store, UsageRow } from '../../src/stores/store.ts'
 import { event, type MakeStore, nextChange, pat, T0 } from './contract.ts'
 
 const HOUR = 3_600_000
+/** An `x5t#S256` (base64url SHA-256 of a certificate's DER). */
+const THUMBPRINT = 'lEIq3-ZRHtP3l5kJ2S5sFj2e2Ak4WaWfG9rnh3ZgT1c'
 
 function usage(overrides: Partial<UsageRow>): UsageRow {
   return {
@@ -47,6 +49,7 @@ export function keysContract(name: string, makeStore: MakeStore): void {
         quota: { limit: 5, refill: 'interval', intervalSec: 3600, anchorAt: T0, counter: 'p1' },
         metadata: { plan: 'pro', seats: 3, tags: ['a', 'b'], nested: { ok: true } },
         externalId: 'cus_123',
+        certificateThumbprint: THUMBPRINT,
       })
       await store.insertPat(record)
       assert.deepEqual({ ...(await store.getPat('p1')) }, record)
@@ -93,6 +96,24 @@ export function keysContract(name: string, makeStore: MakeStore): void {
       assert.equal(await store.updatePat('p1', { name: 'x' }), undefined)
       assert.equal(await store.updatePat('nope', { name: 'x' }), undefined)
       assert.equal((await store.getPat('p1'))?.name, 'token p1')
+    })
+
+    it('a certificate binding is set and cleared by updatePat, each a pat_changed (caches drop the key)', async (t) => {
+      const store = await withTenants(t, 'acme')
+      const record = pat('p1', 'acme')
+      await store.insertPat(record)
+      let change = nextChange(store, (c) => c.kind === 'pat_changed')
+      const bound = await store.updatePat('p1', { certificateThumbprint: THUMBPRINT })
+      assert.deepEqual([bound?.before.certificateThumbprint, bound?.after.certificateThumbprint], [
+        null,
+        THUMBPRINT,
+      ])
+      assert.deepEqual(await change, { kind: 'pat_changed', tokenHash: record.tokenHash })
+      assert.equal((await store.findPatByHash(record.tokenHash))?.certificateThumbprint, THUMBPRINT)
+      change = nextChange(store, (c) => c.kind === 'pat_changed')
+      await store.updatePat('p1', { certificateThumbprint: null })
+      assert.deepEqual(await change, { kind: 'pat_changed', tokenHash: record.tokenHash })
+      assert.equal((await store.getPat('p1'))?.certificateThumbprint, null)
     })
 
     it('updatePat emits pat_changed with the token hash (caches drop the key)', async (t) => {

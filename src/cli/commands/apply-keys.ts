@@ -9,6 +9,7 @@
 
 import type { QuotaSpec } from '../../auth/key-fields.ts'
 import {
+  checkCertificateThumbprint,
   editTenantPat,
   type PatEdit,
   resolveQuotaEdit,
@@ -48,6 +49,7 @@ export const KEY_ENTRY_FIELDS = [
   'quota',
   'metadata',
   'externalId',
+  'certificateThumbprint',
   'tenant',
   'subject',
   'last4',
@@ -113,6 +115,18 @@ export function desiredKey(entry: KeyEntry): DesiredKey {
     if (typeof value.externalId !== 'string') fail('externalId: expected a string or null')
     argv.push('--external-id', value.externalId as string)
   }
+  let certificateThumbprint: string | null | undefined
+  if (value.certificateThumbprint === null) certificateThumbprint = null
+  else if (value.certificateThumbprint !== undefined) {
+    if (typeof value.certificateThumbprint !== 'string') {
+      fail('certificateThumbprint: expected a string (x5t#S256) or null')
+    }
+    try {
+      certificateThumbprint = checkCertificateThumbprint(value.certificateThumbprint as string)
+    } catch (error) {
+      fail((error as Error).message.replace(/^certificate thumbprint/, 'certificateThumbprint'))
+    }
+  }
   if (value.enabled !== undefined && typeof value.enabled !== 'boolean') {
     fail('enabled: must be true or false')
   }
@@ -137,6 +151,7 @@ export function desiredKey(entry: KeyEntry): DesiredKey {
         'external-id',
         typeof value.externalId === 'string' ? value.externalId : undefined,
       ),
+      certificateThumbprint,
     }
   } catch (error) {
     // The command's messages name its options; the file's reader knows the file's keys.
@@ -217,6 +232,12 @@ function differences(edit: PatEdit, record: PatRecord): ResolvedEdit {
   if (edit.externalId !== undefined && edit.externalId !== (record.externalId ?? null)) {
     out.externalId = edit.externalId
   }
+  if (
+    edit.certificateThumbprint !== undefined &&
+    edit.certificateThumbprint !== (record.certificateThumbprint ?? null)
+  ) {
+    out.certificateThumbprint = edit.certificateThumbprint
+  }
   return out
 }
 
@@ -246,6 +267,11 @@ function keyEdit(id: string, edit: ResolvedEdit, patPolicy: Config['pat']): Appl
   if (edit.externalId === null) command.push('--clear-external-id')
   else if (edit.externalId !== undefined) command.push('--external-id', edit.externalId)
   if (edit.externalId !== undefined) notes.push('external id')
+  if (edit.certificateThumbprint === null) command.push('--unbind-cert')
+  else if (edit.certificateThumbprint !== undefined) {
+    command.push('--cert-thumbprint', edit.certificateThumbprint)
+  }
+  if (edit.certificateThumbprint !== undefined) notes.push('certificate binding')
   return {
     kind: 'key',
     id,
@@ -269,6 +295,7 @@ export function keyEntryOf(pat: PatRecord): Record<string, unknown> {
     ...(pat.quota ? { quota: { limit: pat.quota.limit, refill: formatRefill(pat.quota) } } : {}),
     ...(pat.metadata ? { metadata: pat.metadata } : {}),
     ...(pat.externalId ? { externalId: pat.externalId } : {}),
+    ...(pat.certificateThumbprint ? { certificateThumbprint: pat.certificateThumbprint } : {}),
     last4: pat.last4,
     createdAt: isoTime(pat.createdAt),
     expiresAt: isoTime(pat.expiresAt),

@@ -40,7 +40,9 @@ import {
 import { DAY_MS, formatDuration, parseDuration } from '../durations.ts'
 import { CommandFailure, UsageError } from '../errors.ts'
 import {
+  CERTIFICATE_OPTIONS,
   CLEAR_OPTIONS,
+  certificateOption,
   editedField,
   KEY_OPTIONS,
   metadataOption,
@@ -137,6 +139,9 @@ function printProductFields(out: Output, record: PatRecord): void {
   if (record.quota) out.line(`  quota:        ${quotaText(record.quota)}`)
   if (record.metadata) out.line(`  metadata:     ${JSON.stringify(record.metadata)}`)
   if (record.externalId) out.line(`  external id:  ${record.externalId}`)
+  if (record.certificateThumbprint) {
+    out.line(`  bound to certificate (x5t#S256): ${record.certificateThumbprint}`)
+  }
 }
 
 function formatWindow(seconds: number): string {
@@ -159,7 +164,7 @@ const issue: CommandDef = {
   path: ['pat', 'issue'],
   summary: 'Issue a Personal Access Token (printed once)',
   synopsis:
-    '--tenant ID --subject SUB [--permission P]... [--name N] [--expires-in DURATION]\n  [--rate-limit N/WINDOW] [--quota N [--quota-refill REFILL]] [--metadata JSON] [--external-id ID]',
+    '--tenant ID --subject SUB [--permission P]... [--name N] [--expires-in DURATION]\n  [--rate-limit N/WINDOW] [--quota N [--quota-refill REFILL]] [--metadata JSON] [--external-id ID]\n  [--bind-cert FILE | --cert-thumbprint S256]',
   description:
     'The tenant must exist and be enabled. Only the SHA-256 of the token is stored: the token\nis printed once and cannot be shown again. A key may carry its own rate limit, a quota of\nuses (refilled daily, monthly or every interval), metadata and an external id (docs/limits.md).',
   options: {
@@ -174,6 +179,7 @@ const issue: CommandDef = {
     name: { type: 'string', value: 'N', description: 'Label shown in listings.' },
     'expires-in': EXPIRES_IN,
     ...KEY_OPTIONS,
+    ...CERTIFICATE_OPTIONS,
   },
   examples: [
     'tokengate pat issue --tenant acme --subject ci-deploy --permission tokens:read --expires-in 30d',
@@ -197,6 +203,7 @@ const issue: CommandDef = {
       quota: quotaOption(ctx.args),
       metadata: metadataOption(ctx.args),
       externalId: optionalString(ctx.args, 'external-id'),
+      certificateThumbprint: certificateOption(ctx.args),
     }
     const { token, record } = await withStore(config, (store) =>
       operate(
@@ -518,7 +525,7 @@ const edit: CommandDef = {
   path: ['pat', 'edit'],
   summary: "Change a key's name, permissions, expiry, rate limit, quota, metadata or external id",
   synopsis:
-    'TOKEN_ID [--name N] [--permission P]... [--clear-permissions] [--expires-in DURATION|never]\n  [--expires-at TIME] [--rate-limit N/WINDOW] [--quota N [--quota-refill REFILL]]\n  [--reset-quota] [--metadata JSON] [--external-id ID] [--clear-rate-limit] [--clear-quota]\n  [--clear-metadata] [--clear-external-id]',
+    'TOKEN_ID [--name N] [--permission P]... [--clear-permissions] [--expires-in DURATION|never]\n  [--expires-at TIME] [--rate-limit N/WINDOW] [--quota N [--quota-refill REFILL]]\n  [--reset-quota] [--metadata JSON] [--external-id ID] [--clear-rate-limit] [--clear-quota]\n  [--clear-metadata] [--clear-external-id] [--bind-cert FILE | --cert-thumbprint S256]\n  [--unbind-cert]',
   description:
     "Only the fields given change. --permission replaces the whole list (repeat it for several).\nThe expiry stays within pat.maxExpiresInDays counted from the key's creation (rotate a key\nto go beyond). --reset-quota forgets the uses counted so far. Every running instance applies\nthe change within a second; it is audited as pat.updated with the fields before and after.",
   options: {
@@ -539,6 +546,11 @@ const edit: CommandDef = {
     ...KEY_OPTIONS,
     'reset-quota': { type: 'boolean', description: 'Start the quota count again from zero.' },
     ...CLEAR_OPTIONS,
+    ...CERTIFICATE_OPTIONS,
+    'unbind-cert': {
+      type: 'boolean',
+      description: 'Remove the certificate binding: the key works without a certificate again.',
+    },
   },
   positionals: 1,
   examples: [
@@ -569,6 +581,7 @@ const edit: CommandDef = {
       resetQuotaUsage: flag(args, 'reset-quota'),
       metadata: editedField(args, 'metadata', metadataOption(args)),
       externalId: editedField(args, 'external-id', optionalString(args, 'external-id')),
+      certificateThumbprint: editedCertificate(args),
     }
     const config = ctx.config(ADMIN_OVERRIDES)
     const { record, changed, notes, keptRefill } = await withStore(config, (store) =>
@@ -594,6 +607,16 @@ const edit: CommandDef = {
     }
     return 0
   },
+}
+
+/** `--bind-cert` / `--cert-thumbprint`, null for `--unbind-cert`, for `pat edit`. */
+function editedCertificate(args: ParsedArgs): string | null | undefined {
+  const bound = certificateOption(args)
+  if (!flag(args, 'unbind-cert')) return bound
+  if (bound !== undefined) {
+    throw new UsageError('--unbind-cert contradicts --bind-cert / --cert-thumbprint; give one')
+  }
+  return null
 }
 
 /** `--expires-in` (from now, or never) or `--expires-at` (ISO 8601), for `pat edit`. */

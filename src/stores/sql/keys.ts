@@ -34,8 +34,9 @@ const TYPES = [
   'jsonb',
   'jsonb',
   'text',
+  'text',
 ] as const
-const EDIT_TYPES = ['text', 'text[]', 'bigint', 'bigint', 'jsonb', 'jsonb', 'jsonb', 'text']
+const EDIT_TYPES = ['text', 'text[]', 'bigint', 'bigint', 'jsonb', 'jsonb', 'jsonb', 'text', 'text']
 const INSERT = `INSERT INTO pats (${COLUMNS}) VALUES (${placeholders(1, TYPES)})`
 const UPDATE = `UPDATE pats SET ${rows.PAT_EDIT_COLUMNS.map(
   (column, i) => `${column} = $${i + 2}::${EDIT_TYPES[i]}`,
