@@ -16,6 +16,7 @@ import { mkdirSync, writeFileSync } from 'node:fs'
 import { cpus } from 'node:os'
 import { join } from 'node:path'
 import { BENCH_TENANT, type BenchAlgorithm, type Fixtures, loadFixtures } from './fixtures.ts'
+import { hopRatioLines, NGINX_ROWS, startNginxRow } from './hop-rows.ts'
 import {
   commandExists,
   cpuMicros,
@@ -69,8 +70,11 @@ const pin = (cpus: number | string, command: string, argv: string[]): [string, s
 
 interface Server {
   readonly id: string
-  /** Peers with a verifier count for "best peer"; ceilings and tokengate do not. */
-  readonly role: 'tokengate' | 'ceiling' | 'peer' | 'upstream'
+  /**
+   * Peers with a verifier count for "best peer"; ceilings and tokengate do not. Hops are the
+   * proxies of the hop case (bench/hop-rows.ts), compared with each other only.
+   */
+  readonly role: 'tokengate' | 'ceiling' | 'peer' | 'upstream' | 'hop'
   readonly argv: string[]
   /** taskset CPU list; '0' unless the row is about using more cores. */
   readonly cpus: string
@@ -78,6 +82,10 @@ interface Server {
   readonly only?: RegExp
   port: number
   child?: ChildProcess
+  /** Run when the server is stopped (nginx: its temporary prefix). */
+  cleanup?: () => void
+  /** tokengate with `--decision`: its decision listener's port. */
+  decisionPort?: number
 }
 
 let nextPort = 19_100 + Math.floor(Math.random() * 500)
@@ -100,7 +108,8 @@ function defineServers(fixtures: Fixtures): Server[] {
   // The Node flag production starts with (bin/tokengate.js, `npm start`): production defaults.
   const tokengate = [...PRODUCTION_NODE_FLAGS, 'bench/servers/tokengate.ts', fixtures.dir]
   add('tokengate', 'tokengate', tokengate)
-  add('tokengate-gateway', 'tokengate', tokengate)
+  // With the decision listener (nginx `auth_request` asks it: the nginx rows below).
+  add('tokengate-gateway', 'tokengate', [...tokengate, '--decision'])
   // Library mode: tokengatePlugin + the public createAuthenticator, lookups in memory.
   add('tokengate library', 'tokengate', ['bench/servers/library.ts', fixtures.dir])
   if (BASELINE) {
@@ -131,15 +140,23 @@ function defineServers(fixtures: Fixtures): Server[] {
     if (alg !== 'EdDSA') add(`express-jwt ${alg}`, 'peer', peerArgv('express-jwt', alg, fixtures))
     add(`hono/jwt ${alg}`, 'peer', peerArgv('hono-jwt', alg, fixtures))
   }
+  // The hop case: the smallest Node proxy, and nginx alone, asking tokengate, with its cache.
+  add('undici proxy', 'hop', ['bench/servers/undici-proxy.ts'])
+  for (const id of NGINX_ROWS) add(id, 'hop', [])
   return servers
 }
 
 async function startServer(server: Server, servers: readonly Server[]): Promise<void> {
-  const argv = [...server.argv, String(server.port)]
-  if (server.id === 'tokengate-gateway') {
-    const upstream = servers.find((s) => s.id === 'upstream') as Server
-    argv.push(`http://127.0.0.1:${upstream.port}`)
+  const upstream = servers.find((s) => s.id === 'upstream') as Server
+  if ((NGINX_ROWS as readonly string[]).includes(server.id)) {
+    const gateway = servers.find((s) => s.id === 'tokengate-gateway')
+    if (!gateway?.decisionPort) throw new Error(`${server.id} needs the tokengate-gateway row`)
+    return startNginxRow(server, upstream.port, gateway.decisionPort, haveTaskset ? 0 : undefined)
   }
+  const argv = [...server.argv, String(server.port)]
+  if (server.id === 'tokengate-gateway') argv.push(`http://127.0.0.1:${upstream.port}`)
+  // undici-proxy.ts takes the upstream first.
+  if (server.id === 'undici proxy') argv.splice(1, 0, `http://127.0.0.1:${upstream.port}`)
   const [command, commandArgs] = pin(server.cpus, node, argv)
   const child = spawn(command, commandArgs, { stdio: ['ignore', 'pipe', 'pipe'] })
   server.child = child
@@ -156,6 +173,8 @@ async function startServer(server: Server, servers: readonly Server[]): Promise<
     child.stdout?.on('data', (chunk) => {
       output += chunk
       if (output.includes('READY')) {
+        const decision = /^DECISION (\d+)/m.exec(output)?.[1]
+        if (decision) server.decisionPort = Number(decision)
         clearTimeout(timer)
         resolve()
       }
@@ -169,7 +188,10 @@ async function startServer(server: Server, servers: readonly Server[]): Promise<
 }
 
 function stopServers(servers: readonly Server[]): void {
-  for (const server of servers) server.child?.kill('SIGTERM')
+  for (const server of servers) {
+    server.child?.kill('SIGTERM')
+    server.cleanup?.()
+  }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -306,6 +328,14 @@ function defineCases(f: Fixtures): Case[] {
       ceiling: 'single',
     },
     {
+      // Issue #36: every proxy in front of the same upstream, all on CPU 0 (bench/hop-rows.ts).
+      id: 'hops: PAT through each proxy',
+      request: { path: '/api/v1/echo', headers: bearer(f.patSingle) },
+      expect: 200,
+      servers: (s) => s.role === 'hop' || s.id === 'tokengate-gateway',
+      ceiling: 'single',
+    },
+    {
       id: 'gateway: proxied (PAT) vs direct upstream',
       request: { path: '/api/v1/echo', headers: bearer(f.patSingle) },
       expect: 200,
@@ -431,7 +461,8 @@ async function main() {
               server.id !== 'tokengate-gateway' &&
               (server.only?.test(c.id) ?? true) &&
               !c.id.startsWith('no-auth') &&
-              !c.id.startsWith('gateway'))
+              !c.id.startsWith('gateway') &&
+              !c.id.startsWith('hops'))
           if (!applies) continue
           // --quick keeps CI around a minute: peers and library mode run the single-token
           // cases, RS256 distinct and 401 garbage only, the worker rows PAT single only;
@@ -526,13 +557,19 @@ async function main() {
       }
     }
     const micro = focused ? {} : coreMicro()
-    report(rows, crypto, micro, tool)
+    report(rows, crypto, micro, tool, hopRatioLines(rows))
   } finally {
     stopServers(servers)
   }
 }
 
-function report(rows: Row[], crypto: Record<string, number>, micro: unknown, tool: string) {
+function report(
+  rows: Row[],
+  crypto: Record<string, number>,
+  micro: unknown,
+  tool: string,
+  hopLines: readonly string[],
+) {
   const fmt = (n: number | undefined, digits = 2) => (n === undefined ? '—' : n.toFixed(digits))
   const lines = [
     '| case | server | req/s | CPU µs/req | p50 ms | p99 ms | × no-auth | × best peer | per round × best peer | tokengate target | met |',
@@ -566,6 +603,8 @@ function report(rows: Row[], crypto: Record<string, number>, micro: unknown, too
     `\`${facts.command}\` · ${tool}, ${CONNECTIONS} connections, ${DURATION_SEC} s × ${REPEATS} repeats (median) · servers pinned to CPU 0, load to CPU 1: ${haveTaskset ? 'yes' : 'no'} · ${facts.elapsedSec} s`,
     '',
     ...lines,
+    '',
+    ...hopLines,
     '',
     ...cryptoLines,
     '',

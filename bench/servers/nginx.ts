@@ -55,7 +55,12 @@ export async function startNginx(
 `
   writeFileSync(
     join(dir, 'nginx.conf'),
-    nginxMainConfig(dir, { errorLog: 'error', connections: 1024, extraHttp: plainServer }),
+    nginxMainConfig(dir, {
+      errorLog: 'error',
+      connections: 1024,
+      extraHttp: plainServer,
+      perl: options.cache === true,
+    }),
   )
   try {
     const child = await startListening(

@@ -1,0 +1,82 @@
+/**
+ * The hop case of `npm run bench` (issue #36): one PAT request through each proxy in front of
+ * the same upstream, every process on CPU 0 (proxy, tokengate, upstream: what a small node or
+ * a sidecar gives), the load on CPU 1. The ratios the issue sets targets for:
+ *
+ * - tokengate's gateway / a bare node:http + undici proxy (bench/servers/undici-proxy.ts);
+ * - nginx + `auth_request` to tokengate's decision listener / nginx alone, without the
+ *   decision cache and with it (examples/forward-auth/nginx.conf, its `#cache ` lines on).
+ */
+import type { ChildProcess } from 'node:child_process'
+import { startNginx } from './servers/nginx.ts'
+
+export const NGINX_ROWS = ['nginx', 'nginx + decision', 'nginx + decision (cached)'] as const
+type NginxRow = (typeof NGINX_ROWS)[number]
+
+const HOP_CASE = 'hops: PAT through each proxy'
+
+/** The ratios the issue sets targets for: [label, subject, baseline, target]. */
+const RATIOS: readonly [string, string, string, number][] = [
+  ['gateway PAT / bare undici proxy', 'tokengate-gateway', 'undici proxy', 0.85],
+  ['nginx + decision / nginx alone', 'nginx + decision', 'nginx', 0.6],
+  ['nginx + decision (cached) / nginx alone', 'nginx + decision (cached)', 'nginx', 0.9],
+]
+
+interface RowServer {
+  readonly id: string
+  port: number
+  child?: ChildProcess
+  cleanup?: () => void
+}
+
+/** One nginx serves the plain and the guarded row; the cached row has its own. */
+const started = new Map<boolean, ReturnType<typeof startNginx>>()
+
+/** Starts (or joins) the nginx of `server`'s row and points the row at its listener. */
+export async function startNginxRow(
+  server: RowServer,
+  upstreamPort: number,
+  decisionPort: number,
+  cpu: number | undefined,
+): Promise<void> {
+  const id = server.id as NginxRow
+  const cache = id === 'nginx + decision (cached)'
+  let nginx = started.get(cache)
+  const first = nginx === undefined
+  if (!nginx) {
+    nginx = startNginx(upstreamPort, decisionPort, { cpu, cache })
+    started.set(cache, nginx)
+  }
+  const running = await nginx
+  server.port = Number(new URL(id === 'nginx' ? running.plain : running.guarded).port)
+  // Both rows of one nginx report its CPU; only one of them stops it.
+  server.child = running.child
+  if (first) server.cleanup = running.cleanup
+}
+
+interface HopRow {
+  readonly case: string
+  readonly server: string
+  readonly rps: number
+  readonly repeats: readonly number[]
+}
+
+/** The ratio table, median of the repeats and per repeat (adjacent runs of one round). */
+export function hopRatioLines(rows: readonly HopRow[]): string[] {
+  const of = (server: string) => rows.find((r) => r.case === HOP_CASE && r.server === server)
+  const lines = [
+    '| hop (PAT, all on CPU 0) | ratio (medians) | per repeat | target | met |',
+    '|---|---:|---|---:|:-:|',
+  ]
+  for (const [label, subject, baseline, target] of RATIOS) {
+    const a = of(subject)
+    const b = of(baseline)
+    if (!a || !b || b.rps === 0) continue
+    const ratio = a.rps / b.rps
+    const rounds = a.repeats.map((rps, i) => (rps / (b.repeats[i] ?? Number.NaN)).toFixed(2))
+    lines.push(
+      `| ${label} | ${ratio.toFixed(2)} | ${rounds.join(' ')} | ${target} | ${ratio >= target ? 'yes' : '**no**'} |`,
+    )
+  }
+  return lines.length > 2 ? lines : []
+}
