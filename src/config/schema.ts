@@ -33,11 +33,12 @@ const SSF_RECEIVER = Type.Object(
       minLength: 1,
       description: 'Our audience: every SET must name it in aud.',
     }),
-    delivery: Type.Union([Type.Literal('push'), Type.Literal('poll')], {
-      default: 'push',
-      description:
-        'push (RFC 8935: the transmitter POSTs each SET to pushUrl) or poll (RFC 8936: each instance polls the stream; duplicates are refused by jti).',
-    }),
+    delivery: Type.Optional(
+      Type.Union([Type.Literal('push'), Type.Literal('poll')], {
+        description:
+          'push (RFC 8935: the transmitter POSTs each SET to pushUrl; the default) or poll (RFC 8936: each instance polls the stream; duplicates are refused by jti).',
+      }),
+    ),
     pushUrl: Type.Optional(
       Type.String({
         pattern: '^https?://',
@@ -66,37 +67,45 @@ const SSF_RECEIVER = Type.Object(
           'A file holding the exact Authorization header value the transmitter sends with each push (configured at the transmitter); a push without it is 401 authentication_failed.',
       }),
     ),
-    origins: Type.Array(Type.String({ pattern: '^https?://[^/\\s,]+$' }), {
-      default: [],
-      description:
-        "Origins besides the transmitter's own that its jwks_uri and endpoints may be on. Default none: anything elsewhere is refused.",
-    }),
-    algorithms: Type.Array(Type.String({ minLength: 1 }), {
-      default: ['RS256', 'PS256', 'ES256', 'EdDSA'],
-      description: 'Signature algorithms accepted on SETs (none is never accepted).',
-    }),
-    pollIntervalMs: Type.Integer({
-      default: 1_000,
-      minimum: 50,
-      description: 'poll: time between two polls when the last one returned nothing.',
-    }),
-    maxEvents: Type.Integer({
-      default: 100,
-      minimum: 1,
-      maximum: 1_000,
-      description: 'poll: most SETs asked for per poll.',
-    }),
-    maxSetAgeSec: Type.Integer({
-      default: 86_400,
-      minimum: 60,
-      description:
-        'A SET issued (iat) longer ago is refused; SET ids are kept this long for the replay check.',
-    }),
-    timeoutMs: Type.Integer({
-      default: 5_000,
-      minimum: 1,
-      description: 'Timeout of each request to the transmitter.',
-    }),
+    origins: Type.Optional(
+      Type.Array(Type.String({ pattern: '^https?://[^/\\s,]+$' }), {
+        description:
+          "Origins besides the transmitter's own that its jwks_uri and endpoints may be on. Default none: anything elsewhere is refused.",
+      }),
+    ),
+    algorithms: Type.Optional(
+      Type.Array(Type.String({ minLength: 1 }), {
+        description:
+          'Signature algorithms accepted on SETs; default RS256, PS256, ES256, EdDSA (none is never accepted).',
+      }),
+    ),
+    pollIntervalMs: Type.Optional(
+      Type.Integer({
+        minimum: 50,
+        description:
+          'poll: time between two polls when the last one returned nothing. Default 1000.',
+      }),
+    ),
+    maxEvents: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: 1_000,
+        description: 'poll: most SETs asked for per poll. Default 100.',
+      }),
+    ),
+    maxSetAgeSec: Type.Optional(
+      Type.Integer({
+        minimum: 60,
+        description:
+          'A SET issued (iat) longer ago is refused; SET ids are kept this long for the replay check. Default 86400.',
+      }),
+    ),
+    timeoutMs: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        description: 'Timeout of each request to the transmitter. Default 5000.',
+      }),
+    ),
   },
   { additionalProperties: false },
 )

@@ -5,6 +5,7 @@
  */
 import { readFile } from 'node:fs/promises'
 import type { Config } from '../config/schema.ts'
+import { DEFAULT_ALGORITHMS } from '../core/issuer.ts'
 import type { Clock } from '../core/ports.ts'
 import type { Store } from '../stores/store.ts'
 import { createSsfReceiver, type ReceiverLog, type SsfReceiver } from './receiver.ts'
@@ -32,7 +33,8 @@ export async function createSsfReceivers(
     const at = `ssf.receivers[${index}]`
     if (names.has(r.name)) throw new Error(`${at}.name: ${r.name} is used twice`)
     names.add(r.name)
-    if (r.delivery === 'push' && r.streamId === undefined && r.pushUrl === undefined) {
+    const delivery = r.delivery ?? 'push'
+    if (delivery === 'push' && r.streamId === undefined && r.pushUrl === undefined) {
       throw new Error(
         `${at}: push delivery needs pushUrl (our endpoint for the stream tokengate creates) or streamId (a stream set up at the transmitter)`,
       )
@@ -44,17 +46,17 @@ export async function createSsfReceivers(
           transmitter: r.transmitter,
           jwtIssuer: r.jwtIssuer ?? r.transmitter,
           audience: r.audience,
-          delivery: r.delivery,
+          delivery,
           pushUrl: r.pushUrl,
           streamId: r.streamId,
           bearerToken: await secret(r, 'bearerTokenFile', at),
           pushAuthorization: await secret(r, 'pushAuthorizationFile', at),
-          origins: r.origins,
-          algorithms: r.algorithms,
-          pollIntervalMs: r.pollIntervalMs,
-          maxEvents: r.maxEvents,
-          maxSetAgeSec: r.maxSetAgeSec,
-          timeoutMs: r.timeoutMs,
+          origins: r.origins ?? [],
+          algorithms: r.algorithms ?? DEFAULT_ALGORITHMS,
+          pollIntervalMs: r.pollIntervalMs ?? 1_000,
+          maxEvents: r.maxEvents ?? 100,
+          maxSetAgeSec: r.maxSetAgeSec ?? 86_400,
+          timeoutMs: r.timeoutMs ?? 5_000,
         },
         {
           store: deps.store,

@@ -29,6 +29,8 @@ export interface SsfTestTransmitter {
   /** `http://127.0.0.1:<port>`: the issuer and origin. */
   readonly issuer: string
   readonly bearerToken: string
+  /** The `kid` of its signing key. */
+  readonly kid: string
   readonly streams: Map<string, TestStream>
   /** Requests per path, to check what a receiver asked for. */
   readonly hits: Map<string, number>
@@ -188,6 +190,7 @@ export async function startSsfTransmitter(): Promise<SsfTestTransmitter> {
   return {
     issuer,
     bearerToken,
+    kid,
     streams,
     hits,
     sign,
