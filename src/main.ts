@@ -276,6 +276,7 @@ export async function startTokengate(
             logger,
             tls,
             changeFeed: () => store.changeFeed,
+            jwtRevocations: auth.revocations,
           },
           (url) => listeningLine('admin', url),
           connections,

@@ -51,7 +51,7 @@ import type { RateLimitOverride } from '../core/ports.ts'
 import { sendProblemResponse } from '../http/problem-response.ts'
 import type { AdminRole, AdminStore, AuditSearch, PatSearch } from '../stores/admin-store.ts'
 import type { StoredAuditEvent, UsageScope } from '../stores/store.ts'
-import { adminGateRequest, adminRefusal, createAdminGate } from './admin-gate.ts'
+import { adminGateRequest, adminRefusal } from './admin-gate.ts'
 import { type AdminContext, operationDeps, sendProblem } from './context.ts'
 import { checkPermissions, checkTenantId, checkText, invalid, withinLimit } from './input.ts'
 import {
@@ -83,13 +83,7 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
 
   // The admin credentials are kinds of the admin gate: the strict Bearer parse, the
   // failed-authentication limit and the failure answers are the gate's (admin-gate.ts).
-  const gate = createAdminGate({
-    config: ctx.config,
-    operators: ctx.operators,
-    store,
-    clock,
-    log: ctx.logger,
-  })
+  const { gate } = ctx
   const authenticate = async (request: FastifyRequest, reply: FastifyReply) => {
     const outcome = await gate.check(adminGateRequest(request))
     if (!outcome.allowed) return sendProblemResponse(reply, adminRefusal(outcome))
@@ -405,6 +399,7 @@ export function registerAdminApi(app: FastifyInstance, ctx: AdminContext): void 
           {
             maxLifetimeSec: ctx.config.auth.maxJwtLifetimeSec,
             clockToleranceSec: ctx.config.auth.clockToleranceSec,
+            operatorIssuer: ctx.config.admin.oidc?.issuer,
           },
         )
         return reply.code(201).send(jwtRevocationJson(rule))

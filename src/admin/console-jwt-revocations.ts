@@ -107,6 +107,7 @@ ${
         {
           maxLifetimeSec: ctx.config.auth.maxJwtLifetimeSec,
           clockToleranceSec: ctx.config.auth.clockToleranceSec,
+          operatorIssuer: ctx.config.admin.oidc?.issuer,
         },
       )
       return `Revoked ${rule.kind} ${rule.value} of ${rule.issuer}: rule ${rule.id}.`

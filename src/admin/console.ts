@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { OperationRefused } from '../auth/operations.ts'
 import { ADMIN_SESSION_COOKIE } from '../http/own-cookies.ts'
+import { adminGateRequest } from './admin-gate.ts'
 import { registerAdminTokenPages } from './console-admin-tokens.ts'
 import { registerAuditPages } from './console-audit.ts'
 import { registerIssuerPages } from './console-issuers.ts'
@@ -20,6 +21,7 @@ import { registerStatusPage } from './console-status.ts'
 import { registerTenantPages } from './console-tenants.ts'
 import { type AdminContext, operationDeps, problemFor, sendProblem } from './context.ts'
 import { type Html, html, StatusPage } from './html.ts'
+import { sessionCookieOf } from './kinds/console-session.ts'
 import type { Operator } from './operators.ts'
 import { csrfMatches, type Session } from './sessions.ts'
 
@@ -47,13 +49,7 @@ export function registerConsole(app: FastifyInstance, ctx: AdminContext): Consol
     reply.header('cache-control', 'no-cache').type('text/javascript; charset=utf-8').send(js),
   )
 
-  function cookieOf(request: FastifyRequest): string | undefined {
-    for (const part of (request.headers.cookie ?? '').split(';')) {
-      const [name, ...rest] = part.trim().split('=')
-      if (name === SESSION_COOKIE) return rest.join('=')
-    }
-    return undefined
-  }
+  const cookieOf = (request: FastifyRequest) => sessionCookieOf(request.raw.rawHeaders)
 
   /** Opens a console session for a verified operator and sets its cookie. */
   async function startSession(
@@ -78,15 +74,13 @@ export function registerConsole(app: FastifyInstance, ctx: AdminContext): Consol
   const signInFor = (request: FastifyRequest) =>
     cookieOf(request) ? '/admin/sign-in?ended=1' : '/admin/sign-in'
 
+  /** The live session of a request, through the admin gate (kinds/console-session.ts). */
   async function sessionOf(request: FastifyRequest): Promise<Session | undefined> {
-    const id = cookieOf(request)
-    const session = await sessions.get(id, clock.now())
-    if (!session) return undefined
-    if (!(await ctx.operators.stillValid(session.operator))) {
-      await sessions.end(id)
-      return undefined
-    }
-    request.operator = session.operator
+    if (cookieOf(request) === undefined) return undefined
+    const outcome = await ctx.gate.checkConsole(adminGateRequest(request, 'console'))
+    if (!outcome.allowed) return undefined
+    const session = ctx.gate.sessionOf(outcome)
+    if (session) request.operator = session.operator
     return session
   }
 
@@ -283,10 +277,11 @@ ${sso ? html`<h2>Or paste a credential</h2>` : ''}
     }
     const refusedType = notAForm(request, reply)
     if (refusedType) return refusedType
+    // A pasted credential is the API's: the same kinds, limit and audit (admin-gate.ts).
     const credential = request.body?.credential ?? ''
-    const checked = await ctx.operators.verify(credential)
-    if (!checked.ok) return reply.redirect('/admin/sign-in?failed=1', 303)
-    await startSession(request, reply, checked.operator)
+    const outcome = await ctx.gate.check(adminGateRequest(request, 'sign-in', credential))
+    if (!outcome.allowed) return reply.redirect('/admin/sign-in?failed=1', 303)
+    await startSession(request, reply, ctx.gate.operatorOf(outcome))
     return reply.redirect('/admin/tenants', 303)
   })
   app.post<{ Body: Form }>('/admin/sign-out', async (request, reply) => {

@@ -6,10 +6,12 @@ import type { PatOperationDeps } from '../auth/pat-lifecycle.ts'
 import type { Config } from '../config/schema.ts'
 import type { IssuerConfig } from '../core/issuer.ts'
 import type { JwksStatus } from '../core/jwks.ts'
+import type { JwtRevocationSet } from '../core/jwt-revocations.ts'
 import type { Clock } from '../core/ports.ts'
 import type { ProblemCode } from '../http/problem.ts'
 import { problemResponse, sendProblemResponse } from '../http/problem-response.ts'
 import type { Store } from '../stores/store.ts'
+import type { AdminGate } from './admin-gate.ts'
 import type { Operator, OperatorVerifier } from './operators.ts'
 import type { Sessions } from './sessions.ts'
 
@@ -31,12 +33,19 @@ export interface AdminDeps {
   readonly tls: { readonly cert: string | Buffer; readonly key: string | Buffer } | undefined
   /** Postgres change feed state; undefined on SQLite (one process, no feed needed). */
   readonly changeFeed: () => { connected: boolean } | undefined
+  /**
+   * The process's JWT revocation rules (auth/jwt-revocation-feed.ts): operator JWTs and the
+   * console sessions they opened are refused by them as API JWTs are. Omitted: none.
+   */
+  readonly jwtRevocations?: Pick<JwtRevocationSet, 'size' | 'match'> | undefined
 }
 
 /** What every admin handler gets. */
 export interface AdminContext extends AdminDeps {
   readonly operators: OperatorVerifier
   readonly sessions: Sessions
+  /** The admin gate: every admin API and console request is authenticated through it. */
+  readonly gate: AdminGate
 }
 
 declare module 'fastify' {

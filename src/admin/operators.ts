@@ -1,10 +1,18 @@
 import { verifyAdminToken } from '../auth/admin-tokens.ts'
 import type { Config } from '../config/schema.ts'
+import type { AuthFailure } from '../core/failure.ts'
 import type { IssuerConfig } from '../core/issuer.ts'
 import { createJwtVerifier } from '../core/jwt.ts'
+import { type JwtRevocationSet, revokedByRule } from '../core/jwt-revocations.ts'
 import { isPatToken } from '../core/pat.ts'
-import type { Clock, JwtVerifier } from '../core/ports.ts'
+import type { Clock, JwtVerifier, VerifiedJwt } from '../core/ports.ts'
 import type { AdminRole, AdminStore } from '../stores/admin-store.ts'
+
+/** What the JWT revocation rules read of an operator's JWT (or ID token), kept with its session. */
+export type OperatorJwt = Pick<
+  VerifiedJwt,
+  'issuer' | 'subject' | 'tenantId' | 'tokenId' | 'expiresAt' | 'issuedAt' | 'sessionId'
+>
 
 /** A signed-in operator: who (the audit actor), what they may do, until when. */
 export interface Operator {
@@ -14,12 +22,19 @@ export interface Operator {
   readonly expiresAt: number
   /** SHA-256 of the admin token (sessions re-check it, so a revocation ends them). */
   readonly adminTokenHash: string | undefined
+  /** The operator JWT or ID token signed in with: sessions re-check it against the JWT revocation rules. */
+  readonly jwt?: OperatorJwt | undefined
 }
 
 export type OperatorCheck =
   | { readonly ok: true; readonly operator: Operator }
   /** `invalid`: 401; `no_role`: a valid operator JWT without an admin role (403). */
-  | { readonly ok: false; readonly reason: 'invalid' | 'no_role' }
+  | {
+      readonly ok: false
+      readonly reason: 'invalid' | 'no_role'
+      /** The verifier's own failure, when it has one (a revoked JWT's rule, for the audit). */
+      readonly failure?: AuthFailure | undefined
+    }
 
 /** An ID token from sign-in by redirect: the operator, and the `nonce` it carries. */
 export type IdTokenCheck =
@@ -28,14 +43,21 @@ export type IdTokenCheck =
   | { readonly ok: false; readonly reason: 'invalid' | 'no_role'; readonly detail: string }
 
 export interface OperatorVerifier {
-  verify(credential: string): Promise<OperatorCheck>
+  verifyAdminToken(token: string): Promise<OperatorCheck>
+  /** An operator JWT from `admin.oidc`'s issuer, checked against the JWT revocation rules too. */
+  verifyJwt(token: string): Promise<OperatorCheck>
   /**
    * An ID token from the operator issuer's token endpoint (sign-in by redirect): signature,
    * `alg`, `iss`, `aud` = `admin.oidc.clientId` (with `azp` when `aud` names others), `exp`,
    * lifetime, then the role claim. The nonce is returned for the caller to compare.
    */
   verifyIdToken(idToken: string, sessionMs: number): Promise<IdTokenCheck>
-  /** Whether the admin token behind a session is still valid (not revoked or expired). */
+  /**
+   * Why a session's operator is no longer valid: its admin token revoked or expired, or the
+   * JWT it signed in with refused by a JWT revocation rule (within the change log's second).
+   */
+  refusal(operator: Operator): Promise<AuthFailure | undefined>
+  /** Whether a session's operator is still valid (`refusal` finds nothing). */
   stillValid(operator: Operator): Promise<boolean>
   close(): void
 }
@@ -50,6 +72,8 @@ export function createOperatorVerifier(
   config: Readonly<Config>,
   store: Pick<AdminStore, 'findAdminTokenByHash'>,
   clock: Clock,
+  /** The process's JWT revocation rules (auth/jwt-revocation-feed.ts); omitted: none. */
+  revocations?: Pick<JwtRevocationSet, 'size' | 'match'>,
 ): OperatorVerifier {
   const oidc = config.admin.oidc
   const jwt: (JwtVerifier & { close?: () => void }) | undefined = oidc
@@ -58,6 +82,7 @@ export function createOperatorVerifier(
         clockToleranceSec: config.auth.clockToleranceSec,
         maxLifetimeSec: config.auth.maxJwtLifetimeSec,
         jwks: { timeoutMs: config.auth.jwksTimeoutMs },
+        revocations,
       })
     : undefined
   const idTokens: (JwtVerifier & { close?: () => void }) | undefined = oidc?.clientId
@@ -66,9 +91,10 @@ export function createOperatorVerifier(
         clockToleranceSec: config.auth.clockToleranceSec,
         maxLifetimeSec: config.auth.maxJwtLifetimeSec,
         jwks: { timeoutMs: config.auth.jwksTimeoutMs },
+        revocations,
       })
     : undefined
-  return {
+  const verifier: OperatorVerifier = {
     async verifyIdToken(idToken, sessionMs) {
       if (!idTokens || !oidc?.clientId) {
         return { ok: false, reason: 'invalid', detail: 'sign-in by redirect is not configured' }
@@ -108,27 +134,28 @@ export function createOperatorVerifier(
           // ID token proves the sign-in, it is not kept.
           expiresAt: clock.now() + sessionMs,
           adminTokenHash: undefined,
+          jwt: operatorJwt(outcome.jwt),
         },
       }
     },
-    async verify(credential) {
-      if (credential.startsWith('tga_')) {
-        const checked = await verifyAdminToken(store, credential, clock.now())
-        if (!checked.ok) return { ok: false, reason: 'invalid' }
-        const { record } = checked
-        return {
-          ok: true,
-          operator: {
-            actor: `admin:${record.name}`,
-            role: record.role,
-            expiresAt: record.expiresAt,
-            adminTokenHash: record.tokenHash,
-          },
-        }
+    async verifyAdminToken(token) {
+      const checked = await verifyAdminToken(store, token, clock.now())
+      if (!checked.ok) return { ok: false, reason: 'invalid' }
+      const { record } = checked
+      return {
+        ok: true,
+        operator: {
+          actor: `admin:${record.name}`,
+          role: record.role,
+          expiresAt: record.expiresAt,
+          adminTokenHash: record.tokenHash,
+        },
       }
-      if (!jwt || isPatToken(credential)) return { ok: false, reason: 'invalid' }
-      const outcome = await jwt.verify(credential)
-      if (!outcome.ok) return { ok: false, reason: 'invalid' }
+    },
+    async verifyJwt(token) {
+      if (!jwt || isPatToken(token)) return { ok: false, reason: 'invalid' }
+      const outcome = await jwt.verify(token)
+      if (!outcome.ok) return { ok: false, reason: 'invalid', failure: outcome.failure }
       const role = roleOf(outcome.jwt.permissions)
       if (!role) return { ok: false, reason: 'no_role' }
       return {
@@ -138,18 +165,54 @@ export function createOperatorVerifier(
           role,
           expiresAt: outcome.jwt.expiresAt,
           adminTokenHash: undefined,
+          jwt: operatorJwt(outcome.jwt),
         },
       }
     },
+    async refusal(operator) {
+      const now = clock.now()
+      if (operator.adminTokenHash !== undefined) {
+        const record = await store.findAdminTokenByHash(operator.adminTokenHash)
+        return record !== undefined && record.revokedAt === null && now < record.expiresAt
+          ? undefined
+          : SESSION_ENDED
+      }
+      if (now >= operator.expiresAt) return SESSION_ENDED
+      // The claims were verified at sign-in; the rules may have changed since.
+      const rule =
+        operator.jwt && revocations && revocations.size > 0
+          ? revocations.match({ ...operator.jwt, permissions: [], keyId: undefined }, clock)
+          : undefined
+      return rule === undefined ? undefined : revokedByRule(rule)
+    },
     async stillValid(operator) {
-      if (operator.adminTokenHash === undefined) return clock.now() < operator.expiresAt
-      const record = await store.findAdminTokenByHash(operator.adminTokenHash)
-      return record !== undefined && record.revokedAt === null && clock.now() < record.expiresAt
+      return (await verifier.refusal(operator)) === undefined
     },
     close() {
       jwt?.close?.()
       idTokens?.close?.()
     },
+  }
+  return verifier
+}
+
+/** The failure of a session whose admin token was revoked or expired, or that expired itself. */
+const SESSION_ENDED: AuthFailure = {
+  code: 'invalid_token',
+  reason: 'unknown_token',
+  detail: 'The console session has ended.',
+}
+
+/** What a session keeps of the JWT it signed in with (never the token). */
+function operatorJwt(jwt: VerifiedJwt): OperatorJwt {
+  return {
+    issuer: jwt.issuer,
+    subject: jwt.subject,
+    tenantId: jwt.tenantId,
+    tokenId: jwt.tokenId,
+    expiresAt: jwt.expiresAt,
+    issuedAt: jwt.issuedAt,
+    sessionId: jwt.sessionId,
   }
 }
 

@@ -5,6 +5,7 @@ import type { AddressInfo, Socket } from 'node:net'
 import Fastify, { type FastifyInstance, LogController } from 'fastify'
 import type { ProblemCode } from '../http/problem.ts'
 import { requestIdOf } from '../http/request-id.ts'
+import { createAdminGate } from './admin-gate.ts'
 import { registerAdminApi } from './api.ts'
 import { registerConsole } from './console.ts'
 import { type AdminContext, type AdminDeps, problemFor, sendProblem } from './context.ts'
@@ -47,14 +48,25 @@ export async function buildAdminServer(deps: AdminDeps): Promise<FastifyInstance
         ? https.createServer({ cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' }, handler)
         : http.createServer(handler),
   }) as unknown as FastifyInstance
-  const context: AdminContext = {
-    ...deps,
-    operators: createOperatorVerifier(config, deps.store.admin, deps.clock),
-    sessions: createSessions(deps.store.admin, {
-      ttlMs: config.admin.sessionTtlMs,
-      idleMs: config.admin.sessionIdleMs,
-    }),
-  }
+  const operators = createOperatorVerifier(
+    config,
+    deps.store.admin,
+    deps.clock,
+    deps.jwtRevocations,
+  )
+  const sessions = createSessions(deps.store.admin, {
+    ttlMs: config.admin.sessionTtlMs,
+    idleMs: config.admin.sessionIdleMs,
+  })
+  const gate = createAdminGate({
+    config,
+    operators,
+    sessions,
+    store: deps.store,
+    clock: deps.clock,
+    log: deps.logger,
+  })
+  const context: AdminContext = { ...deps, operators, sessions, gate }
   app.addHook('onClose', () => context.operators.close())
   // JSON (the API) and form posts (the console) only: any other body is 415 before a handler
   // runs (Fastify's text/plain parser would hand a handler a string it never expects).

@@ -30,6 +30,11 @@ export interface JwtRevocationRequest {
 export interface JwtLifetime {
   readonly maxLifetimeSec: number
   readonly clockToleranceSec: number
+  /**
+   * The operator sign-in issuer (`admin.oidc.issuer`): trusted on the admin listener only,
+   * not in the store, and its tokens are revoked by the same rules.
+   */
+  readonly operatorIssuer?: string | undefined
 }
 
 type Deps = OperationDeps & { readonly store: OperationDeps['store'] & JwtRevocationStore }
@@ -38,7 +43,8 @@ const MAX_VALUE = 1024
 const MAX_REASON = 500
 
 /**
- * Makes (or widens) a rule and audits `jwt.revoked` naming it. The issuer must be trusted;
+ * Makes (or widens) a rule and audits `jwt.revoked` naming it. The issuer must be trusted
+ * (in the store, or the operator sign-in issuer);
  * the rule expires once every token it could match has (`jwtRevocationExpiry`).
  */
 export async function revokeJwts(
@@ -100,7 +106,10 @@ export async function revokeJwts(
       'before: every token issued before it has expired already (auth.maxJwtLifetimeSec); nothing to revoke',
     )
   }
-  if (!(await deps.store.listIssuers()).some((i) => i.issuer === issuer)) {
+  if (
+    issuer !== lifetime.operatorIssuer &&
+    !(await deps.store.listIssuers()).some((i) => i.issuer === issuer)
+  ) {
     throw new OperationRefused('issuer_unknown', issuer, `no issuer ${issuer}`)
   }
   const stored = await deps.store.putJwtRevocation({

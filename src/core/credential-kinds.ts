@@ -41,8 +41,27 @@ export function credentialKinds(): readonly CredentialKind[] {
   return registered
 }
 
-/** The registered kind of this name (a principal's `tokenType`), if any. */
-export function credentialKindNamed(name: string): CredentialKind | undefined {
+/** What the limiter, recorder, challenges and tracing read of a kind: never how it authenticates. */
+export type KindDescription = Omit<CredentialKind, 'create' | 'fallback'>
+
+/** Kinds of a gate of their own (the admin listener's), by name. */
+const described = new Map<string, KindDescription>()
+
+/**
+ * Describes a kind that a gate of its own asks (the admin listener's admin token, operator
+ * JWT and console session): the limiter, recorder, challenges and tracing describe its
+ * principals and refusals with it, and no authenticator built by `credentialKinds()` ever
+ * asks it, so an operator credential is never accepted on the API. Idempotent.
+ */
+export function describeCredentialKind(kind: KindDescription): void {
+  if (registered.some((k) => k.name === kind.name)) {
+    throw new Error(`credential kind ${kind.name} is registered on the API already`)
+  }
+  described.set(kind.name, kind)
+}
+
+/** The registered or described kind of this name (a principal's `tokenType`), if any. */
+export function credentialKindNamed(name: string): KindDescription | undefined {
   for (const kind of registered) if (kind.name === name) return kind
-  return undefined
+  return described.get(name)
 }

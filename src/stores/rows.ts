@@ -89,7 +89,9 @@ export interface AdminTokenRow {
 export interface SessionRow {
   id_hash: string
   credential: string
-  operator: Json<{ actor: string; role: AdminRole; expiresAt: number; adminTokenHash?: string }>
+  operator: Json<
+    Omit<ConsoleSessionRecord['operator'], 'adminTokenHash'> & { adminTokenHash?: string }
+  >
   csrf: string
   created_at: Time
   expires_at: Time
@@ -111,6 +113,7 @@ export function toSession(row: SessionRow): ConsoleSessionRecord {
       role: operator.role,
       expiresAt: operator.expiresAt,
       adminTokenHash: operator.adminTokenHash,
+      jwt: operator.jwt,
     },
     csrf: row.csrf,
     createdAt: ms(row.created_at),

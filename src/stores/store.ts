@@ -600,3 +600,15 @@ export interface ConsoleSessionRecord {
   /** A one-shot message for the next page, JSON. */
   readonly notice: string | null
 }
+    /** The claims of the operator JWT signed in with (JWT revocation rules), never the token. */
+    readonly jwt?:
+      | {
+          readonly issuer: string
+          readonly subject: string
+          readonly tenantId: string
+          readonly tokenId: string | undefined
+          readonly expiresAt: number
+          readonly issuedAt?: number | undefined
+          readonly sessionId?: string | undefined
+        }
+      | undefined

@@ -92,6 +92,36 @@ describe('admin API through the gate', () => {
     assert.ok(!rows.some((r) => r.request_id === `admin-bad-${LIMIT}`))
   })
 
+  test('console sessions are a kind of the admin gate: an unknown session cookie goes back to sign-in, audited with its request id; a live one opens the page', async () => {
+    const origin = new URL(server.running.adminUrl as string).origin
+    const unknown = `__Host-tokengate-admin=${'x'.repeat(43)}`
+    const refused = await adminRequest(server, '/admin/tenants', {
+      headers: { cookie: unknown, 'x-request-id': 'console-stale-1' },
+    })
+    assert.equal(refused.status, 303)
+    assert.equal(refused.headers.location, '/admin/sign-in?ended=1')
+    const rows = await auditRows(server, (r) => r.request_id === 'console-stale-1')
+    const row = rows.find((r) => r.request_id === 'console-stale-1')
+    assert.equal(row?.type, 'auth.failed')
+    assert.match(String(row?.actor), /^hmac:[0-9a-f]{8}$/)
+    assert.ok(!JSON.stringify(row).includes('x'.repeat(43)))
+
+    const signedIn = await adminRequest(server, '/admin/sign-in', {
+      method: 'POST',
+      headers: { origin, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ credential: operator }).toString(),
+    })
+    assert.equal(signedIn.status, 303)
+    const cookie = String(signedIn.headers['set-cookie']).split(';')[0] as string
+    const page = await adminRequest(server, '/admin/tenants', { headers: { cookie } })
+    assert.equal(page.status, 200)
+    assert.match(page.text, /admin:alice/)
+    // The API takes no cookies: the session opens no API request (401, or 429: this address
+    // is over its failed-authentication limit from the test above).
+    const api = await adminRequest(server, '/admin/api/v1/me', { headers: { cookie } })
+    assert.ok([401, 429].includes(api.status), String(api.status))
+  })
+
   test('request ids: a safe X-Request-Id is echoed, otherwise one is made (never req-N)', async () => {
     const echoed = await adminRequest(server, '/admin/api/v1/me', {
       headers: { ...bearer(operator), 'x-request-id': 'admin-trace-1' },

@@ -167,6 +167,7 @@ const revoke: CommandDef = {
             {
               maxLifetimeSec: config.auth.maxJwtLifetimeSec,
               clockToleranceSec: config.auth.clockToleranceSec,
+              operatorIssuer: config.admin.oidc?.issuer,
             },
           ),
         { issuer_unknown: () => `no issuer ${printable(issuer)} (see: tokengate issuer list)` },
