@@ -49,6 +49,8 @@ describe('key-source outages (over HTTPS, real JWKS endpoints)', () => {
      */
     token(header?: Record<string, unknown>, signer?: TestIssuer, nowMs?: number): Promise<string>
     call(token: string): Promise<GateResponse>
+    /** The issuer's next signing key (kid k2), not published until the test does. */
+    successor(): TestIssuer
   }
 
   /** Registers a new issuer whose keys are served by a new local endpoint. */
@@ -76,6 +78,7 @@ describe('key-source outages (over HTTPS, real JWKS endpoints)', () => {
       token: (header = {}, signer = issuer, nowMs = undefined) =>
         signer.sign({ iss, tenant_id: 'acme', jti: `${serial}-${++jti}` }, { header, nowMs }),
       call: (token) => gate.request('/api/v1/me', [...bearer(token), ...tenantHeader('acme')]),
+      successor: () => createTestIssuer({ issuer: iss, kid: 'k2', clock: gate.clock }),
     }
     // The server learns of the issuer through its store, then loads its keys at once.
     const expected = (options.mode ?? 'ok') === 'ok' ? 200 : 503
@@ -171,11 +174,7 @@ describe('key-source outages (over HTTPS, real JWKS endpoints)', () => {
 
   it('key rotation (new kid published, old one removed) is picked up without restart and without a false 401', async () => {
     const idp = await remote()
-    const next = createTestIssuer({
-      issuer: idp.issuer.config.issuer,
-      kid: 'k2',
-      clock: gate.clock,
-    })
+    const next = idp.successor()
     // The provider rotates, and a token with the new kid arrives long before the cached
     // keys' max age: the unknown kid must trigger a refetch, not a 401.
     idp.host.setJwks({ keys: [next.publicJwk] })
@@ -205,11 +204,7 @@ describe('key-source outages (over HTTPS, real JWKS endpoints)', () => {
 
   it('withdrawal cuts cached tokens: a token verified before its key was withdrawn gets 401 once the max age brings a refetch (started by the cached token itself, in the background)', async () => {
     const idp = await remote()
-    const next = createTestIssuer({
-      issuer: idp.issuer.config.issuer,
-      kid: 'k2',
-      clock: gate.clock,
-    })
+    const next = idp.successor()
     const iss = idp.issuer.config.issuer
     // Valid for an hour: only the withdrawal can refuse it within the test.
     const cached = await idp.issuer.sign(
@@ -255,11 +250,7 @@ describe('key-source outages (over HTTPS, real JWKS endpoints)', () => {
 
   it('withdrawal cuts cached tokens at once when an unknown-kid refetch drops the key', async () => {
     const idp = await remote()
-    const next = createTestIssuer({
-      issuer: idp.issuer.config.issuer,
-      kid: 'k2',
-      clock: gate.clock,
-    })
+    const next = idp.successor()
     const cached = await idp.token()
     assert.equal((await idp.call(cached)).status, 200)
     idp.host.setJwks({ keys: [next.publicJwk] })
@@ -272,11 +263,7 @@ describe('key-source outages (over HTTPS, real JWKS endpoints)', () => {
 
   it('right after a rotation refetch, an old-key token issued just before it gets 401 (the key was withdrawn), never 503', async () => {
     const idp = await remote()
-    const next = createTestIssuer({
-      issuer: idp.issuer.config.issuer,
-      kid: 'k2',
-      clock: gate.clock,
-    })
+    const next = idp.successor()
     gate.clock.advance(COOLDOWN)
     // Signed with the old key a moment before the provider rotates: iat within the clock
     // tolerance of the refetch below, so its iat alone cannot tell it is older.
@@ -312,11 +299,7 @@ describe('key-source outages (over HTTPS, real JWKS endpoints)', () => {
 
   it('a rotation announced ahead (new key published before use) keeps every token of either key valid', async () => {
     const idp = await remote()
-    const next = createTestIssuer({
-      issuer: idp.issuer.config.issuer,
-      kid: 'k2',
-      clock: gate.clock,
-    })
+    const next = idp.successor()
     idp.host.setJwks({ keys: [idp.issuer.publicJwk, next.publicJwk] })
     const statuses: number[] = []
     // The provider starts signing with k2 some time after publishing it (here: past the
@@ -337,11 +320,7 @@ describe('key-source outages (over HTTPS, real JWKS endpoints)', () => {
   // the cooldown, and the retry meets the next refetch (src/core/jwks.ts, `resolve`).
   it('a token with a newly published kid arriving within the cooldown of the last fetch gets 503 with Retry-After, then 200 (never 401)', async () => {
     const idp = await remote()
-    const next = createTestIssuer({
-      issuer: idp.issuer.config.issuer,
-      kid: 'k2',
-      clock: gate.clock,
-    })
+    const next = idp.successor()
     // Someone arms the cooldown with a made-up kid: that refetch is the last one for 30 s.
     gate.clock.advance(COOLDOWN)
     const armed = await idp.call(await idp.token({ kid: 'made-up' }))

@@ -1,12 +1,18 @@
 import assert from 'node:assert/strict'
 import { Buffer } from 'node:buffer'
 import { generateKeyPairSync, type KeyObject } from 'node:crypto'
-import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { after, before, describe, it } from 'node:test'
 import Provider from 'oidc-provider'
 import { bearer, eventually, type Gate, startGate, tenantHeader } from '../attack/harness.ts'
 import { signCompact } from '../helpers/jwt.ts'
+import {
+  clientCredentialsClient,
+  clientCredentialsFeatures,
+  clientCredentialsGrant,
+  type ProviderHost,
+  startProviderHost,
+  tokenEndpointOf,
+} from '../helpers/oidc-provider.ts'
 
 /**
  * Interop with a real OpenID Provider (`oidc-provider`) whose signing keys are configured the
@@ -25,7 +31,7 @@ describe('oidc-provider with keys published without alg: RS256, PS256, ES256, Ed
   const MAX_AGE_MS = 600_000
   const STALE_MS = 3_600_000
   let gate: Gate
-  let idp: Server
+  let idp: ProviderHost
   let issuer: string
   let tokenEndpoint: string
   const client = { id: 'acme-service', secret: 'acme-service-secret-0123456789abcdef' }
@@ -60,48 +66,27 @@ describe('oidc-provider with keys published without alg: RS256, PS256, ES256, Ed
   function serveProvider(keys: readonly { jwk: Record<string, unknown> }[]) {
     const provider = new Provider(issuer, {
       jwks: { keys: keys.map((k) => k.jwk) },
-      clients: [
-        {
-          client_id: client.id,
-          client_secret: client.secret,
-          grant_types: ['client_credentials'],
-          redirect_uris: [],
-          response_types: [],
-          token_endpoint_auth_method: 'client_secret_basic',
-        },
-      ],
-      features: {
-        devInteractions: { enabled: false },
-        clientCredentials: { enabled: true },
-        resourceIndicators: {
-          enabled: true,
-          defaultResource: () => 'urn:tokengate:ES256:ec-1',
-          useGrantedResource: () => true,
-          getResourceServerInfo: (_ctx: unknown, resource: string) => {
-            const [, , alg, kid] = resource.split(':')
-            return {
-              audience: 'tokengate',
-              scope: 'tokens:read',
-              accessTokenFormat: 'jwt',
-              accessTokenTTL: 7200,
-              jwt: { sign: { alg, kid } },
-            }
-          },
-        },
-      },
+      clients: [clientCredentialsClient(client.id, client.secret)],
+      features: clientCredentialsFeatures('urn:tokengate:ES256:ec-1', (resource) => {
+        const [, , alg, kid] = resource.split(':')
+        return {
+          audience: 'tokengate',
+          scope: 'tokens:read',
+          accessTokenFormat: 'jwt',
+          accessTokenTTL: 7200,
+          jwt: { sign: { alg, kid } },
+        }
+      }),
       extraTokenClaims: () => ({ tenant_id: 'acme' }),
     })
-    idp.removeAllListeners('request')
-    idp.on('request', provider.callback())
+    idp.serve(provider.callback())
   }
 
   before(async () => {
-    idp = createServer()
-    await new Promise<void>((resolve) => idp.listen(0, '127.0.0.1', resolve))
-    issuer = `http://127.0.0.1:${(idp.address() as AddressInfo).port}`
+    idp = await startProviderHost()
+    issuer = idp.issuer
     serveProvider([rsa1, rsaWithAlg, rsaRs512, ec1, ed1])
-    const discovery = await (await fetch(`${issuer}/.well-known/openid-configuration`)).json()
-    tokenEndpoint = discovery.token_endpoint
+    tokenEndpoint = await tokenEndpointOf(issuer)
 
     gate = await startGate({ auth: { jwksTimeoutMs: 1000 } })
     assert.equal((await gate.cli('tenant', 'create', 'acme')).code, 0)
@@ -116,28 +101,14 @@ describe('oidc-provider with keys published without alg: RS256, PS256, ES256, Ed
 
   after(async () => {
     await gate?.close()
-    idp?.closeAllConnections()
-    await new Promise((resolve) => idp?.close(resolve))
+    await idp?.close()
   })
 
   /** A real client-credentials grant for a token signed with `alg` by the key `kid`. */
   async function grant(alg: string, kid: string): Promise<string> {
-    const basic = Buffer.from(`${client.id}:${client.secret}`).toString('base64')
-    const response = await fetch(tokenEndpoint, {
-      method: 'POST',
-      headers: {
-        authorization: `Basic ${basic}`,
-        'content-type': 'application/x-www-form-urlencoded',
-      },
-      body: new URLSearchParams({
-        grant_type: 'client_credentials',
-        resource: `urn:tokengate:${alg}:${kid}`,
-        scope: 'tokens:read',
-      }),
+    const token = await clientCredentialsGrant(tokenEndpoint, client, {
+      resource: `urn:tokengate:${alg}:${kid}`,
     })
-    const body = (await response.json()) as Record<string, unknown>
-    assert.equal(response.status, 200, JSON.stringify(body))
-    const token = body.access_token as string
     const header = JSON.parse(Buffer.from(token.split('.')[0] as string, 'base64url').toString())
     assert.deepEqual([header.typ, header.alg, header.kid], ['at+jwt', alg, kid])
     return token
@@ -303,8 +274,7 @@ describe('oidc-provider with keys published without alg: RS256, PS256, ES256, Ed
   it('outage: keys are kept while stale (200, /readyz degraded), then 503 with Retry-After', async () => {
     const token = await grant('RS256', 'rsa-2')
     const other = await grant('ES256', 'ec-1')
-    idp.removeAllListeners('request')
-    idp.on('request', (_request, response) => response.writeHead(503).end())
+    idp.serve((_request, response) => response.writeHead(503).end())
     gate.clock.advance(MAX_AGE_MS)
     assert.equal((await me(token)).status, 200, 'stale keys verify while the provider is down')
     await eventually(

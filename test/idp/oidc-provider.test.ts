@@ -1,8 +1,6 @@
 import assert from 'node:assert/strict'
 import { Buffer } from 'node:buffer'
 import { generateKeyPairSync } from 'node:crypto'
-import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { after, before, describe, it } from 'node:test'
 import Provider from 'oidc-provider'
 import {
@@ -13,6 +11,14 @@ import {
   startGate,
   tenantHeader,
 } from '../attack/harness.ts'
+import {
+  clientCredentialsClient,
+  clientCredentialsFeatures,
+  clientCredentialsGrant,
+  type ProviderHost,
+  startProviderHost,
+  tokenEndpointOf,
+} from '../helpers/oidc-provider.ts'
 
 /**
  * A real OpenID Provider that nobody here wrote (`oidc-provider`, OpenID Certified), on
@@ -23,7 +29,7 @@ import {
  */
 describe('a real OpenID Provider (oidc-provider) with discovery', () => {
   let gate: Gate
-  let idp: Server
+  let idp: ProviderHost
   let issuer: string
   let tokenEndpoint: string
   const clients = {
@@ -32,49 +38,33 @@ describe('a real OpenID Provider (oidc-provider) with discovery', () => {
   } as const
 
   before(async () => {
-    idp = createServer()
-    await new Promise<void>((resolve) => idp.listen(0, '127.0.0.1', resolve))
-    issuer = `http://127.0.0.1:${(idp.address() as AddressInfo).port}`
+    idp = await startProviderHost()
+    issuer = idp.issuer
     const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
     const signingKey = { ...privateKey.export({ format: 'jwk' }), kid: 'idp-es256-1', use: 'sig' }
     const provider = new Provider(issuer, {
       jwks: { keys: [signingKey] },
-      clients: Object.entries(clients).map(([id, client]) => ({
-        client_id: id,
-        client_secret: client.secret,
-        grant_types: ['client_credentials'],
-        redirect_uris: [],
-        response_types: [],
-        token_endpoint_auth_method: 'client_secret_basic',
-      })),
+      clients: Object.entries(clients).map(([id, client]) =>
+        clientCredentialsClient(id, client.secret),
+      ),
       clientDefaults: { id_token_signed_response_alg: 'ES256' },
-      features: {
-        devInteractions: { enabled: false },
-        clientCredentials: { enabled: true },
-        resourceIndicators: {
-          enabled: true,
-          defaultResource: () => 'urn:tokengate',
-          useGrantedResource: () => true,
-          getResourceServerInfo: (_ctx: unknown, resource: string) => {
-            if (resource !== 'urn:tokengate') throw new Error('unknown resource')
-            return {
-              audience: 'tokengate',
-              scope: 'tokens:read audit:read',
-              accessTokenFormat: 'jwt',
-              accessTokenTTL: 300,
-              jwt: { sign: { alg: 'ES256' } },
-            }
-          },
-        },
-      },
+      features: clientCredentialsFeatures('urn:tokengate', (resource) => {
+        if (resource !== 'urn:tokengate') throw new Error('unknown resource')
+        return {
+          audience: 'tokengate',
+          scope: 'tokens:read audit:read',
+          accessTokenFormat: 'jwt',
+          accessTokenTTL: 300,
+          jwt: { sign: { alg: 'ES256' } },
+        }
+      }),
       extraTokenClaims: (_ctx: unknown, token: { clientId?: string }) => {
         const client = clients[token.clientId as keyof typeof clients]
         return client ? { tenant_id: client.tenant } : undefined
       },
     })
-    idp.on('request', provider.callback())
-    const discovery = await (await fetch(`${issuer}/.well-known/openid-configuration`)).json()
-    tokenEndpoint = discovery.token_endpoint
+    idp.serve(provider.callback())
+    tokenEndpoint = await tokenEndpointOf(issuer)
 
     gate = await startGate()
     for (const id of ['acme', 'other'])
@@ -97,29 +87,13 @@ describe('a real OpenID Provider (oidc-provider) with discovery', () => {
 
   after(async () => {
     await gate?.close()
-    idp?.closeAllConnections()
-    await new Promise((resolve) => idp?.close(resolve))
+    await idp?.close()
   })
 
   /** A real client-credentials grant at the provider's token endpoint. */
-  async function grant(clientId: keyof typeof clients, scope = 'tokens:read'): Promise<string> {
-    const basic = Buffer.from(`${clientId}:${clients[clientId].secret}`).toString('base64')
-    const response = await fetch(tokenEndpoint, {
-      method: 'POST',
-      headers: {
-        authorization: `Basic ${basic}`,
-        'content-type': 'application/x-www-form-urlencoded',
-      },
-      body: new URLSearchParams({
-        grant_type: 'client_credentials',
-        resource: 'urn:tokengate',
-        scope,
-      }),
-    })
-    const body = (await response.json()) as Record<string, unknown>
-    assert.equal(response.status, 200, JSON.stringify(body))
-    assert.equal(body.token_type, 'Bearer')
-    return body.access_token as string
+  function grant(clientId: keyof typeof clients, scope = 'tokens:read'): Promise<string> {
+    const client = { id: clientId, secret: clients[clientId].secret }
+    return clientCredentialsGrant(tokenEndpoint, client, { resource: 'urn:tokengate', scope })
   }
 
   function me(token: string, tenant?: string) {

@@ -20,6 +20,7 @@ import { run } from '../../src/cli/main.ts'
 import { issuePat } from '../../src/core/pat.ts'
 import { openPostgresStore, type PostgresStore } from '../../src/stores/postgres.ts'
 import { type Launched, launchTokengate, PACKAGE_PROJECT, runTokengate } from '../helpers/launch.ts'
+import { type PostgresServer, startPostgres } from '../helpers/services.ts'
 
 export interface Reply {
   readonly status: number
@@ -94,6 +95,54 @@ export async function startInstance(
       await running.close()
       rmSync(dataDir, { recursive: true, force: true })
     },
+  }
+}
+
+/** A throwaway Postgres with one database, its admin store and two instances on it. */
+export interface TwoInstances {
+  readonly pg: PostgresServer
+  readonly databaseUrl: string
+  readonly admin: PostgresStore
+  readonly a: Instance
+  readonly b: Instance
+  /** Stops the instances, the admin store and Postgres. */
+  close(): Promise<void>
+}
+
+/**
+ * The two-instance setup of the scale-out suites: Postgres, a database, the admin store with
+ * `tenants` (default: acme), then `prepare` (tokens or operators the instances must find),
+ * then instances A and B with the same `overrides`. A failed start stops what it started.
+ */
+export async function startTwoInstances(
+  options: {
+    readonly overrides?: Record<string, unknown>
+    readonly tenants?: readonly { readonly id: string; readonly name: string }[]
+    readonly prepare?: (admin: PostgresStore, databaseUrl: string) => Promise<void>
+  } = {},
+): Promise<TwoInstances> {
+  const pg = await startPostgres()
+  const started: { close(): Promise<void> }[] = []
+  const close = async () => {
+    for (const running of started.reverse()) await running.close()
+    await pg.stop()
+  }
+  try {
+    const databaseUrl = await pg.createDatabase()
+    const admin = await openAdminStore(databaseUrl)
+    started.push(admin)
+    for (const tenant of options.tenants ?? [{ id: 'acme', name: 'Acme' }]) {
+      await admin.createTenant(tenant, Date.now())
+    }
+    await options.prepare?.(admin, databaseUrl)
+    const a = await startInstance(databaseUrl, options.overrides)
+    started.push(a)
+    const b = await startInstance(databaseUrl, options.overrides)
+    started.push(b)
+    return { pg, databaseUrl, admin, a, b, close }
+  } catch (error) {
+    await close()
+    throw error
   }
 }
 

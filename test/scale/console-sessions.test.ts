@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { PostgresStore } from '../../src/stores/postgres.ts'
-import { type PostgresServer, skipReason, startPostgres } from '../helpers/services.ts'
-import { cli, type Instance, openAdminStore, startInstance } from './cluster.ts'
+import { skipReason } from '../helpers/services.ts'
+import { cli, type Instance, startTwoInstances, type TwoInstances } from './cluster.ts'
 
 /**
  * Console sessions live in Postgres (issue #25): signed in on instance A, the operator is
@@ -10,41 +10,34 @@ import { cli, type Instance, openAdminStore, startInstance } from './cluster.ts'
  * signing out on B ends the session on A.
  */
 describe('console sessions shared by every instance', { skip: skipReason('postgres') }, () => {
-  let pg: PostgresServer
-  let url: string
+  let two: TwoInstances
   let admin: PostgresStore
   let a: Instance
   let b: Instance
   let operatorToken: string
 
   before(async () => {
-    pg = await startPostgres()
-    url = await pg.createDatabase()
-    admin = await openAdminStore(url)
-    await admin.createTenant({ id: 'acme', name: 'Acme' }, Date.now())
-    const issued = await cli(
-      url,
-      'admin',
-      'token',
-      'issue',
-      '--name',
-      'ops',
-      '--role',
-      'operator',
-      '--json',
-    )
-    assert.equal(issued.code, 0, issued.stderr)
-    operatorToken = (JSON.parse(issued.stdout) as { token: string }).token
-    const options = { admin: { enabled: true, port: 0 } }
-    a = await startInstance(url, options)
-    b = await startInstance(url, options)
+    two = await startTwoInstances({
+      overrides: { admin: { enabled: true, port: 0 } },
+      prepare: async (_admin, url) => {
+        const issued = await cli(
+          url,
+          'admin',
+          'token',
+          'issue',
+          '--name',
+          'ops',
+          '--role',
+          'operator',
+          '--json',
+        )
+        assert.equal(issued.code, 0, issued.stderr)
+        operatorToken = (JSON.parse(issued.stdout) as { token: string }).token
+      },
+    })
+    ;({ admin, a, b } = two)
   })
-  after(async () => {
-    await a?.close()
-    await b?.close()
-    await admin?.close()
-    await pg?.stop()
-  })
+  after(() => two?.close())
 
   /** A console request to `instance`'s admin listener, as a browser there would send it. */
   async function call(

@@ -3,14 +3,14 @@ import { after, before, describe, it } from 'node:test'
 import pg from 'pg'
 import type { PostgresStore } from '../../src/stores/postgres.ts'
 import { needsSources } from '../helpers/launch.ts'
-import { type PostgresServer, skipReason, startPostgres } from '../helpers/services.ts'
+import { skipReason } from '../helpers/services.ts'
 import {
   bearer,
   type Instance,
   insertPat,
-  openAdminStore,
-  startInstance,
+  startTwoInstances,
   summarize,
+  type TwoInstances,
   waitFor,
 } from './cluster.ts'
 
@@ -23,8 +23,7 @@ import {
 describe('instance B loses its notification connection', {
   skip: needsSources("it terminates the change feed's own connection") || skipReason('postgres'),
 }, () => {
-  let server: PostgresServer
-  let databaseUrl: string
+  let two: TwoInstances
   let admin: PostgresStore
   let sql: pg.Client
   let a: Instance
@@ -32,24 +31,20 @@ describe('instance B loses its notification connection', {
   let adminPat: string
 
   before(async () => {
-    server = await startPostgres()
-    databaseUrl = await server.createDatabase()
-    admin = await openAdminStore(databaseUrl)
-    await admin.createTenant({ id: 'acme', name: 'Acme' }, Date.now())
-    adminPat = (await insertPat(admin, 'acme', ['tokens:revoke'])).token
-    sql = new pg.Client({ connectionString: databaseUrl })
-    await sql.connect()
-    const longCache = { auth: { lookupCacheTtlMs: 300_000 } }
-    a = await startInstance(databaseUrl, longCache)
-    b = await startInstance(databaseUrl, longCache)
+    two = await startTwoInstances({
+      overrides: { auth: { lookupCacheTtlMs: 300_000 } },
+      prepare: async (store, databaseUrl) => {
+        adminPat = (await insertPat(store, 'acme', ['tokens:revoke'])).token
+        sql = new pg.Client({ connectionString: databaseUrl })
+        await sql.connect()
+      },
+    })
+    ;({ admin, a, b } = two)
   })
 
   after(async () => {
-    await a?.close()
-    await b?.close()
     await sql?.end()
-    await admin?.close()
-    await server?.stop()
+    await two?.close()
   })
 
   const status = async (token: string) => (await b.request('/api/v1/me', bearer(token))).status

@@ -12,21 +12,15 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import type { PostgresStore } from '../../src/stores/postgres.ts'
-import {
-  type PostgresServer,
-  type RedisServer,
-  skipReason,
-  startPostgres,
-  startRedis,
-} from '../helpers/services.ts'
+import { type RedisServer, skipReason, startRedis } from '../helpers/services.ts'
 import {
   bearer,
   cli,
   type Instance,
   insertPat,
-  openAdminStore,
-  startInstance,
+  startTwoInstances,
   summarize,
+  type TwoInstances,
   waitFor,
 } from './cluster.ts'
 
@@ -36,8 +30,8 @@ const BOUND_MS = 1000
 describe('keys as a product on two instances (Postgres, Redis)', {
   skip: skipReason('postgres') || skipReason('redis'),
 }, () => {
-  let pg: PostgresServer
   let redis: RedisServer
+  let two: TwoInstances
   let databaseUrl: string
   let admin: PostgresStore
   let a: Instance
@@ -46,10 +40,7 @@ describe('keys as a product on two instances (Postgres, Redis)', {
   const github = generateKeyPairSync('ec', { namedCurve: 'prime256v1' })
 
   before(async () => {
-    ;[pg, redis] = await Promise.all([startPostgres(), startRedis()])
-    databaseUrl = await pg.createDatabase()
-    admin = await openAdminStore(databaseUrl)
-    await admin.createTenant({ id: 'acme', name: 'acme' }, Date.now())
+    redis = await startRedis()
     dir = mkdtempSync(join(tmpdir(), 'tg-scale-keys-'))
     const keysFile = join(dir, 'github-keys.json')
     writeFileSync(
@@ -78,16 +69,13 @@ describe('keys as a product on two instances (Postgres, Redis)', {
       usage: { flushIntervalMs: 100 },
       leakReports: { githubKeysFile: keysFile },
     }
-    a = await startInstance(databaseUrl, overrides)
-    b = await startInstance(databaseUrl, overrides)
+    two = await startTwoInstances({ overrides, tenants: [{ id: 'acme', name: 'acme' }] })
+    ;({ databaseUrl, admin, a, b } = two)
   })
 
   after(async () => {
-    await a?.close()
-    await b?.close()
-    await admin?.close()
+    await two?.close()
     await redis?.stop()
-    await pg?.stop()
     if (dir) rmSync(dir, { recursive: true, force: true })
   })
 

@@ -4,16 +4,15 @@ import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import type { PostgresStore } from '../../src/stores/postgres.ts'
-import { type PostgresServer, skipReason, startPostgres } from '../helpers/services.ts'
+import { skipReason } from '../helpers/services.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
 import {
   bearer,
   cli,
   type Instance,
   insertPat,
-  openAdminStore,
-  startInstance,
+  startTwoInstances,
+  type TwoInstances,
   waitFor,
 } from './cluster.ts'
 
@@ -22,36 +21,31 @@ import {
  * instance in gateway mode applies it within a second, without SIGHUP or a file per host.
  */
 describe('gateway policy in the store', { skip: skipReason('postgres') }, () => {
-  let pg: PostgresServer
+  let two: TwoInstances
   let url: string
-  let admin: PostgresStore
   let upstream: Server
   let a: Instance
   let b: Instance
   let token: string
 
   before(async () => {
-    pg = await startPostgres()
-    url = await pg.createDatabase()
-    admin = await openAdminStore(url)
-    await admin.createTenant({ id: 'acme', name: 'Acme' }, Date.now())
-    token = (await insertPat(admin, 'acme', ['tokens:read'])).token
     upstream = createServer((_request, response) => response.end('upstream says hi'))
     await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve))
     const port = (upstream.address() as AddressInfo).port
-    const options = {
-      gateway: { upstream: `http://127.0.0.1:${port}`, policyStore: true },
-      store: { changePollMs: 500 },
-    }
-    a = await startInstance(url, options)
-    b = await startInstance(url, options)
+    two = await startTwoInstances({
+      overrides: {
+        gateway: { upstream: `http://127.0.0.1:${port}`, policyStore: true },
+        store: { changePollMs: 500 },
+      },
+      prepare: async (admin) => {
+        token = (await insertPat(admin, 'acme', ['tokens:read'])).token
+      },
+    })
+    ;({ databaseUrl: url, a, b } = two)
   })
   after(async () => {
-    await a?.close()
-    await b?.close()
-    await admin?.close()
+    await two?.close()
     await new Promise((resolve) => upstream?.close(resolve))
-    await pg?.stop()
   })
 
   const status = async (instance: Instance) =>

@@ -5,15 +5,15 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import type { PostgresStore } from '../../src/stores/postgres.ts'
 import { createTestIssuer } from '../helpers/jwt.ts'
-import { type PostgresServer, skipReason, startPostgres } from '../helpers/services.ts'
+import { skipReason } from '../helpers/services.ts'
 import {
   bearer,
   cli,
   type Instance,
   insertPat,
-  openAdminStore,
-  startInstance,
+  startTwoInstances,
   summarize,
+  type TwoInstances,
   waitFor,
 } from './cluster.ts'
 
@@ -28,33 +28,25 @@ const PROPAGATION_BOUND_MS = 1000
 describe('two instances on one Postgres: changes reach the other instance within 1 s', {
   skip: skipReason('postgres'),
 }, () => {
-  let pg: PostgresServer
+  let two: TwoInstances
   let databaseUrl: string
   let admin: PostgresStore
   let a: Instance
   let b: Instance
   let adminPat: string
 
-  const longCache = { auth: { lookupCacheTtlMs: 300_000 } }
-
   before(async () => {
-    pg = await startPostgres()
-    databaseUrl = await pg.createDatabase()
-    admin = await openAdminStore(databaseUrl)
-    for (const id of ['acme', 'beta']) {
-      await admin.createTenant({ id, name: id }, Date.now())
-    }
-    adminPat = (await insertPat(admin, 'acme', ['tokens:revoke'])).token
-    a = await startInstance(databaseUrl, longCache)
-    b = await startInstance(databaseUrl, longCache)
+    two = await startTwoInstances({
+      overrides: { auth: { lookupCacheTtlMs: 300_000 } },
+      tenants: ['acme', 'beta'].map((id) => ({ id, name: id })),
+      prepare: async (store) => {
+        adminPat = (await insertPat(store, 'acme', ['tokens:revoke'])).token
+      },
+    })
+    ;({ databaseUrl, admin, a, b } = two)
   })
 
-  after(async () => {
-    await a?.close()
-    await b?.close()
-    await admin?.close()
-    await pg?.stop()
-  })
+  after(() => two?.close())
 
   /** B answers 200 for `token` now, so that it holds a cached positive entry. */
   async function cachedOnB(token: string, tenantId?: string): Promise<void> {
