@@ -137,17 +137,9 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
   // CAEP/SSF (issue #34): the receiver makes rules through auth's operations; the
   // transmitter sends through the event outbox. main.ts mounts both.
   ssf: ['auth', 'core', 'lib', 'stores', 'http', 'events', 'config'],
-  // The server is built on the public Fastify binding of the gate, the one apps register.
-  server: [
-    'auth',
-    'core',
-    'http',
-    'lib',
-    'config',
-    'stores:types',
-    'logger.ts',
-    'adapters/fastify.ts',
-  ],
+  // The server registers the edge's Fastify hooks (auth/edge-fastify.ts), as the public
+  // Fastify binding does: it never imports the binding.
+  server: ['auth', 'core', 'http', 'lib', 'config', 'stores:types', 'logger.ts'],
   // Gets the built-in route names from main.ts; never reads the server nor a library
   // binding: its refusals go on the wire from http/ (sendProblemResponse).
   gateway: ['auth', 'core', 'lib', 'http', 'config'],
@@ -323,6 +315,24 @@ describe('architecture: the layering of DESIGN.md "Shape"', () => {
 
   test('every import follows the arrows of LAYERS', () => {
     assert.deepEqual(layeringViolations(edges), [])
+  })
+
+  test('no front end imports another front end or a library binding (adapters/)', () => {
+    const frontEnds = new Set(['server', 'gateway', 'decision', 'admin', 'adapters'])
+    const crossing = edges
+      .filter((e) => frontEnds.has(moduleOf(e.from)) && frontEnds.has(moduleOf(e.to)))
+      .filter((e) => moduleOf(e.from) !== moduleOf(e.to))
+      .map((e) => `${e.from} imports ${e.to}`)
+    assert.deepEqual(crossing, [])
+    for (const [from, targets] of Object.entries(LAYERS)) {
+      if (!frontEnds.has(from)) continue
+      const named = targets.map((to) => to.split(/[/:]/)[0] as string)
+      assert.deepEqual(
+        named.filter((to) => frontEnds.has(to)),
+        [],
+        `LAYERS lets ${from} import a front end`,
+      )
+    }
   })
 
   test('the rule table itself has no cycle between modules', () => {

@@ -1,40 +1,16 @@
 /**
- * `tokengate/hono`: the auth core as Hono middleware.
- *
- * Only types are imported from Hono, so this module loads without it; `hono` is an optional
- * peer dependency.
- *
- * Raw headers: on `@hono/node-server` the Node request is reachable as `c.env.incoming`, and
- * its `rawHeaders` are read, exactly as the server does. On other runtimes (Bun, Deno,
- * workers) only the Fetch `Headers` exist, where duplicates are already joined with `", "`:
- * two `Authorization` headers are still refused (the joined value is not a valid bearer
- * token), and two `X-Tenant-Id` values still fail the exact comparison unless a tenant id
- * itself contains `", "`. See `authInputFromHeaders` for the details of that weaker guarantee.
- *
- * @example
- * import { Hono } from 'hono'
- * import { requirePermission, tokengate, type TokengateEnv } from 'tokengate/hono'
- * const app = new Hono<TokengateEnv>()
- * const gate = await createTokengate({ dataDir: '.tokengate' }) // from 'tokengate'
- * app.use('/api/v1/*', tokengate(gate))
- * app.get('/api/v1/projects', requirePermission('projects:read'), (c) =>
- *   c.json({ tenant: c.get('principal').tenantId }))
+ * `tokengate/hono`: the gate as Hono middleware; the edge (auth/edge.ts) decides, this only
+ * translates. Types only from Hono (optional peer). On `@hono/node-server` the `rawHeaders`
+ * are read (two `Authorization` lines are two); elsewhere the Fetch `Headers`, whose joined
+ * duplicates fail the exact checks too. `app.use('/api/v1/*', tokengate(gate))`, then
+ * `requirePermission('p:read')` on a route and `c.get('principal')` in it.
  */
 import type { IncomingMessage } from 'node:http'
 import type { Context, MiddlewareHandler } from 'hono'
-import {
-  type Gate,
-  type GateRequest,
-  type GateSource,
-  gateFrom,
-  type Refused,
-} from '../auth/gate.ts'
+import { createEdge, type Edge, type EdgeOptions } from '../auth/edge.ts'
+import { enterFetch, refusedResponse } from '../auth/edge-fetch.ts'
+import type { GateRequest, GateSource } from '../auth/gate.ts'
 import type { Principal } from '../core/principal.ts'
-import { type AuthInput, authInputFromHeaders, readAuthHeaders } from '../core/raw-headers.ts'
-import { failureHeaders } from '../http/node-response.ts'
-import { peerCertificateOf } from '../http/peer-certificate.ts'
-import { isPreflightOf, PREFLIGHT_ANSWER, type PreflightRule } from '../http/preflight.ts'
-import { requestIdOf } from '../http/request-id.ts'
 
 export type { Tokengate } from '../auth/tokengate.ts'
 export type { Authenticate, AuthenticateMaybeSync } from '../core/authenticate.ts'
@@ -45,8 +21,8 @@ export type { Principal } from '../core/principal.ts'
 export interface TokengateVariables {
   principal: Principal
   requestId: string
-  /** The gate and request that allowed the request (for `requirePermission`). */
-  tokengateChecked: { readonly gate: Gate; readonly request: GateRequest } | undefined
+  /** The edge and request that allowed the request (for `requirePermission`). */
+  tokengateChecked: { readonly edge: Edge; readonly request: GateRequest } | undefined
 }
 
 /** The Hono `Env` to declare on the app: `new Hono<TokengateEnv>()`. */
@@ -54,42 +30,27 @@ export interface TokengateEnv {
   Variables: TokengateVariables
 }
 
-export type TokengateHonoOptions = GateSource & {
-  /** A CORS preflight: answered 204 (default) or handed on unchecked (http/preflight.ts). */
-  readonly preflight?: PreflightRule
-}
+export type TokengateHonoOptions = GateSource & EdgeOptions
 
-/**
- * Checks each request with the gate and sets `principal` (and `requestId`) on the context;
- * a refusal is answered at once with the server's problem body and headers. Mount it on the
- * paths to protect: `app.use('/api/v1/*', tokengate(gate))`.
- */
+/** Checks each request and sets `principal` and `requestId`; a refusal is answered at once. */
 export function tokengate(options: TokengateHonoOptions): MiddlewareHandler<TokengateEnv> {
-  const gate = gateFrom(options)
-  const preflight = options.preflight ?? 'answer'
+  const edge = createEdge(options, options)
   return async function tokengateMiddleware(c, next) {
-    if (isPreflightOf(c.req.method, (name) => c.req.header(name))) {
-      if (preflight === 'pass') return next()
-      return new Response(null, PREFLIGHT_ANSWER)
-    }
-    const requestId = requestIdOf(c.req.header('x-request-id'))
+    const entry = await enterFetch(edge, inputOf(c), () => c.req.text())
+    if (entry.response) return entry.response
+    if (!entry.passed) return next()
+    const { requestId, request, outcome } = entry.passed
     c.set('requestId', requestId)
     c.header('x-request-id', requestId)
-    const request = gateRequestOf(c, requestId)
-    const outcome = await gate.check(request)
-    if (!outcome.allowed) return refusedResponse(outcome)
     c.set('principal', outcome.principal)
-    c.set('tokengateChecked', { gate, request })
+    c.set('tokengateChecked', { edge, request })
     for (const [name, value] of Object.entries(outcome.headers)) c.header(name, value)
     await next()
+    entry.answered(c.res.status)
   }
 }
 
-/**
- * Route middleware: 403 unless the principal holds every permission, recorded by the gate
- * that allowed the request. Without `tokengate()` before it, it fails closed: it throws, and
- * Hono answers 500 instead of running the route.
- */
+/** Route middleware: 403 unless every permission is held; without `tokengate()`, a 500. */
 export function requirePermission(...permissions: string[]): MiddlewareHandler<TokengateEnv> {
   const required = Object.freeze([...permissions])
   return async function requirePermissionMiddleware(c, next) {
@@ -98,41 +59,22 @@ export function requirePermission(...permissions: string[]): MiddlewareHandler<T
     if (!principal || !allowed) {
       throw new Error('requirePermission: no principal; mount tokengate() before it')
     }
-    const refused = allowed.gate.authorize(allowed.request, principal, required)
-    if (!refused) return next()
-    return refusedResponse(refused)
+    const refused = allowed.edge.gate.authorize(allowed.request, principal, required)
+    return refused ? refusedResponse(refused) : next()
   }
 }
 
-/** A refusal as a Fetch `Response`, exactly as the server answers it. */
-export function refusedResponse(refused: Refused): Response {
-  return new Response(JSON.stringify(refused.body), {
-    status: refused.status,
-    headers: failureHeaders(refused, refused.body.requestId),
-  })
-}
+export { refusedResponse }
 
-function gateRequestOf(c: Context, requestId: string): GateRequest {
+function inputOf(c: Context) {
   const incoming = (c.env as { incoming?: Partial<IncomingMessage> } | undefined)?.incoming
-  const { authorization, tenantIds, headers } = authInputOf(incoming, c)
+  const raw = incoming?.rawHeaders
   const url = new URL(c.req.url)
   return {
     method: c.req.method,
     target: url.pathname + url.search,
-    authorization,
-    tenantIds,
+    rawHeaders: Array.isArray(raw) ? raw : [...c.req.raw.headers].flat(),
     clientAddress: incoming?.socket?.remoteAddress ?? '',
-    headers,
-    peerCertificate: peerCertificateOf(incoming?.socket),
-    requestId,
+    socket: incoming?.socket,
   }
-}
-
-/** Raw Node headers when running on `@hono/node-server`, otherwise the Fetch headers. */
-function authInputOf(incoming: Partial<IncomingMessage> | undefined, c: Context): AuthInput {
-  if (Array.isArray(incoming?.rawHeaders)) {
-    return { ...readAuthHeaders(incoming.rawHeaders), headers: incoming.rawHeaders }
-  }
-  const headers = [...c.req.raw.headers].flat()
-  return { ...authInputFromHeaders((name) => c.req.raw.headers.get(name)), headers }
 }

@@ -1,25 +1,15 @@
 /**
- * `tokengate/node-http`: the gate for a plain `node:http` / `node:https` server.
- *
- * @example
- * import { createServer } from 'node:http'
- * import { createTokengate } from 'tokengate'
- * import { checkRequest, requestIdOf, sendRefused } from 'tokengate/node-http'
- * const gate = await createTokengate({ dataDir: '.tokengate' })
- * createServer(async (req, res) => {
- *   const requestId = requestIdOf(req)
- *   const outcome = await checkRequest(req, gate, { requestId, permissions: ['projects:read'] })
- *   if (!outcome.allowed) return sendRefused(res, outcome)
- *   res.end(JSON.stringify({ tenant: outcome.principal.tenantId }))
- * })
+ * `tokengate/node-http`: the gate for a `node:http` / `node:https` server; the edge
+ * (auth/edge.ts) decides, this only translates. Example, with `createTokengate`'s gate:
+ * `createServer(tokengate(gate, { prefix: '/api/v1/' }, (req, res, who) => res.end()))`
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { type Gate, type GateSource, gateFrom, type Outcome, type Refused } from '../auth/gate.ts'
-import { readAuthHeaders } from '../core/raw-headers.ts'
+import { createEdge, type Edge, type EdgeOptions, requestIdFor } from '../auth/edge.ts'
+import { enterNode } from '../auth/edge-node.ts'
+import type { GateSource, Outcome, Refused } from '../auth/gate.ts'
+import type { Principal } from '../core/principal.ts'
 import { sendFailureResponse } from '../http/node-response.ts'
-import { peerCertificateOf } from '../http/peer-certificate.ts'
 import { isPreflightOf } from '../http/preflight.ts'
-import { requestIdOf as requestIdRule } from '../http/request-id.ts'
 import type { MaybePromise } from '../lib/maybe-async.ts'
 
 export type { Allowed, Outcome, Refused } from '../auth/gate.ts'
@@ -28,6 +18,28 @@ export type { Authenticate, AuthenticateMaybeSync } from '../core/authenticate.t
 export type { AuthFailure } from '../core/failure.ts'
 export type { AuthResult, Principal } from '../core/principal.ts'
 
+type Handler = (req: IncomingMessage, res: ServerResponse, principal: Principal | null) => void
+
+/**
+ * A request listener: the edge's preflight rule, check and form-body check, then `handler`
+ * with the caller (null outside `prefix` or for a handed-on preflight); refusals answered.
+ */
+export function tokengate(source: GateSource, options: EdgeOptions, handler: Handler) {
+  const edge = createEdge(source, options)
+  return (req: IncomingMessage, res: ServerResponse): void => {
+    const clientAddress = req.socket.remoteAddress ?? ''
+    enterNode(
+      edge,
+      { req, res, target: req.url ?? '/', clientAddress },
+      {
+        pass: () => handler(req, res, null),
+        allowed: ({ outcome }) => handler(req, res, outcome.principal),
+        failed: () => res.destroy(),
+      },
+    )
+  }
+}
+
 export interface CheckOptions {
   /** The request's id (`requestIdOf(req)`), echoed in a refusal. */
   readonly requestId: string
@@ -35,56 +47,34 @@ export interface CheckOptions {
   readonly permissions?: readonly string[]
 }
 
-/** Gates of bare authenticators, one per authenticator object. */
-const gates = new WeakMap<object, Gate>()
+const edges = new WeakMap<object, Edge>() // one per gate given to checkRequest
 
-/**
- * Checks a request with the gate: `req.rawHeaders` (so two `Authorization` or `X-Tenant-Id`
- * lines are seen as two), the target and the peer address. A value when nothing had to
- * wait, else a promise; `await` takes either. Never rejects for a bad request.
- */
+/** Checks one request with the gate (no preflight rule, no body read); `await` takes either. */
 export function checkRequest(
   req: Pick<IncomingMessage, 'rawHeaders' | 'method' | 'url' | 'socket'>,
   source: GateSource,
   options: CheckOptions,
 ): MaybePromise<Outcome> {
-  let gate = gates.get(source)
-  if (gate === undefined) {
-    gate = gateFrom(source)
-    gates.set(source, gate)
-  }
-  const { authorization, tenantIds } = readAuthHeaders(req.rawHeaders)
-  return gate.check({
-    method: req.method ?? 'GET',
-    target: req.url ?? '/',
-    authorization,
-    tenantIds,
-    clientAddress: req.socket.remoteAddress ?? '',
-    headers: req.rawHeaders,
-    peerCertificate: peerCertificateOf(req.socket),
-    requestId: options.requestId,
-    access: options.permissions ? { permissions: options.permissions } : undefined,
-  })
+  const edge = edges.get(source) ?? createEdge(source)
+  edges.set(source, edge)
+  const access = options.permissions ? { permissions: options.permissions } : undefined
+  const { method = 'GET', url: target = '/', rawHeaders, socket } = req
+  const input = { method, target, rawHeaders, socket, access }
+  const clientAddress = socket.remoteAddress ?? ''
+  return edge.gate.check(edge.gateRequestOf({ ...input, clientAddress }, options.requestId))
 }
 
-/**
- * Whether a request is a CORS preflight, which is never checked (http/preflight.ts): answer
- * it 204 or hand it to your CORS handling before calling `checkRequest`.
- */
+/** Whether a request is a CORS preflight, which is never checked (http/preflight.ts). */
 export function isPreflightRequest(req: Pick<IncomingMessage, 'method' | 'headers'>): boolean {
   return isPreflightOf(req.method, (name) => req.headers[name])
 }
 
-/** The request's id: a safe incoming `X-Request-Id` (the server's one rule), or a new one. */
+/** The request's id: a safe incoming `X-Request-Id` (the one rule), or a new one. */
 export function requestIdOf(req: Pick<IncomingMessage, 'headers'>): string {
-  return requestIdRule(req.headers['x-request-id'])
+  return requestIdFor(req.headers['x-request-id'])
 }
 
-/**
- * Answers a refusal with the server's problem body and headers (status, `WWW-Authenticate`,
- * `Retry-After`, `Cache-Control: no-store`, `X-Request-Id`). Does nothing if the response
- * has already started.
- */
+/** Answers a refusal with the server's problem body and headers; not once the response began. */
 export function sendRefused(res: ServerResponse, refused: Refused): void {
   sendFailureResponse(res, refused, refused.body.requestId)
 }

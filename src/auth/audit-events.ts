@@ -201,6 +201,17 @@ export type AuditEvent =
       readonly outcome: 'rate_limited'
       readonly details: { refused: number; windowSec: number }
     }
+  | {
+      /**
+       * A request refused outside the gate's own steps, with its own problem: the decision
+       * listener's bad request line (400, 404), the gateway's in-flight caps (429, 503).
+       */
+      readonly type: 'auth.refused'
+      readonly tenantId: string | null
+      /** The problem `code` answered. */
+      readonly outcome: string
+      readonly details: { method: string; path: string; status: number }
+    }
 
 export type AuditEventType = AuditEvent['type'] | 'audit.dropped'
 
@@ -209,6 +220,7 @@ export const AUDIT_EVENT_TYPES = Object.keys({
   'auth.failed': true,
   'auth.forbidden': true,
   'auth.throttled': true,
+  'auth.refused': true,
   'pat.issued': true,
   'pat.updated': true,
   'pat.disabled': true,

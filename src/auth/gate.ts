@@ -29,14 +29,14 @@ import type { Quota, RateLimitOverride } from '../core/ports.ts'
 import type { AuthResult, Principal } from '../core/principal.ts'
 import type { TokenDigest } from '../core/raw-headers.ts'
 import { withScheme } from '../http/challenge.ts'
-import { failureResponse } from '../http/failure-response.ts'
+import { type FailureResponse, failureResponse } from '../http/failure-response.ts'
 import { identityHeaders } from '../http/identity-headers.ts'
 import { ONE_METHOD_FAILURE, queryHasAccessToken } from '../http/one-method.ts'
 import { rateLimitHeaders } from '../http/rate-limit-headers.ts'
 import { isPromiseLike, type MaybePromise, settle } from '../lib/maybe-async.ts'
 import { addressKeyOf, credentialDigest, type Limiter, type LimitVerdict } from './limiter.ts'
 import type { Allowed, GateRequest, Outcome, Refused } from './outcome.ts'
-import type { OutcomeRecorder } from './outcome-recorder.ts'
+import type { Answer, OutcomeRecorder } from './outcome-recorder.ts'
 import type { PolicyMatcher } from './policy/matcher.ts'
 
 export type { Access, Allowed, GateRequest, Outcome, Refused } from './outcome.ts'
@@ -59,6 +59,13 @@ export interface Gate {
    * Fastify binding only when the route takes one), recorded like the gate's own.
    */
   refuse(request: GateRequest, failure: AuthFailure, principal: Principal | null): Refused
+  /**
+   * A refusal with its own problem, decided outside the gate's steps (the decision
+   * listener's bad request line, the gateway's in-flight caps): audited through the recorder.
+   */
+  recordRefusal?(request: GateRequest, response: FailureResponse, principal: Principal | null): void
+  /** Records an answered request (metrics, request log): set when the recorder wants them. */
+  readonly recordAnswer?: ((answer: Answer) => void) | undefined
 }
 
 export interface GateDeps {
@@ -305,6 +312,10 @@ export function createGate(deps: GateDeps): Gate {
       return failure ? refuse(request, failure, principal) : undefined
     },
     refuse,
+    recordRefusal(request, response, principal) {
+      recorder?.recordRefusal(request, response, principal)
+    },
+    recordAnswer: recorder?.recordsAnswers ? recorder.recordAnswer : undefined,
   }
 }
 

@@ -12,6 +12,7 @@ import { hmacFingerprint } from '../core/fingerprint.ts'
 import type { Clock } from '../core/ports.ts'
 import type { Principal } from '../core/principal.ts'
 import type { TokenDigest } from '../core/raw-headers.ts'
+import type { FailureResponse } from '../http/failure-response.ts'
 import { loggablePath } from '../http/log-safe.ts'
 import type { UsageOutcome, UsageWriter } from '../stores/usage-writer.ts'
 import type { AuditWriter, PatUseRecorder } from '../stores/write-behind.ts'
@@ -86,6 +87,11 @@ export interface OutcomeRecorder {
   /** An address just reached its failed-authentication limit (logged once per window). */
   failedAuthLimitReached(request: GateRequest, state: LimitState): void
   recordAnswer(answer: Answer): void
+  /**
+   * A refusal with its own problem, decided before or beside the gate's steps (the decision
+   * listener's bad request line, the gateway's in-flight caps): one `auth.refused` row.
+   */
+  recordRefusal(request: GateRequest, response: FailureResponse, principal: Principal | null): void
   /** Writes pending aggregates and waits for revocations under way (shutdown). */
   close(): Promise<void>
 }
@@ -167,6 +173,28 @@ export function createOutcomeRecorder(deps: OutcomeRecorderDeps): OutcomeRecorde
       deps.log?.warn(
         { clientAddress: request.clientAddress, policy: state.name, windowSec: state.windowSec },
         'failed-authentication limit reached; unverified attempts from this address get 429',
+      )
+    },
+
+    recordRefusal(request, response, principal) {
+      audit.write(
+        auditRecord(
+          {
+            type: 'auth.refused',
+            tenantId: principal?.tenantId ?? null,
+            outcome: response.body.code,
+            details: {
+              method: request.method,
+              path: loggablePath(request.target),
+              status: response.status,
+            },
+          },
+          {
+            actor: principal?.fingerprint ?? null,
+            clientAddress: request.clientAddress,
+            requestId: request.requestId,
+          },
+        ),
       )
     },
 

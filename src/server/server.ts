@@ -9,15 +9,15 @@ import Fastify, {
   LogController,
 } from 'fastify'
 import type { Logger } from 'pino'
-import { tokengate } from '../adapters/fastify.ts'
 import type { AuthContext } from '../auth/auth-context.ts'
+import { createEdge, requestIdFor } from '../auth/edge.ts'
+import { registerEdgeHooks } from '../auth/edge-fastify.ts'
 import { type OpenedGate, openGate } from '../auth/open-gate.ts'
 import type { Tracing } from '../auth/tracing.ts'
 import type { Config } from '../config/schema.ts'
 import { API_PREFIX } from '../http/api-path.ts'
 import { CORS_ALLOWED_HEADERS, CORS_EXPOSED_HEADERS, CORS_METHODS } from '../http/cors.ts'
 import { problemResponse, sendProblemResponse, storeUnavailable } from '../http/problem-response.ts'
-import { createRequestIdGenerator, requestIdOf } from '../http/request-id.ts'
 import { createClientErrorHandler } from './client-error.ts'
 import { registerHealthRoutes } from './health.ts'
 import { limitConnections } from './limits-connections.ts'
@@ -69,7 +69,6 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     maxHeaderSize: config.server.maxHeaderBytes,
     requestTimeout: config.server.requestTimeoutMs,
   }
-  const nextRequestId = createRequestIdGenerator()
   // One instance type for both listeners: handlers never depend on which one it is.
   const app = Fastify({
     loggerInstance: logger,
@@ -86,7 +85,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     ajv: { customOptions: { validateSchema: false } },
     trustProxy: config.server.trustProxy,
     requestIdHeader: false,
-    genReqId: (req) => requestIdOf(req.headers['x-request-id'], nextRequestId),
+    genReqId: (req) => requestIdFor(req.headers['x-request-id']),
     clientErrorHandler: createClientErrorHandler(logger),
     serverFactory: (handler) => {
       let headReceived: (request: Http.IncomingMessage) => void = () => {}
@@ -143,12 +142,9 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
       metrics,
     }))
   if (!options.gate) app.addHook('onClose', () => opened.close())
-  const { gate, recorder } = opened
-  await app.register(tokengate, {
-    ...gate,
-    requestIds: false,
-    recordAnswer: recorder.recordsAnswers ? recorder.recordAnswer : undefined,
-  })
+  // The edge (auth/edge.ts) through the same Fastify hooks as `tokengate/fastify`.
+  const prefix = `${API_PREFIX}/`
+  registerEdgeHooks(app, createEdge(opened.gate, { prefix }), { prefix, idsDecided: true })
 
   const context = { auth, config }
   for (const route of v1Routes) {

@@ -18,6 +18,7 @@ export function recordingGate(authenticate: AuthenticateMaybeSync): {
       void recorded.push(outcome.allowed ? 'ok' : outcome.failure.code),
     failedAuthLimitReached() {},
     recordAnswer() {},
+    recordRefusal() {},
     close: async () => {},
   }
   return { gate: createGate({ authenticate, recorder }), recorded }

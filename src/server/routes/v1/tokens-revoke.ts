@@ -1,4 +1,4 @@
-import { refuse } from '../../../adapters/fastify.ts'
+import { refuse } from '../../../auth/edge-fastify.ts'
 import { OperationRefused } from '../../../auth/operations.ts'
 import { revokeTenantPat } from '../../../auth/pat-lifecycle.ts'
 import { authorize } from '../../../core/authorize.ts'

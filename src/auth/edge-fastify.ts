@@ -1,0 +1,165 @@
+/**
+ * The edge (edge.ts) as Fastify hooks, for the two front ends on Fastify: tokengate's own
+ * server and the public `tokengate/fastify` plugin register the same hooks, so neither
+ * imports the other. Types only from Fastify. Every request under the prefix goes through
+ * the edge in `onRequest` (routing has already matched it, so the route's
+ * `config.permissions` are known): an unknown path there is 401 without a valid token and
+ * 404 with one, so anonymous callers learn nothing about the routes.
+ */
+import { Readable } from 'node:stream'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { AuthFailure } from '../core/failure.ts'
+import type { Principal } from '../core/principal.ts'
+import { readBounded } from '../http/form-body.ts'
+import { sendProblemResponse } from '../http/problem-response.ts'
+import { isPromiseLike } from '../lib/maybe-async.ts'
+import type { Edge, Entry } from './edge.ts'
+import type { Access, GateRequest, Outcome, Refused } from './gate.ts'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The authenticated caller; null outside the protected prefix. */
+    principal: Principal | null
+    /** The refusal's failure, when one was answered. */
+    authFailure: AuthFailure | null
+    /** The gate's outcome for this request; null outside the protected prefix. */
+    outcome: Outcome | null
+  }
+  interface FastifyContextConfig {
+    /** Permissions the route requires; all must be held (403 otherwise). */
+    permissions?: readonly string[]
+    /** What the route requires, when it is not a list of permissions (the gateway's policy). */
+    access?: Access
+  }
+}
+
+export interface EdgeHookOptions {
+  /** The gated prefix (also matched against the route's pattern). */
+  readonly prefix: string
+  /** Whether Fastify's `genReqId` decides ids already (the server's calls `requestIdFor`). */
+  readonly idsDecided: boolean
+}
+
+/** What `onRequest` learnt of a checked request, for the form check and later refusals. */
+const checked = new WeakMap<FastifyRequest, { edge: Edge; request: GateRequest; form: boolean }>()
+
+/** Registers the edge's hooks on `fastify` (the root context: they see every route). */
+export function registerEdgeHooks(
+  fastify: FastifyInstance,
+  edge: Edge,
+  options: EdgeHookOptions,
+): void {
+  const { prefix, idsDecided } = options
+  const accessOf = routeAccess()
+  fastify.decorateRequest('principal', null)
+  fastify.decorateRequest('authFailure', null)
+  fastify.decorateRequest('outcome', null)
+
+  fastify.addHook('onRequest', (request, reply, done) => {
+    const apply = (entry: Entry) => {
+      if (entry.type === 'outside') return done()
+      if (!idsDecided) request.id = entry.requestId
+      reply.header('x-request-id', entry.requestId)
+      if (entry.type === 'preflight') {
+        if (entry.answer === undefined) return done()
+        return void reply.code(entry.answer.status).headers(entry.answer.headers).send()
+      }
+      const { outcome } = entry
+      request.outcome = outcome
+      checked.set(request, { edge, request: entry.request, form: entry.readsForm })
+      if (!outcome.allowed) return void sendRefused(request, reply, outcome)
+      request.principal = outcome.principal
+      reply.headers(outcome.headers)
+      done()
+    }
+    const entered = edge.enter({
+      method: request.method,
+      target: request.url,
+      rawHeaders: request.raw.rawHeaders,
+      clientAddress: request.ip,
+      socket: request.raw.socket,
+      requestId: idsDecided ? String(request.id) : undefined,
+      routeGated: request.routeOptions.url?.startsWith(prefix),
+      access: accessOf(request),
+    })
+    if (!isPromiseLike(entered)) return apply(entered)
+    Promise.resolve(entered).then(apply, done)
+  })
+
+  // RFC 6750 §2: the form body is read (within the body limit) only for allowed form
+  // requests, then handed on unchanged as a stream, so the gateway still proxies it as is.
+  const bodyLimit = fastify.initialConfig.bodyLimit ?? 1_048_576
+  fastify.addHook('preParsing', (request, reply, payload, done) => {
+    const seen = checked.get(request)
+    if (!seen?.form || !request.principal) return done(null, payload)
+    const principal = request.principal
+    readBounded(payload, bodyLimit).then((body) => {
+      if (body === undefined) return done(bodyTooLarge())
+      const refused = edge.formRefusal(seen.request, principal, body.toString('latin1'))
+      if (!refused) return done(null, Readable.from([body]))
+      sendRefused(request, reply, refused)
+    }, done)
+  })
+
+  if (edge.recordsAnswers) {
+    fastify.addHook('onResponse', (request, reply, done) => {
+      if (request.outcome !== null || request.url.startsWith(prefix)) {
+        edge.answered({
+          method: request.method,
+          target: request.url,
+          requestId: String(request.id),
+          status: reply.statusCode,
+          durationMs: reply.elapsedTime,
+          outcome: request.outcome ?? undefined,
+        })
+      }
+      done()
+    })
+  }
+}
+
+/** Answers a refusal (the gate's, or one a handler got from `refuse` / `authorize`). */
+export function sendRefused(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  refused: Refused,
+): FastifyReply {
+  request.outcome = refused
+  request.authFailure = refused.failure
+  return sendProblemResponse(reply, refused)
+}
+
+/**
+ * A later refusal from a route handler (a permission that depends on the request's
+ * parameters), recorded through the gate like its own.
+ */
+export function refuse(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  failure: AuthFailure,
+): FastifyReply {
+  const seen = checked.get(request)
+  if (!seen) throw new Error('refuse: the request was not checked by the tokengate hooks')
+  return sendRefused(request, reply, seen.edge.refuse(seen.request, failure, request.principal))
+}
+
+/** The route's access, built once per route config: its policy, or its permissions. */
+function routeAccess(): (request: FastifyRequest) => Access | undefined {
+  const built = new WeakMap<object, Access | undefined>()
+  return (request) => {
+    const config = request.routeOptions.config
+    if (built.has(config)) return built.get(config)
+    const access =
+      config.access ??
+      (config.permissions?.length ? { permissions: config.permissions } : undefined)
+    built.set(config, access)
+    return access
+  }
+}
+
+function bodyTooLarge(): Error {
+  return Object.assign(new Error('Request body is too large'), {
+    code: 'FST_ERR_CTP_BODY_TOO_LARGE',
+    statusCode: 413,
+  })
+}

@@ -1,0 +1,203 @@
+/**
+ * The edge: what every front end does around the gate, written once (DESIGN "Shape", #33).
+ * A binding translates its framework's request into an `EdgeInput`, calls `enter`, and
+ * applies the `Entry`; it decides nothing itself:
+ *
+ * 1. scope: only requests under the gated prefix are the gate's (others pass untouched);
+ * 2. the request id (http/request-id.ts's rule; this module is the only caller of the
+ *    generator, so every listener's ids come from one place);
+ * 3. the preflight rule (http/preflight.ts): answered 204 or handed on, never authenticated;
+ * 4. `gate.check`, with the peer's certificate and the raw headers;
+ * 5. the form-body check (RFC 6750 §2): an allowed form request's body is to be read (by
+ *    the binding, its framework's way, handed on unchanged) and given to `formRefusal`;
+ * 6. `answered`: the answer recorded once (metrics, request log) through the gate's recorder.
+ */
+import type { Socket } from 'node:net'
+import type { AuthFailure } from '../core/failure.ts'
+import type { Principal } from '../core/principal.ts'
+import { headerValues, readAuthHeaders } from '../core/raw-headers.ts'
+import { pathOf } from '../http/api-path.ts'
+import { isFormContentType } from '../http/form-body.ts'
+import { formHasAccessToken, ONE_METHOD_FAILURE } from '../http/one-method.ts'
+import { peerCertificateOf } from '../http/peer-certificate.ts'
+import { isPreflightOf, PREFLIGHT_ANSWER, type PreflightRule } from '../http/preflight.ts'
+import { createRequestIdGenerator, requestIdOf } from '../http/request-id.ts'
+import { isPromiseLike, type MaybePromise } from '../lib/maybe-async.ts'
+import {
+  type Access,
+  type Gate,
+  type GateRequest,
+  type GateSource,
+  gateFrom,
+  type Outcome,
+  type Refused,
+} from './gate.ts'
+import type { Listener } from './outcome-recorder.ts'
+
+export { PREFLIGHT_ANSWER, type PreflightRule }
+
+const nextRequestId = createRequestIdGenerator()
+
+/**
+ * The request id of a request: the caller's safe `X-Request-Id` (http/request-id.ts), or a
+ * new one from the process's one generator.
+ */
+export function requestIdFor(header: string | readonly string[] | null | undefined): string {
+  return requestIdOf(header, nextRequestId)
+}
+
+export interface EdgeOptions {
+  /**
+   * Requests whose path starts with this (or equals it without its last `/`) are gated;
+   * others pass untouched. Default: every request that reaches the binding.
+   */
+  readonly prefix?: string | undefined
+  /** A CORS preflight under the prefix: answered 204 (default) or handed on unchecked. */
+  readonly preflight?: PreflightRule | undefined
+  /** The listener answers are counted under. Default `api`. */
+  readonly listener?: Listener | undefined
+}
+
+/** One request as a binding reads it off its framework, before anything is decided. */
+export interface EdgeInput {
+  readonly method: string
+  /** The origin-form target as received (path and query). */
+  readonly target: string
+  /** Node's `rawHeaders` (`[name, value, ...]`): duplicates stay visible. */
+  readonly rawHeaders: readonly string[]
+  readonly clientAddress: string
+  /** The connection, for a TLS client certificate. */
+  readonly socket?: Pick<Socket, 'remoteAddress'> | undefined
+  /** A request id decided already (Fastify's `genReqId` calls `requestIdFor`). */
+  readonly requestId?: string | undefined
+  /** Whether the framework's router matched a route under the prefix (Fastify). */
+  readonly routeGated?: boolean | undefined
+  readonly access?: Access | undefined
+}
+
+/** What the binding does with a request. */
+export type Entry =
+  /** Not the gate's: hand it on untouched. */
+  | { readonly type: 'outside' }
+  /** A preflight: answer `answer` (204), or hand it on when undefined. */
+  | {
+      readonly type: 'preflight'
+      readonly requestId: string
+      readonly answer: typeof PREFLIGHT_ANSWER | undefined
+    }
+  /**
+   * Checked: a refusal to write, or allowed; `readsForm`: read the form body and ask
+   * `formRefusal` before handing the request on.
+   */
+  | {
+      readonly type: 'checked'
+      readonly requestId: string
+      readonly request: GateRequest
+      readonly outcome: Outcome
+      readonly readsForm: boolean
+    }
+
+/** One answered request, reported once by the binding when its response is finished. */
+export interface Answered {
+  readonly method: string
+  readonly target: string
+  readonly requestId: string
+  readonly status: number
+  readonly durationMs: number
+  readonly outcome: Outcome | undefined
+}
+
+export interface Edge {
+  readonly gate: Gate
+  /** The gate's request of an input (for a binding that checks without `enter`). */
+  gateRequestOf(input: EdgeInput, requestId: string): GateRequest
+  /** Whether a request target is under the gated prefix. */
+  inScope(target: string, routeGated?: boolean): boolean
+  enter(input: EdgeInput): MaybePromise<Entry>
+  /** The refusal of an allowed form request whose body also carries `access_token`. */
+  formRefusal(request: GateRequest, principal: Principal, body: string): Refused | undefined
+  /** A later refusal of an allowed request (a route's own check), recorded like the gate's. */
+  refuse(request: GateRequest, failure: AuthFailure, principal: Principal | null): Refused
+  /** Records an answer (metrics, request log) when the gate's recorder wants answers. */
+  answered(answer: Answered): void
+  /** Whether `answered` records anything (a binding may then skip timing its responses). */
+  readonly recordsAnswers: boolean
+}
+
+/** Builds the edge of one binding over a gate (or a bare authenticator's gate). */
+export function createEdge(source: GateSource, options: EdgeOptions = {}): Edge {
+  const gate = gateFrom(source)
+  const { prefix } = options
+  const exact = prefix?.endsWith('/') ? prefix.slice(0, -1) : prefix
+  const answerPreflight = options.preflight !== 'pass'
+  const listener = options.listener ?? 'api'
+  const { recordAnswer } = gate
+
+  const inScope = (target: string, routeGated?: boolean): boolean => {
+    if (prefix === undefined || routeGated === true) return true
+    const path = pathOf(target)
+    return path.startsWith(prefix) || path === exact
+  }
+
+  return {
+    gate,
+    gateRequestOf,
+    inScope,
+    enter(input) {
+      if (!inScope(input.target, input.routeGated)) return OUTSIDE
+      const requestId = input.requestId ?? requestIdFor(headerOf(input.rawHeaders, 'x-request-id'))
+      const header = (name: string) => headerOf(input.rawHeaders, name)
+      if (isPreflightOf(input.method, header)) {
+        return {
+          type: 'preflight',
+          requestId,
+          answer: answerPreflight ? PREFLIGHT_ANSWER : undefined,
+        }
+      }
+      const request = gateRequestOf(input, requestId)
+      const entry = (outcome: Outcome): Entry => ({
+        type: 'checked',
+        requestId,
+        request,
+        outcome,
+        readsForm: outcome.allowed && isFormContentType(header('content-type')),
+      })
+      const outcome = gate.check(request)
+      return isPromiseLike(outcome) ? Promise.resolve(outcome).then(entry) : entry(outcome)
+    },
+    // RFC 6750 §2: the token in the header and in a form field is refused like the query's.
+    formRefusal(request, principal, body) {
+      return formHasAccessToken(body)
+        ? gate.refuse(request, ONE_METHOD_FAILURE, principal)
+        : undefined
+    },
+    refuse: (request, failure, principal) => gate.refuse(request, failure, principal),
+    recordsAnswers: recordAnswer !== undefined,
+    answered(answer) {
+      recordAnswer?.({ listener, ...answer })
+    },
+  }
+}
+
+const OUTSIDE: Entry = Object.freeze({ type: 'outside' })
+
+/** The first value of a header in `rawHeaders`, any spelling of its name. */
+function headerOf(rawHeaders: readonly string[], name: string): string | undefined {
+  return headerValues(rawHeaders, name)[0]
+}
+
+/** rawHeaders: two `Authorization` or `X-Tenant-Id` lines are seen as two, and refused. */
+function gateRequestOf(input: EdgeInput, requestId: string): GateRequest {
+  const { authorization, tenantIds } = readAuthHeaders(input.rawHeaders)
+  return {
+    method: input.method,
+    target: input.target,
+    authorization,
+    tenantIds,
+    clientAddress: input.clientAddress,
+    headers: input.rawHeaders,
+    peerCertificate: peerCertificateOf(input.socket),
+    requestId,
+    access: input.access,
+  }
+}
