@@ -121,6 +121,34 @@ export function standardCases(fixtures: Fixtures): LatencyCase[] {
 }
 
 /**
+ * The hops of issue #36 (`--hops`): one PAT through nginx + the decision listener against
+ * nginx alone (with nginx's decision cache beside it), and through tokengate's gateway
+ * against a bare node:http + undici proxy. Proxy, tokengate and upstream share CPU 0.
+ */
+export function hopCases(fixtures: Fixtures): LatencyCase[] {
+  const pat = { kind: 'fixed', headers: bearer(fixtures.patSingle) } as const
+  const path = '/api/v1/projects/p1'
+  return [
+    {
+      id: 'hop: nginx + decision PAT',
+      path,
+      traffic: pat,
+      subject: 'nginx + decision',
+      baseline: 'nginx',
+      others: ['nginx + decision (cached)'],
+    },
+    {
+      id: 'hop: gateway PAT',
+      path,
+      traffic: pat,
+      subject: 'gateway',
+      baseline: 'undici proxy',
+      others: [],
+    },
+  ]
+}
+
+/**
  * PAT traffic on the server with the slow disk against the same server without it: keys
  * without a quota, then keys with one.
  */

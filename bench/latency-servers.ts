@@ -1,7 +1,9 @@
 /**
  * The servers bench/latency.bench.ts measures, started on first use and kept up for the whole
- * run: every server under test on CPU 0, the proxies' upstream on CPU 1 beside the load
- * generator (so a proxy has CPU 0 to itself, the same for tokengate's gateway and HAProxy).
+ * run: every server under test on CPU 0 and the load generator on CPU 1. The proxies' upstream
+ * is on CPU 0 too (proxy, tokengate and upstream on one core: what a small node or a sidecar
+ * gives, issue #36), or with `split` on CPU 1 beside the load generator (the arrangement of the
+ * results recorded before issue #36, where a proxy had CPU 0 to itself).
  */
 import type { ChildProcess } from 'node:child_process'
 import type { Fixtures } from './fixtures.ts'
@@ -26,6 +28,8 @@ export const SERVER_IDS = [
   'haproxy',
   'nginx',
   'nginx + decision',
+  'nginx + decision (cached)',
+  'undici proxy',
 ] as const
 export type ServerId = (typeof SERVER_IDS)[number]
 
@@ -47,11 +51,20 @@ export class LatencyServers {
   readonly #env: Partial<Record<ServerId, Record<string, string>>>
   readonly #started = new Map<ServerId, Promise<RunningServer>>()
   readonly #cleanups: (() => void)[] = []
+  readonly #upstreamCpu: number
 
-  /** `env`: added to the environment of those servers (the slow-disk shim). */
-  constructor(fixtures: Fixtures, env: Partial<Record<ServerId, Record<string, string>>> = {}) {
+  /**
+   * `env`: added to the environment of those servers (the slow-disk shim). `split`: the
+   * upstream on the load generator's CPU instead of the servers'.
+   */
+  constructor(
+    fixtures: Fixtures,
+    env: Partial<Record<ServerId, Record<string, string>>> = {},
+    options: { readonly split?: boolean } = {},
+  ) {
     this.#fixtures = fixtures
     this.#env = env
+    this.#upstreamCpu = options.split ? LOAD_CPU : SERVER_CPU
   }
 
   /** The server, started (with what it depends on) if it is not running yet. */
@@ -83,7 +96,9 @@ export class LatencyServers {
       case 'fastify-jwt':
         return node(SERVER_CPU, peer(id))
       case 'upstream':
-        return node(LOAD_CPU, peer('upstream'))
+        return node(this.#upstreamCpu, peer('upstream'))
+      case 'undici proxy':
+        return node(SERVER_CPU, ['bench/servers/undici-proxy.ts', (await this.get('upstream')).url])
       case 'tokengate':
         return node(SERVER_CPU, tokengate, [], this.#env.tokengate)
       case 'tokengate slow-fsync': {
@@ -106,21 +121,32 @@ export class LatencyServers {
         return { child: (await this.#nginx()).child, url: (await this.#nginx()).plain }
       case 'nginx + decision':
         return { child: (await this.#nginx()).child, url: (await this.#nginx()).guarded }
+      case 'nginx + decision (cached)': {
+        const cached = await this.#nginx(true)
+        return { child: cached.child, url: cached.guarded }
+      }
     }
   }
 
-  #nginxStarted: Promise<RunningNginx> | undefined
+  readonly #nginxStarted = new Map<boolean, Promise<RunningNginx>>()
 
-  /** One nginx process serves both nginx rows: the plain proxy and the auth_request one. */
-  #nginx(): Promise<RunningNginx> {
-    this.#nginxStarted ??= (async () => {
-      const upstream = await portOf(this.get('upstream'))
-      const gateway = (await this.get('gateway')) as RunningServer & { decisionPort: number }
-      const nginx = await startNginx(upstream, gateway.decisionPort, { cpu: SERVER_CPU })
-      this.#cleanups.push(nginx.cleanup)
-      return nginx
-    })()
-    return this.#nginxStarted
+  /**
+   * One nginx process serves both uncached nginx rows: the plain proxy and the auth_request
+   * one; the decision cache (examples/forward-auth/nginx.conf `#cache ` lines) has its own.
+   */
+  #nginx(cache = false): Promise<RunningNginx> {
+    let started = this.#nginxStarted.get(cache)
+    if (!started) {
+      started = (async () => {
+        const upstream = await portOf(this.get('upstream'))
+        const gateway = (await this.get('gateway')) as RunningServer & { decisionPort: number }
+        const nginx = await startNginx(upstream, gateway.decisionPort, { cpu: SERVER_CPU, cache })
+        this.#cleanups.push(nginx.cleanup)
+        return nginx
+      })()
+      this.#nginxStarted.set(cache, started)
+    }
+    return started
   }
 }
 

@@ -5,12 +5,15 @@
  * round); p50 / p99 / p99.9 of the 2xx answers of each run, and the subject's added latency
  * (subject − baseline of the same round) per round and as the median of the rounds.
  *
- * Servers on CPU 0, the load generator (and the proxies' upstream) on CPU 1; see
- * bench/latency-servers.ts and bench/latency-load.ts, and bench/README.md ("Tail latency").
+ * Servers and the proxies' upstream on CPU 0 (`--split`: the upstream on CPU 1), the load
+ * generator on CPU 1; see bench/latency-servers.ts and bench/latency-load.ts, and
+ * bench/README.md ("Tail latency").
  *
  * Usage: node bench/latency.bench.ts [--quick] [--rounds 3] [--duration 5] [--warmup 1]
  *   [--saturation 3] [--load 0.5 | --rate N] [--connections 32] [--generator paced|hey]
- *   [--cases REGEX]
+ *   [--cases REGEX] [--split]
+ *        node bench/latency.bench.ts --hops [...]  (issue #36: the decision and gateway hops
+ *                                                  at 3,000 req/s, 3 rounds × 6 s)
  *        node bench/latency.bench.ts --slow-fsync 50 [...]   (PAT with and without a slow disk)
  *        node bench/latency.bench.ts --check-generators [...] (paced against hey)
  */
@@ -22,6 +25,7 @@ import { parseArgs } from 'node:util'
 import { BENCH_TENANT, type Fixtures, freshJwtPool, loadFixtures } from './fixtures.ts'
 import {
   bearer,
+  hopCases,
   type LatencyCase,
   members,
   QUICK_CASES,
@@ -65,20 +69,23 @@ const { values } = parseArgs({
     'slow-fsync': { type: 'string' },
     'check-generators': { type: 'boolean', default: false },
     'hey-workers': { type: 'string', default: '20' },
+    hops: { type: 'boolean', default: false },
+    split: { type: 'boolean', default: false },
   },
 })
+const hops = values.hops
 const quick = values.quick
 const setting = (given: string | undefined, full: number, short: number) =>
   given === undefined ? (quick ? short : full) : Number(given)
 const ROUNDS = setting(values.rounds, 3, 1)
-const DURATION = setting(values.duration, 5, 1)
+const DURATION = setting(values.duration, hops ? 6 : 5, 1)
 const WARMUP = setting(values.warmup, 1, 0.3)
 const SATURATION = setting(values.saturation, 3, 1)
 /** Seconds each server serves a case's traffic before the first measured round. */
 const PRIME = quick ? 0.5 : 2
 const LOAD = Number(values.load)
 /** A fixed rate for every case instead of `--load` × its saturation (no saturation runs). */
-const FIXED_RATE = values.rate === undefined ? undefined : Number(values.rate)
+const FIXED_RATE = values.rate === undefined ? (hops ? 3000 : undefined) : Number(values.rate)
 const CONNECTIONS = Number(values.connections)
 const GENERATOR = values.generator as Generator
 if (GENERATOR !== 'paced' && GENERATOR !== 'hey') throw new Error('--generator paced|hey')
@@ -285,7 +292,7 @@ function header(mode: string): void {
     `## Tail latency (${mode}), ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${commit}, Node ${process.versions.node}, ${cpus().length} × ${cpus()[0]?.model ?? 'CPU'}`,
   )
   console.log(
-    `\n${ROUNDS} round(s) × ${DURATION} s measured after ${WARMUP} s warm-up per run, saturation ${SATURATION} s with ${loadTool()}, ${CONNECTIONS} ${GENERATOR === 'hey' ? 'hey workers' : 'sockets'}; servers on CPU 0, load on CPU 1${CAN_PIN ? '' : ' (NOT pinned: taskset or a second CPU is missing)'}; load average at start ${one?.toFixed(2)} / ${five?.toFixed(2)}. Latencies in ms; only 2xx answers count.`,
+    `\n${ROUNDS} round(s) × ${DURATION} s measured after ${WARMUP} s warm-up per run, saturation ${SATURATION} s with ${loadTool()}, ${CONNECTIONS} ${GENERATOR === 'hey' ? 'hey workers' : 'sockets'}; ${values.split ? 'servers on CPU 0, the upstream and the load on CPU 1' : 'servers and the upstream on CPU 0, the load on CPU 1'}${CAN_PIN ? '' : ' (NOT pinned: taskset or a second CPU is missing)'}; load average at start ${one?.toFixed(2)} / ${five?.toFixed(2)}. Latencies in ms; only 2xx answers count.`,
   )
 }
 
@@ -306,6 +313,7 @@ async function main(): Promise<void> {
           tokengate: slowFsync.env(0, 'tokengate'),
         }
       : {},
+    { split: values.split },
   )
   const stopAll = async () => {
     await servers.stopAll()
@@ -332,7 +340,9 @@ async function main(): Promise<void> {
       return
     }
     const filter = values.cases ? new RegExp(values.cases) : quick ? QUICK_CASES : undefined
-    const cases = standardCases(fixtures).filter((c) => !filter || filter.test(c.id))
+    const cases = (hops ? hopCases(fixtures) : standardCases(fixtures)).filter(
+      (c) => hops || !filter || filter.test(c.id),
+    )
     const runnable = cases.filter((c) => {
       const missing = [c.subject, c.baseline, ...c.others].map(missingFor).find(Boolean)
       if (missing) console.log(`skipped ${c.id}: ${missing}`)
