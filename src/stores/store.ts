@@ -590,16 +590,6 @@ export interface ConsoleSessionRecord {
     readonly role: AdminRole
     readonly expiresAt: number
     readonly adminTokenHash: string | undefined
-  }
-  readonly csrf: string
-  readonly createdAt: number
-  readonly expiresAt: number
-  readonly lastSeen: number
-  /** Sealed with a key only the cookie gives (admin/sessions.ts). */
-  readonly flash: string | null
-  /** A one-shot message for the next page, JSON. */
-  readonly notice: string | null
-}
     /** The claims of the operator JWT signed in with (JWT revocation rules), never the token. */
     readonly jwt?:
       | {
@@ -612,3 +602,13 @@ export interface ConsoleSessionRecord {
           readonly sessionId?: string | undefined
         }
       | undefined
+  }
+  readonly csrf: string
+  readonly createdAt: number
+  readonly expiresAt: number
+  readonly lastSeen: number
+  /** Sealed with a key only the cookie gives (admin/sessions.ts). */
+  readonly flash: string | null
+  /** A one-shot message for the next page, JSON. */
+  readonly notice: string | null
+}
