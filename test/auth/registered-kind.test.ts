@@ -44,6 +44,7 @@ import {
 import { checkRequest as envoyCheckRequest } from '../decision/envoy-check-requests.ts'
 import { type Stack, startStack } from '../decision/harness.ts'
 import { TEST_TENANT } from '../helpers/jwt.ts'
+import { listenLocal } from '../helpers/listen.ts'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
 
 const GOOD_KEY = 'k-0123456789abcdef'
@@ -134,26 +135,13 @@ describe('a registered X-Api-Key kind on the library bindings', () => {
     pat = fixture.tokens.pat
   })
 
-  async function listen(server: ReturnType<typeof createServer>) {
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-    const { port } = server.address() as AddressInfo
-    return {
-      url: `http://127.0.0.1:${port}`,
-      close: () =>
-        new Promise<void>((resolve) => {
-          server.closeAllConnections()
-          server.close(() => resolve())
-        }),
-    }
-  }
-
   test('express', async () => {
     const app = express()
     app.use(expressGate({ authenticate, prefix: '/api/v1/' }))
     app.get(PROTECTED_PATH, requirePermission(REQUIRED_PERMISSION), (_req, res) => {
       res.json({ ok: true })
     })
-    const running = await listen(createServer(app))
+    const running = await listenLocal(createServer(app))
     try {
       await expectKindWorks(running.url, PROTECTED_PATH)
       const bearer = await send(running.url, PROTECTED_PATH, [['Authorization', `Bearer ${pat}`]])
@@ -179,7 +167,7 @@ describe('a registered X-Api-Key kind on the library bindings', () => {
   })
 
   test('node:http', async () => {
-    const running = await listen(
+    const running = await listenLocal(
       createServer(async (req, res) => {
         const requestId = requestIdOf(req)
         const outcome = await checkRequest(

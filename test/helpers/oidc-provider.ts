@@ -15,7 +15,7 @@
 import assert from 'node:assert/strict'
 import { Buffer } from 'node:buffer'
 import { createServer, type RequestListener } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { listenLocal } from './listen.ts'
 
 export interface ProviderHost {
   /** `http://127.0.0.1:<port>`: the provider's issuer URL. */
@@ -27,17 +27,14 @@ export interface ProviderHost {
 
 export async function startProviderHost(): Promise<ProviderHost> {
   const server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const running = await listenLocal(server)
   return {
-    issuer: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    issuer: running.url,
     serve(listener) {
       server.removeAllListeners('request')
       server.on('request', listener)
     },
-    async close() {
-      server.closeAllConnections()
-      await new Promise((resolve) => server.close(resolve))
-    },
+    close: running.close,
   }
 }
 

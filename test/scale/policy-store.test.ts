@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict'
 import { writeFileSync } from 'node:fs'
-import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { createServer } from 'node:http'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
+import { type Listening, listenLocal } from '../helpers/listen.ts'
 import { skipReason } from '../helpers/services.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
 import {
@@ -23,18 +23,18 @@ import {
 describe('gateway policy in the store', { skip: skipReason('postgres') }, () => {
   let two: TwoInstances
   let url: string
-  let upstream: Server
+  let upstream: Listening
   let a: Instance
   let b: Instance
   let token: string
 
   before(async () => {
-    upstream = createServer((_request, response) => response.end('upstream says hi'))
-    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve))
-    const port = (upstream.address() as AddressInfo).port
+    upstream = await listenLocal(
+      createServer((_request, response) => response.end('upstream says hi')),
+    )
     two = await startTwoInstances({
       overrides: {
-        gateway: { upstream: `http://127.0.0.1:${port}`, policyStore: true },
+        gateway: { upstream: upstream.url, policyStore: true },
         store: { changePollMs: 500 },
       },
       prepare: async (admin) => {
@@ -45,7 +45,7 @@ describe('gateway policy in the store', { skip: skipReason('postgres') }, () => 
   })
   after(async () => {
     await two?.close()
-    await new Promise((resolve) => upstream?.close(resolve))
+    await upstream?.close()
   })
 
   const status = async (instance: Instance) =>
