@@ -3,8 +3,8 @@ import type * as Https from 'node:https'
 import { createRequire } from 'node:module'
 import type { AddressInfo, Socket } from 'node:net'
 import Fastify, { type FastifyInstance, LogController } from 'fastify'
+import { requestIdFor } from '../auth/edge.ts'
 import type { ProblemCode } from '../http/problem.ts'
-import { requestIdOf } from '../http/request-id.ts'
 import { createAdminGate } from './admin-gate.ts'
 import { registerAdminApi } from './api.ts'
 import { registerConsole } from './console.ts'
@@ -41,8 +41,9 @@ export async function buildAdminServer(deps: AdminDeps): Promise<FastifyInstance
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: 65_536,
     trustProxy: false,
-    // The one request-id rule (http/request-id.ts), as on the API port; never Fastify's req-N.
-    genReqId: (req) => requestIdOf(req.headers['x-request-id']),
+    // The one request-id rule and the process's one generator (auth/edge.ts), as on the API
+    // port; never Fastify's req-N.
+    genReqId: (req) => requestIdFor(req.headers['x-request-id']),
     serverFactory: (handler) =>
       tls
         ? https.createServer({ cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' }, handler)
