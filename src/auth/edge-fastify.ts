@@ -11,7 +11,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { AuthFailure } from '../core/failure.ts'
 import type { Principal } from '../core/principal.ts'
 import { readBounded } from '../http/form-body.ts'
-import { sendProblemResponse } from '../http/problem-response.ts'
+import { type FailureResponse, sendProblemResponse } from '../http/problem-response.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
 import type { Edge, Entry } from './edge.ts'
 import type { Access, GateRequest, Outcome, Refused } from './gate.ts'
@@ -141,6 +141,20 @@ export function refuse(
   const seen = checked.get(request)
   if (!seen) throw new Error('refuse: the request was not checked by the tokengate hooks')
   return sendRefused(request, reply, seen.edge.refuse(seen.request, failure, request.principal))
+}
+
+/**
+ * A refusal with its own problem after the gate allowed the request (the gateway's in-flight
+ * caps): audited through the gate's recorder (`auth.refused`), then answered.
+ */
+export function sendRecordedProblem(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  response: FailureResponse,
+): FastifyReply {
+  const seen = checked.get(request)
+  seen?.edge.gate.recordRefusal?.(seen.request, response, request.principal)
+  return sendProblemResponse(reply, response)
 }
 
 /** The route's access, built once per route config: its policy, or its permissions. */

@@ -17,6 +17,7 @@ import type { AuthFailure } from '../core/failure.ts'
 import type { Principal } from '../core/principal.ts'
 import { headerValues, readAuthHeaders } from '../core/raw-headers.ts'
 import { pathOf } from '../http/api-path.ts'
+import type { FailureResponse } from '../http/failure-response.ts'
 import { isFormContentType } from '../http/form-body.ts'
 import { formHasAccessToken, ONE_METHOD_FAILURE } from '../http/one-method.ts'
 import { peerCertificateOf } from '../http/peer-certificate.ts'
@@ -177,6 +178,19 @@ export function createEdge(source: GateSource, options: EdgeOptions = {}): Edge 
       recordAnswer?.({ listener, ...answer })
     },
   }
+}
+
+/**
+ * A refusal a listener decided before the gate, with its own problem (the decision listener's
+ * path outside the API, unknown method, steering header): audited through the gate's
+ * recorder (`auth.refused`), so no answer of a listener skips the audit.
+ */
+export function recordPreGateRefusal(
+  gate: Gate,
+  asked: Pick<GateRequest, 'method' | 'target' | 'clientAddress' | 'requestId'>,
+  response: FailureResponse,
+): void {
+  gate.recordRefusal?.({ ...asked, authorization: [], tenantIds: [] }, response, null)
 }
 
 const OUTSIDE: Entry = Object.freeze({ type: 'outside' })

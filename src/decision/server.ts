@@ -13,6 +13,7 @@
 import type * as Http from 'node:http'
 import { createRequire } from 'node:module'
 import type { AddressInfo, Socket } from 'node:net'
+import { recordPreGateRefusal, requestIdFor } from '../auth/edge.ts'
 import type { Outcome } from '../auth/gate.ts'
 import type { OpenedGate } from '../auth/open-gate.ts'
 import { policyInForce, type StoredPolicySource } from '../auth/policy/reload.ts'
@@ -21,7 +22,6 @@ import type { Config } from '../config/schema.ts'
 import { corsSettings } from '../http/cors.ts'
 import { sendFailureResponse } from '../http/node-response.ts'
 import { problemResponse } from '../http/problem-response.ts'
-import { createRequestIdGenerator, requestIdOf } from '../http/request-id.ts'
 import type { ConnectionBudget } from '../lib/connection-budget.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
 import { CACHE_EXPIRY_HEADER, type ChangeFreshness, createCacheExpiry } from './cache-expiry.ts'
@@ -100,7 +100,6 @@ export async function buildDecisionServer(
     policy: policy.matcher,
     cors: corsSettings(config.server.cors),
   })
-  const nextRequestId = createRequestIdGenerator()
   const cacheExpiry = createCacheExpiry(options.changes ?? { readAsOf: () => undefined })
   const { recorder } = opened
   const diagnostics = createDiagnostics(logger)
@@ -120,8 +119,9 @@ export async function buildDecisionServer(
   const handlerFor =
     (trusted: ProxyMatcher) => (req: Http.IncomingMessage, res: Http.ServerResponse) => {
       const started = performance.now()
-      const requestId = requestIdOf(req.headers['x-request-id'], nextRequestId)
+      const requestId = requestIdFor(req.headers['x-request-id'])
       const kind = trusted(req.socket.remoteAddress)
+      const clientAddress = clientAddressOf(req, trusted)
       req.resume()
       if (kind) diagnoseKind(kind, req.rawHeaders, req.socket.remoteAddress)
       const decided = decide({
@@ -129,7 +129,7 @@ export async function buildDecisionServer(
         requestLine: { method: req.method ?? 'GET', url: req.url ?? '/' },
         pathPrefix: decision.pathPrefix,
         rawHeaders: req.rawHeaders,
-        clientAddress: clientAddressOf(req, trusted),
+        clientAddress,
         requestId,
         host: req.headers.host,
       })
@@ -149,6 +149,14 @@ export async function buildDecisionServer(
       }
       const send = (answer: Answer) => {
         if (answer.type !== 'preflight') outcome = answer.outcome
+        if (answer.type === 'refuse' && answer.outcome === undefined) {
+          const { method, target } = decided
+          recordPreGateRefusal(
+            opened.gate,
+            { method, target, clientAddress, requestId },
+            answer.response,
+          )
+        }
         // nginx's proxy_cache obeys X-Accel-Expires (cache-expiry.ts); other proxies ignore it.
         const expiry =
           kind !== undefined && PROXY_RULES[kind].problemHeader ? cacheExpiry(answer) : undefined
@@ -196,7 +204,7 @@ export async function buildDecisionServer(
           decide,
           trusted,
           recorder,
-          nextRequestId,
+          nextRequestId: () => requestIdFor(undefined),
           logger,
           connections,
           diagnostics,

@@ -1,11 +1,12 @@
-import type { OutgoingHttpHeaders } from 'node:http'
 import { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Dispatcher } from 'undici'
+import { sendRecordedProblem } from '../auth/edge-fastify.ts'
 import { problemResponse, sendProblemResponse } from '../http/problem-response.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
 import type { Admission, UpstreamAdmission } from './admission.ts'
 import { callerResponseHeaders, type HeaderMap, upstreamRequestHeaders } from './headers.ts'
+import { writeRelayedHead } from './response-head.ts'
 import { paceUpload, type UploadPaceOptions, UploadTooSlowError } from './upload-pace.ts'
 import { sendUpstream } from './upstream.ts'
 
@@ -63,7 +64,7 @@ export function createProxyHandler(options: ProxyOptions) {
       principal.tokenId ?? principal.fingerprint,
     )
     const admit = (admission: Admission) => {
-      if (!admission.ok) return void sendNotAdmitted(reply, admission.reason, requestId)
+      if (!admission.ok) return void sendNotAdmitted(request, reply, admission.reason)
       if (reply.raw.destroyed) {
         // The caller left while waiting for a connection: nothing to send upstream.
         admission.release()
@@ -134,12 +135,11 @@ function forward(
   const body =
     request.body instanceof Readable ? paceUpload(request.body, options.uploadPace) : null
 
-  /** The upstream's headers for the caller, held until the head is written. */
-  let relayed: HeaderMap = {}
+  /** The upstream's headers, held until the head is written. */
+  let upstreamHeaders: HeaderMap = {}
   const writeHead = () => {
     headWritten = true
-    reply.headers(relayed)
-    res.writeHead(res.statusCode, reply.getHeaders() as OutgoingHttpHeaders)
+    writeRelayedHead(reply, upstreamHeaders)
   }
   const exchange = sendUpstream(
     options.pool,
@@ -166,13 +166,16 @@ function forward(
           sendProblemResponse(reply, problemResponse('bad_gateway', DETAIL.badGateway, requestId))
           return
         }
-        relayed = callerResponseHeaders(responseHeaders)
+        upstreamHeaders = responseHeaders
         // An HTTP/1 connection cannot be reused until its request body has been read; the
         // upstream answered before that, so the caller's connection is closed after this.
         if (!request.raw.complete) reply.header('connection', 'close')
         if (statusCode === 204) {
           // No content: no body headers either (RFC 9110 §8.6), and nothing to relay.
-          reply.headers(relayed).removeHeader('content-type').removeHeader('content-length')
+          reply
+            .headers(callerResponseHeaders(responseHeaders))
+            .removeHeader('content-type')
+            .removeHeader('content-length')
           reply.send()
           return
         }
@@ -260,12 +263,14 @@ const PLAIN_PATH = /^(?!.*\/(?:\.|%2e))[\x21\x24-\x3b\x3d\x40-\x5b\x5d\x5f\x61-\
  * answers). No connection in time: 503, the upstream's capacity. Both retry after a second.
  */
 function sendNotAdmitted(
+  request: FastifyRequest,
   reply: FastifyReply,
   reason: 'token' | 'tenant' | 'busy',
-  requestId: string,
 ): FastifyReply {
+  const requestId = String(request.id)
   const headers = { 'retry-after': '1' }
-  return sendProblemResponse(
+  return sendRecordedProblem(
+    request,
     reply,
     reason === 'busy'
       ? problemResponse('unavailable', DETAIL.busy, requestId, { headers })

@@ -149,6 +149,8 @@ export interface GatewayOptions {
 
 export interface Gateway {
   readonly url: string
+  /** The data directory (its SQLite store holds the audit rows). */
+  readonly dataDir: string
   readonly issuer: TestIssuer
   readonly running: Launched
   /** The policy file the gateway reads, when `policy` was given. */
@@ -198,6 +200,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
 
   return {
     url: running.url,
+    dataDir,
     issuer,
     running,
     policyFile,

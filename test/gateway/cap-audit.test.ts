@@ -1,0 +1,77 @@
+/**
+ * The gateway's in-flight caps answer outside the gate's steps (after it allowed the
+ * request): their 429 and 503 still go through the gate's recorder, one `auth.refused` audit
+ * row with the answer's request id (#33).
+ */
+import assert from 'node:assert/strict'
+import { request as httpRequest } from 'node:http'
+import { after, before, describe, test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { auditRowOf } from '../helpers/audit-rows.ts'
+import { type Gateway, startGateway, startUpstream, type Upstream } from './harness.ts'
+
+function get(base: string, path: string, token: string) {
+  const url = new URL(base)
+  return new Promise<{ status: number; requestId: string; body: string }>((resolve, reject) => {
+    const req = httpRequest(
+      {
+        host: url.hostname,
+        port: url.port,
+        path,
+        agent: false,
+        headers: { authorization: `Bearer ${token}` },
+      },
+      (res) => {
+        let body = ''
+        res.setEncoding('utf8')
+        res.on('data', (chunk: string) => {
+          body += chunk
+        })
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            requestId: String(res.headers['x-request-id']),
+            body,
+          }),
+        )
+      },
+    )
+    req.on('error', reject)
+    req.end()
+  })
+}
+
+describe('gateway: an in-flight cap refusal is audited through the recorder', () => {
+  let upstream: Upstream
+  let gateway: Gateway
+  before(async () => {
+    upstream = await startUpstream()
+    gateway = await startGateway({
+      upstream: upstream.url,
+      timeoutMs: 5_000,
+      gateway: { connections: 4, maxInFlightPerTenant: 3, maxInFlightPerToken: 1 },
+    })
+  })
+  after(async () => {
+    await gateway?.close()
+    await upstream?.close()
+  })
+
+  test('a second request of a token with one in flight → 429, auth.refused row with its request id', async () => {
+    const token = await gateway.pat([])
+    // Held by the upstream (it never answers /slow) until the gateway's timeout.
+    const held = get(gateway.url, '/api/v1/slow', token).catch(() => undefined)
+    for (let i = 0; i < 50 && upstream.receiving < 1; i++) await sleep(20)
+    const refused = await get(gateway.url, '/api/v1/things', token)
+    assert.equal(refused.status, 429, refused.body)
+    assert.equal(JSON.parse(refused.body).requestId, refused.requestId)
+    const row = await auditRowOf(gateway.dataDir, refused.requestId)
+    assert.ok(row, 'no audit row for the cap refusal')
+    assert.equal(row.type, 'auth.refused')
+    assert.equal(row.outcome, 'rate_limited')
+    assert.equal(row.clientAddress, '127.0.0.1')
+    assert.match(String(row.actor), /^pat_/)
+    assert.deepEqual(row.details, { method: 'GET', path: '/api/v1/things', status: 429 })
+    await held
+  })
+})
