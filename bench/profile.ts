@@ -7,7 +7,9 @@
  *          <pat|pat-distinct|jwt|jwt-distinct|garbage|badsum|403|wrong-tenant> [--duration S] [--top N]
  *          [--interval US] [--keep] [--against CASE]
  *        node bench/profile.ts <gateway|undici-proxy|fastify-undici-proxy> proxy [...]
- * (gateway mode: the proxy on CPU 0, its upstream on CPU 1 beside wrk.)
+ *        node bench/profile.ts decision decision-pat [...]
+ * (gateway mode: the proxy on CPU 0, its upstream on CPU 1 beside wrk. `decision`: wrk asks
+ * the forward-auth decision listener what nginx's auth_request asks, a PAT each time.)
  * (`--keep` leaves the .cpuprofile in bench/results/profiles/ for Chrome DevTools;
  * `--interval`: the profiler's sampling interval, default 1000 µs; `--rate R`: load at R requests
  * a second, evenly paced (bench/paced-load.ts), instead of wrk's saturation, so two cases can be
@@ -60,6 +62,14 @@ const servers: Record<string, (port: number, upstream: string) => string[]> = {
     `${port}`,
     upstream,
   ],
+  // The decision listener (decision.proxy: nginx) beside the API port: wrk loads the former.
+  decision: (port) => [
+    ...PRODUCTION_NODE_FLAGS,
+    'bench/servers/tokengate.ts',
+    fixtures.dir,
+    `${port}`,
+    '--decision',
+  ],
   'undici-proxy': (port, upstream) => ['bench/servers/undici-proxy.ts', upstream, `${port}`],
   'fastify-undici-proxy': (port, upstream) => [
     'bench/servers/undici-proxy.ts',
@@ -92,11 +102,26 @@ const cases: Record<string, ProfiledCase> = {
   'wrong-tenant': { path: '/api/v1/me', headers: jwt(fixtures.algs.RS256.single, 'other') },
   // A PAT request the gateway proxies (the default policy: any authenticated caller).
   proxy: { path: '/api/v1/projects/p1', headers: bearer(fixtures.patSingle) },
+  // What examples/forward-auth/nginx.conf's auth subrequest sends.
+  'decision-pat': {
+    path: '/_tokengate',
+    headers: {
+      ...bearer(fixtures.patSingle),
+      'x-original-method': 'GET',
+      'x-original-uri': '/api/v1/projects/p1',
+      'x-forwarded-for': '127.0.0.1',
+      'x-forwarded-proto': 'http',
+      'x-forwarded-host': '127.0.0.1:8080',
+    },
+  },
 }
 const argvOf = servers[serverKind]
 const request = cases[caseKind]
 const valid = (c: string | undefined) =>
-  c !== undefined && c in cases && PROXIES.has(serverKind) === (c === 'proxy')
+  c !== undefined &&
+  c in cases &&
+  PROXIES.has(serverKind) === (c === 'proxy') &&
+  (serverKind === 'decision') === (c === 'decision-pat')
 if (!argvOf || !request || !valid(caseKind) || (against !== undefined && !valid(against))) {
   console.error(
     `servers: ${Object.keys(servers).join(' ')}; cases: ${Object.keys(cases).join(' ')} ` +
@@ -129,13 +154,14 @@ async function profileOnce(
   const upstream: ChildProcess | undefined = PROXIES.has(serverKind)
     ? (await startNode(1, peer('upstream', port + 200))).child
     : undefined
-  const { child } = await startNode(0, [
+  const { child, output } = await startNode(0, [
     '--cpu-prof',
     `--cpu-prof-dir=${dir}`,
     `--cpu-prof-interval=${INTERVAL_US}`,
     ...argvOf(port, `http://127.0.0.1:${port + 200}`),
   ])
-  const url = `http://127.0.0.1:${port}`
+  const decisionPort = /^DECISION (\d+)/m.exec(output)?.[1]
+  const url = `http://127.0.0.1:${serverKind === 'decision' ? decisionPort : port}`
   const before = { cpu: 0 }
   const loaded = async (durationSec: number) => {
     before.cpu = cpuMicros(child.pid) ?? 0

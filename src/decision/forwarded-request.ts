@@ -3,7 +3,6 @@
  * header family of the configured proxy kind (proxy-kinds.ts), and the origin the client
  * addressed (the identity token's default audience).
  */
-import { effectiveHeaderName } from '../http/spoofable-headers.ts'
 import type { ProxyKind, ProxyMatcher } from './proxy-kinds.ts'
 import { PROXY_RULES } from './proxy-kinds.ts'
 
@@ -104,18 +103,23 @@ export function headerValues(rawHeaders: readonly string[], name: string): strin
   return values
 }
 
-/** Every header name (lower-case, once each) whose effective spelling satisfies `test`. */
+/**
+ * Every header name (lower-case, once each) that `test` picks; `test` reads the name in any
+ * spelling (isSteering does). Most requests have none: nothing is allocated for them.
+ */
 export function headerNames(
   rawHeaders: readonly string[],
-  test: (effectiveName: string) => boolean,
+  test: (name: string) => boolean,
 ): string[] {
-  const names = new Set<string>()
+  let names: Set<string> | undefined
   for (let i = 0; i < rawHeaders.length; i += 2) {
-    const name = (rawHeaders[i] as string).toLowerCase()
-    if (test(effectiveHeaderName(name))) names.add(name)
+    const raw = rawHeaders[i] as string
+    if (test(raw)) (names ??= new Set()).add(raw.toLowerCase())
   }
-  return [...names]
+  return names ? [...names] : NONE
 }
+
+const NONE = Object.freeze([]) as unknown as string[]
 
 /**
  * The client address a request stands for: the peer, or, when the peer is a trusted proxy,

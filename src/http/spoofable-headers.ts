@@ -48,6 +48,8 @@ export function effectiveHeaderName(name: string): string {
  * setting lets a client send one.
  */
 export function isSteering(name: string): boolean {
+  // Every such name starts with X (asked once per header of every decision request).
+  if ((name.charCodeAt(0) | 0x20) !== 0x78) return false
   const effective = effectiveHeaderName(name)
   return effective.startsWith(IDENTITY_PREFIX) || STEERING.has(effective)
 }

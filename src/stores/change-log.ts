@@ -99,6 +99,7 @@ export class ChangeFollower {
   #running: Promise<void> = Promise.resolve()
   #next: Promise<void> | undefined
   #readStartedAt: number | undefined
+  #rewindTo: number | undefined
   #readAsOf: number | undefined
   #prunedAt = 0
   #closed = false
@@ -108,6 +109,11 @@ export class ChangeFollower {
     this.#pollMs = options.pollMs ?? 500
     this.#timeoutMs = options.timeoutMs ?? 3000
     this.#now = options.now ?? Date.now
+  }
+
+  /** `readAsOf` while the log is readable, else undefined; allocates nothing (per decision). */
+  get currentAsOf(): number | undefined {
+    return this.#current ? this.#readAsOf : undefined
   }
 
   get status(): ChangeFollowerStatus {
@@ -129,6 +135,16 @@ export class ChangeFollower {
       },
     )
     return this.#started
+  }
+
+  /**
+   * Emits every entry after `seq`, even those already emitted: a reader that took a snapshot
+   * as of `seq` then misses none, whenever this follower started. Applied at the start of
+   * the next read (reads run one at a time), so it cannot interleave with one in flight.
+   */
+  followFrom(seq: number): Promise<void> {
+    this.#rewindTo = Math.min(this.#rewindTo ?? seq, seq)
+    return this.catchUp()
   }
 
   /** Polls while `on` (someone watches). */
@@ -181,6 +197,10 @@ export class ChangeFollower {
     this.#readStartedAt = startedAt
     try {
       await this.start()
+      if (this.#rewindTo !== undefined) {
+        if (this.#rewindTo < (this.#last as number)) this.#last = this.#rewindTo
+        this.#rewindTo = undefined
+      }
       for (;;) {
         const after = this.#last as number
         const { entries, lowest } = await this.#options.reader.readAfter(after, BATCH)

@@ -135,19 +135,27 @@ describe('nginx decision cache', { skip: skipReason('nginx-perl') }, () => {
 
   test('a second X-Tenant-Id never rides on a cached decision: the upstream gets the first only', async () => {
     const jwt: [string, string] = ['Authorization', `Bearer ${stack.value.tokens.jwt}`]
-    const cached = await rawRequest(front.value.url, PROTECTED_PATH, [
-      jwt,
-      ['X-Tenant-Id', TEST_TENANT],
-    ])
-    assert.equal(cached.status, 200)
-    const seenBefore = stack.value.upstream.seen.length
-    const twice = await rawRequest(front.value.url, PROTECTED_PATH, [
-      jwt,
-      ['X-Tenant-Id', TEST_TENANT],
-      ['X-Tenant-Id', 'tenant-b'],
-    ])
-    assert.equal(twice.status, 200)
-    assert.equal(stack.value.upstream.seen[seenBefore]?.headers['x-tenant-id'], TEST_TENANT)
+    // Decided by tokengate, a second value is refused (401); answered from the cache, nginx
+    // passes the first value only. Asked until one is answered from the cache.
+    let hits = 0
+    for (let i = 0; i < 40 && hits === 0; i++) {
+      const cached = await rawRequest(front.value.url, PROTECTED_PATH, [
+        jwt,
+        ['X-Tenant-Id', TEST_TENANT],
+      ])
+      assert.equal(cached.status, 200)
+      const seenBefore = stack.value.upstream.seen.length
+      const twice = await rawRequest(front.value.url, PROTECTED_PATH, [
+        jwt,
+        ['X-Tenant-Id', TEST_TENANT],
+        ['X-Tenant-Id', 'tenant-b'],
+      ])
+      if (twice.status === 401) continue
+      assert.equal(twice.status, 200)
+      assert.equal(stack.value.upstream.seen[seenBefore]?.headers['x-tenant-id'], TEST_TENANT)
+      hits++
+    }
+    assert.equal(hits, 1, 'never answered from the cache')
   })
 
   test('a PAT revoked with the CLI is refused by nginx within 1 s of the commit', async () => {

@@ -80,8 +80,7 @@ export abstract class SqlStore {
    * successful change-log read); undefined before one or while the log cannot be read.
    */
   get changesReadAsOf(): number | undefined {
-    const { current, readAsOf } = this.follower.status
-    return current ? readAsOf : undefined
+    return this.follower.currentAsOf
   }
 
   /** Reads the change log now (while someone watches), instead of at the next poll. */
