@@ -71,15 +71,46 @@ export async function createSsfReceivers(
       ),
     )
   }
+  let pruning: NodeJS.Timeout | undefined
+  let pruned: Promise<void> | undefined
   return {
     receivers,
     mount: ssfPushRoutes(receivers, config.ssf.maxPushBytes),
     start() {
       for (const receiver of receivers) receiver.start()
+      pruning = setInterval(() => {
+        pruned ??= pruneReceived(deps.store, deps.clock.now(), deps.log).finally(() => {
+          pruned = undefined
+        })
+      }, PRUNE_EVERY_MS)
+      pruning.unref()
     },
     async close() {
+      clearInterval(pruning)
+      await pruned
       await Promise.all(receivers.map((receiver) => receiver.close()))
     },
+  }
+}
+
+const PRUNE_EVERY_MS = 3_600_000
+const PRUNE_BATCH = 1_000
+
+/** Deletes the replay records that can no longer matter (their SET would be too old now). */
+async function pruneReceived(store: Store, now: number, log: ReceiverLog): Promise<void> {
+  try {
+    let deleted = 0
+    for (;;) {
+      const batch = await store.pruneSsfReceived(now, PRUNE_BATCH)
+      deleted += batch
+      if (batch < PRUNE_BATCH) break
+    }
+    if (deleted > 0) log.info({ deleted }, 'SSF: expired SET ids pruned')
+  } catch (error) {
+    log.warn(
+      { reason: (error as Error).message },
+      'SSF: pruning SET ids failed; retried in an hour',
+    )
   }
 }
 

@@ -166,6 +166,23 @@ export function createStreamClient(options: StreamClientOptions) {
       return adopt(created.json, undefined)
     },
 
+    /**
+     * Asks the transmitter for a verification event carrying `state` (SSF 1.0 §8.1.4.2);
+     * true when it accepted the request (204).
+     */
+    async requestVerification(
+      config: TransmitterConfiguration,
+      streamId: string,
+      state: string,
+    ): Promise<boolean> {
+      if (config.verificationEndpoint === undefined) return false
+      const asked = await request('POST', config.verificationEndpoint, {
+        stream_id: streamId,
+        state,
+      })
+      return asked.status === 204 || asked.status === 200
+    },
+
     /** The stream's status (SSF 1.0 §7.1.2), or undefined when it cannot be read. */
     async status(config: TransmitterConfiguration, streamId: string): Promise<string | undefined> {
       if (config.statusEndpoint === undefined) return undefined

@@ -6,6 +6,7 @@
  * so a rule made by the IdP reaches every instance through the change log like any other.
  * Every SET is audited, received or refused; the SET itself is never logged or stored.
  */
+import { randomBytes } from 'node:crypto'
 import {
   type AuditEvent,
   type AuditSink,
@@ -18,7 +19,7 @@ import { createDiscoveredJwks, DEFAULT_JWKS_OPTIONS, type JwksOptions } from '..
 import type { Clock } from '../core/ports.ts'
 import type { Store } from '../stores/store.ts'
 import { mapCaepEvent } from './caep-rules.ts'
-import { DELIVERY_METHOD, SSF_CONFIGURATION_PATH } from './events.ts'
+import { DELIVERY_METHOD, SSF_CONFIGURATION_PATH, SSF_EVENT } from './events.ts'
 import { createStreamClient, type Stream } from './receiver-stream.ts'
 import { createSetVerifier, type SetRefusal } from './set-verify.ts'
 
@@ -186,6 +187,11 @@ export function createSsfReceiver(settings: ReceiverSettings, deps: ReceiverDeps
       }
       const rules: string[] = []
       let note: string | null = mapping.kind === 'revoke' ? null : mapping.note
+      // The answer to our verification request (SSF 1.0 §8.1.4): the stream delivers.
+      if (set.eventType === SSF_EVENT.verification && set.event.state === verificationState) {
+        note = 'verification: the stream delivers'
+        log.info({ ...base, delivery, stream: stream?.streamId }, 'SSF stream verified')
+      }
       if (mapping.kind === 'revoke') {
         const operation = {
           store,
@@ -231,6 +237,8 @@ export function createSsfReceiver(settings: ReceiverSettings, deps: ReceiverDeps
     }
   }
 
+  /** The `state` of our verification request: a random value, matched on the event. */
+  const verificationState = randomBytes(16).toString('base64url')
   let closed = false
   let timer: NodeJS.Timeout | undefined
   let running: Promise<void> | undefined
@@ -262,6 +270,9 @@ export function createSsfReceiver(settings: ReceiverSettings, deps: ReceiverDeps
           : { method: 'poll' as const }
       stream = await client.stream(config, delivery, settings.streamId)
       const status = await client.status(config, stream.streamId).catch(() => undefined)
+      await client
+        .requestVerification(config, stream.streamId, verificationState)
+        .catch(() => false)
       log.info(
         { ...base, delivery: settings.delivery, stream: stream.streamId, status },
         'SSF stream ready',

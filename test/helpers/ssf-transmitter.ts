@@ -34,6 +34,10 @@ export interface SsfTestTransmitter {
   readonly streams: Map<string, TestStream>
   /** Requests per path, to check what a receiver asked for. */
   readonly hits: Map<string, number>
+  /** Verification requests received (SSF 1.0 §8.1.4.2), in order. */
+  readonly verifications: readonly { streamId: string; state: string | undefined }[]
+  /** The `aud` of the verification SETs it sends (the receivers' audience). */
+  setAudience(audience: string): void
   /** Signs claims as a SET; `header` is merged over `{ alg, kid, typ }`. */
   sign(claims: Record<string, unknown>, header?: Record<string, unknown>): string
   /** A SET of one event for `audience`, issued now, with a fresh jti. */
@@ -66,6 +70,8 @@ export async function startSsfTransmitter(): Promise<SsfTestTransmitter> {
   const hits = new Map<string, number>()
   let issuer = ''
   let jwksUri = ''
+  let audience = 'unset'
+  const verifications: { streamId: string; state: string | undefined }[] = []
 
   const json = (response: ServerResponse, status: number, body?: unknown) => {
     if (body === undefined) return response.writeHead(status).end()
@@ -143,7 +149,33 @@ export async function startSsfTransmitter(): Promise<SsfTestTransmitter> {
           ? json(response, 200, { stream_id: stream.id, status: 'enabled' })
           : json(response, 404)
       }
-      if (url.pathname === '/ssf/verify' && request.method === 'POST') return json(response, 204)
+      if (url.pathname === '/ssf/verify' && request.method === 'POST') {
+        // SSF 1.0 §8.1.4.2: answered at once, the verification event follows on the stream.
+        const body = ((await readBody(request)) ?? {}) as { stream_id?: string; state?: string }
+        const stream = streams.get(body.stream_id ?? '')
+        if (stream === undefined) return json(response, 404)
+        verifications.push({ streamId: stream.id, state: body.state })
+        const jti = randomUUID()
+        const set = sign({
+          iss: issuer,
+          jti,
+          iat: Math.floor(Date.now() / 1000),
+          aud: audience,
+          sub_id: { format: 'opaque', id: stream.id },
+          events: {
+            [SSF_EVENT.verification]: body.state === undefined ? {} : { state: body.state },
+          },
+        })
+        if (stream.method === DELIVERY_METHOD.poll) stream.queue.set(jti, set)
+        else {
+          fetch(stream.endpointUrl, {
+            method: 'POST',
+            headers: { 'content-type': SET_MEDIA_TYPE },
+            body: set,
+          }).catch(() => {})
+        }
+        return json(response, 204)
+      }
       const polled = /^\/ssf\/poll\/([^/]+)$/.exec(url.pathname)
       if (polled && request.method === 'POST') {
         const stream = streams.get(polled[1] as string)
@@ -193,6 +225,10 @@ export async function startSsfTransmitter(): Promise<SsfTestTransmitter> {
     kid,
     streams,
     hits,
+    verifications,
+    setAudience(value) {
+      audience = value
+    },
     sign,
     event(type, subId, audience, eventClaims = {}) {
       const jti = randomUUID()

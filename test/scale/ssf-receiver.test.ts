@@ -57,6 +57,7 @@ describe('CAEP/SSF receiver on two instances on one Postgres', {
     idp = createTestIssuer({ issuer: JWT_ISSUER })
     await admin.putIssuer(idp.config, Date.now())
     tx = await startSsfTransmitter()
+    tx.setAudience(AUDIENCE)
     // A JWKS behind a redirect (to the transmitter's own, valid keys), on a private address,
     // and on another local port (an internal service holding the right keys).
     txRedirect = await startSsfTransmitter()
@@ -259,6 +260,47 @@ describe('CAEP/SSF receiver on two instances on one Postgres', {
     const push = [...tx.streams.values()].filter((s) => s.method === 'urn:ietf:rfc:8935')
     assert.equal(push.length, 1, JSON.stringify(push.map((s) => s.endpointUrl)))
     assert.equal(push[0]?.endpointUrl, 'https://api.tokengate.test/ssf/events/idp')
+  })
+
+  it('each instance asked for a verification of the poll stream; the verification events were applied and audited', async () => {
+    const asked = tx.verifications.filter((v) => v.streamId === pollStream)
+    assert.equal(asked.length, 2, 'one request per instance')
+    const received = async () =>
+      (await admin.admin.searchAudit({ type: 'ssf.event_received' }, { limit: 500 })).items.filter(
+        (e) =>
+          (e.details as { event?: string }).event ===
+          'https://schemas.openid.net/secevent/ssf/event-type/verification',
+      )
+    // Each instance's own state is answered to whichever instance polls it first.
+    await waitFor(async () => (await received()).length === 2, 'two verification events received')
+    for (const event of await received()) {
+      assert.deepEqual((event.details as { rules: string[] }).rules, [])
+    }
+    assert.ok(
+      (await received()).some(
+        (e) => (e.details as { note?: string }).note === 'verification: the stream delivers',
+      ),
+    )
+  })
+
+  it('a pushed stream-updated event is accepted (202) and audited, no rule made', async () => {
+    const { jti, set } = tx.event(
+      'https://schemas.openid.net/secevent/ssf/event-type/stream-updated',
+      { format: 'opaque', id: 'stream' },
+      AUDIENCE,
+      { status: 'paused', reason: 'maintenance' },
+    )
+    const pushed = await tx.push(pushUrl(a), set, authorized)
+    assert.equal(pushed.status, 202)
+    await waitFor(
+      async () =>
+        (await admin.admin.searchAudit({ type: 'ssf.event_received' }, { limit: 500 })).items.some(
+          (e) =>
+            (e.details as { jti?: string; note?: string }).jti === jti &&
+            (e.details as { note?: string }).note === 'stream paused',
+        ),
+      'stream-updated audited',
+    )
   })
 
   describe('attacks: refused with the RFC 8935 error, no rule made', () => {
