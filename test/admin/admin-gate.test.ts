@@ -122,6 +122,12 @@ describe('admin API through the gate', () => {
     assert.ok([401, 429].includes(api.status), String(api.status))
   })
 
+  test("the admin kinds are the admin gate's only: an admin token on the API listener is 401", async () => {
+    const onApi = await server.request('/api/v1/me', ['Authorization', `Bearer ${operator}`])
+    assert.equal(onApi.status, 401)
+    assert.equal(onApi.json.code, 'invalid_token')
+  })
+
   test('request ids: a safe X-Request-Id is echoed, otherwise one is made (never req-N)', async () => {
     const echoed = await adminRequest(server, '/admin/api/v1/me', {
       headers: { ...bearer(operator), 'x-request-id': 'admin-trace-1' },
