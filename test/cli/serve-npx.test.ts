@@ -13,6 +13,7 @@ import { delimiter, dirname, join } from 'node:path'
 import { describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
+import { collectOutput } from '../helpers/child-output.ts'
 import { nodeUnderTest, PACKAGE_PROJECT } from '../helpers/launch.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
 
@@ -98,25 +99,18 @@ describe('npx tokengate serve', { skip: skip() }, () => {
         stdio: ['ignore', 'pipe', 'pipe'],
       },
     )
-    let stdout = ''
-    let stderr = ''
-    npx.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk
-    })
-    npx.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk
-    })
+    const { stdout, stderr } = collectOutput(npx)
     const below = new Set<number>()
     t.after(() => {
       for (const pid of below) if (alive(pid)) process.kill(pid, 'SIGKILL')
     })
-    for (let i = 0; i < 1200 && npx.exitCode === null && !stdout.trim().endsWith('}'); i++) {
+    for (let i = 0; i < 1200 && npx.exitCode === null && !stdout().trim().endsWith('}'); i++) {
       for (const pid of descendants(npx.pid as number)) below.add(pid)
       await sleep(25)
     }
-    assert.ok(stdout.trim().endsWith('}'), `serve did not start: ${stderr}`)
+    assert.ok(stdout().trim().endsWith('}'), `serve did not start: ${stderr()}`)
     for (const pid of descendants(npx.pid as number)) below.add(pid)
-    const port = Number(new URL((JSON.parse(stdout) as { url: string }).url).port)
+    const port = Number(new URL((JSON.parse(stdout()) as { url: string }).url).port)
     assert.equal(await refused(port), false, 'serving')
     assert.ok(below.size >= 1, 'npx started the server below it')
 

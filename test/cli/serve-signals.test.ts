@@ -14,6 +14,7 @@ import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import pg from 'pg'
+import { collectOutput } from '../helpers/child-output.ts'
 import {
   nodeUnderTest,
   PACKAGE_PROJECT,
@@ -75,14 +76,7 @@ async function serveAsPid1(args: readonly string[], env: Record<string, string>)
     env: { PATH: `${dirname(nodeUnderTest())}${delimiter}${process.env.PATH}`, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
-  let stdout = ''
-  let stderr = ''
-  child.stdout.on('data', (chunk: Buffer) => {
-    stdout += chunk
-  })
-  child.stderr.on('data', (chunk: Buffer) => {
-    stderr += chunk
-  })
+  const { stdout, stderr } = collectOutput(child)
   const exited = new Promise<number | null>((resolve) =>
     child.once('exit', (code) => resolve(code)),
   )
@@ -91,14 +85,14 @@ async function serveAsPid1(args: readonly string[], env: Record<string, string>)
     pid = childrenOf(child.pid as number)[0]
     if (pid === undefined) await sleep(10)
   }
-  assert.ok(pid, `unshare started nothing: ${stderr}`)
+  assert.ok(pid, `unshare started nothing: ${stderr()}`)
   assert.equal(namespacePids(pid).at(-1), 1, 'serve is PID 1 of its namespace')
   const started = async () => {
-    for (let i = 0; i < 1200 && child.exitCode === null && !stdout.trim().endsWith('}'); i++) {
+    for (let i = 0; i < 1200 && child.exitCode === null && !stdout().trim().endsWith('}'); i++) {
       await sleep(25)
     }
-    assert.ok(stdout.trim().endsWith('}'), `serve did not start: ${stderr}`)
-    return JSON.parse(stdout) as { url: string; devSeed?: { demoPat?: string } }
+    assert.ok(stdout().trim().endsWith('}'), `serve did not start: ${stderr()}`)
+    return JSON.parse(stdout()) as { url: string; devSeed?: { demoPat?: string } }
   }
   /** The exit code, or 'running' if it has not exited `withinMs` after the call. */
   const exitWithin = (withinMs: number) =>
@@ -106,7 +100,7 @@ async function serveAsPid1(args: readonly string[], env: Record<string, string>)
   const kill = () => {
     if (child.exitCode === null) process.kill(pid as number, 'SIGKILL')
   }
-  return { pid, started, exitWithin, kill, stderr: () => stderr }
+  return { pid, started, exitWithin, kill, stderr }
 }
 
 describe('tokengate serve as PID 1 (a container)', { skip: pidNamespaceSkip() }, () => {

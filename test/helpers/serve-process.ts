@@ -12,6 +12,7 @@ import { readFileSync } from 'node:fs'
 import http from 'node:http'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
+import { collectOutput } from './child-output.ts'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 
@@ -47,14 +48,7 @@ export async function spawnServe(options: {
     env: { PATH: process.env.PATH, ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
-  let stdout = ''
-  let stderr = ''
-  child.stdout?.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString()
-  })
-  child.stderr?.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString()
-  })
+  const { stdout, stderr } = collectOutput(child)
   const exited = new Promise((resolve) => child.once('exit', resolve))
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) {
@@ -62,15 +56,15 @@ export async function spawnServe(options: {
       await exited
     }
   }
-  for (let i = 0; i < 1200 && child.exitCode === null && !stdout.trim().endsWith('}'); i++) {
+  for (let i = 0; i < 1200 && child.exitCode === null && !stdout().trim().endsWith('}'); i++) {
     await sleep(25)
   }
-  if (!stdout.trim().endsWith('}')) {
+  if (!stdout().trim().endsWith('}')) {
     await stop()
-    throw new Error(`serve did not start (exit ${child.exitCode}): ${stderr.slice(-2000)}`)
+    throw new Error(`serve did not start (exit ${child.exitCode}): ${stderr().slice(-2000)}`)
   }
-  const { url } = JSON.parse(stdout) as { url: string }
-  return { child, url, stderr: () => stderr, stdout: () => stdout, stop }
+  const { url } = JSON.parse(stdout()) as { url: string }
+  return { child, url, stderr, stdout, stop }
 }
 
 /** The worker processes of a `server.workers` primary: its children, from /proc (Linux). */
