@@ -19,6 +19,7 @@ import { v1Routes } from './server/routes/v1/index.ts'
 import { buildServer } from './server/server.ts'
 import { ensureDevCertificate, readClientCa, readTlsFiles, type TlsMaterial } from './server/tls.ts'
 import { SSF_CONFIGURATION_PATH } from './ssf/events.ts'
+import type { SsfReceivers } from './ssf/receiver-setup.ts'
 import {
   JWKS_PATH,
   ssfConfiguration,
@@ -27,7 +28,6 @@ import {
 } from './ssf/transmitter.ts'
 import { countersLine, listenAs, listeningLine, storeLine, upstreamLine } from './startup.ts'
 import { openStore } from './stores/open-store.ts'
-import type { SsfReceivers } from './ssf/receiver-setup.ts'
 import type { ChangeFeedStatus, Store } from './stores/store.ts'
 
 export interface RunningTokengate {
@@ -124,8 +124,8 @@ export async function startTokengate(
   let closeAuth: (() => Promise<void>) | undefined
   let apiApp: FastifyInstance | undefined
   let events: EventDelivery | undefined
-  let transmitter: Transmitter | undefined
   let ssfReceivers: SsfReceivers | undefined
+  let transmitter: Transmitter | undefined
   let retention: { close(): Promise<void> } | undefined
   let metricsListener: MetricsListener | undefined
   let adminListener: { url: string; close(): Promise<void> } | undefined

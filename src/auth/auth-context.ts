@@ -1,5 +1,6 @@
 import type { Config } from '../config/schema.ts'
 import { type AuthenticateMaybeSync, createMaybeSyncAuthenticator } from '../core/authenticate.ts'
+import type { JwtRevocationSet } from '../core/jwt-revocations.ts'
 import type { Clock } from '../core/ports.ts'
 import { webhookConfigured } from '../events/start.ts'
 import { openAuditSpool, recoverAuditSpool } from '../stores/audit-spool.ts'
@@ -12,7 +13,6 @@ import {
   trackStoreWrites,
 } from '../stores/write-health.ts'
 import { createIssuerRegistry, type IssuerRegistry } from './issuer-registry.ts'
-import type { JwtRevocationSet } from '../core/jwt-revocations.ts'
 import { createJwtRevocationFeed } from './jwt-revocation-feed.ts'
 import type { Tracing } from './tracing.ts'
 
@@ -27,14 +27,16 @@ export interface AuthContext {
   readonly patUse: ReturnType<typeof createPatUseRecorder>
   readonly audit: ReturnType<typeof createAuditWriter>
   readonly clock: Clock
+  /**
+   * Since when (epoch ms) the JWT revocation rules cannot be read, the rules read before
+   * staying in force; null while they are read (/readyz: `jwtRevocations`).
+   */
+  jwtRevocationsStaleSince(): number | null
   /** Whether the store's writes succeed (disk trouble: /readyz, metrics, one log line). */
   readonly writes: StoreWriteHealth
   /** Stops watching, flushes last-used times and audit events. */
   close(): Promise<void>
 }
-
-/** When the JWT revocation rules are read a second time after start (see below). */
-const REREAD_RULES_MS = 2000
 
 export interface Warn {
   warn(obj: object, msg: string): void
@@ -77,14 +79,13 @@ export async function createAuthContext(
     tenantStaleIfErrorMs: config.auth.tenantStaleIfErrorMs,
     clock,
   })
-  // Loaded before the first token is verified: a rule made before this start is in force.
+  // Read once the change log is watched (below), before the first token is verified.
   const revocations = createJwtRevocationFeed(store, clock, (error) =>
     log.warn(
       { err: error },
       'reading JWT revocation rules failed; the rules read before stay in force, retried every second',
     ),
   )
-  await revocations.reload()
   const issuers = await createIssuerRegistry(
     store,
     {
@@ -153,10 +154,10 @@ export async function createAuthContext(
     }
   })
 
-  // The change log is followed from its head as of the first watch, which is read after the
-  // rules were: a rule written in between would be missed, so they are read once more.
-  const reread = setTimeout(() => void revocations.reload(), REREAD_RULES_MS)
-  reread.unref()
+  // After the watch: the rules and the change log's head are read in one snapshot and the
+  // changes after that head are delivered here (jwt-revocation-feed.ts), so a rule written
+  // at any moment of this start is in force.
+  await revocations.reload()
 
   const patUse = createPatUseRecorder(written, {
     flushIntervalMs: 1000,
@@ -212,6 +213,7 @@ export async function createAuthContext(
     lookups,
     issuers,
     revocations: revocations.rules,
+    jwtRevocationsStaleSince: () => revocations.failingSince(),
     patUse,
     audit,
     clock,
@@ -221,7 +223,6 @@ export async function createAuthContext(
       writes.close()
       await Promise.allSettled([patUse.close(), audit.close()])
       issuers.close()
-      clearTimeout(reread)
       revocations.close()
     },
   }

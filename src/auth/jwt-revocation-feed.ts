@@ -4,14 +4,17 @@
  * removal, retention's delete), so a rule made anywhere refuses its tokens here within the
  * change log's delivery time, without a store round trip per request.
  *
- * Reads run one after another: a rule's change read after a whole read always wins, so a
- * rule written while the whole set is being read is never lost. While the store cannot be
- * read the rules held stay in force (a revoked token is not let back in by an outage), and a
- * whole read is retried every second until it succeeds.
+ * A whole read takes the rules and the change log's head in one snapshot, then has the store
+ * deliver every change logged after that head (again, if its follower had read past it): a
+ * rule written between the whole read and the follower's start is therefore never missed,
+ * whenever the follower started. Reads run one after another, so a rule's change read after a
+ * whole read wins. While the store cannot be read the rules held stay in force (a revoked
+ * token is not let back in by an outage), and a whole read is retried every second until it
+ * succeeds; `failingSince` says from when (/readyz: `jwtRevocations: "stale"`).
  */
 import { JwtRevocationSet } from '../core/jwt-revocations.ts'
 import type { Clock } from '../core/ports.ts'
-import type { JwtRevocationStore } from '../stores/store.ts'
+import type { ChangeSource, JwtRevocationStore } from '../stores/store.ts'
 
 const RETRY_MS = 1000
 
@@ -24,17 +27,20 @@ export interface JwtRevocationFeed {
   reload(): Promise<void>
   /** Whether the last read failed (a whole read is being retried). */
   failing(): boolean
+  /** Epoch ms of the first failed read of the current failing episode; null while reads succeed. */
+  failingSince(): number | null
   close(): void
 }
 
 export function createJwtRevocationFeed(
-  store: Pick<JwtRevocationStore, 'getJwtRevocation' | 'listJwtRevocations'>,
+  store: Pick<JwtRevocationStore, 'getJwtRevocation' | 'snapshotJwtRevocations'> &
+    Pick<ChangeSource, 'followChangesFrom'>,
   clock: Clock,
   onError: (error: unknown) => void = () => {},
 ): JwtRevocationFeed {
   const rules = new JwtRevocationSet()
   let queue: Promise<void> = Promise.resolve()
-  let failing = false
+  let failingSince: number | null = null
   let retry: ReturnType<typeof setTimeout> | undefined
   let closed = false
 
@@ -43,10 +49,10 @@ export function createJwtRevocationFeed(
       if (closed) return
       try {
         await read()
-        failing = false
+        failingSince = null
       } catch (error) {
-        if (!failing) onError(error)
-        failing = true
+        if (failingSince === null) onError(error)
+        failingSince ??= clock.now()
         retry ??= setTimeout(() => {
           retry = undefined
           if (!closed) void feed.reload()
@@ -68,9 +74,13 @@ export function createJwtRevocationFeed(
     },
     reload: () =>
       run(async () => {
-        rules.replaceAll(await store.listJwtRevocations(clock.now()))
+        const { rules: read, head } = await store.snapshotJwtRevocations(clock.now())
+        rules.replaceAll(read)
+        // Not awaited: what it delivers comes back through `changed`, queued after this read.
+        void store.followChangesFrom?.(head)
       }),
-    failing: () => failing,
+    failing: () => failingSince !== null,
+    failingSince: () => failingSince,
     close() {
       closed = true
       if (retry !== undefined) clearTimeout(retry)

@@ -124,12 +124,7 @@ export function createOutboxWorker(options: OutboxWorkerOptions): OutboxWorker {
       result.retryAfterMs ?? 0,
     )
     // Released even on shutdown (the abort), so a restart retries at once.
-    await store.retryOutbox(
-      ids,
-      clock.now() + (closed ? 0 : delay),
-      result.error,
-      destination,
-    )
+    await store.retryOutbox(ids, clock.now() + (closed ? 0 : delay), result.error, destination)
     if (!closed) {
       options.log?.warn(
         {

@@ -24,7 +24,10 @@ import { sendProblemResponse, storeUnavailable } from '../http/problem-response.
  *   and usage counts wait in the spool and in memory until space returns;
  * - issuers whose sealed secret this instance cannot open (`unreadable`: no or another
  *   `secretKeyFile`; their tokens get 503), and a failed re-read of the issuer set
- *   (`reloadFailing`: the previous set is in force, retried every second).
+ *   (`reloadFailing`: the previous set is in force, retried every second);
+ * - `jwtRevocations: "stale"` with `jwtRevocationsStaleSince` (ISO time): the JWT revocation
+ *   rules cannot be read; the rules read before stay in force (a revoked JWT stays refused),
+ *   but a rule made meanwhile elsewhere is not yet; a whole read is retried every second.
  * Why these do *not* make the instance unready: every instance shares the same Postgres,
  * Redis and identity providers, so taking this one out of rotation fixes nothing; a load
  * balancer seeing all instances unready at once would drop all traffic. The listing shows
@@ -41,9 +44,16 @@ export function registerHealthRoutes(
   app.get('/healthz', async () => ({ status: 'ok' }))
   app.get('/readyz', async (request, reply) => {
     const feed = auth.store.changeFeed
+    const staleSince = auth.jwtRevocationsStaleSince()
     const shared = {
       ...(feed ? { changeFeed: feed.connected ? 'connected' : 'reconnecting' } : {}),
       ...(redisState() ? { redis: redisState() } : {}),
+      ...(staleSince === null
+        ? { jwtRevocations: 'ok' }
+        : {
+            jwtRevocations: 'stale',
+            jwtRevocationsStaleSince: new Date(staleSince).toISOString(),
+          }),
     }
     try {
       await auth.store.ping()
@@ -61,7 +71,8 @@ export function registerHealthRoutes(
       issuersDegraded ||
       writes.failing ||
       shared.changeFeed === 'reconnecting' ||
-      shared.redis === 'unavailable'
+      shared.redis === 'unavailable' ||
+      staleSince !== null
     return {
       status: degraded ? 'degraded' : 'ready',
       checks: { store: 'ok', ...storeWrites, ...shared, issuers },

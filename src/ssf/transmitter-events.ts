@@ -104,12 +104,13 @@ export function credentialChangesOf(event: StoredAuditEvent): CredentialChange[]
   }
 }
 
-/** `cli:`, `admin:` and `github:` actors are operators or systems; a key acting is the user. */
+/** Operators (CLI, admin token, console sign-in) are `admin`; a key acting on itself is `user`. */
 function initiatorOf(event: StoredAuditEvent): CredentialChange['initiatingEntity'] {
   const actor = event.actor ?? ''
-  if (actor.startsWith('cli:') || actor.startsWith('admin:')) return 'admin'
-  if (actor.startsWith('github:')) return 'system'
-  return actor === '' ? 'system' : 'user'
+  if (/^(cli|admin|oidc):/.test(actor)) return 'admin'
+  // A secret-scanning report (github:), a CAEP receiver (ssf:), or no actor: not a person.
+  if (actor === '' || /^(github|ssf):/.test(actor)) return 'system'
+  return 'user'
 }
 
 export interface SetContext {

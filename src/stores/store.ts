@@ -205,6 +205,13 @@ export interface JwtRevocationStore {
   getJwtRevocation(id: string): Promise<JwtRevocationRule | undefined>
   /** The rules not yet expired at `now`, oldest first. */
   listJwtRevocations(now: number): Promise<readonly JwtRevocationRule[]>
+  /**
+   * The same, with the change log's head read in the same snapshot: every rule change logged
+   * up to `head` is in `rules` (follow the log from `head` with `followChangesFrom`).
+   */
+  snapshotJwtRevocations(
+    now: number,
+  ): Promise<{ readonly rules: readonly JwtRevocationRule[]; readonly head: number }>
   removeJwtRevocation(id: string): Promise<boolean>
   /** Deletes at most `limit` rules that expired at or before `before`; how many. */
   pruneJwtRevocations(before: number, limit: number): Promise<number>
@@ -422,6 +429,12 @@ export interface OutboxStore {
 export interface ChangeSource {
   /** Subscribe to changes made through any connection to this store; returns unsubscribe. */
   watch(listener: (change: StoreChange) => void): () => void
+  /**
+   * Delivers every change logged after `seq` to the watchers, again when this process had
+   * already read past it: for a snapshot taken as of `seq` (snapshotJwtRevocations), whose
+   * later changes must not be lost to a follower that started after it.
+   */
+  followChangesFrom?(seq: number): Promise<void>
   /** State of change delivery (the change log follower, and Postgres' LISTEN connection). */
   readonly changeFeed?: ChangeFeedStatus | undefined
   /** Epoch ms up to which every change has been applied here (change-log.ts `readAsOf`). */

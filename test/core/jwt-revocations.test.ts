@@ -180,9 +180,9 @@ describe('the feed', () => {
         if (down) throw new Error('store down')
         return rows.get(id)
       },
-      async listJwtRevocations(now: number) {
+      async snapshotJwtRevocations(now: number) {
         if (down) throw new Error('store down')
-        return [...rows.values()].filter((r) => r.expiresAt > now)
+        return { rules: [...rows.values()].filter((r) => r.expiresAt > now), head: 0 }
       },
     }
   }
@@ -209,6 +209,7 @@ describe('the feed', () => {
     store.setDown(true)
     await feed.reload()
     assert.equal(feed.failing(), true)
+    assert.equal(feed.failingSince(), clock.now(), 'stale since the first failed read')
     assert.equal(errors.length, 1)
     assert.deepEqual(
       feed.rules.rules().map((r) => r.id),
@@ -220,6 +221,7 @@ describe('the feed', () => {
     feed.changed('b')
     await feed.reload()
     assert.equal(feed.failing(), false)
+    assert.equal(feed.failingSince(), null)
     assert.equal(feed.rules.size, 0)
     feed.close()
   })

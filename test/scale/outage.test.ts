@@ -82,7 +82,15 @@ describe('Postgres stopped mid-run, then started again', { skip: skipReason('pos
     const ready = await server.request('/readyz')
     assert.equal(ready.status, 503)
     assert.ok(Number(ready.headers['retry-after']) > 0)
-    assert.deepEqual(ready.json.checks, { store: 'unavailable', changeFeed: 'reconnecting' })
+    // The rules cannot be read either: those read before stay in force, and /readyz says
+    // since when (docs/scale-out.md).
+    const { jwtRevocationsStaleSince, ...checks } = ready.json.checks as Record<string, unknown>
+    assert.deepEqual(checks, {
+      store: 'unavailable',
+      changeFeed: 'reconnecting',
+      jwtRevocations: 'stale',
+    })
+    assert.ok(Date.parse(String(jwtRevocationsStaleSince)) <= Date.now())
 
     const stoppedAt = performance.now()
     await pg.start()
@@ -96,6 +104,12 @@ describe('Postgres stopped mid-run, then started again', { skip: skipReason('pos
       `pg.start() took ${startedIn.toFixed(0)} ms; PATs accepted again ${patBack.toFixed(0)} ms later`,
     )
     assert.equal((await server.request('/readyz')).status, 200)
+    // The rules are read again within the second after (a whole read is retried every second).
+    await waitFor(
+      async () => ((await server.request('/readyz')).json.checks as Checks).jwtRevocations === 'ok',
+      'JWT revocation rules read again',
+      { timeoutMs: 3000, intervalMs: 50 },
+    )
     assert.equal((await server.request('/api/v1/me', await withJwt('unseen'))).status, 200)
 
     // The change feed re-subscribes by itself (backoff ≤ 5 s), without a restart.

@@ -28,9 +28,9 @@ import {
   type StoredAuditEvent,
 } from '../../src/stores/store.ts'
 import { jwtRevocationsContract } from './jwt-revocations-contract.ts'
-import { ssfReceivedContract } from './ssf-received-contract.ts'
-import { outboxDestinationsContract } from './outbox-destinations-contract.ts'
 import { keysContract } from './keys-contract.ts'
+import { outboxDestinationsContract } from './outbox-destinations-contract.ts'
+import { ssfReceivedContract } from './ssf-received-contract.ts'
 
 /** Raw SQL on the store's database, outside its methods (as a DBA or another tool would). */
 export type RawSql = (text: string) => Promise<Record<string, unknown>[]>

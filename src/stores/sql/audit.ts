@@ -58,7 +58,8 @@ export async function appendAudit(
     const queued = fresh.map((e) => [e.id, ''])
     // Each further destination (a CAEP receiver) gets its own row for the types it takes.
     for (const destination of await destinations(tx)) {
-      for (const e of fresh) if (destination.types.has(e.type)) queued.push([e.id, destination.name])
+      for (const e of fresh)
+        if (destination.types.has(e.type)) queued.push([e.id, destination.name])
     }
     await tx.insertRows('event_outbox', OUTBOX, queued, '')
   })
@@ -93,10 +94,9 @@ export function setOutboxDestinations(
       `DELETE FROM event_outbox WHERE destination <> '' AND NOT (destination ${tx.dialect.inList('$1')})`,
       [listParam(names)],
     )
-    await tx.run(
-      `DELETE FROM outbox_destinations WHERE NOT (name ${tx.dialect.inList('$1')})`,
-      [listParam(names)],
-    )
+    await tx.run(`DELETE FROM outbox_destinations WHERE NOT (name ${tx.dialect.inList('$1')})`, [
+      listParam(names),
+    ])
     for (const d of list) {
       await tx.run(
         `INSERT INTO outbox_destinations (name, event_types) VALUES ($1, $2)

@@ -83,6 +83,28 @@ export async function listJwtRevocations(
   return found.map(toRule)
 }
 
+/**
+ * The rules in force at `now` and the change log's head, in ONE statement (one snapshot in
+ * both dialects): every rule change logged up to `head` is in `rules`, so a follower of the
+ * log from `head` on misses none (auth/jwt-revocation-feed.ts).
+ */
+export async function snapshotJwtRevocations(
+  db: SqlDb,
+  now: number,
+): Promise<{ rules: readonly JwtRevocationRule[]; head: number }> {
+  const found = await db.all<Row & { head: number | string }>(
+    `SELECT h.head, ${COLUMNS}
+     FROM (SELECT coalesce(max(seq), 0) AS head FROM change_log) AS h
+     LEFT JOIN jwt_revocations ON expires_at > $1
+     ORDER BY created_at, id`,
+    [now],
+  )
+  return {
+    rules: found.filter((row) => row.id !== null).map(toRule),
+    head: Number(found[0]?.head ?? 0),
+  }
+}
+
 export async function removeJwtRevocation(db: SqlDb, id: string): Promise<boolean> {
   return (await db.change((tx) => tx.run('DELETE FROM jwt_revocations WHERE id = $1', [id]))) > 0
 }

@@ -27,9 +27,9 @@ import { pruneChanges } from './change-log.ts'
 import type { SqlDb } from './db.ts'
 import * as issuers from './issuers.ts'
 import * as jwtRevocations from './jwt-revocations.ts'
-import * as ssfReceived from './ssf-received.ts'
 import * as keys from './keys.ts'
 import { createAdminStore } from './operators.ts'
+import * as ssfReceived from './ssf-received.ts'
 import * as tenants from './tenants.ts'
 import * as usage from './usage.ts'
 
@@ -86,6 +86,14 @@ export abstract class SqlStore {
   /** Reads the change log now (while someone watches), instead of at the next poll. */
   catchUpChanges(): Promise<void> {
     return this.listeners.size > 0 ? this.follower.catchUp() : Promise.resolve()
+  }
+
+  /**
+   * Delivers every change logged after `seq` (again, when this process is past it) to the
+   * watchers: for a reader that took a snapshot as of `seq` (snapshotJwtRevocations).
+   */
+  followChangesFrom(seq: number): Promise<void> {
+    return this.follower.followFrom(seq)
   }
 
   /** Delivers what this object just wrote (and anything before it) to its watchers. */
@@ -197,6 +205,9 @@ export abstract class SqlStore {
   }
   listJwtRevocations(now: number) {
     return jwtRevocations.listJwtRevocations(this.db, now)
+  }
+  snapshotJwtRevocations(now: number) {
+    return jwtRevocations.snapshotJwtRevocations(this.db, now)
   }
   removeJwtRevocation(id: string) {
     return jwtRevocations.removeJwtRevocation(this.db, id)
