@@ -43,6 +43,7 @@ export type IdTokenCheck =
   | { readonly ok: false; readonly reason: 'invalid' | 'no_role'; readonly detail: string }
 
 export interface OperatorVerifier {
+  /** An admin token (`tga_…`): found by its SHA-256, not revoked, not expired. */
   verifyAdminToken(token: string): Promise<OperatorCheck>
   /** An operator JWT from `admin.oidc`'s issuer, checked against the JWT revocation rules too. */
   verifyJwt(token: string): Promise<OperatorCheck>
@@ -57,8 +58,6 @@ export interface OperatorVerifier {
    * JWT it signed in with refused by a JWT revocation rule (within the change log's second).
    */
   refusal(operator: Operator): Promise<AuthFailure | undefined>
-  /** Whether a session's operator is still valid (`refusal` finds nothing). */
-  stillValid(operator: Operator): Promise<boolean>
   close(): void
 }
 
@@ -184,9 +183,6 @@ export function createOperatorVerifier(
           ? revocations.match({ ...operator.jwt, permissions: [], keyId: undefined }, clock)
           : undefined
       return rule === undefined ? undefined : revokedByRule(rule)
-    },
-    async stillValid(operator) {
-      return (await verifier.refusal(operator)) === undefined
     },
     close() {
       jwt?.close?.()
