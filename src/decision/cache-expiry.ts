@@ -16,7 +16,8 @@
  *
  * Never kept: an answer carrying an identity token (each request gets its own `jti`), a key
  * with its own rate limit or quota (each use must be counted), a credential of a kind not read
- * from `Authorization` alone (the proxy's key covers only that header), any answer while the
+ * from `Authorization` alone (the proxy's key covers only that header), an answer decided with
+ * a client certificate (RFC 8705 binding: the key holds no certificate), any answer while the
  * change log cannot be read.
  */
 import type { Answer } from './decide.ts'
@@ -47,6 +48,8 @@ export function createCacheExpiry(
   let nudgedAt = Number.NEGATIVE_INFINITY
   return (answer) => {
     if (answer.type !== 'allow') return '0'
+    // A certificate-bound token's allow holds only with its certificate, not in the key.
+    if (answer.withCertificate === true) return '0'
     const { principal, identity } = answer.outcome
     if (identity?.['x-auth-token'] !== undefined || principal.limits !== undefined) return '0'
     if (!KEYED_ON_AUTHORIZATION.has(principal.tokenType)) return '0'

@@ -13,6 +13,7 @@
 import { createRequire } from 'node:module'
 import type { Allowed, Gate, GateRequest, Outcome, Refused } from '../auth/gate.ts'
 import type { PolicyMatcher } from '../auth/policy/matcher.ts'
+import type { PeerCertificate } from '../core/credential-kind.ts'
 import { readAuthHeaders } from '../core/raw-headers.ts'
 import { API_PREFIX, pathOf } from '../http/api-path.ts'
 import { type CorsSettings, isPreflight, preflightHeaders } from '../http/cors.ts'
@@ -20,6 +21,7 @@ import { countOwnCookies, withoutOwnCookies } from '../http/own-cookies.ts'
 import { type FailureResponse, problemResponse } from '../http/problem-response.ts'
 import { isSteering } from '../http/spoofable-headers.ts'
 import { isPromiseLike, type MaybePromise } from '../lib/maybe-async.ts'
+import { readForwardedCertificate } from './forwarded-certificate.ts'
 import { headerNames, headerValues, readForwardedRequest } from './forwarded-request.ts'
 import { PROXY_RULES, type ProxyKind, type ProxyRules } from './proxy-kinds.ts'
 
@@ -37,6 +39,8 @@ export interface AskedRequest {
   readonly requestId: string
   /** The decision request's own `Host`: the identity token's audience of last resort. */
   readonly host: string | undefined
+  /** Envoy gRPC: the CheckRequest's `source.certificate` (URL-escaped PEM), if any. */
+  readonly sourceCertificate?: string | undefined
 }
 
 export type Answer =
@@ -49,6 +53,8 @@ export type Answer =
       readonly remove: readonly string[]
       /** For the client's response: the RateLimit pair. */
       readonly client: Readonly<Record<string, string>>
+      /** Decided with a client certificate, which a proxy's cache key does not hold. */
+      readonly withCertificate?: boolean
     }
   | {
       readonly type: 'refuse'
@@ -121,6 +127,9 @@ export function createDecider(options: DeciderOptions): Decider {
     }
     const shape = rules === undefined ? NO_CHANGES : headerShape(rawHeaders, rules)
     if ('refusal' in shape) return refuse('validation_failed', shape.refusal)
+    const forwarded = readForwardedCertificate(kind, rawHeaders, asked.sourceCertificate)
+    if (!forwarded.ok) return refuse('validation_failed', forwarded.reason)
+    const peerCertificate: PeerCertificate | undefined = forwarded.certificate
 
     const { authorization, tenantIds } = readAuthHeaders(rawHeaders)
     const request: GateRequest = {
@@ -130,6 +139,7 @@ export function createDecider(options: DeciderOptions): Decider {
       tenantIds,
       clientAddress: asked.clientAddress,
       headers: rawHeaders,
+      peerCertificate,
       requestId,
       access: {
         policy,
@@ -147,6 +157,7 @@ export function createDecider(options: DeciderOptions): Decider {
         // A client's copy of a header the answer sets is replaced, not removed.
         remove: shape.remove.filter((name) => identity[name] === undefined),
         client: outcome.headers,
+        ...(peerCertificate === undefined ? {} : { withCertificate: true }),
       }
     }
     const checked = gate.check(request)

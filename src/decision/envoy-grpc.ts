@@ -79,7 +79,7 @@ export interface EnvoyGrpc {
 /** The parts of a CheckRequest tokengate reads (attribute_context.proto). */
 interface CheckRequest {
   attributes?: {
-    source?: { address?: { socket_address?: { address?: string } } }
+    source?: { address?: { socket_address?: { address?: string } }; certificate?: string }
     request?: {
       http?: {
         method?: string
@@ -191,6 +191,7 @@ function check(
     ),
     requestId,
     host: http.host,
+    sourceCertificate: call.request.attributes?.source?.certificate || undefined,
   })
   const respond = (answer: Answer) => {
     const { status, response } = checkResponse(answer, requestId)

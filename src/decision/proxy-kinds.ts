@@ -59,6 +59,24 @@ export interface ProxyRules {
   readonly answersPreflight: boolean
   /** nginx drops a refusal's body: it gets the problem in `X-Tokengate-Problem` too. */
   readonly problemHeader: boolean
+  /**
+   * Where this proxy reports its client's TLS certificate (forwarded-certificate.ts), as its
+   * shipped example sets it, overwriting any copy a client sent under that name; undefined:
+   * this proxy reports none. Read from this kind only: another proxy's header, or any from
+   * a peer that is no trusted proxy, is never read.
+   */
+  readonly certificate: CertificateField | undefined
+}
+
+/** How a proxy encodes the client certificate (forwarded-certificate.ts). */
+export type CertificateEncoding = 'escaped-pem' | 'der-base64' | 'escaped-pem-body'
+
+export interface CertificateField {
+  /** The header, lower-case; undefined: the gRPC CheckRequest's `source.certificate`. */
+  readonly header: string | undefined
+  readonly encoding: CertificateEncoding
+  /** The value the proxy sends for "no certificate" besides an empty one. */
+  readonly none?: string | undefined
 }
 
 /**
@@ -86,6 +104,8 @@ export const PROXY_RULES: Readonly<Record<ProxyKind, ProxyRules>> = {
     adminCookie: 'refuse-repeated',
     answersPreflight: true,
     problemHeader: true,
+    // $ssl_client_escaped_cert, set by the example only when $ssl_client_verify is SUCCESS.
+    certificate: { header: 'x-ssl-client-cert', encoding: 'escaped-pem' },
   },
   'ingress-nginx': {
     family: { method: 'x-original-method', uri: 'x-original-url', absolute: true },
@@ -95,6 +115,7 @@ export const PROXY_RULES: Readonly<Record<ProxyKind, ProxyRules>> = {
     adminCookie: 'refuse',
     answersPreflight: false,
     problemHeader: true,
+    certificate: undefined,
   },
   caddy: {
     family: FORWARDED,
@@ -103,6 +124,13 @@ export const PROXY_RULES: Readonly<Record<ProxyKind, ProxyRules>> = {
     adminCookie: 'refuse',
     answersPreflight: true,
     problemHeader: false,
+    // {http.request.tls.client.certificate_der_base64}, set by the example's header_up; Caddy
+    // sends a placeholder it cannot resolve (a plain-HTTP request has no TLS) as its text.
+    certificate: {
+      header: 'x-client-certificate',
+      encoding: 'der-base64',
+      none: '{http.request.tls.client.certificate_der_base64}',
+    },
   },
   traefik: {
     family: FORWARDED,
@@ -111,6 +139,8 @@ export const PROXY_RULES: Readonly<Record<ProxyKind, ProxyRules>> = {
     adminCookie: 'refuse',
     answersPreflight: false,
     problemHeader: false,
+    // passTLSClientCert (pem: true) removes a client's copy and sets its own.
+    certificate: { header: 'x-forwarded-tls-client-cert', encoding: 'escaped-pem-body' },
   },
   envoy: {
     family: undefined,
@@ -120,6 +150,8 @@ export const PROXY_RULES: Readonly<Record<ProxyKind, ProxyRules>> = {
     adminCookie: 'rewrite',
     answersPreflight: true,
     problemHeader: false,
+    // gRPC ext_authz with include_peer_certificate: attributes.source.certificate.
+    certificate: { header: undefined, encoding: 'escaped-pem' },
   },
 }
 

@@ -98,6 +98,8 @@ describe('traefik-dynamic.yml against Traefik’s source', () => {
       'X-Tenant-Id',
       'X-Request-Id',
       'Cookie',
+      // passTLSClientCert's, for certificate-bound tokens (the entry point drops a client's).
+      'X-Forwarded-Tls-Client-Cert',
     ])
     assert.equal(forwardAuth.preserveRequestMethod, undefined, 'GET on the request line')
   })
