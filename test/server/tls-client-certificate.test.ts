@@ -14,13 +14,13 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { createTestIssuer, type TestIssuer } from '../helpers/jwt.ts'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
+import { tempDir } from '../helpers/temp-dir.ts'
 import {
   createTestCa,
   selfSignedCertificate,
   type TestCa,
   type TestCertificate,
 } from '../helpers/test-ca.ts'
-import { tempDir } from '../helpers/temp-dir.ts'
 
 interface Answer {
   readonly status: number
@@ -147,7 +147,13 @@ describe('certificate-bound PATs and JWTs over the TLS listener (clientCertifica
   })
 
   it('a bound PAT passes with its certificate, also again on one kept-alive connection', async () => {
-    const agent = new https.Agent({ keepAlive: true, maxSockets: 1, ca: server.ca, cert: mine.cert, key: mine.key })
+    const agent = new https.Agent({
+      keepAlive: true,
+      maxSockets: 1,
+      ca: server.ca,
+      cert: mine.cert,
+      key: mine.key,
+    })
     try {
       for (let i = 0; i < 3; i++) {
         const answer = await call(server, pat(boundPat), undefined, agent)
@@ -197,8 +203,11 @@ describe('certificate-bound PATs and JWTs over the TLS listener (clientCertifica
     const list = await server.cli('pat', 'list', '--tenant', 'tenant-a', '--json')
     assert.equal(list.code, 0, list.stderr)
     assert.ok(!list.stdout.includes(boundPat))
-    const listed = JSON.parse(list.stdout) as { tokens?: { id: string; certificateThumbprint: string | null }[] }
-    const items = listed.tokens ?? (listed as unknown as { id: string; certificateThumbprint: string | null }[])
+    const listed = JSON.parse(list.stdout) as {
+      tokens?: { id: string; certificateThumbprint: string | null }[]
+    }
+    const items =
+      listed.tokens ?? (listed as unknown as { id: string; certificateThumbprint: string | null }[])
     const entry = items.find((t) => t.certificateThumbprint === mine.thumbprint)
     assert.ok(entry, list.stdout)
     const shown = await server.cli('pat', 'show', entry.id)
