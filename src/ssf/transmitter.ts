@@ -87,7 +87,8 @@ export function createSetSender(options: SetSenderOptions): WebhookSender {
   const delivered = new Set<string>()
   const remember = (jti: string) => {
     delivered.add(jti)
-    if (delivered.size > REMEMBERED_JTIS) delivered.delete(delivered.values().next().value as string)
+    if (delivered.size > REMEMBERED_JTIS)
+      delivered.delete(delivered.values().next().value as string)
   }
 
   async function push(set: string, signal: AbortSignal | undefined): Promise<DeliveryResult> {

@@ -5,16 +5,66 @@
  * written while the receiver is down arrive once it is back (the outbox retries).
  */
 import assert from 'node:assert/strict'
-import { createHash } from 'node:crypto'
+import { createHash, generateKeyPairSync, sign } from 'node:crypto'
+import { writeFileSync } from 'node:fs'
 import http from 'node:http'
+import https from 'node:https'
 import type { AddressInfo } from 'node:net'
+import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { createLocalJWKSet, decodeProtectedHeader, type JWTPayload, jwtVerify } from 'jose'
 import { CAEP_EVENT, DELIVERY_METHOD, SET_MEDIA_TYPE } from '../../src/ssf/events.ts'
-import { startTestServer } from '../helpers/server.ts'
+import { launchTokengate } from '../helpers/launch.ts'
+import { startTestServer, type TestServer } from '../helpers/server.ts'
+import { tempDir } from '../helpers/temp-dir.ts'
 
 const AUDIENCE = 'https://receiver.example/caep'
 const ISSUER = 'https://tokengate.example'
+const GITHUB_KEY_ID = 'bcb53661c06b4728e59d897fb6165d5c9cda0fd9cdf9d09ead458168deb7518c'
+const FAST_EVENTS = { pollIntervalMs: 25, retryInitialMs: 50, retryMaxMs: 200, timeoutMs: 2000 }
+
+/** GitHub's side of a secret-scanning report: a P-256 key, its public half in a keys file. */
+function githubReporter() {
+  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'prime256v1' })
+  const keysFile = join(tempDir('tg-caep-github-'), 'keys.json')
+  const key = publicKey.export({ type: 'spki', format: 'pem' }) as string
+  writeFileSync(keysFile, JSON.stringify({ public_keys: [{ key_identifier: GITHUB_KEY_ID, key }] }))
+  return {
+    keysFile,
+    /** POSTs a signed report of `token` to the server; resolves with the status. */
+    report(server: TestServer, token: string): Promise<number> {
+      const body = JSON.stringify([
+        {
+          token,
+          type: 'tokengate_pat',
+          url: 'https://github.com/o/r/blob/1/.env',
+          source: 'commit',
+        },
+      ])
+      const signature = sign('sha256', Buffer.from(body), privateKey).toString('base64')
+      return new Promise((resolve, reject) => {
+        const req = https.request(
+          `${server.url}/leak-reports/github`,
+          {
+            method: 'POST',
+            ca: server.ca,
+            headers: {
+              'content-type': 'application/json',
+              'github-public-key-identifier': GITHUB_KEY_ID,
+              'github-public-key-signature': signature,
+            },
+          },
+          (res) => {
+            res.resume()
+            resolve(res.statusCode ?? 0)
+          },
+        )
+        req.on('error', reject)
+        req.end(body)
+      })
+    },
+  }
+}
 
 interface Pushed {
   readonly contentType: string | undefined
@@ -83,10 +133,19 @@ describe('CAEP transmitter: credential-change SETs for our own keys', () => {
   it('revoke, edit --permission, disable and a leak each push a verifiable SET; a receiver down for a while gets them later', async (t) => {
     const receiver = await startSetReceiver()
     t.after(() => receiver.stop())
+    const github = githubReporter()
+    const authorizationFile = join(tempDir('tg-caep-auth-'), 'authorization')
+    writeFileSync(authorizationFile, 'Bearer receiver-expects-this\n', { mode: 0o600 })
     const server = await startTestServer({
-      events: { pollIntervalMs: 25, retryInitialMs: 50, retryMaxMs: 200, timeoutMs: 2000 },
+      events: FAST_EVENTS,
+      leakReports: { githubKeysFile: github.keysFile },
       ssf: {
-        transmitter: { issuer: ISSUER, receivers: [{ url: receiver.url, audience: AUDIENCE }] },
+        transmitter: {
+          issuer: ISSUER,
+          receivers: [
+            { url: receiver.url, audience: AUDIENCE, authorizationHeaderFile: authorizationFile },
+          ],
+        },
       },
     })
     t.after(() => server.close())
@@ -130,6 +189,7 @@ describe('CAEP transmitter: credential-change SETs for our own keys', () => {
       })
     const check = (found: Awaited<ReturnType<typeof setFor>>, id: string) => {
       assert.equal(found.push.contentType, SET_MEDIA_TYPE)
+      assert.equal(found.push.authorization, 'Bearer receiver-expects-this')
       assert.equal(found.protectedHeader.typ, 'secevent+jwt')
       assert.deepEqual(found.subject, { format: 'opaque', id })
       assert.equal(found.payload.exp, undefined, 'a SET has no exp (RFC 8417 §2.2)')
@@ -156,6 +216,13 @@ describe('CAEP transmitter: credential-change SETs for our own keys', () => {
     const leaked = await issue()
     assert.equal((await server.cli('pat', 'revoke-leaked', leaked.token)).code, 0)
     check(await setFor(leaked.id, 'revoke'), leaked.id)
+
+    // A secret-scanning report from GitHub, on the API listener.
+    const reported = await issue()
+    assert.equal(await github.report(server, reported.token), 200)
+    const byGithub = await setFor(reported.id, 'revoke')
+    check(byGithub, reported.id)
+    assert.equal(byGithub.event.initiating_entity, 'system')
 
     // An edit that leaves the permissions alone is not a credential change.
     const renamed = await issue()
@@ -199,5 +266,41 @@ describe('CAEP transmitter: credential-change SETs for our own keys', () => {
         }
       }
     }
+  })
+
+  it('a key revoked by the CLI while no server runs is announced by the next start', async (t) => {
+    const receiver = await startSetReceiver()
+    t.after(() => receiver.stop())
+    const ssf = {
+      transmitter: { issuer: ISSUER, receivers: [{ url: receiver.url, audience: AUDIENCE }] },
+    }
+    const first = await startTestServer({ events: FAST_EVENTS, ssf })
+    const jwks = createLocalJWKSet(
+      (await first.request('/.well-known/jwks.json')).json as { keys: [] },
+    )
+    const out = await first.cli('pat', 'issue', '--tenant', 'demo', '--subject', 'svc', '--json')
+    const { id } = JSON.parse(out.stdout) as { id: string }
+    await first.close()
+    // The CLI alone: the audit event and one outbox entry per receiver, in one transaction.
+    assert.equal((await first.cli('pat', 'revoke', id)).code, 0)
+    assert.equal(receiver.pushed.length, 0)
+
+    const second = await launchTokengate({
+      dataDir: first.dataDir,
+      server: { port: 0, plainHttp: true },
+      log: { level: 'silent' },
+      events: FAST_EVENTS,
+      ssf,
+    })
+    t.after(() => second.close())
+    const found = await waitFor('the SET of the revocation', async () => {
+      for (const push of receiver.pushed) {
+        const { payload } = await jwtVerify(push.set, jwks, { issuer: ISSUER, audience: AUDIENCE })
+        if ((payload.sub_id as { id?: string }).id === id) return payload
+      }
+      return undefined
+    })
+    const event = (found.events as Record<string, CredentialChange>)[CAEP_EVENT.credentialChange]
+    assert.equal(event?.change_type, 'revoke')
   })
 })
