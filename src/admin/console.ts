@@ -238,9 +238,11 @@ ${content}</main></body></html>`
     const message =
       query.failed === '1'
         ? html`<p class="notice error" role="alert">That credential was not accepted.</p>`
-        : query.ended === '1'
-          ? html`<p class="notice error" role="alert" data-testid="session-ended">Your session has ended: it expired, was unused too long, or its credential was revoked. Sign in again.</p>`
-          : ''
+        : query.throttled === '1'
+          ? html`<p class="notice error" role="alert" data-testid="sign-in-throttled">Too many failed sign-ins from this address: try again once the failed-authentication window (rateLimit.failedAuth) has passed.</p>`
+          : query.ended === '1'
+            ? html`<p class="notice error" role="alert" data-testid="session-ended">Your session has ended: it expired, was unused too long, or its credential was revoked. Sign in again.</p>`
+            : ''
     if (query.ended === '1') {
       reply.header(
         'set-cookie',
@@ -280,7 +282,11 @@ ${sso ? html`<h2>Or paste a credential</h2>` : ''}
     // A pasted credential is the API's: the same kinds, limit and audit (admin-gate.ts).
     const credential = request.body?.credential ?? ''
     const outcome = await ctx.gate.check(adminGateRequest(request, 'sign-in', credential))
-    if (!outcome.allowed) return reply.redirect('/admin/sign-in?failed=1', 303)
+    if (!outcome.allowed) {
+      // Over `rateLimit.failedAuth`: the credential was not even looked at, so say so.
+      const why = outcome.status === 429 ? 'throttled' : 'failed'
+      return reply.redirect(`/admin/sign-in?${why}=1`, 303)
+    }
     await startSession(request, reply, ctx.gate.operatorOf(outcome))
     return reply.redirect('/admin/tenants', 303)
   })

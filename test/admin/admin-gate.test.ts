@@ -139,3 +139,60 @@ describe('admin API through the gate', () => {
     assert.match(id, /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/)
   })
 })
+
+describe('the console sign-in form through the admin gate', () => {
+  let server: TestServer
+  let operator: string
+
+  before(async () => {
+    server = await startTestServer({
+      admin: { enabled: true, port: 0 },
+      rateLimit: { failedAuth: { max: 2, windowSec: 60 } },
+    })
+    ;({ token: operator } = await issueAdminTokenCli(server, 'bea', 'operator'))
+  })
+  after(() => server.close())
+
+  test('pasted credentials count towards the failed-authentication limit and are audited: failed, failed, then throttled', async () => {
+    const origin = new URL(server.running.adminUrl as string).origin
+    const paste = (credential: string, requestId: string) =>
+      adminRequest(server, '/admin/sign-in', {
+        method: 'POST',
+        headers: {
+          origin,
+          'content-type': 'application/x-www-form-urlencoded',
+          'x-request-id': requestId,
+        },
+        body: new URLSearchParams({ credential }).toString(),
+      })
+    // The operator's token verified here once (the limiter remembers it).
+    assert.equal(
+      (await adminRequest(server, '/admin/api/v1/me', { headers: bearer(operator) })).status,
+      200,
+    )
+    const locations: unknown[] = []
+    for (let i = 0; i < 3; i++) {
+      locations.push((await paste(badToken(100 + i), `paste-bad-${i}`)).headers.location)
+    }
+    assert.deepEqual(locations, [
+      '/admin/sign-in?failed=1',
+      '/admin/sign-in?failed=1',
+      '/admin/sign-in?throttled=1',
+    ])
+    const page = await adminRequest(server, '/admin/sign-in?throttled=1')
+    assert.match(page.text, /Too many failed sign-ins from this address/)
+    // The same address's bearer attempts share the limit.
+    const api = await adminRequest(server, '/admin/api/v1/me', { headers: bearer(badToken(200)) })
+    assert.equal(api.status, 429)
+    // Each refused paste is an auth.failed row with its request id and no token.
+    const rows = await auditRows(server, (r) => r.request_id === 'paste-bad-1')
+    const failed = rows.filter(
+      (r) => r.type === 'auth.failed' && r.request_id?.startsWith('paste-bad-'),
+    )
+    assert.deepEqual(failed.map((r) => r.request_id).sort(), ['paste-bad-0', 'paste-bad-1'])
+    assert.ok(!JSON.stringify(rows).includes(badToken(100)))
+    // A credential verified here before still signs in from the throttled address.
+    const signedIn = await paste(operator, 'paste-good')
+    assert.equal(signedIn.headers.location, '/admin/tenants')
+  })
+})
