@@ -12,6 +12,7 @@ import { mkdirSync, writeFileSync } from 'node:fs'
 import https from 'node:https'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
+import { startUpstream, type Upstream } from '../gateway/harness.ts'
 import { createTestIssuer, type TestIssuer } from '../helpers/jwt.ts'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
@@ -34,10 +35,11 @@ function call(
   headers: Record<string, string>,
   client?: TestCertificate,
   agent?: https.Agent,
+  path = '/api/v1/me',
 ): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const req = https.request(
-      `${server.url}/api/v1/me`,
+      `${server.url}${path}`,
       {
         ca: server.ca,
         headers,
@@ -259,5 +261,58 @@ describe('clientCertificates required: no CA-signed certificate, no handshake', 
     await assert.rejects(call(server, headers))
     await assert.rejects(call(server, headers, selfSignedCertificate(dir, 'stranger')))
     assert.equal((await call(server, headers, ca.client('member'))).status, 200)
+  })
+})
+
+describe('gateway mode: a bound PAT is proxied only with its certificate', () => {
+  const dir = tempDir('tg-mtls-gw-')
+  let ca: TestCa
+  let server: TestServer
+  let upstream: Upstream
+  let mine: TestCertificate
+  let boundPat: string
+
+  before(async () => {
+    ca = createTestCa(dir)
+    mine = ca.client('client-a')
+    upstream = await startUpstream()
+    const policyFile = join(dir, 'policy.yaml')
+    writeFileSync(policyFile, 'default: authenticated\n')
+    server = await startTestServer({
+      server: { port: 0, clientCertificates: { caFile: ca.certFile, mode: 'optional' } },
+      gateway: { upstream: upstream.url, policyFile },
+    })
+    const out = await server.cli(
+      'pat',
+      'issue',
+      '--tenant',
+      'demo',
+      '--subject',
+      'svc',
+      '--bind-cert',
+      mine.certFile,
+      '--json',
+    )
+    assert.equal(out.code, 0, out.stderr)
+    boundPat = (JSON.parse(out.stdout) as { token: string }).token
+  })
+  after(async () => {
+    await server?.close()
+    await upstream?.close()
+  })
+
+  it('200 from the upstream with the certificate; 401 with another or none, never proxied', async () => {
+    const headers = { Authorization: `Bearer ${boundPat}` }
+    const path = '/api/v1/orders/7'
+    const ok = await call(server, headers, mine, undefined, path)
+    assert.equal(ok.status, 200, JSON.stringify(ok.body))
+    assert.equal(upstream.seen.length, 1)
+    assert.equal(upstream.seen[0]?.headers['x-auth-token-type'], 'pat')
+    for (const client of [ca.client('client-b'), undefined]) {
+      const refused = await call(server, headers, client, undefined, path)
+      assert.equal(refused.status, 401, JSON.stringify(refused.body))
+      assert.equal(refused.body.code, 'invalid_token')
+    }
+    assert.equal(upstream.seen.length, 1)
   })
 })
