@@ -2,7 +2,8 @@
  * A PAT's certificate binding (RFC 8705) through the admin API: set at issue and by PATCH,
  * shown on read, cleared with null, a malformed thumbprint refused naming the field; the
  * binding takes effect on the API (a bound key without a certificate is 401 invalid_token);
- * the audit names the thumbprint (a public certificate's hash), never the token.
+ * the audit names the thumbprint (a public certificate's hash), never the token. The console's
+ * key form sets, shows and clears it, and keeps a refused value in the input.
  */
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
@@ -82,4 +83,55 @@ test('issue bound, read it back, unbind and bind again by PATCH; bad thumbprints
   assert.equal(events.status, 200, events.text)
   assert.ok(events.text.includes(THUMBPRINT), 'pat.updated names the binding before/after')
   assert.ok(!events.text.includes(token))
+})
+
+test('console: the key form binds, the key page shows it, a bad value is refused beside its field', async () => {
+  const origin = new URL(server.running.adminUrl as string).origin
+  const signedIn = await adminRequest(server, '/admin/sign-in', {
+    method: 'POST',
+    headers: { origin, 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ credential: operator }).toString(),
+  })
+  assert.equal(signedIn.status, 303)
+  const cookie = String(signedIn.headers['set-cookie']).split(';')[0] as string
+  const get = (path: string) => adminRequest(server, path, { headers: { cookie } })
+  const csrf = /name="_csrf" value="([\w-]+)"/.exec((await get('/admin/pats')).text)?.[1] as string
+  const post = (path: string, form: Record<string, string>) =>
+    adminRequest(server, path, {
+      method: 'POST',
+      headers: { cookie, origin, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ _csrf: csrf, ...form }).toString(),
+    })
+
+  const issued = await post('/admin/pats', {
+    tenantId: 'demo',
+    subject: 'console-mtls',
+    externalId: 'cert-console',
+    certificateThumbprint: THUMBPRINT,
+  })
+  assert.equal(issued.headers.location, '/admin/pats/issued', issued.text)
+  const list = await get('/admin/pats?externalId=cert-console')
+  const id = /data-token-id="(tok_\w+)"/.exec(list.text)?.[1] as string
+  const page = await get(`/admin/pats/${id}`)
+  assert.match(page.text, new RegExp(`<dt>Bound certificate</dt><dd><code>${THUMBPRINT}</code>`))
+  assert.match(page.text, new RegExp(`name="certificateThumbprint"[^>]*value="${THUMBPRINT}"`))
+
+  const refused = await post(`/admin/pats/${id}/edit`, {
+    externalId: 'cert-console',
+    certificateThumbprint: 'abc',
+  })
+  assert.equal(refused.status, 400, refused.text)
+  assert.match(
+    refused.text,
+    /class="field-error">certificate thumbprint: &quot;abc&quot; is not valid/,
+  )
+  assert.match(refused.text, /name="certificateThumbprint"[^>]*value="abc"/)
+
+  const cleared = await post(`/admin/pats/${id}/edit`, {
+    externalId: 'cert-console',
+    certificateThumbprint: '',
+  })
+  assert.equal(cleared.status, 303, cleared.text)
+  const read = await api(`/pats/${id}`)
+  assert.equal(read.json.certificateThumbprint, null)
 })
