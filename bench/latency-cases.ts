@@ -122,7 +122,7 @@ export function standardCases(fixtures: Fixtures): LatencyCase[] {
 
 /**
  * The hops of issue #36 (`--hops`): one PAT through nginx + the decision listener against
- * nginx alone (with nginx's decision cache beside it), and through tokengate's gateway
+ * nginx alone (beside it: with nginx's decision cache, and without keepalive), and through tokengate's gateway
  * against a bare node:http + undici proxy. Proxy, tokengate and upstream share CPU 0.
  */
 export function hopCases(fixtures: Fixtures): LatencyCase[] {
@@ -135,7 +135,8 @@ export function hopCases(fixtures: Fixtures): LatencyCase[] {
       traffic: pat,
       subject: 'nginx + decision',
       baseline: 'nginx',
-      others: ['nginx + decision (cached)'],
+      // Without keepalive to the decision listener: what a config without it costs.
+      others: ['nginx + decision (cached)', 'nginx + decision (no keepalive)'],
     },
     {
       id: 'hop: gateway PAT',

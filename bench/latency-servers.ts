@@ -29,6 +29,7 @@ export const SERVER_IDS = [
   'nginx',
   'nginx + decision',
   'nginx + decision (cached)',
+  'nginx + decision (no keepalive)',
   'undici proxy',
 ] as const
 export type ServerId = (typeof SERVER_IDS)[number]
@@ -122,29 +123,37 @@ export class LatencyServers {
       case 'nginx + decision':
         return { child: (await this.#nginx()).child, url: (await this.#nginx()).guarded }
       case 'nginx + decision (cached)': {
-        const cached = await this.#nginx(true)
+        const cached = await this.#nginx('cache')
         return { child: cached.child, url: cached.guarded }
+      }
+      case 'nginx + decision (no keepalive)': {
+        const closing = await this.#nginx('no keepalive')
+        return { child: closing.child, url: closing.guarded }
       }
     }
   }
 
-  readonly #nginxStarted = new Map<boolean, Promise<RunningNginx>>()
+  readonly #nginxStarted = new Map<string, Promise<RunningNginx>>()
 
   /**
    * One nginx process serves both uncached nginx rows: the plain proxy and the auth_request
    * one; the decision cache (examples/forward-auth/nginx.conf `#cache ` lines) has its own.
    */
-  #nginx(cache = false): Promise<RunningNginx> {
-    let started = this.#nginxStarted.get(cache)
+  #nginx(variant: 'example' | 'cache' | 'no keepalive' = 'example'): Promise<RunningNginx> {
+    let started = this.#nginxStarted.get(variant)
     if (!started) {
       started = (async () => {
         const upstream = await portOf(this.get('upstream'))
         const gateway = (await this.get('gateway')) as RunningServer & { decisionPort: number }
-        const nginx = await startNginx(upstream, gateway.decisionPort, { cpu: SERVER_CPU, cache })
+        const nginx = await startNginx(upstream, gateway.decisionPort, {
+          cpu: SERVER_CPU,
+          cache: variant === 'cache',
+          keepalive: variant !== 'no keepalive',
+        })
         this.#cleanups.push(nginx.cleanup)
         return nginx
       })()
-      this.#nginxStarted.set(cache, started)
+      this.#nginxStarted.set(variant, started)
     }
     return started
   }

@@ -25,21 +25,37 @@ export function nginxBinary(): string | undefined {
   return ['/usr/sbin/nginx', '/usr/bin/nginx'].find((path) => existsSync(path))
 }
 
-/** Starts nginx (on `cpu`, when given) proxying to the upstream and asking the decision port. */
+/**
+ * Starts nginx (on `cpu`, when given) proxying to the upstream and asking the decision port.
+ * `keepalive: false` takes the example's `keepalive` out of the decision upstream: one TCP
+ * connection per decision, as a config without it has (what the hop costs then, issue #36).
+ */
 export async function startNginx(
   upstreamPort: number,
   decisionPort: number,
-  options: { readonly cpu?: number | string; readonly cache?: boolean } = {},
+  options: {
+    readonly cpu?: number | string
+    readonly cache?: boolean
+    readonly keepalive?: boolean
+  } = {},
 ): Promise<RunningNginx> {
   const { cpu } = options
   const binary = nginxBinary() ?? 'nginx'
   const [plain, guarded] = [await freePort(), await freePort()]
   const dir = mkdtempSync(join(tmpdir(), 'tokengate-bench-nginx-'))
-  const example = exampleConfig('nginx.conf', {
+  let example = exampleConfig('nginx.conf', {
     proxy: guarded,
     decision: decisionPort,
     upstream: upstreamPort,
   })
+  if (options.keepalive === false) {
+    const decisionUpstream = /upstream tokengate_decision \{[^}]*\}/
+    const without = example.replace(decisionUpstream, (block) =>
+      block.replace(/^\s*keepalive(_timeout)? [^;]*;$/gm, ''),
+    )
+    if (without === example) throw new Error('nginx.conf: no keepalive in tokengate_decision')
+    example = without
+  }
   writeFileSync(
     join(dir, 'tokengate.conf'),
     options.cache ? withDecisionCache(example, join(dir, 'cache')) : example,
