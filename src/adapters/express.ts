@@ -41,20 +41,17 @@ export function tokengate(options: TokengateExpressOptions): RequestHandler {
   const edge = createEdge(options, options)
   return function tokengateMiddleware(req: Request, res: Response, next: NextFunction) {
     const clientAddress = req.ip ?? req.socket.remoteAddress ?? ''
-    enterNode(
-      edge,
-      { req, res, target: req.originalUrl, clientAddress },
-      {
-        pass: () => next(),
-        failed: next,
-        allowed({ request, outcome }) {
-          req.principal = outcome.principal
-          res.locals.principal = outcome.principal
-          checked.set(req, { edge, request })
-          next()
-        },
+    const node = { req, res, clientAddress, target: req.originalUrl }
+    enterNode(edge, node, {
+      pass: () => next(),
+      failed: next,
+      allowed({ request, outcome }) {
+        req.principal = outcome.principal
+        res.locals.principal = outcome.principal
+        checked.set(req, { edge, request })
+        next()
       },
-    )
+    })
   }
 }
 

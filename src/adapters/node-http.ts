@@ -18,25 +18,24 @@ export type { Authenticate, AuthenticateMaybeSync } from '../core/authenticate.t
 export type { AuthFailure } from '../core/failure.ts'
 export type { AuthResult, Principal } from '../core/principal.ts'
 
+type NodeOptions = EdgeOptions & { readonly permissions?: readonly string[] | undefined }
 type Handler = (req: IncomingMessage, res: ServerResponse, principal: Principal | null) => void
 
 /**
- * A request listener: the edge's preflight rule, check and form-body check, then `handler`
- * with the caller (null outside `prefix` or for a handed-on preflight); refusals answered.
+ * A request listener: the edge's preflight rule, check (`permissions` all held) and form-body
+ * check, then `handler` with the caller (null outside `prefix`, or a handed-on preflight).
  */
-export function tokengate(source: GateSource, options: EdgeOptions, handler: Handler) {
+export function tokengate(source: GateSource, options: NodeOptions, handler: Handler) {
   const edge = createEdge(source, options)
+  const access = options.permissions && { permissions: options.permissions }
   return (req: IncomingMessage, res: ServerResponse): void => {
     const clientAddress = req.socket.remoteAddress ?? ''
-    enterNode(
-      edge,
-      { req, res, target: req.url ?? '/', clientAddress },
-      {
-        pass: () => handler(req, res, null),
-        allowed: ({ outcome }) => handler(req, res, outcome.principal),
-        failed: () => res.destroy(),
-      },
-    )
+    const node = { req, res, clientAddress, target: req.url ?? '/', access }
+    enterNode(edge, node, {
+      pass: () => handler(req, res, null),
+      allowed: ({ outcome }) => handler(req, res, outcome.principal),
+      failed: () => res.destroy(),
+    })
   }
 }
 

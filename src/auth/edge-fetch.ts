@@ -30,7 +30,9 @@ export async function enterFetch(
   const entry = await edge.enter(input)
   if (entry.type === 'outside') return HAND_ON
   if (entry.type === 'preflight') {
-    return entry.answer ? { response: new Response(null, entry.answer) } : HAND_ON
+    if (entry.answer === undefined) return HAND_ON
+    const headers = { ...entry.answer.headers, 'x-request-id': entry.requestId }
+    return { response: new Response(null, { status: entry.answer.status, headers }) }
   }
   const { requestId, request } = entry
   let outcome: Outcome = entry.outcome

@@ -7,7 +7,7 @@ import { peekBody } from '../http/form-body.ts'
 import { sendFailureResponse } from '../http/node-response.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
 import type { Edge, Entry } from './edge.ts'
-import type { Allowed, GateRequest, Outcome } from './gate.ts'
+import type { Access, Allowed, GateRequest, Outcome } from './gate.ts'
 
 /** An allowed request: its principal and the request the gate checked. */
 export type Passed = { readonly request: GateRequest; readonly outcome: Allowed }
@@ -23,7 +23,13 @@ export const FORM_BODY_LIMIT = 1_048_576
  */
 export function enterNode(
   edge: Edge,
-  node: { req: IncomingMessage; res: ServerResponse; target: string; clientAddress: string },
+  node: {
+    req: IncomingMessage
+    res: ServerResponse
+    target: string
+    clientAddress: string
+    access?: Access | undefined
+  },
   then: {
     pass(): void
     allowed(passed: Passed): void

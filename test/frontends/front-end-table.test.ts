@@ -1,0 +1,522 @@
+/**
+ * One table, every front end (#33): the same `rows` run unchanged against tokengate's server
+ * (its real HTTPS listener), the gateway, the forward-auth decision API over HTTP and over
+ * Envoy's gRPC ext_authz, the Express, Hono and node:http bindings, and the Fastify plugin
+ * over `createTokengate`. Each row checks the status, the audit row the answer left in the
+ * store (event and outcome, or none), and that the answer's request id is the audited one.
+ *
+ * Every front end has its own data directory (SQLite), prepared with the same tenant and
+ * keys, and its own limiter, so the 429 row (the failed-authentication limit) of one cannot
+ * touch another. A test-only credential kind (`X-Api-Key`) is registered here, with no edit
+ * under src/, before any front end is built.
+ *
+ * Adding rows: append to `rows` (the certificate-binding rows of #33 item 3 go there: a
+ * bound credential with and without its client certificate).
+ */
+import assert from 'node:assert/strict'
+import { hash } from 'node:crypto'
+import { writeFileSync } from 'node:fs'
+import { createServer, request as httpRequest, type Server } from 'node:http'
+import { request as httpsRequest } from 'node:https'
+import type { AddressInfo } from 'node:net'
+import { join } from 'node:path'
+import { after, before, describe, test } from 'node:test'
+import * as grpc from '@grpc/grpc-js'
+import * as protoLoader from '@grpc/proto-loader'
+import { serve } from '@hono/node-server'
+import express from 'express'
+import Fastify from 'fastify'
+import { Hono } from 'hono'
+import { tokengate as expressGate, requirePermission } from '../../src/adapters/express.ts'
+import { tokengate as fastifyGate } from '../../src/adapters/fastify.ts'
+import {
+  tokengate as honoGate,
+  requirePermission as honoPermission,
+  type TokengateEnv,
+} from '../../src/adapters/hono.ts'
+import { tokengate as nodeGate } from '../../src/adapters/node-http.ts'
+import { createTokengate, type Tokengate } from '../../src/auth/tokengate.ts'
+import {
+  type CredentialKind,
+  registerCredentialKind,
+  unregisterCredentialKind,
+} from '../../src/core/authenticate.ts'
+import { issuePat } from '../../src/core/pat.ts'
+import type { AuthResult } from '../../src/core/principal.ts'
+import { headerValues } from '../../src/core/raw-headers.ts'
+import { CHECK_PROTO, PROTO_OPTIONS } from '../../src/decision/envoy-grpc.ts'
+import { openStore } from '../../src/stores/open-store.ts'
+import { checkRequest as envoyCheckRequest } from '../decision/envoy-check-requests.ts'
+import { auditRowOf } from '../helpers/audit-rows.ts'
+import { TEST_TENANT } from '../helpers/jwt.ts'
+import { type Launched, launchTokengate } from '../helpers/launch.ts'
+import { startTestServer } from '../helpers/server.ts'
+import { tempDir } from '../helpers/temp-dir.ts'
+
+/** The route every front end protects the same way: `GET` needs `tokens:read`. */
+const PATH = '/api/v1/tokens'
+const PERMISSION = 'tokens:read'
+/** A path no route of the server has: the form-body row is refused before any routing. */
+const FORM_PATH = '/api/v1/things'
+const POLICY = `default: authenticated
+rules:
+  - methods: [GET]
+    path: ${PATH}
+    permissions: [${PERMISSION}]
+`
+/** The failed-authentication limit of every front end: 3 per 2 s window per address. */
+const RATE_LIMIT = { failedAuth: { max: 3, windowSec: 2 } }
+
+// ---------------------------------------------------------------------------------------
+// The test-only credential kind: registered here, served by every front end.
+const API_KEY = 'k-frontends-0123456789'
+const apiKeyKind: CredentialKind = {
+  name: 'apikey-table',
+  challengeScheme: 'ApiKey',
+  create: () => ({
+    kind: 'apikey-table',
+    claim: (request) => {
+      const values = headerValues(request.headers, 'x-api-key')
+      return values.length === 1 ? values[0] : undefined
+    },
+    authenticate(credential): AuthResult {
+      if (credential !== API_KEY) {
+        const detail = 'The access token is not valid.'
+        return { ok: false, failure: { code: 'invalid_token', reason: 'unknown_token', detail } }
+      }
+      return {
+        ok: true,
+        principal: {
+          tokenType: 'apikey-table',
+          tenantId: TEST_TENANT,
+          subject: 'key:table',
+          permissions: [PERMISSION],
+          tokenId: 'table',
+          expiresAt: null,
+          fingerprint: `apikey:${hash('sha256', credential, 'hex').slice(0, 8)}`,
+        },
+      }
+    },
+  }),
+  fingerprint: (credential) => `apikey:${hash('sha256', credential, 'hex').slice(0, 8)}`,
+  limiterKey: (principal) => `apikey:${principal.tokenId}`,
+  storedKeyId: () => undefined,
+}
+registerCredentialKind(apiKeyKind)
+after(() => unregisterCredentialKind('apikey-table'))
+
+// ---------------------------------------------------------------------------------------
+// The rows.
+
+interface Keys {
+  /** A PAT holding `tokens:read`. */
+  readonly reader: string
+  /** A PAT holding nothing. */
+  readonly weak: string
+  /** A well-formed PAT no store holds. */
+  readonly unknown: string
+}
+
+interface Sent {
+  readonly method: string
+  readonly path: string
+  readonly lines: [string, string][]
+  /** An `application/x-www-form-urlencoded` body. */
+  readonly form?: string
+}
+
+interface Row {
+  readonly name: string
+  readonly request: (keys: Keys) => Sent
+  readonly status: number
+  /** The audit row the answer leaves (`type`, `outcome`, and `reason` when set); null: none. */
+  readonly audit: { type: string; outcome: string; reason?: string } | null
+  /** Sent again (at most 10 times) until this status answers: the limit row. */
+  readonly repeatUntil?: boolean
+  /** Needs the request body, which a forward-auth decision never sees. */
+  readonly body?: boolean
+}
+
+const bearer = (token: string): [string, string] => ['Authorization', `Bearer ${token}`]
+
+/** Run in order on every front end; the 429 row is last (it leaves the address limited). */
+export const rows: Row[] = [
+  {
+    name: 'CORS preflight → 204, never authenticated',
+    request: () => ({
+      method: 'OPTIONS',
+      path: PATH,
+      lines: [
+        ['Origin', 'https://app.example'],
+        ['Access-Control-Request-Method', 'GET'],
+      ],
+    }),
+    status: 204,
+    audit: null,
+  },
+  {
+    name: 'PAT holding the permission → 200',
+    request: (keys) => ({ method: 'GET', path: PATH, lines: [bearer(keys.reader)] }),
+    status: 200,
+    audit: null,
+  },
+  {
+    name: 'registered X-Api-Key kind → 200',
+    request: () => ({ method: 'GET', path: PATH, lines: [['X-Api-Key', API_KEY]] }),
+    status: 200,
+    audit: null,
+  },
+  {
+    name: 'PAT without the permission → 403 insufficient_permission',
+    request: (keys) => ({ method: 'GET', path: PATH, lines: [bearer(keys.weak)] }),
+    status: 403,
+    audit: { type: 'auth.forbidden', outcome: 'insufficient_permission' },
+  },
+  {
+    name: 'token also in a form body → 400 invalid_request (RFC 6750 §2)',
+    request: (keys) => ({
+      method: 'POST',
+      path: FORM_PATH,
+      lines: [bearer(keys.reader)],
+      form: 'name=x&access_token=other',
+    }),
+    status: 400,
+    audit: { type: 'auth.failed', outcome: 'invalid_request' },
+    body: true,
+  },
+  {
+    name: 'no Authorization → 401 missing_authorization',
+    request: () => ({ method: 'GET', path: PATH, lines: [] }),
+    status: 401,
+    audit: { type: 'auth.failed', outcome: 'missing_authorization' },
+  },
+  {
+    name: 'unknown PAT → 401 invalid_token',
+    request: (keys) => ({ method: 'GET', path: PATH, lines: [bearer(keys.unknown)] }),
+    status: 401,
+    audit: { type: 'auth.failed', outcome: 'invalid_token', reason: 'unknown_token' },
+  },
+  {
+    name: 'over the failed-authentication limit → 429, auth.throttled with its request id',
+    request: (keys) => ({ method: 'GET', path: PATH, lines: [bearer(keys.unknown)] }),
+    status: 429,
+    audit: { type: 'auth.throttled', outcome: 'rate_limited' },
+    repeatUntil: true,
+  },
+]
+
+// ---------------------------------------------------------------------------------------
+// The front ends.
+
+interface Answer {
+  readonly status: number
+  /** The answer's `X-Request-Id`. */
+  readonly requestId: string | undefined
+}
+
+interface FrontEnd {
+  readonly dataDir: string
+  readonly seesBody: boolean
+  send(sent: Sent): Promise<Answer>
+  close(): Promise<void>
+}
+
+/** A data directory with the tenant and the keys every front end serves. */
+async function prepare(): Promise<{ dataDir: string; keys: Keys }> {
+  const dataDir = tempDir('tg-frontends-')
+  const store = await openStore({ dataDir })
+  await store.migrate()
+  const now = Date.now()
+  await store.createTenant({ id: TEST_TENANT, name: 'Tenant A' }, now)
+  const pat = async (permissions: string[]) => {
+    const issued = issuePat({
+      tenantId: TEST_TENANT,
+      subject: 'table',
+      name: 'table',
+      permissions,
+      expiresAt: now + 3_600_000,
+      now,
+    })
+    await store.insertPat(issued.record)
+    return issued.token
+  }
+  const keys: Keys = {
+    reader: await pat([PERMISSION]),
+    weak: await pat([]),
+    unknown: issuePat({
+      tenantId: TEST_TENANT,
+      subject: 'x',
+      name: 'x',
+      permissions: [],
+      expiresAt: null,
+      now,
+    }).token,
+  }
+  await store.close()
+  return { dataDir, keys }
+}
+
+/** One HTTP(S) exchange with exactly these header lines (and a form body). */
+function exchange(base: string, sent: Sent, ca?: string): Promise<Answer> {
+  const url = new URL(base)
+  const body = sent.form === undefined ? undefined : Buffer.from(sent.form)
+  const lines: [string, string][] = [['Host', url.host], ...sent.lines]
+  if (body) {
+    lines.push(['Content-Type', 'application/x-www-form-urlencoded'])
+    lines.push(['Content-Length', String(body.length)])
+  }
+  const request = url.protocol === 'https:' ? httpsRequest : httpRequest
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: url.hostname,
+        port: url.port,
+        path: sent.path,
+        method: sent.method,
+        headers: lines.flat() as unknown as Record<string, string>,
+        agent: false,
+        ...(ca ? { ca, servername: 'localhost' } : {}),
+      },
+      (res) => {
+        res.resume()
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            requestId: res.headers['x-request-id'] as string | undefined,
+          }),
+        )
+      },
+    )
+    req.on('error', reject)
+    req.end(body)
+  })
+}
+
+async function listening(server: Server): Promise<{ url: string; close(): Promise<void> }> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as AddressInfo
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
+  }
+}
+
+/** A library binding over `createTokengate` on its own data directory. */
+async function library(
+  dataDir: string,
+  start: (gate: Tokengate) => Promise<{ url: string; close(): Promise<void> }>,
+): Promise<FrontEnd> {
+  const gate = await createTokengate({ dataDir, rateLimit: RATE_LIMIT })
+  const running = await start(gate)
+  return {
+    dataDir,
+    seesBody: true,
+    send: (sent) => exchange(running.url, sent),
+    async close() {
+      await running.close()
+      await gate.close()
+    },
+  }
+}
+
+/** tokengate launched on `dataDir` with `overrides`. */
+async function launch(dataDir: string, overrides: Record<string, unknown>): Promise<Launched> {
+  return launchTokengate({
+    dataDir,
+    server: { host: '127.0.0.1', port: 0, plainHttp: true },
+    log: { level: 'silent' },
+    rateLimit: RATE_LIMIT,
+    ...overrides,
+  })
+}
+
+/** The policy file of the gateway and the decision API. */
+function policyIn(dataDir: string): string {
+  const file = join(dataDir, 'policy.yaml')
+  writeFileSync(file, POLICY)
+  return file
+}
+
+interface HeaderOption {
+  header: { key: string; value: string }
+}
+interface GrpcCheck {
+  http_response: 'ok_response' | 'denied_response'
+  ok_response?: { response_headers_to_add?: HeaderOption[] }
+  denied_response?: { status?: { code: string | number }; headers?: HeaderOption[] }
+}
+type CheckClient = grpc.Client & {
+  Check(request: object, callback: (error: Error | null, response: GrpcCheck) => void): void
+}
+
+/**
+ * The decision API's gRPC ext_authz service asked as Envoy asks it (`encode_raw_headers`):
+ * the answer's status is the denied response's, or 200 for an ok response.
+ */
+async function grpcFrontEnd(dataDir: string): Promise<FrontEnd> {
+  const decision = { host: '127.0.0.1', port: 0, proxy: 'envoy', grpcPort: 0 }
+  const running = await launch(dataDir, {
+    decision: { ...decision, policyFile: policyIn(dataDir) },
+  })
+  const loaded = grpc.loadPackageDefinition(
+    protoLoader.loadSync(CHECK_PROTO, { ...PROTO_OPTIONS, enums: Number }),
+  )
+  const { Authorization } = (
+    loaded as unknown as {
+      envoy: { service: { auth: { v3: { Authorization: grpc.ServiceClientConstructor } } } }
+    }
+  ).envoy.service.auth.v3
+  const client = new Authorization(
+    new URL(running.decisionGrpcUrl as string).host,
+    grpc.credentials.createInsecure(),
+  ) as unknown as CheckClient
+  return {
+    dataDir,
+    seesBody: false,
+    send(sent) {
+      const request = envoyCheckRequest(sent.method, sent.path, sent.lines, {
+        raw: true,
+        source: '127.0.0.1',
+      }) as { attributes: { request: { http: { header_map: { headers: { key: string }[] } } } } }
+      // The helper's fixed Envoy request id: dropped, so tokengate makes one per request.
+      const map = request.attributes.request.http.header_map
+      map.headers = map.headers.filter((h) => h.key !== 'x-request-id')
+      return new Promise((resolve, reject) =>
+        client.Check(request, (error, response) => {
+          if (error) return reject(error)
+          const denied = response.denied_response
+          const headers = denied ? denied.headers : response.ok_response?.response_headers_to_add
+          const id = headers?.find((h) => h.header.key.toLowerCase() === 'x-request-id')
+          const status = denied ? Number(denied.status?.code) : 200
+          resolve({ status, requestId: id?.header.value })
+        }),
+      )
+    },
+    async close() {
+      client.close()
+      await running.close()
+    },
+  }
+}
+
+const frontEnds: Record<string, (dataDir: string) => Promise<FrontEnd>> = {
+  async server(dataDir) {
+    const server = await startTestServer({
+      dataDir,
+      rateLimit: RATE_LIMIT,
+      log: { level: 'silent' },
+    })
+    return {
+      dataDir,
+      seesBody: true,
+      send: (sent) => exchange(server.url, sent, server.ca),
+      close: () => server.close(),
+    }
+  },
+  async gateway(dataDir) {
+    const upstream = await listening(createServer((_req, res) => res.end('upstream')))
+    const running = await launch(dataDir, {
+      gateway: { upstream: upstream.url, policyFile: policyIn(dataDir) },
+    })
+    return {
+      dataDir,
+      seesBody: true,
+      send: (sent) => exchange(running.url, sent),
+      async close() {
+        await running.close()
+        await upstream.close()
+      },
+    }
+  },
+  async 'decision HTTP'(dataDir) {
+    const decision = { host: '127.0.0.1', port: 0, proxy: 'envoy', policyFile: policyIn(dataDir) }
+    const running = await launch(dataDir, { decision })
+    return {
+      dataDir,
+      seesBody: false,
+      send: (sent) => exchange(running.decisionUrl as string, sent),
+      close: () => running.close(),
+    }
+  },
+  'decision gRPC': grpcFrontEnd,
+  express: (dataDir) =>
+    library(dataDir, async (gate) => {
+      const app = express()
+      app.use(expressGate({ ...gate, prefix: '/api/v1/' }))
+      app.get(PATH, requirePermission(PERMISSION), (_req, res) => res.json({ ok: true }))
+      return listening(createServer(app))
+    }),
+  hono: (dataDir) =>
+    library(dataDir, async (gate) => {
+      const app = new Hono<TokengateEnv>()
+      app.use('/api/v1/*', honoGate(gate))
+      app.get(PATH, honoPermission(PERMISSION), (c) => c.json({ ok: true }))
+      const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server
+      await new Promise((resolve) => server.once('listening', resolve))
+      const { port } = server.address() as AddressInfo
+      return {
+        url: `http://127.0.0.1:${port}`,
+        close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+      }
+    }),
+  'node:http': (dataDir) =>
+    library(dataDir, async (gate) => {
+      const options = { prefix: '/api/v1/', permissions: [PERMISSION] }
+      const handler = nodeGate(gate, options, (_req, res) => res.end('{"ok":true}'))
+      return listening(createServer(handler))
+    }),
+  'createTokengate (Fastify plugin)': (dataDir) =>
+    library(dataDir, async (gate) => {
+      const app = Fastify()
+      await app.register(fastifyGate, gate)
+      app.get(PATH, { config: { permissions: [PERMISSION] } }, async () => ({ ok: true }))
+      const url = await app.listen({ host: '127.0.0.1', port: 0 })
+      return { url, close: () => app.close() }
+    }),
+}
+
+for (const [name, start] of Object.entries(frontEnds)) {
+  describe(`front-end table: ${name}`, () => {
+    let front: FrontEnd
+    let keys: Keys
+    before(async () => {
+      const prepared = await prepare()
+      keys = prepared.keys
+      front = await start(prepared.dataDir)
+    })
+    after(() => front?.close())
+
+    for (const row of rows) {
+      test(row.name, async (t) => {
+        if (row.body && !front.seesBody) {
+          // A forward-auth decision gets the request's head only; the proxy streams the body.
+          t.skip('a forward-auth decision never sees the request body')
+          return
+        }
+        const sent = row.request(keys)
+        let answer = await front.send(sent)
+        for (let i = 0; row.repeatUntil && answer.status !== row.status && i < 10; i++) {
+          answer = await front.send(sent)
+        }
+        assert.equal(answer.status, row.status)
+        assert.ok(answer.requestId, 'the answer carries X-Request-Id')
+        const audited = await auditRowOf(front.dataDir, answer.requestId, row.audit ? 6_000 : 300)
+        if (row.audit === null) {
+          assert.equal(audited, undefined, 'no audit row for this answer')
+          return
+        }
+        assert.ok(audited, `no audit row with the answer's request id ${answer.requestId}`)
+        assert.equal(audited.requestId, answer.requestId)
+        assert.equal(audited.type, row.audit.type)
+        assert.equal(audited.outcome, row.audit.outcome)
+        if (row.audit.reason !== undefined) {
+          assert.equal((audited.details as { reason?: string }).reason, row.audit.reason)
+        }
+      })
+    }
+  })
+}
