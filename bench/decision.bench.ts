@@ -5,8 +5,8 @@
  * - nginx + `auth_request` → tokengate's decision listener (examples/forward-auth/nginx.conf,
  *   as documented) → the upstream;
  * - the same with the example's decision cache turned on (its `#cache ` lines): a repeated
- *   credential is decided once per `proxy_cache_valid` (5 s), so this is the cache's best
- *   case, one token on every connection;
+ *   credential is decided about once a second (the expiry tokengate states, tied to its
+ *   change-log reads), so this is the cache's best case, one token on every connection;
  * - tokengate's gateway → the upstream;
  * for a PAT and a repeated JWT (with X-Tenant-Id). Prints 2xx req/s (only 2xx answers are
  * counted; a row with any other is flagged), latency, the ratio to nginx alone, and the CPU
