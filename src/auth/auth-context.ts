@@ -171,12 +171,13 @@ export async function createAuthContext(
   // stored first; a store that cannot take them now leaves them for the next start.
   const spoolDir = options.auditSpoolDir
   // The outbox has readers: the webhook, or CAEP receivers (their entries are queued per type).
-  const queueForDelivery =
-    webhookConfigured(config.events) || (config.ssf.transmitter?.receivers.length ?? 0) > 0
+  const queueForWebhook = webhookConfigured(config.events)
+  const queueForDelivery = queueForWebhook || (config.ssf.transmitter?.receivers.length ?? 0) > 0
   if (spoolDir) {
     try {
       const { recovered, unreadable } = await recoverAuditSpool(spoolDir, store, {
         queue: queueForDelivery,
+        webhook: queueForWebhook,
         now: () => clock.now(),
       })
       if (recovered > 0 || unreadable > 0) {
@@ -198,6 +199,7 @@ export async function createAuthContext(
     spool: spoolDir ? openAuditSpool(spoolDir) : undefined,
     // Without a webhook or a CAEP receiver nothing reads the outbox: store the events only.
     queueForDelivery,
+    queueForWebhook,
     clock,
     onError: (error) => writes.failed('appendAudit', error),
   })

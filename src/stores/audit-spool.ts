@@ -54,7 +54,10 @@ export async function recoverAuditSpool(
   options: AppendAuditOptions & { now: () => number },
 ): Promise<SpoolRecovery> {
   // Only the store's own options reach the store (they may cross to its writer thread).
-  const append: AppendAuditOptions = options.queue === undefined ? {} : { queue: options.queue }
+  const append: AppendAuditOptions = {
+    ...(options.queue === undefined ? {} : { queue: options.queue }),
+    ...(options.webhook === undefined ? {} : { webhook: options.webhook }),
+  }
   let recovered = 0
   let unreadable = 0
   await recoverSpoolFiles(dir, async (_segment, text) => {

@@ -40,6 +40,12 @@ export interface AppendAuditOptions {
    * empties the outbox (see `startEventDelivery`).
    */
   readonly queue?: boolean | undefined
+  /**
+   * With `queue`: whether the webhook's queue (`''`) gets them too, besides the destinations
+   * (CAEP receivers). Default true; false when only receivers read the outbox, so that a flood
+   * of audited 401s queues nothing nobody reads.
+   */
+  readonly webhook?: boolean | undefined
 }
 
 /** An audit event waiting in the delivery outbox. */

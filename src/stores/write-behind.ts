@@ -149,6 +149,8 @@ export interface AuditWriterOptions {
    * of 401s included) skips the outbox insert and its two index updates.
    */
   readonly queueForDelivery?: boolean | undefined
+  /** With `queueForDelivery`: whether the webhook's queue gets them too (default true). */
+  readonly queueForWebhook?: boolean | undefined
   /** Assigns `time` to events written without one. */
   readonly clock?: Clock | undefined
   /** Default: a process warning, at most one a minute. */
@@ -195,7 +197,10 @@ export function createAuditWriter(
   const clock = options.clock ?? systemClock
   const maxBatch = positiveInteger('maxBatch', options.maxBatch ?? 500)
   const maxQueue = positiveInteger('maxQueue', options.maxQueue ?? 100_000)
-  const appendOptions = { queue: options.queueForDelivery ?? true }
+  const appendOptions = {
+    queue: options.queueForDelivery ?? true,
+    ...(options.queueForWebhook === false ? { webhook: false } : {}),
+  }
   const queue: StoredAuditEvent[] = []
   let dropped = 0
   let droppedUnreported = 0

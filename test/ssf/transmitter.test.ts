@@ -11,6 +11,7 @@ import http from 'node:http'
 import https from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
+import { DatabaseSync } from 'node:sqlite'
 import { describe, it } from 'node:test'
 import { createLocalJWKSet, decodeProtectedHeader, type JWTPayload, jwtVerify } from 'jose'
 import { CAEP_EVENT, DELIVERY_METHOD, SET_MEDIA_TYPE } from '../../src/ssf/events.ts'
@@ -117,6 +118,7 @@ interface CredentialChange {
   readonly credential_type: string
   readonly change_type: string
   readonly event_timestamp: number
+  readonly initiating_entity: string
 }
 
 async function waitFor<T>(what: string, find: () => Promise<T | undefined>, timeoutMs = 10_000) {
@@ -251,6 +253,25 @@ describe('CAEP transmitter: credential-change SETs for our own keys', () => {
       !renamedSets.some((s) => (s as { id?: string }).id === renamed.id),
       'a rename is no credential change',
     )
+    // No webhook is configured: a refused request is audited, but queued for nobody.
+    const refused = await server.request('/api/v1/me', ['Authorization', 'Bearer not-a-token'])
+    assert.equal(refused.status, 401)
+    const db = new DatabaseSync(join(server.dataDir, 'tokengate.db'), { readOnly: true })
+    t.after(() => db.close())
+    const count = (sql: string) => Number((db.prepare(sql).get() as { n: number }).n)
+    await waitFor('the 401 audited', async () =>
+      count(`SELECT count(*) AS n FROM audit_events WHERE type = 'auth.failed'`) > 0
+        ? true
+        : undefined,
+    )
+    assert.equal(
+      count(
+        `SELECT count(*) AS n FROM event_outbox o JOIN audit_events a ON a.id = o.event_id
+         WHERE a.type = 'auth.failed' AND o.destination = ''`,
+      ),
+      0,
+    )
+
     // Never the token, nor its hash, in any SET (header, claims or signature bytes).
     for (const push of receiver.pushed) {
       const decoded = push.set

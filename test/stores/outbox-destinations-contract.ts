@@ -70,6 +70,17 @@ export function outboxDestinationsContract(name: string, makeStore: MakeStore): 
       assert.deepEqual(ids(await store.claimOutbox(T0 + 2000, 10, 1000)), ['e1', 'e2', 'e3'])
     })
 
+    it('webhook: false queues for the destinations only', async (t) => {
+      const store = await open(t)
+      await store.setOutboxDestinations([{ name: 'ssf a', eventTypes: ['pat.revoked'] }])
+      await store.appendAudit([typed('e1', 'pat.revoked'), typed('e2', 'auth.failed')], {
+        webhook: false,
+      })
+      assert.deepEqual(ids(await store.claimOutbox(T0, 10, 1000)), [])
+      assert.deepEqual(ids(await store.claimOutbox(T0, 10, 1000, 'ssf a')), ['e1'])
+      assert.deepEqual(await store.outboxStats(), { pending: 1, oldestTime: T0 })
+    })
+
     it('appendAudit with queue: false queues for no destination', async (t) => {
       const store = await open(t)
       await store.setOutboxDestinations([{ name: 'ssf a', eventTypes: ['pat.revoked'] }])

@@ -55,13 +55,13 @@ export async function appendAudit(
     if (stored.length === 0) return
     const now = new Set(stored.map((row) => row.id))
     const fresh = events.filter((e) => now.has(e.id))
-    const queued = fresh.map((e) => [e.id, ''])
+    const queued = options?.webhook === false ? [] : fresh.map((e) => [e.id, ''])
     // Each further destination (a CAEP receiver) gets its own row for the types it takes.
     for (const destination of await destinations(tx)) {
       for (const e of fresh)
         if (destination.types.has(e.type)) queued.push([e.id, destination.name])
     }
-    await tx.insertRows('event_outbox', OUTBOX, queued, '')
+    if (queued.length > 0) await tx.insertRows('event_outbox', OUTBOX, queued, '')
   })
 }
 
