@@ -47,11 +47,12 @@ import { tempDir } from '../helpers/temp-dir.ts'
 import { cli, insertPat, openAdminStore } from '../scale/cluster.ts'
 import { type Credential, startLoad } from './load.ts'
 import {
-  type Happening,
-  type Revocation,
+  POSTGRES_NEVER_DOWN,
   type RunFacts,
+  stopPostgresFor,
   survival,
   survivalTables,
+  timeline,
 } from './report.ts'
 
 /** DESIGN.md: every change reaches every instance within a second. */
@@ -149,15 +150,12 @@ describe('chaos: two instances, Postgres and Redis Sentinel under load and fault
     let b = await serve('B')
 
     const start = performance.now()
-    const happenings: Happening[] = []
-    const revocations: Revocation[] = []
-    const happened = (what: string, detail: string, at = performance.now()) =>
-      happenings.push({ at, what, detail })
+    const record = timeline()
+    const { happenings, revocations, happened } = record
     const revoke = async (ids: readonly string[], how: string, run: () => Promise<unknown>) => {
       const issued = performance.now()
       await run()
-      const committedAt = performance.now()
-      for (const id of ids) revocations.push({ id, committedAt, how })
+      const committedAt = record.revoked(ids, how)
       happened(
         `revoke ${ids.length} keys (${how})`,
         `committed in ${(committedAt - issued).toFixed(0)} ms`,
@@ -175,7 +173,7 @@ describe('chaos: two instances, Postgres and Redis Sentinel under load and fault
       timeoutMs: 10_000,
       requestIdPrefix: 'chaos-',
     })
-    let postgresDown = { from: Number.POSITIVE_INFINITY, to: Number.NEGATIVE_INFINITY }
+    let postgresDown = POSTGRES_NEVER_DOWN
     let spoolRecovered = 0
     try {
       await sleep(3000)
@@ -235,17 +233,7 @@ describe('chaos: two instances, Postgres and Redis Sentinel under load and fault
       )
 
       await sleep(2000)
-      const from = performance.now()
-      await postgres.halt('fast')
-      happened('Postgres stopped (fast shutdown)', 'clients disconnected', from)
-      await sleep(2000)
-      await postgres.start()
-      postgresDown = { from, to: performance.now() }
-      happened(
-        'Postgres answers again',
-        `down ${((postgresDown.to - from) / 1000).toFixed(1)} s`,
-        postgresDown.to,
-      )
+      postgresDown = await stopPostgresFor(postgres, record, 'clients disconnected')
       await revoke(at(batches, 4), "A's API, Postgres just back", viaApi(a.url, at(batches, 4)))
       await sleep(3000)
     } finally {

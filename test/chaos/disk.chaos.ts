@@ -38,7 +38,7 @@ import { fillFileSystem, readyz, tokengateCli } from '../helpers/full-disk.ts'
 import { createTestIssuer } from '../helpers/jwt.ts'
 import { type ServeProcess, spawnServe, statusOnFreshConnection } from '../helpers/serve-process.ts'
 import { type Credential, startLoad } from './load.ts'
-import { type Happening, type Revocation, survival, survivalTables } from './report.ts'
+import { POSTGRES_NEVER_DOWN, survival, survivalTables, timeline } from './report.ts'
 
 const BOUND_MS = 1000
 const RATE = 100
@@ -157,18 +157,15 @@ describe('chaos: one SQLite instance, a slow disk, a full disk and kill -9 under
     const url = server.url
 
     const start = performance.now()
-    const happenings: Happening[] = []
-    const revocations: Revocation[] = []
-    const happened = (what: string, detail: string, at = performance.now()) =>
-      happenings.push({ at, what, detail })
+    const record = timeline()
+    const { happenings, revocations, happened } = record
     const change = async (ids: readonly string[], how: string, args: string[][]) => {
       const issued = performance.now()
       for (const argv of args) {
         const run = await tokengateCli(dataDir, ...argv)
         assert.equal(run.code, 0, `${argv.join(' ')}: ${run.stderr}`)
       }
-      const committedAt = performance.now()
-      for (const id of ids) revocations.push({ id, committedAt, how })
+      const committedAt = record.revoked(ids, how)
       happened(how, `${ids.length} keys, committed in ${(committedAt - issued).toFixed(0)} ms`)
     }
 
@@ -285,7 +282,7 @@ describe('chaos: one SQLite instance, a slow disk, a full disk and kill -9 under
       sent: load.sent,
       happenings,
       revocations,
-      postgresDown: { from: Number.POSITIVE_INFINITY, to: Number.NEGATIVE_INFINITY },
+      postgresDown: POSTGRES_NEVER_DOWN,
       recoveryGraceMs: 0,
       revocationBoundMs: BOUND_MS,
       auditedRequestIds: new Set(audited.map((r) => r.request_id)),

@@ -29,7 +29,13 @@ import {
 import { tempDir } from '../helpers/temp-dir.ts'
 import { insertPat, openAdminStore } from '../scale/cluster.ts'
 import { type Credential, startLoad } from './load.ts'
-import { type Happening, type Revocation, survival, survivalTables } from './report.ts'
+import {
+  POSTGRES_NEVER_DOWN,
+  stopPostgresFor,
+  survival,
+  survivalTables,
+  timeline,
+} from './report.ts'
 
 /** PgBouncer's `server_login_retry` in this setup (seconds). */
 const SERVER_LOGIN_RETRY_SEC = 1
@@ -100,10 +106,8 @@ describe('chaos: a Postgres outage behind PgBouncer', { skip }, () => {
     const url = served.url
 
     const start = performance.now()
-    const happenings: Happening[] = []
-    const revocations: Revocation[] = []
-    const happened = (what: string, detail: string, at = performance.now()) =>
-      happenings.push({ at, what, detail })
+    const record = timeline()
+    const { happenings, revocations, happened } = record
     const load = startLoad({
       instances: { A: url },
       credentials,
@@ -111,20 +115,10 @@ describe('chaos: a Postgres outage behind PgBouncer', { skip }, () => {
       timeoutMs: 10_000,
       requestIdPrefix: 'chaos-bouncer-',
     })
-    let postgresDown = { from: Number.POSITIVE_INFINITY, to: Number.NEGATIVE_INFINITY }
+    let postgresDown = POSTGRES_NEVER_DOWN
     try {
       await sleep(2000)
-      const from = performance.now()
-      await postgres.halt('fast')
-      happened('Postgres stopped (fast shutdown)', 'behind PgBouncer', from)
-      await sleep(2000)
-      await postgres.start()
-      postgresDown = { from, to: performance.now() }
-      happened(
-        'Postgres answers again',
-        `down ${((postgresDown.to - from) / 1000).toFixed(1)} s`,
-        postgresDown.to,
-      )
+      postgresDown = await stopPostgresFor(postgres, record, 'behind PgBouncer')
       // Revoked through the API as soon as the instance answers again (through the bouncer).
       const issued = performance.now()
       for (const credential of revoking) {
@@ -139,9 +133,10 @@ describe('chaos: a Postgres outage behind PgBouncer', { skip }, () => {
           await sleep(50)
         }
       }
-      const committedAt = performance.now()
-      for (const credential of revoking)
-        revocations.push({ id: credential.id as string, committedAt, how: 'API' })
+      const committedAt = record.revoked(
+        revoking.map((credential) => credential.id as string),
+        'API',
+      )
       happened(
         'revoke 5 keys (API, through PgBouncer)',
         `committed ${((committedAt - postgresDown.to) / 1000).toFixed(1)} s after Postgres answered (${(committedAt - issued).toFixed(0)} ms of 503s and the revoke)`,

@@ -3,6 +3,7 @@
  * faults and revocations, and the audit log: the figures the suite asserts and the table it
  * prints (docs/scale-out.md, "Chaos").
  */
+import { setTimeout as sleep } from 'node:timers/promises'
 import type { Sent } from './load.ts'
 
 /** A fault or a revocation, at `at` (performance.now() of the suite, ms). */
@@ -17,6 +18,56 @@ export interface Revocation {
   readonly id: string
   readonly committedAt: number
   readonly how: string
+}
+
+/** A run's record as the suite writes it: faults and revocations, in the order they came. */
+export interface Timeline {
+  readonly happenings: Happening[]
+  readonly revocations: Revocation[]
+  /** Records a fault or a step (at: default now). */
+  happened(what: string, detail: string, at?: number): void
+  /** Records `ids` revoked by `how`, committed now; the time it was committed. */
+  revoked(ids: readonly string[], how: string): number
+}
+
+export function timeline(): Timeline {
+  const happenings: Happening[] = []
+  const revocations: Revocation[] = []
+  return {
+    happenings,
+    revocations,
+    happened(what, detail, at = performance.now()) {
+      happenings.push({ at, what, detail })
+    },
+    revoked(ids, how) {
+      const committedAt = performance.now()
+      for (const id of ids) revocations.push({ id, committedAt, how })
+      return committedAt
+    },
+  }
+}
+
+/** `RunFacts.postgresDown` of a run that never stopped Postgres. */
+export const POSTGRES_NEVER_DOWN = { from: Number.POSITIVE_INFINITY, to: Number.NEGATIVE_INFINITY }
+
+/**
+ * Stops Postgres (fast shutdown: clients disconnected) for `downMs`, starts it and waits until
+ * it answers; records both on `run` and returns the outage, as `RunFacts.postgresDown`.
+ */
+export async function stopPostgresFor(
+  postgres: { halt(mode: 'fast'): Promise<void>; start(): Promise<void> },
+  run: Pick<Timeline, 'happened'>,
+  detail: string,
+  downMs = 2000,
+): Promise<{ from: number; to: number }> {
+  const from = performance.now()
+  await postgres.halt('fast')
+  run.happened('Postgres stopped (fast shutdown)', detail, from)
+  await sleep(downMs)
+  await postgres.start()
+  const to = performance.now()
+  run.happened('Postgres answers again', `down ${((to - from) / 1000).toFixed(1)} s`, to)
+  return { from, to }
 }
 
 export interface RunFacts {
