@@ -4,8 +4,8 @@
  * applies the `Entry`; it decides nothing itself:
  *
  * 1. scope: only requests under the gated prefix are the gate's (others pass untouched);
- * 2. the request id (http/request-id.ts's rule; this module is the only caller of the
- *    generator, so every listener's ids come from one place);
+ * 2. the request id (`requestIdFor`: http/request-id.ts's rule and the process's one
+ *    generator; every listener asks here, none makes its own);
  * 3. the preflight rule (http/preflight.ts): answered 204 or handed on, never authenticated;
  * 4. `gate.check`, with the peer's certificate and the raw headers;
  * 5. the form-body check (RFC 6750 §2): an allowed form request's body is to be read (by
@@ -22,7 +22,7 @@ import { isFormContentType } from '../http/form-body.ts'
 import { formHasAccessToken, ONE_METHOD_FAILURE } from '../http/one-method.ts'
 import { peerCertificateOf } from '../http/peer-certificate.ts'
 import { isPreflightOf, PREFLIGHT_ANSWER, type PreflightRule } from '../http/preflight.ts'
-import { createRequestIdGenerator, requestIdOf } from '../http/request-id.ts'
+import { requestIdOf } from '../http/request-id.ts'
 import { isPromiseLike, type MaybePromise } from '../lib/maybe-async.ts'
 import {
   type Access,
@@ -37,14 +37,12 @@ import type { Listener } from './outcome-recorder.ts'
 
 export { PREFLIGHT_ANSWER, type PreflightRule }
 
-const nextRequestId = createRequestIdGenerator()
-
 /**
- * The request id of a request: the caller's safe `X-Request-Id` (http/request-id.ts), or a
- * new one from the process's one generator.
+ * The request id of a request, for every listener: the caller's safe `X-Request-Id`, or a
+ * new one from the process's one generator (both in http/request-id.ts).
  */
 export function requestIdFor(header: string | readonly string[] | null | undefined): string {
-  return requestIdOf(header, nextRequestId)
+  return requestIdOf(header)
 }
 
 export interface EdgeOptions {
@@ -186,7 +184,7 @@ export function createEdge(source: GateSource, options: EdgeOptions = {}): Edge 
  * recorder (`auth.refused`), so no answer of a listener skips the audit.
  */
 export function recordPreGateRefusal(
-  gate: Gate,
+  gate: Pick<Gate, 'recordRefusal'>,
   asked: Pick<GateRequest, 'method' | 'target' | 'clientAddress' | 'requestId'>,
   response: FailureResponse,
 ): void {

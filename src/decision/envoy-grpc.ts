@@ -23,10 +23,10 @@ import { type AddressInfo, createServer, type Socket } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import * as grpc from '@grpc/grpc-js'
 import * as protoLoader from '@grpc/proto-loader'
+import { recordPreGateRefusal, requestIdFor } from '../auth/edge.ts'
 import type { Outcome } from '../auth/gate.ts'
 import type { OutcomeRecorder } from '../auth/outcome-recorder.ts'
 import { failureHeaders } from '../http/node-response.ts'
-import { requestIdOf } from '../http/request-id.ts'
 import type { ConnectionBudget } from '../lib/connection-budget.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
 import type { Answer, Decider } from './decide.ts'
@@ -52,8 +52,7 @@ export interface EnvoyGrpcOptions {
   readonly port: number
   readonly decide: Decider
   readonly trusted: ProxyMatcher
-  readonly recorder: Pick<OutcomeRecorder, 'recordsAnswers' | 'recordAnswer'>
-  readonly nextRequestId: () => string
+  readonly recorder: Pick<OutcomeRecorder, 'recordsAnswers' | 'recordAnswer' | 'recordRefusal'>
   readonly logger: { error(fields: object, message: string): void }
   /** Where a refused peer is reported (one line per episode). */
   readonly diagnostics: Diagnostics
@@ -175,20 +174,21 @@ function check(
   }
   const http = call.request.attributes?.request?.http ?? {}
   const rawHeaders = rawHeadersOf(http)
-  const requestId = requestIdOf(headerOf(rawHeaders, 'x-request-id'), options.nextRequestId)
+  const requestId = requestIdFor(headerOf(rawHeaders, 'x-request-id'))
   const source = call.request.attributes?.source?.address?.socket_address?.address || peer
+  const clientAddress = clientAddressOf(
+    {
+      socket: { remoteAddress: source },
+      headers: { 'x-forwarded-for': headerOf(rawHeaders, 'x-forwarded-for') },
+    },
+    options.trusted,
+  )
   const decided = options.decide({
     kind: 'envoy',
     requestLine: { method: http.method ?? '', url: http.path ?? '' },
     rawHeaders,
     pathPrefix: '',
-    clientAddress: clientAddressOf(
-      {
-        socket: { remoteAddress: source },
-        headers: { 'x-forwarded-for': headerOf(rawHeaders, 'x-forwarded-for') },
-      },
-      options.trusted,
-    ),
+    clientAddress,
     requestId,
     host: http.host,
     sourceCertificate: call.request.attributes?.source?.certificate || undefined,
@@ -196,6 +196,11 @@ function check(
   const respond = (answer: Answer) => {
     const { status, response } = checkResponse(answer, requestId)
     callback(null, response)
+    if (answer.type === 'refuse' && answer.outcome === undefined) {
+      const { method, target } = decided
+      const asked = { method, target, clientAddress, requestId }
+      recordPreGateRefusal(options.recorder, asked, answer.response)
+    }
     if (!options.recorder.recordsAnswers) return
     const outcome: Outcome | undefined = answer.type === 'preflight' ? undefined : answer.outcome
     options.recorder.recordAnswer({

@@ -204,7 +204,6 @@ export async function buildDecisionServer(
           decide,
           trusted,
           recorder,
-          nextRequestId: () => requestIdFor(undefined),
           logger,
           connections,
           diagnostics,

@@ -48,4 +48,5 @@ export function createRequestIdGenerator(): () => string {
   return () => prefix + (++counter).toString(36)
 }
 
+/** The process's one generator: every listener's ids come from it (auth/edge.ts). */
 const newRequestId = createRequestIdGenerator()

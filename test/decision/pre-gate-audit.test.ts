@@ -2,12 +2,16 @@
  * The decision listener's refusals before the gate (a path outside /api/v1, an unknown
  * original method, a steering header) go through the gate's recorder: one `auth.refused`
  * audit row each, with the answer's request id (#33). Raw requests against the running
- * listener, as a proxy sends them.
+ * listener, as a proxy sends them, and a CheckRequest to its gRPC ext_authz service.
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
+import * as grpc from '@grpc/grpc-js'
+import * as protoLoader from '@grpc/proto-loader'
+import { CHECK_PROTO, PROTO_OPTIONS } from '../../src/decision/envoy-grpc.ts'
 import { send } from '../adapters/spec-table.ts'
 import { auditRowOf } from '../helpers/audit-rows.ts'
+import { checkRequest as envoyCheckRequest } from './envoy-check-requests.ts'
 import { type Stack, startStack } from './harness.ts'
 
 describe('decision listener: pre-gate refusals are audited', () => {
@@ -66,3 +70,49 @@ describe('decision listener: pre-gate refusals are audited', () => {
     })
   }
 })
+
+describe('decision gRPC (Envoy ext_authz): pre-gate refusals are audited', () => {
+  let stack: Stack
+  let client: grpc.Client & {
+    Check(request: object, callback: (error: Error | null, response: Checked) => void): void
+  }
+  before(async () => {
+    stack = await startStack({ proxy: 'envoy', grpc: true })
+    const definition = protoLoader.loadSync(CHECK_PROTO, { ...PROTO_OPTIONS, enums: Number })
+    const { Authorization } = (
+      grpc.loadPackageDefinition(definition) as unknown as {
+        envoy: { service: { auth: { v3: { Authorization: grpc.ServiceClientConstructor } } } }
+      }
+    ).envoy.service.auth.v3
+    client = new Authorization(
+      new URL(stack.grpcUrl as string).host,
+      grpc.credentials.createInsecure(),
+    ) as unknown as typeof client
+  })
+  after(async () => {
+    client?.close()
+    await stack?.close()
+  })
+
+  test('a path outside /api/v1 → denied 404, auth.refused row with its request id', async () => {
+    const request = envoyCheckRequest('GET', '/elsewhere', [['x-request-id', 'grpc-pre-gate-1']], {
+      raw: true,
+    }) as { attributes: { request: { http: { header_map: { headers: { key: string }[] } } } } }
+    // The helper's own fixed id first: keep only this test's.
+    const map = request.attributes.request.http.header_map
+    const own = map.headers.findIndex((h) => h.key === 'x-request-id')
+    map.headers.splice(own, 1)
+    const response = await new Promise<Checked>((resolve, reject) =>
+      client.Check(request, (error, checked) => (error ? reject(error) : resolve(checked))),
+    )
+    assert.equal(Number(response.denied_response?.status?.code), 404)
+    const row = await auditRowOf(stack.dataDir, 'grpc-pre-gate-1')
+    assert.ok(row, 'no audit row for the refusal')
+    assert.equal(row.type, 'auth.refused')
+    assert.equal(row.outcome, 'not_found')
+  })
+})
+
+interface Checked {
+  denied_response?: { status?: { code: number | string } }
+}
