@@ -71,12 +71,15 @@ const CERTIFICATE_MISMATCH: AuthFailure = Object.freeze({
 
 /**
  * Reads a JWT's confirmation claim (RFC 7800 `cnf`): absent → `null` (not bound); an object
- * with a well-formed `x5t#S256` → its thumbprint; anything else → undefined, and the token is
- * refused, since a binding tokengate cannot check must not be read as none (fail closed).
+ * whose one member is a well-formed `x5t#S256` → its thumbprint; anything else → undefined,
+ * and the token is refused: a binding tokengate cannot check must not be read as none.
  */
 export function readConfirmation(cnf: unknown): string | null | undefined {
   if (cnf === undefined) return null
   if (typeof cnf !== 'object' || cnf === null || Array.isArray(cnf)) return undefined
+  // Another confirmation method beside it (a DPoP `jkt`) would go unchecked: refused too.
+  const members = Object.keys(cnf)
+  if (members.length !== 1 || members[0] !== 'x5t#S256') return undefined
   const thumbprint = (cnf as Record<string, unknown>)['x5t#S256']
   return typeof thumbprint === 'string' && isCertificateThumbprint(thumbprint)
     ? thumbprint

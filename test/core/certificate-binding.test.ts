@@ -89,6 +89,8 @@ describe('JWT bound by cnf x5t#S256', () => {
   test('a cnf tokengate cannot check is refused, never read as unbound (fail closed)', async () => {
     for (const cnf of [
       { jkt: 'abc' },
+      { 'x5t#S256': myThumbprint, jkt: 'abc' },
+      {},
       { 'x5t#S256': 'short' },
       { 'x5t#S256': `${myThumbprint}=` },
       'x5t',
