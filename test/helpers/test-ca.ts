@@ -44,7 +44,19 @@ export function selfSignedCertificate(dir: string, name: string): TestCertificat
   const keyFile = join(dir, `${name}.key`)
   execFileSync(
     'openssl',
-    ['req', '-x509', ...EC, '-days', '1', '-subj', `/CN=${name}`, '-keyout', keyFile, '-out', certFile],
+    [
+      'req',
+      '-x509',
+      ...EC,
+      '-days',
+      '1',
+      '-subj',
+      `/CN=${name}`,
+      '-keyout',
+      keyFile,
+      '-out',
+      certFile,
+    ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   )
   return read(certFile, keyFile)
@@ -84,9 +96,13 @@ export function createTestCa(dir: string, name = 'test-ca'): TestCa {
     const csr = join(dir, `${leaf}.csr`)
     const ext = join(dir, `${leaf}.ext`)
     writeFileSync(ext, extensions)
-    execFileSync('openssl', ['req', '-new', ...EC, '-subj', `/CN=${leaf}`, '-keyout', leafKey, '-out', csr], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
+    execFileSync(
+      'openssl',
+      ['req', '-new', ...EC, '-subj', `/CN=${leaf}`, '-keyout', leafKey, '-out', csr],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    )
     execFileSync(
       'openssl',
       [
@@ -115,7 +131,10 @@ export function createTestCa(dir: string, name = 'test-ca'): TestCa {
   return {
     ...ca,
     client: (leaf) =>
-      sign(leaf, 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n'),
+      sign(
+        leaf,
+        'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n',
+      ),
     server: (leaf) =>
       sign(
         leaf,
