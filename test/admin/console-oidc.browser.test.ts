@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict'
 import { Buffer } from 'node:buffer'
 import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto'
-import { mkdirSync } from 'node:fs'
+import { mkdirSync, writeFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
@@ -22,7 +22,7 @@ import { launchChromium } from '../helpers/browser.ts'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
 import { skipReason } from '../helpers/services.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
-import { issueAdminTokenCli } from './admin-client.ts'
+import { adminRequest, issueAdminTokenCli } from './admin-client.ts'
 
 const SHOTS =
   process.env.TOKENGATE_SCREENSHOTS === 'docs'
@@ -39,6 +39,8 @@ const ACCOUNTS: Record<string, string[]> = {
   alice: ['operator'],
   rory: ['read-only'],
   mallory: [],
+  /** Revoked by `jwt revoke --sub` in one test (its own account: the rule refuses earlier ID tokens). */
+  carol: ['operator'],
 }
 
 describe('operator sign-in by redirect against oidc-provider, in chromium', {
@@ -481,6 +483,55 @@ describe('operator sign-in by redirect against oidc-provider, in chromium', {
       // The provider asks for a login again: its session ended too.
       await page.getByRole('link', { name: /^Sign in with / }).click()
       await page.locator('input[name="login"]').waitFor()
+    } finally {
+      await context.close()
+    }
+  })
+
+  test('jwt revoke --sub of an operator ends the console session signed in through the provider within a second', async () => {
+    const context = await browser.newContext()
+    try {
+      const page = await signInByRedirect(context, 'carol')
+      await page.waitForURL(`${admin}/admin/tenants`)
+      // The CLI reads the operator issuer from the configuration, as the server's own file names it.
+      const configFile = join(tempDir('tg-console-oidc-revoke-'), 'tokengate.json')
+      writeFileSync(
+        configFile,
+        JSON.stringify({ admin: { oidc: { issuer, audience: 'tokengate-admin' } } }),
+      )
+      const revoked = await server.cli(
+        'jwt',
+        'revoke',
+        '--config',
+        configFile,
+        '--issuer',
+        issuer,
+        '--sub',
+        'carol',
+      )
+      assert.equal(revoked.code, 0, revoked.stderr)
+      const session = (await context.cookies(admin)).find(
+        (c) => c.name === '__Host-tokengate-admin',
+      )
+      assert.ok(session)
+      const cookie = `${session.name}=${session.value}`
+      const started = performance.now()
+      let ms: number | undefined
+      while (performance.now() - started < 3000) {
+        const answer = await adminRequest(server, '/admin/pats', { headers: { cookie } })
+        if (answer.status === 303) {
+          ms = Math.round(performance.now() - started)
+          break
+        }
+        await new Promise((resolve) => setTimeout(resolve, 25))
+      }
+      console.log(
+        `operator sub revoked: console session (signed in by redirect) ended after ${ms} ms`,
+      )
+      assert.ok(ms !== undefined && ms < 1000, `${ms} ms`)
+      await page.goto(`${admin}/admin/pats`)
+      await page.waitForURL(`${admin}/admin/sign-in?ended=1`)
+      assert.match(String(await page.getByTestId('session-ended').textContent()), /^Your session/)
     } finally {
       await context.close()
     }
