@@ -93,7 +93,7 @@ export function upstreamRequestHeaders(incoming: HeaderMap, context: ForwardCont
 const LISTS_CLOSE: ReadonlySet<string> = new Set(['close'])
 
 /** The lower-case field names a `Connection` header lists (they are hop-by-hop too). */
-function connectionListed(connection: HeaderMap[string]): ReadonlySet<string> | undefined {
+export function connectionListed(connection: HeaderMap[string]): ReadonlySet<string> | undefined {
   if (connection === undefined) return undefined
   const listed = Array.isArray(connection) ? connection.join(',') : String(connection)
   // The usual values, without building a set per message.
@@ -115,8 +115,15 @@ export function callerResponseHeaders(incoming: HeaderMap): HeaderMap {
   const listed = connectionListed(incoming.connection)
   const headers: HeaderMap = {}
   for (const name of Object.keys(incoming)) {
-    if (isHopByHop(name, listed) || name === 'x-request-id') continue
-    headers[name] = incoming[name]
+    if (isRelayedResponseHeader(name, listed)) headers[name] = incoming[name]
   }
   return headers
+}
+
+/** Whether the upstream's response field `name` goes to the caller (`listed`: `connectionListed`). */
+export function isRelayedResponseHeader(
+  name: string,
+  listed: ReadonlySet<string> | undefined,
+): boolean {
+  return !isHopByHop(name, listed) && name !== 'x-request-id'
 }
