@@ -10,7 +10,7 @@ import { Readable } from 'node:stream'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { AuthFailure } from '../core/failure.ts'
 import type { Principal } from '../core/principal.ts'
-import { readBounded } from '../http/form-body.ts'
+import { isFormContentType, readBounded } from '../http/form-body.ts'
 import { type FailureResponse, sendProblemResponse } from '../http/problem-response.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
 import type { Edge, Entry } from './edge.ts'
@@ -40,8 +40,14 @@ export interface EdgeHookOptions {
   readonly idsDecided: boolean
 }
 
-/** What `onRequest` learnt of a checked request, for the form check and later refusals. */
-const checked = new WeakMap<FastifyRequest, { edge: Edge; request: GateRequest; form: boolean }>()
+/** The instance decoration holding the edge, for the form check and handlers' refusals. */
+const EDGE = Symbol('tokengate.edge')
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    [EDGE]?: Edge
+  }
+}
 
 /** Registers the edge's hooks on `fastify` (the root context: they see every route). */
 export function registerEdgeHooks(
@@ -66,18 +72,13 @@ export function registerEdgeHooks(
       }
       const { outcome } = entry
       request.outcome = outcome
-      checked.set(request, { edge, request: entry.request, form: entry.readsForm })
       if (!outcome.allowed) return void sendRefused(request, reply, outcome)
       request.principal = outcome.principal
       reply.headers(outcome.headers)
       done()
     }
     const entered = edge.enter({
-      method: request.method,
-      target: request.url,
-      rawHeaders: request.raw.rawHeaders,
-      clientAddress: request.ip,
-      socket: request.raw.socket,
+      ...inputOf(request),
       requestId: idsDecided ? String(request.id) : undefined,
       routeGated: request.routeOptions.url?.startsWith(prefix),
       access: accessOf(request),
@@ -90,17 +91,20 @@ export function registerEdgeHooks(
   // requests, then handed on unchanged as a stream, so the gateway still proxies it as is.
   const bodyLimit = fastify.initialConfig.bodyLimit ?? 1_048_576
   fastify.addHook('preParsing', (request, reply, payload, done) => {
-    const seen = checked.get(request)
-    if (!seen?.form || !request.principal) return done(null, payload)
     const principal = request.principal
+    if (!principal || !isFormContentType(request.headers['content-type'])) {
+      return done(null, payload)
+    }
     readBounded(payload, bodyLimit).then((body) => {
       if (body === undefined) return done(bodyTooLarge())
-      const refused = edge.formRefusal(seen.request, principal, body.toString('latin1'))
+      const text = body.toString('latin1')
+      const refused = edge.formRefusal(gateRequestOf(edge, request), principal, text)
       if (!refused) return done(null, Readable.from([body]))
       sendRefused(request, reply, refused)
     }, done)
   })
 
+  fastify.decorate(EDGE, edge)
   if (edge.recordsAnswers) {
     fastify.addHook('onResponse', (request, reply, done) => {
       if (request.outcome !== null || request.url.startsWith(prefix)) {
@@ -138,9 +142,9 @@ export function refuse(
   reply: FastifyReply,
   failure: AuthFailure,
 ): FastifyReply {
-  const seen = checked.get(request)
-  if (!seen) throw new Error('refuse: the request was not checked by the tokengate hooks')
-  return sendRefused(request, reply, seen.edge.refuse(seen.request, failure, request.principal))
+  const edge = edgeOf(request)
+  const refused = edge.refuse(gateRequestOf(edge, request), failure, request.principal)
+  return sendRefused(request, reply, refused)
 }
 
 /**
@@ -152,9 +156,32 @@ export function sendRecordedProblem(
   reply: FastifyReply,
   response: FailureResponse,
 ): FastifyReply {
-  const seen = checked.get(request)
-  seen?.edge.gate.recordRefusal?.(seen.request, response, request.principal)
+  const edge = edgeOf(request)
+  edge.gate.recordRefusal?.(gateRequestOf(edge, request), response, request.principal)
   return sendProblemResponse(reply, response)
+}
+
+function edgeOf(request: FastifyRequest): Edge {
+  const edge = request.server[EDGE]
+  if (!edge) throw new Error('tokengate: the edge hooks are not registered on this server')
+  return edge
+}
+
+function inputOf(request: FastifyRequest) {
+  const { raw } = request
+  const { rawHeaders, socket } = raw
+  return {
+    method: request.method,
+    target: request.url,
+    rawHeaders,
+    clientAddress: request.ip,
+    socket,
+  }
+}
+
+/** The gate's request of a checked request, rebuilt for a later refusal (rare). */
+function gateRequestOf(edge: Edge, request: FastifyRequest): GateRequest {
+  return edge.gateRequestOf(inputOf(request), String(request.id))
 }
 
 /** The route's access, built once per route config: its policy, or its permissions. */

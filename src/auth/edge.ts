@@ -144,25 +144,17 @@ export function createEdge(source: GateSource, options: EdgeOptions = {}): Edge 
     inScope,
     enter(input) {
       if (!inScope(input.target, input.routeGated)) return OUTSIDE
-      const requestId = input.requestId ?? requestIdFor(headerOf(input.rawHeaders, 'x-request-id'))
-      const header = (name: string) => headerOf(input.rawHeaders, name)
-      if (isPreflightOf(input.method, header)) {
-        return {
-          type: 'preflight',
-          requestId,
-          answer: answerPreflight ? PREFLIGHT_ANSWER : undefined,
-        }
+      const { rawHeaders } = input
+      const requestId = input.requestId ?? requestIdFor(headerOf(rawHeaders, 'x-request-id'))
+      if (input.method === 'OPTIONS' && isPreflightOf('OPTIONS', (n) => headerOf(rawHeaders, n))) {
+        const answer = answerPreflight ? PREFLIGHT_ANSWER : undefined
+        return { type: 'preflight', requestId, answer }
       }
       const request = gateRequestOf(input, requestId)
-      const entry = (outcome: Outcome): Entry => ({
-        type: 'checked',
-        requestId,
-        request,
-        outcome,
-        readsForm: outcome.allowed && isFormContentType(header('content-type')),
-      })
       const outcome = gate.check(request)
-      return isPromiseLike(outcome) ? Promise.resolve(outcome).then(entry) : entry(outcome)
+      return isPromiseLike(outcome)
+        ? Promise.resolve(outcome).then((settled) => checked(request, settled))
+        : checked(request, outcome)
     },
     // RFC 6750 §2: the token in the header and in a form field is refused like the query's.
     formRefusal(request, principal, body) {
@@ -192,6 +184,12 @@ export function recordPreGateRefusal(
 }
 
 const OUTSIDE: Entry = Object.freeze({ type: 'outside' })
+
+function checked(request: GateRequest, outcome: Outcome): Entry {
+  const readsForm =
+    outcome.allowed && isFormContentType(headerOf(request.headers as string[], 'content-type'))
+  return { type: 'checked', requestId: request.requestId, request, outcome, readsForm }
+}
 
 /** The first value of a header in `rawHeaders`, any spelling of its name. */
 function headerOf(rawHeaders: readonly string[], name: string): string | undefined {
