@@ -6,19 +6,24 @@
  * Why an expiry and not a version in the key: nginx must know the key before it looks the
  * entry up, from request-time variables only, and holds nothing tokengate could bump. So the
  * bound lives in the expiry: an allow is kept at most until one second after this instance
- * last read the change log. A revocation, disable, JWT revocation rule, tenant, issuer or
+ * last read the change log. A PAT's revocation, disabling or edit, or a tenant or stored
  * policy change committed after that read is then refused by the proxy within 1 s of its
  * commit: the entry ends by then, and the decision that replaces it either has read the change
  * or is kept only until one second after its own, older, read. nginx keeps an entry while its
  * clock's second is <= the stated one, so `@S` with S = floor((readAsOf - margin) / 1000) ends
- * it by readAsOf - margin + 1 s. The margin covers what follows a read (the commit's own
- * latency after its change-log time, a JWT revocation rule or issuer read into memory).
+ * it by readAsOf - margin + 1 s. The margin covers the commit's own latency after the time the
+ * change log records for it.
  *
- * Never kept: an answer carrying an identity token (each request gets its own `jti`), a key
- * with its own rate limit or quota (each use must be counted), a credential of a kind not read
- * from `Authorization` alone (the proxy's key covers only that header), an answer decided with
- * a client certificate (RFC 8705 binding: the key holds no certificate), any answer while the
- * change log cannot be read.
+ * This holds for what a read applies before it completes (a PAT's and a tenant's cached
+ * lookups are dropped then), not for what is applied after it, asynchronously: while a stored
+ * policy is being read again no answer is kept (`settled`), and JWTs are never kept (a JWT
+ * revocation rule or an issuer is read into memory after the change log names it).
+ *
+ * Never kept either: an answer carrying an identity token (each request gets its own `jti`),
+ * a key with its own rate limit or quota (each use must be counted), a credential of another
+ * kind (the proxy's key covers `Authorization` only), an answer decided with a client
+ * certificate (RFC 8705 binding: the key holds no certificate), any answer while the change
+ * log cannot be read.
  */
 import type { Answer } from './decide.ts'
 
@@ -27,8 +32,8 @@ export const CACHE_EXPIRY_HEADER = 'x-accel-expires'
 /** Subtracted from the last read's time: see the file comment. */
 export const APPLY_MARGIN_MS = 50
 
-/** The built-in kinds, the only ones decided from `Authorization` alone. */
-const KEYED_ON_AUTHORIZATION = new Set(['pat', 'jwt'])
+/** The only kind kept: a PAT, read from `Authorization`, its changes applied by the read. */
+const KEPT_KIND = 'pat'
 
 /** At most one extra change-log read per this many ms (the poll reads every 500 ms). */
 const NUDGE_EVERY_MS = 25
@@ -38,6 +43,8 @@ export interface ChangeFreshness {
   readonly readAsOf: () => number | undefined
   /** Reads the change log now: an allow is kept again once its read is this second's. */
   readonly catchUp?: (() => void) | undefined
+  /** False while a change the log delivered is still being applied (a stored policy read). */
+  readonly settled?: (() => boolean) | undefined
 }
 
 /** Returns the `X-Accel-Expires` value for an answer. */
@@ -52,7 +59,8 @@ export function createCacheExpiry(
     if (answer.withCertificate === true) return '0'
     const { principal, identity } = answer.outcome
     if (identity?.['x-auth-token'] !== undefined || principal.limits !== undefined) return '0'
-    if (!KEYED_ON_AUTHORIZATION.has(principal.tokenType)) return '0'
+    if (principal.tokenType !== KEPT_KIND) return '0'
+    if (changes.settled && !changes.settled()) return '0'
     const readAsOf = changes.readAsOf()
     if (readAsOf === undefined) return '0'
     const at = now()

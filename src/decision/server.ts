@@ -100,7 +100,11 @@ export async function buildDecisionServer(
     policy: policy.matcher,
     cors: corsSettings(config.server.cors),
   })
-  const cacheExpiry = createCacheExpiry(options.changes ?? { readAsOf: () => undefined })
+  const cacheExpiry = createCacheExpiry({
+    readAsOf: () => undefined,
+    ...options.changes,
+    settled: () => !policy.reloading(),
+  })
   const { recorder } = opened
   const diagnostics = createDiagnostics(logger)
   /** A trusted proxy that sends another proxy's headers: one warn line per episode. */

@@ -32,10 +32,10 @@ const allow = (
 /** 12:00:00.400 on some day, in epoch ms. */
 const NOW = 1_800_000_000_400
 
-function expiry(readAsOf: number | undefined, now = NOW) {
+function expiry(readAsOf: number | undefined, now = NOW, settled = () => true) {
   const nudges: number[] = []
   const of = createCacheExpiry(
-    { readAsOf: () => readAsOf, catchUp: () => void nudges.push(now) },
+    { readAsOf: () => readAsOf, catchUp: () => void nudges.push(now), settled },
     () => now,
   )
   return { of, nudges }
@@ -45,7 +45,6 @@ describe('decision cache expiry', () => {
   test('an allow read this second is kept until the end of that second', () => {
     const { of, nudges } = expiry(NOW - 100)
     assert.equal(of(allow()), `@${Math.floor(NOW / 1000)}`)
-    assert.equal(of(allow({ tokenType: 'jwt' })), `@${Math.floor(NOW / 1000)}`)
     assert.deepEqual(nudges, [])
   })
 
@@ -62,6 +61,14 @@ describe('decision cache expiry', () => {
     assert.equal(expiry(undefined).of(allow()), '0')
   })
 
+  test('nothing is kept while a change is still being applied (a stored policy read)', () => {
+    let settled = false
+    const { of } = expiry(NOW - 100, NOW, () => settled)
+    assert.equal(of(allow()), '0')
+    settled = true
+    assert.equal(of(allow()), `@${Math.floor(NOW / 1000)}`)
+  })
+
   test('never kept: refusals, identity tokens, keys with limits, other kinds', () => {
     const { of } = expiry(NOW)
     const refusal = { type: 'refuse', outcome: undefined, response: {} } as unknown as Answer
@@ -69,6 +76,8 @@ describe('decision cache expiry', () => {
     assert.equal(of(allow({}, { 'x-auth-token': 'eyJ...' })), '0')
     assert.equal(of(allow({ limits: { rateLimit: { max: 1, windowMs: 1 } } as never })), '0')
     assert.equal(of(allow({ tokenType: 'api-key' })), '0')
+    // A JWT revocation rule or issuer is applied after the read that names it.
+    assert.equal(of(allow({ tokenType: 'jwt' })), '0')
     assert.equal(of(allow({ tokenType: 'mtls' })), '0')
   })
 

@@ -78,6 +78,11 @@ async function loadStoredPolicy(store: StoredPolicySource): Promise<Policy> {
 /** A policy in force for as long as a listener runs. */
 export interface PolicyInForce {
   readonly matcher: PolicyMatcher
+  /**
+   * Whether a change the change log delivered is still being read (a stored policy): until
+   * it is, decisions are made with the policy before it (the decision cache keeps none).
+   */
+  reloading(): boolean
   /** Stops following SIGHUP or the change log. */
   close(): void
 }
@@ -98,22 +103,27 @@ export async function policyInForce(
     const reloadable = createReloadablePolicy(source, await loadStoredPolicy(store), log, () =>
       loadStoredPolicy(store),
     )
+    let pending = 0
     const unwatch = store.watch((change) => {
       if (
         (change.kind === 'policy_changed' && change.name === GATEWAY_POLICY) ||
         change.kind === 'resync'
       ) {
-        void reloadable.reload()
+        pending++
+        void reloadable.reload().finally(() => pending--)
       }
     })
-    return { matcher: reloadable.matcher, close: unwatch }
+    return { matcher: reloadable.matcher, reloading: () => pending > 0, close: unwatch }
   }
-  if (!file) return { matcher: createPolicyMatcher(DEFAULT_POLICY), close() {} }
+  if (!file) {
+    return { matcher: createPolicyMatcher(DEFAULT_POLICY), reloading: () => false, close() {} }
+  }
   const reloadable = createReloadablePolicy(file, await loadPolicy(file), log)
   const onHangup = () => void reloadable.reload()
   process.on('SIGHUP', onHangup)
   return {
     matcher: reloadable.matcher,
+    reloading: () => false,
     close() {
       process.off('SIGHUP', onHangup)
     },
