@@ -188,7 +188,10 @@ function kyselyStatements(K: Loose, kind: Kind) {
           }),
         )
         .returning(['last_grant', 'used', 'period_start', 'generation']),
-    /** Two statements in one transaction: the audit rows, then the outbox rows of those stored. */
+    /**
+     * One transaction: the audit rows, the outbox's destinations, the outbox rows of the events
+     * stored (src/stores/sql/audit.ts).
+     */
     appendAudit: async (db: Loose, events: readonly StoredAuditEvent[]) =>
       db.transaction().execute(async (trx: Loose) => {
         const stored = await trx
@@ -210,10 +213,20 @@ function kyselyStatements(K: Loose, kind: Kind) {
           .returning('id')
           .execute()
         if (stored.length === 0) return
-        await trx
-          .insertInto('event_outbox')
-          .values(stored.map((row: { id: string }) => ({ event_id: row.id })))
+        // As the store does: the webhook ('') and each further destination taking the type.
+        const now = new Set(stored.map((row: { id: string }) => row.id))
+        const fresh = events.filter((e) => now.has(e.id))
+        const queued = fresh.map((e) => ({ event_id: e.id, destination: '' }))
+        const destinations = await trx
+          .selectFrom('outbox_destinations')
+          .select(['name', 'event_types'])
           .execute()
+        for (const d of destinations as { name: string; event_types: string }[]) {
+          const types = new Set(JSON.parse(d.event_types) as string[])
+          for (const e of fresh)
+            if (types.has(e.type)) queued.push({ event_id: e.id, destination: d.name })
+        }
+        await trx.insertInto('event_outbox').values(queued).execute()
       }),
   }
 }
