@@ -23,7 +23,8 @@
  *
  * Run: `node --expose-gc bench/memory.bench.ts [--pats 1000000] [--warm 100000]
  * [--node-flags '--max-semi-space-size=8'] [--serve-only] [--data-dir DIR] [--heap-stats]
- * [--heap-snapshot]` (`--node-flags` replaces the production flags in the in-process phases
+ * [--heap-snapshot] [--env NAME=VALUE]...` (`--env`: set in the served process's environment,
+ * e.g. MALLOC_ARENA_MAX=2; `--node-flags` replaces the production flags in the in-process phases
  * and is added to the bin's own in the served one (then started as `node <the bin's flags>
  * <these> bin/tokengate.js`), to try others; `--serve-only` skips the in-process starts;
  * `--heap-stats`: the served process runs with its inspector on a free port and, when its RSS
@@ -90,6 +91,14 @@ const EXTRA_NODE_FLAGS = args.includes('--node-flags')
   : ''
 const HEAP_SNAPSHOT = args.includes('--heap-snapshot')
 const HEAP_STATS = args.includes('--heap-stats')
+/** `--env NAME=VALUE` (repeatable): set in the served process's environment, to try one. */
+const EXTRA_ENV = Object.fromEntries(
+  args.flatMap((arg, i) =>
+    args[i - 1] === '--env'
+      ? [[arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)]]
+      : [],
+  ),
+)
 const PRODUCTION_NODE_FLAGS = (EXTRA_NODE_FLAGS || SHEBANG_FLAGS).split(' ').filter(Boolean)
 
 async function seed(store: SqliteStore, count: number, keep: number): Promise<string[]> {
@@ -264,6 +273,7 @@ async function startAndReplay(
       NODE_COMPILE_CACHE: compileCache,
       TOKENGATE_DATA_DIR: dataDir,
       TOKENGATE_CONFIG: configFile,
+      ...EXTRA_ENV,
     },
     stdio: ['ignore', 'pipe', HEAP_STATS ? 'pipe' : 'inherit'],
   })
@@ -308,6 +318,7 @@ async function startAndReplay(
       printHeapStats(await evaluateIn(inspectorUrl, HEAP_STATS_EXPRESSION))
       printAnonymousMappings(child.pid as number)
     }
+
     await sleep(10_000)
     const idleRss = readProc(child.pid as number).rss
     if (HEAP_SNAPSHOT && !withMetrics) await writeHeapSnapshot(child.pid as number, url, dataDir)
