@@ -135,21 +135,23 @@ describe('nginx decision cache', { skip: skipReason('nginx-perl') }, () => {
 
   test('a JWT is never answered from the cache: every request is decided, a second X-Tenant-Id refused', async () => {
     const jwt: [string, string] = ['Authorization', `Bearer ${stack.value.tokens.jwt}`]
+    const tenant: [string, string] = ['X-Tenant-Id', TEST_TENANT]
     const before = await decisions()
-    for (let i = 0; i < 5; i++) {
-      const once = await rawRequest(front.value.url, PROTECTED_PATH, [
-        jwt,
-        ['X-Tenant-Id', TEST_TENANT],
-      ])
-      assert.equal(once.status, 200)
+    let sent = 0
+    const until = Date.now() + 1_500
+    while (Date.now() < until) {
+      assert.equal((await rawRequest(front.value.url, PROTECTED_PATH, [jwt, tenant])).status, 200)
+      sent++
       const twice = await rawRequest(front.value.url, PROTECTED_PATH, [
         jwt,
-        ['X-Tenant-Id', TEST_TENANT],
+        tenant,
         ['X-Tenant-Id', 'tenant-b'],
       ])
       assert.equal(twice.status, 401)
+      sent++
+      await sleep(10)
     }
-    assert.equal((await decisions()) - before, 10, 'one decision per JWT request')
+    assert.equal((await decisions()) - before, sent, 'one decision per JWT request')
   })
 
   test('a PAT revoked with the CLI is refused by nginx within 1 s of the commit', async () => {
