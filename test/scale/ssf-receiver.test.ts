@@ -413,6 +413,18 @@ describe('CAEP/SSF receiver on two instances on one Postgres', {
       })
     })
 
+    it('a bad SET on the poll stream is reported back (setErrs invalid_audience), not acknowledged, no rule', async () => {
+      const sub = `polled-aud-${randomUUID()}`
+      const { jti, claims } = credentialChange(sub)
+      tx.enqueue(pollStream, jti, tx.sign({ ...claims, aud: 'https://someone-else.test' }))
+      const stream = tx.streams.get(pollStream)
+      await waitFor(async () => stream?.errors[jti] !== undefined, 'reported in setErrs')
+      assert.equal(stream?.errors[jti]?.err, 'invalid_audience')
+      assert.equal(stream?.acked.includes(jti), false)
+      assert.equal(stream?.queue.has(jti), false)
+      assert.deepEqual(await rulesFor(sub), [])
+    })
+
     for (const [name, label] of [
       ['redirect', 'behind a redirect'],
       ['private', 'on a private address'],
