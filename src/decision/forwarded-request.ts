@@ -114,7 +114,9 @@ export function headerNames(
   let names: Set<string> | undefined
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const raw = rawHeaders[i] as string
-    if (test(raw)) (names ??= new Set()).add(raw.toLowerCase())
+    if (!test(raw)) continue
+    names ??= new Set()
+    names.add(raw.toLowerCase())
   }
   return names ? [...names] : NONE
 }
