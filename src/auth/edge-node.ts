@@ -5,6 +5,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { peekBody } from '../http/form-body.ts'
 import { sendFailureResponse } from '../http/node-response.ts'
+import { problemResponse } from '../http/problem-response.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
 import type { Edge, Entry } from './edge.ts'
 import type { Access, Allowed, GateRequest, Outcome } from './gate.ts'
@@ -12,7 +13,7 @@ import type { Access, Allowed, GateRequest, Outcome } from './gate.ts'
 /** An allowed request: its principal and the request the gate checked. */
 export type Passed = { readonly request: GateRequest; readonly outcome: Allowed }
 
-/** The largest form body read for the form-body check (1 MiB, Fastify's default limit). */
+/** The largest form body read for the form-body check (1 MiB, Fastify's default limit); 413 beyond. */
 export const FORM_BODY_LIMIT = 1_048_576
 
 /**
@@ -63,10 +64,9 @@ export function enterNode(
     for (const [name, value] of Object.entries(allowed.headers)) res.setHeader(name, value)
     if (!entry.readsForm) return then.allowed({ request, outcome: allowed })
     peekBody(req, FORM_BODY_LIMIT, contentLengthOf(req)).then((body) => {
-      const refused =
-        body === undefined
-          ? undefined
-          : edge.formRefusal(request, allowed.principal, body.toString('latin1'))
+      // Fail closed: a form body too large to check is refused, never handed on unchecked.
+      if (body === undefined) return sendFailureResponse(res, tooLarge(requestId), requestId)
+      const refused = edge.formRefusal(request, allowed.principal, body.toString('latin1'))
       if (refused === undefined) return then.allowed({ request, outcome: allowed })
       outcome = refused
       sendFailureResponse(res, refused, requestId)
@@ -76,6 +76,11 @@ export function enterNode(
   const entered = edge.enter({ ...node, method, rawHeaders, socket })
   if (isPromiseLike(entered)) Promise.resolve(entered).then(apply, then.failed)
   else apply(entered)
+}
+
+function tooLarge(requestId: string) {
+  const detail = 'The request body is larger than this server accepts.'
+  return problemResponse('payload_too_large', detail, requestId)
 }
 
 function contentLengthOf(req: IncomingMessage): number | undefined {
