@@ -296,6 +296,7 @@ export async function startTokengate(
         changes: {
           readAsOf: () => store.changesReadAsOf,
           catchUp: () => void store.catchUpChanges?.(),
+          settled: () => auth.changesSettled(),
         },
       })
       decisionApp = built

@@ -32,6 +32,12 @@ export interface AuthContext {
    * staying in force; null while they are read (/readyz: `jwtRevocations`).
    */
   jwtRevocationsStaleSince(): number | null
+  /**
+   * Whether everything the change log delivered is applied: no issuer or JWT revocation
+   * rule read still running (they follow the read that names them). A proxy may keep a
+   * JWT's allow only then (decision/cache-expiry.ts).
+   */
+  changesSettled(): boolean
   /** Whether the store's writes succeed (disk trouble: /readyz, metrics, one log line). */
   readonly writes: StoreWriteHealth
   /** Stops watching, flushes last-used times and audit events. */
@@ -125,6 +131,11 @@ export async function createAuthContext(
       ),
   )
 
+  let issuerReloads = 0
+  const reloadIssuers = () => {
+    issuerReloads++
+    void issuers.reload().finally(() => issuerReloads--)
+  }
   const unwatch = store.watch((change: StoreChange) => {
     switch (change.kind) {
       case 'pat_changed':
@@ -134,7 +145,7 @@ export async function createAuthContext(
         lookups.invalidateTenant(change.id)
         break
       case 'issuers_changed':
-        void issuers.reload()
+        reloadIssuers()
         break
       case 'jwt_revocation_changed':
         revocations.changed(change.id)
@@ -149,7 +160,7 @@ export async function createAuthContext(
         // Postgres outage (the change log becomes unreadable exactly then); PATs then fail
         // closed. See cached-lookups.ts.
         lookups.resync()
-        void issuers.reload()
+        reloadIssuers()
         void revocations.reload()
     }
   })
@@ -216,6 +227,7 @@ export async function createAuthContext(
     issuers,
     revocations: revocations.rules,
     jwtRevocationsStaleSince: () => revocations.failingSince(),
+    changesSettled: () => issuerReloads === 0 && !issuers.reloadFailing() && revocations.settled(),
     patUse,
     audit,
     clock,

@@ -29,6 +29,11 @@ export interface JwtRevocationFeed {
   failing(): boolean
   /** Epoch ms of the first failed read of the current failing episode; null while reads succeed. */
   failingSince(): number | null
+  /**
+   * No read queued or running and the last one succeeded: every rule the change log has
+   * named here is in force (what lets a JWT's allow be kept by a proxy: cache-expiry.ts).
+   */
+  settled(): boolean
   close(): void
 }
 
@@ -43,8 +48,10 @@ export function createJwtRevocationFeed(
   let failingSince: number | null = null
   let retry: ReturnType<typeof setTimeout> | undefined
   let closed = false
+  let pending = 0
 
   const run = (read: () => Promise<void>): Promise<void> => {
+    pending++
     queue = queue.then(async () => {
       if (closed) return
       try {
@@ -58,6 +65,8 @@ export function createJwtRevocationFeed(
           if (!closed) void feed.reload()
         }, RETRY_MS)
         retry.unref?.()
+      } finally {
+        pending--
       }
     })
     return queue
@@ -81,6 +90,7 @@ export function createJwtRevocationFeed(
       }),
     failing: () => failingSince !== null,
     failingSince: () => failingSince,
+    settled: () => pending === 0 && failingSince === null,
     close() {
       closed = true
       if (retry !== undefined) clearTimeout(retry)

@@ -15,9 +15,11 @@
  * change log records for it.
  *
  * This holds for what a read applies before it completes (a PAT's and a tenant's cached
- * lookups are dropped then), not for what is applied after it, asynchronously: while a stored
- * policy is being read again no answer is kept (`settled`), and JWTs are never kept (a JWT
- * revocation rule or an issuer is read into memory after the change log names it).
+ * lookups are dropped then), not for what is applied after it, asynchronously: a stored policy,
+ * an issuer or a JWT revocation rule is read into memory after the read that names it. While
+ * any such read is queued or running, or failed, no answer is kept (`settled`): the decisions
+ * made meanwhile are made without the change, and the entries made before it were bound to an
+ * older read.
  *
  * Never kept either: an answer carrying an identity token (each request gets its own `jti`),
  * a key with its own rate limit or quota (each use must be counted), a credential of another
@@ -32,8 +34,8 @@ export const CACHE_EXPIRY_HEADER = 'x-accel-expires'
 /** Subtracted from the last read's time: see the file comment. */
 export const APPLY_MARGIN_MS = 50
 
-/** The only kind kept: a PAT, read from `Authorization`, its changes applied by the read. */
-const KEPT_KIND = 'pat'
+/** The built-in kinds, the only ones decided from `Authorization` alone. */
+const KEYED_ON_AUTHORIZATION = new Set(['pat', 'jwt'])
 
 /** At most one extra change-log read per this many ms (the poll reads every 500 ms). */
 const NUDGE_EVERY_MS = 25
@@ -43,7 +45,7 @@ export interface ChangeFreshness {
   readonly readAsOf: () => number | undefined
   /** Reads the change log now: an allow is kept again once its read is this second's. */
   readonly catchUp?: (() => void) | undefined
-  /** False while a change the log delivered is still being applied (a stored policy read). */
+  /** False while a change the log delivered is still being applied (policy, issuer, JWT rule). */
   readonly settled?: (() => boolean) | undefined
 }
 
@@ -59,7 +61,7 @@ export function createCacheExpiry(
     if (answer.withCertificate === true) return '0'
     const { principal, identity } = answer.outcome
     if (identity?.['x-auth-token'] !== undefined || principal.limits !== undefined) return '0'
-    if (principal.tokenType !== KEPT_KIND) return '0'
+    if (!KEYED_ON_AUTHORIZATION.has(principal.tokenType)) return '0'
     if (changes.settled && !changes.settled()) return '0'
     const readAsOf = changes.readAsOf()
     if (readAsOf === undefined) return '0'

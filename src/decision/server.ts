@@ -100,10 +100,11 @@ export async function buildDecisionServer(
     policy: policy.matcher,
     cors: corsSettings(config.server.cors),
   })
+  const applied = options.changes?.settled
   const cacheExpiry = createCacheExpiry({
     readAsOf: () => undefined,
     ...options.changes,
-    settled: () => !policy.reloading(),
+    settled: () => !policy.reloading() && (applied?.() ?? true),
   })
   const { recorder } = opened
   const diagnostics = createDiagnostics(logger)
