@@ -8,10 +8,23 @@
  *   decision cache and with it (examples/forward-auth/nginx.conf, its `#cache ` lines on).
  */
 import type { ChildProcess } from 'node:child_process'
-import { startNginx } from './servers/nginx.ts'
+import { existsSync } from 'node:fs'
+import { NGINX_PERL_MODULE } from '../test/decision/harness.ts'
+import { nginxBinary, startNginx } from './servers/nginx.ts'
 
 export const NGINX_ROWS = ['nginx', 'nginx + decision', 'nginx + decision (cached)'] as const
 type NginxRow = (typeof NGINX_ROWS)[number]
+
+/** The nginx rows this machine can run (nginx; the cache also needs Debian's perl module). */
+export function nginxRows(): NginxRow[] {
+  if (!nginxBinary()) {
+    console.error('hops: nginx is not installed, no nginx rows (apt-get install nginx)')
+    return []
+  }
+  if (existsSync(NGINX_PERL_MODULE)) return [...NGINX_ROWS]
+  console.error('hops: no cached row (apt-get install libnginx-mod-http-perl)')
+  return ['nginx', 'nginx + decision']
+}
 
 const HOP_CASE = 'hops: PAT through each proxy'
 

@@ -6,6 +6,8 @@
  * results recorded before issue #36, where a proxy had CPU 0 to itself).
  */
 import type { ChildProcess } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { NGINX_PERL_MODULE } from '../test/decision/harness.ts'
 import type { Fixtures } from './fixtures.ts'
 import { PRODUCTION_NODE_FLAGS } from './load.ts'
 import { freePort, type Started, startNode, stop } from './processes.ts'
@@ -44,6 +46,9 @@ export interface RunningServer {
 export function missingFor(id: ServerId): string | undefined {
   if (id === 'haproxy' && !haproxyBinary()) return 'haproxy is not installed'
   if (id.startsWith('nginx') && !nginxBinary()) return 'nginx is not installed'
+  if (id === 'nginx + decision (cached)' && !existsSync(NGINX_PERL_MODULE)) {
+    return "nginx's perl module is not installed (apt-get install libnginx-mod-http-perl)"
+  }
   return undefined
 }
 

@@ -16,7 +16,7 @@ import { mkdirSync, writeFileSync } from 'node:fs'
 import { cpus } from 'node:os'
 import { join } from 'node:path'
 import { BENCH_TENANT, type BenchAlgorithm, type Fixtures, loadFixtures } from './fixtures.ts'
-import { hopRatioLines, NGINX_ROWS, startNginxRow } from './hop-rows.ts'
+import { hopRatioLines, NGINX_ROWS, nginxRows, startNginxRow } from './hop-rows.ts'
 import {
   commandExists,
   cpuMicros,
@@ -142,7 +142,7 @@ function defineServers(fixtures: Fixtures): Server[] {
   }
   // The hop case: the smallest Node proxy, and nginx alone, asking tokengate, with its cache.
   add('undici proxy', 'hop', ['bench/servers/undici-proxy.ts'])
-  for (const id of NGINX_ROWS) add(id, 'hop', [])
+  for (const id of nginxRows()) add(id, 'hop', [])
   return servers
 }
 
