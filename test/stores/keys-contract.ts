@@ -104,10 +104,10 @@ export function keysContract(name: string, makeStore: MakeStore): void {
       await store.insertPat(record)
       let change = nextChange(store, (c) => c.kind === 'pat_changed')
       const bound = await store.updatePat('p1', { certificateThumbprint: THUMBPRINT })
-      assert.deepEqual([bound?.before.certificateThumbprint, bound?.after.certificateThumbprint], [
-        null,
-        THUMBPRINT,
-      ])
+      assert.deepEqual(
+        [bound?.before.certificateThumbprint, bound?.after.certificateThumbprint],
+        [null, THUMBPRINT],
+      )
       assert.deepEqual(await change, { kind: 'pat_changed', tokenHash: record.tokenHash })
       assert.equal((await store.findPatByHash(record.tokenHash))?.certificateThumbprint, THUMBPRINT)
       change = nextChange(store, (c) => c.kind === 'pat_changed')
