@@ -18,10 +18,10 @@ import { OperationRefused } from '../auth/operations.ts'
 import { createDiscoveredJwks, DEFAULT_JWKS_OPTIONS, type JwksOptions } from '../core/jwks.ts'
 import type { Clock } from '../core/ports.ts'
 import type { Store } from '../stores/store.ts'
-import { mapCaepEvent } from './caep-rules.ts'
+import { type CaepMapping, mapCaepEvent } from './caep-rules.ts'
 import { DELIVERY_METHOD, SSF_CONFIGURATION_PATH, SSF_EVENT } from './events.ts'
 import { createStreamClient, type Stream } from './receiver-stream.ts'
-import { createSetVerifier, type SetRefusal } from './set-verify.ts'
+import { createSetVerifier, type SetRefusal, type VerifiedSet } from './set-verify.ts'
 
 export interface ReceiverSettings {
   /** Names the receiver in its push path (`/ssf/events/<name>`), the audit and the log. */
@@ -185,56 +185,73 @@ export function createSsfReceiver(settings: ReceiverSettings, deps: ReceiverDeps
           true,
         )
       }
-      const rules: string[] = []
-      let note: string | null = mapping.kind === 'revoke' ? null : mapping.note
-      // The answer to our verification request (SSF 1.0 §8.1.4): the stream delivers.
-      if (set.eventType === SSF_EVENT.verification && set.event.state === verificationState) {
-        note = 'verification: the stream delivers'
-        log.info({ ...base, delivery, stream: stream?.streamId }, 'SSF stream verified')
+      try {
+        return await apply(set, mapping, delivery, request)
+      } catch (error) {
+        // Not applied: forgotten, so the transmitter's retry (push) or the next poll applies
+        // it rather than being refused as a replay. A revocation must not be lost to an outage.
+        await store.forgetSsfReceived(settings.transmitter, set.jti).catch(() => {})
+        throw error
       }
-      if (mapping.kind === 'revoke') {
-        const operation = {
-          store,
-          clock,
-          audit,
-          actor: { actor, clientAddress: request?.clientAddress, requestId: request?.requestId },
-        }
-        for (const rule of mapping.rules) {
-          try {
-            const made = await revokeJwts(
-              operation,
-              {
-                issuer: settings.jwtIssuer,
-                kind: rule.kind,
-                value: rule.value,
-                issuedBefore: rule.issuedBefore,
-                reason: `CAEP ${shortType(set.eventType)} from ${settings.name}`,
-                cause: { set: set.jti, event: set.eventType },
-              },
-              deps.lifetime,
-            )
-            rules.push(made.id)
-          } catch (error) {
-            // An event older than every token it could refuse needs no rule.
-            if (!(error instanceof OperationRefused)) throw error
-            note = error.message
-          }
-        }
-      }
-      log.info({ ...base, delivery, event: shortType(set.eventType), rules }, 'SSF SET received')
-      await write(
-        {
-          type: 'ssf.event_received',
-          tenantId: null,
-          details: { ...base, delivery, jti: set.jti, event: set.eventType, rules, note },
-        },
-        request,
-      )
-      return { ok: true, rules }
     } catch (error) {
       log.warn({ ...base, delivery, reason: (error as Error).message }, 'SSF SET not applied')
       return { ok: false, err: 'unavailable', description: 'the store cannot be written now' }
     }
+  }
+
+  /** Makes the rules a recorded SET asks for and audits it; throws when the store fails. */
+  async function apply(
+    set: VerifiedSet,
+    mapping: CaepMapping,
+    delivery: 'push' | 'poll',
+    request: { clientAddress?: string; requestId?: string } | undefined,
+  ): Promise<ReceiveOutcome> {
+    const rules: string[] = []
+    let note: string | null = mapping.kind === 'revoke' ? null : mapping.note
+    // The answer to our verification request (SSF 1.0 §8.1.4): the stream delivers.
+    if (set.eventType === SSF_EVENT.verification && set.event.state === verificationState) {
+      note = 'verification: the stream delivers'
+      log.info({ ...base, delivery, stream: stream?.streamId }, 'SSF stream verified')
+    }
+    if (mapping.kind === 'revoke') {
+      const operation = {
+        store,
+        clock,
+        audit,
+        actor: { actor, clientAddress: request?.clientAddress, requestId: request?.requestId },
+      }
+      for (const rule of mapping.rules) {
+        try {
+          const made = await revokeJwts(
+            operation,
+            {
+              issuer: settings.jwtIssuer,
+              kind: rule.kind,
+              value: rule.value,
+              issuedBefore: rule.issuedBefore,
+              reason: `CAEP ${shortType(set.eventType)} from ${settings.name}`,
+              cause: { set: set.jti, event: set.eventType },
+            },
+            deps.lifetime,
+          )
+          rules.push(made.id)
+        } catch (error) {
+          // An event older than every token it could refuse needs no rule.
+          if (!(error instanceof OperationRefused)) throw error
+          note = error.message
+        }
+      }
+    }
+    log.info({ ...base, delivery, event: shortType(set.eventType), rules }, 'SSF SET received')
+    await write(
+      {
+        type: 'ssf.event_received',
+        tenantId: null,
+        details: { ...base, delivery, jti: set.jti, event: set.eventType, rules, note },
+      },
+      request,
+    )
+    return { ok: true, rules }
   }
 
   /** The `state` of our verification request: a random value, matched on the event. */

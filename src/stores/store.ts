@@ -235,6 +235,8 @@ export interface SsfReceivedStore {
     receivedAt: number,
     expiresAt: number,
   ): Promise<boolean>
+  /** Drops a record whose SET could not be applied: its next delivery is then not a replay. */
+  forgetSsfReceived(transmitter: string, jti: string): Promise<void>
   /** Deletes at most `limit` records that expired at or before `before`; how many. */
   pruneSsfReceived(before: number, limit: number): Promise<number>
 }

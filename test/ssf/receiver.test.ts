@@ -147,6 +147,37 @@ describe('CAEP/SSF receiver (one process, SQLite)', () => {
     await receiver.close()
   })
 
+  it('the rule cannot be written: unavailable, the replay record forgotten, and the next delivery applies it', async () => {
+    let fail = true
+    const flaky = new Proxy(store, {
+      get(target, key) {
+        if (key === 'putJwtRevocation' && fail) {
+          return async () => {
+            throw new Error('connection refused')
+          }
+        }
+        const value = Reflect.get(target, key, target)
+        return typeof value === 'function' ? value.bind(target) : value
+      },
+    })
+    const receiver = receiverWith({}, flaky)
+    const sub = `u-${randomUUID()}`
+    const { set } = credentialChange(sub)
+    assert.equal(((await receiver.receive(set, 'push')) as { err: string }).err, 'unavailable')
+    assert.deepEqual(
+      (await store.listJwtRevocations(Date.now())).filter((r) => r.value === sub),
+      [],
+    )
+    fail = false
+    const retried = await receiver.receive(set, 'push')
+    assert.ok(retried.ok, JSON.stringify(retried))
+    assert.equal(
+      (await store.listJwtRevocations(Date.now())).filter((r) => r.value === sub).length,
+      1,
+    )
+    await receiver.close()
+  })
+
   it('the replay record cannot be written: unavailable (retried by the transmitter), never a 400, no rule', async () => {
     let attempts = 0
     const broken = new Proxy(store, {

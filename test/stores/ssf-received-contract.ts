@@ -27,6 +27,15 @@ export function ssfReceivedContract(name: string, makeStore: MakeStore): void {
       assert.equal(await store.recordSsfReceived(`${TX}/other`, 'set-1', T0, T0 + 1000), true)
     })
 
+    it('a forgotten record (its SET not applied) is new again on the next delivery', async (t) => {
+      const store = await open(t)
+      assert.equal(await store.recordSsfReceived(TX, 'set-f', T0, T0 + 1000), true)
+      await store.forgetSsfReceived(TX, 'set-f')
+      await store.forgetSsfReceived(TX, 'never-recorded')
+      assert.equal(await store.recordSsfReceived(TX, 'set-f', T0, T0 + 1000), true)
+      assert.equal(await store.recordSsfReceived(TX, 'set-f', T0, T0 + 1000), false)
+    })
+
     it('of ten concurrent records of one jti exactly one is new', async (t) => {
       const store = await open(t)
       const results = await Promise.all(

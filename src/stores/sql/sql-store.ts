@@ -220,6 +220,9 @@ export abstract class SqlStore {
   recordSsfReceived(transmitter: string, jti: string, receivedAt: number, expiresAt: number) {
     return ssfReceived.recordSsfReceived(this.db, transmitter, jti, receivedAt, expiresAt)
   }
+  async forgetSsfReceived(transmitter: string, jti: string) {
+    await ssfReceived.forgetSsfReceived(this.db, transmitter, jti)
+  }
   pruneSsfReceived(before: number, limit: number) {
     return ssfReceived.pruneSsfReceived(this.db, before, limit)
   }

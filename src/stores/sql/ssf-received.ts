@@ -24,6 +24,16 @@ export function recordSsfReceived(
     .then((inserted) => inserted === 1)
 }
 
+/**
+ * Forgets a record made by `recordSsfReceived` whose SET could not be applied, so that the
+ * transmitter's next delivery of it is applied instead of refused as a replay.
+ */
+export function forgetSsfReceived(db: SqlDb, transmitter: string, jti: string): Promise<number> {
+  return db.change((tx) =>
+    tx.run('DELETE FROM ssf_received WHERE transmitter = $1 AND jti = $2', [transmitter, jti]),
+  )
+}
+
 /** Deletes at most `limit` records that expired at or before `before`; how many. */
 export function pruneSsfReceived(db: SqlDb, before: number, limit: number): Promise<number> {
   return db.change((tx) =>
