@@ -1,7 +1,7 @@
 /**
  * One table, every front end (#33): the same `rows` run unchanged against tokengate's server
- * (its real HTTPS listener), the gateway, the forward-auth decision API over HTTP and over
- * Envoy's gRPC ext_authz, the Express, Hono and node:http bindings, and the Fastify plugin
+ * (its real HTTPS listener), the gateway, the forward-auth decision API over HTTP (asked as
+ * nginx asks) and over Envoy's gRPC ext_authz, the Express, Hono and node:http bindings, and the Fastify plugin
  * over `createTokengate`. Each row checks the status, the audit row the answer left in the
  * store (event and outcome, or none), and that the answer's request id is the audited one.
  *
@@ -10,14 +10,20 @@
  * touch another. A test-only credential kind (`X-Api-Key`) is registered here, with no edit
  * under src/, before any front end is built.
  *
- * Adding rows: append to `rows` (the certificate-binding rows of #33 item 3 go there: a
- * bound credential with and without its client certificate).
+ * Certificate binding (RFC 8705): a row's request may present a client certificate (`mine`,
+ * the one the bound PAT names, or `other`, signed by the same CA). Each front end presents it
+ * the way its clients do: a TLS client certificate on the HTTPS listener of the server, the
+ * gateway and the library bindings (client certificates requested, optional, the test CA);
+ * the proxy kind's own field on the decision API (nginx's `X-SSL-Client-Cert` on the HTTP
+ * listener, Envoy's `source.certificate` over gRPC), as a trusted proxy sends it.
+ *
+ * Adding rows: append to `rows` (before the 429 row).
  */
 import assert from 'node:assert/strict'
 import { hash } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import { createServer, request as httpRequest, type Server } from 'node:http'
-import { request as httpsRequest } from 'node:https'
+import { createServer as createHttpsServer, request as httpsRequest } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
@@ -52,6 +58,7 @@ import { TEST_TENANT } from '../helpers/jwt.ts'
 import { type Launched, launchTokengate } from '../helpers/launch.ts'
 import { startTestServer } from '../helpers/server.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
+import { createTestCa, type TestCertificate } from '../helpers/test-ca.ts'
 
 /** The route every front end protects the same way: `GET` needs `tokens:read`. */
 const PATH = '/api/v1/tokens'
@@ -64,8 +71,30 @@ rules:
     path: ${PATH}
     permissions: [${PERMISSION}]
 `
-/** The failed-authentication limit of every front end: 3 per 2 s window per address. */
-const RATE_LIMIT = { failedAuth: { max: 3, windowSec: 2 } }
+/**
+ * The failed-authentication limit of every front end: 4 per 2 s window per address (the
+ * rows before the 429 row fail authentication four times).
+ */
+const RATE_LIMIT = { failedAuth: { max: 4, windowSec: 2 } }
+
+/** The CA whose client certificates every HTTPS front end requests (optional mode). */
+const caDir = tempDir('tg-frontends-ca-')
+const ca = createTestCa(caDir)
+const serverCertificate = ca.server('front-end')
+const CERTIFICATES: Record<'mine' | 'other', TestCertificate> = {
+  mine: ca.client('client-mine'),
+  other: ca.client('client-other'),
+}
+/** The HTTPS options of the library bindings' own servers: client certificates asked for. */
+const APP_TLS = {
+  cert: serverCertificate.cert,
+  key: serverCertificate.key,
+  ca: ca.cert,
+  requestCert: true,
+  rejectUnauthorized: false,
+}
+/** tokengate's own listener (server, gateway): client certificates asked for, optional. */
+const CLIENT_CERTIFICATES = { caFile: ca.certFile, mode: 'optional' }
 
 // ---------------------------------------------------------------------------------------
 // The test-only credential kind: registered here, served by every front end.
@@ -115,6 +144,8 @@ interface Keys {
   readonly weak: string
   /** A well-formed PAT no store holds. */
   readonly unknown: string
+  /** A PAT holding `tokens:read`, bound to the `mine` client certificate. */
+  readonly bound: string
 }
 
 interface Sent {
@@ -123,6 +154,8 @@ interface Sent {
   readonly lines: [string, string][]
   /** An `application/x-www-form-urlencoded` body. */
   readonly form?: string
+  /** The client certificate presented (TLS, or the proxy's field on the decision API). */
+  readonly certificate?: 'mine' | 'other'
 }
 
 interface Row {
@@ -191,6 +224,34 @@ export const rows: Row[] = [
     audit: { type: 'auth.failed', outcome: 'missing_authorization' },
   },
   {
+    name: 'PAT bound to a client certificate, presented with it → 200',
+    request: (keys) => ({
+      method: 'GET',
+      path: PATH,
+      lines: [bearer(keys.bound)],
+      certificate: 'mine',
+    }),
+    status: 200,
+    audit: null,
+  },
+  {
+    name: 'bound PAT with another certificate → 401 invalid_token (certificate_mismatch)',
+    request: (keys) => ({
+      method: 'GET',
+      path: PATH,
+      lines: [bearer(keys.bound)],
+      certificate: 'other',
+    }),
+    status: 401,
+    audit: { type: 'auth.failed', outcome: 'invalid_token', reason: 'certificate_mismatch' },
+  },
+  {
+    name: 'bound PAT with no certificate → 401 invalid_token (certificate_required)',
+    request: (keys) => ({ method: 'GET', path: PATH, lines: [bearer(keys.bound)] }),
+    status: 401,
+    audit: { type: 'auth.failed', outcome: 'invalid_token', reason: 'certificate_required' },
+  },
+  {
     name: 'unknown PAT → 401 invalid_token',
     request: (keys) => ({ method: 'GET', path: PATH, lines: [bearer(keys.unknown)] }),
     status: 401,
@@ -228,7 +289,7 @@ async function prepare(): Promise<{ dataDir: string; keys: Keys }> {
   await store.migrate()
   const now = Date.now()
   await store.createTenant({ id: TEST_TENANT, name: 'Tenant A' }, now)
-  const pat = async (permissions: string[]) => {
+  const pat = async (permissions: string[], certificateThumbprint: string | null = null) => {
     const issued = issuePat({
       tenantId: TEST_TENANT,
       subject: 'table',
@@ -237,7 +298,7 @@ async function prepare(): Promise<{ dataDir: string; keys: Keys }> {
       expiresAt: now + 3_600_000,
       now,
     })
-    await store.insertPat(issued.record)
+    await store.insertPat({ ...issued.record, certificateThumbprint })
     return issued.token
   }
   const keys: Keys = {
@@ -251,13 +312,17 @@ async function prepare(): Promise<{ dataDir: string; keys: Keys }> {
       expiresAt: null,
       now,
     }).token,
+    bound: await pat([PERMISSION], CERTIFICATES.mine.thumbprint),
   }
   await store.close()
   return { dataDir, keys }
 }
 
-/** One HTTP(S) exchange with exactly these header lines (and a form body). */
-function exchange(base: string, sent: Sent, ca?: string): Promise<Answer> {
+/**
+ * One HTTP(S) exchange with exactly these header lines (and a form body); over HTTPS the
+ * row's client certificate is presented in the handshake.
+ */
+function exchange(base: string, sent: Sent, trusted?: string): Promise<Answer> {
   const url = new URL(base)
   const body = sent.form === undefined ? undefined : Buffer.from(sent.form)
   const lines: [string, string][] = [['Host', url.host], ...sent.lines]
@@ -275,7 +340,10 @@ function exchange(base: string, sent: Sent, ca?: string): Promise<Answer> {
         method: sent.method,
         headers: lines.flat() as unknown as Record<string, string>,
         agent: false,
-        ...(ca ? { ca, servername: 'localhost' } : {}),
+        ...(trusted ? { ca: trusted, servername: 'localhost' } : {}),
+        ...(sent.certificate === undefined
+          ? {}
+          : { cert: CERTIFICATES[sent.certificate].cert, key: CERTIFICATES[sent.certificate].key }),
       },
       (res) => {
         res.resume()
@@ -295,8 +363,9 @@ function exchange(base: string, sent: Sent, ca?: string): Promise<Answer> {
 async function listening(server: Server): Promise<{ url: string; close(): Promise<void> }> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const { port } = server.address() as AddressInfo
+  const scheme = 'setSecureContext' in server ? 'https' : 'http'
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: `${scheme}://127.0.0.1:${port}`,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections()
@@ -315,7 +384,7 @@ async function library(
   return {
     dataDir,
     seesBody: true,
-    send: (sent) => exchange(running.url, sent),
+    send: (sent) => exchange(running.url, sent, ca.cert),
     async close() {
       await running.close()
       await gate.close()
@@ -381,7 +450,17 @@ async function grpcFrontEnd(dataDir: string): Promise<FrontEnd> {
       const request = envoyCheckRequest(sent.method, sent.path, sent.lines, {
         raw: true,
         source: '127.0.0.1',
-      }) as { attributes: { request: { http: { header_map: { headers: { key: string }[] } } } } }
+      }) as {
+        attributes: {
+          source: Record<string, unknown>
+          request: { http: { header_map: { headers: { key: string }[] } } }
+        }
+      }
+      // Envoy's include_peer_certificate: the client's certificate, URL-escaped PEM.
+      if (sent.certificate !== undefined) {
+        const certificate = encodeURIComponent(CERTIFICATES[sent.certificate].cert)
+        request.attributes.source = { ...request.attributes.source, certificate }
+      }
       // The helper's fixed Envoy request id: dropped, so tokengate makes one per request.
       const map = request.attributes.request.http.header_map
       map.headers = map.headers.filter((h) => h.key !== 'x-request-id')
@@ -407,6 +486,7 @@ const frontEnds: Record<string, (dataDir: string) => Promise<FrontEnd>> = {
   async server(dataDir) {
     const server = await startTestServer({
       dataDir,
+      server: { port: 0, clientCertificates: CLIENT_CERTIFICATES },
       rateLimit: RATE_LIMIT,
       log: { level: 'silent' },
     })
@@ -420,25 +500,53 @@ const frontEnds: Record<string, (dataDir: string) => Promise<FrontEnd>> = {
   async gateway(dataDir) {
     const upstream = await listening(createServer((_req, res) => res.end('upstream')))
     const running = await launch(dataDir, {
+      server: {
+        host: '127.0.0.1',
+        port: 0,
+        tlsCertFile: serverCertificate.certFile,
+        tlsKeyFile: serverCertificate.keyFile,
+        clientCertificates: CLIENT_CERTIFICATES,
+      },
       gateway: { upstream: upstream.url, policyFile: policyIn(dataDir) },
     })
     return {
       dataDir,
       seesBody: true,
-      send: (sent) => exchange(running.url, sent),
+      send: (sent) => exchange(running.url, sent, ca.cert),
       async close() {
         await running.close()
         await upstream.close()
       },
     }
   },
+  // Asked as examples/forward-auth/nginx.conf asks: the original request in
+  // X-Original-Method/-URI on the auth subrequest (a preflight, which the example's map
+  // routes to @tokengate_preflight, as the client's own request line), the client
+  // certificate in X-SSL-Client-Cert. nginx, not Envoy, because Envoy's HTTP ext_authz
+  // reports no certificate (proxy-kinds.ts); the Envoy kind is the gRPC front end's.
   async 'decision HTTP'(dataDir) {
-    const decision = { host: '127.0.0.1', port: 0, proxy: 'envoy', policyFile: policyIn(dataDir) }
+    const decision = { host: '127.0.0.1', port: 0, proxy: 'nginx', policyFile: policyIn(dataDir) }
     const running = await launch(dataDir, { decision })
     return {
       dataDir,
       seesBody: false,
-      send: (sent) => exchange(running.decisionUrl as string, sent),
+      send(sent) {
+        const lines: [string, string][] = [
+          ['X-Original-Method', sent.method],
+          ['X-Original-URI', sent.path],
+          ...sent.lines,
+        ]
+        if (sent.certificate !== undefined) {
+          lines.push(['X-SSL-Client-Cert', encodeURIComponent(CERTIFICATES[sent.certificate].cert)])
+        }
+        const named = (name: string) => sent.lines.some(([n]) => n.toLowerCase() === name)
+        const preflight =
+          sent.method === 'OPTIONS' && named('origin') && named('access-control-request-method')
+        const line = preflight
+          ? { method: 'OPTIONS', path: sent.path }
+          : { method: 'GET', path: '/' }
+        return exchange(running.decisionUrl as string, { ...line, lines })
+      },
       close: () => running.close(),
     }
   },
@@ -448,18 +556,24 @@ const frontEnds: Record<string, (dataDir: string) => Promise<FrontEnd>> = {
       const app = express()
       app.use(expressGate({ ...gate, prefix: '/api/v1/' }))
       app.get(PATH, requirePermission(PERMISSION), (_req, res) => res.json({ ok: true }))
-      return listening(createServer(app))
+      return listening(createHttpsServer(APP_TLS, app))
     }),
   hono: (dataDir) =>
     library(dataDir, async (gate) => {
       const app = new Hono<TokengateEnv>()
       app.use('/api/v1/*', honoGate(gate))
       app.get(PATH, honoPermission(PERMISSION), (c) => c.json({ ok: true }))
-      const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server
+      const server = serve({
+        fetch: app.fetch,
+        port: 0,
+        hostname: '127.0.0.1',
+        createServer: createHttpsServer,
+        serverOptions: APP_TLS,
+      }) as unknown as Server
       await new Promise((resolve) => server.once('listening', resolve))
       const { port } = server.address() as AddressInfo
       return {
-        url: `http://127.0.0.1:${port}`,
+        url: `https://127.0.0.1:${port}`,
         close: () => new Promise<void>((resolve) => server.close(() => resolve())),
       }
     }),
@@ -467,11 +581,11 @@ const frontEnds: Record<string, (dataDir: string) => Promise<FrontEnd>> = {
     library(dataDir, async (gate) => {
       const options = { prefix: '/api/v1/', permissions: [PERMISSION] }
       const handler = nodeGate(gate, options, (_req, res) => res.end('{"ok":true}'))
-      return listening(createServer(handler))
+      return listening(createHttpsServer(APP_TLS, handler))
     }),
   'createTokengate (Fastify plugin)': (dataDir) =>
     library(dataDir, async (gate) => {
-      const app = Fastify()
+      const app = Fastify({ https: APP_TLS })
       await app.register(fastifyGate, gate)
       app.get(PATH, { config: { permissions: [PERMISSION] } }, async () => ({ ok: true }))
       const url = await app.listen({ host: '127.0.0.1', port: 0 })
