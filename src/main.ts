@@ -214,7 +214,6 @@ export async function startTokengate(
       mounts: [mountLeakReports, ssfReceivers?.mount, mountGateway].filter(
         (mount) => mount !== undefined,
       ),
-      tracing,
     })
     apiApp = app
     app.server.on('connection', (socket: Socket) => connections.admit(socket))
@@ -291,7 +290,6 @@ export async function startTokengate(
         gate,
         logger,
         policyStore,
-        tracing,
         connections,
         changes: {
           readAsOf: () => store.changesReadAsOf,

@@ -13,7 +13,7 @@ import type { Principal } from '../core/principal.ts'
 import { isFormContentType, readBounded } from '../http/form-body.ts'
 import { type FailureResponse, sendProblemResponse } from '../http/problem-response.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
-import type { Edge, Entry } from './edge.ts'
+import type { Edge, Entry, RequestSpan } from './edge.ts'
 import type { Access, GateRequest, Outcome, Refused } from './gate.ts'
 
 declare module 'fastify' {
@@ -39,6 +39,9 @@ export interface EdgeHookOptions {
   /** Whether Fastify's `genReqId` decides ids already (the server's calls `requestIdFor`). */
   readonly idsDecided: boolean
 }
+
+/** Each checked request's span (tracing on), ended when its answer is recorded. */
+const spans = new WeakMap<FastifyRequest, RequestSpan>()
 
 /** The instance decoration holding the edge, for the form check and handlers' refusals. */
 const EDGE = Symbol('tokengate.edge')
@@ -70,17 +73,20 @@ export function registerEdgeHooks(
         if (entry.answer === undefined) return done()
         return void reply.code(entry.answer.status).headers(entry.answer.headers).send()
       }
-      const { outcome } = entry
+      const { outcome, span } = entry
       request.outcome = outcome
+      if (span) spans.set(request, span)
       if (!outcome.allowed) return void sendRefused(request, reply, outcome)
       request.principal = outcome.principal
       reply.headers(outcome.headers)
-      done()
+      // The rest of the request (its handler, the gateway's upstream exchange) in its span.
+      span ? span.run(done) : done()
     }
     const entered = edge.enter({
       ...inputOf(request),
       requestId: idsDecided ? String(request.id) : undefined,
       routeGated: request.routeOptions.url?.startsWith(prefix),
+      route: request.routeOptions.url,
       access: accessOf(request),
     })
     if (!isPromiseLike(entered)) return apply(entered)
@@ -115,6 +121,7 @@ export function registerEdgeHooks(
           status: reply.statusCode,
           durationMs: reply.elapsedTime,
           outcome: request.outcome ?? undefined,
+          span: spans.get(request),
         })
       }
       done()

@@ -34,7 +34,7 @@ export async function enterFetch(
     const headers = { ...entry.answer.headers, 'x-request-id': entry.requestId }
     return { response: new Response(null, { status: entry.answer.status, headers }) }
   }
-  const { requestId, request } = entry
+  const { requestId, request, span } = entry
   let outcome: Outcome = entry.outcome
   if (outcome.allowed && entry.readsForm) {
     outcome = edge.formRefusal(request, outcome.principal, await readText()) ?? outcome
@@ -42,7 +42,7 @@ export async function enterFetch(
   const answered = (status: number) => {
     const { method, target } = request
     const durationMs = performance.now() - started
-    edge.answered({ method, target, requestId, status, durationMs, outcome })
+    edge.answered({ method, target, requestId, status, durationMs, outcome, span })
   }
   if (!outcome.allowed) {
     answered(outcome.status)

@@ -49,25 +49,28 @@ export function enterNode(
       })
       return void res.end()
     }
-    const { requestId, request } = entry
+    const { requestId, request, span } = entry
     let outcome: Outcome = entry.outcome
     res.setHeader('x-request-id', requestId)
     if (edge.recordsAnswers) {
       res.once('finish', () => {
         const { method, target } = request
         const durationMs = performance.now() - started
-        edge.answered({ method, target, requestId, status: res.statusCode, durationMs, outcome })
+        const { statusCode: status } = res
+        edge.answered({ method, target, requestId, status, durationMs, outcome, span })
       })
     }
     if (!outcome.allowed) return sendFailureResponse(res, outcome, requestId)
     const allowed = outcome
     for (const [name, value] of Object.entries(allowed.headers)) res.setHeader(name, value)
-    if (!entry.readsForm) return then.allowed({ request, outcome: allowed })
+    // The app's own work in the request's span (tracing on), so its spans are children.
+    const handOn = () => then.allowed({ request, outcome: allowed })
+    if (!entry.readsForm) return span ? span.run(handOn) : handOn()
     peekBody(req, FORM_BODY_LIMIT, contentLengthOf(req)).then((body) => {
       // Fail closed: a form body too large to check is refused, never handed on unchecked.
       if (body === undefined) return sendFailureResponse(res, tooLarge(requestId), requestId)
       const refused = edge.formRefusal(request, allowed.principal, body.toString('latin1'))
-      if (refused === undefined) return then.allowed({ request, outcome: allowed })
+      if (refused === undefined) return span ? span.run(handOn) : handOn()
       outcome = refused
       sendFailureResponse(res, refused, requestId)
     }, then.failed)

@@ -11,6 +11,11 @@
  * 5. the form-body check (RFC 6750 §2): an allowed form request's body is to be read (by
  *    the binding, its framework's way, handed on unchanged) and given to `formRefusal`;
  * 6. `answered`: the answer recorded once (metrics, request log) through the gate's recorder.
+ *
+ * Tracing (`tracing.enabled`, tracing.ts) is here too: a gated request's span starts before
+ * the check (authentication and the store lookups are its children) and ends in `answered`;
+ * the decision listeners (HTTP and gRPC) start theirs with `span` and answer through an edge
+ * of theirs, so every front end traces the same way.
  */
 import type { Socket } from 'node:net'
 import type { AuthFailure } from '../core/failure.ts'
@@ -34,7 +39,9 @@ import {
   type Refused,
 } from './gate.ts'
 import type { Listener } from './outcome-recorder.ts'
+import type { RequestSpan, RequestSpanName } from './request-span.ts'
 
+export type { RequestSpan, RequestTracing } from './request-span.ts'
 export { PREFLIGHT_ANSWER, type PreflightRule }
 
 /**
@@ -71,6 +78,8 @@ export interface EdgeInput {
   readonly requestId?: string | undefined
   /** Whether the framework's router matched a route under the prefix (Fastify). */
   readonly routeGated?: boolean | undefined
+  /** The matched route's pattern (Fastify), for the request's span. */
+  readonly route?: string | undefined
   readonly access?: Access | undefined
 }
 
@@ -94,6 +103,11 @@ export type Entry =
       readonly request: GateRequest
       readonly outcome: Outcome
       readonly readsForm: boolean
+      /**
+       * The request's span (tracing on): hand it to `answered`; a binding runs the rest of
+       * the request in `span.run` so that its spans (the gateway's upstream) are children.
+       */
+      readonly span: RequestSpan | undefined
     }
 
 /** One answered request, reported once by the binding when its response is finished. */
@@ -104,6 +118,8 @@ export interface Answered {
   readonly status: number
   readonly durationMs: number
   readonly outcome: Outcome | undefined
+  /** The span `enter` (or `span`) started for the request: ended here. */
+  readonly span?: RequestSpan | undefined
 }
 
 export interface Edge {
@@ -117,9 +133,17 @@ export interface Edge {
   formRefusal(request: GateRequest, principal: Principal, body: string): Refused | undefined
   /** A later refusal of an allowed request (a route's own check), recorded like the gate's. */
   refuse(request: GateRequest, failure: AuthFailure, principal: Principal | null): Refused
-  /** Records an answer (metrics, request log) when the gate's recorder wants answers. */
+  /**
+   * Starts the span of a request this edge's listener answers without `enter` (the decision
+   * listeners); undefined when tracing is off.
+   */
+  span(method: string, rawHeaders: readonly string[]): RequestSpan | undefined
+  /** Records an answer (metrics, request log) and ends its span. */
   answered(answer: Answered): void
-  /** Whether `answered` records anything (a binding may then skip timing its responses). */
+  /**
+   * Whether `answered` does anything (records answers, or ends spans): a binding may skip
+   * timing its responses otherwise.
+   */
   readonly recordsAnswers: boolean
 }
 
@@ -130,7 +154,9 @@ export function createEdge(source: GateSource, options: EdgeOptions = {}): Edge 
   const exact = prefix?.endsWith('/') ? prefix.slice(0, -1) : prefix
   const answerPreflight = options.preflight !== 'pass'
   const listener = options.listener ?? 'api'
-  const { recordAnswer } = gate
+  const { recordAnswer, tracing } = gate
+  const spanName: RequestSpanName =
+    listener === 'decision' ? 'tokengate.decision' : 'tokengate.request'
 
   const inScope = (target: string, routeGated?: boolean): boolean => {
     if (prefix === undefined || routeGated === true) return true
@@ -151,10 +177,15 @@ export function createEdge(source: GateSource, options: EdgeOptions = {}): Edge 
         return { type: 'preflight', requestId, answer }
       }
       const request = gateRequestOf(input, requestId)
-      const outcome = gate.check(request)
+      const span = tracing?.start(spanName, {
+        method: input.method,
+        rawHeaders,
+        route: input.route,
+      })
+      const outcome = span ? span.run(() => gate.check(request)) : gate.check(request)
       return isPromiseLike(outcome)
-        ? Promise.resolve(outcome).then((settled) => checked(request, settled))
-        : checked(request, outcome)
+        ? Promise.resolve(outcome).then((settled) => checked(request, settled, span))
+        : checked(request, outcome, span)
     },
     // RFC 6750 §2: the token in the header and in a form field is refused like the query's.
     formRefusal(request, principal, body) {
@@ -163,9 +194,14 @@ export function createEdge(source: GateSource, options: EdgeOptions = {}): Edge 
         : undefined
     },
     refuse: (request, failure, principal) => gate.refuse(request, failure, principal),
-    recordsAnswers: recordAnswer !== undefined,
+    recordsAnswers: recordAnswer !== undefined || tracing !== undefined,
+    span: (method, rawHeaders) => tracing?.start(spanName, { method, rawHeaders }),
     answered(answer) {
-      recordAnswer?.({ listener, ...answer })
+      const { span } = answer
+      if (span === undefined) return recordAnswer?.({ listener, ...answer })
+      span.end(answer.status)
+      const { method, target, requestId, status, durationMs, outcome } = answer
+      recordAnswer?.({ listener, method, target, requestId, status, durationMs, outcome })
     },
   }
 }
@@ -185,10 +221,10 @@ export function recordPreGateRefusal(
 
 const OUTSIDE: Entry = Object.freeze({ type: 'outside' })
 
-function checked(request: GateRequest, outcome: Outcome): Entry {
+function checked(request: GateRequest, outcome: Outcome, span: RequestSpan | undefined): Entry {
   const readsForm =
     outcome.allowed && isFormContentType(headerOf(request.headers as string[], 'content-type'))
-  return { type: 'checked', requestId: request.requestId, request, outcome, readsForm }
+  return { type: 'checked', requestId: request.requestId, request, outcome, readsForm, span }
 }
 
 /** The first value of a header in `rawHeaders`, any spelling of its name. */

@@ -38,6 +38,7 @@ import { addressKeyOf, credentialDigest, type Limiter, type LimitVerdict } from 
 import type { Allowed, GateRequest, Outcome, Refused } from './outcome.ts'
 import type { Answer, OutcomeRecorder } from './outcome-recorder.ts'
 import type { PolicyMatcher } from './policy/matcher.ts'
+import type { RequestTracing } from './request-span.ts'
 
 export type { Access, Allowed, GateRequest, Outcome, Refused } from './outcome.ts'
 
@@ -66,6 +67,8 @@ export interface Gate {
   recordRefusal?(request: GateRequest, response: FailureResponse, principal: Principal | null): void
   /** Records an answered request (metrics, request log): set when the recorder wants them. */
   readonly recordAnswer?: ((answer: Answer) => void) | undefined
+  /** With tracing on: the spans of requests, started and ended by the edge (edge.ts). */
+  readonly tracing?: RequestTracing | undefined
 }
 
 export interface GateDeps {
@@ -83,6 +86,8 @@ export interface GateDeps {
   readonly tenantLimit?:
     | ((tenantId: string) => MaybePromise<RateLimitOverride | null | undefined>)
     | undefined
+  /** With tracing on: the spans the edge starts for requests; omitted: none. */
+  readonly tracing?: RequestTracing | undefined
   /** Spends keys' quotas (`quota-counter.ts`); omitted: quotas are not enforced. */
   readonly quotas?:
     | {
@@ -316,6 +321,7 @@ export function createGate(deps: GateDeps): Gate {
       recorder?.recordRefusal(request, response, principal)
     },
     recordAnswer: recorder?.recordsAnswers ? recorder.recordAnswer : undefined,
+    tracing: deps.tracing,
   }
 }
 

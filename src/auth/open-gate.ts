@@ -36,8 +36,11 @@ export interface OpenGateOptions {
   }
   readonly metrics?: OutcomeMetrics | undefined
   readonly identityToken?: IdentityTokenSigner | undefined
-  /** With `tracing.enabled`: authentication in a span; otherwise it is not wrapped at all. */
-  readonly tracing?: Pick<Tracing, 'authenticate'> | undefined
+  /**
+   * With `tracing.enabled`: authentication in a span, and the edge's request spans;
+   * otherwise nothing is wrapped at all.
+   */
+  readonly tracing?: Pick<Tracing, 'authenticate' | 'request'> | undefined
   /**
    * Where usage counts are journaled before requests are answered (usage-journal.ts), so
    * that a killed process loses none; undefined: memory only until each flush.
@@ -120,6 +123,7 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
         () => undefined,
       ),
     quotas,
+    tracing: options.tracing?.request,
   })
   let closing: Promise<void> | undefined
   return {

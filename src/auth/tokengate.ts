@@ -64,6 +64,12 @@ export interface TokengateOptions {
   readonly pat?: Partial<Config['pat']>
   /** Warnings (store or issuer reload failures, retried writes). Default `process.emitWarning`. */
   readonly log?: Warn
+  /**
+   * OpenTelemetry spans, as the server's `tracing.enabled` (docs/tracing.md): each gated
+   * request in a `tokengate.request` span with authentication, store lookups and JWKS fetches
+   * under it, through `@opentelemetry/api` and the SDK you register. Default false.
+   */
+  readonly tracing?: boolean
   readonly clock?: Clock
 }
 
@@ -111,8 +117,15 @@ export async function createTokengate(options: TokengateOptions = {}): Promise<T
   })
   try {
     if (options.migrate !== false) await store.migrate()
-    const auth = await createAuthContext(config, store, clock, log)
+    // Loaded only when on, as the server does: with tracing off nothing of it is loaded.
+    const tracing = options.tracing
+      ? (await import('./tracing.ts')).createTracing(
+          store.kind === 'postgres' ? 'postgresql' : 'sqlite',
+        )
+      : undefined
+    const auth = await createAuthContext(config, store, clock, log, { tracing })
     const opened = await openGate(auth, {
+      tracing,
       rateLimit: config.rateLimit,
       quota: config.quota,
       usage: config.usage,

@@ -6,13 +6,17 @@
  *
  * | span | kind | parent | attributes |
  * | --- | --- | --- | --- |
- * | `tokengate.request` | server | the incoming `traceparent` | method, route pattern, status |
+ * | `tokengate.request` | server | the incoming `traceparent` | method, route pattern (Fastify), status |
  * | `tokengate.decision` | server | the incoming `traceparent` | method, status |
  * | `tokengate.authenticate` | internal | request or decision | token type, outcome code, fingerprint |
  * | `tokengate.store.lookup` | client | authenticate (cache misses only) | what was looked up, found |
  * | `tokengate.jwks.fetch` | client | authenticate, or none (a background refresh) | URL without query, status |
  * | `tokengate.upstream` | client | request | method, upstream host, status |
  *
+ * The request spans are started and ended by the edge (auth/edge.ts) for every front end:
+ * `tokengate.request` for each request the gate checks (the server, the gateway, the library
+ * bindings; a preflight or a route outside the gated prefix has none), `tokengate.decision`
+ * for each decision of the HTTP or gRPC decision listener.
  * The incoming context is read from the request's `traceparent` (the registered propagator,
  * W3C Trace Context by default). When an instrumentation (the SDK's HTTP one) already made a
  * span active for the request, that span is the parent and no `tokengate.request` is made.
@@ -22,7 +26,6 @@
  * chose, so it holds no token, hash, secret, claim or tenant name, only what a log line may
  * hold: the token's fingerprint (`pat_…last4`, a JWT's `iss`/`kid`/`sub`) and outcome codes.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http'
 import {
   type Attributes,
   context,
@@ -39,7 +42,9 @@ import { credentialKindNamed } from '../core/credential-kinds.ts'
 import { hmacFingerprint } from '../core/fingerprint.ts'
 import type { AuthLookups } from '../core/ports.ts'
 import type { AuthResult } from '../core/principal.ts'
+import { headerValues } from '../core/raw-headers.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
+import type { RequestSpan, RequestTracing } from './request-span.ts'
 
 export interface Tracing {
   /** The gate's authentication, in a `tokengate.authenticate` span. */
@@ -48,15 +53,8 @@ export interface Tracing {
   lookups(inner: AuthLookups): AuthLookups
   /** `fetch` for JWKS and discovery documents, each in a `tokengate.jwks.fetch` span. */
   readonly fetch: typeof globalThis.fetch
-  /**
-   * Runs `next` (the rest of a Fastify request) in a `tokengate.request` span continuing the
-   * request's `traceparent`; `route` is the matched route's pattern, never the path itself.
-   */
-  inbound(req: IncomingMessage, res: ServerResponse, route: string, next: () => void): void
-  /** A node:http handler in a `tokengate.decision` span. */
-  decision(
-    handler: (req: IncomingMessage, res: ServerResponse) => void,
-  ): (req: IncomingMessage, res: ServerResponse) => void
+  /** The spans of requests, started and ended by the edge (edge.ts) of every front end. */
+  readonly request: RequestTracing
   /**
    * An undici interceptor for the pool to `origin`: each exchange in a span, its
    * `traceparent` injected.
@@ -68,27 +66,30 @@ export interface Tracing {
 export function createTracing(storeSystem: string): Tracing {
   const tracer = trace.getTracer('tokengate')
 
-  /** `run` in a server span `name` for the request, ended when its response closes. */
-  const serve = (
-    name: string,
-    req: IncomingMessage,
-    res: ServerResponse,
-    attributes: Attributes,
-    run: () => void,
-  ) => {
-    const active = context.active()
-    const parent = trace.getSpan(active) ? active : propagation.extract(ROOT_CONTEXT, req.headers)
-    const span = tracer.startSpan(
-      name,
-      { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method, ...attributes } },
-      parent,
-    )
-    res.once('close', () => {
-      span.setAttribute('http.response.status_code', res.statusCode)
-      if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR })
-      span.end()
-    })
-    context.with(trace.setSpan(parent, span), run)
+  /** A server span for one request, continuing its `traceparent` (or an active span). */
+  const request: RequestTracing = {
+    start(name, { method, rawHeaders, route }) {
+      const active = context.active()
+      const instrumented = trace.getSpan(active) !== undefined
+      // An instrumentation's server span is already the request's: ours would repeat it.
+      if (instrumented && name === 'tokengate.request') return UNTRACED
+      const parent = instrumented ? active : propagation.extract(ROOT_CONTEXT, carrier(rawHeaders))
+      const attributes: Attributes = { 'http.request.method': method }
+      if (route !== undefined) attributes['http.route'] = route
+      const span = tracer.startSpan(name, { kind: SpanKind.SERVER, attributes }, parent)
+      const spanContext = trace.setSpan(parent, span)
+      let ended = false
+      return {
+        run: (work) => context.with(spanContext, work),
+        end(status) {
+          if (ended) return
+          ended = true
+          span.setAttribute('http.response.status_code', status)
+          if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR })
+          span.end()
+        },
+      }
+    },
   }
 
   const authenticate =
@@ -148,9 +149,6 @@ export function createTracing(storeSystem: string): Tracing {
     )
   }
 
-  const decision: Tracing['decision'] = (handler) => (req, res) =>
-    serve('tokengate.decision', req, res, {}, () => handler(req, res))
-
   const upstream: Tracing['upstream'] = (origin) => (dispatch) => (options, handler) => {
     const span = tracer.startSpan('tokengate.upstream', {
       kind: SpanKind.CLIENT,
@@ -171,14 +169,22 @@ export function createTracing(storeSystem: string): Tracing {
       findTenant: (id) => lookup('tenant', () => inner.findTenant(id)),
     }),
     fetch: tracedFetch,
-    inbound(req, res, route, next) {
-      // An instrumentation's server span is already the request's: ours would repeat it.
-      if (trace.getSpan(context.active())) return next()
-      serve('tokengate.request', req, res, { 'http.route': route }, next)
-    },
-    decision,
+    request,
     upstream,
   }
+}
+
+/** The span of a request an instrumentation already traces: its work runs as it is. */
+const UNTRACED: RequestSpan = Object.freeze({ run: <T>(work: () => T): T => work(), end() {} })
+
+/** The trace headers of a request's raw headers, as the propagator reads them. */
+function carrier(rawHeaders: readonly string[]): Record<string, string> {
+  const headers: Record<string, string> = {}
+  for (const name of ['traceparent', 'tracestate']) {
+    const [value] = headerValues(rawHeaders, name)
+    if (value !== undefined) headers[name] = value
+  }
+  return headers
 }
 
 /** Runs `work` in `span` (made active), noting the result with `done`, and ends the span. */

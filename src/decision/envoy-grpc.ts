@@ -23,7 +23,7 @@ import { type AddressInfo, createServer, type Socket } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import * as grpc from '@grpc/grpc-js'
 import * as protoLoader from '@grpc/proto-loader'
-import { recordPreGateRefusal, requestIdFor } from '../auth/edge.ts'
+import { type Edge, recordPreGateRefusal, requestIdFor } from '../auth/edge.ts'
 import type { Outcome } from '../auth/gate.ts'
 import type { OutcomeRecorder } from '../auth/outcome-recorder.ts'
 import { failureHeaders } from '../http/node-response.ts'
@@ -52,7 +52,10 @@ export interface EnvoyGrpcOptions {
   readonly port: number
   readonly decide: Decider
   readonly trusted: ProxyMatcher
-  readonly recorder: Pick<OutcomeRecorder, 'recordsAnswers' | 'recordAnswer' | 'recordRefusal'>
+  /** Audits refusals decided before the gate. */
+  readonly recorder: Pick<OutcomeRecorder, 'recordRefusal'>
+  /** The decision listener's edge: records each answer and traces each decision. */
+  readonly edge: Pick<Edge, 'span' | 'answered' | 'recordsAnswers'>
   readonly logger: { error(fields: object, message: string): void }
   /** Where a refused peer is reported (one line per episode). */
   readonly diagnostics: Diagnostics
@@ -183,16 +186,20 @@ function check(
     },
     options.trusted,
   )
-  const decided = options.decide({
-    kind: 'envoy',
-    requestLine: { method: http.method ?? '', url: http.path ?? '' },
-    rawHeaders,
-    pathPrefix: '',
-    clientAddress,
-    requestId,
-    host: http.host,
-    sourceCertificate: call.request.attributes?.source?.certificate || undefined,
-  })
+  const method = http.method ?? ''
+  const span = options.edge.span(method, rawHeaders)
+  const asked = () =>
+    options.decide({
+      kind: 'envoy',
+      requestLine: { method, url: http.path ?? '' },
+      rawHeaders,
+      pathPrefix: '',
+      clientAddress,
+      requestId,
+      host: http.host,
+      sourceCertificate: call.request.attributes?.source?.certificate || undefined,
+    })
+  const decided = span ? span.run(asked) : asked()
   const respond = (answer: Answer) => {
     const { status, response } = checkResponse(answer, requestId)
     callback(null, response)
@@ -201,16 +208,16 @@ function check(
       const asked = { method, target, clientAddress, requestId }
       recordPreGateRefusal(options.recorder, asked, answer.response)
     }
-    if (!options.recorder.recordsAnswers) return
+    if (!options.edge.recordsAnswers) return
     const outcome: Outcome | undefined = answer.type === 'preflight' ? undefined : answer.outcome
-    options.recorder.recordAnswer({
-      listener: 'decision',
+    options.edge.answered({
       method: decided.method,
       target: decided.target,
       requestId,
       status,
       durationMs: performance.now() - started,
       outcome,
+      span,
     })
   }
   if (!isPromiseLike(decided.answer)) {
@@ -219,6 +226,7 @@ function check(
   }
   decided.answer.then(respond, (error: unknown) => {
     options.logger.error({ err: error, reqId: requestId }, 'decision failed')
+    span?.end(500)
     callback({ code: grpc.status.INTERNAL, details: 'decision failed' })
   })
 }

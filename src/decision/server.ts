@@ -13,11 +13,10 @@
 import type * as Http from 'node:http'
 import { createRequire } from 'node:module'
 import type { AddressInfo, Socket } from 'node:net'
-import { recordPreGateRefusal, requestIdFor } from '../auth/edge.ts'
+import { createEdge, recordPreGateRefusal, requestIdFor } from '../auth/edge.ts'
 import type { Outcome } from '../auth/gate.ts'
 import type { OpenedGate } from '../auth/open-gate.ts'
 import { policyInForce, type StoredPolicySource } from '../auth/policy/reload.ts'
-import type { Tracing } from '../auth/tracing.ts'
 import type { Config } from '../config/schema.ts'
 import { corsSettings } from '../http/cors.ts'
 import { sendFailureResponse } from '../http/node-response.ts'
@@ -48,8 +47,6 @@ export interface BuildDecisionServerOptions {
   }
   /** The store the policy is read from with `gateway.policyStore` (change-log reloads). */
   readonly policyStore?: StoredPolicySource | undefined
-  /** With `tracing.enabled`: each decision in a span (tracing.ts). */
-  readonly tracing?: Pick<Tracing, 'decision'> | undefined
   /** The process's connection caps, shared with the other listeners (limits-connections.ts). */
   readonly connections?: ConnectionBudget | undefined
   /** How fresh this process's view of the store's changes is: bounds cached decisions. */
@@ -107,6 +104,8 @@ export async function buildDecisionServer(
     settled: () => !policy.reloading() && (applied?.() ?? true),
   })
   const { recorder } = opened
+  // Answers are recorded, and decisions traced, through the edge (auth/edge.ts).
+  const edge = createEdge(opened.gate, { listener: 'decision' })
   const diagnostics = createDiagnostics(logger)
   /** A trusted proxy that sends another proxy's headers: one warn line per episode. */
   const diagnoseKind = (kind: ProxyKind, rawHeaders: readonly string[], peer?: string) => {
@@ -129,26 +128,29 @@ export async function buildDecisionServer(
       const clientAddress = clientAddressOf(req, trusted)
       req.resume()
       if (kind) diagnoseKind(kind, req.rawHeaders, req.socket.remoteAddress)
-      const decided = decide({
-        kind,
-        requestLine: { method: req.method ?? 'GET', url: req.url ?? '/' },
-        pathPrefix: decision.pathPrefix,
-        rawHeaders: req.rawHeaders,
-        clientAddress,
-        requestId,
-        host: req.headers.host,
-      })
+      const span = edge.span(req.method ?? 'GET', req.rawHeaders)
+      const asked = () =>
+        decide({
+          kind,
+          requestLine: { method: req.method ?? 'GET', url: req.url ?? '/' },
+          pathPrefix: decision.pathPrefix,
+          rawHeaders: req.rawHeaders,
+          clientAddress,
+          requestId,
+          host: req.headers.host,
+        })
+      const decided = span ? span.run(asked) : asked()
       let outcome: Outcome | undefined
-      if (recorder.recordsAnswers) {
+      if (edge.recordsAnswers) {
         res.once('finish', () =>
-          recorder.recordAnswer({
-            listener: 'decision',
+          edge.answered({
             method: decided.method,
             target: decided.target,
             requestId,
             status: res.statusCode,
             durationMs: performance.now() - started,
             outcome,
+            span,
           }),
         )
       }
@@ -183,7 +185,7 @@ export async function buildDecisionServer(
         maxHeaderSize: config.server.maxHeaderBytes,
         requestTimeout: config.server.requestTimeoutMs,
       },
-      options.tracing ? options.tracing.decision(handle) : handle,
+      handle,
     )
     if (connections) built.on('connection', (socket: Socket) => connections.admit(socket))
     return built
@@ -209,6 +211,7 @@ export async function buildDecisionServer(
           decide,
           trusted,
           recorder,
+          edge,
           logger,
           connections,
           diagnostics,

@@ -13,7 +13,6 @@ import type { AuthContext } from '../auth/auth-context.ts'
 import { createEdge, requestIdFor } from '../auth/edge.ts'
 import { registerEdgeHooks } from '../auth/edge-fastify.ts'
 import { type OpenedGate, openGate } from '../auth/open-gate.ts'
-import type { Tracing } from '../auth/tracing.ts'
 import type { Config } from '../config/schema.ts'
 import { API_PREFIX } from '../http/api-path.ts'
 import { CORS_ALLOWED_HEADERS, CORS_EXPOSED_HEADERS, CORS_METHODS } from '../http/cors.ts'
@@ -47,8 +46,6 @@ export interface BuildServerOptions {
    * wires them in, so the server never imports the gateway.
    */
   readonly mounts?: readonly ((app: FastifyInstance) => Promise<void>)[] | undefined
-  /** With `tracing.enabled`: each request in a span continuing its `traceparent`. */
-  readonly tracing?: Pick<Tracing, 'inbound'> | undefined
 }
 
 // Why require and not `import http from 'node:http'`: to build an ES module namespace for a
@@ -108,13 +105,6 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     },
   }) as unknown as FastifyInstance
 
-  // First of all hooks, so that every span of the request is under the request's span.
-  const inbound = options.tracing?.inbound
-  if (inbound) {
-    app.addHook('onRequest', (request, reply, done) => {
-      inbound(request.raw, reply.raw, request.routeOptions.url ?? '', done)
-    })
-  }
   const hsts =
     tls && config.server.hstsMaxAgeSec > 0 ? `max-age=${config.server.hstsMaxAgeSec}` : undefined
   // Callback-style hooks here and below: a hook with no asynchronous work costs no promise.

@@ -1,13 +1,19 @@
 /**
  * OpenTelemetry traces (issue #25), through real listeners: tokengate's gateway and decision
- * listeners with `tracing.enabled`, a recording upstream, and the SDK's in-memory exporter
+ * listeners (HTTP and Envoy's gRPC ext_authz) with `tracing.enabled`, a library binding
+ * (node:http over `createTokengate({ tracing: true })`), a recording upstream, and the SDK's
+ * in-memory exporter
  * registered as an operator would register an SDK (tracer provider, AsyncLocalStorage context
  * manager, W3C propagator). A request carrying a `traceparent` yields its spans under that
  * parent, the upstream receives the trace, and no span carries a token.
  */
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { after, before, describe, test } from 'node:test'
+import * as grpc from '@grpc/grpc-js'
+import * as protoLoader from '@grpc/proto-loader'
 import { context, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api'
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
 import { W3CTraceContextPropagator } from '@opentelemetry/core'
@@ -17,8 +23,12 @@ import {
   SimpleSpanProcessor,
   TracerProvider,
 } from '@opentelemetry/sdk-trace'
+import { tokengate as nodeGate } from '../../src/adapters/node-http.ts'
+import { createTokengate } from '../../src/auth/tokengate.ts'
+import { CHECK_PROTO, PROTO_OPTIONS } from '../../src/decision/envoy-grpc.ts'
 import { openStore } from '../../src/stores/open-store.ts'
 import { PROTECTED_PATH, REQUIRED_PERMISSION, send } from '../adapters/spec-table.ts'
+import { checkRequest } from '../decision/envoy-check-requests.ts'
 import { type Stack, startStack } from '../decision/harness.ts'
 import { createTestIssuer, type KeyServer, startKeyServer } from '../helpers/jwt.ts'
 import { freePort } from '../helpers/services.ts'
@@ -54,7 +64,7 @@ describe('tracing on: spans through the gateway and the decision listener', () =
   let stack: Stack
   let keys: KeyServer
   before(async () => {
-    stack = await startStack({ tracing: true })
+    stack = await startStack({ tracing: true, grpc: true })
   })
   after(async () => {
     await stack?.close()
@@ -157,6 +167,101 @@ describe('tracing on: spans through the gateway and the decision listener', () =
     const [lookup] = spansNamed('tokengate.store.lookup')
     assert.equal(lookup?.attributes['tokengate.found'], false)
     assertNoSecret(stack)
+  })
+
+  test('the gRPC ext_authz check is a decision span like the HTTP one: the forwarded trace, authenticate under it', async () => {
+    const loaded = grpc.loadPackageDefinition(
+      protoLoader.loadSync(CHECK_PROTO, { ...PROTO_OPTIONS, enums: Number }),
+    ) as unknown as {
+      envoy: { service: { auth: { v3: { Authorization: grpc.ServiceClientConstructor } } } }
+    }
+    const client = new loaded.envoy.service.auth.v3.Authorization(
+      new URL(stack.grpcUrl as string).host,
+      grpc.credentials.createInsecure(),
+    ) as unknown as grpc.Client & {
+      Check(request: object, callback: (error: Error | null, response: object) => void): void
+    }
+    const check = (token: string) =>
+      new Promise<{ http_response: string }>((resolve, reject) =>
+        client.Check(
+          checkRequest('GET', PROTECTED_PATH, [
+            ['authorization', `Bearer ${token}`],
+            ['traceparent', TRACEPARENT],
+          ]),
+          (error, response) =>
+            error ? reject(error) : resolve(response as { http_response: string }),
+        ),
+      )
+    try {
+      for (const [token, status, outcome] of [
+        [stack.tokens.pat, 200, 'ok'],
+        [stack.tokens.unknownPat, 401, 'invalid_token'],
+      ] as const) {
+        exporter.reset()
+        const answer = await check(token)
+        assert.equal(answer.http_response, status === 200 ? 'ok_response' : 'denied_response')
+        const [decision, ...others] = spansNamed('tokengate.decision')
+        assert.ok(decision && others.length === 0, 'one decision span')
+        assert.equal(decision.kind, SpanKind.SERVER)
+        assert.equal(decision.spanContext().traceId, TRACE_ID)
+        assert.equal(parentOf(decision), PARENT_ID)
+        assert.equal(decision.attributes['http.request.method'], 'GET')
+        assert.equal(decision.attributes['http.response.status_code'], status)
+        const [authenticate] = spansNamed('tokengate.authenticate')
+        assert.equal(parentOf(authenticate as ReadableSpan), decision.spanContext().spanId)
+        assert.equal(authenticate?.attributes['tokengate.outcome'], outcome)
+      }
+      assertNoSecret(stack)
+    } finally {
+      client.close()
+    }
+  })
+
+  test('a library binding (node:http over createTokengate with tracing) traces each gated request the same way; the app runs in its span', async () => {
+    const gate = await createTokengate({ dataDir: stack.dataDir, tracing: true })
+    let appSpanId: string | undefined
+    const handler = nodeGate(gate, { prefix: '/api/v1/' }, (_req, res) => {
+      appSpanId = trace.getSpan(context.active())?.spanContext().spanId
+      res.end('{"ok":true}')
+    })
+    const server = createServer(handler)
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+    try {
+      for (const [token, status, outcome] of [
+        [stack.tokens.pat, 200, 'ok'],
+        [stack.tokens.unknownPat, 401, 'invalid_token'],
+      ] as const) {
+        exporter.reset()
+        const response = await send(url, PROTECTED_PATH, [
+          bearer(token),
+          ['traceparent', TRACEPARENT],
+        ])
+        assert.equal(response.status, status)
+        // The span ends when the response has finished: wait for it.
+        for (let i = 0; i < 50 && spansNamed('tokengate.request').length === 0; i++) {
+          await new Promise((resolve) => setTimeout(resolve, 10))
+        }
+        const [request, ...others] = spansNamed('tokengate.request')
+        assert.ok(request && others.length === 0, 'one request span')
+        assert.equal(request.kind, SpanKind.SERVER)
+        assert.equal(request.spanContext().traceId, TRACE_ID)
+        assert.equal(parentOf(request), PARENT_ID)
+        assert.equal(request.attributes['http.response.status_code'], status)
+        const [authenticate] = spansNamed('tokengate.authenticate')
+        assert.equal(parentOf(authenticate as ReadableSpan), request.spanContext().spanId)
+        assert.equal(authenticate?.attributes['tokengate.outcome'], outcome)
+        if (status === 200) assert.equal(appSpanId, request.spanContext().spanId)
+      }
+      // Outside the prefix: not the gate's, no span.
+      exporter.reset()
+      await send(url, '/healthz', [['traceparent', TRACEPARENT]])
+      assert.deepEqual(spansNamed('tokengate.request'), [])
+      assertNoSecret(stack)
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+      await gate.close()
+    }
   })
 
   test('JWKS fetches are spans: the URL without its query, the status; a failing one is an error', async () => {
