@@ -90,6 +90,8 @@ export interface OutcomeRecorder {
   /**
    * A refusal with its own problem, decided before or beside the gate's steps (the decision
    * listener's bad request line, the gateway's in-flight caps): one `auth.refused` row.
+   * `principal` is given only for a request the gate allowed (the caps): its usage then
+   * counts the refusal (429 limited; 503 nothing) instead of the allow.
    */
   recordRefusal(request: GateRequest, response: FailureResponse, principal: Principal | null): void
   /** Writes pending aggregates and waits for revocations under way (shutdown). */
@@ -177,6 +179,14 @@ export function createOutcomeRecorder(deps: OutcomeRecorderDeps): OutcomeRecorde
     },
 
     recordRefusal(request, response, principal) {
+      // A principal: the gate had allowed the request (the gateway's in-flight caps), so its
+      // usage moves from allowed to the answer, as a route's later refusal does.
+      if (usage && principal) {
+        const tokenId = storedKeyOf(principal)
+        usage.uncount('allowed', principal.tenantId, tokenId)
+        const outcome = USAGE_OF_STATUS[response.status]
+        if (outcome !== undefined) usage.count(outcome, principal.tenantId, tokenId)
+      }
       audit.write(
         auditRecord(
           {

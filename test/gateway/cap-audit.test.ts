@@ -1,14 +1,22 @@
 /**
  * The gateway's in-flight caps answer outside the gate's steps (after it allowed the
  * request): their 429 and 503 still go through the gate's recorder, one `auth.refused` audit
- * row with the answer's request id (#33).
+ * row with the answer's request id (#33), and usage counts the answer, not the gate's allow.
  */
 import assert from 'node:assert/strict'
 import { request as httpRequest } from 'node:http'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { openStore } from '../../src/stores/open-store.ts'
+import type { UsageCounts } from '../../src/stores/store.ts'
 import { auditRowOf } from '../helpers/audit-rows.ts'
-import { type Gateway, startGateway, startUpstream, type Upstream } from './harness.ts'
+import {
+  type Gateway,
+  OTHER_TENANT,
+  startGateway,
+  startUpstream,
+  type Upstream,
+} from './harness.ts'
 
 function get(base: string, path: string, token: string) {
   const url = new URL(base)
@@ -72,6 +80,46 @@ describe('gateway: an in-flight cap refusal is audited through the recorder', ()
     assert.equal(row.clientAddress, '127.0.0.1')
     assert.match(String(row.actor), /^pat_/)
     assert.deepEqual(row.details, { method: 'GET', path: '/api/v1/things', status: 429 })
+    await held
+  })
+
+  test('usage: the refused request counts as limited, not as allowed', async () => {
+    // Its own tenant, so that only these two requests are in its counts.
+    const token = await gateway.pat([], OTHER_TENANT)
+    const inFlight = upstream.receiving
+    const held = get(gateway.url, '/api/v1/slow', token).catch(() => undefined)
+    for (let i = 0; i < 50 && upstream.receiving <= inFlight; i++) await sleep(20)
+    const refused = await get(gateway.url, '/api/v1/things', token)
+    assert.equal(refused.status, 429, refused.body)
+    // The usage writer adds its counts to the store every 5 s (usage.flushIntervalMs).
+    const store = await openStore({ dataDir: gateway.dataDir })
+    let totals: UsageCounts = { allowed: 0, unauthorized: 0, forbidden: 0, limited: 0 }
+    try {
+      for (let i = 0; i < 100 && totals.allowed + totals.limited < 2; i++) {
+        const now = Date.now()
+        const rows = await store.readUsage({
+          scope: 'tenant',
+          subject: OTHER_TENANT,
+          resolution: 'minute',
+          since: now - 3_600_000,
+          until: now + 60_000,
+        })
+        totals = rows.reduce(
+          (sum, row) => ({
+            allowed: sum.allowed + row.allowed,
+            unauthorized: sum.unauthorized + row.unauthorized,
+            forbidden: sum.forbidden + row.forbidden,
+            limited: sum.limited + row.limited,
+          }),
+          { allowed: 0, unauthorized: 0, forbidden: 0, limited: 0 },
+        )
+        if (totals.allowed + totals.limited < 2) await sleep(100)
+      }
+    } finally {
+      await store.close()
+    }
+    // The held request was allowed; the refused one is limited, not a second allow.
+    assert.deepEqual(totals, { allowed: 1, unauthorized: 0, forbidden: 0, limited: 1 })
     await held
   })
 })
