@@ -64,7 +64,13 @@ export async function startNginxRow(
   server.port = Number(new URL(id === 'nginx' ? running.plain : running.guarded).port)
   // Both rows of one nginx report its CPU; only one of them stops it.
   server.child = running.child
-  if (first) server.cleanup = running.cleanup
+  // Its prefix goes once it has exited (removed while it shuts down, nginx leaves a dir).
+  if (first) {
+    server.cleanup = () => {
+      if (running.child.exitCode !== null || running.child.signalCode !== null) running.cleanup()
+      else running.child.once('exit', running.cleanup)
+    }
+  }
 }
 
 interface HopRow {
