@@ -6,15 +6,22 @@
  */
 import assert from 'node:assert/strict'
 import http from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { createLocalJWKSet, jwtVerify } from 'jose'
 import { CAEP_EVENT } from '../../src/ssf/events.ts'
-import type { PostgresStore } from '../../src/stores/postgres.ts'
-import { type PostgresServer, skipReason, startPostgres } from '../helpers/services.ts'
+import { type Listening, listenLocal } from '../helpers/listen.ts'
+import { skipReason } from '../helpers/services.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
-import { cli, type Instance, openAdminStore, startInstance, summarize, waitFor } from './cluster.ts'
+import {
+  cli,
+  type Instance,
+  issuePatWithCli,
+  startTwoInstances,
+  summarize,
+  type TwoInstances,
+  waitFor,
+} from './cluster.ts'
 
 const ISSUER = 'https://tokengate.scale.test'
 const AUDIENCE = 'https://receiver.scale.test'
@@ -23,70 +30,52 @@ const KEYS = 20
 describe('CAEP transmitter on two instances on one Postgres', {
   skip: skipReason('postgres'),
 }, () => {
-  let pg: PostgresServer
-  let databaseUrl: string
-  let admin: PostgresStore
+  let two: TwoInstances
   let a: Instance
   let b: Instance
   const pushed: { set: string; at: number }[] = []
-  let receiver: http.Server
+  let receiver: Listening
 
   before(async () => {
-    receiver = http.createServer((req, res) => {
-      let body = ''
-      req.setEncoding('utf8')
-      req.on('data', (chunk: string) => {
-        body += chunk
-      })
-      req.on('end', () => {
-        pushed.push({ set: body, at: performance.now() })
-        res.writeHead(202).end()
-      })
+    receiver = await listenLocal(
+      http.createServer((req, res) => {
+        let body = ''
+        req.setEncoding('utf8')
+        req.on('data', (chunk: string) => {
+          body += chunk
+        })
+        req.on('end', () => {
+          pushed.push({ set: body, at: performance.now() })
+          res.writeHead(202).end()
+        })
+      }),
+    )
+    const url = `${receiver.url}/push`
+    two = await startTwoInstances({
+      overrides: {
+        // One key file for both, as docs/caep-transmitter.md asks.
+        identityToken: { keysFile: join(tempDir('tg-caep-keys-'), 'identity-keys.json') },
+        events: { pollIntervalMs: 25, retryInitialMs: 50, retryMaxMs: 200, timeoutMs: 2000 },
+        ssf: { transmitter: { issuer: ISSUER, receivers: [{ url, audience: AUDIENCE }] } },
+      },
+      tenants: [{ id: 'acme', name: 'acme' }],
     })
-    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', () => resolve()))
-    const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/push`
-    pg = await startPostgres()
-    databaseUrl = await pg.createDatabase()
-    admin = await openAdminStore(databaseUrl)
-    await admin.createTenant({ id: 'acme', name: 'acme' }, Date.now())
-    const options = {
-      // One key file for both, as docs/caep-transmitter.md asks.
-      identityToken: { keysFile: join(tempDir('tg-caep-keys-'), 'identity-keys.json') },
-      events: { pollIntervalMs: 25, retryInitialMs: 50, retryMaxMs: 200, timeoutMs: 2000 },
-      ssf: { transmitter: { issuer: ISSUER, receivers: [{ url, audience: AUDIENCE }] } },
-    }
-    a = await startInstance(databaseUrl, options)
-    b = await startInstance(databaseUrl, options)
+    ;({ a, b } = two)
   })
 
   after(async () => {
-    await a?.close()
-    await b?.close()
-    await admin?.close()
-    await pg?.stop()
-    receiver.closeAllConnections()
-    await new Promise<void>((resolve) => receiver.close(() => resolve()))
+    await two?.close()
+    await receiver?.close()
   })
 
   it(`${KEYS} keys revoked through the CLI: one SET each, verifiable with either instance's JWKS`, async (t) => {
     const ids: string[] = []
     for (let i = 0; i < KEYS; i++) {
-      const out = await cli(
-        databaseUrl,
-        'pat',
-        'issue',
-        '--tenant',
-        'acme',
-        '--subject',
-        's',
-        '--json',
-      )
-      assert.equal(out.code, 0, out.stderr)
-      ids.push((JSON.parse(out.stdout) as { id: string }).id)
+      ids.push((await issuePatWithCli(two.databaseUrl)).id)
     }
     const revokedAt = new Map<string, number>()
     for (const id of ids) {
-      assert.equal((await cli(databaseUrl, 'pat', 'revoke', id)).code, 0)
+      assert.equal((await cli(two.databaseUrl, 'pat', 'revoke', id)).code, 0)
       revokedAt.set(id, performance.now())
     }
     await waitFor(async () => pushed.length >= KEYS, `${KEYS} SETs pushed`, { timeoutMs: 10_000 })

@@ -11,6 +11,7 @@
  * const a = await startInstance(url)
  * const r = await a.request('/api/v1/me', { authorization: `Bearer ${token}` })
  */
+import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -193,6 +194,43 @@ export async function cli(
     env: { DATABASE_URL: databaseUrl },
   })
   return { code, stdout, stderr }
+}
+
+/** `tokengate admin token issue --role operator` through the CLI; returns the plaintext. */
+export async function issueOperatorToken(databaseUrl: string): Promise<string> {
+  const issued = await cli(
+    databaseUrl,
+    'admin',
+    'token',
+    'issue',
+    '--name',
+    'ops',
+    '--role',
+    'operator',
+    '--json',
+  )
+  assert.equal(issued.code, 0, issued.stderr)
+  return (JSON.parse(issued.stdout) as { token: string }).token
+}
+
+/** `tokengate pat issue` for tenant acme through the CLI, with extra `flags`. */
+export async function issuePatWithCli(
+  databaseUrl: string,
+  ...flags: string[]
+): Promise<{ token: string; id: string }> {
+  const out = await cli(
+    databaseUrl,
+    'pat',
+    'issue',
+    '--tenant',
+    'acme',
+    '--subject',
+    'scale',
+    '--json',
+    ...flags,
+  )
+  assert.equal(out.code, 0, out.stderr)
+  return JSON.parse(out.stdout) as { token: string; id: string }
 }
 
 /**

@@ -2,7 +2,12 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { PostgresStore } from '../../src/stores/postgres.ts'
 import { skipReason } from '../helpers/services.ts'
-import { cli, type Instance, startTwoInstances, type TwoInstances } from './cluster.ts'
+import {
+  type Instance,
+  issueOperatorToken,
+  startTwoInstances,
+  type TwoInstances,
+} from './cluster.ts'
 
 /**
  * Console sessions live in Postgres (issue #25): signed in on instance A, the operator is
@@ -20,19 +25,7 @@ describe('console sessions shared by every instance', { skip: skipReason('postgr
     two = await startTwoInstances({
       overrides: { admin: { enabled: true, port: 0 } },
       prepare: async (_admin, url) => {
-        const issued = await cli(
-          url,
-          'admin',
-          'token',
-          'issue',
-          '--name',
-          'ops',
-          '--role',
-          'operator',
-          '--json',
-        )
-        assert.equal(issued.code, 0, issued.stderr)
-        operatorToken = (JSON.parse(issued.stdout) as { token: string }).token
+        operatorToken = await issueOperatorToken(url)
       },
     })
     ;({ admin, a, b } = two)

@@ -10,8 +10,16 @@ import { randomUUID } from 'node:crypto'
 import { after, before, describe, it, type TestContext } from 'node:test'
 import type { PostgresStore } from '../../src/stores/postgres.ts'
 import { createTestIssuer, type TestIssuer } from '../helpers/jwt.ts'
-import { type PostgresServer, skipReason, startPostgres } from '../helpers/services.ts'
-import { bearer, cli, type Instance, openAdminStore, startInstance, waitFor } from './cluster.ts'
+import { skipReason } from '../helpers/services.ts'
+import {
+  bearer,
+  cli,
+  type Instance,
+  issueOperatorToken,
+  startTwoInstances,
+  type TwoInstances,
+  waitFor,
+} from './cluster.ts'
 
 /** The promise of issue #34: refused everywhere in under a second. */
 const BOUND_MS = 1000
@@ -21,7 +29,7 @@ type Kind = 'jti' | 'sid' | 'sub'
 describe('JWT revocation rules on two instances on one Postgres: refused by both within 1 s', {
   skip: skipReason('postgres'),
 }, () => {
-  let pg: PostgresServer
+  let two: TwoInstances
   let databaseUrl: string
   let admin: PostgresStore
   let a: Instance
@@ -30,37 +38,20 @@ describe('JWT revocation rules on two instances on one Postgres: refused by both
   let operatorToken: string
 
   before(async () => {
-    pg = await startPostgres()
-    databaseUrl = await pg.createDatabase()
-    admin = await openAdminStore(databaseUrl)
-    await admin.createTenant({ id: 'acme', name: 'acme' }, Date.now())
     idp = createTestIssuer({ issuer: ISSUER })
-    await admin.putIssuer(idp.config, Date.now())
-    const issued = await cli(
-      databaseUrl,
-      'admin',
-      'token',
-      'issue',
-      '--name',
-      'ops',
-      '--role',
-      'operator',
-      '--json',
-    )
-    assert.equal(issued.code, 0, issued.stderr)
-    operatorToken = (JSON.parse(issued.stdout) as { token: string }).token
-    // Lookups cached for 5 minutes: a refusal within a second came through the change log.
-    const options = { admin: { enabled: true, port: 0 }, auth: { lookupCacheTtlMs: 300_000 } }
-    a = await startInstance(databaseUrl, options)
-    b = await startInstance(databaseUrl, options)
+    two = await startTwoInstances({
+      // Lookups cached for 5 minutes: a refusal within a second came through the change log.
+      overrides: { admin: { enabled: true, port: 0 }, auth: { lookupCacheTtlMs: 300_000 } },
+      tenants: [{ id: 'acme', name: 'acme' }],
+      prepare: async (store, url) => {
+        await store.putIssuer(idp.config, Date.now())
+        operatorToken = await issueOperatorToken(url)
+      },
+    })
+    ;({ databaseUrl, admin, a, b } = two)
   })
 
-  after(async () => {
-    await a?.close()
-    await b?.close()
-    await admin?.close()
-    await pg?.stop()
-  })
+  after(() => two?.close())
 
   const me = (instance: Instance, token: string) =>
     instance.request('/api/v1/me', bearer(token, 'acme'))

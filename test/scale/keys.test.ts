@@ -18,6 +18,7 @@ import {
   cli,
   type Instance,
   insertPat,
+  issuePatWithCli,
   startTwoInstances,
   summarize,
   type TwoInstances,
@@ -79,21 +80,7 @@ describe('keys as a product on two instances (Postgres, Redis)', {
     if (dir) rmSync(dir, { recursive: true, force: true })
   })
 
-  async function issue(...flags: string[]): Promise<{ token: string; id: string }> {
-    const out = await cli(
-      databaseUrl,
-      'pat',
-      'issue',
-      '--tenant',
-      'acme',
-      '--subject',
-      'scale',
-      '--json',
-      ...flags,
-    )
-    assert.equal(out.code, 0, out.stderr)
-    return JSON.parse(out.stdout) as { token: string; id: string }
-  }
+  const issue = (...flags: string[]) => issuePatWithCli(databaseUrl, ...flags)
 
   const me = (instance: Instance, token: string) => instance.request('/api/v1/me', bearer(token))
 
