@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import { createSecureContext } from 'node:tls'
 import type { FastifyInstance } from 'fastify'
 import type { DestinationStream, Logger } from 'pino'
+import type { AddressThrottle } from './auth/address-throttle.ts'
 import { createAuthContext } from './auth/auth-context.ts'
 import { type OpenedGate, openGate } from './auth/open-gate.ts'
 import { startRetention } from './auth/retention.ts'
@@ -199,8 +200,9 @@ export async function startTokengate(
             traceUpstream: tracing?.upstream,
           })
       : undefined
-    const mountLeakReports = await leakReportsFor(config, store, clock)
-    ssfReceivers = await ssfReceiversFor(config, store, clock, logger)
+    const throttle = opened.addressThrottle
+    const mountLeakReports = await leakReportsFor(config, store, clock, throttle)
+    ssfReceivers = await ssfReceiversFor(config, store, clock, logger, throttle)
     const fitted = fitToDescriptorLimit(config, logger)
     // Descriptors are the process's: every listener's sockets count against the same caps.
     const connections = createConnectionBudget(fitted.server)
@@ -371,7 +373,12 @@ function storeLocation(config: Readonly<Config>) {
 }
 
 /** GitHub's leak reports on the API listener, when their keys file is configured. */
-async function leakReportsFor(config: Readonly<Config>, store: Store, clock: Clock) {
+async function leakReportsFor(
+  config: Readonly<Config>,
+  store: Store,
+  clock: Clock,
+  throttle: AddressThrottle,
+) {
   const file = config.leakReports.githubKeysFile
   if (file === undefined) return undefined
   const { readFile } = await import('node:fs/promises')
@@ -385,7 +392,13 @@ async function leakReportsFor(config: Readonly<Config>, store: Store, clock: Clo
     keys: parseGithubKeys(text, source),
     maxMatches: config.leakReports.maxMatches,
   })
-  return leakReportRoutes({ reports, store, clock, maxBodyBytes: config.leakReports.maxBodyBytes })
+  return leakReportRoutes({
+    reports,
+    store,
+    clock,
+    maxBodyBytes: config.leakReports.maxBodyBytes,
+    throttle: throttle.endpoint('/leak-reports/github'),
+  })
 }
 
 /** The CAEP/SSF receivers (`ssf.receivers`), when any is configured. */
@@ -394,10 +407,16 @@ async function ssfReceiversFor(
   store: Store,
   clock: Clock,
   logger: Logger,
+  throttle: AddressThrottle,
 ): Promise<SsfReceivers | undefined> {
   if (config.ssf.receivers.length === 0) return undefined
   const { createSsfReceivers } = await import('./ssf/receiver-setup.ts')
-  return createSsfReceivers(config, { store, clock, log: logger })
+  return createSsfReceivers(config, {
+    store,
+    clock,
+    log: logger,
+    throttle: throttle.endpoint('/ssf/events/*'),
+  })
 }
 
 async function identitySignerFor(config: Readonly<Config>, clock: Clock) {

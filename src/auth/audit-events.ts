@@ -199,7 +199,8 @@ export type AuditEvent =
       readonly type: 'auth.throttled'
       readonly tenantId: null
       readonly outcome: 'rate_limited'
-      readonly details: { refused: number; windowSec: number }
+      /** `path`: the signature-authenticated endpoint refused (auth/address-throttle.ts). */
+      readonly details: { refused: number; windowSec: number; path?: string }
     }
   | {
       /**

@@ -10,6 +10,7 @@ import { thenMaybe } from '../lib/maybe-async.ts'
 import { openUsageJournal, recoverUsageJournal } from '../stores/usage-journal.ts'
 import { createUsageWriter } from '../stores/usage-writer.ts'
 import { trackStoreWrites } from '../stores/write-health.ts'
+import { type AddressThrottle, createAddressThrottle } from './address-throttle.ts'
 import type { AuthContext } from './auth-context.ts'
 import { openCounterStore, type RedisState } from './counter-store.ts'
 import { createGate, type Gate } from './gate.ts'
@@ -51,6 +52,8 @@ export interface OpenGateOptions {
 export interface OpenedGate {
   readonly gate: Gate
   readonly recorder: OutcomeRecorder
+  /** The failed-auth limit for signature-authenticated endpoints (SSF push, leak reports). */
+  readonly addressThrottle: AddressThrottle
   /** Whether the rate-limit counters are in Redis right now (readiness); undefined: no Redis. */
   redisState(): RedisState
   /** Writes pending audit aggregates, settles revocations, disconnects Redis. */
@@ -107,11 +110,18 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
         'quota overdraft: uses served on credit beyond the limit',
       ),
   })
+  const limiter = counters ? createLimiter(rateLimit, counters.store) : undefined
+  const addressThrottle = createAddressThrottle(limiter, {
+    audit: auth.audit,
+    windowSec: rateLimit.failedAuth.windowSec,
+    log: options.log,
+    now: () => auth.clock.now(),
+  })
   const gate = createGate({
     authenticate: options.tracing
       ? options.tracing.authenticate(auth.authenticate)
       : auth.authenticate,
-    limiter: counters ? createLimiter(rateLimit, counters.store) : undefined,
+    limiter,
     recorder,
     identityToken: options.identityToken,
     // The tenant was just read to authenticate: a cache hit, answered without a promise. A
@@ -129,10 +139,12 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
   return {
     gate,
     recorder,
+    addressThrottle,
     redisState: () => counters?.redisState(),
     close() {
       closing ??= (async () => {
         await recorder.close()
+        addressThrottle.close()
         // Best effort, as the auth context's write-behind: a store already gone (closed
         // first, or down) loses unspent quota uses and the last counts, never the shutdown.
         await Promise.allSettled([quotas.close(), usage?.close()])

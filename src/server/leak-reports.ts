@@ -8,11 +8,16 @@
  * authenticated by GitHub's signature instead, so the gate never sees it.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { EndpointThrottle } from '../auth/address-throttle.ts'
 import { type AuditSink, storeAuditSink } from '../auth/audit-events.ts'
 import type { createGithubLeakReports } from '../auth/leak-reports.ts'
 import type { OperationDeps } from '../auth/operations.ts'
 import type { Clock } from '../core/ports.ts'
-import { problemResponse, sendProblemResponse } from '../http/problem-response.ts'
+import {
+  problemResponse,
+  rateLimitedResponse,
+  sendProblemResponse,
+} from '../http/problem-response.ts'
 import type { Store } from '../stores/store.ts'
 
 export const LEAK_REPORT_PATH = '/leak-reports/github'
@@ -22,13 +27,18 @@ export interface LeakReportRouteOptions {
   readonly store: Store
   readonly clock: Clock
   readonly maxBodyBytes: number
+  /**
+   * The failed-auth limit: a refused report counts against the client address, and an
+   * address over the limit gets 429 before its body is read or any signature checked.
+   */
+  readonly throttle?: EndpointThrottle | undefined
 }
 
 /** The audit actor of revocations a report makes. */
 const ACTOR = 'github:secret-scanning'
 
 export function leakReportRoutes(options: LeakReportRouteOptions) {
-  const { reports, store, clock } = options
+  const { reports, store, clock, throttle } = options
   const audit: AuditSink = storeAuditSink(store, () => clock.now())
   const depsOf = (request: FastifyRequest): OperationDeps => ({
     store,
@@ -45,6 +55,14 @@ export function leakReportRoutes(options: LeakReportRouteOptions) {
         { parseAs: 'buffer', bodyLimit: options.maxBodyBytes },
         (_request, body, done) => done(null, body),
       )
+      if (throttle) {
+        scope.addHook('onRequest', async (request, reply) => {
+          const state = await throttle.check(request.ip, String(request.id))
+          if (state !== undefined) {
+            return sendProblemResponse(reply, rateLimitedResponse(state, String(request.id)))
+          }
+        })
+      }
       scope.post(LEAK_REPORT_PATH, { bodyLimit: options.maxBodyBytes }, async (request, reply) => {
         const answer = await reports.handle(depsOf(request), {
           keyIds: headerValues(request.raw.rawHeaders, 'github-public-key-identifier'),
@@ -52,6 +70,7 @@ export function leakReportRoutes(options: LeakReportRouteOptions) {
           body: Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0),
         })
         if (!answer.ok) {
+          await throttle?.failed(request.ip)
           request.log.warn({ code: answer.code }, 'leak report refused')
           return sendProblemResponse(
             reply,

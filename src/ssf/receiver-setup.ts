@@ -4,6 +4,7 @@
  * up and polled only after the API listener is up (`start`), and stop with it (`close`).
  */
 import { readFile } from 'node:fs/promises'
+import type { EndpointThrottle } from '../auth/address-throttle.ts'
 import type { Config } from '../config/schema.ts'
 import { DEFAULT_ALGORITHMS } from '../core/issuer.ts'
 import type { Clock } from '../core/ports.ts'
@@ -23,7 +24,14 @@ type ReceiverConfig = Config['ssf']['receivers'][number]
 
 export async function createSsfReceivers(
   config: Readonly<Config>,
-  deps: { store: Store; clock: Clock; log: ReceiverLog; fetch?: typeof globalThis.fetch },
+  deps: {
+    store: Store
+    clock: Clock
+    log: ReceiverLog
+    fetch?: typeof globalThis.fetch
+    /** The failed-auth limit the push route's refusals count against (per address). */
+    throttle?: EndpointThrottle
+  },
 ): Promise<SsfReceivers | undefined> {
   const configured = config.ssf.receivers
   if (configured.length === 0) return undefined
@@ -75,7 +83,7 @@ export async function createSsfReceivers(
   let pruned: Promise<void> | undefined
   return {
     receivers,
-    mount: ssfPushRoutes(receivers, config.ssf.maxPushBytes),
+    mount: ssfPushRoutes(receivers, config.ssf.maxPushBytes, deps.throttle),
     start() {
       for (const receiver of receivers) receiver.start()
       pruning = setInterval(() => {
