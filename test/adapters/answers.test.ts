@@ -4,8 +4,8 @@
  * request id the caller got.
  */
 import assert from 'node:assert/strict'
+import { once } from 'node:events'
 import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import { serve } from '@hono/node-server'
 import express from 'express'
@@ -18,6 +18,7 @@ import { tokengate as nodeGate } from '../../src/adapters/node-http.ts'
 import { createGate, type Gate } from '../../src/auth/gate.ts'
 import type { Answer, OutcomeRecorder } from '../../src/auth/outcome-recorder.ts'
 import type { Authenticate } from '../../src/core/authenticate.ts'
+import { listenLocal } from '../helpers/listen.ts'
 import { createSpecFixture, PROTECTED_PATH, send } from './spec-table.ts'
 
 function answersGate(authenticate: Authenticate): { gate: Gate; answers: Answer[] } {
@@ -34,37 +35,23 @@ function answersGate(authenticate: Authenticate): { gate: Gate; answers: Answer[
   return { gate: createGate({ authenticate, recorder }), answers }
 }
 
-async function listening(server: Server): Promise<{ url: string; close(): Promise<void> }> {
-  if (!server.listening)
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as AddressInfo
-  return {
-    url: `http://127.0.0.1:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections()
-        server.close(() => resolve())
-      }),
-  }
-}
-
 const apps: Record<string, (gate: Gate) => Promise<{ url: string; close(): Promise<void> }>> = {
   async express(gate) {
     const app = express()
     app.use(expressGate({ ...gate, prefix: '/api/v1/' }))
     app.all(PROTECTED_PATH, (_req, res) => res.json({ ok: true }))
-    return listening(createServer(app))
+    return listenLocal(createServer(app))
   },
   async hono(gate) {
     const app = new Hono<TokengateEnv>()
     app.use('/api/v1/*', honoGate(gate))
     app.all(PROTECTED_PATH, (c) => c.json({ ok: true }))
     const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server
-    await new Promise((resolve) => server.once('listening', resolve))
-    return listening(server)
+    await once(server, 'listening')
+    return listenLocal(server)
   },
   async 'node:http'(gate) {
-    return listening(
+    return listenLocal(
       createServer(nodeGate(gate, { prefix: '/api/v1/' }, (_q, res) => res.end('{}'))),
     )
   },

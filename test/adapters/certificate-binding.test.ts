@@ -7,8 +7,8 @@
  * 200 with or without one.
  */
 import assert from 'node:assert/strict'
+import { once } from 'node:events'
 import { createServer as createHttpsServer, request, type Server } from 'node:https'
-import type { AddressInfo } from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import { serve } from '@hono/node-server'
 import express from 'express'
@@ -22,6 +22,7 @@ import { createTokengate, type Tokengate } from '../../src/auth/tokengate.ts'
 import { issuePat } from '../../src/core/pat.ts'
 import { openStore } from '../../src/stores/open-store.ts'
 import { TEST_TENANT } from '../helpers/jwt.ts'
+import { listenLocal } from '../helpers/listen.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
 import {
   createTestCa,
@@ -52,25 +53,12 @@ interface Running {
   close(): Promise<void>
 }
 
-async function listening(server: Server): Promise<Running> {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as AddressInfo
-  return {
-    url: `https://127.0.0.1:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections()
-        server.close(() => resolve())
-      }),
-  }
-}
-
 const BINDINGS: Record<string, (gate: Tokengate) => Promise<Running>> = {
   express: async (gate) => {
     const app = express()
     app.use(expressGate({ ...gate, prefix: '/api/v1/' }))
     app.get(PATH, (_req, res) => res.json({ ok: true }))
-    return listening(createHttpsServer(TLS, app))
+    return listenLocal(createHttpsServer(TLS, app))
   },
   hono: async (gate) => {
     const app = new Hono<TokengateEnv>()
@@ -83,16 +71,12 @@ const BINDINGS: Record<string, (gate: Tokengate) => Promise<Running>> = {
       createServer: createHttpsServer,
       serverOptions: TLS,
     }) as unknown as Server
-    await new Promise((resolve) => server.once('listening', resolve))
-    const { port } = server.address() as AddressInfo
-    return {
-      url: `https://127.0.0.1:${port}`,
-      close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-    }
+    await once(server, 'listening')
+    return listenLocal(server)
   },
   'node:http': async (gate) => {
     const handler = nodeGate(gate, { prefix: '/api/v1/' }, (_req, res) => res.end('{"ok":true}'))
-    return listening(createHttpsServer(TLS, handler))
+    return listenLocal(createHttpsServer(TLS, handler))
   },
   'Fastify plugin': async (gate) => {
     const app = Fastify({ https: TLS })

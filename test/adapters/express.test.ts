@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict'
-import type { Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { createServer } from 'node:http'
 import { test } from 'node:test'
 import express from 'express'
 import { requirePermission, tokengate } from '../../src/adapters/express.ts'
+import { listenLocal } from '../helpers/listen.ts'
 import { recordingGate } from '../helpers/recording-gate.ts'
 import {
   createSpecFixture,
@@ -13,20 +13,7 @@ import {
   send,
 } from './spec-table.ts'
 
-async function listen(app: express.Express): Promise<{ url: string; close(): Promise<void> }> {
-  const server: Server = await new Promise((resolve) => {
-    const s = app.listen(0, '127.0.0.1', () => resolve(s))
-  })
-  const { port } = server.address() as AddressInfo
-  return {
-    url: `http://127.0.0.1:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections()
-        server.close(() => resolve())
-      }),
-  }
-}
+const listen = (app: express.Express) => listenLocal(createServer(app))
 
 runSpecTable('express', async (authenticate) => {
   const app = express()

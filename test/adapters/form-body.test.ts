@@ -4,8 +4,8 @@
  * without one reaches the app unchanged (the binding read it and handed it on).
  */
 import assert from 'node:assert/strict'
+import { once } from 'node:events'
 import { createServer, request as httpRequest, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import { serve } from '@hono/node-server'
 import express from 'express'
@@ -16,24 +16,12 @@ import { tokengate as fastifyGate } from '../../src/adapters/fastify.ts'
 import { tokengate as honoGate, type TokengateEnv } from '../../src/adapters/hono.ts'
 import { tokengate as nodeGate } from '../../src/adapters/node-http.ts'
 import type { Authenticate } from '../../src/core/authenticate.ts'
+import { listenLocal } from '../helpers/listen.ts'
 import { createSpecFixture, PROTECTED_PATH } from './spec-table.ts'
 
 interface Running {
   readonly url: string
   close(): Promise<void>
-}
-
-async function listening(server: Server): Promise<Running> {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as AddressInfo
-  return {
-    url: `http://127.0.0.1:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections()
-        server.close(() => resolve())
-      }),
-  }
 }
 
 function post(base: string, pat: string, body: string, chunked = false) {
@@ -70,19 +58,15 @@ const apps: Record<string, (authenticate: Authenticate) => Promise<Running>> = {
     app.use(expressGate({ authenticate, prefix: '/api/v1/' }))
     app.use(express.urlencoded({ extended: false }))
     app.post(PROTECTED_PATH, (req, res) => res.json({ got: req.body }))
-    return listening(createServer(app))
+    return listenLocal(createServer(app))
   },
   async hono(authenticate) {
     const app = new Hono<TokengateEnv>()
     app.use('/api/v1/*', honoGate({ authenticate }))
     app.post(PROTECTED_PATH, async (c) => c.json({ got: await c.req.parseBody() }))
     const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server
-    await new Promise((resolve) => server.once('listening', resolve))
-    const { port } = server.address() as AddressInfo
-    return {
-      url: `http://127.0.0.1:${port}`,
-      close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-    }
+    await once(server, 'listening')
+    return listenLocal(server)
   },
   async 'node:http'(authenticate) {
     const handler = nodeGate({ authenticate }, { prefix: '/api/v1/' }, (req, res) => {
@@ -96,7 +80,7 @@ const apps: Record<string, (authenticate: Authenticate) => Promise<Running>> = {
         res.end(JSON.stringify({ got: Object.fromEntries(new URLSearchParams(text)) }))
       })
     })
-    return listening(createServer(handler))
+    return listenLocal(createServer(handler))
   },
   async fastify(authenticate) {
     const app = Fastify()

@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict'
-import type { AddressInfo } from 'node:net'
+import { once } from 'node:events'
+import type { Server } from 'node:http'
 import { test } from 'node:test'
 import { serve } from '@hono/node-server'
 import { Hono } from 'hono'
 import { requirePermission, type TokengateEnv, tokengate } from '../../src/adapters/hono.ts'
 import type { AuthenticateMaybeSync } from '../../src/core/authenticate.ts'
+import { listenLocal } from '../helpers/listen.ts'
 import { recordingGate } from '../helpers/recording-gate.ts'
 import {
   createSpecFixture,
@@ -24,14 +26,9 @@ function buildApp(authenticate: AuthenticateMaybeSync) {
 
 runSpecTable('hono (node-server)', async (authenticate) => {
   const app = buildApp(authenticate)
-  const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
-    const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s))
-  })
-  const { port } = server.address() as AddressInfo
-  return {
-    url: `http://127.0.0.1:${port}`,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  }
+  const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }) as Server
+  await once(server, 'listening')
+  return listenLocal(server)
 })
 
 test('hono without node-server (Fetch headers only) still refuses two Authorization headers', async () => {

@@ -4,8 +4,8 @@
  * app (`'pass'`) — and one outside the prefix is the app's, in every binding.
  */
 import assert from 'node:assert/strict'
+import { once } from 'node:events'
 import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { describe, test } from 'node:test'
 import { serve } from '@hono/node-server'
 import express from 'express'
@@ -16,6 +16,7 @@ import { tokengate as fastifyGate } from '../../src/adapters/fastify.ts'
 import { tokengate as honoGate, type TokengateEnv } from '../../src/adapters/hono.ts'
 import { checkRequest, isPreflightRequest, requestIdOf } from '../../src/adapters/node-http.ts'
 import type { AuthenticateMaybeSync } from '../../src/core/authenticate.ts'
+import { listenLocal } from '../helpers/listen.ts'
 import { send } from './spec-table.ts'
 
 const PREFLIGHT: [string, string][] = [
@@ -27,19 +28,6 @@ const never: AuthenticateMaybeSync = () => assert.fail('a preflight is never aut
 
 function sendOptions(base: string, path: string) {
   return send(base, path, PREFLIGHT, 'OPTIONS')
-}
-
-async function listening(server: Server): Promise<{ url: string; close(): Promise<void> }> {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as AddressInfo
-  return {
-    url: `http://127.0.0.1:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections()
-        server.close(() => resolve())
-      }),
-  }
 }
 
 describe('one preflight rule in every binding', () => {
@@ -73,13 +61,13 @@ describe('one preflight rule in every binding', () => {
   test('express: 204 under the prefix without authentication (was 401); pass hands it on', async () => {
     const app = express()
     app.use(expressGate({ authenticate: never, prefix: '/api/v1/' }))
-    const running = await listening(createServer(app))
+    const running = await listenLocal(createServer(app))
     const passing = express()
     passing.use(expressGate({ authenticate: never, prefix: '/api/v1/', preflight: 'pass' }))
     passing.options('/api/v1/things', (_req, res) => {
       res.status(200).send('app cors')
     })
-    const passRunning = await listening(createServer(passing))
+    const passRunning = await listenLocal(createServer(passing))
     try {
       assert.equal((await sendOptions(running.url, '/api/v1/things')).status, 204)
       assert.equal((await sendOptions(passRunning.url, '/api/v1/things')).status, 200)
@@ -93,19 +81,18 @@ describe('one preflight rule in every binding', () => {
     const app = new Hono<TokengateEnv>()
     app.use('/api/v1/*', honoGate({ authenticate: never }))
     app.get('/api/v1/things', (c) => c.text('x'))
-    const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
-      const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s))
-    })
-    const { port } = server.address() as AddressInfo
+    const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }) as Server
+    await once(server, 'listening')
+    const running = await listenLocal(server)
     try {
-      assert.equal((await sendOptions(`http://127.0.0.1:${port}`, '/api/v1/things')).status, 204)
+      assert.equal((await sendOptions(running.url, '/api/v1/things')).status, 204)
     } finally {
-      await new Promise<void>((resolve) => server.close(() => resolve()))
+      await running.close()
     }
   })
 
   test('node:http: isPreflightRequest tells it apart; checkRequest is never reached for it', async () => {
-    const running = await listening(
+    const running = await listenLocal(
       createServer(async (req, res) => {
         if (isPreflightRequest(req)) return void res.writeHead(204).end()
         const outcome = await checkRequest(

@@ -4,8 +4,8 @@
  * body and every log line and audit event, so a token sent there must be replaced.
  */
 import assert from 'node:assert/strict'
-import type { Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { once } from 'node:events'
+import { createServer, type Server } from 'node:http'
 import { after, before, describe, test } from 'node:test'
 import { serve } from '@hono/node-server'
 import express from 'express'
@@ -18,6 +18,7 @@ import {
 import { tokengate as fastifyGate } from '../../src/adapters/fastify.ts'
 import { tokengate as honoGate, type TokengateEnv } from '../../src/adapters/hono.ts'
 import type { Authenticate } from '../../src/core/authenticate.ts'
+import { listenLocal } from '../helpers/listen.ts'
 import {
   type AppUnderTest,
   createSpecFixture,
@@ -27,18 +28,6 @@ import {
   send,
 } from './spec-table.ts'
 
-function closing(server: Server): AppUnderTest {
-  const { port } = server.address() as AddressInfo
-  return {
-    url: `http://127.0.0.1:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections()
-        server.close(() => resolve())
-      }),
-  }
-}
-
 const apps: Record<string, (authenticate: Authenticate) => Promise<AppUnderTest>> = {
   async express(authenticate) {
     const app = express()
@@ -46,19 +35,15 @@ const apps: Record<string, (authenticate: Authenticate) => Promise<AppUnderTest>
     app.get(PROTECTED_PATH, expressPermission(REQUIRED_PERMISSION), (_req, res) => {
       res.json({ ok: true })
     })
-    const server: Server = await new Promise((resolve) => {
-      const s = app.listen(0, '127.0.0.1', () => resolve(s))
-    })
-    return closing(server)
+    return listenLocal(createServer(app))
   },
   async hono(authenticate) {
     const app = new Hono<TokengateEnv>()
     app.use('/api/v1/*', honoGate({ authenticate }))
     app.get(PROTECTED_PATH, (c) => c.json({ ok: true }))
-    const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
-      const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s))
-    })
-    return closing(server as Server)
+    const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }) as Server
+    await once(server, 'listening')
+    return listenLocal(server)
   },
   async 'fastify (tokengate/fastify)'(authenticate) {
     const app = Fastify()
