@@ -19,10 +19,8 @@ import { tokengate as fastifyGate } from '../../src/adapters/fastify.ts'
 import { tokengate as honoGate, type TokengateEnv } from '../../src/adapters/hono.ts'
 import { tokengate as nodeGate } from '../../src/adapters/node-http.ts'
 import { createTokengate, type Tokengate } from '../../src/auth/tokengate.ts'
-import { issuePat } from '../../src/core/pat.ts'
-import { openStore } from '../../src/stores/open-store.ts'
-import { TEST_TENANT } from '../helpers/jwt.ts'
 import { listenLocal } from '../helpers/listen.ts'
+import { openSeededStore } from '../helpers/seeded-store.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
 import {
   createTestCa,
@@ -116,25 +114,12 @@ for (const [name, bind] of Object.entries(BINDINGS)) {
 
     before(async () => {
       const dataDir = tempDir('tg-lib-mtls-data-')
-      const store = await openStore({ dataDir })
-      await store.migrate()
-      const now = Date.now()
-      await store.createTenant({ id: TEST_TENANT, name: 'Tenant A' }, now)
-      const pat = async (certificateThumbprint: string | null) => {
-        const issued = issuePat({
-          tenantId: TEST_TENANT,
-          subject: 'lib',
-          name: 'lib',
-          permissions: [],
-          expiresAt: now + 3_600_000,
-          now,
-        })
-        await store.insertPat({ ...issued.record, certificateThumbprint })
-        return issued.token
-      }
+      const seeded = await openSeededStore(dataDir)
+      const pat = async (certificateThumbprint: string | null) =>
+        (await seeded.pat({ certificateThumbprint, subject: 'lib' })).token
       bound = await pat(mine.thumbprint)
       unbound = await pat(null)
-      await store.close()
+      await seeded.store.close()
       gate = await createTokengate({ dataDir })
       running = await bind(gate)
     })

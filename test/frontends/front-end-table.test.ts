@@ -21,10 +21,10 @@
  */
 import assert from 'node:assert/strict'
 import { hash } from 'node:crypto'
+import { once } from 'node:events'
 import { writeFileSync } from 'node:fs'
 import { createServer, request as httpRequest, type Server } from 'node:http'
 import { createServer as createHttpsServer, request as httpsRequest } from 'node:https'
-import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import * as grpc from '@grpc/grpc-js'
@@ -47,15 +47,15 @@ import {
   registerCredentialKind,
   unregisterCredentialKind,
 } from '../../src/core/authenticate.ts'
-import { issuePat } from '../../src/core/pat.ts'
 import type { AuthResult } from '../../src/core/principal.ts'
 import { headerValues } from '../../src/core/raw-headers.ts'
 import { CHECK_PROTO, PROTO_OPTIONS } from '../../src/decision/envoy-grpc.ts'
-import { openStore } from '../../src/stores/open-store.ts'
 import { checkRequest as envoyCheckRequest } from '../decision/envoy-check-requests.ts'
 import { auditRowOf } from '../helpers/audit-rows.ts'
 import { TEST_TENANT } from '../helpers/jwt.ts'
 import { type Launched, launchTokengate } from '../helpers/launch.ts'
+import { listenLocal } from '../helpers/listen.ts'
+import { openSeededStore } from '../helpers/seeded-store.ts'
 import { startTestServer } from '../helpers/server.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
 import { createTestCa, type TestCertificate } from '../helpers/test-ca.ts'
@@ -172,6 +172,16 @@ interface Row {
 
 const bearer = (token: string): [string, string] => ['Authorization', `Bearer ${token}`]
 
+/** A row's request: `GET PATH` with one of the keys, presenting `certificate` when given. */
+const getWith =
+  (key: keyof Keys, certificate?: Sent['certificate']) =>
+  (keys: Keys): Sent => ({
+    method: 'GET',
+    path: PATH,
+    lines: [bearer(keys[key])],
+    ...(certificate && { certificate }),
+  })
+
 /** Run in order on every front end; the 429 row is last (it leaves the address limited). */
 export const rows: Row[] = [
   {
@@ -189,7 +199,7 @@ export const rows: Row[] = [
   },
   {
     name: 'PAT holding the permission → 200',
-    request: (keys) => ({ method: 'GET', path: PATH, lines: [bearer(keys.reader)] }),
+    request: getWith('reader'),
     status: 200,
     audit: null,
   },
@@ -201,7 +211,7 @@ export const rows: Row[] = [
   },
   {
     name: 'PAT without the permission → 403 insufficient_permission',
-    request: (keys) => ({ method: 'GET', path: PATH, lines: [bearer(keys.weak)] }),
+    request: getWith('weak'),
     status: 403,
     audit: { type: 'auth.forbidden', outcome: 'insufficient_permission' },
   },
@@ -225,41 +235,31 @@ export const rows: Row[] = [
   },
   {
     name: 'PAT bound to a client certificate, presented with it → 200',
-    request: (keys) => ({
-      method: 'GET',
-      path: PATH,
-      lines: [bearer(keys.bound)],
-      certificate: 'mine',
-    }),
+    request: getWith('bound', 'mine'),
     status: 200,
     audit: null,
   },
   {
     name: 'bound PAT with another certificate → 401 invalid_token (certificate_mismatch)',
-    request: (keys) => ({
-      method: 'GET',
-      path: PATH,
-      lines: [bearer(keys.bound)],
-      certificate: 'other',
-    }),
+    request: getWith('bound', 'other'),
     status: 401,
     audit: { type: 'auth.failed', outcome: 'invalid_token', reason: 'certificate_mismatch' },
   },
   {
     name: 'bound PAT with no certificate → 401 invalid_token (certificate_required)',
-    request: (keys) => ({ method: 'GET', path: PATH, lines: [bearer(keys.bound)] }),
+    request: getWith('bound'),
     status: 401,
     audit: { type: 'auth.failed', outcome: 'invalid_token', reason: 'certificate_required' },
   },
   {
     name: 'unknown PAT → 401 invalid_token',
-    request: (keys) => ({ method: 'GET', path: PATH, lines: [bearer(keys.unknown)] }),
+    request: getWith('unknown'),
     status: 401,
     audit: { type: 'auth.failed', outcome: 'invalid_token', reason: 'unknown_token' },
   },
   {
     name: 'over the failed-authentication limit → 429, auth.throttled with its request id',
-    request: (keys) => ({ method: 'GET', path: PATH, lines: [bearer(keys.unknown)] }),
+    request: getWith('unknown'),
     status: 429,
     audit: { type: 'auth.throttled', outcome: 'rate_limited' },
     repeatUntil: true,
@@ -285,36 +285,16 @@ interface FrontEnd {
 /** A data directory with the tenant and the keys every front end serves. */
 async function prepare(): Promise<{ dataDir: string; keys: Keys }> {
   const dataDir = tempDir('tg-frontends-')
-  const store = await openStore({ dataDir })
-  await store.migrate()
-  const now = Date.now()
-  await store.createTenant({ id: TEST_TENANT, name: 'Tenant A' }, now)
-  const pat = async (permissions: string[], certificateThumbprint: string | null = null) => {
-    const issued = issuePat({
-      tenantId: TEST_TENANT,
-      subject: 'table',
-      name: 'table',
-      permissions,
-      expiresAt: now + 3_600_000,
-      now,
-    })
-    await store.insertPat({ ...issued.record, certificateThumbprint })
-    return issued.token
-  }
+  const seeded = await openSeededStore(dataDir)
+  const pat = async (permissions: string[], certificateThumbprint: string | null = null) =>
+    (await seeded.pat({ permissions, certificateThumbprint, subject: 'table' })).token
   const keys: Keys = {
     reader: await pat([PERMISSION]),
     weak: await pat([]),
-    unknown: issuePat({
-      tenantId: TEST_TENANT,
-      subject: 'x',
-      name: 'x',
-      permissions: [],
-      expiresAt: null,
-      now,
-    }).token,
+    unknown: (await seeded.pat({ subject: 'x', expiresAt: null, stored: false })).token,
     bound: await pat([PERMISSION], CERTIFICATES.mine.thumbprint),
   }
-  await store.close()
+  await seeded.store.close()
   return { dataDir, keys }
 }
 
@@ -358,20 +338,6 @@ function exchange(base: string, sent: Sent, trusted?: string): Promise<Answer> {
     req.on('error', reject)
     req.end(body)
   })
-}
-
-async function listening(server: Server): Promise<{ url: string; close(): Promise<void> }> {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as AddressInfo
-  const scheme = 'setSecureContext' in server ? 'https' : 'http'
-  return {
-    url: `${scheme}://127.0.0.1:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections()
-        server.close(() => resolve())
-      }),
-  }
 }
 
 /** A library binding over `createTokengate` on its own data directory. */
@@ -498,7 +464,7 @@ const frontEnds: Record<string, (dataDir: string) => Promise<FrontEnd>> = {
     }
   },
   async gateway(dataDir) {
-    const upstream = await listening(createServer((_req, res) => res.end('upstream')))
+    const upstream = await listenLocal(createServer((_req, res) => res.end('upstream')))
     const running = await launch(dataDir, {
       server: {
         host: '127.0.0.1',
@@ -556,7 +522,7 @@ const frontEnds: Record<string, (dataDir: string) => Promise<FrontEnd>> = {
       const app = express()
       app.use(expressGate({ ...gate, prefix: '/api/v1/' }))
       app.get(PATH, requirePermission(PERMISSION), (_req, res) => res.json({ ok: true }))
-      return listening(createHttpsServer(APP_TLS, app))
+      return listenLocal(createHttpsServer(APP_TLS, app))
     }),
   hono: (dataDir) =>
     library(dataDir, async (gate) => {
@@ -570,18 +536,14 @@ const frontEnds: Record<string, (dataDir: string) => Promise<FrontEnd>> = {
         createServer: createHttpsServer,
         serverOptions: APP_TLS,
       }) as unknown as Server
-      await new Promise((resolve) => server.once('listening', resolve))
-      const { port } = server.address() as AddressInfo
-      return {
-        url: `https://127.0.0.1:${port}`,
-        close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-      }
+      await once(server, 'listening')
+      return listenLocal(server)
     }),
   'node:http': (dataDir) =>
     library(dataDir, async (gate) => {
       const options = { prefix: '/api/v1/', permissions: [PERMISSION] }
       const handler = nodeGate(gate, options, (_req, res) => res.end('{"ok":true}'))
-      return listening(createHttpsServer(APP_TLS, handler))
+      return listenLocal(createHttpsServer(APP_TLS, handler))
     }),
   'createTokengate (Fastify plugin)': (dataDir) =>
     library(dataDir, async (gate) => {
