@@ -38,56 +38,43 @@ function read(certFile: string, keyFile: string): TestCertificate {
   }
 }
 
-/** A self-signed certificate (a client's own, signed by no CA the server trusts). */
-export function selfSignedCertificate(dir: string, name: string): TestCertificate {
+/** Runs the openssl CLI; its output is only shown when it fails. */
+function openssl(args: string[]): void {
+  execFileSync('openssl', args, { stdio: ['ignore', 'pipe', 'pipe'] })
+}
+
+/** `openssl req -x509`: a new self-signed `name`.pem / .key in `dir`, with `-addext` lines. */
+function selfSign(dir: string, name: string, days: number, extensions: string[] = []) {
   const certFile = join(dir, `${name}.pem`)
   const keyFile = join(dir, `${name}.key`)
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      ...EC,
-      '-days',
-      '1',
-      '-subj',
-      `/CN=${name}`,
-      '-keyout',
-      keyFile,
-      '-out',
-      certFile,
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  )
+  openssl([
+    'req',
+    '-x509',
+    ...EC,
+    '-days',
+    String(days),
+    '-subj',
+    `/CN=${name}`,
+    ...extensions.flatMap((extension) => ['-addext', extension]),
+    '-keyout',
+    keyFile,
+    '-out',
+    certFile,
+  ])
   return read(certFile, keyFile)
+}
+
+/** A self-signed certificate (a client's own, signed by no CA the server trusts). */
+export function selfSignedCertificate(dir: string, name: string): TestCertificate {
+  return selfSign(dir, name, 1)
 }
 
 /** A new CA in `dir` (`name`.pem / .key). */
 export function createTestCa(dir: string, name = 'test-ca'): TestCa {
-  const certFile = join(dir, `${name}.pem`)
-  const keyFile = join(dir, `${name}.key`)
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      ...EC,
-      '-days',
-      '2',
-      '-subj',
-      `/CN=${name}`,
-      '-addext',
-      'basicConstraints=critical,CA:TRUE',
-      '-addext',
-      'keyUsage=critical,keyCertSign,cRLSign',
-      '-keyout',
-      keyFile,
-      '-out',
-      certFile,
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  )
-  const ca = read(certFile, keyFile)
+  const ca = selfSign(dir, name, 2, [
+    'basicConstraints=critical,CA:TRUE',
+    'keyUsage=critical,keyCertSign,cRLSign',
+  ])
   let serial = 1
 
   function sign(leaf: string, extensions: string): TestCertificate {
@@ -96,35 +83,25 @@ export function createTestCa(dir: string, name = 'test-ca'): TestCa {
     const csr = join(dir, `${leaf}.csr`)
     const ext = join(dir, `${leaf}.ext`)
     writeFileSync(ext, extensions)
-    execFileSync(
-      'openssl',
-      ['req', '-new', ...EC, '-subj', `/CN=${leaf}`, '-keyout', leafKey, '-out', csr],
-      {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    )
-    execFileSync(
-      'openssl',
-      [
-        'x509',
-        '-req',
-        '-in',
-        csr,
-        '-CA',
-        certFile,
-        '-CAkey',
-        keyFile,
-        '-set_serial',
-        String(serial++),
-        '-days',
-        '1',
-        '-extfile',
-        ext,
-        '-out',
-        leafCert,
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    )
+    openssl(['req', '-new', ...EC, '-subj', `/CN=${leaf}`, '-keyout', leafKey, '-out', csr])
+    openssl([
+      'x509',
+      '-req',
+      '-in',
+      csr,
+      '-CA',
+      ca.certFile,
+      '-CAkey',
+      ca.keyFile,
+      '-set_serial',
+      String(serial++),
+      '-days',
+      '1',
+      '-extfile',
+      ext,
+      '-out',
+      leafCert,
+    ])
     return read(leafCert, leafKey)
   }
 
