@@ -280,7 +280,8 @@ async function startAndReplay(
   let inspectorUrl = ''
   child.stderr?.on('data', (chunk: Buffer) => {
     const text = chunk.toString()
-    inspectorUrl ||= /Debugger listening on (ws:\S+)/.exec(text)?.[1] ?? ''
+    // The last one: the bin starts itself again for `serve` (MALLOC_ARENA_MAX), a new inspector.
+    inspectorUrl = /Debugger listening on (ws:\S+)/.exec(text)?.[1] ?? inspectorUrl
     if (!text.includes('Debugger') && !text.includes('inspector')) process.stderr.write(text)
   })
   try {

@@ -15,6 +15,25 @@
 // `node --max-semi-space-size=8 bin/tokengate.js` or set NODE_OPTIONS=--max-semi-space-size=8
 // (docs/scale-out.md).
 
+// Why MALLOC_ARENA_MAX=2 for `serve`: glibc gives threads that allocate malloc arenas of their
+// own (up to 8 per core) and keeps in each what was freed there: V8's compiler and GC helpers,
+// the libuv pool and the SQLite writer thread held 31-34 MB in 7 arenas, 6-13 MB in 2
+// (bench/README.md, "Memory"). glibc reads the variable only as a process starts, so `serve`
+// starts itself again with it (execve: the same pid, Node flags and arguments). An operator's
+// own MALLOC_ARENA_MAX is kept; not on Linux, or on a Node without process.execve, no change.
+if (
+  process.platform === 'linux' &&
+  process.argv.slice(2).includes('serve') &&
+  process.env.MALLOC_ARENA_MAX === undefined &&
+  typeof process.execve === 'function'
+) {
+  process.execve(
+    process.execPath,
+    [process.execPath, ...process.execArgv, ...process.argv.slice(1)],
+    { ...process.env, MALLOC_ARENA_MAX: '2' },
+  )
+}
+
 const fromSources = await exists(new URL('../src/entry.ts', import.meta.url))
 if (fromSources) {
   // The repository runs its TypeScript directly: type stripping needs Node 24.12.

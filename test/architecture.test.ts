@@ -165,6 +165,8 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
     'missing-package.ts',
     // Where the store was looked for, in an error naming it (storeUnreachable).
     'startup.ts',
+    // `serve` gives memory back when idle.
+    'lib/idle-collector.ts',
   ],
   dev: ['core', 'lib', 'stores', 'config'],
   'logger.ts': [],
@@ -173,7 +175,7 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
   // Process entries: the CLI with the server it may start; a worker of `server.workers`.
   'entry.ts': ['cli', 'main.ts'],
   // Silences node:sqlite's experimental warning first, as the bin does for the primary.
-  'serve-worker.ts': ['stores/sqlite-warning.ts', 'main.ts', 'server'],
+  'serve-worker.ts': ['stores/sqlite-warning.ts', 'main.ts', 'server', 'lib/idle-collector.ts'],
 }
 
 /**

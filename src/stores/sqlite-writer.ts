@@ -53,7 +53,13 @@ export function openSqliteWithWriter(path: string, options: SqliteStoreOptions =
 
   const start = (): Worker => {
     const url = new URL(`./sqlite-writer-worker${extname(import.meta.url)}`, import.meta.url)
-    const started = new Worker(url, { workerData: { path, busyTimeoutMs } })
+    const started = new Worker(url, {
+      workerData: { path, busyTimeoutMs },
+      // Why: the thread holds one batch at a time, yet V8 sizes its young generation like the
+      // main thread's (the bin's 8 MB semi-spaces: 16 MB committed). Only the young
+      // generation is bounded: a batch larger than it is promoted, never refused.
+      resourceLimits: { maxYoungGenerationSizeMb: 3 },
+    })
     // The worker never keeps the process alive; close() settles what is under way.
     started.unref()
     started.on('message', (reply: WriterReply) => {

@@ -1,4 +1,5 @@
 import type { Config } from '../../config/schema.ts'
+import { memoryReducingGc, startIdleCollector } from '../../lib/idle-collector.ts'
 import { workerCount } from '../../server/workers.ts'
 import { flag, optionalString } from '../args.ts'
 import type { CommandContext, CommandDef } from '../context.ts'
@@ -110,6 +111,8 @@ async function serveUntilStopped(
     }
   }
   if (workers <= 1) process.on('SIGHUP', noteHangup)
+  // One process serving: it gives memory back when idle (a worker pool's workers do it each).
+  const idle = workers <= 1 ? startIdleCollector({ collect: memoryReducingGc() }) : undefined
   let exitCode = 0
   try {
     const seed = running.devSeed
@@ -153,6 +156,7 @@ async function serveUntilStopped(
     ctx.out.note(`tokengate: ${reason}, shutting down`)
   } finally {
     process.off('SIGHUP', noteHangup)
+    idle?.stop()
     await closeForcibly(running.close)
   }
   return exitCode
