@@ -8,23 +8,19 @@
  * client's copy of that header. Unbound PATs pass with or without a certificate.
  */
 import assert from 'node:assert/strict'
-import { type ChildProcess, spawn } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { rmSync } from 'node:fs'
 import https from 'node:https'
-import { createConnection } from 'node:net'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { setTimeout as sleep } from 'node:timers/promises'
-import { run } from '../../src/cli/main.ts'
+import { cliJson } from '../cli/helpers.ts'
 import { TEST_TENANT } from '../helpers/jwt.ts'
-import { binaryPath, skipReason } from '../helpers/services.ts'
+import { skipReason } from '../helpers/services.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
 import { createTestCa, type TestCa, type TestCertificate } from '../helpers/test-ca.ts'
 import {
   exampleConfig,
   freePort,
   type ProxyProcess,
+  runCaddy,
   runNginx,
   type Stack,
   startStack,
@@ -94,70 +90,64 @@ const FORGED_HEADER: Record<string, (certificate: TestCertificate) => [string, s
 
 interface ProxyUnderTest {
   readonly name: 'nginx' | 'caddy'
+  /** The header the proxy forwards the verified certificate in. */
   readonly header: string
-  start(
-    stack: Stack,
-    ca: TestCa,
-    server: TestCertificate,
-  ): Promise<{ proxy: ProxyProcess; plainUrl: string; tlsUrl: string }>
+  /** Its shipped example under examples/forward-auth/. */
+  readonly file: string
+  /** The example's TLS site address for a port (8443 in the example). */
+  site(port: number): string
+  run(config: string, proxyPort: number, tlsPort: number): Promise<ProxyProcess>
 }
 
 const PROXIES: readonly ProxyUnderTest[] = [
   {
     name: 'nginx',
     header: 'x-ssl-client-cert',
-    async start(stack, ca, server) {
-      const proxyPort = await freePort()
-      const tlsPort = await freePort()
-      const upstreamPort = Number(new URL(stack.upstream.url).port)
-      const shipped = exampleConfig('nginx.conf', {
-        proxy: proxyPort,
-        decision: stack.decisionPort,
-        upstream: upstreamPort,
-      })
-      const config = shipped
-        .replaceAll('#mtls ', '')
-        .replace('127.0.0.1:8443', `127.0.0.1:${tlsPort}`)
-        .replace('/etc/nginx/tls/server.pem', server.certFile)
-        .replace('/etc/nginx/tls/server.key', server.keyFile)
-        .replace('/etc/nginx/tls/client-ca.pem', ca.certFile)
-      assert.notEqual(config, shipped, 'nginx.conf has no "#mtls " lines')
-      const proxy = await runNginx(config, proxyPort)
-      return {
-        proxy,
-        plainUrl: `http://127.0.0.1:${proxyPort}`,
-        tlsUrl: `https://127.0.0.1:${tlsPort}`,
-      }
-    },
+    file: 'nginx.conf',
+    site: (port) => `127.0.0.1:${port}`,
+    run: (config, proxyPort) => runNginx(config, proxyPort),
   },
   {
     name: 'caddy',
     header: 'x-client-certificate',
-    async start(stack, ca, server) {
-      const proxyPort = await freePort()
-      const tlsPort = await freePort()
-      const upstreamPort = Number(new URL(stack.upstream.url).port)
-      const shipped = exampleConfig('Caddyfile', {
-        proxy: proxyPort,
-        decision: stack.decisionPort,
-        upstream: upstreamPort,
-      })
-      const config = shipped
-        .replaceAll('#mtls ', '')
-        .replace('https://localhost:8443', `https://localhost:${tlsPort}`)
-        .replace('/etc/caddy/tls/server.pem', server.certFile)
-        .replace('/etc/caddy/tls/server.key', server.keyFile)
-        .replace('/etc/caddy/tls/client-ca.pem', ca.certFile)
-      assert.notEqual(config, shipped, 'Caddyfile has no "#mtls " lines')
-      const proxy = await runCaddy(config, [proxyPort, tlsPort])
-      return {
-        proxy,
-        plainUrl: `http://127.0.0.1:${proxyPort}`,
-        tlsUrl: `https://127.0.0.1:${tlsPort}`,
-      }
-    },
+    file: 'Caddyfile',
+    site: (port) => `https://localhost:${port}`,
+    run: (config, proxyPort, tlsPort) => runCaddy(config, [proxyPort, tlsPort]),
   },
 ]
+
+/**
+ * The proxy with its shipped example, "#mtls " lines on: plain HTTP on one port, TLS with
+ * `server`'s certificate on another, asking clients for certificates signed by `ca`.
+ */
+async function startMtlsProxy(
+  under: ProxyUnderTest,
+  stack: Stack,
+  ca: TestCa,
+  server: TestCertificate,
+): Promise<{ proxy: ProxyProcess; plainUrl: string; tlsUrl: string }> {
+  const proxyPort = await freePort()
+  const tlsPort = await freePort()
+  const upstreamPort = Number(new URL(stack.upstream.url).port)
+  const shipped = exampleConfig(under.file, {
+    proxy: proxyPort,
+    decision: stack.decisionPort,
+    upstream: upstreamPort,
+  })
+  const tls = `/etc/${under.name}/tls`
+  const config = shipped
+    .replaceAll('#mtls ', '')
+    .replace(under.site(8443), under.site(tlsPort))
+    .replace(`${tls}/server.pem`, server.certFile)
+    .replace(`${tls}/server.key`, server.keyFile)
+    .replace(`${tls}/client-ca.pem`, ca.certFile)
+  assert.notEqual(config, shipped, `${under.file} has no "#mtls " lines`)
+  return {
+    proxy: await under.run(config, proxyPort, tlsPort),
+    plainUrl: `http://127.0.0.1:${proxyPort}`,
+    tlsUrl: `https://127.0.0.1:${tlsPort}`,
+  }
+}
 
 for (const proxyUnderTest of PROXIES) {
   const { name } = proxyUnderTest
@@ -177,31 +167,13 @@ for (const proxyUnderTest of PROXIES) {
       mine = ca.client('client-a')
       other = ca.client('client-b')
       stack = await startStack({ proxy: name })
-      let stdout = ''
-      let stderr = ''
-      const code = await run(
-        [
-          'pat',
-          'issue',
-          '--tenant',
-          TEST_TENANT,
-          '--subject',
-          'bound-bot',
-          '--bind-cert',
-          mine.certFile,
-          '--json',
-          '--data-dir',
-          stack.dataDir,
-        ],
-        {
-          stdout: { write: (s: string) => (stdout += s) },
-          stderr: { write: (s: string) => (stderr += s) },
-          env: {},
-        },
+      const flags = ['--subject', 'bound-bot', '--bind-cert', mine.certFile]
+      const issued = await cliJson<{ token: string }>(
+        ['pat', 'issue', '--tenant', TEST_TENANT, ...flags],
+        { dataDir: stack.dataDir },
       )
-      assert.equal(code, 0, stderr)
-      boundPat = (JSON.parse(stdout) as { token: string }).token
-      started = await proxyUnderTest.start(stack, ca, ca.server('proxy-server'))
+      boundPat = issued.token
+      started = await startMtlsProxy(proxyUnderTest, stack, ca, ca.server('proxy-server'))
     })
     after(async () => {
       await started?.proxy.stop()
@@ -259,55 +231,5 @@ for (const proxyUnderTest of PROXIES) {
         assert.equal(answer.status, 200, JSON.stringify(answer.body))
       }
     })
-  })
-}
-
-/** Caddy with `caddyfile`, admin API off, waiting until every port in `ports` accepts. */
-async function runCaddy(caddyfile: string, ports: readonly number[]): Promise<ProxyProcess> {
-  const dir = mkdtempSync(join(tmpdir(), 'tokengate-caddy-mtls-'))
-  const file = join(dir, 'Caddyfile')
-  writeFileSync(file, caddyfile)
-  const child: ChildProcess = spawn(
-    binaryPath('caddy') as string,
-    ['run', '--config', file, '--adapter', 'caddyfile'],
-    {
-      stdio: ['ignore', 'ignore', 'pipe'],
-      env: { ...process.env, HOME: dir, XDG_DATA_HOME: dir, XDG_CONFIG_HOME: dir },
-    },
-  )
-  let stderr = ''
-  child.stderr?.setEncoding('utf8')
-  child.stderr?.on('data', (chunk: string) => (stderr += chunk))
-  const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
-      child.kill('SIGTERM')
-      const timer = setTimeout(() => child.kill('SIGKILL'), 5_000)
-      await exited
-      clearTimeout(timer)
-    }
-    rmSync(dir, { recursive: true, force: true })
-  }
-  const deadline = Date.now() + 20_000
-  for (const port of ports) {
-    while (!(await accepts(port))) {
-      if (child.exitCode !== null || Date.now() > deadline) {
-        await stop()
-        throw new Error(`caddy did not start on ${port}: ${stderr}`)
-      }
-      await sleep(50)
-    }
-  }
-  return { url: `http://127.0.0.1:${ports[0]}`, dir, log: () => stderr, stop }
-}
-
-function accepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const connection = createConnection({ host: '127.0.0.1', port })
-    connection.once('connect', () => {
-      connection.destroy()
-      resolve(true)
-    })
-    connection.once('error', () => resolve(false))
   })
 }

@@ -10,9 +10,9 @@ import { X509Certificate } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import * as grpc from '@grpc/grpc-js'
 import * as protoLoader from '@grpc/proto-loader'
-import { run } from '../../src/cli/main.ts'
 import { CHECK_PROTO, PROTO_OPTIONS } from '../../src/decision/envoy-grpc.ts'
 import { readForwardedCertificate } from '../../src/decision/forwarded-certificate.ts'
+import { cliJson } from '../cli/helpers.ts'
 import { TEST_TENANT } from '../helpers/jwt.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
 import { createTestCa, type TestCertificate } from '../helpers/test-ca.ts'
@@ -85,30 +85,12 @@ describe('readForwardedCertificate', () => {
 
 /** A PAT of the stack's tenant bound to `mine`, issued by the CLI. */
 async function boundPatIn(stack: Stack): Promise<string> {
-  let stdout = ''
-  let stderr = ''
-  const code = await run(
-    [
-      'pat',
-      'issue',
-      '--tenant',
-      TEST_TENANT,
-      '--subject',
-      'bound',
-      '--cert-thumbprint',
-      mine.thumbprint,
-      '--json',
-      '--data-dir',
-      stack.dataDir,
-    ],
-    {
-      stdout: { write: (s: string) => (stdout += s) },
-      stderr: { write: (s: string) => (stderr += s) },
-      env: {},
-    },
+  const flags = ['--subject', 'bound', '--cert-thumbprint', mine.thumbprint]
+  const issued = await cliJson<{ token: string }>(
+    ['pat', 'issue', '--tenant', TEST_TENANT, ...flags],
+    { dataDir: stack.dataDir },
   )
-  assert.equal(code, 0, stderr)
-  return (JSON.parse(stdout) as { token: string }).token
+  return issued.token
 }
 
 describe('the decision listener (nginx) binds a PAT with the forwarded certificate', () => {

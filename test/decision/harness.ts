@@ -269,7 +269,7 @@ export async function runNginx(server: string, port: number): Promise<ProxyProce
     ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', 'stderr'],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   )
-  return watchProxy(child, port, dir)
+  return watchProxy(child, [port], dir)
 }
 
 /**
@@ -311,9 +311,14 @@ export async function startCaddy(ports: {
   upstream: number
 }): Promise<ProxyProcess> {
   const proxy = await freePort()
+  return runCaddy(exampleConfig('Caddyfile', { proxy, ...ports }), [proxy])
+}
+
+/** Runs Caddy with `caddyfile`, its admin API off; ready once every port in `ports` accepts. */
+export async function runCaddy(caddyfile: string, ports: readonly number[]): Promise<ProxyProcess> {
   const dir = mkdtempSync(join(tmpdir(), 'tokengate-caddy-'))
   const file = join(dir, 'Caddyfile')
-  writeFileSync(file, exampleConfig('Caddyfile', { proxy, ...ports }))
+  writeFileSync(file, caddyfile)
   const child = spawn(
     binaryPath('caddy') as string,
     ['run', '--config', file, '--adapter', 'caddyfile'],
@@ -322,10 +327,14 @@ export async function startCaddy(ports: {
       env: { ...process.env, HOME: dir, XDG_DATA_HOME: dir, XDG_CONFIG_HOME: dir },
     },
   )
-  return watchProxy(child, proxy, dir)
+  return watchProxy(child, ports, dir)
 }
 
-async function watchProxy(child: ChildProcess, port: number, dir: string): Promise<ProxyProcess> {
+async function watchProxy(
+  child: ChildProcess,
+  ports: readonly number[],
+  dir: string,
+): Promise<ProxyProcess> {
   let stderr = ''
   child.stderr?.setEncoding('utf8')
   child.stderr?.on('data', (chunk: string) => {
@@ -342,14 +351,16 @@ async function watchProxy(child: ChildProcess, port: number, dir: string): Promi
     rmSync(dir, { recursive: true, force: true })
   }
   const deadline = Date.now() + 20_000
-  while (!(await accepts(port))) {
-    if (child.exitCode !== null || Date.now() > deadline) {
-      await stop()
-      throw new Error(`proxy did not start on ${port}: ${stderr}`)
+  for (const port of ports) {
+    while (!(await accepts(port))) {
+      if (child.exitCode !== null || Date.now() > deadline) {
+        await stop()
+        throw new Error(`proxy did not start on ${port}: ${stderr}`)
+      }
+      await sleep(50)
     }
-    await sleep(50)
   }
-  return { url: `http://127.0.0.1:${port}`, dir, log: () => stderr, stop }
+  return { url: `http://127.0.0.1:${ports[0]}`, dir, log: () => stderr, stop }
 }
 
 function accepts(port: number): Promise<boolean> {
