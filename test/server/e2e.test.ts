@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
-import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
 import { after, before, describe, it } from 'node:test'
@@ -8,6 +7,7 @@ import { fingerprintToken } from '../../src/core/fingerprint.ts'
 import { openSqliteStore } from '../../src/stores/sqlite.ts'
 import { createTestIssuer, type TestIssuer } from '../helpers/jwt.ts'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
+import { addIssuerWithCli, issuePatWithCli } from '../helpers/server-cli.ts'
 
 /**
  * The running server over a real TLS socket: the wire-only variants of SPEC §5.3 / §7 and
@@ -29,18 +29,7 @@ describe('tokengate over HTTPS (end to end)', () => {
 
   async function issuePat(tenantId: string, ...permissions: string[]) {
     const flags = permissions.flatMap((p) => ['--permission', p])
-    const out = await server.cli(
-      'pat',
-      'issue',
-      '--tenant',
-      tenantId,
-      '--subject',
-      'svc',
-      ...flags,
-      '--json',
-    )
-    assert.equal(out.code, 0, out.stderr)
-    const issued = JSON.parse(out.stdout) as { token: string; id: string }
+    const issued = await issuePatWithCli(server, tenantId, ...flags)
     tokens.push(issued.token)
     return issued
   }
@@ -58,25 +47,10 @@ describe('tokengate over HTTPS (end to end)', () => {
       issuer: 'https://idp.example.test',
       audience: 'tokengate',
     })
-    const jwksFile = join(server.dataDir, 'idp-jwks.json')
-    writeFileSync(
-      jwksFile,
-      JSON.stringify({ keys: [{ ...idp.publicJwk, kid: idp.kid, alg: 'ES256' }] }),
-    )
     for (const id of ['acme', 'other']) {
       assert.equal((await server.cli('tenant', 'create', id)).code, 0)
     }
-    const added = await server.cli(
-      'issuer',
-      'add',
-      '--issuer',
-      'https://idp.example.test',
-      '--audience',
-      'tokengate',
-      '--jwks-file',
-      jwksFile,
-    )
-    assert.equal(added.code, 0, added.stderr)
+    await addIssuerWithCli(server, idp, { alg: 'ES256' })
     readerPat = (await issuePat('acme', 'tokens:read', 'audit:read')).token
     const plain = await issuePat('acme')
     plainPat = plain.token

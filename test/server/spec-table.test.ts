@@ -5,13 +5,13 @@
  * store, since the CLI refuses a past expiry), JWTs from an issuer registered through the CLI.
  */
 import assert from 'node:assert/strict'
-import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { issuePat } from '../../src/core/pat.ts'
 import { openSqliteStore } from '../../src/stores/sqlite.ts'
-import { createTestIssuer, TEST_ISSUER, TEST_TENANT } from '../helpers/jwt.ts'
+import { createTestIssuer, TEST_TENANT } from '../helpers/jwt.ts'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
+import { addIssuerWithCli } from '../helpers/server-cli.ts'
 import { expectedChallenge, SPEC_CASES, type SpecCase, type SpecTokens } from '../spec/cases.ts'
 
 const PATH = '/api/v1/tokens'
@@ -42,20 +42,8 @@ describe('server over HTTPS: SPEC §5.3 / §7 table', () => {
     server = await startTestServer()
     const idp = createTestIssuer()
     const foreign = createTestIssuer({ issuer: 'https://untrusted.test' })
-    const jwksFile = join(server.dataDir, 'idp-jwks.json')
-    writeFileSync(jwksFile, JSON.stringify({ keys: [{ ...idp.publicJwk, kid: idp.kid }] }))
     assert.equal((await server.cli('tenant', 'create', TEST_TENANT)).code, 0)
-    const added = await server.cli(
-      'issuer',
-      'add',
-      '--issuer',
-      TEST_ISSUER,
-      '--audience',
-      'tokengate',
-      '--jwks-file',
-      jwksFile,
-    )
-    assert.equal(added.code, 0, added.stderr)
+    await addIssuerWithCli(server, idp)
 
     const revoked = await cliPat(PERMISSION)
     assert.equal((await server.cli('pat', 'revoke', revoked.id)).code, 0)

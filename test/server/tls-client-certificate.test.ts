@@ -15,6 +15,7 @@ import { after, before, describe, it } from 'node:test'
 import { startUpstream, type Upstream } from '../gateway/harness.ts'
 import { createTestIssuer, type TestIssuer } from '../helpers/jwt.ts'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
+import { addIssuerWithCli, issuePatWithCli } from '../helpers/server-cli.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
 import {
   createTestCa,
@@ -100,34 +101,9 @@ describe('certificate-bound PATs and JWTs over the TLS listener (clientCertifica
       server: { port: 0, clientCertificates: { caFile: ca.certFile, mode: 'optional' } },
     })
     idp = createTestIssuer({ alg: 'ES256', issuer: 'https://idp.example.test' })
-    const jwksFile = join(server.dataDir, 'idp-jwks.json')
-    writeFileSync(jwksFile, JSON.stringify({ keys: [{ ...idp.publicJwk, kid: idp.kid }] }))
     assert.equal((await server.cli('tenant', 'create', 'tenant-a')).code, 0)
-    const added = await server.cli(
-      'issuer',
-      'add',
-      '--issuer',
-      'https://idp.example.test',
-      '--audience',
-      'tokengate',
-      '--jwks-file',
-      jwksFile,
-    )
-    assert.equal(added.code, 0, added.stderr)
-    const issue = async (...extra: string[]) => {
-      const out = await server.cli(
-        'pat',
-        'issue',
-        '--tenant',
-        'tenant-a',
-        '--subject',
-        'svc',
-        ...extra,
-        '--json',
-      )
-      assert.equal(out.code, 0, out.stderr)
-      return JSON.parse(out.stdout) as { token: string; certificateThumbprint: string | null }
-    }
+    await addIssuerWithCli(server, idp)
+    const issue = (...flags: string[]) => issuePatWithCli(server, 'tenant-a', ...flags)
     const bound = await issue('--bind-cert', mine.certFile)
     assert.equal(bound.certificateThumbprint, mine.thumbprint)
     boundPat = bound.token
@@ -250,9 +226,7 @@ describe('clientCertificates required: no CA-signed certificate, no handshake', 
     server = await startTestServer({
       server: { port: 0, clientCertificates: { caFile: ca.certFile, mode: 'required' } },
     })
-    const out = await server.cli('pat', 'issue', '--tenant', 'demo', '--subject', 'svc', '--json')
-    assert.equal(out.code, 0, out.stderr)
-    plainPat = (JSON.parse(out.stdout) as { token: string }).token
+    plainPat = (await issuePatWithCli(server, 'demo')).token
   })
   after(() => server?.close())
 
@@ -282,19 +256,7 @@ describe('gateway mode: a bound PAT is proxied only with its certificate', () =>
       server: { port: 0, clientCertificates: { caFile: ca.certFile, mode: 'optional' } },
       gateway: { upstream: upstream.url, policyFile },
     })
-    const out = await server.cli(
-      'pat',
-      'issue',
-      '--tenant',
-      'demo',
-      '--subject',
-      'svc',
-      '--bind-cert',
-      mine.certFile,
-      '--json',
-    )
-    assert.equal(out.code, 0, out.stderr)
-    boundPat = (JSON.parse(out.stdout) as { token: string }).token
+    boundPat = (await issuePatWithCli(server, 'demo', '--bind-cert', mine.certFile)).token
   })
   after(async () => {
     await server?.close()
