@@ -15,7 +15,7 @@ import { type EventDelivery, startEventDelivery } from './events/start.ts'
 import { createConnectionBudget } from './lib/connection-budget.ts'
 import { createLogger } from './logger.ts'
 import { fitToDescriptorLimit } from './server/descriptor-budget.ts'
-import type { MetricsListener } from './server/metrics.ts'
+import type { Metrics, MetricsListener } from './server/metrics.ts'
 import { v1Routes } from './server/routes/v1/index.ts'
 import { buildServer } from './server/server.ts'
 import { ensureDevCertificate, readClientCa, readTlsFiles, type TlsMaterial } from './server/tls.ts'
@@ -202,7 +202,7 @@ export async function startTokengate(
       : undefined
     const throttle = opened.addressThrottle
     const mountLeakReports = await leakReportsFor(config, store, clock, throttle)
-    ssfReceivers = await ssfReceiversFor(config, store, clock, logger, throttle)
+    ssfReceivers = await ssfReceiversFor(config, store, clock, logger, throttle, metrics)
     const fitted = fitToDescriptorLimit(config, logger)
     // Descriptors are the process's: every listener's sockets count against the same caps.
     const connections = createConnectionBudget(fitted.server)
@@ -216,6 +216,7 @@ export async function startTokengate(
       mounts: [mountLeakReports, ssfReceivers?.mount, mountGateway].filter(
         (mount) => mount !== undefined,
       ),
+      ssfReadiness: receiversHealth(ssfReceivers),
     })
     apiApp = app
     app.server.on('connection', (socket: Socket) => connections.admit(socket))
@@ -401,6 +402,11 @@ async function leakReportsFor(
   })
 }
 
+/** What `/readyz` lists of the receivers; undefined (no `ssf` check) with none configured. */
+function receiversHealth(receivers: SsfReceivers | undefined) {
+  return receivers && (() => receivers.receivers.map((receiver) => receiver.health()))
+}
+
 /** The CAEP/SSF receivers (`ssf.receivers`), when any is configured. */
 async function ssfReceiversFor(
   config: Readonly<Config>,
@@ -408,6 +414,7 @@ async function ssfReceiversFor(
   clock: Clock,
   logger: Logger,
   throttle: AddressThrottle,
+  metrics: Metrics | undefined,
 ): Promise<SsfReceivers | undefined> {
   if (config.ssf.receivers.length === 0) return undefined
   const { createSsfReceivers } = await import('./ssf/receiver-setup.ts')
@@ -416,6 +423,7 @@ async function ssfReceiversFor(
     clock,
     log: logger,
     throttle: throttle.endpoint('/ssf/events/*'),
+    metrics,
   })
 }
 

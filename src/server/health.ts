@@ -4,6 +4,12 @@ import type { RedisState } from '../auth/counter-store.ts'
 import { issuerReadiness } from '../auth/issuer-registry.ts'
 import { sendProblemResponse, storeUnavailable } from '../http/problem-response.ts'
 
+/** A CAEP/SSF receiver as `/readyz` lists it (ssf/receiver.ts `health()` makes it). */
+export interface SsfReceiverReadiness {
+  readonly name: string
+  readonly state: 'ok' | 'degraded'
+}
+
 /**
  * Liveness and readiness, outside `/api/v1` and without a token: orchestrators call them.
  *
@@ -28,6 +34,11 @@ import { sendProblemResponse, storeUnavailable } from '../http/problem-response.
  * - `jwtRevocations: "stale"` with `jwtRevocationsStaleSince` (ISO time): the JWT revocation
  *   rules cannot be read; the rules read before stay in force (a revoked JWT stays refused),
  *   but a rule made meanwhile elsewhere is not yet; a whole read is retried every second.
+ * - `ssf` (with `ssf.receivers` only): each CAEP/SSF receiver, `state: "degraded"` when its
+ *   stream cannot be set up (`stream: "failing"`, `streamFailingSince`), its transmitter's
+ *   keys cannot be fetched (`keysFailingSince`), or, polling, no poll succeeded for 10
+ *   intervals plus the request timeout (`lastPoll`, `pollFailingSince`): revocations from
+ *   that identity provider are not arriving, every other request is answered as before.
  * Why these do *not* make the instance unready: every instance shares the same Postgres,
  * Redis and identity providers, so taking this one out of rotation fixes nothing; a load
  * balancer seeing all instances unready at once would drop all traffic. The listing shows
@@ -40,6 +51,7 @@ export function registerHealthRoutes(
   app: FastifyInstance,
   auth: AuthContext,
   redisState: () => RedisState = () => undefined,
+  ssf?: () => readonly SsfReceiverReadiness[],
 ): void {
   app.get('/healthz', async () => ({ status: 'ok' }))
   app.get('/readyz', async (request, reply) => {
@@ -63,6 +75,7 @@ export function registerHealthRoutes(
       return sendProblemResponse(reply, { ...response, body: { ...response.body, checks } })
     }
     const { view: issuers, degraded: issuersDegraded } = issuerReadiness(auth.issuers)
+    const receivers = ssf?.()
     const writes = auth.writes.state()
     const storeWrites = writes.failing
       ? { storeWrites: 'failing', storeWritesFailing: writes.areas }
@@ -72,10 +85,17 @@ export function registerHealthRoutes(
       writes.failing ||
       shared.changeFeed === 'reconnecting' ||
       shared.redis === 'unavailable' ||
-      staleSince !== null
+      staleSince !== null ||
+      receivers?.some((r) => r.state === 'degraded') === true
     return {
       status: degraded ? 'degraded' : 'ready',
-      checks: { store: 'ok', ...storeWrites, ...shared, issuers },
+      checks: {
+        store: 'ok',
+        ...storeWrites,
+        ...shared,
+        issuers,
+        ...(receivers === undefined ? {} : { ssf: receivers }),
+      },
     }
   })
 }

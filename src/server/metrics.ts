@@ -47,6 +47,8 @@ export interface MetricsSources {
  */
 export interface Metrics extends OutcomeMetrics {
   readonly registry: Registry
+  /** One SET a CAEP/SSF receiver handled (ssf/receiver.ts), by receiver name and outcome. */
+  countSsfEvent(receiver: string, outcome: string): void
 }
 
 /**
@@ -77,6 +79,12 @@ export function createMetrics(sources: MetricsSources): Metrics {
     name: 'tokengate_rate_limit_rejections_total',
     help: 'Requests answered 429 by the rate limiter, by policy (per-token, per-tenant, failed-auth).',
     labelNames: ['policy'] as const,
+    registers,
+  })
+  const ssfEvents = new Counter({
+    name: 'tokengate_ssf_events_total',
+    help: 'SETs handled by each CAEP/SSF receiver (ssf.receivers[].name), by outcome: received, refused, replayed (received before), unavailable (keys or store down; delivered again).',
+    labelNames: ['receiver', 'outcome'] as const,
     registers,
   })
   const authDuration = new Histogram({
@@ -236,6 +244,9 @@ export function createMetrics(sources: MetricsSources): Metrics {
     registry,
     observeAuthentication(tokenType, code, seconds) {
       authDuration.observe({ token_type: tokenType, outcome: code }, seconds)
+    },
+    countSsfEvent(receiver, outcome) {
+      ssfEvents.inc({ receiver, outcome })
     },
     countAnswer(listener, code, status, limit) {
       const counter = listener === 'decision' ? decisions : requests

@@ -18,7 +18,7 @@ import { API_PREFIX } from '../http/api-path.ts'
 import { CORS_ALLOWED_HEADERS, CORS_EXPOSED_HEADERS, CORS_METHODS } from '../http/cors.ts'
 import { problemResponse, sendProblemResponse, storeUnavailable } from '../http/problem-response.ts'
 import { createClientErrorHandler } from './client-error.ts'
-import { registerHealthRoutes } from './health.ts'
+import { registerHealthRoutes, type SsfReceiverReadiness } from './health.ts'
 import { limitConnections } from './limits-connections.ts'
 import type { Metrics } from './metrics.ts'
 import { lazyChildLogger } from './request-logger.ts'
@@ -46,6 +46,8 @@ export interface BuildServerOptions {
    * wires them in, so the server never imports the gateway.
    */
   readonly mounts?: readonly ((app: FastifyInstance) => Promise<void>)[] | undefined
+  /** The CAEP/SSF receivers' states, listed by `/readyz` (health.ts). */
+  readonly ssfReadiness?: (() => readonly SsfReceiverReadiness[]) | undefined
 }
 
 // Why require and not `import http from 'node:http'`: to build an ES module namespace for a
@@ -148,7 +150,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
       handler: route.handler(context),
     })
   }
-  registerHealthRoutes(app, auth, opened.redisState)
+  registerHealthRoutes(app, auth, opened.redisState, options.ssfReadiness)
 
   app.setNotFoundHandler((request, reply) =>
     sendProblemResponse(

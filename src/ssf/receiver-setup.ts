@@ -9,7 +9,12 @@ import type { Config } from '../config/schema.ts'
 import { DEFAULT_ALGORITHMS } from '../core/issuer.ts'
 import type { Clock } from '../core/ports.ts'
 import type { Store } from '../stores/store.ts'
-import { createSsfReceiver, type ReceiverLog, type SsfReceiver } from './receiver.ts'
+import {
+  createSsfReceiver,
+  type ReceiverDeps,
+  type ReceiverLog,
+  type SsfReceiver,
+} from './receiver.ts'
 import { ssfPushRoutes } from './receiver-push.ts'
 
 export interface SsfReceivers {
@@ -31,6 +36,7 @@ export async function createSsfReceivers(
     fetch?: typeof globalThis.fetch
     /** The failed-auth limit the push route's refusals count against (per address). */
     throttle?: EndpointThrottle
+    metrics?: ReceiverDeps['metrics']
   },
 ): Promise<SsfReceivers | undefined> {
   const configured = config.ssf.receivers
@@ -71,6 +77,7 @@ export async function createSsfReceivers(
           clock: deps.clock,
           log: deps.log,
           fetch: deps.fetch,
+          metrics: deps.metrics,
           lifetime: {
             maxLifetimeSec: config.auth.maxJwtLifetimeSec,
             clockToleranceSec: config.auth.clockToleranceSec,

@@ -15,7 +15,13 @@ import {
 } from '../auth/audit-events.ts'
 import { type JwtLifetime, revokeJwts } from '../auth/jwt-revocation-operations.ts'
 import { OperationRefused } from '../auth/operations.ts'
-import { createDiscoveredJwks, DEFAULT_JWKS_OPTIONS, type JwksOptions } from '../core/jwks.ts'
+import {
+  createDiscoveredJwks,
+  DEFAULT_JWKS_OPTIONS,
+  type JwksOptions,
+  type JwksStatus,
+  type RemoteJwks,
+} from '../core/jwks.ts'
 import type { Clock } from '../core/ports.ts'
 import type { Store } from '../stores/store.ts'
 import { type CaepMapping, mapCaepEvent } from './caep-rules.ts'
@@ -62,14 +68,45 @@ export interface ReceiverDeps {
   readonly jwks?: Partial<JwksOptions>
   /** Where audit events go; default the store's (as the leak reports do). */
   readonly audit?: AuditSink
+  /** Counts each SET handled (`tokengate_ssf_events_total`, server/metrics.ts). */
+  readonly metrics?: { countSsfEvent(receiver: string, outcome: SsfEventOutcome): void }
 }
+
+/** What became of a SET, as counted in the metrics. */
+export type SsfEventOutcome = 'received' | 'refused' | 'replayed' | 'unavailable'
 
 export type ReceiveOutcome =
   | { readonly ok: true; readonly rules: readonly string[] }
   | (SetRefusal & { readonly replay?: true })
 
+/**
+ * What `/readyz` shows of a receiver (server/health.ts). Times are ISO strings; no URL,
+ * error text or secret. `degraded`: the stream cannot be set up, the transmitter's keys
+ * cannot be fetched, or (poll) no poll has succeeded for {@link POLL_STALE_INTERVALS}
+ * intervals plus the request timeout.
+ */
+export interface ReceiverHealth {
+  readonly name: string
+  readonly delivery: 'push' | 'poll'
+  readonly state: 'ok' | 'degraded'
+  /** `starting`: the first setup is under way. */
+  readonly stream: 'starting' | 'ready' | 'failing'
+  readonly streamFailingSince?: string
+  /** The transmitter's JWKS: `fresh`, `stale` (refresh due or failing) or `unavailable`. */
+  readonly keys: 'fresh' | 'stale' | 'unavailable'
+  readonly keysFailingSince?: string
+  /** Poll: the last successful poll (null: none yet). */
+  readonly lastPoll?: string | null
+  readonly pollFailingSince?: string
+}
+
+/** A poll receiver is degraded after this many intervals (plus one timeout) without a poll. */
+export const POLL_STALE_INTERVALS = 10
+
 export interface SsfReceiver {
   readonly name: string
+  /** The receiver's state for readiness; also starts a background key refresh when due. */
+  health(): ReceiverHealth
   /** What a push or poll delivers: verified, replay-checked, applied and audited. */
   receive(
     token: string,
@@ -87,7 +124,9 @@ export interface SsfReceiver {
   close(): Promise<void>
 }
 
-const RETRY_SETUP_MS = 30_000
+/** A failed stream setup is retried after 1 s, doubling up to 30 s. */
+const RETRY_SETUP_FIRST_MS = 1_000
+const RETRY_SETUP_MAX_MS = 30_000
 
 export function createSsfReceiver(settings: ReceiverSettings, deps: ReceiverDeps): SsfReceiver {
   const { store, clock, log } = deps
@@ -100,7 +139,10 @@ export function createSsfReceiver(settings: ReceiverSettings, deps: ReceiverDeps
     { clock, fetch: fetchImpl },
     settings.origins,
     SSF_CONFIGURATION_PATH,
-  )
+  ) as ReturnType<typeof createDiscoveredJwks> & Partial<Pick<RemoteJwks, 'status' | 'warm'>>
+  // Unpooled (no `pool` in the deps) the source is a RemoteJwks, whose status readiness shows.
+  const keyStatus = (): JwksStatus['state'] | undefined => keys.status?.().state
+  const keysFailingSince = (): number | null => keys.status?.().failingSince ?? null
   const verify = createSetVerifier({
     issuer: settings.transmitter,
     audience: settings.audience,
@@ -118,6 +160,7 @@ export function createSsfReceiver(settings: ReceiverSettings, deps: ReceiverDeps
     fetch: fetchImpl,
   })
   const base = { receiver: settings.name, transmitter: settings.transmitter }
+  const count = (outcome: SsfEventOutcome) => deps.metrics?.countSsfEvent(settings.name, outcome)
   const write = (
     event: AuditEvent,
     request: { clientAddress?: string; requestId?: string } | undefined,
@@ -129,6 +172,7 @@ export function createSsfReceiver(settings: ReceiverSettings, deps: ReceiverDeps
     request: { clientAddress?: string; requestId?: string } | undefined,
     replay = false,
   ): Promise<ReceiveOutcome> {
+    count(replay ? 'replayed' : refusal.err === 'unavailable' ? 'unavailable' : 'refused')
     log.warn({ ...base, delivery, err: refusal.err }, `SSF SET refused: ${refusal.description}`)
     await write(
       {
@@ -195,6 +239,7 @@ export function createSsfReceiver(settings: ReceiverSettings, deps: ReceiverDeps
       }
     } catch (error) {
       log.warn({ ...base, delivery, reason: (error as Error).message }, 'SSF SET not applied')
+      count('unavailable')
       return { ok: false, err: 'unavailable', description: 'the store cannot be written now' }
     }
   }
@@ -243,6 +288,7 @@ export function createSsfReceiver(settings: ReceiverSettings, deps: ReceiverDeps
       }
     }
     log.info({ ...base, delivery, event: shortType(set.eventType), rules }, 'SSF SET received')
+    count('received')
     await write(
       {
         type: 'ssf.event_received',
@@ -260,6 +306,12 @@ export function createSsfReceiver(settings: ReceiverSettings, deps: ReceiverDeps
   let timer: NodeJS.Timeout | undefined
   let running: Promise<void> | undefined
   let stream: Stream | undefined
+  // Readiness (health()): clock times of the last change of each state.
+  let streamFailingSince: number | null = null
+  let retrySetupMs = RETRY_SETUP_FIRST_MS
+  let lastPollAt: number | null = null
+  let pollingSince: number | null = null
+  let pollFailingSince: number | null = null
   /** Acknowledgements and errors for the next poll: only what was applied (or refused). */
   let ack: string[] = []
   let setErrs: Record<string, { err: string; description: string }> = {}
@@ -286,6 +338,7 @@ export function createSsfReceiver(settings: ReceiverSettings, deps: ReceiverDeps
           ? { method: 'push' as const, endpointUrl: settings.pushUrl ?? '' }
           : { method: 'poll' as const }
       stream = await client.stream(config, delivery, settings.streamId)
+      streamFailingSince = null
       const status = await client.status(config, stream.streamId).catch(() => undefined)
       await client
         .requestVerification(config, stream.streamId, verificationState)
@@ -294,13 +347,22 @@ export function createSsfReceiver(settings: ReceiverSettings, deps: ReceiverDeps
         { ...base, delivery: settings.delivery, stream: stream.streamId, status },
         'SSF stream ready',
       )
-      if (stream.pollUrl !== undefined) later(0, poll)
+      retrySetupMs = RETRY_SETUP_FIRST_MS
+      // Keys fetched now, so that readiness tells at once whether they can be, and the first
+      // SET does not wait for them.
+      await keys.warm?.()
+      if (stream.pollUrl !== undefined) {
+        pollingSince = clock.now()
+        later(0, poll)
+      }
     } catch (error) {
+      streamFailingSince ??= clock.now()
       log.warn(
-        { ...base, reason: (error as Error).message, retryInMs: RETRY_SETUP_MS },
+        { ...base, reason: (error as Error).message, retryInMs: retrySetupMs },
         'SSF stream setup failed',
       )
-      later(RETRY_SETUP_MS, setup)
+      later(retrySetupMs, setup)
+      retrySetupMs = Math.min(retrySetupMs * 2, RETRY_SETUP_MAX_MS)
     }
   }
 
@@ -324,14 +386,51 @@ export function createSsfReceiver(settings: ReceiverSettings, deps: ReceiverDeps
         }
       }
       more = answer.moreAvailable || ack.length > 0 || Object.keys(setErrs).length > 0
+      lastPollAt = clock.now()
+      pollFailingSince = null
     } catch (error) {
+      pollFailingSince ??= clock.now()
       log.warn({ ...base, reason: (error as Error).message }, 'SSF poll failed')
     }
     later(more ? 0 : settings.pollIntervalMs, poll)
   }
 
+  function health(): ReceiverHealth {
+    const now = clock.now()
+    // Refreshed when due once the stream is up (setup fetched them first); not before, so
+    // that probes during an outage start no key cooldown that outlasts it.
+    if (stream !== undefined) void keys.warm?.()
+    const iso = (ms: number) => new Date(ms).toISOString()
+    const keyState = keyStatus() ?? 'unavailable'
+    const keysFailingAt = keysFailingSince()
+    const streamState =
+      stream !== undefined ? 'ready' : streamFailingSince !== null ? 'failing' : 'starting'
+    const polling = settings.delivery === 'poll'
+    // A poll that has not succeeded since the stream was ready (or since the last success)
+    // for this long: SETs are not arriving. The timeout counts too, as a poll may take it.
+    const pollStale =
+      polling &&
+      pollingSince !== null &&
+      now - (lastPollAt ?? pollingSince) >
+        settings.pollIntervalMs * POLL_STALE_INTERVALS + settings.timeoutMs
+    const keysFailing = keysFailingAt !== null && keyState !== 'fresh'
+    const degraded = streamState === 'failing' || keysFailing || pollStale
+    return {
+      name: settings.name,
+      delivery: settings.delivery,
+      state: degraded ? 'degraded' : 'ok',
+      stream: streamState,
+      ...(streamFailingSince === null ? {} : { streamFailingSince: iso(streamFailingSince) }),
+      keys: keyState,
+      ...(keysFailing && keysFailingAt !== null ? { keysFailingSince: iso(keysFailingAt) } : {}),
+      ...(polling ? { lastPoll: lastPollAt === null ? null : iso(lastPollAt) } : {}),
+      ...(polling && pollFailingSince !== null ? { pollFailingSince: iso(pollFailingSince) } : {}),
+    }
+  }
+
   return {
     name: settings.name,
+    health,
     pushAuthorization: settings.pushAuthorization,
     receive,
     async refuse(refusal, request) {

@@ -56,6 +56,8 @@ export interface SsfTestTransmitter {
   /** Queues a SET on a poll stream. */
   enqueue(streamId: string, jti: string, set: string): void
   setJwksUri(uri: string): void
+  /** While down, every request is answered 503 (an outage at the identity provider). */
+  setDown(down: boolean): void
   close(): Promise<void>
 }
 
@@ -72,6 +74,7 @@ export async function startSsfTransmitter(): Promise<SsfTestTransmitter> {
   let jwksUri = ''
   let audience = 'unset'
   const verifications: { streamId: string; state: string | undefined }[] = []
+  let down = false
 
   const json = (response: ServerResponse, status: number, body?: unknown) => {
     if (body === undefined) return response.writeHead(status).end()
@@ -96,6 +99,7 @@ export async function startSsfTransmitter(): Promise<SsfTestTransmitter> {
   const server = createServer(async (request, response) => {
     const url = new URL(request.url ?? '/', issuer)
     hits.set(url.pathname, (hits.get(url.pathname) ?? 0) + 1)
+    if (down) return json(response, 503)
     const authorized = request.headers.authorization === `Bearer ${bearerToken}`
     try {
       if (request.method === 'GET' && url.pathname === '/.well-known/ssf-configuration') {
@@ -228,6 +232,9 @@ export async function startSsfTransmitter(): Promise<SsfTestTransmitter> {
     verifications,
     setAudience(value) {
       audience = value
+    },
+    setDown(value) {
+      down = value
     },
     sign,
     event(type, subId, audience, eventClaims = {}) {

@@ -61,6 +61,7 @@ describe('attack: refusals of the SSF push and leak-report endpoints under the f
     server = await startTestServer({
       dataDir,
       rateLimit: { failedAuth: { max: LIMIT, windowSec: 600 } },
+      metrics: { enabled: true, port: 0 },
       leakReports: { githubKeysFile: keysFile },
       ssf: {
         receivers: [
@@ -176,6 +177,21 @@ describe('attack: refusals of the SSF push and leak-report endpoints under the f
       ATTACKER,
     )
     assert.equal(right.status, 202)
+  })
+
+  it('tokengate_ssf_events_total counts what the receivers did, by receiver and outcome (throttled requests reach none)', async () => {
+    const text = await (await fetch(String(server.running.metricsUrl))).text()
+    const value = (receiver: string, outcome: string) =>
+      Number(
+        new RegExp(
+          `^tokengate_ssf_events_total\\{receiver="${receiver}",outcome="${outcome}"\\} (\\d+)$`,
+          'm',
+        ).exec(text)?.[1] ?? 0,
+      )
+    // 3 garbage SETs from the attacker before the limit, 1 from the transmitter's address.
+    assert.equal(value('idp', 'refused'), LIMIT + 1)
+    assert.equal(value('idp', 'received'), 1)
+    assert.equal(value('shared', 'received'), 1)
   })
 
   it('the leak-report endpoint: forged reports from one address get 429 past the limit', async () => {
