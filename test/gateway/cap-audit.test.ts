@@ -5,18 +5,12 @@
  */
 import assert from 'node:assert/strict'
 import { request as httpRequest } from 'node:http'
-import { after, before, describe, test } from 'node:test'
+import { describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { openStore } from '../../src/stores/open-store.ts'
 import type { UsageCounts } from '../../src/stores/store.ts'
 import { auditRowOf } from '../helpers/audit-rows.ts'
-import {
-  type Gateway,
-  OTHER_TENANT,
-  startGateway,
-  startUpstream,
-  type Upstream,
-} from './harness.ts'
+import { OTHER_TENANT, useProxiedGateway } from './harness.ts'
 
 function get(base: string, path: string, token: string) {
   const url = new URL(base)
@@ -50,30 +44,20 @@ function get(base: string, path: string, token: string) {
 }
 
 describe('gateway: an in-flight cap refusal is audited through the recorder', () => {
-  let upstream: Upstream
-  let gateway: Gateway
-  before(async () => {
-    upstream = await startUpstream()
-    gateway = await startGateway({
-      upstream: upstream.url,
-      timeoutMs: 5_000,
-      gateway: { connections: 4, maxInFlightPerTenant: 3, maxInFlightPerToken: 1 },
-    })
-  })
-  after(async () => {
-    await gateway?.close()
-    await upstream?.close()
+  const proxied = useProxiedGateway({
+    timeoutMs: 5_000,
+    gateway: { connections: 4, maxInFlightPerTenant: 3, maxInFlightPerToken: 1 },
   })
 
   test('a second request of a token with one in flight → 429, auth.refused row with its request id', async () => {
-    const token = await gateway.pat([])
+    const token = await proxied.gateway.pat([])
     // Held by the upstream (it never answers /slow) until the gateway's timeout.
-    const held = get(gateway.url, '/api/v1/slow', token).catch(() => undefined)
-    for (let i = 0; i < 50 && upstream.receiving < 1; i++) await sleep(20)
-    const refused = await get(gateway.url, '/api/v1/things', token)
+    const held = get(proxied.gateway.url, '/api/v1/slow', token).catch(() => undefined)
+    for (let i = 0; i < 50 && proxied.upstream.receiving < 1; i++) await sleep(20)
+    const refused = await get(proxied.gateway.url, '/api/v1/things', token)
     assert.equal(refused.status, 429, refused.body)
     assert.equal(JSON.parse(refused.body).requestId, refused.requestId)
-    const row = await auditRowOf(gateway.dataDir, refused.requestId)
+    const row = await auditRowOf(proxied.gateway.dataDir, refused.requestId)
     assert.ok(row, 'no audit row for the cap refusal')
     assert.equal(row.type, 'auth.refused')
     assert.equal(row.outcome, 'rate_limited')
@@ -85,14 +69,14 @@ describe('gateway: an in-flight cap refusal is audited through the recorder', ()
 
   test('usage: the refused request counts as limited, not as allowed', async () => {
     // Its own tenant, so that only these two requests are in its counts.
-    const token = await gateway.pat([], OTHER_TENANT)
-    const inFlight = upstream.receiving
-    const held = get(gateway.url, '/api/v1/slow', token).catch(() => undefined)
-    for (let i = 0; i < 50 && upstream.receiving <= inFlight; i++) await sleep(20)
-    const refused = await get(gateway.url, '/api/v1/things', token)
+    const token = await proxied.gateway.pat([], OTHER_TENANT)
+    const inFlight = proxied.upstream.receiving
+    const held = get(proxied.gateway.url, '/api/v1/slow', token).catch(() => undefined)
+    for (let i = 0; i < 50 && proxied.upstream.receiving <= inFlight; i++) await sleep(20)
+    const refused = await get(proxied.gateway.url, '/api/v1/things', token)
     assert.equal(refused.status, 429, refused.body)
     // The usage writer adds its counts to the store every 5 s (usage.flushIntervalMs).
-    const store = await openStore({ dataDir: gateway.dataDir })
+    const store = await openStore({ dataDir: proxied.gateway.dataDir })
     let totals: UsageCounts = { allowed: 0, unauthorized: 0, forbidden: 0, limited: 0 }
     try {
       for (let i = 0; i < 100 && totals.allowed + totals.limited < 2; i++) {

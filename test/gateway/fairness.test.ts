@@ -13,6 +13,7 @@ import {
   startGateway,
   startUpstream,
   type Upstream,
+  useProxiedGateway,
 } from './harness.ts'
 
 interface Answer {
@@ -185,19 +186,9 @@ describe('gateway: one tenant cannot starve the others', () => {
 })
 
 describe('gateway: slow request bodies are cut', () => {
-  let upstream: Upstream
-  let gateway: Gateway
-  before(async () => {
-    upstream = await startUpstream()
-    gateway = await startGateway({
-      upstream: upstream.url,
-      timeoutMs: 10_000,
-      gateway: { bodyTimeoutMs: 1_000, minUploadBytesPerSec: 100 },
-    })
-  })
-  after(async () => {
-    await gateway.close()
-    await upstream.close()
+  const proxied = useProxiedGateway({
+    timeoutMs: 10_000,
+    gateway: { bodyTimeoutMs: 1_000, minUploadBytesPerSec: 100 },
   })
 
   for (const [name, everyMs] of [
@@ -205,7 +196,7 @@ describe('gateway: slow request bodies are cut', () => {
     ['a body that drips below minUploadBytesPerSec', 200],
   ] as const) {
     test(`${name} gets 408 and the connection is closed`, async () => {
-      const upload = slowUpload(gateway.url, await gateway.pat([]), everyMs)
+      const upload = slowUpload(proxied.gateway.url, await proxied.gateway.pat([]), everyMs)
       try {
         const answer = await upload.answer
         assert.ok(answer, 'no answer from the gateway')

@@ -10,6 +10,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { after, before } from 'node:test'
 import { issuePat } from '../../src/core/pat.ts'
 import { openStore } from '../../src/stores/open-store.ts'
 import { createTestIssuer, TEST_TENANT, type TestIssuer } from '../helpers/jwt.ts'
@@ -160,6 +161,36 @@ export interface Gateway {
   /** A JWT for TEST_TENANT (or `claims.tenant_id`) with `permissions`. */
   jwt(permissions: readonly string[], claims?: Record<string, unknown>): Promise<string>
   close(): Promise<void>
+}
+
+/** An upstream and the gateway in front of it, for the tests of one `describe` block. */
+export interface ProxiedGateway {
+  readonly upstream: Upstream
+  readonly gateway: Gateway
+}
+
+/**
+ * Starts an upstream and a gateway with `options` in front of it before the enclosing
+ * `describe` block's tests and stops both after them; call it in the block's body.
+ */
+export function useProxiedGateway(options: Omit<GatewayOptions, 'upstream'>): ProxiedGateway {
+  const started: { upstream?: Upstream; gateway?: Gateway } = {}
+  before(async () => {
+    started.upstream = await startUpstream()
+    started.gateway = await startGateway({ ...options, upstream: started.upstream.url })
+  })
+  after(async () => {
+    await started.gateway?.close()
+    await started.upstream?.close()
+  })
+  return {
+    get upstream() {
+      return started.upstream as Upstream
+    },
+    get gateway() {
+      return started.gateway as Gateway
+    },
+  }
 }
 
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {

@@ -1,15 +1,14 @@
 import assert from 'node:assert/strict'
 import { request as httpRequest } from 'node:http'
-import { after, before, describe, test } from 'node:test'
+import { describe, test } from 'node:test'
 import { TEST_TENANT } from '../helpers/jwt.ts'
 import {
-  type Gateway,
   OTHER_TENANT,
   patternBytes,
   sha256,
   startGateway,
   startUpstream,
-  type Upstream,
+  useProxiedGateway,
 } from './harness.ts'
 
 const POLICY = `
@@ -35,24 +34,15 @@ const auth = (token: string, extra: Record<string, string> = {}) => ({
 })
 
 describe('gateway: proxied requests', () => {
-  let upstream: Upstream
-  let gateway: Gateway
-  before(async () => {
-    upstream = await startUpstream()
-    gateway = await startGateway({ upstream: upstream.url, policy: POLICY, timeoutMs: 10_000 })
-  })
-  after(async () => {
-    await gateway.close()
-    await upstream.close()
-  })
+  const proxied = useProxiedGateway({ policy: POLICY, timeoutMs: 10_000 })
 
   test('a proxied request arrives with the identity headers and without Authorization', async () => {
-    const token = await gateway.pat(['things:read', 'things:write'])
-    const response = await fetch(`${gateway.url}/api/v1/things/1?x=1`, {
+    const token = await proxied.gateway.pat(['things:read', 'things:write'])
+    const response = await fetch(`${proxied.gateway.url}/api/v1/things/1?x=1`, {
       headers: auth(token, { 'x-request-id': 'req-abc' }),
     })
     assert.equal(response.status, 200)
-    const seen = upstream.seen.at(-1)
+    const seen = proxied.upstream.seen.at(-1)
     assert.ok(seen)
     assert.equal(seen.url, '/api/v1/things/1?x=1')
     assert.equal(seen.headers.authorization, undefined)
@@ -64,19 +54,19 @@ describe('gateway: proxied requests', () => {
     assert.equal(seen.headers['x-request-id'], 'req-abc')
     assert.equal(seen.headers['x-forwarded-for'], '127.0.0.1')
     assert.equal(seen.headers['x-forwarded-proto'], 'http')
-    // Not sent unless gateway.forwardedHost: the caller's Host is the caller's claim.
+    // Not sent unless proxied.gateway.forwardedHost: the caller's Host is the caller's claim.
     assert.equal(seen.headers['x-forwarded-host'], undefined)
     // The caller sees the gateway's request id, not the upstream's.
     assert.equal(response.headers.get('x-request-id'), 'req-abc')
   })
 
   test('a JWT caller is identified the same way', async () => {
-    const token = await gateway.jwt(['a:b'], { sub: 'alice', jti: 'jti-42' })
-    const response = await fetch(`${gateway.url}/api/v1/things`, {
+    const token = await proxied.gateway.jwt(['a:b'], { sub: 'alice', jti: 'jti-42' })
+    const response = await fetch(`${proxied.gateway.url}/api/v1/things`, {
       headers: auth(token, { 'x-tenant-id': TEST_TENANT }),
     })
     assert.equal(response.status, 200)
-    const seen = upstream.seen.at(-1)
+    const seen = proxied.upstream.seen.at(-1)
     assert.equal(seen?.headers['x-auth-token-type'], 'jwt')
     assert.equal(seen?.headers['x-auth-subject'], 'alice')
     assert.equal(seen?.headers['x-auth-token-id'], 'jti-42')
@@ -84,8 +74,8 @@ describe('gateway: proxied requests', () => {
   })
 
   test('spoofed X-Auth-* and forwarding headers from the caller are gone', async () => {
-    const token = await gateway.pat([])
-    const status = await rawRequest(gateway.url, '/api/v1/things', [
+    const token = await proxied.gateway.pat([])
+    const status = await rawRequest(proxied.gateway.url, '/api/v1/things', [
       ['Authorization', `Bearer ${token}`],
       ['X-Auth-Tenant', OTHER_TENANT],
       ['x-auth-tenant', 'second'],
@@ -96,7 +86,7 @@ describe('gateway: proxied requests', () => {
       ['Forwarded', 'for=6.6.6.6'],
     ])
     assert.equal(status, 200)
-    const seen = upstream.seen.at(-1)
+    const seen = proxied.upstream.seen.at(-1)
     assert.ok(seen)
     assert.equal(seen.headers['x-auth-tenant'], TEST_TENANT)
     assert.equal(seen.headers['x-auth-permissions'], '')
@@ -109,8 +99,8 @@ describe('gateway: proxied requests', () => {
   })
 
   test('hop-by-hop headers are removed in both directions', async () => {
-    const token = await gateway.pat([])
-    const status = await rawRequest(gateway.url, '/api/v1/hop', [
+    const token = await proxied.gateway.pat([])
+    const status = await rawRequest(proxied.gateway.url, '/api/v1/hop', [
       ['Authorization', `Bearer ${token}`],
       ['Connection', 'keep-alive, X-Drop-Me'],
       ['X-Drop-Me', 'secret'],
@@ -120,21 +110,21 @@ describe('gateway: proxied requests', () => {
       ['Upgrade', 'websocket'],
     ])
     assert.equal(status, 200)
-    const seen = upstream.seen.at(-1)
+    const seen = proxied.upstream.seen.at(-1)
     assert.ok(seen)
     for (const name of ['x-drop-me', 'te', 'proxy-authorization', 'upgrade']) {
       assert.equal(seen.headers[name], undefined, name)
     }
-    const response = await fetch(`${gateway.url}/api/v1/hop`, { headers: auth(token) })
+    const response = await fetch(`${proxied.gateway.url}/api/v1/hop`, { headers: auth(token) })
     assert.equal(response.status, 200)
     assert.equal(response.headers.get('x-secret-hop'), null)
     assert.equal(response.headers.get('proxy-authenticate'), null)
   })
 
   test('a multi-megabyte upload streams through intact', async () => {
-    const token = await gateway.pat(['projects:write'])
+    const token = await proxied.gateway.pat(['projects:write'])
     const body = patternBytes(8 * 1024 * 1024 + 123)
-    const response = await fetch(`${gateway.url}/api/v1/projects/7/files`, {
+    const response = await fetch(`${proxied.gateway.url}/api/v1/projects/7/files`, {
       method: 'PUT',
       headers: auth(token, { 'content-type': 'application/octet-stream' }),
       body: new Uint8Array(body),
@@ -146,9 +136,9 @@ describe('gateway: proxied requests', () => {
   })
 
   test('a JSON body larger than the built-in body limit is streamed, not parsed', async () => {
-    const token = await gateway.pat([])
+    const token = await proxied.gateway.pat([])
     const body = `{"data":"${'x'.repeat(2 * 1024 * 1024)}"}`
-    const response = await fetch(`${gateway.url}/api/v1/things`, {
+    const response = await fetch(`${proxied.gateway.url}/api/v1/things`, {
       method: 'POST',
       headers: auth(token, { 'content-type': 'application/json' }),
       body,
@@ -160,7 +150,7 @@ describe('gateway: proxied requests', () => {
   })
 
   test('a chunked upload without Content-Type streams through', async () => {
-    const token = await gateway.pat([])
+    const token = await proxied.gateway.pat([])
     const body = patternBytes(3 * 1024 * 1024)
     const stream = new ReadableStream<Uint8Array>({
       start(controller) {
@@ -169,7 +159,7 @@ describe('gateway: proxied requests', () => {
         controller.close()
       },
     })
-    const response = await fetch(`${gateway.url}/api/v1/things`, {
+    const response = await fetch(`${proxied.gateway.url}/api/v1/things`, {
       method: 'POST',
       headers: auth(token),
       body: stream,
@@ -181,9 +171,9 @@ describe('gateway: proxied requests', () => {
   })
 
   test('a multi-megabyte download streams through intact', async () => {
-    const token = await gateway.pat([])
+    const token = await proxied.gateway.pat([])
     const size = 16 * 1024 * 1024 + 7
-    const response = await fetch(`${gateway.url}/api/v1/download?bytes=${size}`, {
+    const response = await fetch(`${proxied.gateway.url}/api/v1/download?bytes=${size}`, {
       headers: auth(token),
     })
     assert.equal(response.status, 200)
@@ -193,53 +183,47 @@ describe('gateway: proxied requests', () => {
   })
 
   test('built-in routes are still answered by tokengate', async () => {
-    const token = await gateway.pat(['tokens:read'])
-    const before = upstream.seen.length
-    const me = await fetch(`${gateway.url}/api/v1/me`, { headers: auth(token) })
+    const token = await proxied.gateway.pat(['tokens:read'])
+    const before = proxied.upstream.seen.length
+    const me = await fetch(`${proxied.gateway.url}/api/v1/me`, { headers: auth(token) })
     assert.equal(me.status, 200)
     assert.equal(((await me.json()) as { tenantId: string }).tenantId, TEST_TENANT)
-    const list = await fetch(`${gateway.url}/api/v1/tokens`, { headers: auth(token) })
+    const list = await fetch(`${proxied.gateway.url}/api/v1/tokens`, { headers: auth(token) })
     assert.equal(list.status, 200)
     // Another method on a built-in path stays with tokengate too.
-    const post = await fetch(`${gateway.url}/api/v1/me`, { method: 'POST', headers: auth(token) })
+    const post = await fetch(`${proxied.gateway.url}/api/v1/me`, {
+      method: 'POST',
+      headers: auth(token),
+    })
     assert.equal(post.status, 404)
-    const nested = await fetch(`${gateway.url}/api/v1/tokens/x/y`, { headers: auth(token) })
+    const nested = await fetch(`${proxied.gateway.url}/api/v1/tokens/x/y`, { headers: auth(token) })
     assert.equal(nested.status, 404)
-    assert.equal(upstream.seen.length, before)
+    assert.equal(proxied.upstream.seen.length, before)
   })
 
   test('unauthenticated proxied path → 401 and the upstream never sees the request', async () => {
-    const before = upstream.seen.length
-    const missing = await fetch(`${gateway.url}/api/v1/things`)
+    const before = proxied.upstream.seen.length
+    const missing = await fetch(`${proxied.gateway.url}/api/v1/things`)
     assert.equal(missing.status, 401)
     assert.equal(((await missing.json()) as { code: string }).code, 'missing_authorization')
-    const invalid = await fetch(`${gateway.url}/api/v1/things`, {
+    const invalid = await fetch(`${proxied.gateway.url}/api/v1/things`, {
       method: 'POST',
       headers: auth('pat_invalid', { 'content-type': 'application/octet-stream' }),
       body: new Uint8Array(patternBytes(1024)),
     })
     assert.equal(invalid.status, 401)
     assert.equal(invalid.headers.get('www-authenticate')?.startsWith('Bearer realm='), true)
-    assert.equal(upstream.seen.length, before)
+    assert.equal(proxied.upstream.seen.length, before)
   })
 })
 
 describe('gateway: policy', () => {
-  let upstream: Upstream
-  let gateway: Gateway
-  before(async () => {
-    upstream = await startUpstream()
-    gateway = await startGateway({ upstream: upstream.url, policy: POLICY })
-  })
-  after(async () => {
-    await gateway.close()
-    await upstream.close()
-  })
+  const proxied = useProxiedGateway({ policy: POLICY })
 
   test('a rule whose permission is not held → 403 insufficient_permission', async () => {
-    const token = await gateway.pat(['projects:read'])
-    const before = upstream.seen.length
-    const response = await fetch(`${gateway.url}/api/v1/projects/7`, {
+    const token = await proxied.gateway.pat(['projects:read'])
+    const before = proxied.upstream.seen.length
+    const response = await fetch(`${proxied.gateway.url}/api/v1/projects/7`, {
       method: 'DELETE',
       headers: auth(token),
     })
@@ -252,15 +236,15 @@ describe('gateway: policy', () => {
     const body = (await response.json()) as { code: string; required: string[] }
     assert.equal(body.code, 'insufficient_permission')
     assert.deepEqual(body.required, ['projects:write'])
-    assert.equal(upstream.seen.length, before)
+    assert.equal(proxied.upstream.seen.length, before)
   })
 
   test('the permission held → proxied; a GET rule also covers HEAD', async () => {
-    const token = await gateway.pat(['projects:read'])
-    const get = await fetch(`${gateway.url}/api/v1/projects/7`, { headers: auth(token) })
+    const token = await proxied.gateway.pat(['projects:read'])
+    const get = await fetch(`${proxied.gateway.url}/api/v1/projects/7`, { headers: auth(token) })
     assert.equal(get.status, 200)
-    const writer = await gateway.pat(['projects:write'])
-    const head = await fetch(`${gateway.url}/api/v1/projects/7`, {
+    const writer = await proxied.gateway.pat(['projects:write'])
+    const head = await fetch(`${proxied.gateway.url}/api/v1/projects/7`, {
       method: 'HEAD',
       headers: auth(writer),
     })
@@ -268,34 +252,38 @@ describe('gateway: policy', () => {
   })
 
   test('paths are matched case-insensitively, so /PROJECTS is not a way around the rule', async () => {
-    const token = await gateway.pat([])
-    const response = await fetch(`${gateway.url}/api/v1/PROJECTS/7`, { headers: auth(token) })
+    const token = await proxied.gateway.pat([])
+    const response = await fetch(`${proxied.gateway.url}/api/v1/PROJECTS/7`, {
+      headers: auth(token),
+    })
     assert.equal(response.status, 403)
   })
 
   test('ambiguous paths (encoded slash, dot segments, //) → 400 and never proxied', async () => {
-    const token = await gateway.pat([])
-    const before = upstream.seen.length
+    const token = await proxied.gateway.pat([])
+    const before = proxied.upstream.seen.length
     for (const path of [
       '/api/v1/public%2F..%2Fprojects/1',
       '/api/v1/x/%2e%2e/projects/1',
       '/api/v1//projects/1',
     ]) {
-      const status = await rawRequest(gateway.url, path, [['Authorization', `Bearer ${token}`]])
+      const status = await rawRequest(proxied.gateway.url, path, [
+        ['Authorization', `Bearer ${token}`],
+      ])
       assert.equal(status, 400, path)
     }
-    assert.equal(upstream.seen.length, before)
+    assert.equal(proxied.upstream.seen.length, before)
   })
 
   test('tenantParam: the caller’s own tenant is proxied, another tenant → 403', async () => {
-    const token = await gateway.pat([])
-    const own = await fetch(`${gateway.url}/api/v1/tenants/${TEST_TENANT}/files`, {
+    const token = await proxied.gateway.pat([])
+    const own = await fetch(`${proxied.gateway.url}/api/v1/tenants/${TEST_TENANT}/files`, {
       headers: auth(token),
     })
     assert.equal(own.status, 200)
-    const before = upstream.seen.length
+    const before = proxied.upstream.seen.length
     for (const tenant of [OTHER_TENANT, TEST_TENANT.toUpperCase(), `${TEST_TENANT}x`]) {
-      const other = await fetch(`${gateway.url}/api/v1/tenants/${tenant}/files`, {
+      const other = await fetch(`${proxied.gateway.url}/api/v1/tenants/${tenant}/files`, {
         headers: auth(token),
       })
       assert.equal(other.status, 403, tenant)
@@ -303,29 +291,31 @@ describe('gateway: policy', () => {
       assert.equal(body.code, 'insufficient_permission')
       assert.match(body.detail, /tenant/)
     }
-    assert.equal(upstream.seen.length, before)
+    assert.equal(proxied.upstream.seen.length, before)
   })
 
   test('a deny rule answers like an unknown path (404) and never proxies', async () => {
-    const token = await gateway.pat(['projects:read', 'projects:write'])
-    const before = upstream.seen.length
-    const response = await fetch(`${gateway.url}/api/v1/internal/metrics`, { headers: auth(token) })
+    const token = await proxied.gateway.pat(['projects:read', 'projects:write'])
+    const before = proxied.upstream.seen.length
+    const response = await fetch(`${proxied.gateway.url}/api/v1/internal/metrics`, {
+      headers: auth(token),
+    })
     assert.equal(response.status, 404)
     assert.equal(((await response.json()) as { code: string }).code, 'not_found')
-    assert.equal(upstream.seen.length, before)
+    assert.equal(proxied.upstream.seen.length, before)
   })
 
   test('a refused path is audited capped at 512 characters and with tokens redacted', async () => {
-    const caller = await gateway.pat(['projects:read'])
-    const reader = await gateway.pat(['audit:read'])
-    const leaked = await gateway.pat([])
+    const caller = await proxied.gateway.pat(['projects:read'])
+    const reader = await proxied.gateway.pat(['audit:read'])
+    const leaked = await proxied.gateway.pat([])
     const path = `/api/v1/internal/${leaked}/${'a'.repeat(6000)}`
-    const refused = await fetch(`${gateway.url}${path}`, { headers: auth(caller) })
+    const refused = await fetch(`${proxied.gateway.url}${path}`, { headers: auth(caller) })
     assert.equal(refused.status, 404)
     const requestId = refused.headers.get('x-request-id')
     let event: { details: { path: string } } | undefined
     for (let i = 0; i < 50 && !event; i++) {
-      const listed = await fetch(`${gateway.url}/api/v1/audit-events?limit=200`, {
+      const listed = await fetch(`${proxied.gateway.url}/api/v1/audit-events?limit=200`, {
         headers: auth(reader),
       })
       const { items } = (await listed.json()) as {
@@ -341,35 +331,27 @@ describe('gateway: policy', () => {
   })
 
   test('unmatched route with default authenticated → proxied for any valid token', async () => {
-    const token = await gateway.pat([])
-    const response = await fetch(`${gateway.url}/api/v1/elsewhere`, { headers: auth(token) })
+    const token = await proxied.gateway.pat([])
+    const response = await fetch(`${proxied.gateway.url}/api/v1/elsewhere`, {
+      headers: auth(token),
+    })
     assert.equal(response.status, 200)
   })
 })
 
 describe('gateway: default deny', () => {
-  let upstream: Upstream
-  let gateway: Gateway
-  before(async () => {
-    upstream = await startUpstream()
-    gateway = await startGateway({
-      upstream: upstream.url,
-      policy: 'default: deny\nrules:\n  - { methods: [GET], path: /api/v1/open/* }\n',
-    })
-  })
-  after(async () => {
-    await gateway.close()
-    await upstream.close()
+  const proxied = useProxiedGateway({
+    policy: 'default: deny\nrules:\n - { methods: [GET], path: /api/v1/open/* }\n',
   })
 
   test('unmatched route with default deny → 404; a matching rule is proxied', async () => {
-    const token = await gateway.pat(['everything'])
-    const denied = await fetch(`${gateway.url}/api/v1/elsewhere`, { headers: auth(token) })
+    const token = await proxied.gateway.pat(['everything'])
+    const denied = await fetch(`${proxied.gateway.url}/api/v1/elsewhere`, { headers: auth(token) })
     assert.equal(denied.status, 404)
-    assert.equal(upstream.seen.length, 0)
-    const open = await fetch(`${gateway.url}/api/v1/open/x`, { headers: auth(token) })
+    assert.equal(proxied.upstream.seen.length, 0)
+    const open = await fetch(`${proxied.gateway.url}/api/v1/open/x`, { headers: auth(token) })
     assert.equal(open.status, 200)
-    assert.equal(upstream.seen.length, 1)
+    assert.equal(proxied.upstream.seen.length, 1)
   })
 })
 

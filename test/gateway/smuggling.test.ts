@@ -5,15 +5,9 @@
  * the real upstream records what reached it.
  */
 import assert from 'node:assert/strict'
-import { after, before, describe, test } from 'node:test'
+import { before, describe, test } from 'node:test'
 import { TEST_TENANT } from '../helpers/jwt.ts'
-import {
-  type Gateway,
-  OTHER_TENANT,
-  startGateway,
-  startUpstream,
-  type Upstream,
-} from './harness.ts'
+import { OTHER_TENANT, startGateway, startUpstream, useProxiedGateway } from './harness.ts'
 import { rawRequest } from './raw-request.ts'
 
 const POLICY = `
@@ -69,25 +63,16 @@ const SMUGGLED: ReadonlyArray<readonly [string, string]> = [
 const cgiName = (name: string) => name.toLowerCase().replaceAll('_', '-')
 
 describe('gateway: identity and forwarding headers cannot be smuggled by spelling', () => {
-  let upstream: Upstream
-  let gateway: Gateway
-  before(async () => {
-    upstream = await startUpstream()
-    gateway = await startGateway({ upstream: upstream.url, policy: POLICY })
-  })
-  after(async () => {
-    await gateway.close()
-    await upstream.close()
-  })
+  const proxied = useProxiedGateway({ policy: POLICY })
 
   test('the upstream sees only tokengate identity headers, whatever the caller spelled', async () => {
-    const token = await gateway.pat(['projects:read'])
-    const response = await rawRequest(gateway.url, '/api/v1/projects/1', [
+    const token = await proxied.gateway.pat(['projects:read'])
+    const response = await rawRequest(proxied.gateway.url, '/api/v1/projects/1', [
       ['Authorization', `Bearer ${token}`],
       ...SMUGGLED,
     ])
     assert.equal(response.status, 200)
-    const seen = upstream.seen.at(-1)
+    const seen = proxied.upstream.seen.at(-1)
     assert.ok(seen)
     const names = seen.rawHeaders.filter((_, i) => i % 2 === 0)
     for (const name of names) {
@@ -116,23 +101,13 @@ describe('gateway: identity and forwarding headers cannot be smuggled by spellin
 })
 
 describe('gateway: the operator allowlist lets named forwarding headers through', () => {
-  let upstream: Upstream
-  let gateway: Gateway
-  before(async () => {
-    upstream = await startUpstream()
-    gateway = await startGateway({
-      upstream: upstream.url,
-      gateway: { forwardHeaders: ['cf-connecting-ip'], forwardedHost: true },
-    })
-  })
-  after(async () => {
-    await gateway.close()
-    await upstream.close()
+  const proxied = useProxiedGateway({
+    gateway: { forwardHeaders: ['cf-connecting-ip'], forwardedHost: true },
   })
 
   test('an allowed name passes as spelled; its underscore twin and the rest do not', async () => {
-    const token = await gateway.pat([])
-    const response = await rawRequest(gateway.url, '/api/v1/things', [
+    const token = await proxied.gateway.pat([])
+    const response = await rawRequest(proxied.gateway.url, '/api/v1/things', [
       ['Authorization', `Bearer ${token}`],
       ['CF-Connecting-IP', '192.0.2.1'],
       ['CF_Connecting_IP', '192.0.2.66'],
@@ -140,7 +115,7 @@ describe('gateway: the operator allowlist lets named forwarding headers through'
       ['X_Auth_Tenant', OTHER_TENANT],
     ])
     assert.equal(response.status, 200)
-    const seen = upstream.seen.at(-1)
+    const seen = proxied.upstream.seen.at(-1)
     assert.ok(seen)
     const names = seen.rawHeaders.filter((_, i) => i % 2 === 0).map(cgiName)
     assert.equal(names.filter((n) => n === 'cf-connecting-ip').length, 1)
@@ -148,7 +123,7 @@ describe('gateway: the operator allowlist lets named forwarding headers through'
     assert.equal(seen.headers['x-real-ip'], undefined)
     assert.equal(seen.headers['x-auth-tenant'], TEST_TENANT)
     // forwardedHost: true states the Host the caller addressed.
-    assert.equal(seen.headers['x-forwarded-host'], new URL(gateway.url).host)
+    assert.equal(seen.headers['x-forwarded-host'], new URL(proxied.gateway.url).host)
   })
 })
 
@@ -186,17 +161,10 @@ function isForwarding(name: string): boolean {
 }
 
 describe('gateway: no policy bypass through path parameters or lookalikes', () => {
-  let upstream: Upstream
-  let gateway: Gateway
+  const proxied = useProxiedGateway({ policy: POLICY })
   let token: string
   before(async () => {
-    upstream = await startUpstream()
-    gateway = await startGateway({ upstream: upstream.url, policy: POLICY })
-    token = await gateway.pat(['projects:read'])
-  })
-  after(async () => {
-    await gateway.close()
-    await upstream.close()
+    token = await proxied.gateway.pat(['projects:read'])
   })
 
   const refused = [
@@ -227,30 +195,36 @@ describe('gateway: no policy bypass through path parameters or lookalikes', () =
   ]
   for (const path of refused) {
     test(`400, never proxied: ${path}`, async () => {
-      const before = upstream.seen.length
-      const response = await rawRequest(gateway.url, path, [['Authorization', `Bearer ${token}`]])
+      const before = proxied.upstream.seen.length
+      const response = await rawRequest(proxied.gateway.url, path, [
+        ['Authorization', `Bearer ${token}`],
+      ])
       assert.equal(response.status, 400, response.text)
       assert.match(String(response.headers['content-type']), /^application\/problem\+json/)
       assert.equal(JSON.parse(response.text).code, 'validation_failed')
-      assert.equal(upstream.seen.length, before, 'the upstream received the request')
+      assert.equal(proxied.upstream.seen.length, before, 'the upstream received the request')
     })
   }
 
   for (const path of ['/api/v%31/tokens/x/y', '/api/v1/%74okens/x/y', '/api/v1/%6De/x']) {
     test(`a built-in name spelled with percent-encoding is tokengate's 404: ${path}`, async () => {
-      const before = upstream.seen.length
-      const response = await rawRequest(gateway.url, path, [['Authorization', `Bearer ${token}`]])
+      const before = proxied.upstream.seen.length
+      const response = await rawRequest(proxied.gateway.url, path, [
+        ['Authorization', `Bearer ${token}`],
+      ])
       assert.equal(response.status, 404, response.text)
       assert.equal(JSON.parse(response.text).code, 'not_found')
-      assert.equal(upstream.seen.length, before, 'the upstream received the request')
+      assert.equal(proxied.upstream.seen.length, before, 'the upstream received the request')
     })
   }
 
   test('ordinary paths, encoded or not, are still proxied as sent', async () => {
     for (const path of ['/api/v1/projects/a-b_c~d', '/api/v1/%70rojects/x', '/api/v1/things/']) {
-      const response = await rawRequest(gateway.url, path, [['Authorization', `Bearer ${token}`]])
+      const response = await rawRequest(proxied.gateway.url, path, [
+        ['Authorization', `Bearer ${token}`],
+      ])
       assert.equal(response.status, 200, `${path}: ${response.text}`)
-      assert.equal(upstream.seen.at(-1)?.url, path)
+      assert.equal(proxied.upstream.seen.at(-1)?.url, path)
     }
   })
 })
