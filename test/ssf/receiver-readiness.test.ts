@@ -22,6 +22,7 @@ interface ReceiverView {
   stream: string
   streamFailingSince?: string
   keys: string
+  keysFailingSince?: string
   lastPoll?: string | null
   pollFailingSince?: string
 }
@@ -118,5 +119,65 @@ describe('readiness: the CAEP/SSF receivers in /readyz', () => {
     )
     assert.equal(seen.status, 'ready')
     assert.equal(seen.receivers.get('polled')?.pollFailingSince, undefined)
+  })
+})
+
+describe('readiness: a receiver whose transmitter keys cannot be fetched', () => {
+  let server: TestServer
+  let tx: SsfTestTransmitter
+
+  before(async () => {
+    tx = await startSsfTransmitter()
+    tx.setAudience(AUDIENCE)
+    // The configuration answers; the jwks_uri it names does not.
+    tx.setJwksUri(`${tx.issuer}/no-such-jwks`)
+    const bearerTokenFile = join(tempDir('tg-ssf-keys-'), 'tx-token')
+    writeFileSync(bearerTokenFile, `${tx.bearerToken}\n`)
+    server = await startTestServer({
+      ssf: {
+        receivers: [
+          {
+            name: 'keyless',
+            transmitter: tx.issuer,
+            audience: AUDIENCE,
+            bearerTokenFile,
+            delivery: 'push',
+            pushUrl: 'https://api.readiness.test/ssf/events/keyless',
+          },
+        ],
+      },
+    })
+  })
+  after(async () => {
+    await server?.close()
+    await tx?.close()
+  })
+
+  const receiver = async () => {
+    const answer = await server.request('/readyz')
+    assert.equal(answer.status, 200)
+    const checks = answer.json.checks as { ssf: ReceiverView[] }
+    return { status: answer.json.status, view: checks.ssf[0] as ReceiverView }
+  }
+
+  it('stream set up, keys failing: degraded, with since when; keys back (after the cooldown): ready', async () => {
+    const failing = await eventually(async () => {
+      const seen = await receiver()
+      return seen.view.keysFailingSince ? seen : undefined
+    })
+    assert.equal(failing.status, 'degraded')
+    assert.equal(failing.view.state, 'degraded')
+    assert.equal(failing.view.stream, 'ready')
+    assert.equal(failing.view.keys, 'unavailable')
+    tx.setJwksUri(`${tx.issuer}/jwks`)
+    // A failed key fetch is retried after the key source's cooldown (30 s), on tokengate's clock.
+    server.clock.advance(31_000)
+    const back = await eventually(async () => {
+      const seen = await receiver()
+      return seen.view.state === 'ok' ? seen : undefined
+    })
+    assert.equal(back.status, 'ready')
+    assert.equal(back.view.keys, 'fresh')
+    assert.equal(back.view.keysFailingSince, undefined)
   })
 })
