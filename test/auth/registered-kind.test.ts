@@ -12,8 +12,6 @@ import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import * as grpc from '@grpc/grpc-js'
-import * as protoLoader from '@grpc/proto-loader'
 import { serve } from '@hono/node-server'
 import express from 'express'
 import Fastify from 'fastify'
@@ -34,7 +32,6 @@ import {
 } from '../../src/core/authenticate.ts'
 import type { AuthResult, Principal } from '../../src/core/principal.ts'
 import { headerValues } from '../../src/core/raw-headers.ts'
-import { CHECK_PROTO, PROTO_OPTIONS } from '../../src/decision/envoy-grpc.ts'
 import {
   createSpecFixture,
   PROTECTED_PATH,
@@ -42,6 +39,7 @@ import {
   send,
 } from './../adapters/spec-table.ts'
 import { checkRequest as envoyCheckRequest } from '../decision/envoy-check-requests.ts'
+import { connectEnvoyAuthorization, type EnvoyAuthorization } from '../decision/envoy-client.ts'
 import { type Stack, startStack } from '../decision/harness.ts'
 import { TEST_TENANT } from '../helpers/jwt.ts'
 import { listenLocal } from '../helpers/listen.ts'
@@ -272,21 +270,10 @@ describe('a registered X-Api-Key kind through the gateway and the decision API',
 
 describe('a registered X-Api-Key kind through Envoy gRPC ext_authz', () => {
   let stack: Stack
-  let client: grpc.Client & {
-    Check(request: object, callback: (error: Error | null, response: GrpcCheck) => void): void
-  }
+  let client: EnvoyAuthorization<GrpcCheck>
   before(async () => {
     stack = await startStack({ proxy: 'envoy', grpc: true })
-    const loaded = grpc.loadPackageDefinition(protoLoader.loadSync(CHECK_PROTO, PROTO_OPTIONS))
-    const { Authorization } = (
-      loaded as unknown as {
-        envoy: { service: { auth: { v3: { Authorization: grpc.ServiceClientConstructor } } } }
-      }
-    ).envoy.service.auth.v3
-    client = new Authorization(
-      new URL(stack.grpcUrl as string).host,
-      grpc.credentials.createInsecure(),
-    ) as unknown as typeof client
+    client = connectEnvoyAuthorization(stack.grpcUrl as string)
   })
   after(async () => {
     client?.close()
@@ -294,12 +281,7 @@ describe('a registered X-Api-Key kind through Envoy gRPC ext_authz', () => {
   })
 
   const check = (lines: [string, string][]) =>
-    new Promise<GrpcCheck>((resolve, reject) =>
-      client.Check(
-        envoyCheckRequest('GET', PROTECTED_PATH, lines, { raw: true }),
-        (error, response) => (error ? reject(error) : resolve(response)),
-      ),
-    )
+    client.check(envoyCheckRequest('GET', PROTECTED_PATH, lines, { raw: true }))
 
   test('allowed with its principal; refused with its challenge', async () => {
     const ok = await check([['X-Api-Key', READER_KEY]])

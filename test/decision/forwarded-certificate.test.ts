@@ -8,15 +8,13 @@
 import assert from 'node:assert/strict'
 import { X509Certificate } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
-import * as grpc from '@grpc/grpc-js'
-import * as protoLoader from '@grpc/proto-loader'
-import { CHECK_PROTO, PROTO_OPTIONS } from '../../src/decision/envoy-grpc.ts'
 import { readForwardedCertificate } from '../../src/decision/forwarded-certificate.ts'
 import { cliJson } from '../cli/helpers.ts'
 import { TEST_TENANT } from '../helpers/jwt.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
 import { createTestCa, type TestCertificate } from '../helpers/test-ca.ts'
 import { checkRequest } from './envoy-check-requests.ts'
+import { connectEnvoyAuthorization } from './envoy-client.ts'
 import { type Stack, startStack } from './harness.ts'
 
 const dir = tempDir('tg-fwd-cert-')
@@ -142,22 +140,10 @@ describe('the Envoy gRPC service binds a PAT with source.certificate', () => {
   after(() => stack?.close())
 
   test('source.certificate binds; a header the client sent does not', async () => {
-    const definition = protoLoader.loadSync(CHECK_PROTO, PROTO_OPTIONS)
-    const loaded = grpc.loadPackageDefinition(definition) as unknown as {
-      envoy: { service: { auth: { v3: { Authorization: grpc.ServiceClientConstructor } } } }
-    }
-    const client = new loaded.envoy.service.auth.v3.Authorization(
-      new URL(stack.grpcUrl as string).host,
-      grpc.credentials.createInsecure(),
-    ) as unknown as grpc.Client & {
-      Check(
-        request: object,
-        callback: (
-          error: Error | null,
-          response: { http_response: string; denied_response?: { status: { code: string } } },
-        ) => void,
-      ): void
-    }
+    const client = connectEnvoyAuthorization<{
+      http_response: string
+      denied_response?: { status: { code: string } }
+    }>(stack.grpcUrl as string)
     const check = (source: string | undefined, lines: [string, string][] = []) => {
       const request = checkRequest('GET', '/api/v1/orders/1', [
         ['authorization', `Bearer ${boundPat}`],
@@ -171,10 +157,7 @@ describe('the Envoy gRPC service binds a PAT with source.certificate', () => {
           source: { ...request.attributes.source, certificate: source },
         }
       }
-      return new Promise<{ http_response: string; denied_response?: { status: { code: string } } }>(
-        (resolve, reject) =>
-          client.Check(request, (error, response) => (error ? reject(error) : resolve(response))),
-      )
+      return client.check(request)
     }
     try {
       assert.equal((await check(escapedPem(mine))).http_response, 'ok_response')

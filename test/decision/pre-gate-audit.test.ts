@@ -6,12 +6,10 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
-import * as grpc from '@grpc/grpc-js'
-import * as protoLoader from '@grpc/proto-loader'
-import { CHECK_PROTO, PROTO_OPTIONS } from '../../src/decision/envoy-grpc.ts'
 import { send } from '../adapters/spec-table.ts'
 import { auditRowOf } from '../helpers/audit-rows.ts'
 import { checkRequest as envoyCheckRequest } from './envoy-check-requests.ts'
+import { connectEnvoyAuthorization, type EnvoyAuthorization } from './envoy-client.ts'
 import { type Stack, startStack } from './harness.ts'
 
 describe('decision listener: pre-gate refusals are audited', () => {
@@ -73,21 +71,10 @@ describe('decision listener: pre-gate refusals are audited', () => {
 
 describe('decision gRPC (Envoy ext_authz): pre-gate refusals are audited', () => {
   let stack: Stack
-  let client: grpc.Client & {
-    Check(request: object, callback: (error: Error | null, response: Checked) => void): void
-  }
+  let client: EnvoyAuthorization<Checked>
   before(async () => {
     stack = await startStack({ proxy: 'envoy', grpc: true })
-    const definition = protoLoader.loadSync(CHECK_PROTO, { ...PROTO_OPTIONS, enums: Number })
-    const { Authorization } = (
-      grpc.loadPackageDefinition(definition) as unknown as {
-        envoy: { service: { auth: { v3: { Authorization: grpc.ServiceClientConstructor } } } }
-      }
-    ).envoy.service.auth.v3
-    client = new Authorization(
-      new URL(stack.grpcUrl as string).host,
-      grpc.credentials.createInsecure(),
-    ) as unknown as typeof client
+    client = connectEnvoyAuthorization(stack.grpcUrl as string, { numericEnums: true })
   })
   after(async () => {
     client?.close()
@@ -102,9 +89,7 @@ describe('decision gRPC (Envoy ext_authz): pre-gate refusals are audited', () =>
     const map = request.attributes.request.http.header_map
     const own = map.headers.findIndex((h) => h.key === 'x-request-id')
     map.headers.splice(own, 1)
-    const response = await new Promise<Checked>((resolve, reject) =>
-      client.Check(request, (error, checked) => (error ? reject(error) : resolve(checked))),
-    )
+    const response = await client.check(request)
     assert.equal(Number(response.denied_response?.status?.code), 404)
     const row = await auditRowOf(stack.dataDir, 'grpc-pre-gate-1')
     assert.ok(row, 'no audit row for the refusal')

@@ -27,8 +27,6 @@ import { createServer, request as httpRequest, type Server } from 'node:http'
 import { createServer as createHttpsServer, request as httpsRequest } from 'node:https'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
-import * as grpc from '@grpc/grpc-js'
-import * as protoLoader from '@grpc/proto-loader'
 import { serve } from '@hono/node-server'
 import express from 'express'
 import Fastify from 'fastify'
@@ -49,8 +47,8 @@ import {
 } from '../../src/core/authenticate.ts'
 import type { AuthResult } from '../../src/core/principal.ts'
 import { headerValues } from '../../src/core/raw-headers.ts'
-import { CHECK_PROTO, PROTO_OPTIONS } from '../../src/decision/envoy-grpc.ts'
 import { checkRequest as envoyCheckRequest } from '../decision/envoy-check-requests.ts'
+import { connectEnvoyAuthorization } from '../decision/envoy-client.ts'
 import { auditRowOf } from '../helpers/audit-rows.ts'
 import { TEST_TENANT } from '../helpers/jwt.ts'
 import { type Launched, launchTokengate } from '../helpers/launch.ts'
@@ -384,10 +382,6 @@ interface GrpcCheck {
   ok_response?: { response_headers_to_add?: HeaderOption[] }
   denied_response?: { status?: { code: string | number }; headers?: HeaderOption[] }
 }
-type CheckClient = grpc.Client & {
-  Check(request: object, callback: (error: Error | null, response: GrpcCheck) => void): void
-}
-
 /**
  * The decision API's gRPC ext_authz service asked as Envoy asks it (`encode_raw_headers`):
  * the answer's status is the denied response's, or 200 for an ok response.
@@ -397,22 +391,13 @@ async function grpcFrontEnd(dataDir: string): Promise<FrontEnd> {
   const running = await launch(dataDir, {
     decision: { ...decision, policyFile: policyIn(dataDir) },
   })
-  const loaded = grpc.loadPackageDefinition(
-    protoLoader.loadSync(CHECK_PROTO, { ...PROTO_OPTIONS, enums: Number }),
-  )
-  const { Authorization } = (
-    loaded as unknown as {
-      envoy: { service: { auth: { v3: { Authorization: grpc.ServiceClientConstructor } } } }
-    }
-  ).envoy.service.auth.v3
-  const client = new Authorization(
-    new URL(running.decisionGrpcUrl as string).host,
-    grpc.credentials.createInsecure(),
-  ) as unknown as CheckClient
+  const client = connectEnvoyAuthorization<GrpcCheck>(running.decisionGrpcUrl as string, {
+    numericEnums: true,
+  })
   return {
     dataDir,
     seesBody: false,
-    send(sent) {
+    async send(sent) {
       const request = envoyCheckRequest(sent.method, sent.path, sent.lines, {
         raw: true,
         source: '127.0.0.1',
@@ -430,16 +415,12 @@ async function grpcFrontEnd(dataDir: string): Promise<FrontEnd> {
       // The helper's fixed Envoy request id: dropped, so tokengate makes one per request.
       const map = request.attributes.request.http.header_map
       map.headers = map.headers.filter((h) => h.key !== 'x-request-id')
-      return new Promise((resolve, reject) =>
-        client.Check(request, (error, response) => {
-          if (error) return reject(error)
-          const denied = response.denied_response
-          const headers = denied ? denied.headers : response.ok_response?.response_headers_to_add
-          const id = headers?.find((h) => h.header.key.toLowerCase() === 'x-request-id')
-          const status = denied ? Number(denied.status?.code) : 200
-          resolve({ status, requestId: id?.header.value })
-        }),
-      )
+      const response = await client.check(request)
+      const denied = response.denied_response
+      const headers = denied ? denied.headers : response.ok_response?.response_headers_to_add
+      const id = headers?.find((h) => h.header.key.toLowerCase() === 'x-request-id')
+      const status = denied ? Number(denied.status?.code) : 200
+      return { status, requestId: id?.header.value }
     },
     async close() {
       client.close()
