@@ -4,10 +4,8 @@
  * request id the caller got.
  */
 import assert from 'node:assert/strict'
-import { once } from 'node:events'
-import { createServer, type Server } from 'node:http'
+import { createServer } from 'node:http'
 import { after, before, describe, test } from 'node:test'
-import { serve } from '@hono/node-server'
 import express from 'express'
 import Fastify from 'fastify'
 import { Hono } from 'hono'
@@ -19,6 +17,7 @@ import { createGate, type Gate } from '../../src/auth/gate.ts'
 import type { Answer, OutcomeRecorder } from '../../src/auth/outcome-recorder.ts'
 import type { Authenticate } from '../../src/core/authenticate.ts'
 import { listenLocal } from '../helpers/listen.ts'
+import { listenHono } from '../helpers/listen-hono.ts'
 import { createSpecFixture, PROTECTED_PATH, send } from './spec-table.ts'
 
 function answersGate(authenticate: Authenticate): { gate: Gate; answers: Answer[] } {
@@ -46,9 +45,7 @@ const apps: Record<string, (gate: Gate) => Promise<{ url: string; close(): Promi
     const app = new Hono<TokengateEnv>()
     app.use('/api/v1/*', honoGate(gate))
     app.all(PROTECTED_PATH, (c) => c.json({ ok: true }))
-    const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server
-    await once(server, 'listening')
-    return listenLocal(server)
+    return listenHono(app.fetch)
   },
   async 'node:http'(gate) {
     return listenLocal(

@@ -7,10 +7,8 @@
  * 200 with or without one.
  */
 import assert from 'node:assert/strict'
-import { once } from 'node:events'
-import { createServer as createHttpsServer, request, type Server } from 'node:https'
+import { createServer as createHttpsServer, request } from 'node:https'
 import { after, before, describe, test } from 'node:test'
-import { serve } from '@hono/node-server'
 import express from 'express'
 import Fastify from 'fastify'
 import { Hono } from 'hono'
@@ -20,6 +18,7 @@ import { tokengate as honoGate, type TokengateEnv } from '../../src/adapters/hon
 import { tokengate as nodeGate } from '../../src/adapters/node-http.ts'
 import { createTokengate, type Tokengate } from '../../src/auth/tokengate.ts'
 import { listenLocal } from '../helpers/listen.ts'
+import { listenHono } from '../helpers/listen-hono.ts'
 import { openSeededStore } from '../helpers/seeded-store.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
 import {
@@ -62,15 +61,7 @@ const BINDINGS: Record<string, (gate: Tokengate) => Promise<Running>> = {
     const app = new Hono<TokengateEnv>()
     app.use('/api/v1/*', honoGate(gate))
     app.get(PATH, (c) => c.json({ ok: true }))
-    const server = serve({
-      fetch: app.fetch,
-      port: 0,
-      hostname: '127.0.0.1',
-      createServer: createHttpsServer,
-      serverOptions: TLS,
-    }) as unknown as Server
-    await once(server, 'listening')
-    return listenLocal(server)
+    return listenHono(app.fetch, TLS)
   },
   'node:http': async (gate) => {
     const handler = nodeGate(gate, { prefix: '/api/v1/' }, (_req, res) => res.end('{"ok":true}'))

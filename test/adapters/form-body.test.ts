@@ -4,10 +4,8 @@
  * without one reaches the app unchanged (the binding read it and handed it on).
  */
 import assert from 'node:assert/strict'
-import { once } from 'node:events'
-import { createServer, request as httpRequest, type Server } from 'node:http'
+import { createServer, request as httpRequest } from 'node:http'
 import { after, before, describe, test } from 'node:test'
-import { serve } from '@hono/node-server'
 import express from 'express'
 import Fastify from 'fastify'
 import { Hono } from 'hono'
@@ -17,6 +15,7 @@ import { tokengate as honoGate, type TokengateEnv } from '../../src/adapters/hon
 import { tokengate as nodeGate } from '../../src/adapters/node-http.ts'
 import type { Authenticate } from '../../src/core/authenticate.ts'
 import { listenLocal } from '../helpers/listen.ts'
+import { listenHono } from '../helpers/listen-hono.ts'
 import { createSpecFixture, PROTECTED_PATH } from './spec-table.ts'
 
 interface Running {
@@ -64,9 +63,7 @@ const apps: Record<string, (authenticate: Authenticate) => Promise<Running>> = {
     const app = new Hono<TokengateEnv>()
     app.use('/api/v1/*', honoGate({ authenticate }))
     app.post(PROTECTED_PATH, async (c) => c.json({ got: await c.req.parseBody() }))
-    const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server
-    await once(server, 'listening')
-    return listenLocal(server)
+    return listenHono(app.fetch)
   },
   async 'node:http'(authenticate) {
     const handler = nodeGate({ authenticate }, { prefix: '/api/v1/' }, (req, res) => {

@@ -1,12 +1,9 @@
 import assert from 'node:assert/strict'
-import { once } from 'node:events'
-import type { Server } from 'node:http'
 import { test } from 'node:test'
-import { serve } from '@hono/node-server'
 import { Hono } from 'hono'
 import { requirePermission, type TokengateEnv, tokengate } from '../../src/adapters/hono.ts'
 import type { AuthenticateMaybeSync } from '../../src/core/authenticate.ts'
-import { listenLocal } from '../helpers/listen.ts'
+import { listenHono } from '../helpers/listen-hono.ts'
 import { recordingGate } from '../helpers/recording-gate.ts'
 import {
   createSpecFixture,
@@ -26,9 +23,7 @@ function buildApp(authenticate: AuthenticateMaybeSync) {
 
 runSpecTable('hono (node-server)', async (authenticate) => {
   const app = buildApp(authenticate)
-  const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }) as Server
-  await once(server, 'listening')
-  return listenLocal(server)
+  return listenHono(app.fetch)
 })
 
 test('hono without node-server (Fetch headers only) still refuses two Authorization headers', async () => {

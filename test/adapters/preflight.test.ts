@@ -4,10 +4,8 @@
  * app (`'pass'`) — and one outside the prefix is the app's, in every binding.
  */
 import assert from 'node:assert/strict'
-import { once } from 'node:events'
-import { createServer, type Server } from 'node:http'
+import { createServer } from 'node:http'
 import { describe, test } from 'node:test'
-import { serve } from '@hono/node-server'
 import express from 'express'
 import Fastify from 'fastify'
 import { Hono } from 'hono'
@@ -17,6 +15,7 @@ import { tokengate as honoGate, type TokengateEnv } from '../../src/adapters/hon
 import { checkRequest, isPreflightRequest, requestIdOf } from '../../src/adapters/node-http.ts'
 import type { AuthenticateMaybeSync } from '../../src/core/authenticate.ts'
 import { listenLocal } from '../helpers/listen.ts'
+import { listenHono } from '../helpers/listen-hono.ts'
 import { send } from './spec-table.ts'
 
 const PREFLIGHT: [string, string][] = [
@@ -81,9 +80,7 @@ describe('one preflight rule in every binding', () => {
     const app = new Hono<TokengateEnv>()
     app.use('/api/v1/*', honoGate({ authenticate: never }))
     app.get('/api/v1/things', (c) => c.text('x'))
-    const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }) as Server
-    await once(server, 'listening')
-    const running = await listenLocal(server)
+    const running = await listenHono(app.fetch)
     try {
       assert.equal((await sendOptions(running.url, '/api/v1/things')).status, 204)
     } finally {

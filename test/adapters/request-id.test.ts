@@ -4,10 +4,8 @@
  * body and every log line and audit event, so a token sent there must be replaced.
  */
 import assert from 'node:assert/strict'
-import { once } from 'node:events'
-import { createServer, type Server } from 'node:http'
+import { createServer } from 'node:http'
 import { after, before, describe, test } from 'node:test'
-import { serve } from '@hono/node-server'
 import express from 'express'
 import Fastify from 'fastify'
 import { Hono } from 'hono'
@@ -19,6 +17,7 @@ import { tokengate as fastifyGate } from '../../src/adapters/fastify.ts'
 import { tokengate as honoGate, type TokengateEnv } from '../../src/adapters/hono.ts'
 import type { Authenticate } from '../../src/core/authenticate.ts'
 import { listenLocal } from '../helpers/listen.ts'
+import { listenHono } from '../helpers/listen-hono.ts'
 import {
   type AppUnderTest,
   createSpecFixture,
@@ -41,9 +40,7 @@ const apps: Record<string, (authenticate: Authenticate) => Promise<AppUnderTest>
     const app = new Hono<TokengateEnv>()
     app.use('/api/v1/*', honoGate({ authenticate }))
     app.get(PROTECTED_PATH, (c) => c.json({ ok: true }))
-    const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }) as Server
-    await once(server, 'listening')
-    return listenLocal(server)
+    return listenHono(app.fetch)
   },
   async 'fastify (tokengate/fastify)'(authenticate) {
     const app = Fastify()

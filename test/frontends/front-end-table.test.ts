@@ -21,13 +21,11 @@
  */
 import assert from 'node:assert/strict'
 import { hash } from 'node:crypto'
-import { once } from 'node:events'
 import { writeFileSync } from 'node:fs'
-import { createServer, request as httpRequest, type Server } from 'node:http'
+import { createServer, request as httpRequest } from 'node:http'
 import { createServer as createHttpsServer, request as httpsRequest } from 'node:https'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
-import { serve } from '@hono/node-server'
 import express from 'express'
 import Fastify from 'fastify'
 import { Hono } from 'hono'
@@ -53,6 +51,7 @@ import { auditRowOf } from '../helpers/audit-rows.ts'
 import { TEST_TENANT } from '../helpers/jwt.ts'
 import { type Launched, launchTokengate } from '../helpers/launch.ts'
 import { listenLocal } from '../helpers/listen.ts'
+import { listenHono } from '../helpers/listen-hono.ts'
 import { openSeededStore } from '../helpers/seeded-store.ts'
 import { startTestServer } from '../helpers/server.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
@@ -338,6 +337,11 @@ function exchange(base: string, sent: Sent, trusted?: string): Promise<Answer> {
   })
 }
 
+/** A front end at `url` over HTTPS with the test CA's server certificate; it sees bodies. */
+function overHttps(dataDir: string, url: string, close: () => Promise<void>): FrontEnd {
+  return { dataDir, seesBody: true, send: (sent) => exchange(url, sent, ca.cert), close }
+}
+
 /** A library binding over `createTokengate` on its own data directory. */
 async function library(
   dataDir: string,
@@ -345,15 +349,10 @@ async function library(
 ): Promise<FrontEnd> {
   const gate = await createTokengate({ dataDir, rateLimit: RATE_LIMIT })
   const running = await start(gate)
-  return {
-    dataDir,
-    seesBody: true,
-    send: (sent) => exchange(running.url, sent, ca.cert),
-    async close() {
-      await running.close()
-      await gate.close()
-    },
-  }
+  return overHttps(dataDir, running.url, async () => {
+    await running.close()
+    await gate.close()
+  })
 }
 
 /** tokengate launched on `dataDir` with `overrides`. */
@@ -456,15 +455,10 @@ const frontEnds: Record<string, (dataDir: string) => Promise<FrontEnd>> = {
       },
       gateway: { upstream: upstream.url, policyFile: policyIn(dataDir) },
     })
-    return {
-      dataDir,
-      seesBody: true,
-      send: (sent) => exchange(running.url, sent, ca.cert),
-      async close() {
-        await running.close()
-        await upstream.close()
-      },
-    }
+    return overHttps(dataDir, running.url, async () => {
+      await running.close()
+      await upstream.close()
+    })
   },
   // Asked as examples/forward-auth/nginx.conf asks: the original request in
   // X-Original-Method/-URI on the auth subrequest (a preflight, which the example's map
@@ -510,15 +504,7 @@ const frontEnds: Record<string, (dataDir: string) => Promise<FrontEnd>> = {
       const app = new Hono<TokengateEnv>()
       app.use('/api/v1/*', honoGate(gate))
       app.get(PATH, honoPermission(PERMISSION), (c) => c.json({ ok: true }))
-      const server = serve({
-        fetch: app.fetch,
-        port: 0,
-        hostname: '127.0.0.1',
-        createServer: createHttpsServer,
-        serverOptions: APP_TLS,
-      }) as unknown as Server
-      await once(server, 'listening')
-      return listenLocal(server)
+      return listenHono(app.fetch, APP_TLS)
     }),
   'node:http': (dataDir) =>
     library(dataDir, async (gate) => {
