@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
-import { adminRequest, bearer, issueAdminTokenCli } from './admin-client.ts'
+import { adminRequest, bearer, issueAdminTokenCli, signInToConsole } from './admin-client.ts'
 
 const THUMBPRINT = 'lEIq3-ZRHtP3l5kJ2S5sFj2e2Ak4WaWfG9rnh3ZgT1c'
 
@@ -86,22 +86,7 @@ test('issue bound, read it back, unbind and bind again by PATCH; bad thumbprints
 })
 
 test('console: the key form binds, the key page shows it, a bad value is refused beside its field', async () => {
-  const origin = new URL(server.running.adminUrl as string).origin
-  const signedIn = await adminRequest(server, '/admin/sign-in', {
-    method: 'POST',
-    headers: { origin, 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ credential: operator }).toString(),
-  })
-  assert.equal(signedIn.status, 303)
-  const cookie = String(signedIn.headers['set-cookie']).split(';')[0] as string
-  const get = (path: string) => adminRequest(server, path, { headers: { cookie } })
-  const csrf = /name="_csrf" value="([\w-]+)"/.exec((await get('/admin/pats')).text)?.[1] as string
-  const post = (path: string, form: Record<string, string>) =>
-    adminRequest(server, path, {
-      method: 'POST',
-      headers: { cookie, origin, 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ _csrf: csrf, ...form }).toString(),
-    })
+  const { get, post } = await signInToConsole(server, operator, '/admin/pats')
 
   const issued = await post('/admin/pats', {
     tenantId: 'demo',

@@ -2,6 +2,7 @@
  * Raw HTTPS requests to the admin listener of a test server (its dev certificate is trusted
  * through `ca`, never by switching verification off).
  */
+import assert from 'node:assert/strict'
 import { Buffer } from 'node:buffer'
 import https from 'node:https'
 import type { TestServer } from '../helpers/server.ts'
@@ -51,6 +52,51 @@ export function adminRequest(
     req.on('error', reject)
     req.end(body)
   })
+}
+
+/**
+ * The console's sign-in form posted with `credential` (and `headers`), as a browser on the
+ * admin listener's origin sends it.
+ */
+export function postSignIn(
+  server: TestServer,
+  credential: string,
+  headers: Record<string, string> = {},
+): Promise<AdminResponse> {
+  const origin = new URL(server.running.adminUrl as string).origin
+  return adminRequest(server, '/admin/sign-in', {
+    method: 'POST',
+    headers: { origin, 'content-type': 'application/x-www-form-urlencoded', ...headers },
+    body: new URLSearchParams({ credential }).toString(),
+  })
+}
+
+/** A signed-in console: its session cookie, page loads, and form posts with its CSRF token. */
+export interface ConsoleSession {
+  readonly cookie: string
+  get(path: string): Promise<AdminResponse>
+  post(path: string, form: Record<string, string>): Promise<AdminResponse>
+}
+
+/** Signs in through the form (303 asserted); the CSRF token is read from `csrfPage`. */
+export async function signInToConsole(
+  server: TestServer,
+  credential: string,
+  csrfPage = '/admin/tenants',
+): Promise<ConsoleSession> {
+  const signedIn = await postSignIn(server, credential)
+  assert.equal(signedIn.status, 303)
+  const cookie = String(signedIn.headers['set-cookie']).split(';')[0] as string
+  const origin = new URL(server.running.adminUrl as string).origin
+  const get = (path: string) => adminRequest(server, path, { headers: { cookie } })
+  const csrf = /name="_csrf" value="([\w-]+)"/.exec((await get(csrfPage)).text)?.[1] as string
+  const post = (path: string, form: Record<string, string>) =>
+    adminRequest(server, path, {
+      method: 'POST',
+      headers: { cookie, origin, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ _csrf: csrf, ...form }).toString(),
+    })
+  return { cookie, get, post }
 }
 
 /** `tokengate admin token issue` through the CLI; returns the plaintext token. */

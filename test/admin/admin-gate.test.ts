@@ -9,7 +9,7 @@ import { DatabaseSync } from 'node:sqlite'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
-import { adminRequest, bearer, issueAdminTokenCli } from './admin-client.ts'
+import { adminRequest, bearer, issueAdminTokenCli, postSignIn } from './admin-client.ts'
 
 const LIMIT = 3
 const badToken = (i: number) => `tga_${String(i).padStart(40, 'A')}`
@@ -93,7 +93,6 @@ describe('admin API through the gate', () => {
   })
 
   test('console sessions are a kind of the admin gate: an unknown session cookie goes back to sign-in, audited with its request id; a live one opens the page', async () => {
-    const origin = new URL(server.running.adminUrl as string).origin
     const unknown = `__Host-tokengate-admin=${'x'.repeat(43)}`
     const refused = await adminRequest(server, '/admin/tenants', {
       headers: { cookie: unknown, 'x-request-id': 'console-stale-1' },
@@ -106,11 +105,7 @@ describe('admin API through the gate', () => {
     assert.match(String(row?.actor), /^hmac:[0-9a-f]{8}$/)
     assert.ok(!JSON.stringify(row).includes('x'.repeat(43)))
 
-    const signedIn = await adminRequest(server, '/admin/sign-in', {
-      method: 'POST',
-      headers: { origin, 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ credential: operator }).toString(),
-    })
+    const signedIn = await postSignIn(server, operator)
     assert.equal(signedIn.status, 303)
     const cookie = String(signedIn.headers['set-cookie']).split(';')[0] as string
     const page = await adminRequest(server, '/admin/tenants', { headers: { cookie } })
@@ -154,17 +149,8 @@ describe('the console sign-in form through the admin gate', () => {
   after(() => server.close())
 
   test('pasted credentials count towards the failed-authentication limit and are audited: failed, failed, then throttled', async () => {
-    const origin = new URL(server.running.adminUrl as string).origin
     const paste = (credential: string, requestId: string) =>
-      adminRequest(server, '/admin/sign-in', {
-        method: 'POST',
-        headers: {
-          origin,
-          'content-type': 'application/x-www-form-urlencoded',
-          'x-request-id': requestId,
-        },
-        body: new URLSearchParams({ credential }).toString(),
-      })
+      postSignIn(server, credential, { 'x-request-id': requestId })
     // The operator's token verified here once (the limiter remembers it).
     assert.equal(
       (await adminRequest(server, '/admin/api/v1/me', { headers: bearer(operator) })).status,

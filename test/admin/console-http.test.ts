@@ -6,7 +6,13 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
-import { type AdminResponse, adminRequest, bearer, issueAdminTokenCli } from './admin-client.ts'
+import {
+  type AdminResponse,
+  adminRequest,
+  bearer,
+  issueAdminTokenCli,
+  postSignIn,
+} from './admin-client.ts'
 
 interface Browser {
   cookie: string
@@ -21,11 +27,7 @@ describe('console over HTTP', () => {
   let origin: string
 
   async function signIn(token: string): Promise<Browser> {
-    const response = await adminRequest(server, '/admin/sign-in', {
-      method: 'POST',
-      headers: { origin, 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ credential: token }).toString(),
-    })
+    const response = await postSignIn(server, token)
     assert.equal(response.status, 303)
     assert.equal(response.headers.location, '/admin/tenants')
     const setCookie = String(response.headers['set-cookie'])

@@ -8,38 +8,25 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { DEV_ISSUER } from '../../src/dev/issuer.ts'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
-import { adminRequest, bearer, issueAdminTokenCli } from './admin-client.ts'
+import {
+  adminRequest,
+  bearer,
+  issueAdminTokenCli,
+  postSignIn,
+  signInToConsole,
+} from './admin-client.ts'
 
 describe('console: JWT revocations', () => {
   let server: TestServer
   let operatorToken: string
-  let origin: string
 
   before(async () => {
     server = await startTestServer({ admin: { enabled: true, port: 0 } })
-    origin = new URL(server.running.adminUrl as string).origin
     ;({ token: operatorToken } = await issueAdminTokenCli(server, 'ops', 'operator'))
   })
   after(() => server.close())
 
-  async function signIn() {
-    const response = await adminRequest(server, '/admin/sign-in', {
-      method: 'POST',
-      headers: { origin, 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ credential: operatorToken }).toString(),
-    })
-    assert.equal(response.status, 303)
-    const cookie = String(response.headers['set-cookie']).split(';')[0] as string
-    const get = (path: string) => adminRequest(server, path, { headers: { cookie } })
-    const csrf = /name="_csrf" value="([\w-]+)"/.exec((await get('/admin/tenants')).text)?.[1]
-    const post = (path: string, form: Record<string, string>) =>
-      adminRequest(server, path, {
-        method: 'POST',
-        headers: { cookie, origin, 'content-type': 'application/x-www-form-urlencoded' },
-        body: new URLSearchParams({ _csrf: csrf as string, ...form }).toString(),
-      })
-    return { get, post }
-  }
+  const signIn = () => signInToConsole(server, operatorToken)
 
   const me = (token: string) =>
     server.request('/api/v1/me', ['Authorization', `Bearer ${token}`, 'X-Tenant-Id', 'demo'])
@@ -127,11 +114,7 @@ describe('console: JWT revocations', () => {
 
   test('a read-only operator sees the rules but no form', async () => {
     const { token } = await issueAdminTokenCli(server, 'viewer', 'read-only')
-    const response = await adminRequest(server, '/admin/sign-in', {
-      method: 'POST',
-      headers: { origin, 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ credential: token }).toString(),
-    })
+    const response = await postSignIn(server, token)
     const cookie = String(response.headers['set-cookie']).split(';')[0] as string
     const page = await adminRequest(server, '/admin/jwt-revocations', { headers: { cookie } })
     assert.equal(page.status, 200)

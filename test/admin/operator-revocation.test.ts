@@ -15,7 +15,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { createTestIssuer, type KeyServer, startKeyServer } from '../helpers/jwt.ts'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
-import { adminRequest, bearer } from './admin-client.ts'
+import { adminRequest, bearer, postSignIn } from './admin-client.ts'
 
 const ISSUER = 'https://sso.example'
 const AUDIENCE = 'tokengate-admin'
@@ -87,11 +87,7 @@ describe('operator JWTs and the JWT revocation rules on the admin listener', () 
 
   /** Signs in to the console by pasting `jwt`; the session cookie. */
   async function consoleSession(jwt: string): Promise<string> {
-    const response = await adminRequest(server, '/admin/sign-in', {
-      method: 'POST',
-      headers: { origin, 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ credential: jwt }).toString(),
-    })
+    const response = await postSignIn(server, jwt)
     assert.equal(response.status, 303)
     assert.equal(response.headers.location, '/admin/tenants')
     return String(response.headers['set-cookie']).split(';')[0] as string
