@@ -21,6 +21,7 @@ import { fileURLToPath } from 'node:url'
 import { loadConfig } from '../../src/config/load.ts'
 import type { Clock } from '../../src/core/ports.ts'
 import { type RunningTokengate, startTokengate } from '../../src/main.ts'
+import { collectOutput } from './child-output.ts'
 import { tempDir } from './temp-dir.ts'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -92,26 +93,25 @@ export function runTokengate(
   options: SpawnOptions & { readonly input?: string; readonly timeoutMs?: number } = {},
 ): Promise<CliRun> {
   const child = spawnTokengate(args, options)
-  let stdout = ''
-  let stderr = ''
-  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
-    stdout += chunk
-  })
-  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
-    stderr += chunk
-  })
+  const output = collectOutput(child)
   // A command that exits before reading (a usage error) closes its stdin: not our failure.
   child.stdin?.on('error', () => {})
   child.stdin?.end(options.input)
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL')
-      reject(new Error(`tokengate ${args.join(' ')}: no exit within the timeout: ${stderr}`))
+      reject(
+        new Error(`tokengate ${args.join(' ')}: no exit within the timeout: ${output.stderr()}`),
+      )
     }, options.timeoutMs ?? 60_000)
     child.once('error', reject)
     child.once('close', (code, signal) => {
       clearTimeout(timer)
-      resolve({ code: code ?? (signal ? 128 : 1), stdout, stderr })
+      resolve({
+        code: code ?? (signal ? 128 : 1),
+        stdout: output.stdout(),
+        stderr: output.stderr(),
+      })
     })
   })
 }
