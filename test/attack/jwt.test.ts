@@ -1,14 +1,13 @@
 import assert from 'node:assert/strict'
 import { Buffer } from 'node:buffer'
 import { createHmac, generateKeyPairSync, randomBytes, sign as signBytes } from 'node:crypto'
-import { writeFileSync } from 'node:fs'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { CompactEncrypt, decodeJwt } from 'jose'
 import { createJwtVerifier } from '../../src/core/jwt.ts'
 import { createTestIssuer, signCompact, type TestIssuer } from '../helpers/jwt.ts'
+import { addIssuerWithCli } from '../helpers/server-cli.ts'
 import {
   assertNoEcho,
   bearer,
@@ -43,19 +42,7 @@ describe('JWT attacks (over HTTPS)', () => {
     rs = createTestIssuer({ alg: 'RS256', issuer: 'https://rs.attack.test', kid: 'rs-1' })
     assert.equal((await gate.cli('tenant', 'create', 'acme')).code, 0)
     for (const idp of [es, rs]) {
-      const file = join(gate.dataDir, `${idp.kid}.jwks.json`)
-      writeFileSync(file, JSON.stringify({ keys: [idp.publicJwk] }))
-      const added = await gate.cli(
-        'issuer',
-        'add',
-        '--issuer',
-        idp.config.issuer,
-        '--audience',
-        'tokengate',
-        '--jwks-file',
-        file,
-      )
-      assert.equal(added.code, 0, added.stderr)
+      await addIssuerWithCli(gate, idp)
       const probe = await sign(idp)
       await eventually(async () => (await call(probe)).status === 200, 5000, idp.config.issuer)
     }

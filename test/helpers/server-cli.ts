@@ -42,14 +42,14 @@ export async function issuePatWithCli(
 
 /**
  * `tokengate issuer add` for `idp` (audience tokengate) with its public key (and `jwk`'s
- * extra fields) in a key file in the server's data directory.
+ * extra fields) in a key file of its own (named by kid) in the server's data directory.
  */
 export async function addIssuerWithCli(
   server: Cli,
   idp: TestIssuer,
   jwk: Record<string, unknown> = {},
 ): Promise<void> {
-  const jwksFile = join(server.dataDir, 'idp-jwks.json')
+  const jwksFile = join(server.dataDir, `${idp.kid ?? 'idp'}.jwks.json`)
   writeFileSync(jwksFile, JSON.stringify({ keys: [{ ...idp.publicJwk, kid: idp.kid, ...jwk }] }))
   const added = await server.cli(
     'issuer',
