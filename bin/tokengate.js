@@ -29,7 +29,9 @@ if (
 ) {
   process.execve(
     process.execPath,
-    [process.execPath, ...process.execArgv, ...process.argv.slice(1)],
+    // argv0 as the process was started (`node`, not the resolved path): ps and the image's
+    // PID 1 check see the same command line as before the restart.
+    [process.argv0, ...process.execArgv, ...process.argv.slice(1)],
     { ...process.env, MALLOC_ARENA_MAX: '2' },
   )
 }
