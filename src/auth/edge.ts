@@ -38,7 +38,7 @@ import {
   type Outcome,
   type Refused,
 } from './gate.ts'
-import type { Listener } from './outcome-recorder.ts'
+import type { Answer, Listener } from './outcome-recorder.ts'
 import type { RequestSpan, RequestSpanName } from './request-span.ts'
 
 export type { RequestSpan, RequestTracing } from './request-span.ts'
@@ -111,13 +111,7 @@ export type Entry =
     }
 
 /** One answered request, reported once by the binding when its response is finished. */
-export interface Answered {
-  readonly method: string
-  readonly target: string
-  readonly requestId: string
-  readonly status: number
-  readonly durationMs: number
-  readonly outcome: Outcome | undefined
+export interface Answered extends Omit<Answer, 'listener'> {
   /** The span `enter` (or `span`) started for the request: ended here. */
   readonly span?: RequestSpan | undefined
 }
