@@ -30,7 +30,22 @@ export interface Receiver {
   start(): Promise<void>
 }
 
-export async function startReceiver(mode: ReceiverMode = 'ok'): Promise<Receiver> {
+/**
+ * `okStatus`: the answer in `ok` mode (a webhook's 204; an RFC 8935 SET receiver's 202).
+ * `events`: what a body holds (the webhook's JSON batch by default; none for a SET).
+ */
+export interface ReceiverOptions {
+  readonly okStatus?: number
+  readonly events?: (body: string) => WebhookEvent[]
+}
+
+const webhookEvents = (body: string) => (JSON.parse(body) as { events: WebhookEvent[] }).events
+
+export async function startReceiver(
+  mode: ReceiverMode = 'ok',
+  options: ReceiverOptions = {},
+): Promise<Receiver> {
+  const { okStatus = 204, events = webhookEvents } = options
   let port = 0
   let server: http.Server | undefined
   const hanging = new Set<http.ServerResponse>()
@@ -74,10 +89,10 @@ export async function startReceiver(mode: ReceiverMode = 'ok'): Promise<Receiver
             receiver.deliveries.push({
               headers: req.headers,
               body,
-              events: (JSON.parse(body) as { events: WebhookEvent[] }).events,
+              events: events(body),
               receivedAt: Date.now(),
             })
-            res.writeHead(204).end()
+            res.writeHead(okStatus).end()
             return
           }
           const headers: Record<string, string> = {}

@@ -7,14 +7,13 @@
 import assert from 'node:assert/strict'
 import { createHash, generateKeyPairSync, sign } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
-import http from 'node:http'
 import https from 'node:https'
-import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
 import { describe, it } from 'node:test'
 import { createLocalJWKSet, decodeProtectedHeader, type JWTPayload, jwtVerify } from 'jose'
 import { CAEP_EVENT, DELIVERY_METHOD, SET_MEDIA_TYPE } from '../../src/ssf/events.ts'
+import { startReceiver } from '../events/receiver.ts'
 import { launchTokengate } from '../helpers/launch.ts'
 import { startTestServer, type TestServer } from '../helpers/server.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
@@ -67,51 +66,24 @@ function githubReporter() {
   }
 }
 
-interface Pushed {
-  readonly contentType: string | undefined
-  readonly authorization: string | undefined
-  readonly set: string
-}
-
-/** An RFC 8935 push receiver: stores each SET and answers 202; can go down and come back. */
+/** An RFC 8935 push receiver: records each SET and answers 202; can go down and come back. */
 async function startSetReceiver() {
-  const pushed: Pushed[] = []
-  let port = 0
-  let server: http.Server | undefined
-  const receiver = {
-    pushed,
-    url: '',
-    async start() {
-      const s = http.createServer((req, res) => {
-        let body = ''
-        req.setEncoding('utf8')
-        req.on('data', (chunk: string) => {
-          body += chunk
-        })
-        req.on('end', () => {
-          pushed.push({
-            contentType: req.headers['content-type'],
-            authorization: req.headers.authorization,
-            set: body,
-          })
-          res.writeHead(202).end()
-        })
-      })
-      await new Promise<void>((resolve) => s.listen(port, '127.0.0.1', () => resolve()))
-      port = (s.address() as AddressInfo).port
-      server = s
-      receiver.url = `http://127.0.0.1:${port}/ssf/push`
+  const receiver = await startReceiver('ok', { okStatus: 202, events: () => [] })
+  return {
+    get url() {
+      return receiver.url
     },
-    async stop() {
-      const s = server
-      server = undefined
-      if (!s) return
-      s.closeAllConnections()
-      await new Promise<void>((resolve) => s.close(() => resolve()))
+    /** Each push: its Content-Type, its Authorization and the SET. */
+    get pushed() {
+      return receiver.deliveries.map((d) => ({
+        contentType: d.headers['content-type'],
+        authorization: d.headers.authorization,
+        set: d.body,
+      }))
     },
+    start: () => receiver.start(),
+    stop: () => receiver.stop(),
   }
-  await receiver.start()
-  return receiver
 }
 
 interface CredentialChange {
