@@ -63,6 +63,12 @@ describe('Postgres stopped mid-run, then started again', { skip: skipReason('pos
 
     await pg.halt('fast')
     await waitFor(async () => (await feedState()) === 'reconnecting', 'feed lost')
+    // The caches drop when the change log's catch-up read fails, a few ms after the feed
+    // reports the loss; a PAT asked in between is still served from its fresh entry.
+    await waitFor(
+      async () => server.logs.some((line) => line.includes('store change log unreadable')),
+      'caches dropped',
+    )
 
     const patDown = await server.request('/api/v1/me', withPat())
     assert.equal(patDown.status, 503, patDown.text)
