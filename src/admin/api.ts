@@ -4,7 +4,7 @@ import {
   ADMIN_TOKEN_NAME,
   adminTokenMetadata,
   issueAdminToken,
-  MAX_ADMIN_TOKEN_LIFETIME_MS,
+  MAX_ADMIN_TOKEN_LIFETIME_DAYS,
   revokeAdminToken,
 } from '../auth/admin-tokens.ts'
 import { addIssuer, checkIssuerShape, removeIssuer } from '../auth/issuer-operations.ts'
@@ -658,7 +658,7 @@ export function rangeOf(query: Query): UsageRange {
   }
 }
 
-/** Issues an admin token from operator input (the CLI's rules: name, role, at most 366 days). */
+/** Issues an admin token from operator input (the CLI's rules: name, role, lifetime). */
 export function issueAdminTokenFrom(
   deps: OperationDeps & { readonly store: { readonly admin: AdminStore } },
   input: { name: string; role: string; expiresInDays: unknown },
@@ -669,7 +669,7 @@ export function issueAdminTokenFrom(
   if (!ADMIN_ROLES.includes(input.role as AdminRole)) throw invalid('role', 'read-only or operator')
   const days =
     typeof input.expiresInDays === 'number' ? input.expiresInDays : Number(input.expiresInDays)
-  const maxDays = MAX_ADMIN_TOKEN_LIFETIME_MS / DAY_MS
+  const maxDays = MAX_ADMIN_TOKEN_LIFETIME_DAYS
   if (!(Number.isInteger(days) && days >= 1 && days <= maxDays)) {
     throw invalid('expiresInDays', `a whole number of days from 1 to ${maxDays}`)
   }

@@ -1,4 +1,8 @@
-import { adminTokenStatus, revokeAdminToken } from '../auth/admin-tokens.ts'
+import {
+  adminTokenStatus,
+  MAX_ADMIN_TOKEN_LIFETIME_DAYS,
+  revokeAdminToken,
+} from '../auth/admin-tokens.ts'
 import { counted } from '../core/operator-text.ts'
 import { issueAdminTokenFrom } from './api.ts'
 import { type ConsoleKit, EMPTY_FORM, type FormState, field, formError } from './console-kit.ts'
@@ -29,7 +33,7 @@ ${field({ label: 'Holder (name)', name: 'name', form, prefix: 'adm', required: t
       ].map(
         (r) => html`<option value="${r}" ${role === r ? html`selected` : ''}>${r}</option>`,
       )}</select></div>
-${field({ label: 'Expires in (days, at most 366)', name: 'expiresInDays', form, prefix: 'adm', current: '30', attributes: html`inputmode="numeric"` })}
+${field({ label: `Expires in (days, at most ${MAX_ADMIN_TOKEN_LIFETIME_DAYS})`, name: 'expiresInDays', form, prefix: 'adm', current: '30', attributes: html`inputmode="numeric"` })}
 <button type="submit">Issue admin token</button></form>`
     : ''
 }

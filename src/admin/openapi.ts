@@ -1,4 +1,4 @@
-import { ADMIN_TOKEN_NAME } from '../auth/admin-tokens.ts'
+import { ADMIN_TOKEN_NAME, MAX_ADMIN_TOKEN_LIFETIME_DAYS } from '../auth/admin-tokens.ts'
 
 /**
  * The OpenAPI 3.1 document of the admin API, served at `/admin/api/v1/openapi.json` and
@@ -270,7 +270,12 @@ export function adminOpenApiDocument() {
             properties: {
               name: { type: 'string', pattern: ADMIN_TOKEN_NAME.source },
               role: { enum: ['read-only', 'operator'] },
-              expiresInDays: { type: 'integer', minimum: 1, maximum: 366, default: 30 },
+              expiresInDays: {
+                type: 'integer',
+                minimum: 1,
+                maximum: MAX_ADMIN_TOKEN_LIFETIME_DAYS,
+                default: 30,
+              },
             },
           },
         ),

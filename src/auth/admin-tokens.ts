@@ -9,7 +9,8 @@ const ADMIN_TOKEN_RANDOM_LENGTH = 40
 const ADMIN_TOKEN = /^tga_[0-9A-Za-z]{40}$/
 export const ADMIN_ROLES: readonly AdminRole[] = ['read-only', 'operator']
 /** Longest admin token lifetime: operator credentials must expire. */
-export const MAX_ADMIN_TOKEN_LIFETIME_MS = 366 * 86_400_000
+export const MAX_ADMIN_TOKEN_LIFETIME_DAYS = 366
+export const MAX_ADMIN_TOKEN_LIFETIME_MS = MAX_ADMIN_TOKEN_LIFETIME_DAYS * 86_400_000
 
 /** Lowercase hex SHA-256 of the whole token (lookup key; the token itself is never stored). */
 export function hashAdminToken(token: string): string {
@@ -32,7 +33,7 @@ export async function issueAdminToken(
     throw new OperationRefused(
       'invalid_input',
       'expiry',
-      'an admin token expires in the future and at most 366 days away',
+      `an admin token expires in the future and at most ${MAX_ADMIN_TOKEN_LIFETIME_DAYS} days away`,
     )
   }
   const token = ADMIN_TOKEN_PREFIX + randomBase62(ADMIN_TOKEN_RANDOM_LENGTH)

@@ -10,17 +10,18 @@ import {
 import type { AdminRole } from '../../stores/admin-store.ts'
 import { optionalString, requiredPositional, requiredString } from '../args.ts'
 import { ADMIN_OVERRIDES, type CommandDef, operate, operationDeps, withStore } from '../context.ts'
-import { parseDuration } from '../durations.ts'
+import { formatDuration, parseDuration } from '../durations.ts'
 import { UsageError } from '../errors.ts'
 import { formatTime } from '../output.ts'
 import { checkText, printable } from '../validate.ts'
+
+const MAX_LIFETIME = formatDuration(MAX_ADMIN_TOKEN_LIFETIME_MS)
 
 const issue: CommandDef = {
   path: ['admin', 'token', 'issue'],
   summary: 'Issue an admin token for the admin API and console (printed once)',
   synopsis: '--name NAME --role read-only|operator [--expires-in DURATION]',
-  description:
-    'Admin tokens (tga_...) are operator credentials, not API tokens: they work only on the\nadmin listener. NAME is who holds it; it is the actor on the audit events of their actions.\nOnly the SHA-256 is stored: the token is printed once. They always expire (at most 366d).',
+  description: `Admin tokens (tga_...) are operator credentials, not API tokens: they work only on the\nadmin listener. NAME is who holds it; it is the actor on the audit events of their actions.\nOnly the SHA-256 is stored: the token is printed once. They always expire (at most ${MAX_LIFETIME}).`,
   options: {
     name: { type: 'string', value: 'NAME', description: 'Who holds the token, e.g. alice.' },
     role: {
@@ -31,7 +32,7 @@ const issue: CommandDef = {
     'expires-in': {
       type: 'string',
       value: 'DURATION',
-      description: 'Lifetime, e.g. 8h, 30d (default 30d, at most 366d).',
+      description: `Lifetime, e.g. 8h, 30d (default 30d, at most ${MAX_LIFETIME}).`,
     },
   },
   examples: ['tokengate admin token issue --name alice --role operator --expires-in 7d'],
@@ -50,7 +51,7 @@ const issue: CommandDef = {
     const ms = parseDuration(text)
     if (ms === undefined || ms > MAX_ADMIN_TOKEN_LIFETIME_MS) {
       throw new UsageError(
-        `--expires-in: '${printable(text)}' is not a duration up to 366d (expected e.g. 8h, 30d)`,
+        `--expires-in: '${printable(text)}' is not a duration up to ${MAX_LIFETIME} (expected e.g. 8h, 30d)`,
       )
     }
     const { token, record } = await withStore(
