@@ -49,12 +49,14 @@ function walk(node: SchemaNode, path: string, rows: string[], env: Map<string, s
       walk(child, childPath, rows, env)
       continue
     }
+    // An array of objects gets its own row, then one row per field of an element (`x[].y`).
+    const element = child.items?.properties ? child.items : undefined
     const type = child.anyOf
       ? child.anyOf.map((c) => ('const' in c ? JSON.stringify(c.const) : c.type)).join(' \\| ')
       : child.items
         ? `array of ${child.items.type ?? 'any'}`
         : (child.type ?? 'any')
-    const constrained = child.items ?? child
+    const constrained = element ? child : (child.items ?? child)
     const bounds = [
       constrained.minimum !== undefined ? `≥ ${constrained.minimum}` : '',
       constrained.maximum !== undefined ? `≤ ${constrained.maximum}` : '',
@@ -72,5 +74,6 @@ function walk(node: SchemaNode, path: string, rows: string[], env: Map<string, s
     rows.push(
       `| \`${childPath}\` | ${type}${bounds ? ` (${bounds})` : ''} | ${def} | ${named} | ${child.description ?? ''} |`,
     )
+    if (element) walk(element, `${childPath}[]`, rows, env)
   }
 }
