@@ -50,6 +50,12 @@ const servers: Record<string, (port: number, upstream: string) => string[]> = {
     `${port}`,
   ],
   library: (port) => ['bench/servers/library.ts', fixtures.dir, `${port}`],
+  'library-ct': (port) => [
+    'bench/servers/library.ts',
+    fixtures.dir,
+    `${port}`,
+    '--create-tokengate',
+  ],
   noauth: (port) => peer('fastify-noauth', port),
   naive: (port) => peer('fastify-naive', port),
   'fastify-jwt': (port) => peer('fastify-jwt', port),

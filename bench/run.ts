@@ -112,6 +112,12 @@ function defineServers(fixtures: Fixtures): Server[] {
   add('tokengate-gateway', 'tokengate', [...tokengate, '--decision'])
   // Library mode: tokengatePlugin + the public createAuthenticator, lookups in memory.
   add('tokengate library', 'tokengate', ['bench/servers/library.ts', fixtures.dir])
+  // Issue #36: the whole product embedded (`createTokengate` over SQLite, limits counted).
+  add('tokengate createTokengate', 'tokengate', [
+    'bench/servers/library.ts',
+    '--create-tokengate',
+    fixtures.dir,
+  ])
   if (BASELINE) {
     add('tokengate@baseline', 'tokengate', [
       ...PRODUCTION_NODE_FLAGS,

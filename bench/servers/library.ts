@@ -34,7 +34,8 @@ import {
   seedBenchStore,
 } from '../fixtures.ts'
 
-const [fixturesDir, portText] = process.argv.slice(2)
+// Flags may come before or after the two positional arguments (bench/run.ts appends the port).
+const [fixturesDir, portText] = process.argv.slice(2).filter((a) => !a.startsWith('--'))
 const fixtures = loadFixtures(fixturesDir)
 
 /** The bare core: lookups in memory. */

@@ -64,33 +64,28 @@ export function registerEdgeHooks(
   fastify.decorateRequest('authFailure', null)
   fastify.decorateRequest('outcome', null)
 
+  // One read of `routeOptions` (a getter that builds a 12-field object per call), one input
+  // object, and no closure per request unless the check waits (issue #36).
   fastify.addHook('onRequest', (request, reply, done) => {
-    const apply = (entry: Entry) => {
-      if (entry.type === 'outside') return done()
-      if (!idsDecided) request.id = entry.requestId
-      reply.header('x-request-id', entry.requestId)
-      if (entry.type === 'preflight') {
-        if (entry.answer === undefined) return done()
-        return void reply.code(entry.answer.status).headers(entry.answer.headers).send()
-      }
-      const { outcome, span } = entry
-      request.outcome = outcome
-      if (span) spans.set(request, span)
-      if (!outcome.allowed) return void sendRefused(request, reply, outcome)
-      request.principal = outcome.principal
-      reply.headers(outcome.headers)
-      // The rest of the request (its handler, the gateway's upstream exchange) in its span.
-      span ? span.run(done) : done()
-    }
+    const { raw } = request
+    const route = request.routeOptions
+    const url = route.url
     const entered = edge.enter({
-      ...inputOf(request),
+      method: request.method,
+      target: request.url,
+      rawHeaders: raw.rawHeaders,
+      clientAddress: request.ip,
+      socket: raw.socket,
       requestId: idsDecided ? String(request.id) : undefined,
-      routeGated: request.routeOptions.url?.startsWith(prefix),
-      route: request.routeOptions.url,
-      access: accessOf(request),
+      routeGated: url === undefined ? false : url.startsWith(prefix),
+      route: url,
+      access: accessOf(route.config),
     })
-    if (!isPromiseLike(entered)) return apply(entered)
-    Promise.resolve(entered).then(apply, done)
+    if (!isPromiseLike(entered)) return applyEntry(request, reply, done, entered, idsDecided)
+    Promise.resolve(entered).then(
+      (settled) => applyEntry(request, reply, done, settled, idsDecided),
+      done,
+    )
   })
 
   // RFC 6750 §2: the form body is read (within the body limit) only for allowed form
@@ -127,6 +122,37 @@ export function registerEdgeHooks(
       done()
     })
   }
+}
+
+/** Applies the edge's entry to a Fastify request: hand it on, or answer it. */
+function applyEntry(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  done: (error?: Error) => void,
+  entry: Entry,
+  idsDecided: boolean,
+): void {
+  if (entry.type === 'outside') {
+    done()
+    return
+  }
+  if (!idsDecided) request.id = entry.requestId
+  reply.header('x-request-id', entry.requestId)
+  if (entry.type === 'preflight') {
+    if (entry.answer === undefined) {
+      done()
+      return
+    }
+    return void reply.code(entry.answer.status).headers(entry.answer.headers).send()
+  }
+  const { outcome, span } = entry
+  request.outcome = outcome
+  if (span) spans.set(request, span)
+  if (!outcome.allowed) return void sendRefused(request, reply, outcome)
+  request.principal = outcome.principal
+  reply.headers(outcome.headers)
+  // The rest of the request (its handler, the gateway's upstream exchange) in its span.
+  span ? span.run(done) : done()
 }
 
 /** Answers a refusal (the gate's, or one a handler got from `refuse` / `authorize`). */
@@ -192,11 +218,11 @@ function gateRequestOf(edge: Edge, request: FastifyRequest): GateRequest {
 }
 
 /** The route's access, built once per route config: its policy, or its permissions. */
-function routeAccess(): (request: FastifyRequest) => Access | undefined {
+function routeAccess(): (config: FastifyRequest['routeOptions']['config']) => Access | undefined {
   const built = new WeakMap<object, Access | undefined>()
-  return (request) => {
-    const config = request.routeOptions.config
-    if (built.has(config)) return built.get(config)
+  return (config) => {
+    const known = built.get(config)
+    if (known !== undefined || built.has(config)) return known
     const access =
       config.access ??
       (config.permissions?.length ? { permissions: config.permissions } : undefined)

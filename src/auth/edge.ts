@@ -29,6 +29,7 @@ import { peerCertificateOf } from '../http/peer-certificate.ts'
 import { isPreflightOf, PREFLIGHT_ANSWER, type PreflightRule } from '../http/preflight.ts'
 import { requestIdOf } from '../http/request-id.ts'
 import { isPromiseLike, type MaybePromise } from '../lib/maybe-async.ts'
+import { type EdgeHeaders, readEdgeHeaders } from './edge-headers.ts'
 import {
   type Access,
   type Gate,
@@ -165,21 +166,37 @@ export function createEdge(source: GateSource, options: EdgeOptions = {}): Edge 
     enter(input) {
       if (!inScope(input.target, input.routeGated)) return OUTSIDE
       const { rawHeaders } = input
-      const requestId = input.requestId ?? requestIdFor(headerOf(rawHeaders, 'x-request-id'))
+      const headers = readEdgeHeaders(rawHeaders)
+      const requestId = input.requestId ?? requestIdFor(headers.requestId)
       if (input.method === 'OPTIONS' && isPreflightOf('OPTIONS', (n) => headerOf(rawHeaders, n))) {
         const answer = answerPreflight ? PREFLIGHT_ANSWER : undefined
         return { type: 'preflight', requestId, answer }
       }
-      const request = gateRequestOf(input, requestId)
-      const span = tracing?.start(spanName, {
+      const request: GateRequest = {
         method: input.method,
-        rawHeaders,
-        route: input.route,
-      })
-      const outcome = span ? span.run(() => gate.check(request)) : gate.check(request)
+        target: input.target,
+        authorization: headers.authorization,
+        tenantIds: headers.tenantIds,
+        clientAddress: input.clientAddress,
+        headers: rawHeaders,
+        peerCertificate: peerCertificateOf(input.socket),
+        requestId,
+        access: input.access,
+      }
+      // No tracer: no span, and no closure around the check.
+      if (tracing === undefined) {
+        const outcome = gate.check(request)
+        return isPromiseLike(outcome)
+          ? Promise.resolve(outcome).then((settled) =>
+              checked(request, settled, undefined, headers),
+            )
+          : checked(request, outcome, undefined, headers)
+      }
+      const span = tracing.start(spanName, { method: input.method, rawHeaders, route: input.route })
+      const outcome = span.run(() => gate.check(request))
       return isPromiseLike(outcome)
-        ? Promise.resolve(outcome).then((settled) => checked(request, settled, span))
-        : checked(request, outcome, span)
+        ? Promise.resolve(outcome).then((settled) => checked(request, settled, span, headers))
+        : checked(request, outcome, span, headers)
     },
     // RFC 6750 §2: the token in the header and in a form field is refused like the query's.
     formRefusal(request, principal, body) {
@@ -191,11 +208,11 @@ export function createEdge(source: GateSource, options: EdgeOptions = {}): Edge 
     recordsAnswers: recordAnswer !== undefined || tracing !== undefined,
     span: (method, rawHeaders) => tracing?.start(spanName, { method, rawHeaders }),
     answered(answer) {
-      const { span } = answer
-      if (span === undefined) return recordAnswer?.({ listener, ...answer })
-      span.end(answer.status)
+      answer.span?.end(answer.status)
+      if (recordAnswer === undefined) return
+      // One literal of the Answer's shape (a spread copied every field through a slow path).
       const { method, target, requestId, status, durationMs, outcome } = answer
-      recordAnswer?.({ listener, method, target, requestId, status, durationMs, outcome })
+      recordAnswer({ listener, method, target, requestId, status, durationMs, outcome })
     },
   }
 }
@@ -215,9 +232,13 @@ export function recordPreGateRefusal(
 
 const OUTSIDE: Entry = Object.freeze({ type: 'outside' })
 
-function checked(request: GateRequest, outcome: Outcome, span: RequestSpan | undefined): Entry {
-  const readsForm =
-    outcome.allowed && isFormContentType(headerOf(request.headers as string[], 'content-type'))
+function checked(
+  request: GateRequest,
+  outcome: Outcome,
+  span: RequestSpan | undefined,
+  headers: EdgeHeaders,
+): Entry {
+  const readsForm = outcome.allowed && isFormContentType(headers.contentType)
   return { type: 'checked', requestId: request.requestId, request, outcome, readsForm, span }
 }
 

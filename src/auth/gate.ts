@@ -4,7 +4,9 @@
  * a `GateRequest` from its framework, calls `check`, and applies the `Outcome`; it never
  * sequences these steps itself:
  *
- * 1. `readCredential`: the token and its digest, read once;
+ * 1. `readCredential`: the token and its digest, read once (when the limiter or the recorder
+ *    keys by it; a bare gate leaves the hashing to the kind that claims the token, so a
+ *    malformed one is refused without a SHA-256);
  * 2. `gateFailedAuth`: an address over its failed-authentication limit gets 429 before any
  *    verification (unless it presents a credential verified here recently);
  * 3. `authenticate`: the credential kinds of core/ (401, or 503 when a store is down);
@@ -133,6 +135,9 @@ export function createGate(deps: GateDeps): Gate {
   const gatesFailures = limiter?.gatesFailures === true
   const limits = limiter?.active === true
   const timed = recorder?.timesAuthentication === true
+  // The limiter's known-credentials key and the recorder's refused fingerprints need the
+  // digest; without either, the kinds hash only a token that passed their format check.
+  const digestsUpFront = gatesFailures || recorder !== undefined
 
   const gateFailedAuth: Step = (run) => {
     if (!gatesFailures) return undefined
@@ -298,7 +303,7 @@ export function createGate(deps: GateDeps): Gate {
 
   return {
     check(request) {
-      const digest = readCredential(request.authorization)
+      const digest = digestsUpFront ? readCredential(request.authorization) : undefined
       const run: Run = {
         request,
         digest,
