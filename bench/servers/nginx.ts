@@ -3,7 +3,8 @@
  * listeners in front of the same upstream: `plain`, a bare `proxy_pass` (no auth), and
  * `guarded`, the documented forward-auth config (examples/forward-auth/nginx.conf: every
  * request asks tokengate's decision listener through `auth_request`), with the documented
- * decision cache turned on when `cache` is set (docs/forward-auth.md).
+ * decision cache turned on when `cache` is set (docs/forward-auth.md), its files on tmpfs as
+ * the example's /run path is.
  */
 import type { ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
@@ -56,9 +57,11 @@ export async function startNginx(
     if (without === example) throw new Error('nginx.conf: no keepalive in tokengate_decision')
     example = without
   }
+  // The example keeps its cache under /run, a tmpfs on a systemd host: so does the bench.
+  const cacheDir = options.cache ? cacheParent() : undefined
   writeFileSync(
     join(dir, 'tokengate.conf'),
-    options.cache ? withDecisionCache(example, join(dir, 'cache')) : example,
+    cacheDir ? withDecisionCache(example, join(cacheDir, 'cache')) : example,
   )
   const plainServer = `  server {
     listen 127.0.0.1:${plain};
@@ -89,10 +92,18 @@ export async function startNginx(
       child,
       plain: `http://127.0.0.1:${plain}`,
       guarded: `http://127.0.0.1:${guarded}`,
-      cleanup: () => rmSync(dir, { recursive: true, force: true }),
+      cleanup: () => {
+        for (const path of [dir, cacheDir]) if (path) rmSync(path, { recursive: true, force: true })
+      },
     }
   } catch (error) {
-    rmSync(dir, { recursive: true, force: true })
+    for (const path of [dir, cacheDir]) if (path) rmSync(path, { recursive: true, force: true })
     throw error
   }
+}
+
+/** A new dir on tmpfs (/dev/shm) when the machine has one, else in the temp dir. */
+function cacheParent(): string {
+  const shm = '/dev/shm'
+  return mkdtempSync(join(existsSync(shm) ? shm : tmpdir(), 'tokengate-bench-nginx-cache-'))
 }

@@ -94,3 +94,45 @@ for (const { name, service, proxy, start } of PROXIES) {
     })
   })
 }
+
+// nginx closes every idle connection beyond `keepalive` when a request ends: with fewer than
+// the requests in flight, it opens and closes connections under steady load (issue #36).
+describe('nginx keeps a connection for every request in flight', {
+  skip: skipReason('nginx'),
+}, () => {
+  const CONCURRENCY = 32
+  let stack: Stack
+  let decision: Awaited<ReturnType<typeof countingRelay>>
+  let upstream: Awaited<ReturnType<typeof countingRelay>>
+  let front: ProxyProcess
+  before(async () => {
+    stack = await startStack({ proxy: 'nginx' })
+    decision = await countingRelay(stack.decisionPort)
+    upstream = await countingRelay(stack.upstream.port)
+    front = await startNginx({ decision: decision.port, upstream: upstream.port })
+  })
+  after(async () => {
+    await front?.stop()
+    await upstream?.close()
+    await decision?.close()
+    await stack?.close()
+  })
+
+  test(`800 requests, ${CONCURRENCY} at a time: at most ${CONCURRENCY} connections to the decision listener and to the upstream`, async () => {
+    const ask = async () => {
+      const response = await rawRequest(front.url, PROTECTED_PATH, [
+        ['Authorization', `Bearer ${stack.tokens.pat}`],
+      ])
+      assert.equal(response.status, 200, front.log())
+    }
+    for (let round = 0; round < 800 / CONCURRENCY; round++) {
+      await Promise.all(Array.from({ length: CONCURRENCY }, ask))
+    }
+    const opened = { decision: decision.accepted(), upstream: upstream.accepted() }
+    console.log(
+      `nginx: 800 requests, ${CONCURRENCY} at a time: ${JSON.stringify(opened)} connections`,
+    )
+    assert.ok(opened.decision <= CONCURRENCY, `${opened.decision} connections to tokengate`)
+    assert.ok(opened.upstream <= CONCURRENCY, `${opened.upstream} connections to the upstream`)
+  })
+})
