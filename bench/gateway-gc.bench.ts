@@ -12,6 +12,12 @@
  * - GC pauses: scavenges and mark-compacts, their total and longest pause;
  * - the load's latency from each request's due time: p50, p99, max (ms).
  *
+ * - CPU µs per request of the proxy and of the upstream (their sum is what a request costs the
+ *   core): CPU time, unlike latency, stays readable on a shared machine.
+ *
+ * `gateway@<dir>` in `--servers`: the gateway of another checkout (`git archive <rev> | tar -x
+ * -C <dir>`, `node_modules` linked), so two revisions alternate round by round at one rate.
+ *
  * `--rate 0`: wrk's closed loop instead (32 connections, as fast as the proxy answers), for
  * bytes per request on a machine too busy to hold a rate; its latencies are not comparable.
  *
@@ -21,7 +27,7 @@
  * at 4 KB intervals.
  *
  * Run: `node bench/gateway-gc.bench.ts [--rate 3000] [--duration 6] [--rounds 3]
- * [--servers gateway,undici-proxy] [--node-flags '...'] [--alloc-profile [--depth 3]]`
+ * [--servers gateway,undici-proxy] [--node-flags '...'] [--alloc-profile [--depth 3] [--top 40]]`
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -31,7 +37,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { parseArgs } from 'node:util'
 import { loadFixtures } from './fixtures.ts'
 import { percentile } from './latency-stats.ts'
-import { PRODUCTION_NODE_FLAGS, runLoad } from './load.ts'
+import { cpuMicros, PRODUCTION_NODE_FLAGS, runLoad } from './load.ts'
 import { freePort, pinned, stop } from './processes.ts'
 
 const { values } = parseArgs({
@@ -44,6 +50,7 @@ const { values } = parseArgs({
     'node-flags': { type: 'string', default: '' },
     'alloc-profile': { type: 'boolean', default: false },
     depth: { type: 'string', default: '1' },
+    top: { type: 'string', default: '40' },
   },
 })
 const RATE = Number(values.rate)
@@ -72,9 +79,9 @@ interface Traced {
   readonly lines: string[]
 }
 
-function startTraced(cpu: number, argv: string[]): Promise<Traced> {
+function startTraced(cpu: number, argv: string[], cwd?: string): Promise<Traced> {
   const [command, args] = pinned(cpu, process.execPath, argv)
-  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'inherit'] })
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'inherit'], cwd })
   const lines: string[] = []
   let partial = ''
   child.stdout?.setEncoding('utf8')
@@ -182,7 +189,9 @@ function summarizeGc(lines: readonly string[]): GcSummary {
 }
 
 async function measure(name: string): Promise<string> {
-  const argvOf = SERVERS[name]
+  // `gateway@<dir>`: the same server from another checkout, run in its own directory.
+  const [kind = name, checkout] = name.split('@')
+  const argvOf = SERVERS[kind]
   if (!argvOf) throw new Error(`unknown server ${name}`)
   const [port, upstreamPort] = [await freePort(), await freePort()]
   const upstream = await startTraced(0, [
@@ -192,22 +201,28 @@ async function measure(name: string): Promise<string> {
     fixtures.dir,
     `${upstreamPort}`,
   ])
-  const proxy = await startTraced(0, [
-    '--trace-gc-nvp',
-    ...EXTRA_FLAGS,
-    ...argvOf(port, `http://127.0.0.1:${upstreamPort}`),
-  ])
+  const proxy = await startTraced(
+    0,
+    ['--trace-gc-nvp', ...EXTRA_FLAGS, ...argvOf(port, `http://127.0.0.1:${upstreamPort}`)],
+    checkout,
+  )
   try {
     const url = `http://127.0.0.1:${port}`
     await load(url, WARMUP)
     await sleep(200)
     const from = proxy.lines.length
+    const cpuBefore = [cpuMicros(proxy.child.pid) ?? 0, cpuMicros(upstream.child.pid) ?? 0]
     const window = await load(url, DURATION)
+    const cpuAfter = [cpuMicros(proxy.child.pid) ?? 0, cpuMicros(upstream.child.pid) ?? 0]
     await sleep(200)
     const gc = summarizeGc(proxy.lines.slice(from))
     const kb = gc.allocated / window.requests / 1024
+    const [proxyCpu, upstreamCpu] = [0, 1].map(
+      (i) => ((cpuAfter[i] ?? 0) - (cpuBefore[i] ?? 0)) / window.requests,
+    )
     return [
       name.padEnd(13),
+      `${(proxyCpu ?? 0).toFixed(1)} + ${(upstreamCpu ?? 0).toFixed(1)} CPU µs/req`.padStart(24),
       `${kb.toFixed(1)} KB/req`.padStart(12),
       `${gc.scavenges} scav`.padStart(9),
       `${gc.markCompacts} mc`.padStart(6),
@@ -274,7 +289,9 @@ async function allocationProfile(): Promise<void> {
     console.log(
       `sampled ${(total / window.requests).toFixed(0)} bytes per request over ${window.requests} requests; by allocating function:`,
     )
-    for (const [site, bytes] of [...bySite].sort((a, b) => b[1] - a[1]).slice(0, 40)) {
+    for (const [site, bytes] of [...bySite]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, Number(values.top))) {
       console.log(`${(bytes / window.requests).toFixed(0).padStart(7)} B/req  ${site}`)
     }
   } finally {

@@ -34,58 +34,85 @@ interface Waiter {
 }
 
 /**
+ * In-flight counts per key. A key whose count falls to 0 keeps its entry until the map
+ * outgrows `sweepAt`, then every zero entry goes at once: deleting it on each release
+ * shrank the map's table and the next request grew it again (a rehash and ~180 B per
+ * proxied request, issue #36), while the entries of keys in flight are bounded anyway.
+ */
+class InFlight {
+  readonly #counts = new Map<string, number>()
+  #sweepAt = 1_024
+
+  get(key: string): number {
+    return this.#counts.get(key) ?? 0
+  }
+
+  add(key: string, delta: 1 | -1): void {
+    this.#counts.set(key, (this.#counts.get(key) ?? 0) + delta)
+    if (this.#counts.size <= this.#sweepAt) return
+    for (const [k, count] of this.#counts) if (count === 0) this.#counts.delete(k)
+    // Keys in flight at once can outnumber the bound: sweep again only after as many more.
+    this.#sweepAt = Math.max(1_024, this.#counts.size * 2)
+  }
+}
+
+const TOKEN_BUSY: Admission = Object.freeze({ ok: false, reason: 'token' })
+const TENANT_BUSY: Admission = Object.freeze({ ok: false, reason: 'tenant' })
+
+/**
  * Queued requests count against their token's and tenant's caps like running ones, so a
  * tenant cannot fill the wait queue either. Waiters get connections in arrival order.
  */
 export function createUpstreamAdmission(limits: AdmissionLimits): UpstreamAdmission {
-  const perTenant = new Map<string, number>()
-  const perToken = new Map<string, number>()
+  const perTenant = new InFlight()
+  const perToken = new InFlight()
   const waiting: Waiter[] = []
   let running = 0
 
-  const add = (map: Map<string, number>, key: string, delta: number) => {
-    const next = (map.get(key) ?? 0) + delta
-    if (next === 0) map.delete(key)
-    else map.set(key, next)
-  }
+  /** One admitted request's slot: a single object, no closure per request. */
+  class Ticket {
+    readonly ok = true
+    readonly #tenantId: string
+    readonly #tokenKey: string
+    #released = false
 
-  const ticket = (tenantId: string, tokenKey: string): Admission => {
-    let released = false
-    return {
-      ok: true,
-      release() {
-        if (released) return
-        released = true
-        add(perTenant, tenantId, -1)
-        add(perToken, tokenKey, -1)
-        const next = waiting.shift()
-        // The connection passes straight to the next waiter; `running` is unchanged.
-        if (next) next.grant()
-        else running--
-      },
+    constructor(tenantId: string, tokenKey: string) {
+      this.#tenantId = tenantId
+      this.#tokenKey = tokenKey
+    }
+
+    release(): void {
+      if (this.#released) return
+      this.#released = true
+      perTenant.add(this.#tenantId, -1)
+      perToken.add(this.#tokenKey, -1)
+      const next = waiting.shift()
+      // The connection passes straight to the next waiter; `running` is unchanged.
+      if (next) next.grant()
+      else running--
     }
   }
 
   return {
     admit(tenantId, tokenKey) {
-      if ((perToken.get(tokenKey) ?? 0) >= limits.perToken) return { ok: false, reason: 'token' }
-      if ((perTenant.get(tenantId) ?? 0) >= limits.perTenant) return { ok: false, reason: 'tenant' }
-      add(perTenant, tenantId, 1)
-      add(perToken, tokenKey, 1)
+      if (perToken.get(tokenKey) >= limits.perToken) return TOKEN_BUSY
+      if (perTenant.get(tenantId) >= limits.perTenant) return TENANT_BUSY
+      perTenant.add(tenantId, 1)
+      perToken.add(tokenKey, 1)
       if (running < limits.connections) {
         running++
-        return ticket(tenantId, tokenKey)
+        return new Ticket(tenantId, tokenKey)
       }
       return new Promise<Admission>((resolve) => {
         const waiter: Waiter = {
           grant: () => {
             clearTimeout(waiter.timer)
-            resolve(ticket(tenantId, tokenKey))
+            resolve(new Ticket(tenantId, tokenKey))
           },
           timer: setTimeout(() => {
             waiting.splice(waiting.indexOf(waiter), 1)
-            add(perTenant, tenantId, -1)
-            add(perToken, tokenKey, -1)
+            perTenant.add(tenantId, -1)
+            perToken.add(tokenKey, -1)
             resolve({ ok: false, reason: 'busy' })
           }, limits.waitMs),
         }

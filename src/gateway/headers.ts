@@ -61,16 +61,17 @@ export interface ForwardContext {
  */
 export function upstreamRequestHeaders(incoming: HeaderMap, context: ForwardContext): HeaderMap {
   const listed = connectionListed(incoming.connection)
+  const kinds = requestFieldKinds(context.forwardHeaders)
   const headers: HeaderMap = {}
   for (const name of Object.keys(incoming)) {
-    if (isHopByHop(name, listed)) continue
-    if (name === 'expect' || (name === 'authorization' && context.stripAuthorization)) continue
-    // Why every spelling: the upstream trusts these headers as the gateway's word, and an
-    // upstream that reads `_` as `-` would join a caller's `X_Auth_Tenant` with ours.
-    // Forwarding fields are dropped even behind a trusted proxy: tokengate states what it
-    // (and the proxies it trusts) saw, below.
-    if (isSpoofable(name, context.forwardHeaders)) continue
-    if (name === 'cookie') {
+    let kind = kinds.get(name)
+    if (kind === undefined) {
+      kind = requestFieldKind(name, context.forwardHeaders)
+      if (kinds.size < MAX_REMEMBERED_NAMES) kinds.set(name, kind)
+    }
+    if (kind === DROP || listed?.has(name) === true) continue
+    if (kind === AUTHORIZATION && context.stripAuthorization) continue
+    if (kind === COOKIE) {
       // The admin console's session cookie is an operator credential (http/own-cookies.ts).
       const kept = withoutOwnCookies(String(incoming.cookie))
       if (kept !== undefined) headers.cookie = kept
@@ -82,12 +83,58 @@ export function upstreamRequestHeaders(incoming: HeaderMap, context: ForwardCont
   Object.assign(headers, context.identity)
   headers['x-request-id'] = context.requestId
 
-  headers['x-forwarded-for'] = context.forwardedFor.join(', ')
+  headers['x-forwarded-for'] =
+    context.forwardedFor.length === 1
+      ? (context.forwardedFor[0] as string)
+      : context.forwardedFor.join(', ')
   headers['x-forwarded-proto'] = context.protocol
   // Why opt-in: `Host` is whatever the caller typed; an upstream building absolute URLs
   // (password-reset links, redirects) from it would be steered by the caller.
   if (context.forwardedHost) headers['x-forwarded-host'] = context.host
   return headers
+}
+
+const KEEP = 0
+const DROP = 1
+const AUTHORIZATION = 2
+const COOKIE = 3
+type FieldKind = typeof KEEP | typeof DROP | typeof AUTHORIZATION | typeof COOKIE
+
+/** What happens to a caller's field on its way upstream, apart from `Connection`'s list. */
+function requestFieldKind(
+  name: string,
+  forwardHeaders: ReadonlySet<string> | undefined,
+): FieldKind {
+  if (isHopByHop(name, undefined) || name === 'expect') return DROP
+  if (name === 'authorization') return AUTHORIZATION
+  // Why every spelling: the upstream trusts these headers as the gateway's word, and an
+  // upstream that reads `_` as `-` would join a caller's `X_Auth_Tenant` with ours.
+  // Forwarding fields are dropped even behind a trusted proxy: tokengate states what it
+  // (and the proxies it trusts) saw, above.
+  if (isSpoofable(name, forwardHeaders)) return DROP
+  return name === 'cookie' ? COOKIE : KEEP
+}
+
+/**
+ * Each field name's kind, remembered per `forwardHeaders` set (one per gateway): a request's
+ * names are the same few on every request, and classifying one (lower-casing, `_` to `-`,
+ * five set lookups) cost more than the copy. Bounded, as callers choose the names: past
+ * the bound a name is classified each time.
+ */
+const fieldKinds = new WeakMap<ReadonlySet<string>, Map<string, FieldKind>>()
+const fieldKindsWithoutForwarding = new Map<string, FieldKind>()
+const MAX_REMEMBERED_NAMES = 1_000
+
+function requestFieldKinds(
+  forwardHeaders: ReadonlySet<string> | undefined,
+): Map<string, FieldKind> {
+  if (forwardHeaders === undefined) return fieldKindsWithoutForwarding
+  let kinds = fieldKinds.get(forwardHeaders)
+  if (kinds === undefined) {
+    kinds = new Map()
+    fieldKinds.set(forwardHeaders, kinds)
+  }
+  return kinds
 }
 
 const LISTS_CLOSE: ReadonlySet<string> = new Set(['close'])

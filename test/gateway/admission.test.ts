@@ -44,3 +44,27 @@ describe('upstream admission', () => {
     assert.deepEqual(await admission.admit('t2', 'k2'), { ok: false, reason: 'busy' })
   })
 })
+
+test('counts survive the sweep of idle keys: a token in flight among thousands that came and went keeps its cap', async () => {
+  const admission = createUpstreamAdmission({
+    connections: 10_000,
+    perTenant: 10_000,
+    perToken: 1,
+    waitMs: 5_000,
+  })
+  const held = await admission.admit('t1', 'held')
+  assert.equal(held.ok, true)
+  // Enough distinct keys, each admitted and released, to pass the sweep bound several times.
+  for (let i = 0; i < 5_000; i++) {
+    const ticket = await admission.admit(`tenant-${i}`, `key-${i}`)
+    assert.equal(ticket.ok, true)
+    if (ticket.ok) ticket.release()
+  }
+  assert.deepEqual(await admission.admit('t1', 'held'), { ok: false, reason: 'token' })
+  // An idle key swept away starts from zero again.
+  const again = await admission.admit('tenant-7', 'key-7')
+  assert.equal(again.ok, true)
+  assert.deepEqual(await admission.admit('tenant-7', 'key-7'), { ok: false, reason: 'token' })
+  if (held.ok) held.release()
+  assert.equal((await admission.admit('t1', 'held')).ok, true)
+})
