@@ -11,6 +11,7 @@
  * write-behind interval; audit events are also in the audit spool until stored).
  */
 import { extname } from 'node:path'
+import { setFlagsFromString } from 'node:v8'
 import { Worker } from 'node:worker_threads'
 import { openSqliteStore, type SqliteStoreOptions } from './sqlite.ts'
 import type { Store } from './store.ts'
@@ -53,13 +54,16 @@ export function openSqliteWithWriter(path: string, options: SqliteStoreOptions =
 
   const start = (): Worker => {
     const url = new URL(`./sqlite-writer-worker${extname(import.meta.url)}`, import.meta.url)
-    const started = new Worker(url, {
-      workerData: { path, busyTimeoutMs },
-      // Why: the thread holds one batch at a time, yet V8 sizes its young generation like the
-      // main thread's (the bin's 8 MB semi-spaces: 16 MB committed). Only the young
-      // generation is bounded: a batch larger than it is promoted, never refused.
-      resourceLimits: { maxYoungGenerationSizeMb: 3 },
-    })
+    const started = withoutSemiSpaceFlag(
+      () =>
+        new Worker(url, {
+          workerData: { path, busyTimeoutMs },
+          // Why: the thread holds one batch at a time, yet V8 sizes its young generation like
+          // the main thread's (the bin's 8 MB semi-spaces: 16 MB committed). Only the young
+          // generation is bounded: a batch larger than it is promoted, never refused.
+          resourceLimits: { maxYoungGenerationSizeMb: WRITER_YOUNG_GENERATION_MB },
+        }),
+    )
     // The worker never keeps the process alive; close() settles what is under way.
     started.unref()
     started.on('message', (reply: WriterReply) => {
@@ -118,4 +122,49 @@ export function openSqliteWithWriter(path: string, options: SqliteStoreOptions =
       return typeof value === 'function' && receiver !== target ? value.bind(target) : value
     },
   }) as unknown as Store
+}
+
+/** The writer isolate's young generation (V8 makes it 2 MB: two 1 MB semi-spaces). */
+const WRITER_YOUNG_GENERATION_MB = 3
+
+/**
+ * Creates the worker with V8's `--max-semi-space-size` unset, then sets it back once the
+ * worker runs. Why: the flag is process-wide and wins over a Worker's `resourceLimits`, so
+ * under the bin's `--max-semi-space-size=8` the writer's 3 MB bound was ignored (16 MB young
+ * generation committed). V8 reads the flag only when it sets up an isolate's heap: the main
+ * thread's, set up long before, keeps its semi-spaces.
+ */
+function withoutSemiSpaceFlag(create: () => Worker): Worker {
+  const flag = semiSpaceFlag()
+  if (flag === undefined) return create()
+  setFlagsFromString('--max-semi-space-size=0')
+  let worker: Worker
+  try {
+    worker = create()
+  } catch (error) {
+    setFlagsFromString(flag)
+    throw error
+  }
+  let restored = false
+  const restore = () => {
+    if (!restored) setFlagsFromString(flag)
+    restored = true
+  }
+  for (const event of ['online', 'error', 'exit']) worker.once(event, restore)
+  return worker
+}
+
+/**
+ * The `--max-semi-space-size` this process started with, if any: the command line's last one
+ * wins over NODE_OPTIONS (Node reads NODE_OPTIONS first).
+ */
+function semiSpaceFlag(): string | undefined {
+  const given = [...(process.env.NODE_OPTIONS ?? '').split(/\s+/), ...process.execArgv]
+  let flag: string | undefined
+  for (const [i, arg] of given.entries()) {
+    const match = /^--max[-_]semi[-_]space[-_]size(?:=(\d+))?$/.exec(arg)
+    const value = match ? (match[1] ?? given[i + 1]) : undefined
+    if (value !== undefined && /^\d+$/.test(value)) flag = `--max-semi-space-size=${value}`
+  }
+  return flag
 }

@@ -1,0 +1,52 @@
+/**
+ * The SQLite writer thread's heap (issue #36): its young generation stays at its own small
+ * bound when the process runs with the bin's `--max-semi-space-size=8` (a process-wide V8
+ * flag that used to win over the worker's limit), and a batch far larger than that bound is
+ * still written (promoted, never refused).
+ */
+import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
+import { join } from 'node:path'
+import { describe, it } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import { tempDir } from '../helpers/temp-dir.ts'
+
+const FIXTURE = fileURLToPath(new URL('../fixtures/writer-heap.ts', import.meta.url))
+const MB = 1024 * 1024
+
+interface Report {
+  readonly writerNewSpace: number[]
+  readonly plainNewSpace: number
+  readonly stored: number
+}
+
+describe('sqlite writer thread heap', () => {
+  for (const [how, args, env] of [
+    ['as the bin starts it (flag on the command line)', ['--max-semi-space-size=8'], {}],
+    ['with the flag in NODE_OPTIONS', [], { NODE_OPTIONS: '--max-semi-space-size=8' }],
+  ] as const) {
+    it(`keeps its young generation small ${how}, and writes a batch far larger than it`, () => {
+      const dir = tempDir('writer-heap-')
+      const out = execFileSync(process.execPath, [...args, FIXTURE, join(dir, 'tokengate.db')], {
+        encoding: 'utf8',
+        env: { ...process.env, ...env },
+      })
+      const report = JSON.parse(out) as Report
+      // One writer thread; its young generation committed at most its 3 MB bound (V8: 2 MB),
+      // not the process's 16 MB.
+      assert.equal(report.writerNewSpace.length, 1)
+      assert.ok(
+        (report.writerNewSpace[0] as number) <= 3 * MB,
+        `writer young generation ${report.writerNewSpace[0]} bytes`,
+      )
+      // 300,000 last-used times and 20,000 audit events of ~300 bytes went through it.
+      assert.equal(report.stored, 20_000)
+      // The flag is the process's again for any isolate started later: a worker without
+      // limits grows its young generation up to the flag's 16 MB (left unset: 128 MB).
+      assert.ok(
+        report.plainNewSpace > 3 * MB && report.plainNewSpace <= 16 * MB,
+        `later worker's young generation ${report.plainNewSpace} bytes`,
+      )
+    })
+  }
+})
