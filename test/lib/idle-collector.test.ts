@@ -41,6 +41,37 @@ describe('idle collector', () => {
     }
   })
 
+  test('collects once idle after enough busy time, though RSS grew less than the bound', () => {
+    mock.timers.enable({ apis: ['setInterval'] })
+    try {
+      const rss = 100 * MB
+      let busy = 0.8
+      const collect = mock.fn()
+      const collector = startIdleCollector({
+        intervalMs: 500,
+        minBusyMs: 2000,
+        collect,
+        rss: () => rss,
+        utilization: () => busy,
+      })
+      // 4 intervals at 80 %: 1,600 ms busy, then idle: not yet.
+      mock.timers.tick(2000)
+      busy = 0.01
+      mock.timers.tick(500)
+      assert.equal(collect.mock.callCount(), 0, '1.6 s busy: not collected')
+      busy = 0.8
+      mock.timers.tick(500)
+      busy = 0.01
+      mock.timers.tick(500)
+      assert.equal(collect.mock.callCount(), 1, '2 s busy in all, then idle: collected')
+      mock.timers.tick(5000)
+      assert.equal(collect.mock.callCount(), 1, 'idle since: the busy time starts over')
+      collector.stop()
+    } finally {
+      mock.timers.reset()
+    }
+  })
+
   test('works without --expose-gc and exposes no global gc', () => {
     const script = `import { memoryReducingGc } from ${JSON.stringify(new URL('../../src/lib/idle-collector.ts', import.meta.url).href)}
       const collect = memoryReducingGc()

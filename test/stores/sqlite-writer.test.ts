@@ -1,8 +1,8 @@
 /**
  * The SQLite writer thread's heap (issue #36): its young generation stays at its own small
  * bound when the process runs with the bin's `--max-semi-space-size=8` (a process-wide V8
- * flag that used to win over the worker's limit), and a batch far larger than that bound is
- * still written (promoted, never refused).
+ * flag that used to win over the worker's limit), a batch far larger than that bound is
+ * still written (promoted, never refused), and the thread gives its heap back once idle.
  */
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
@@ -16,6 +16,8 @@ const MB = 1024 * 1024
 
 interface Report {
   readonly writerNewSpace: number[]
+  readonly writerHeapAfterBatches: number[]
+  readonly writerHeapIdle: number[]
   readonly plainNewSpace: number
   readonly stored: number
 }
@@ -41,6 +43,13 @@ describe('sqlite writer thread heap', () => {
       )
       // 300,000 last-used times and 20,000 audit events of ~300 bytes went through it.
       assert.equal(report.stored, 20_000)
+      // Idle for 2 s, the thread gave back what those batches left on its heap (119 MB
+      // committed right after them in one run, 8 MB after).
+      const [after, idle] = [report.writerHeapAfterBatches[0], report.writerHeapIdle[0]] as [
+        number,
+        number,
+      ]
+      assert.ok(idle < 16 * MB && idle < after / 2, `writer heap ${after} -> ${idle} bytes`)
       // The flag is the process's again for any isolate started later: a worker without
       // limits grows its young generation up to the flag's 16 MB (left unset: 128 MB).
       assert.ok(
