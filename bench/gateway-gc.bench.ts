@@ -222,6 +222,7 @@ async function measure(name: string): Promise<string> {
     )
     return [
       name.padEnd(13),
+      `${Math.round(window.requests / DURATION)} req/s`.padStart(11),
       `${(proxyCpu ?? 0).toFixed(1)} + ${(upstreamCpu ?? 0).toFixed(1)} CPU µs/req`.padStart(24),
       `${kb.toFixed(1)} KB/req`.padStart(12),
       `${gc.scavenges} scav`.padStart(9),

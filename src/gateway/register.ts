@@ -111,7 +111,11 @@ function withoutReserved(policy: PolicyMatcher, reserved: ReadonlySet<string>): 
     decide(method, path, principal) {
       const target = canonicalRequestTarget(path)
       if (!target.ok) return { outcome: 'bad_path', reason: target.reason }
-      const [api, version, first] = target.segments
+      // Indexed, not destructured: array destructuring runs the iterator protocol per request.
+      const segments = target.segments
+      const api = segments[0]
+      const version = segments[1]
+      const first = segments[2]
       const outside =
         api === undefined ||
         asciiLowerCase(api) !== 'api' ||
@@ -120,7 +124,7 @@ function withoutReserved(policy: PolicyMatcher, reserved: ReadonlySet<string>): 
       if (outside || (first !== undefined && reserved.has(asciiLowerCase(first)))) {
         return { outcome: 'deny', rule: undefined }
       }
-      return policy.decide(method, path, principal, target.segments)
+      return policy.decide(method, path, principal, segments)
     },
   }
 }

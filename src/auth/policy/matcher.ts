@@ -68,7 +68,8 @@ export function createPolicyMatcher(policy: Policy): PolicyMatcher {
         if (!split.ok) return { outcome: 'bad_path', reason: split.reason }
         segments = split.segments
       }
-      const folded = segments.map(fold)
+      // Folded only for rules to compare with (a policy without rules needs no copy).
+      const folded = rules.length === 0 ? segments : segments.map(fold)
       for (const compiled of rules) {
         if (!methodMatches(compiled.methods, method)) continue
         if (!pathMatches(compiled, folded)) continue
@@ -84,12 +85,14 @@ export function createPolicyMatcher(policy: Policy): PolicyMatcher {
         if (failure) return { outcome: 'forbidden', rule, failure }
         return { outcome: 'allow', rule }
       }
-      return denyByDefault
-        ? { outcome: 'deny', rule: undefined }
-        : { outcome: 'allow', rule: undefined }
+      return denyByDefault ? DEFAULT_DENY : DEFAULT_ALLOW
     },
   }
 }
+
+// The default's decisions, shared: nothing in a decision is per request.
+const DEFAULT_DENY: PolicyDecision = Object.freeze({ outcome: 'deny', rule: undefined })
+const DEFAULT_ALLOW: PolicyDecision = Object.freeze({ outcome: 'allow', rule: undefined })
 
 function compileRule(rule: PolicyRule, fold: (s: string) => string): CompiledRule {
   const parts = rule.path.slice(1).split('/')
