@@ -10,7 +10,7 @@ import { Readable } from 'node:stream'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { AuthFailure } from '../core/failure.ts'
 import type { Principal } from '../core/principal.ts'
-import { isFormContentType, readBounded } from '../http/form-body.ts'
+import { readBounded } from '../http/form-body.ts'
 import { type FailureResponse, sendProblemResponse } from '../http/problem-response.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
 import type { Edge, Entry, RequestSpan } from './edge.ts'
@@ -39,6 +39,9 @@ export interface EdgeHookOptions {
   /** Whether Fastify's `genReqId` decides ids already (the server's calls `requestIdFor`). */
   readonly idsDecided: boolean
 }
+
+/** Allowed requests whose body is a form, to be read for a second token (RFC 6750 §2). */
+const formBodies = new WeakSet<FastifyRequest>()
 
 /** Each checked request's span (tracing on), ended when its answer is recorded. */
 const spans = new WeakMap<FastifyRequest, RequestSpan>()
@@ -92,10 +95,10 @@ export function registerEdgeHooks(
   // requests, then handed on unchanged as a stream, so the gateway still proxies it as is.
   const bodyLimit = fastify.initialConfig.bodyLimit ?? 1_048_576
   fastify.addHook('preParsing', (request, reply, payload, done) => {
-    const principal = request.principal
-    if (!principal || !isFormContentType(request.headers['content-type'])) {
-      return done(null, payload)
-    }
+    // The edge found the form content type already: `request.headers` is not touched (Node
+    // builds that object from the raw headers on first read).
+    if (!formBodies.has(request)) return done(null, payload)
+    const principal = request.principal as Principal
     readBounded(payload, bodyLimit).then((body) => {
       if (body === undefined) return done(bodyTooLarge())
       const text = body.toString('latin1')
@@ -150,7 +153,12 @@ function applyEntry(
   if (span) spans.set(request, span)
   if (!outcome.allowed) return void sendRefused(request, reply, outcome)
   request.principal = outcome.principal
-  reply.headers(outcome.headers)
+  if (entry.readsForm) formBodies.add(request)
+  // The RateLimit pair, when the limiter counted the request (none from a bare gate).
+  for (const _ in outcome.headers) {
+    reply.headers(outcome.headers)
+    break
+  }
   // The rest of the request (its handler, the gateway's upstream exchange) in its span.
   span ? span.run(done) : done()
 }

@@ -162,16 +162,10 @@ export function createGate(deps: GateDeps): Gate {
       tokenSha256: run.digest,
     }
     const result = authenticateInput(input)
-    const done = (settled: AuthResult): AuthFailure | undefined => {
-      if (started !== undefined) run.authenticationNs = process.hrtime.bigint() - started
-      if (!settled.ok) {
-        run.claimed = settled.claimed
-        return settled.failure
-      }
-      run.principal = settled.principal
-      return undefined
-    }
-    return isPromiseLike(result) ? Promise.resolve(result).then(done) : done(result)
+    // A closure only when the kind has to wait (a store lookup, a remote key).
+    return isPromiseLike(result)
+      ? Promise.resolve(result).then((settled) => authenticated(run, settled, started))
+      : authenticated(run, result, started)
   }
 
   const refuseSecondMethod: Step = (run) =>
@@ -376,6 +370,21 @@ function refusal(
     headers: headers === NO_HEADERS ? own : { ...own, ...headers },
     body: response.body,
   }
+}
+
+/** Notes what authentication found on the run: the failure to answer, or undefined. */
+function authenticated(
+  run: Run,
+  settled: AuthResult,
+  started: bigint | undefined,
+): AuthFailure | undefined {
+  if (started !== undefined) run.authenticationNs = process.hrtime.bigint() - started
+  if (!settled.ok) {
+    run.claimed = settled.claimed
+    return settled.failure
+  }
+  run.principal = settled.principal
+  return undefined
 }
 
 function failureStatus(failure: AuthFailure): number {
