@@ -18,13 +18,19 @@
 // Why MALLOC_ARENA_MAX=2 for `serve`: glibc gives threads that allocate malloc arenas of their
 // own (up to 8 per core) and keeps in each what was freed there: V8's compiler and GC helpers,
 // the libuv pool and the SQLite writer thread held 31-34 MB in 7 arenas, 6-13 MB in 2
-// (bench/README.md, "Memory"). glibc reads the variable only as a process starts, so `serve`
-// starts itself again with it (execve: the same pid, Node flags and arguments). An operator's
-// own MALLOC_ARENA_MAX is kept; not on Linux, or on a Node without process.execve, no change.
+// (bench/README.md, "Memory"). Why MALLOC_MMAP_THRESHOLD_=131072: glibc otherwise raises its
+// mmap threshold to the size of each large block freed (up to 32 MB), so the cache's typed
+// arrays, replaced as its tables grow, land in the main heap and leave holes it never returns:
+// malloc_trim(0) on an idle served process freed 33 MB (bench/README.md, issue #36). A fixed
+// threshold keeps blocks of 128 KB and more in mappings of their own, returned when freed.
+// glibc reads the variables only as a process starts, so `serve` starts itself again with them
+// (execve: the same pid, Node flags and arguments). An operator's own values are kept; not on
+// Linux, or on a Node without process.execve, no change.
+const MALLOC_ENV = { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '131072' }
 if (
   process.platform === 'linux' &&
   process.argv.slice(2).includes('serve') &&
-  process.env.MALLOC_ARENA_MAX === undefined &&
+  Object.keys(MALLOC_ENV).some((name) => process.env[name] === undefined) &&
   typeof process.execve === 'function'
 ) {
   process.execve(
@@ -32,7 +38,7 @@ if (
     // argv0 as the process was started (`node`, not the resolved path): ps and the image's
     // PID 1 check see the same command line as before the restart.
     [process.argv0, ...process.execArgv, ...process.argv.slice(1)],
-    { ...process.env, MALLOC_ARENA_MAX: '2' },
+    { ...MALLOC_ENV, ...process.env },
   )
 }
 
