@@ -2,14 +2,26 @@ import assert from 'node:assert/strict'
 import { Buffer } from 'node:buffer'
 import { createHash } from 'node:crypto'
 import { describe, test } from 'node:test'
-import { fingerprintToken, jwtFingerprint, patFingerprint } from '../../src/core/fingerprint.ts'
-import { generatePat, hashPat } from '../../src/core/pat.ts'
+import {
+  checkedPatFingerprint,
+  fingerprintToken,
+  jwtFingerprint,
+  patFingerprint,
+} from '../../src/core/fingerprint.ts'
+import { generatePat, hashPat, patLast4 } from '../../src/core/pat.ts'
 import { jwtLike } from '../helpers/core-fakes.ts'
 
 describe('fingerprintToken', () => {
   test('a well-formed PAT → pat_… and its last four characters', () => {
     const token = generatePat()
     assert.equal(fingerprintToken(token), `pat_…${token.slice(-4)}`)
+  })
+
+  test('checkedPatFingerprint of a well-formed PAT is its patFingerprint', () => {
+    for (let i = 0; i < 500; i++) {
+      const token = generatePat()
+      assert.equal(checkedPatFingerprint(token), patFingerprint(patLast4(token)))
+    }
   })
 
   test('a malformed pat_ string never shows its characters → a short SHA-256 prefix', () => {

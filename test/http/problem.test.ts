@@ -15,6 +15,12 @@ describe('problem', () => {
     })
   })
 
+  test('without extras the body is the six standard members in order, as serialised before', () => {
+    const body = problem(401, 'invalid_token', 'The access token is invalid.', 'req-2')
+    assert.deepEqual(Object.keys(body), ['type', 'title', 'status', 'detail', 'code', 'requestId'])
+    assert.equal(JSON.stringify(body), JSON.stringify({ ...body, ...({} as object), ...body }))
+  })
+
   test('extra members are added but can never replace the standard ones', () => {
     const body = problem(429, 'rate_limited', 'Slow down.', 'req-1', {
       retryAfterSeconds: 3,

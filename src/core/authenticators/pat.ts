@@ -6,7 +6,7 @@ import { type MaybePromise, thenMaybe } from '../../lib/maybe-async.ts'
 import { checkCertificateBinding, thumbprintDigest } from '../certificate-binding.ts'
 import type { Authenticator, CredentialKind, PeerCertificate } from '../credential-kind.ts'
 import type { AuthFailure } from '../failure.ts'
-import { hmacFingerprint, patFingerprint } from '../fingerprint.ts'
+import { checkedPatFingerprint, hmacFingerprint, patFingerprint } from '../fingerprint.ts'
 import { checkPatFormat, hashPat, isPatToken, patLast4, patStatus } from '../pat.ts'
 import type { AuthLookups, Clock, KeyLimits, PatRecord } from '../ports.ts'
 import type { AuthResult, Principal } from '../principal.ts'
@@ -131,7 +131,7 @@ function patPrincipal(record: PatRecord, token: string): Principal {
     permissions: record.permissions,
     tokenId: record.id,
     expiresAt: record.expiresAt,
-    fingerprint: patFingerprint(patLast4(token)),
+    fingerprint: checkedPatFingerprint(token),
   }
   const limits = keyLimitsOf(record)
   return Object.freeze(limits === undefined ? principal : { ...principal, limits })
