@@ -723,6 +723,33 @@ export function storeContract(name: string, makeStore: MakeStore): void {
     })
 
     describe('event outbox', () => {
+      it('a batch of 150 with stored ids among them: each new event stored and queued once, in batch order', async (t) => {
+        // 150 crosses every size SQLite writes a batch in (64, 16, 4, 1 rows per statement).
+        const store = await open(t)
+        const ids = Array.from({ length: 150 }, (_, i) => `b${String(i).padStart(3, '0')}`)
+        const stored = new Set(['b000', 'b063', 'b064', 'b130', 'b149'])
+        await store.appendAudit(
+          [...stored].map((id) => event(id, 'acme', T0)),
+          { queue: false },
+        )
+        await store.appendAudit(
+          ids.map((id, i) => ({ ...event(id, 'acme', T0 + i), details: { i } })),
+        )
+        const fresh = ids.filter((id) => !stored.has(id))
+        assert.deepEqual(await store.outboxStats(), { pending: fresh.length, oldestTime: T0 + 1 })
+        const claimed = await store.claimOutbox(T0, 200, 60_000)
+        assert.deepEqual(
+          claimed.map((c) => c.event.id),
+          fresh,
+        )
+        assert.deepEqual(
+          claimed.map((c) => c.event.details),
+          fresh.map((id) => ({ i: ids.indexOf(id) })),
+        )
+        const { items } = await store.listAudit('acme', { limit: 200 })
+        assert.equal(items.length, 150)
+      })
+
       it('appendAudit queues every new event once, in order, with every field', async (t) => {
         const store = await open(t)
         const full: StoredAuditEvent = {

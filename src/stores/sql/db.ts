@@ -43,7 +43,8 @@ export interface SqlDb {
   /**
    * Inserts `rows` (values in `columns` order; a `jsonb` column's value a JSON value) in one
    * transaction, in order: one statement for the batch on Postgres (a round trip each),
-   * a prepared statement per row on SQLite (cheaper than reading the batch from JSON).
+   * multi-row `VALUES` statements of a few fixed sizes on SQLite, each prepared once
+   * (cheaper than reading the batch from JSON, or than a statement per row).
    * `tail` follows the values (`ON CONFLICT …`, `RETURNING …`); the rows RETURNING gave.
    */
   insertRows<R extends object>(
