@@ -28,8 +28,11 @@
  * and is added to the bin's own in the served one (then started as `node <the bin's flags>
  * <these> bin/tokengate.js`), to try others; `--serve-only` skips the in-process starts;
  * `--heap-stats`: the served process runs with its inspector on a free port and, when its RSS
- * is read, its V8 heap by space (committed and used, no GC forced), its external memory and
- * its anonymous mappings by kind (malloc heaps, the rest; /proc/<pid>/smaps) are printed; `--heap-snapshot`: after the RSS is read, the served process writes a heap
+ * is read and again 10 s later, each thread's V8 heap by space (the main thread's and the
+ * SQLite writer's, committed and used, no GC forced), external memory and V8 malloc, and the
+ * process's anonymous mappings by kind (malloc heaps, the rest; /proc/<pid>/smaps) are
+ * printed; every served run prints its RSS every 500 ms from the end of the load to the
+ * second reading, and the highest of them; `--heap-snapshot`: after the RSS is read, the served process writes a heap
  * snapshot into the data directory (`--heapsnapshot-signal`) and its summary by class and by
  * holder is printed (bench/heap-summary.ts); `--data-dir` keeps
  * the seeded store in DIR and, when DIR already holds one, reuses it and skips the seeding
@@ -282,7 +285,7 @@ async function startAndReplay(
     const text = chunk.toString()
     // The last one: the bin starts itself again for `serve` (MALLOC_ARENA_MAX), a new inspector.
     inspectorUrl = /Debugger listening on (ws:\S+)/.exec(text)?.[1] ?? inspectorUrl
-    if (!text.includes('Debugger') && !text.includes('inspector')) process.stderr.write(text)
+    if (!/Debugger|inspector|For help, see/.test(text)) process.stderr.write(text)
   })
   try {
     let stdout = ''
@@ -313,6 +316,10 @@ async function startAndReplay(
       passCpuUs.push((((cpuMs(child.pid as number) - cpuBefore) * 1000) / tokens.length).toFixed(0))
     }
     const after = withMetrics ? await cacheCounters() : before
+    // RSS every 500 ms from the end of the load: the 2 s reading and the one 10 s later are
+    // two points of this line, which shows when the process gave memory back.
+    const timeline: number[] = []
+    const sampler = setInterval(() => timeline.push(readProc(child.pid as number).rss), 500)
     await sleep(2000)
     const proc = readProc(child.pid as number)
     if (HEAP_STATS && !withMetrics) {
@@ -321,7 +328,18 @@ async function startAndReplay(
     }
 
     await sleep(10_000)
+    clearInterval(sampler)
     const idleRss = readProc(child.pid as number).rss
+    if (!withMetrics) {
+      console.log(
+        `  RSS every 500 ms after the load (MB): ${timeline.map((rss) => (rss / 1024 / 1024).toFixed(0)).join(' ')}; highest ${(Math.max(...timeline) / 1024 / 1024).toFixed(1)} MB`,
+      )
+    }
+    if (HEAP_STATS && !withMetrics) {
+      console.log('  10 s later:')
+      printHeapStats(await evaluateIn(inspectorUrl, HEAP_STATS_EXPRESSION))
+      printAnonymousMappings(child.pid as number)
+    }
     if (HEAP_SNAPSHOT && !withMetrics) await writeHeapSnapshot(child.pid as number, url, dataDir)
     return {
       ...proc,
@@ -338,59 +356,114 @@ async function startAndReplay(
   }
 }
 
-/** What `--heap-stats` reads from the served process (through the inspector). */
+/**
+ * What `--heap-stats` reads from each thread of the served process (through the inspector):
+ * its isolate's heap by space, its external memory and ArrayBuffers, V8's own malloc.
+ */
 const HEAP_STATS_EXPRESSION = `JSON.stringify({
   usage: process.memoryUsage(),
+  heap: process.getBuiltinModule('v8').getHeapStatistics(),
   spaces: process.getBuiltinModule('v8').getHeapSpaceStatistics(),
 })`
 
-/** Evaluates `expression` in the process whose inspector listens at `url`; its string value. */
-async function evaluateIn(url: string, expression: string): Promise<string> {
+/**
+ * Evaluates `expression` in the main thread of the process whose inspector listens at `url`
+ * and in each of its worker threads (the inspector's NodeWorker domain): their string values,
+ * the main thread's first.
+ */
+async function evaluateIn(
+  url: string,
+  expression: string,
+): Promise<{ thread: string; value: string }[]> {
   const socket = new WebSocket(url)
   await new Promise((resolve, reject) => {
     socket.onopen = resolve
     socket.onerror = reject
   })
-  const answer = new Promise<string>((resolve) => {
-    socket.onmessage = (event) => {
-      const message = JSON.parse(String(event.data)) as {
+  const evaluate = { method: 'Runtime.evaluate', params: { expression, returnByValue: true } }
+  const answers: { thread: string; value: string }[] = []
+  const workers = new Map<string, string>()
+  let mainDone: () => void = () => {}
+  const main = new Promise<void>((resolve) => {
+    mainDone = resolve
+  })
+  let enabledDone: () => void = () => {}
+  const enabled = new Promise<void>((resolve) => {
+    enabledDone = resolve
+  })
+  socket.onmessage = (event) => {
+    const message = JSON.parse(String(event.data)) as {
+      id?: number
+      method?: string
+      params?: { sessionId: string; workerInfo?: { url: string }; message?: string }
+      result?: { result: { value: string } }
+    }
+    if (message.id === 1) {
+      answers.unshift({ thread: 'main', value: message.result?.result.value ?? '' })
+      mainDone()
+    } else if (message.id === 2) {
+      enabledDone()
+    } else if (message.method === 'NodeWorker.attachedToWorker' && message.params) {
+      const { sessionId, workerInfo } = message.params
+      workers.set(sessionId, (workerInfo?.url ?? '').replace(/^.*\//, ''))
+      socket.send(
+        JSON.stringify({
+          id: 3,
+          method: 'NodeWorker.sendMessageToWorker',
+          params: { sessionId, message: JSON.stringify({ id: 1, ...evaluate }) },
+        }),
+      )
+    } else if (message.method === 'NodeWorker.receivedMessageFromWorker' && message.params) {
+      const reply = JSON.parse(message.params.message ?? '{}') as {
         id?: number
         result?: { result: { value: string } }
       }
-      if (message.id === 1) resolve(message.result?.result.value ?? '')
+      if (reply.id === 1) {
+        answers.push({
+          thread: workers.get(message.params.sessionId) ?? 'worker',
+          value: reply.result?.result.value ?? '',
+        })
+      }
     }
-  })
+  }
+  socket.send(JSON.stringify({ id: 1, ...evaluate }))
   socket.send(
     JSON.stringify({
-      id: 1,
-      method: 'Runtime.evaluate',
-      params: { expression, returnByValue: true },
+      id: 2,
+      method: 'NodeWorker.enable',
+      params: { waitForDebuggerOnStart: false },
     }),
   )
-  const value = await answer
+  await Promise.all([main, enabled])
+  // The running workers attach as the domain is enabled; each answers within a few ms.
+  await sleep(100)
+  for (let i = 0; i < 40 && answers.length < workers.size + 1; i++) await sleep(50)
   socket.close()
-  return value
+  return answers
 }
 
-/** `--heap-stats`: the V8 heap by space (committed and used) and the external memory. */
-function printHeapStats(json: string): void {
-  const { usage, spaces } = JSON.parse(json) as {
-    usage: NodeJS.MemoryUsage
-    spaces: { space_name: string; physical_space_size: number; space_used_size: number }[]
-  }
+/** `--heap-stats`: per thread, the V8 heap by space (committed and used) and external memory. */
+function printHeapStats(threads: { thread: string; value: string }[]): void {
   const mb1 = (bytes: number) => (bytes / 1024 / 1024).toFixed(1)
-  console.log(
-    `  heap stats at the RSS reading: V8 heap committed ${mb1(usage.heapTotal)} MB, used ${mb1(usage.heapUsed)} MB (no GC forced); external ${mb1(usage.external)} MB, of which ArrayBuffers ${mb1(usage.arrayBuffers)} MB`,
-  )
-  console.log(
-    `  by space (committed/used MB): ${spaces
-      .filter((space) => space.physical_space_size > 0)
-      .map(
-        (space) =>
-          `${space.space_name} ${mb1(space.physical_space_size)}/${mb1(space.space_used_size)}`,
-      )
-      .join(', ')}`,
-  )
+  for (const { thread, value } of threads) {
+    const { usage, heap, spaces } = JSON.parse(value) as {
+      usage: NodeJS.MemoryUsage
+      heap: { malloced_memory: number; peak_malloced_memory: number }
+      spaces: { space_name: string; physical_space_size: number; space_used_size: number }[]
+    }
+    console.log(
+      `  heap stats at the RSS reading, ${thread} thread: V8 heap committed ${mb1(usage.heapTotal)} MB, used ${mb1(usage.heapUsed)} MB (no GC forced); external ${mb1(usage.external)} MB, of which ArrayBuffers ${mb1(usage.arrayBuffers)} MB; V8 malloc ${mb1(heap.malloced_memory)} MB (peak ${mb1(heap.peak_malloced_memory)})`,
+    )
+    console.log(
+      `    by space (committed/used MB): ${spaces
+        .filter((space) => space.physical_space_size > 0)
+        .map(
+          (space) =>
+            `${space.space_name} ${mb1(space.physical_space_size)}/${mb1(space.space_used_size)}`,
+        )
+        .join(', ')}`,
+    )
+  }
 }
 
 /**
