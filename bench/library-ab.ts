@@ -173,8 +173,8 @@ async function allocatedPerRequest(app: Injectable, c: (typeof cases)[number]): 
 console.log(
   `${ROUNDS} alternating rounds × ${REQUESTS} injected requests per app; CPU µs per request (median over rounds), paired difference from fastify-naive (median of per-round differences), heap bytes allocated per request`,
 )
-console.log('| case | app | CPU µs/req | − naive, paired | min | B/req |')
-console.log('|---|---|---:|---:|---:|---:|')
+console.log('| case | app | CPU µs/req | − naive, paired | − baseline, paired | min | B/req |')
+console.log('|---|---|---:|---:|---:|---:|---:|')
 for (const c of cases) {
   const samples = new Map<string, number[]>(apps.map((a) => [a.name, []]))
   for (let round = -3; round < ROUNDS; round++) {
@@ -196,10 +196,14 @@ for (const c of cases) {
   const base = samples.get('fastify-naive') ?? []
   for (const { name, app } of apps) {
     const own = samples.get(name) ?? []
+    const signed = (x: number) => `${x >= 0 ? '+' : ''}${x.toFixed(2)}`
     const paired = median(own.map((v, i) => v - (base[i] ?? Number.NaN)))
+    // This tree's app against the same app of the baseline tree, round by round.
+    const before = samples.get(`${name}@baseline`)
+    const vsBaseline = before ? median(own.map((v, i) => v - (before[i] ?? Number.NaN))) : undefined
     const bytes = await allocatedPerRequest(app, c)
     console.log(
-      `| ${c.id} | ${name} | ${median(own).toFixed(2)} | ${name === 'fastify-naive' ? '—' : `${paired >= 0 ? '+' : ''}${paired.toFixed(2)}`} | ${Math.min(...own).toFixed(2)} | ${Math.round(bytes)} |`,
+      `| ${c.id} | ${name} | ${median(own).toFixed(2)} | ${name === 'fastify-naive' ? '—' : signed(paired)} | ${vsBaseline === undefined ? '' : signed(vsBaseline)} | ${Math.min(...own).toFixed(2)} | ${Math.round(bytes)} |`,
     )
   }
 }
