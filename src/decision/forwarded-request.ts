@@ -98,7 +98,11 @@ function originOf(protos: readonly string[], hosts: readonly string[]): string |
 export function headerValues(rawHeaders: readonly string[], name: string): string[] {
   const values: string[] = []
   for (let i = 0; i < rawHeaders.length; i += 2) {
-    if ((rawHeaders[i] as string).toLowerCase() === name) values.push(rawHeaders[i + 1] as string)
+    const raw = rawHeaders[i] as string
+    // The length first: lower-casing every name for every lookup was a string per header.
+    if (raw.length === name.length && raw.toLowerCase() === name) {
+      values.push(rawHeaders[i + 1] as string)
+    }
   }
   return values
 }
@@ -136,10 +140,29 @@ export function clientAddressOf(
   },
   trusted: ProxyMatcher,
 ): string {
-  let address = req.socket.remoteAddress ?? ''
-  if (!trusted(address)) return address
+  const peer = req.socket.remoteAddress ?? ''
   const header = req.headers['x-forwarded-for']
-  const chain = (Array.isArray(header) ? header.join(',') : (header ?? '')).split(',')
+  return clientAddressFrom(
+    peer,
+    trusted(peer) !== undefined,
+    Array.isArray(header) ? header.join(',') : header,
+    trusted,
+  )
+}
+
+/**
+ * `clientAddressOf` from what a binding has already read: the peer, whether it is a trusted
+ * proxy, and its `X-Forwarded-For` (every field joined by commas).
+ */
+export function clientAddressFrom(
+  peer: string,
+  peerTrusted: boolean,
+  forwardedFor: string | undefined,
+  trusted: ProxyMatcher,
+): string {
+  let address = peer
+  if (!peerTrusted) return address
+  const chain = (forwardedFor ?? '').split(',')
   for (let i = chain.length - 1; i >= 0; i--) {
     const hop = (chain[i] as string).trim()
     if (hop === '') continue

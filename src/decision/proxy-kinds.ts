@@ -263,15 +263,18 @@ export function familyMismatch(
   rawHeaders: readonly string[],
 ): FamilyMismatch | undefined {
   const has = (name: string) => {
-    for (let i = 0; i < rawHeaders.length; i += 2)
-      if ((rawHeaders[i] as string).toLowerCase() === name) return true
+    for (let i = 0; i < rawHeaders.length; i += 2) {
+      const raw = rawHeaders[i] as string
+      if (raw.length === name.length && raw.toLowerCase() === name) return true
+    }
     return false
   }
   const own = PROXY_RULES[kind].family
+  // Every request of a well-configured proxy ends here: nothing else is built for it.
+  if (own && has(own.uri)) return undefined
   const expected =
     SPELLED.find((s) => s.kinds.includes(kind))?.headers ??
     'the request line (no X-Original-*/X-Forwarded-Method headers)'
-  if (own && has(own.uri)) return undefined
   const arrived = SPELLED.find((s) => !s.kinds.includes(kind) && has(s.uri) && has(s.method))
   if (arrived) return { expected, arrived: arrived.headers, kinds: arrived.kinds }
   if (own)

@@ -24,9 +24,9 @@ import { problemResponse } from '../http/problem-response.ts'
 import type { ConnectionBudget } from '../lib/connection-budget.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
 import { CACHE_EXPIRY_HEADER, type ChangeFreshness, createCacheExpiry } from './cache-expiry.ts'
-import { type Answer, createDecider } from './decide.ts'
+import { type Answer, type AskedRequest, createDecider, type Decided } from './decide.ts'
 import { createDiagnostics } from './diagnostics.ts'
-import { clientAddressOf } from './forwarded-request.ts'
+import { clientAddressFrom } from './forwarded-request.ts'
 import { cannotListen } from './listen-error.ts'
 import {
   createProxyMatcher,
@@ -120,27 +120,46 @@ export async function buildDecisionServer(
   }
 
   /** The request handler of a listener that believes proxies as `trusted` says. */
-  const handlerFor =
-    (trusted: ProxyMatcher) => (req: Http.IncomingMessage, res: Http.ServerResponse) => {
-      const started = performance.now()
-      const requestId = requestIdFor(req.headers['x-request-id'])
-      const kind = trusted(req.socket.remoteAddress)
-      const clientAddress = clientAddressOf(req, trusted)
+  const handlerFor = (trusted: ProxyMatcher) => {
+    // A connection's peer never changes: its address and proxy kind are read once per
+    // connection, not per request (the matcher parses the address and walks BlockLists).
+    const peers = new WeakMap<Socket, Peer>()
+    const peerOf = (socket: Socket): Peer => {
+      let peer = peers.get(socket)
+      if (peer === undefined) {
+        const address = socket.remoteAddress
+        peer = { address, kind: trusted(address) }
+        if (address !== undefined) peers.set(socket, peer)
+      }
+      return peer
+    }
+    return (req: Http.IncomingMessage, res: Http.ServerResponse) => {
+      const started = edge.recordsAnswers ? performance.now() : 0
+      const { rawHeaders, headers } = req
+      const requestId = requestIdFor(headers['x-request-id'])
+      const peer = peerOf(req.socket)
+      const { kind } = peer
+      const forwardedFor = headers['x-forwarded-for']
+      const clientAddress = clientAddressFrom(
+        peer.address ?? '',
+        kind !== undefined,
+        Array.isArray(forwardedFor) ? forwardedFor.join(',') : forwardedFor,
+        trusted,
+      )
       req.resume()
-      if (kind) diagnoseKind(kind, req.rawHeaders, req.socket.remoteAddress)
-      const span = edge.span(req.method ?? 'GET', req.rawHeaders)
-      const asked = () =>
-        decide({
-          kind,
-          requestLine: { method: req.method ?? 'GET', url: req.url ?? '/' },
-          pathPrefix: decision.pathPrefix,
-          rawHeaders: req.rawHeaders,
-          clientAddress,
-          requestId,
-          host: req.headers.host,
-        })
-      const decided = span ? span.run(asked) : asked()
-      let outcome: Outcome | undefined
+      if (kind) diagnoseKind(kind, rawHeaders, peer.address)
+      const asked: AskedRequest = {
+        kind,
+        requestLine: { method: req.method ?? 'GET', url: req.url ?? '/' },
+        pathPrefix: decision.pathPrefix,
+        rawHeaders,
+        clientAddress,
+        requestId,
+        host: headers.host,
+      }
+      const span = edge.span(asked.requestLine.method, rawHeaders)
+      const decided = span ? span.run(() => decide(asked)) : decide(asked)
+      const answered: Answering = { res, decided, requestId, kind, clientAddress }
       if (edge.recordsAnswers) {
         res.once('finish', () =>
           edge.answered({
@@ -149,33 +168,45 @@ export async function buildDecisionServer(
             requestId,
             status: res.statusCode,
             durationMs: performance.now() - started,
-            outcome,
+            outcome: answered.outcome,
             span,
           }),
         )
       }
-      const send = (answer: Answer) => {
-        if (answer.type !== 'preflight') outcome = answer.outcome
-        if (answer.type === 'refuse' && answer.outcome === undefined) {
-          const { method, target } = decided
-          recordPreGateRefusal(
-            opened.gate,
-            { method, target, clientAddress, requestId },
-            answer.response,
+      if (!isPromiseLike(decided.answer)) return send(answered, decided.answer)
+      decided.answer.then(
+        (answer) => send(answered, answer),
+        (error: unknown) => {
+          logger.error({ err: error, reqId: requestId }, 'decision failed')
+          const failed = problemResponse(
+            'internal_error',
+            'An unexpected error occurred.',
+            requestId,
           )
-        }
-        // nginx's proxy_cache obeys X-Accel-Expires (cache-expiry.ts); other proxies ignore it.
-        const expiry =
-          kind !== undefined && PROXY_RULES[kind].problemHeader ? cacheExpiry(answer) : undefined
-        writeAnswer(res, answer, requestId, kind, expiry)
-      }
-      if (!isPromiseLike(decided.answer)) return send(decided.answer)
-      decided.answer.then(send, (error: unknown) => {
-        logger.error({ err: error, reqId: requestId }, 'decision failed')
-        const failed = problemResponse('internal_error', 'An unexpected error occurred.', requestId)
-        sendFailureResponse(res, failed, requestId)
-      })
+          sendFailureResponse(res, failed, requestId)
+        },
+      )
     }
+  }
+
+  /** Writes `answer` for the request `answering` stands for; notes its outcome for the record. */
+  const send = (answering: Answering, answer: Answer) => {
+    const { res, requestId, kind } = answering
+    if (answer.type !== 'preflight') answering.outcome = answer.outcome
+    if (answer.type === 'refuse' && answer.outcome === undefined) {
+      const { method, target } = answering.decided
+      const { clientAddress } = answering
+      recordPreGateRefusal(
+        opened.gate,
+        { method, target, clientAddress, requestId },
+        answer.response,
+      )
+    }
+    // nginx's proxy_cache obeys X-Accel-Expires (cache-expiry.ts); other proxies ignore it.
+    const expiry =
+      kind !== undefined && PROXY_RULES[kind].problemHeader ? cacheExpiry(answer) : undefined
+    writeAnswer(res, answer, requestId, kind, expiry)
+  }
 
   const { connections } = options
   const serverFor = (matcher: ProxyMatcher) => {
@@ -260,6 +291,22 @@ function closeServer(server: Http.Server): Promise<void> {
   })
 }
 
+/** A connection's peer: its address and the proxy kind configured for it (if trusted). */
+interface Peer {
+  readonly address: string | undefined
+  readonly kind: ProxyKind | undefined
+}
+
+/** One request being answered: what `send` needs, and the outcome for the answer's record. */
+interface Answering {
+  readonly res: Http.ServerResponse
+  readonly decided: Decided
+  readonly requestId: string
+  readonly kind: ProxyKind | undefined
+  readonly clientAddress: string
+  outcome?: Outcome | undefined
+}
+
 /** Writes an answer as the proxy at `kind` reads it. */
 function writeAnswer(
   res: Http.ServerResponse,
@@ -273,14 +320,13 @@ function writeAnswer(
       res.writeHead(204, { ...answer.headers, 'x-request-id': requestId, 'content-length': '0' })
       return void res.end()
     case 'allow': {
-      const headers: Record<string, string | string[]> = {
-        ...answer.client,
-        ...answer.upstream,
-        'x-request-id': requestId,
-        'content-length': '0',
-      }
-      if (answer.remove.length > 0) headers[ENVOY_REMOVE_HEADER] = [...answer.remove]
-      if (expiry !== undefined) headers[CACHE_EXPIRY_HEADER] = expiry
+      // One flat [name, value, ...] list: no object of the answer's headers built per request.
+      const headers: string[] = []
+      pushHeaders(headers, answer.client)
+      pushHeaders(headers, answer.upstream)
+      headers.push('x-request-id', requestId, 'content-length', '0')
+      for (const name of answer.remove) headers.push(ENVOY_REMOVE_HEADER, name)
+      if (expiry !== undefined) headers.push(CACHE_EXPIRY_HEADER, expiry)
       res.writeHead(200, headers)
       return void res.end()
     }
@@ -299,6 +345,11 @@ function writeAnswer(
     default:
       answer satisfies never
   }
+}
+
+/** Appends a record's headers to a flat list; a name in both records is sent by both. */
+function pushHeaders(headers: string[], record: Readonly<Record<string, string>>): void {
+  for (const name in record) headers.push(name, record[name] as string)
 }
 
 /** JSON with every non-ASCII character escaped (`\uXXXX`): the same value, header-safe. */
