@@ -155,11 +155,12 @@ function withoutSemiSpaceFlag(create: () => Worker): Worker {
 }
 
 /**
- * The `--max-semi-space-size` this process started with, if any: the command line's last one
- * wins over NODE_OPTIONS (Node reads NODE_OPTIONS first).
+ * The `--max-semi-space-size` on this process's command line (its last one), if any. Set in
+ * NODE_OPTIONS instead, it is not seen here (only config/load.ts reads the environment) and
+ * the writer keeps the process's semi-spaces.
  */
 function semiSpaceFlag(): string | undefined {
-  const given = [...(process.env.NODE_OPTIONS ?? '').split(/\s+/), ...process.execArgv]
+  const given = process.execArgv
   let flag: string | undefined
   for (const [i, arg] of given.entries()) {
     const match = /^--max[-_]semi[-_]space[-_]size(?:=(\d+))?$/.exec(arg)

@@ -25,7 +25,6 @@ interface Report {
 describe('sqlite writer thread heap', () => {
   for (const [how, args, env] of [
     ['as the bin starts it (flag on the command line)', ['--max-semi-space-size=8'], {}],
-    ['with the flag in NODE_OPTIONS', [], { NODE_OPTIONS: '--max-semi-space-size=8' }],
   ] as const) {
     it(`keeps its young generation small ${how}, and writes a batch far larger than it`, () => {
       const dir = tempDir('writer-heap-')
