@@ -1,0 +1,202 @@
+/**
+ * The ceiling of the decision hop (issue #36): what nginx `auth_request` costs with a decision
+ * listener that does nothing, written two ways, so the listener's own HTTP layer is measured
+ * apart from tokengate's work:
+ * - `http`: a node:http server answering every request 200 with a decision's headers;
+ * - `net`: a bare `net` server that finds each request's end and writes the same answer (no
+ *   parsing, no validation: a floor, not a listener to ship).
+ * Both sit behind the shipped example (examples/forward-auth/nginx.conf, keepalive) in front
+ * of the bench upstream, everything on CPU 0, the load on CPU 1, as `hop-cpu.ts` runs them.
+ * Per round and responder: CPU µs per request of the responder (user and system apart),
+ * nginx and the upstream at an evenly paced rate, then the same under wrk's saturation and
+ * wrk's req/s; nginx alone (its plain listener) once at the end for the ratio.
+ *
+ * Usage: node bench/hop-ceiling.ts [--rate 2000] [--duration 4] [--rounds 4]
+ */
+import { execFileSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { createServer } from 'node:http'
+import { createServer as createNetServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import { loadFixtures } from './fixtures.ts'
+import { runLatency } from './latency-load.ts'
+import { LOAD_CPU } from './latency-servers.ts'
+import { median } from './latency-stats.ts'
+import { cpuMicros } from './load.ts'
+import { freePort, type Started, startNode } from './processes.ts'
+import { type RunningNginx, startNginx } from './servers/nginx.ts'
+
+const { values } = parseArgs({
+  options: {
+    rate: { type: 'string', default: '2000' },
+    duration: { type: 'string', default: '4' },
+    rounds: { type: 'string', default: '4' },
+    responder: { type: 'string' },
+  },
+})
+
+/** An allow as the decision listener sends it to nginx (the request id varies). */
+const ANSWER = [
+  ['ratelimit-policy', '"default";q=1000000;w=60'],
+  ['ratelimit', '"default";r=999999;t=60'],
+  ['x-auth-tenant', 't1'],
+  ['x-auth-subject', 'ci-bot'],
+  ['x-auth-token-type', 'pat'],
+  ['x-auth-token-id', 'tok_0123456789'],
+  ['x-auth-permissions', 'projects:read'],
+] as const
+
+if (values.responder) respond(values.responder)
+else await measure()
+
+function respond(kind: string): void {
+  let n = 0
+  const listening = (port: number) => console.log(`READY ${port}`)
+  if (kind === 'http') {
+    const headers = ANSWER.flat() as string[]
+    const server = createServer((req, res) => {
+      req.resume()
+      res.writeHead(200, [...headers, 'x-request-id', `r-${n++}`, 'content-length', '0'])
+      res.end()
+    })
+    server.listen(0, '127.0.0.1', () => listening((server.address() as { port: number }).port))
+    return
+  }
+  const head = `HTTP/1.1 200 OK\r\n${ANSWER.map(([k, v]) => `${k}: ${v}\r\n`).join('')}`
+  const server = createNetServer({ noDelay: true }, (socket) => {
+    let pending = ''
+    socket.setEncoding('latin1')
+    socket.on('error', () => {})
+    socket.on('data', (chunk: string) => {
+      pending += chunk
+      let out = ''
+      for (let end = pending.indexOf('\r\n\r\n'); end !== -1; end = pending.indexOf('\r\n\r\n')) {
+        pending = pending.slice(end + 4)
+        out += `${head}x-request-id: r-${n++}\r\ncontent-length: 0\r\ndate: ${new Date().toUTCString()}\r\n\r\n`
+      }
+      if (out) socket.write(out, 'latin1')
+    })
+  })
+  server.listen(0, '127.0.0.1', () => listening((server.address() as { port: number }).port))
+}
+
+async function measure(): Promise<void> {
+  const RATE = Number(values.rate)
+  const DURATION = Number(values.duration)
+  const fixtures = loadFixtures(join(tmpdir(), 'tokengate-latency-fixtures'))
+  const upstreamPort = await freePort()
+  const upstream = await startNode(0, [
+    'bench/servers/peer.ts',
+    'upstream',
+    'RS256',
+    fixtures.dir,
+    String(upstreamPort),
+  ])
+  const kinds = ['http', 'net'] as const
+  const running: { kind: string; responder: Started; nginx: RunningNginx }[] = []
+  const rows = new Map<string, Record<string, number[]>>()
+  const push = (kind: string, column: string, value: number) => {
+    const row = rows.get(kind) ?? {}
+    row[column] = [...(row[column] ?? []), value]
+    rows.set(kind, row)
+  }
+  try {
+    for (const kind of kinds) {
+      const responder = await startNode(0, ['bench/hop-ceiling.ts', '--responder', kind])
+      const port = Number(/READY (\d+)/.exec(responder.output)?.[1])
+      running.push({ kind, responder, nginx: await startNginx(upstreamPort, port, { cpu: 0 }) })
+    }
+    for (let round = 0; round < Number(values.rounds); round++) {
+      for (const { kind, responder, nginx } of round % 2 ? [...running].reverse() : running) {
+        const pids = [responder.child.pid, nginx.child.pid, upstream.child.pid]
+        const cpu = () => pids.map((pid) => cpuMicros(pid) ?? 0)
+        const split = userSystem(responder.child.pid)
+        const before = cpu()
+        const url = `${nginx.guarded}/api/v1/projects/p1`
+        const run = await runLatency(
+          'paced',
+          { url: nginx.guarded, path: '/api/v1/projects/p1', headers: {} },
+          { rate: RATE, durationSec: DURATION, warmupSec: 0.5, connections: 32, cpu: LOAD_CPU },
+        )
+        const n = run.summary.count
+        const after = cpu()
+        const splitAfter = userSystem(responder.child.pid)
+        for (const [i, column] of ['responder', 'nginx', 'upstream'].entries()) {
+          push(kind, column, ((after[i] ?? 0) - (before[i] ?? 0)) / n)
+        }
+        push(kind, 'user', (splitAfter[0] - split[0]) / n)
+        push(kind, 'system', (splitAfter[1] - split[1]) / n)
+        const wrk = wrkRun(url, DURATION, cpu)
+        push(kind, 'saturated responder', wrk.perRequest[0] ?? 0)
+        push(kind, 'saturated nginx', wrk.perRequest[1] ?? 0)
+        push(kind, 'saturated upstream', wrk.perRequest[2] ?? 0)
+        push(kind, 'req/s', wrk.rps)
+        process.stderr.write(`round ${round + 1} ${kind}: ${n} paced 2xx, wrk ${wrk.rps}/s\n`)
+      }
+    }
+    const first = running[0]
+    const plain = first
+      ? wrkRun(`${first.nginx.plain}/api/v1/projects/p1`, DURATION, () => [
+          cpuMicros(first.nginx.child.pid) ?? 0,
+          cpuMicros(upstream.child.pid) ?? 0,
+        ])
+      : undefined
+    console.log(
+      `\n| ${RATE} req/s paced, ${values.rounds} rounds; µs/req, medians (per round) | responder | user | system | nginx | upstream | saturated: responder | nginx | upstream | req/s |`,
+    )
+    console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
+    for (const [kind, row] of rows) {
+      const f = (column: string, digits = 1) => {
+        const xs = row[column] ?? []
+        return `${median(xs).toFixed(digits)} (${xs.map((x) => x.toFixed(0)).join(', ')})`
+      }
+      console.log(
+        `| ${kind} | ${f('responder')} | ${f('user')} | ${f('system')} | ${f('nginx')} | ${f('upstream')} | ${f('saturated responder')} | ${f('saturated nginx')} | ${f('saturated upstream')} | ${f('req/s', 0)} |`,
+      )
+    }
+    if (plain) {
+      const [nginx = 0, up = 0] = plain.perRequest
+      console.log(
+        `\nnginx alone (no auth_request, wrk once): ${plain.rps} req/s; CPU µs/req nginx ${nginx.toFixed(1)}, upstream ${up.toFixed(1)}`,
+      )
+    }
+  } finally {
+    for (const { responder, nginx } of running) {
+      responder.child.kill()
+      nginx.child.kill()
+    }
+    upstream.child.kill()
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    for (const { nginx } of running) nginx.cleanup()
+  }
+}
+
+/** wrk for `seconds` (32 connections, CPU 1): req/s and, with `cpu`, CPU µs per request. */
+function wrkRun(
+  url: string,
+  seconds: number,
+  cpu?: () => number[],
+): { rps: number; perRequest: number[] } {
+  const before = cpu?.() ?? []
+  const out = execFileSync(
+    'taskset',
+    ['-c', String(LOAD_CPU), 'wrk', '-t1', '-c32', `-d${seconds}s`, url],
+    { encoding: 'utf8' },
+  )
+  const after = cpu?.() ?? []
+  const total = Number(/(\d+) requests in/.exec(out)?.[1])
+  return {
+    rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1]),
+    perRequest: after.map((a, i) => (a - (before[i] ?? 0)) / total),
+  }
+}
+
+/** A process's own user and system CPU in µs (not its children's). */
+function userSystem(pid: number | undefined): [number, number] {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  const tick = 1e6 / 100
+  return [Number(fields[11]) * tick, Number(fields[12]) * tick]
+}
