@@ -310,11 +310,16 @@ describe('audit writer', () => {
     // A store whose commit takes a while (a writer thread, a network round trip): a steady
     // stream must not turn one flush into a commit per round trip.
     const store = recordingStore()
+    // Each commit is held open until the test lets it go (a timer here raced settle() on a
+    // loaded machine: the commit could end before the check below).
     let inFlight = 0
+    let commit = () => {}
     const slow = {
       async appendAudit(events: readonly StoredAuditEvent[], options?: AppendAuditOptions) {
         inFlight++
-        await new Promise((resolve) => setTimeout(resolve, 5))
+        await new Promise<void>((resolve) => {
+          commit = resolve
+        })
         inFlight--
         return store.appendAudit(events, options)
       },
@@ -326,13 +331,19 @@ describe('audit writer', () => {
     await settle()
     assert.equal(inFlight, 1)
     writer.write(input(2))
+    await settle()
+    assert.equal(inFlight, 1, 'the event written meanwhile starts no second commit')
+    commit()
     await flushed
     assert.deepEqual(
       store.audits.map((batch) => batch.map((e) => e.details.n)),
       [[0, 1]],
     )
     assert.equal(writer.stats().queued, 1)
-    await writer.flush()
+    const second = writer.flush()
+    await settle()
+    commit()
+    await second
     assert.deepEqual(
       store.audits.map((batch) => batch.map((e) => e.details.n)),
       [[0, 1], [2]],
