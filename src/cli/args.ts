@@ -101,7 +101,12 @@ export function parseCommandArgs(
   }
   let parsed: ReturnType<typeof parseArgs>
   try {
-    parsed = parseArgs({ args: [...args], options: config, strict: true, allowPositionals: true })
+    parsed = parseArgs({
+      args: withDashValues(args, all),
+      options: config,
+      strict: true,
+      allowPositionals: true,
+    })
   } catch (error) {
     throw new UsageError(describeParseError(error as Error & { code?: string }, all))
   }
@@ -113,6 +118,40 @@ export function parseCommandArgs(
     values: parsed.values as ParsedArgs['values'],
     positionals: parsed.positionals,
   }
+}
+
+/**
+ * A value option followed by a word that starts with '-' but names no option takes it as its
+ * value (`--cert-thumbprint -Xq...`: a base64url thumbprint starts with '-' once in 64);
+ * parseArgs refuses such a value unless it is written `--name=VALUE`.
+ */
+function withDashValues(args: readonly string[], options: OptionDefs): string[] {
+  const shorts = new Set(Object.values(options).flatMap((def) => (def.short ? [def.short] : [])))
+  const names = new Set(Object.keys(options))
+  const out: string[] = []
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] as string
+    const next = args[i + 1]
+    const name = arg.startsWith('--') && !arg.includes('=') ? arg.slice(2) : undefined
+    if (arg === '--') {
+      out.push(...args.slice(i))
+      break
+    }
+    if (
+      name !== undefined &&
+      options[name]?.type === 'string' &&
+      next?.startsWith('-') &&
+      next !== '--' &&
+      !names.has(next.replace(/^--?/, '').split('=')[0] as string) &&
+      !(next.length === 2 && shorts.has(next.slice(1)))
+    ) {
+      out.push(`${arg}=${next}`)
+      i++
+      continue
+    }
+    out.push(arg)
+  }
+  return out
 }
 
 function describeParseError(error: Error & { code?: string }, options: OptionDefs): string {

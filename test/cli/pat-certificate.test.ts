@@ -39,6 +39,13 @@ describe('pat: certificate binding', () => {
       { dataDir },
     )
     assert.equal(byThumbprint.certificateThumbprint, other.thumbprint)
+    // One thumbprint in 64 starts with '-': it is still a value, not an option.
+    const dashed = `-${other.thumbprint.slice(1)}`
+    const byDashed = await cliJson<{ certificateThumbprint: string }>(
+      ['pat', 'issue', '--tenant', 'acme', '--subject', 'd', '--cert-thumbprint', dashed],
+      { dataDir },
+    )
+    assert.equal(byDashed.certificateThumbprint, dashed)
 
     const shown = await cli(['pat', 'show', pem.id], { dataDir })
     assert.equal(shown.code, 0, shown.stderr)
