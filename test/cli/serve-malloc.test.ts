@@ -7,6 +7,7 @@ import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { collectOutput } from '../helpers/child-output.ts'
 import { spawnTokengate } from '../helpers/launch.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
 
@@ -18,18 +19,11 @@ async function servedEnvironment(env: Record<string, string>): Promise<Map<strin
     env: { TOKENGATE_DATA_DIR: tempDir('serve-malloc-'), ...env },
   })
   child.stdin?.end()
-  let stdout = ''
-  let stderr = ''
-  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
-    stdout += chunk
-  })
-  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
-    stderr += chunk
-  })
+  const output = collectOutput(child)
   const exited = new Promise((resolve) => child.once('exit', resolve))
   try {
-    for (let i = 0; i < 400 && !stdout.includes('"url"'); i++) await sleep(25)
-    assert.match(stdout, /"url"/, `serve did not start: ${stderr}`)
+    for (let i = 0; i < 400 && !output.stdout().includes('"url"'); i++) await sleep(25)
+    assert.match(output.stdout(), /"url"/, `serve did not start: ${output.stderr()}`)
     const environ = readFileSync(`/proc/${child.pid}/environ`, 'utf8')
     return new Map(
       environ
