@@ -4,6 +4,7 @@
  * per header). Names match as core/raw-headers.ts matches them: ASCII case-insensitively,
  * never through `toLowerCase` (which maps U+212A KELVIN SIGN onto `k`).
  */
+import { equalsAsciiLowercase } from '../core/raw-headers.ts'
 
 /** What one pass over a request's raw headers found. */
 export interface EdgeHeaders {
@@ -27,29 +28,20 @@ export function readEdgeHeaders(rawHeaders: readonly string[]): EdgeHeaders {
     // The length picks the one name to compare with: no other name is tried.
     switch (name.length) {
       case 13:
-        if (isName(name, 'authorization')) authorization.push(rawHeaders[i + 1] as string)
+        if (equalsAsciiLowercase(name, 'authorization'))
+          authorization.push(rawHeaders[i + 1] as string)
         break
       case 11:
-        if (isName(name, 'x-tenant-id')) tenantIds.push(rawHeaders[i + 1] as string)
+        if (equalsAsciiLowercase(name, 'x-tenant-id')) tenantIds.push(rawHeaders[i + 1] as string)
         break
       case 12:
-        if (requestId === undefined && isName(name, 'x-request-id')) {
+        if (requestId === undefined && equalsAsciiLowercase(name, 'x-request-id')) {
           requestId = rawHeaders[i + 1] as string
-        } else if (contentType === undefined && isName(name, 'content-type')) {
+        } else if (contentType === undefined && equalsAsciiLowercase(name, 'content-type')) {
           contentType = rawHeaders[i + 1] as string
         }
         break
     }
   }
   return { authorization, tenantIds, requestId, contentType }
-}
-
-/** `name` equals `lowercase` (of the same length), ASCII letters in either case. */
-function isName(name: string, lowercase: string): boolean {
-  for (let i = 0; i < name.length; i++) {
-    let c = name.charCodeAt(i)
-    if (c >= 0x41 && c <= 0x5a) c += 0x20
-    if (c !== lowercase.charCodeAt(i)) return false
-  }
-  return true
 }

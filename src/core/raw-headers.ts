@@ -102,7 +102,7 @@ function valuesOf(value: string | readonly string[] | null | undefined): readonl
  * not used because it maps some non-ASCII characters onto ASCII letters (U+212A KELVIN SIGN
  * becomes `k`), which would let a header named with look-alikes count as a real one.
  */
-function equalsAsciiLowercase(name: string, lowercase: string): boolean {
+export function equalsAsciiLowercase(name: string, lowercase: string): boolean {
   if (name.length !== lowercase.length) return false
   for (let i = 0; i < name.length; i++) {
     let c = name.charCodeAt(i)
