@@ -13,6 +13,7 @@ import { type AuditSink, storeAuditSink } from '../auth/audit-events.ts'
 import type { createGithubLeakReports } from '../auth/leak-reports.ts'
 import type { OperationDeps } from '../auth/operations.ts'
 import type { Clock } from '../core/ports.ts'
+import { headerValues } from '../core/raw-headers.ts'
 import {
   problemResponse,
   rateLimitedResponse,
@@ -92,13 +93,4 @@ export function leakReportRoutes(options: LeakReportRouteOptions) {
       })
     })
   }
-}
-
-/** Every value of a header, in arrival order (Node would join or drop duplicates). */
-function headerValues(raw: readonly string[], name: string): string[] {
-  const values: string[] = []
-  for (let i = 0; i < raw.length; i += 2) {
-    if ((raw[i] as string).toLowerCase() === name) values.push(raw[i + 1] as string)
-  }
-  return values
 }
