@@ -40,9 +40,15 @@ export class KeyedSlots {
   #keyWords = new Int32Array(0)
   /** Words per packed hex key; 0 when `keyBytes` is not a multiple of 4 (nothing is packed). */
   readonly #hexWords: number
-  /** What `#scan` found: the key's hash, and a hex key's words. */
+  /** What `#scan` found: the key's hash (a hex key's words are in `PARSED`). */
   #scanHash = 0
-  readonly #scanWords: Int32Array
+  /**
+   * The key `find` or `add` last gave a slot, and that slot: a caller asking again for the
+   * same key (the known-credentials check, then its refresh, on one request's digest) skips
+   * the scan and the probe. Forgotten when that slot is deleted.
+   */
+  #lastKey: string | undefined
+  #lastSlot = NONE
   /** Per slot: the key's length (inline), HEX (packed) or SIDE (in `#side`). */
   #lengths = new Uint8Array(0)
   #hashes = new Int32Array(0)
@@ -67,7 +73,6 @@ export class KeyedSlots {
     this.#maxEntries = maxEntries
     this.#keyBytes = keyBytes
     this.#hexWords = keyBytes % 4 === 0 ? keyBytes / 4 : 0
-    this.#scanWords = new Int32Array(this.#hexWords)
     this.#seed = randomBytes(4).readInt32LE(0)
   }
 
@@ -83,6 +88,16 @@ export class KeyedSlots {
 
   /** The key's slot, or -1. */
   find(key: string): number {
+    if (key === this.#lastKey) return this.#lastSlot
+    const slot = this.#lookUp(key)
+    if (slot !== NONE) {
+      this.#lastKey = key
+      this.#lastSlot = slot
+    }
+    return slot
+  }
+
+  #lookUp(key: string): number {
     const form = this.#scan(key)
     if (form === SIDE) return this.#side.get(key) ?? NONE
     const hash = this.#scanHash
@@ -122,11 +137,14 @@ export class KeyedSlots {
     }
     this.#size++
     this.#link(slot)
+    this.#lastKey = key
+    this.#lastSlot = slot
     return slot
   }
 
   /** Removes the key held at `slot` (a slot `find` or `add` returned and not deleted since). */
   delete(slot: number): void {
+    if (slot === this.#lastSlot) this.#lastKey = undefined
     this.#unlink(slot)
     this.#size--
     if (this.#lengths[slot] === SIDE) {
@@ -196,37 +214,25 @@ export class KeyedSlots {
     this.#next = new Int32Array(0)
     this.#oldest = NONE
     this.#newest = NONE
+    this.#lastKey = undefined
     this.#side.clear()
     this.#sideKeys.clear()
   }
 
   /**
    * The key's form (HEX, SIDE, or its length when stored one byte per character) and, unless
-   * SIDE, its hash in `#scanHash` (a hex key's words in `#scanWords`), in one pass: seeded
-   * 32-bit FNV-1a over the characters (or a hex key's words), MurmurHash3's fmix32 at the end.
+   * SIDE, its hash in `#scanHash` (a hex key's words in `PARSED`): seeded 32-bit FNV-1a over
+   * the characters (or a hex key's words), MurmurHash3's fmix32 at the end.
    */
   #scan(key: string): number {
     const length = key.length
     const words = this.#hexWords
+    if (words === 0 || length !== words * 8) return this.#scanBytes(key, length)
+    if (key !== parsedKey && !parseHex(key, words)) return this.#scanBytes(key, length)
     let hash = this.#seed ^ 0x811c9dc5
-    if (words !== 0 && length === words * 8) {
-      const scanned = this.#scanWords
-      let at = 0
-      for (let w = 0; w < words; w++) {
-        let word = 0
-        for (let end = at + 8; at < end; at++) {
-          const code = key.charCodeAt(at)
-          const value = code < 128 ? (HEX_VALUES[code] as number) : -1
-          if (value < 0) return this.#scanBytes(key, length)
-          word = (word << 4) | value
-        }
-        scanned[w] = word
-        hash = Math.imul(hash ^ word, 0x01000193)
-      }
-      this.#scanHash = mix(hash)
-      return HEX
-    }
-    return this.#scanBytes(key, length)
+    for (let w = 0; w < words; w++) hash = Math.imul(hash ^ (PARSED[w] as number), 0x01000193)
+    this.#scanHash = mix(hash)
+    return HEX
   }
 
   #scanBytes(key: string, length: number): number {
@@ -241,14 +247,14 @@ export class KeyedSlots {
     return length
   }
 
-  /** Whether `slot` holds `key`, of the form `#scan` just found (its words in `#scanWords`). */
+  /** Whether `slot` holds `key`, of the form `#scan` just found (its words in `PARSED`). */
   #matches(slot: number, key: string, form: number): boolean {
     if (this.#lengths[slot] !== form) return false
     if (form === HEX) {
       const words = this.#keyWords
-      const scanned = this.#scanWords
-      const at = slot * this.#hexWords
-      for (let i = 0; i < scanned.length; i++) if (words[at + i] !== scanned[i]) return false
+      const count = this.#hexWords
+      const at = slot * count
+      for (let i = 0; i < count; i++) if (words[at + i] !== PARSED[i]) return false
       return true
     }
     const keys = this.#keys
@@ -260,7 +266,10 @@ export class KeyedSlots {
   /** Writes the key `#scan` just read into `slot`. */
   #store(slot: number, key: string, form: number): void {
     if (form === HEX) {
-      this.#keyWords.set(this.#scanWords, slot * this.#hexWords)
+      const words = this.#keyWords
+      const count = this.#hexWords
+      const at = slot * count
+      for (let i = 0; i < count; i++) words[at + i] = PARSED[i] as number
       return
     }
     const keys = this.#keys
@@ -346,6 +355,33 @@ const HEX_DIGITS = '0123456789abcdef'
 /** Char code -> value of a lowercase hex digit, -1 for any other character below 128. */
 const HEX_VALUES = new Int8Array(128).fill(-1)
 for (let i = 0; i < 16; i++) HEX_VALUES[HEX_DIGITS.charCodeAt(i)] = i
+
+/**
+ * The hex key parsed last, by any table, and its 32-bit words: one request's digest is looked
+ * up in several tables (known credentials, the lookup cache), each with its own seed, and
+ * only the hashing over the words is per table. A table reads `PARSED` right after its own
+ * `#scan`, before anything else can parse (single-threaded, no await in between).
+ */
+let parsedKey: string | undefined
+const PARSED = new Int32Array(62)
+
+/** Parses `words` × 8 lowercase hex characters into `PARSED`; false (and nothing kept) if not hex. */
+function parseHex(key: string, words: number): boolean {
+  parsedKey = undefined
+  let at = 0
+  for (let w = 0; w < words; w++) {
+    let word = 0
+    for (let end = at + 8; at < end; at++) {
+      const code = key.charCodeAt(at)
+      const value = code < 128 ? (HEX_VALUES[code] as number) : -1
+      if (value < 0) return false
+      word = (word << 4) | value
+    }
+    PARSED[w] = word
+  }
+  parsedKey = key
+  return true
+}
 
 /** MurmurHash3's fmix32: every input bit moves every output bit (the index uses the low ones). */
 function mix(hash: number): number {

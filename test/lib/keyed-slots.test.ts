@@ -187,6 +187,75 @@ describe('KeyedSlots', () => {
     for (let i = 0; i < 200; i++) assert.equal(values[table.find(`k${i}`)], i + 0.5)
   })
 
+  it('a key asked for again after its slot was deleted or reused is not found there', () => {
+    // The last key found is remembered with its slot: a delete must forget it, also when the
+    // slot is handed to another key at once (free list), and clear() must forget it.
+    for (const [keyBytes, key, other] of [
+      [32, sha256('again-1'), sha256('again-2')],
+      [16, 'inline-key', 'other-key'],
+      [8, 'a-side-key-longer-than-8', 'another-side-key'],
+    ] as const) {
+      const table = new KeyedSlots(4, keyBytes)
+      const slot = table.add(key)
+      assert.equal(table.find(key), slot)
+      assert.equal(table.find(key), slot)
+      table.delete(slot)
+      assert.equal(table.find(key), -1, `${keyBytes}: deleted`)
+      const reused = table.add(other)
+      assert.equal(reused, slot, 'the freed slot is reused')
+      assert.equal(table.find(key), -1, `${keyBytes}: slot reused by another key`)
+      assert.equal(table.find(other), reused)
+      const again = table.add(key)
+      assert.equal(table.find(key), again)
+      table.clear()
+      assert.equal(table.find(key), -1, `${keyBytes}: cleared`)
+      assert.equal(table.find(other), -1)
+    }
+  })
+
+  it('tables of different widths and seeds looking up the same keys in turn each answer for themselves', () => {
+    // One parse of a hex key is shared by every table (each hashes it with its own seed):
+    // interleaved lookups of equal and of differently shaped keys must not mix them up.
+    const next = random(7)
+    const tables = [new KeyedSlots(50, 32), new KeyedSlots(50, 32), new KeyedSlots(50, 16)]
+    const models = tables.map(() => new Map<string, number>())
+    const pool = Array.from({ length: 60 }, (_, i) => {
+      const digest = sha256(`shared-${i}`)
+      if (i % 4 === 0) return digest.slice(0, 32)
+      // Hex for 60 characters, then not: a parse that fails late must leave nothing behind.
+      if (i % 4 === 1) return `${digest.slice(0, 60)}xyz${i % 10}`
+      return digest
+    })
+    for (let step = 0; step < 20_000; step++) {
+      const which = Math.floor(next() * tables.length)
+      const table = tables[which] as KeyedSlots
+      const model = models[which] as Map<string, number>
+      const key = pool[Math.floor(next() * pool.length)] as string
+      const slot = table.find(key)
+      assert.equal(slot, model.get(key) ?? -1, `step ${step}: table ${which} find ${key}`)
+      if (slot === -1) {
+        if (model.size === 50) {
+          const oldest = table.oldest()
+          const evicted = [...model].find(([, s]) => s === oldest)?.[0] as string
+          table.delete(oldest)
+          model.delete(evicted)
+        }
+        model.set(key, table.add(key))
+      } else if (next() < 0.3) {
+        table.delete(slot)
+        model.delete(key)
+      } else {
+        table.touch(slot)
+      }
+    }
+    tables.forEach((table, i) => {
+      for (const [key, slot] of models[i] as Map<string, number>) {
+        assert.equal(table.keyAt(slot), key)
+        assert.equal(table.find(key), slot)
+      }
+    })
+  })
+
   it('rejects invalid bounds', () => {
     assert.throws(() => new KeyedSlots(0, 32), RangeError)
     assert.throws(() => new KeyedSlots(10, 0), RangeError)
