@@ -35,9 +35,22 @@ export class MemoryCounters implements Counters {
   }
 
   incr(key: string, callback: Callback, timeWindow: number): void {
+    callback(null, this.countNow(key, true, timeWindow))
+  }
+
+  read(key: string, callback: Callback, timeWindow: number): void {
+    callback(null, this.countNow(key, false, timeWindow))
+  }
+
+  countNow(key: string, increment: boolean, timeWindow: number): CounterResult {
     const now = this.#now()
     const slots = this.#slots
     let slot = slots.find(key)
+    if (!increment) {
+      const startMs = slot === -1 ? 0 : (this.#startMs[slot] as number)
+      if (slot === -1 || startMs + timeWindow <= now) return { current: 0, ttl: 0 }
+      return { current: this.#hits[slot] as number, ttl: timeWindow - (now - startMs) }
+    }
     if (slot === -1) {
       if (slots.size >= this.#maxKeys) slots.delete(slots.oldest())
       slot = slots.add(key)
@@ -55,15 +68,7 @@ export class MemoryCounters implements Counters {
       }
     }
     const startMs = this.#startMs[slot] as number
-    callback(null, { current: this.#hits[slot] as number, ttl: timeWindow - (now - startMs) })
-  }
-
-  read(key: string, callback: Callback, timeWindow: number): void {
-    const now = this.#now()
-    const slot = this.#slots.find(key)
-    const startMs = slot === -1 ? 0 : (this.#startMs[slot] as number)
-    if (slot === -1 || startMs + timeWindow <= now) callback(null, { current: 0, ttl: 0 })
-    else callback(null, { current: this.#hits[slot] as number, ttl: timeWindow - (now - startMs) })
+    return { current: this.#hits[slot] as number, ttl: timeWindow - (now - startMs) }
   }
 }
 
@@ -204,6 +209,12 @@ export class FallbackStore implements CounterStore {
 
   read(key: string, callback: Callback, timeWindow: number, max: number): void {
     this.#call('read', key, callback, timeWindow, max)
+  }
+
+  /** In-process counters answer now; Redis, while usable, only through `incr`/`read`. */
+  countNow(key: string, increment: boolean, timeWindow: number): CounterResult | undefined {
+    if (this.#redis && this.#health?.usable()) return undefined
+    return (this.#local as MemoryCounters).countNow(key, increment, timeWindow)
   }
 
   child(params: { policy?: string }): CounterStore {

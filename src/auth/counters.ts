@@ -18,6 +18,17 @@ export type CounterCallback = (error: Error | null, result?: CounterResult) => v
 export interface Counters {
   incr(key: string, callback: CounterCallback, timeWindow: number, max: number): void
   read(key: string, callback: CounterCallback, timeWindow: number, max: number): void
+  /**
+   * Counts (`increment`) or reads now, when these counters can answer without waiting (the
+   * in-process ones, and Redis's in-process fallback during an outage); undefined when the
+   * caller has to use `incr`/`read`. The limiter's allowed path then needs no callback.
+   */
+  countNow?(
+    key: string,
+    increment: boolean,
+    timeWindow: number,
+    max: number,
+  ): CounterResult | undefined
 }
 
 /** Counters with a child per policy (its own keys); what the limiter is given. */

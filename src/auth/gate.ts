@@ -141,12 +141,7 @@ export function createGate(deps: GateDeps): Gate {
 
   const gateFailedAuth: Step = (run) => {
     if (!gatesFailures) return undefined
-    const verdict = settle<LimitVerdict>((done) =>
-      (limiter as Limiter).gate(run.addressKey, run.credentialKey, done),
-    )
-    return thenStep(verdict, (v) =>
-      v.refused ? { code: 'rate_limited', limit: v.state } : undefined,
-    )
+    return thenStep((limiter as Limiter).admit(run.addressKey, run.credentialKey), admitted)
   }
 
   const authenticate: Step = (run) => {
@@ -171,26 +166,29 @@ export function createGate(deps: GateDeps): Gate {
   const refuseSecondMethod: Step = (run) =>
     queryHasAccessToken(run.request.target) ? ONE_METHOD_FAILURE : undefined
 
+  // No closure per request on the synchronous path (in-process counters): `run` is passed on.
+  const limited = (run: Run, verdict: LimitVerdict): AuthFailure | undefined => {
+    if (verdict.refused) {
+      const keyQuota = run.principal?.limits?.quota
+      if (keyQuota && quotas) quotas.giveBack(keyQuota)
+      return { code: 'rate_limited', limit: verdict.state }
+    }
+    if (verdict.state) run.headers = rateLimitHeaders(verdict.state)
+    return undefined
+  }
+  const counted = (run: Run, own: RateLimitOverride | null | undefined): StepResult => {
+    const verdict = (limiter as Limiter).limit(run.principal as Principal, run.credentialKey, own)
+    return isPromiseLike(verdict)
+      ? Promise.resolve(verdict).then((settled) => limited(run, settled))
+      : limited(run, verdict)
+  }
   const limit: Step = (run) => {
     if (!limits) return undefined
-    const principal = run.principal as Principal
-    const counted = (own: RateLimitOverride | null | undefined): StepResult => {
-      const verdict = settle<LimitVerdict>((done) =>
-        (limiter as Limiter).limitPrincipal(principal, run.credentialKey, done, own),
-      )
-      return thenStep(verdict, (v) => {
-        if (v.refused) {
-          const keyQuota = principal.limits?.quota
-          if (keyQuota && quotas) quotas.giveBack(keyQuota)
-          return { code: 'rate_limited', limit: v.state }
-        }
-        if (v.state) run.headers = rateLimitHeaders(v.state)
-        return undefined
-      })
-    }
-    if (!tenantLimit) return counted(undefined)
-    const own = tenantLimit(principal.tenantId)
-    return isPromiseLike(own) ? Promise.resolve(own).then(counted) : counted(own)
+    if (!tenantLimit) return counted(run, undefined)
+    const own = tenantLimit((run.principal as Principal).tenantId)
+    return isPromiseLike(own)
+      ? Promise.resolve(own).then((settled) => counted(run, settled))
+      : counted(run, own)
   }
 
   // Before the rate limit, so that a spent quota's refusals take no rate slot and keep
@@ -425,6 +423,11 @@ function credentialKeyOf(
   if (digest) return digest.sha256Hex
   const first = authorization[0]
   return first === undefined ? undefined : credentialDigest(first)
+}
+
+/** The failed-authentication gate's verdict as a failure; undefined when it may try. */
+function admitted(verdict: LimitVerdict): AuthFailure | undefined {
+  return verdict.refused ? { code: 'rate_limited', limit: verdict.state } : undefined
 }
 
 function thenStep<T>(

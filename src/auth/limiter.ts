@@ -6,6 +6,7 @@ import type { RateLimitOverride } from '../core/ports.ts'
 import type { Principal } from '../core/principal.ts'
 import { mostConstraining } from '../http/rate-limit-headers.ts'
 import { fitSlots, KeyedSlots } from '../lib/keyed-slots.ts'
+import { isPromiseLike, type MaybePromise, thenMaybe } from '../lib/maybe-async.ts'
 import type { CounterResult, CounterStore } from './counters.ts'
 
 export type RateLimitConfig = Config['rateLimit']
@@ -19,11 +20,10 @@ interface Checked {
   readonly atLimit: boolean
 }
 
-type CheckCallback = (error: Error | null, checked?: Checked) => void
-
 /** One policy: a quota per fixed window, counted in its own child of the counter store. */
 interface Policy {
-  check(key: string, increment: boolean, callback: CheckCallback): void
+  /** A value when the counters answer now (in-process), else a promise (Redis). */
+  check(key: string, increment: boolean): MaybePromise<Checked>
 }
 
 /** What a step of the limiter decided: go on (headers to show, if any), or refuse with 429. */
@@ -50,6 +50,17 @@ export interface Limiter {
    * unless it presents a credential (by digest) that authenticated recently here.
    */
   gate(addressKey: string, digest: string | undefined, callback: VerdictCallback): void
+  /**
+   * `gate`, as a value when it needs no counter round trip (a known credential, in-process
+   * counters), else a promise: the gate's allowed path calls these, with no callback.
+   */
+  admit(addressKey: string, digest: string | undefined): MaybePromise<LimitVerdict>
+  /** `limitPrincipal`, as a value or a promise like `admit`. */
+  limit(
+    principal: Principal,
+    digest: string | undefined,
+    tenantLimit?: RateLimitOverride | null | undefined,
+  ): MaybePromise<LimitVerdict>
   /**
    * After a successful authentication: counts per token, then per tenant. A key's own rate
    * limit (`principal.limits`) replaces the per-token default, `tenantLimit` (the tenant's
@@ -86,23 +97,30 @@ export function createLimiter(config: Readonly<RateLimitConfig>, store: CounterS
     if (!config.enabled || settings.max === 0) return undefined
     const { max, windowSec } = settings
     const windowMs = windowSec * 1000
+    const checked = (result: CounterResult): Checked => {
+      const remaining = Math.max(0, max - result.current)
+      const exceeded = result.current > max
+      const state: LimitState = {
+        name,
+        quota: max,
+        windowSec,
+        remaining,
+        resetSec: result.ttl > 0 ? Math.max(1, Math.ceil(result.ttl / 1000)) : windowSec,
+      }
+      return { state, exceeded, atLimit: remaining === 0 && !exceeded }
+    }
     return {
-      check(key, increment, callback) {
-        const counted = (error: Error | null, result?: CounterResult) => {
-          if (error || !result) return callback(error ?? new Error('rate-limit store: no result'))
-          const remaining = Math.max(0, max - result.current)
-          const exceeded = result.current > max
-          const state: LimitState = {
-            name,
-            quota: max,
-            windowSec,
-            remaining,
-            resetSec: result.ttl > 0 ? Math.max(1, Math.ceil(result.ttl / 1000)) : windowSec,
+      check(key, increment) {
+        const now = counters.countNow?.(key, increment, windowMs, max)
+        if (now !== undefined) return checked(now)
+        return new Promise<Checked>((resolve, reject) => {
+          const counted = (error: Error | null, result?: CounterResult) => {
+            if (error || !result) reject(error ?? new Error('rate-limit store: no result'))
+            else resolve(checked(result))
           }
-          callback(null, { state, exceeded, atLimit: remaining === 0 && !exceeded })
-        }
-        if (increment) counters.incr(key, counted, windowMs, max)
-        else counters.read(key, counted, windowMs, max)
+          if (increment) counters.incr(key, counted, windowMs, max)
+          else counters.read(key, counted, windowMs, max)
+        })
       },
     }
   }
@@ -136,64 +154,109 @@ export function createLimiter(config: Readonly<RateLimitConfig>, store: CounterS
   const known = new KnownCredentials(KNOWN_CREDENTIAL_MAX_ENTRIES, KNOWN_CREDENTIAL_MAX_AGE_MS)
   const pass: LimitVerdict = { refused: false }
 
+  // Over the failed-authentication limit: refused before verification. Why not verify and
+  // answer 429 only on failure: the limit exists to stop paying for signature checks, store
+  // lookups and audit writes on behalf of a guessing client.
+  const admitted = (checked: Checked): LimitVerdict =>
+    checked.state.remaining > 0 ? pass : { refused: true, state: checked.state }
+
+  const admit = (addressKey: string, digest: string | undefined): MaybePromise<LimitVerdict> => {
+    // A credential verified recently on this instance may always try, so it skips the
+    // counter read (one Redis round trip saved for returning clients). Why: an attacker
+    // sharing a NAT or proxy with a legitimate token holder must not lock that holder
+    // out. The key is the address, so other addresses never notice an attack either.
+    if (!failedAuth || (digest && known.has(digest, Date.now()))) return pass
+    return thenMaybe(failedAuth.check(addressKey, false), admitted)
+  }
+
+  // Token first, and the tenant counted only when the token is within its limit: one
+  // runaway token must not spend its tenant's allowance and starve the other tokens.
+  const afterTenant = (token: Checked | undefined, tenant: Checked | undefined): LimitVerdict => {
+    if (tenant?.exceeded) return { refused: true, state: tenant.state }
+    const shown = token ? mostConstraining(token.state, tenant?.state) : tenant?.state
+    return shown ? { refused: false, state: shown } : pass
+  }
+  const afterToken = (
+    token: Checked | undefined,
+    principal: Principal,
+    tenantLimit: RateLimitOverride | null | undefined,
+  ): MaybePromise<LimitVerdict> => {
+    if (token?.exceeded) return { refused: true, state: token.state }
+    const tenantPolicy = tenantLimit ? overridden('per-tenant', tenantLimit) : perTenant
+    if (!tenantPolicy) return afterTenant(token, undefined)
+    const key = tenantLimit ? `${principal.tenantId}@${tenantLimit.windowSec}` : principal.tenantId
+    const tenant = tenantPolicy.check(key, true)
+    return isPromiseLike(tenant)
+      ? Promise.resolve(tenant).then((settled) => afterTenant(token, settled))
+      : afterTenant(token, tenant)
+  }
+  const limit = (
+    principal: Principal,
+    digest: string | undefined,
+    tenantLimit?: RateLimitOverride | null | undefined,
+  ): MaybePromise<LimitVerdict> => {
+    if (failedAuth && digest) known.remember(digest, Date.now())
+    const keyLimit = principal.limits?.rateLimit
+    const tokenPolicy = keyLimit ? overridden('per-token', keyLimit) : perToken
+    if (!tokenPolicy) return afterToken(undefined, principal, tenantLimit)
+    const key = keyLimit ? `${tokenKey(principal)}@${keyLimit.windowSec}` : tokenKey(principal)
+    const token = tokenPolicy.check(key, true)
+    return isPromiseLike(token)
+      ? Promise.resolve(token).then((settled) => afterToken(settled, principal, tenantLimit))
+      : afterToken(token, principal, tenantLimit)
+  }
+
   return {
     // On whenever rate limiting is: a key or tenant may carry its own limit.
     active: config.enabled,
     gatesFailures: failedAuth !== undefined,
+    admit,
+    limit,
 
     gate(addressKey, digest, callback) {
-      // A credential verified recently on this instance may always try, so it skips the
-      // counter read (one Redis round trip saved for returning clients). Why: an attacker
-      // sharing a NAT or proxy with a legitimate token holder must not lock that holder
-      // out. The key is the address, so other addresses never notice an attack either.
-      if (!failedAuth || (digest && known.has(digest, Date.now()))) return callback(null, pass)
-      failedAuth.check(addressKey, false, (error, checked) => {
-        if (error || !checked) return callback(error)
-        // Over the limit: refused before verification. Why not verify and answer 429 only
-        // on failure: the limit exists to stop paying for signature checks, store lookups
-        // and audit writes on behalf of a guessing client.
-        if (checked.state.remaining > 0) return callback(null, pass)
-        callback(null, { refused: true, state: checked.state })
-      })
+      calledBack(() => admit(addressKey, digest), callback)
     },
 
     limitPrincipal(principal, digest, callback, tenantLimit) {
-      if (failedAuth && digest) known.remember(digest, Date.now())
-      const keyLimit = principal.limits?.rateLimit
-      const tokenPolicy = keyLimit ? overridden('per-token', keyLimit) : perToken
-      const tenantPolicy = tenantLimit ? overridden('per-tenant', tenantLimit) : perTenant
-      // Token first, and the tenant counted only when the token is within its limit: one
-      // runaway token must not spend its tenant's allowance and starve the other tokens.
-      const afterTenant = (token: Checked | undefined, tenant: Checked | undefined) => {
-        if (tenant?.exceeded) return callback(null, { refused: true, state: tenant.state })
-        const shown = token ? mostConstraining(token.state, tenant?.state) : tenant?.state
-        callback(null, shown ? { refused: false, state: shown } : pass)
-      }
-      const afterToken = (token: Checked | undefined) => {
-        if (token?.exceeded) return callback(null, { refused: true, state: token.state })
-        if (!tenantPolicy) return afterTenant(token, undefined)
-        const key = tenantLimit
-          ? `${principal.tenantId}@${tenantLimit.windowSec}`
-          : principal.tenantId
-        tenantPolicy.check(key, true, (error, tenant) =>
-          error ? callback(error) : afterTenant(token, tenant),
-        )
-      }
-      if (!tokenPolicy) return afterToken(undefined)
-      const key = keyLimit ? `${tokenKey(principal)}@${keyLimit.windowSec}` : tokenKey(principal)
-      tokenPolicy.check(key, true, (error, token) => (error ? callback(error) : afterToken(token)))
+      calledBack(() => limit(principal, digest, tenantLimit), callback)
     },
 
     countFailure(addressKey, digest, callback) {
-      if (!failedAuth) return callback(null, pass)
+      if (!failedAuth) {
+        callback(null, pass)
+        return
+      }
       // A credential that stopped working (revoked, expired) loses its pass at once.
       if (digest) known.forget(digest)
-      failedAuth.check(addressKey, true, (error, checked) => {
-        if (error || !checked) return callback(error ?? new Error('rate-limit store: no result'))
-        callback(null, { refused: checked.atLimit, state: checked.state })
-      })
+      calledBack(
+        () =>
+          thenMaybe(
+            failedAuth.check(addressKey, true),
+            (checked): LimitVerdict => ({ refused: checked.atLimit, state: checked.state }),
+          ),
+        callback,
+      )
     },
   }
+}
+
+/** A maybe-synchronous verdict handed to a callback: at once when it is there. */
+function calledBack(start: () => MaybePromise<LimitVerdict>, callback: VerdictCallback): void {
+  let verdict: MaybePromise<LimitVerdict>
+  try {
+    verdict = start()
+  } catch (error) {
+    callback(error as Error)
+    return
+  }
+  if (!isPromiseLike(verdict)) {
+    callback(null, verdict)
+    return
+  }
+  Promise.resolve(verdict).then(
+    (settled) => callback(null, settled),
+    (error: Error) => callback(error),
+  )
 }
 
 /**

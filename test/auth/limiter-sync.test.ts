@@ -1,0 +1,110 @@
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import type { CounterResult, CounterStore } from '../../src/auth/counter-store.ts'
+import { FallbackStore, MemoryCounters } from '../../src/auth/counter-store.ts'
+import { createLimiter, type LimitVerdict, type RateLimitConfig } from '../../src/auth/limiter.ts'
+import type { Principal } from '../../src/core/principal.ts'
+import { isPromiseLike } from '../../src/lib/maybe-async.ts'
+
+const log = { warn() {}, info() {} }
+const config: RateLimitConfig = {
+  enabled: true,
+  perToken: { max: 2, windowSec: 60 },
+  perTenant: { max: 3, windowSec: 60 },
+  failedAuth: { max: 1, windowSec: 60 },
+} as RateLimitConfig
+
+function principal(tokenId: string): Principal {
+  return {
+    tokenType: 'pat',
+    tenantId: 'acme',
+    subject: 'svc',
+    permissions: [],
+    tokenId,
+    expiresAt: null,
+    fingerprint: `fp-${tokenId}`,
+  }
+}
+
+/** Counters that answer only through the callback, a turn later (what Redis does). */
+class AsyncCounters implements CounterStore {
+  readonly #local = new MemoryCounters(100)
+  incr(key: string, callback: (e: Error | null, r?: CounterResult) => void, w: number): void {
+    setImmediate(() => this.#local.incr(key, callback, w))
+  }
+  read(key: string, callback: (e: Error | null, r?: CounterResult) => void, w: number): void {
+    setImmediate(() => this.#local.read(key, callback, w))
+  }
+  child(): CounterStore {
+    return new AsyncCounters()
+  }
+}
+
+/** The verdicts of three requests of token A, then one of token B, as the gate sees them. */
+async function sequence(store: CounterStore, expectSync: boolean) {
+  const limiter = createLimiter(config, store)
+  const verdicts: LimitVerdict[] = []
+  for (const id of ['A', 'A', 'A', 'B', 'B']) {
+    const verdict = limiter.limit(principal(id), undefined)
+    assert.equal(isPromiseLike(verdict), !expectSync)
+    verdicts.push(await verdict)
+  }
+  return verdicts.map((v) => [v.refused, v.state?.name, v.state?.remaining])
+}
+
+// Token A: 2 allowed, the third refused by its token limit without spending the tenant's
+// allowance; token B then meets the tenant's third and fourth requests.
+const EXPECTED = [
+  [false, 'per-token', 1],
+  [false, 'per-token', 0],
+  [true, 'per-token', 0],
+  [false, 'per-tenant', 0],
+  [true, 'per-tenant', 0],
+]
+
+describe('limiter: in-process counters decide synchronously, others through a promise', () => {
+  it('in-process (FallbackStore without Redis): values, exact counts', async () => {
+    const store = new FallbackStore({ redisPrefix: 'rl:', localMaxKeys: 10, log })
+    assert.deepEqual(await sequence(store, true), EXPECTED)
+  })
+
+  it('counters that call back later: promises, the same verdicts', async () => {
+    assert.deepEqual(await sequence(new AsyncCounters(), false), EXPECTED)
+  })
+
+  it('limitPrincipal and gate call back with the same verdicts as limit and admit', async () => {
+    for (const store of [
+      new FallbackStore({ redisPrefix: 'rl:', localMaxKeys: 10, log }),
+      new AsyncCounters(),
+    ]) {
+      const limiter = createLimiter(config, store)
+      const seen: unknown[] = []
+      for (const id of ['A', 'A', 'A']) {
+        const verdict = await new Promise<LimitVerdict>((resolve, reject) =>
+          limiter.limitPrincipal(principal(id), undefined, (error, v) =>
+            error || !v ? reject(error) : resolve(v),
+          ),
+        )
+        seen.push([verdict.refused, verdict.state?.remaining])
+      }
+      assert.deepEqual(seen, [
+        [false, 1],
+        [false, 0],
+        [true, 0],
+      ])
+      // One failure reaches the failed-auth limit of 1: the address is refused, a credential
+      // that authenticated here is let through to try.
+      const failure = await new Promise<LimitVerdict>((resolve) =>
+        limiter.countFailure('addr', undefined, (_e, v) => resolve(v as LimitVerdict)),
+      )
+      assert.equal(failure.refused, true)
+      assert.equal((await limiter.admit('addr', undefined)).refused, true)
+      await limiter.limit(principal('C'), 'digest-c')
+      assert.equal((await limiter.admit('addr', 'digest-c')).refused, false)
+      const gated = await new Promise<LimitVerdict>((resolve) =>
+        limiter.gate('addr', undefined, (_e, v) => resolve(v as LimitVerdict)),
+      )
+      assert.equal(gated.refused, true)
+    }
+  })
+})
