@@ -50,4 +50,28 @@ describe('KnownCredentials', () => {
     known.remember(digest('a'), HOUR / 2)
     assert.equal(known.has(digest('a'), HOUR + HOUR / 4), true)
   })
+
+  it('remember() after has() of the same digest refreshes it, even when its slot was reused between', () => {
+    // has(a) notes a's slot for the remember(a) that follows; b evicting a (maxEntries 1)
+    // and taking that slot meanwhile must not make remember(a) refresh b.
+    const known = new KnownCredentials(1, HOUR)
+    known.remember(digest('a'), 0)
+    assert.equal(known.has(digest('a'), 1), true)
+    known.remember(digest('b'), 2)
+    known.remember(digest('a'), 3)
+    assert.equal(known.has(digest('a'), 4), true)
+    assert.equal(known.has(digest('b'), 4), false)
+    // A refresh through the noted slot: a stays known past its first age limit.
+    const refreshed = new KnownCredentials(10, HOUR)
+    refreshed.remember(digest('a'), 0)
+    assert.equal(refreshed.has(digest('a'), HOUR / 2), true)
+    refreshed.remember(digest('a'), HOUR / 2)
+    assert.equal(refreshed.has(digest('a'), HOUR + HOUR / 4), true)
+    // forget() after has(): the noted slot is not used again.
+    refreshed.forget(digest('a'))
+    refreshed.remember(digest('c'), HOUR)
+    refreshed.remember(digest('a'), HOUR)
+    assert.equal(refreshed.has(digest('a'), HOUR), true)
+    assert.equal(refreshed.has(digest('c'), HOUR), true)
+  })
 })
