@@ -35,7 +35,7 @@ import { type FailureResponse, failureResponse } from '../http/failure-response.
 import { identityHeaders } from '../http/identity-headers.ts'
 import { ONE_METHOD_FAILURE, queryHasAccessToken } from '../http/one-method.ts'
 import { rateLimitHeaders } from '../http/rate-limit-headers.ts'
-import { isPromiseLike, type MaybePromise, settle } from '../lib/maybe-async.ts'
+import { isPromiseLike, type MaybePromise } from '../lib/maybe-async.ts'
 import { addressKeyOf, credentialDigest, type Limiter, type LimitVerdict } from './limiter.ts'
 import type { Allowed, GateRequest, Outcome, Refused } from './outcome.ts'
 import type { Answer, OutcomeRecorder } from './outcome-recorder.ts'
@@ -262,9 +262,7 @@ export function createGate(deps: GateDeps): Gate {
   /** A 401 counts against the address first (its RateLimit pair goes on the answer). */
   const refuseRun = (run: Run, failure: AuthFailure): MaybePromise<Refused> => {
     if (!gatesFailures || failureStatus(failure) !== 401) return refused(run, failure, run.headers)
-    const counted = settle<LimitVerdict>((done) =>
-      (limiter as Limiter).countFailure(run.addressKey, run.credentialKey, done),
-    )
+    const counted = (limiter as Limiter).failed(run.addressKey, run.credentialKey)
     const answer = (verdict: LimitVerdict) => {
       if (verdict.refused) recorder?.failedAuthLimitReached(run.request, verdict.state)
       return refused(run, failure, verdict.state ? rateLimitHeaders(verdict.state) : NO_HEADERS)

@@ -55,6 +55,8 @@ export interface Limiter {
    * counters), else a promise: the gate's allowed path calls these, with no callback.
    */
   admit(addressKey: string, digest: string | undefined): MaybePromise<LimitVerdict>
+  /** `countFailure`, as a value or a promise like `admit`. */
+  failed(addressKey: string, digest: string | undefined): MaybePromise<LimitVerdict>
   /** `limitPrincipal`, as a value or a promise like `admit`. */
   limit(
     principal: Principal,
@@ -169,6 +171,17 @@ export function createLimiter(config: Readonly<RateLimitConfig>, store: CounterS
     return thenMaybe(failedAuth.check(addressKey, false), admitted)
   }
 
+  const failedVerdict = (checked: Checked): LimitVerdict => ({
+    refused: checked.atLimit,
+    state: checked.state,
+  })
+  const failed = (addressKey: string, digest: string | undefined): MaybePromise<LimitVerdict> => {
+    if (!failedAuth) return pass
+    // A credential that stopped working (revoked, expired) loses its pass at once.
+    if (digest) known.forget(digest)
+    return thenMaybe(failedAuth.check(addressKey, true), failedVerdict)
+  }
+
   // Token first, and the tenant counted only when the token is within its limit: one
   // runaway token must not spend its tenant's allowance and starve the other tokens.
   const afterTenant = (token: Checked | undefined, tenant: Checked | undefined): LimitVerdict => {
@@ -211,6 +224,7 @@ export function createLimiter(config: Readonly<RateLimitConfig>, store: CounterS
     active: config.enabled,
     gatesFailures: failedAuth !== undefined,
     admit,
+    failed,
     limit,
 
     gate(addressKey, digest, callback) {
@@ -222,20 +236,7 @@ export function createLimiter(config: Readonly<RateLimitConfig>, store: CounterS
     },
 
     countFailure(addressKey, digest, callback) {
-      if (!failedAuth) {
-        callback(null, pass)
-        return
-      }
-      // A credential that stopped working (revoked, expired) loses its pass at once.
-      if (digest) known.forget(digest)
-      calledBack(
-        () =>
-          thenMaybe(
-            failedAuth.check(addressKey, true),
-            (checked): LimitVerdict => ({ refused: checked.atLimit, state: checked.state }),
-          ),
-        callback,
-      )
+      calledBack(() => failed(addressKey, digest), callback)
     },
   }
 }

@@ -49,6 +49,13 @@ async function sequence(store: CounterStore, expectSync: boolean) {
     assert.equal(isPromiseLike(verdict), !expectSync)
     verdicts.push(await verdict)
   }
+  // A failed authentication, and the address then over its limit of 1, alike.
+  const failed = limiter.failed('address', undefined)
+  assert.equal(isPromiseLike(failed), !expectSync)
+  assert.deepEqual(await failed, { refused: true, state: (await failed).state })
+  const admitted = limiter.admit('address', undefined)
+  assert.equal(isPromiseLike(admitted), !expectSync)
+  assert.equal((await admitted).refused, true)
   return verdicts.map((v) => [v.refused, v.state?.name, v.state?.remaining])
 }
 
