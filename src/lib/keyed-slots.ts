@@ -43,9 +43,11 @@ export class KeyedSlots {
   /** What `#scan` found: the key's hash (a hex key's words are in `PARSED`). */
   #scanHash = 0
   /**
-   * The key `find` or `add` last gave a slot, and that slot: a caller asking again for the
-   * same key (the known-credentials check, then its refresh, on one request's digest) skips
-   * the scan and the probe. Forgotten when that slot is deleted.
+   * The key `find` or `add` last answered for, and its slot or -1: a caller asking again for
+   * the same key (the known-credentials check, then its refresh, on one request's digest; an
+   * address's failed-authentication count read, then counted) skips the scan and the probe.
+   * Forgotten when that slot is deleted; `add` replaces it, so a remembered miss never
+   * outlives the key's arrival.
    */
   #lastKey: string | undefined
   #lastSlot = NONE
@@ -90,10 +92,8 @@ export class KeyedSlots {
   find(key: string): number {
     if (key === this.#lastKey) return this.#lastSlot
     const slot = this.#lookUp(key)
-    if (slot !== NONE) {
-      this.#lastKey = key
-      this.#lastSlot = slot
-    }
+    this.#lastKey = key
+    this.#lastSlot = slot
     return slot
   }
 

@@ -210,6 +210,12 @@ describe('KeyedSlots', () => {
       table.clear()
       assert.equal(table.find(key), -1, `${keyBytes}: cleared`)
       assert.equal(table.find(other), -1)
+      // A key just found missing, then added (the table growing meanwhile), is found.
+      for (let i = 0; i < 3; i++) table.add(`filler-${i}`)
+      assert.equal(table.find(key), -1)
+      assert.equal(table.find(key), -1, `${keyBytes}: still missing`)
+      const added = table.add(key)
+      assert.equal(table.find(key), added, `${keyBytes}: added after a miss`)
     }
   })
 
