@@ -9,9 +9,27 @@ import type { LimitState } from '../core/failure.ts'
  */
 export function rateLimitHeaders(state: LimitState): Record<string, string> {
   return {
-    'ratelimit-policy': `"${state.name}";q=${state.quota};w=${state.windowSec}`,
+    'ratelimit-policy': policyValue(state),
     ratelimit: `"${state.name}";r=${state.remaining};t=${state.resetSec}`,
   }
+}
+
+// The last `RateLimit-Policy` value built: a server's responses mostly show one policy, so
+// the string is built once, not per response; a different policy replaces it.
+let lastPolicy = { name: '', quota: -1, windowSec: -1, value: '' }
+
+function policyValue(state: LimitState): string {
+  const last = lastPolicy
+  if (
+    state.quota === last.quota &&
+    state.windowSec === last.windowSec &&
+    state.name === last.name
+  ) {
+    return last.value
+  }
+  const value = `"${state.name}";q=${state.quota};w=${state.windowSec}`
+  lastPolicy = { name: state.name, quota: state.quota, windowSec: state.windowSec, value }
+  return value
 }
 
 /** The policy a client is closest to exhausting: fewest remaining, then the longest wait. */
