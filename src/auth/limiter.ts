@@ -293,11 +293,6 @@ export class KnownCredentials {
   // each was seen at its slot: no heap string or Map entry per remembered credential.
   readonly #seen: KeyedSlots
   #seenAt = new Float64Array(0)
-  // The last digest `has` found and its slot: the gate asks `has` before authentication and
-  // `remember` after it for the same digest, so the second lookup is a string compare. Any
-  // add or delete here forgets it (a slot may then hold another digest).
-  #lastDigest: string | undefined
-  #lastSlot = -1
 
   constructor(maxEntries: number, maxAgeMs: number) {
     this.#maxEntries = maxEntries
@@ -313,9 +308,10 @@ export class KnownCredentials {
    */
   remember(digest: string, now: number): void {
     const seen = this.#seen
-    let slot = digest === this.#lastDigest ? this.#lastSlot : seen.find(digest)
+    // The gate asked `has` for this digest before authentication: `KeyedSlots` remembers
+    // the key it last answered for, so this second lookup is a string compare.
+    let slot = seen.find(digest)
     if (slot === -1) {
-      this.#lastDigest = undefined
       if (seen.size >= this.#maxEntries) seen.delete(seen.oldest())
       slot = seen.add(digest)
       this.#seenAt = fitSlots(this.#seenAt, seen)
@@ -330,9 +326,7 @@ export class KnownCredentials {
   /** Drops the digest of a header value whose credential failed (revoked or expired since). */
   forget(digest: string): void {
     const slot = this.#seen.find(digest)
-    if (slot === -1) return
-    this.#lastDigest = undefined
-    this.#seen.delete(slot)
+    if (slot !== -1) this.#seen.delete(slot)
   }
 
   /** Whether the header value of this digest authenticated within the maximum age. */
@@ -340,12 +334,9 @@ export class KnownCredentials {
     const slot = this.#seen.find(digest)
     if (slot === -1) return false
     if (now - (this.#seenAt[slot] as number) > this.#maxAgeMs) {
-      this.#lastDigest = undefined
       this.#seen.delete(slot)
       return false
     }
-    this.#lastDigest = digest
-    this.#lastSlot = slot
     return true
   }
 }
