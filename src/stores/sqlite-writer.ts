@@ -13,8 +13,10 @@
 import { extname } from 'node:path'
 import { setFlagsFromString } from 'node:v8'
 import { Worker } from 'node:worker_threads'
+import { encodePatUses } from './sql/keys.ts'
+import { encodeUsage } from './sql/usage.ts'
 import { openSqliteStore, type SqliteStoreOptions } from './sqlite.ts'
-import type { Store } from './store.ts'
+import type { AddUsageOptions, Store, UsageRow } from './store.ts'
 
 /** The store methods the worker runs: each takes and returns structured-cloneable values. */
 export const OFFLOADED_WRITES = [
@@ -104,6 +106,15 @@ export function openSqliteWithWriter(path: string, options: SqliteStoreOptions =
   for (const method of OFFLOADED_WRITES) {
     overrides[method] = (...args: unknown[]) => send(method, args)
   }
+  // Usage rows and last-used times go as one JSON text each, the form their statement reads
+  // (sql/usage.ts, sql/keys.ts): the thread rebuilds no row objects or Map. An empty batch
+  // writes nothing: answered here.
+  overrides.recordPatUse = (uses: ReadonlyMap<string, number>) =>
+    uses.size === 0 ? store.recordPatUse(uses) : send('recordPatUse', [encodePatUses(uses)])
+  overrides.addUsage = (rows: readonly UsageRow[], options?: AddUsageOptions) =>
+    rows.length === 0
+      ? store.addUsage(rows, options)
+      : send('addUsage', [encodeUsage(rows), options])
   overrides.close = async () => {
     const running = worker
     if (running) {

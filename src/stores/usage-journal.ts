@@ -102,14 +102,27 @@ export async function writeMinutes(
     const minute = minutes[progress.minute] as MinuteCounts
     while (progress.subject < minute.subjects) {
       const count = Math.min(subjectsPerWrite, minute.subjects - progress.subject)
-      const rows = minute.rows(progress.subject, count)
-      await store.addUsage(
-        rows,
-        segment === undefined ? {} : { mark: `${segment}:${minute.start}:${progress.subject}` },
-      )
+      const mark =
+        segment === undefined ? undefined : `${segment}:${minute.start}:${progress.subject}`
+      await writeSlice(store, minute, progress.subject, count, mark)
       progress.subject += count
     }
   }
+}
+
+/**
+ * One slice's write. Why a function of its own: its rows live in this frame only, gone when
+ * it returns; held in `writeMinutes`'s suspended frame, every slice's rows outlived the young
+ * generation while the store wrote them.
+ */
+function writeSlice(
+  store: Pick<UsageStore, 'addUsage'>,
+  minute: MinuteCounts,
+  from: number,
+  count: number,
+  mark: string | undefined,
+): Promise<void> {
+  return store.addUsage(minute.rows(from, count), mark === undefined ? {} : { mark })
 }
 
 export interface UsageRecovery {

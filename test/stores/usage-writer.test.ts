@@ -3,10 +3,12 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { readUsageSeries, usageCsv, usageRange } from '../../src/auth/usage.ts'
 import { openSqliteStore, type SqliteStore } from '../../src/stores/sqlite.ts'
+import { openSqliteWithWriter } from '../../src/stores/sqlite-writer.ts'
 import type { UsageRow } from '../../src/stores/store.ts'
 import { createUsageWriter } from '../../src/stores/usage-writer.ts'
 import { testClock } from '../helpers/clock.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
+import { pat, T0 } from './contract.ts'
 
 const T = Date.UTC(2026, 2, 10, 9, 59, 30)
 const MINUTE = 60_000
@@ -180,5 +182,98 @@ describe('usage write-behind and reads (SQLite store)', () => {
     const lines = csv.trimEnd().split('\r\n')
     assert.equal(lines[0], 'start,resolution,scope,subject,allowed,unauthorized,forbidden,limited')
     assert.match(lines[1] as string, /^2026-03-10T09:00:00.000Z,minute,key,'=k1,0,0,0,0$/)
+  })
+})
+
+describe('usage write-behind through the SQLite writer thread', () => {
+  it('stores each slice once, as the store on the main thread does (rows sent as one JSON text)', async () => {
+    const dir = tempDir('tg-usage-thread-')
+    const direct = openSqliteStore(join(dir, 'direct.sqlite'))
+    await direct.migrate()
+    const migrated = openSqliteStore(join(dir, 'thread.sqlite'))
+    await migrated.migrate()
+    await migrated.close()
+    const threaded = openSqliteWithWriter(join(dir, 'thread.sqlite'))
+    try {
+      const rows = (n: number): UsageRow[] =>
+        Array.from({ length: n }, (_, i) => ({
+          scope: 'key' as const,
+          subject: `k${i}`,
+          resolution: 'minute' as const,
+          bucketStart: T - (T % MINUTE),
+          tenantId: i % 2 === 0 ? 'acme' : null,
+          allowed: i + 1,
+          unauthorized: i % 3,
+          forbidden: 0,
+          limited: 2,
+        }))
+      for (const store of [direct, threaded]) {
+        await store.addUsage(rows(300), { mark: 'seg:1:0' })
+        // A replayed slice (same mark) adds nothing; an unmarked write and an empty one do.
+        await store.addUsage(rows(300), { mark: 'seg:1:0' })
+        await store.addUsage(rows(2))
+        await store.addUsage([], { mark: 'seg:1:300' })
+      }
+      for (const subject of ['k0', 'k1', 'k299']) {
+        const query = {
+          scope: 'key' as const,
+          subject,
+          resolution: 'minute' as const,
+          since: T - MINUTE,
+          until: T + MINUTE,
+        }
+        const got = await threaded.readUsage(query)
+        assert.deepEqual(got, await direct.readUsage(query))
+        assert.equal(got.length, 1)
+      }
+      const [k1] = await threaded.readUsage({
+        scope: 'key',
+        subject: 'k1',
+        resolution: 'minute',
+        since: T - MINUTE,
+        until: T + MINUTE,
+      })
+      assert.deepEqual(
+        [k1?.allowed, k1?.unauthorized, k1?.limited, k1?.tenantId],
+        [2 + 2, 1 + 1, 2 + 2, null],
+      )
+    } finally {
+      await direct.close()
+      await threaded.close()
+    }
+  })
+})
+
+describe('last-used times through the SQLite writer thread', () => {
+  it('move forward only and skip unknown ids (times sent as one JSON text)', async () => {
+    const path = join(tempDir('tg-last-used-thread-'), 'db.sqlite')
+    const migrated = openSqliteStore(path)
+    await migrated.migrate()
+    await migrated.createTenant({ id: 'acme', name: 'Acme' }, T0)
+    for (const id of ['p1', 'p2', 'p3']) await migrated.insertPat(pat(id, 'acme'))
+    await migrated.close()
+    const store = openSqliteWithWriter(path)
+    try {
+      await store.recordPatUse(
+        new Map([
+          ['p1', T0 + 100],
+          ['p2', T0 + 200],
+          ['ghost', T0 + 300],
+        ]),
+      )
+      await store.recordPatUse(
+        new Map([
+          ['p1', T0 + 50],
+          ['p2', T0 + 250],
+        ]),
+      )
+      await store.recordPatUse(new Map())
+      const times = await Promise.all(
+        ['p1', 'p2', 'p3'].map(async (id) => (await store.getPat(id))?.lastUsedAt),
+      )
+      assert.deepEqual(times, [T0 + 100, T0 + 250, null])
+    } finally {
+      await store.close()
+    }
   })
 })

@@ -105,14 +105,33 @@ export async function revokePat(db: SqlDb, id: string, at: number) {
   )
 }
 
+/**
+ * Last-used times as `recordPatUse`'s statement reads them (`batchParam`'s JSON text), and how
+ * many: what the SQLite writer thread is sent instead of the Map (sqlite-writer.ts), so that
+ * the thread rebuilds no 100,000-entry Map and its arrays before making this same text.
+ */
+export interface EncodedPatUses {
+  readonly uses: number
+  readonly text: string
+}
+
+export const encodePatUses = (uses: ReadonlyMap<string, number>): EncodedPatUses => ({
+  uses: uses.size,
+  text: batchParam([...uses]),
+})
+
 /** Last-used times, one statement per batch; forward only, so a late batch moves nothing back. */
-export async function recordPatUse(db: SqlDb, uses: ReadonlyMap<string, number>): Promise<void> {
+export async function recordPatUse(
+  db: SqlDb,
+  uses: ReadonlyMap<string, number> | EncodedPatUses,
+): Promise<void> {
   db.checkOpen()
-  if (uses.size === 0) return
+  const batch = uses instanceof Map ? encodePatUses(uses) : (uses as EncodedPatUses)
+  if (batch.uses === 0) return
   await db.run(
     `UPDATE pats SET last_used_at = b.c1 FROM ${db.dialect.batch('$1', ['text', 'bigint'])}
      WHERE pats.id = b.c0 AND (pats.last_used_at IS NULL OR pats.last_used_at < b.c1)`,
-    [batchParam([...uses])],
+    [batch.text],
   )
 }
 

@@ -160,7 +160,7 @@ export abstract class SqlStore {
   revokePat(id: string, at: number) {
     return keys.revokePat(this.db, id, at)
   }
-  recordPatUse(uses: ReadonlyMap<string, number>) {
+  recordPatUse(uses: ReadonlyMap<string, number> | keys.EncodedPatUses) {
     return keys.recordPatUse(this.db, uses)
   }
   updatePat(id: string, changes: PatChanges) {
@@ -269,7 +269,7 @@ export abstract class SqlStore {
   resetQuota(counter: string) {
     return usage.resetQuota(this.db, counter)
   }
-  addUsage(rows: readonly UsageRow[], options: AddUsageOptions = {}) {
+  addUsage(rows: readonly UsageRow[] | usage.EncodedUsage, options: AddUsageOptions = {}) {
     return usage.addUsage(this.db, rows, options.mark)
   }
   readUsage(query: UsageQuery) {
