@@ -36,7 +36,7 @@ import { identityHeaders } from '../http/identity-headers.ts'
 import { ONE_METHOD_FAILURE, queryHasAccessToken } from '../http/one-method.ts'
 import { rateLimitHeaders } from '../http/rate-limit-headers.ts'
 import { isPromiseLike, type MaybePromise } from '../lib/maybe-async.ts'
-import { addressKeyOf, credentialDigest, type Limiter, type LimitVerdict } from './limiter.ts'
+import { credentialDigest, type Limiter, type LimitVerdict } from './limiter.ts'
 import type { Allowed, GateRequest, Outcome, Refused } from './outcome.ts'
 import type { Answer, OutcomeRecorder } from './outcome-recorder.ts'
 import type { PolicyMatcher } from './policy/matcher.ts'
@@ -105,7 +105,6 @@ interface Run {
   readonly digest: TokenDigest | undefined
   /** The credential's key for the limiter's known-credentials set. */
   readonly credentialKey: string | undefined
-  readonly addressKey: string
   principal: Principal | null
   /** The RateLimit state shown on the response. */
   headers: Readonly<Record<string, string>>
@@ -141,7 +140,10 @@ export function createGate(deps: GateDeps): Gate {
 
   const gateFailedAuth: Step = (run) => {
     if (!gatesFailures) return undefined
-    return thenStep((limiter as Limiter).admit(run.addressKey, run.credentialKey), admitted)
+    return thenStep(
+      (limiter as Limiter).admit(run.request.clientAddress, run.credentialKey),
+      admitted,
+    )
   }
 
   const authenticate: Step = (run) => {
@@ -262,7 +264,7 @@ export function createGate(deps: GateDeps): Gate {
   /** A 401 counts against the address first (its RateLimit pair goes on the answer). */
   const refuseRun = (run: Run, failure: AuthFailure): MaybePromise<Refused> => {
     if (!gatesFailures || failureStatus(failure) !== 401) return refused(run, failure, run.headers)
-    const counted = (limiter as Limiter).failed(run.addressKey, run.credentialKey)
+    const counted = (limiter as Limiter).failed(run.request.clientAddress, run.credentialKey)
     const answer = (verdict: LimitVerdict) => {
       if (verdict.refused) recorder?.failedAuthLimitReached(run.request, verdict.state)
       return refused(run, failure, verdict.state ? rateLimitHeaders(verdict.state) : NO_HEADERS)
@@ -298,7 +300,6 @@ export function createGate(deps: GateDeps): Gate {
         request,
         digest,
         credentialKey: gatesFailures ? credentialKeyOf(request.authorization, digest) : undefined,
-        addressKey: gatesFailures ? addressKeyOf(request.clientAddress) : '',
         principal: null,
         headers: NO_HEADERS,
         identity: undefined,

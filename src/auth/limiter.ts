@@ -5,6 +5,7 @@ import type { LimitState } from '../core/failure.ts'
 import type { RateLimitOverride } from '../core/ports.ts'
 import type { Principal } from '../core/principal.ts'
 import { mostConstraining } from '../http/rate-limit-headers.ts'
+import { addressKeyOf } from '../lib/address-key.ts'
 import { fitSlots, KeyedSlots } from '../lib/keyed-slots.ts'
 import { isPromiseLike, type MaybePromise, thenMaybe } from '../lib/maybe-async.ts'
 import type { CounterResult, CounterStore } from './counters.ts'
@@ -54,9 +55,9 @@ export interface Limiter {
    * `gate`, as a value when it needs no counter round trip (a known credential, in-process
    * counters), else a promise: the gate's allowed path calls these, with no callback.
    */
-  admit(addressKey: string, digest: string | undefined): MaybePromise<LimitVerdict>
+  admit(clientAddress: string, digest: string | undefined): MaybePromise<LimitVerdict>
   /** `countFailure`, as a value or a promise like `admit`. */
-  failed(addressKey: string, digest: string | undefined): MaybePromise<LimitVerdict>
+  failed(clientAddress: string, digest: string | undefined): MaybePromise<LimitVerdict>
   /** `limitPrincipal`, as a value or a promise like `admit`. */
   limit(
     principal: Principal,
@@ -162,24 +163,35 @@ export function createLimiter(config: Readonly<RateLimitConfig>, store: CounterS
   const admitted = (checked: Checked): LimitVerdict =>
     checked.state.remaining > 0 ? pass : { refused: true, state: checked.state }
 
-  const admit = (addressKey: string, digest: string | undefined): MaybePromise<LimitVerdict> => {
+  // `admit` and `failed` take the client address and key it (`addressKeyOf`) only when they
+  // count it: a known credential's request never needs the key. The callback API's callers
+  // pass the key itself (`keyed`).
+  const admitAt = (
+    address: string,
+    keyed: boolean,
+    digest: string | undefined,
+  ): MaybePromise<LimitVerdict> => {
     // A credential verified recently on this instance may always try, so it skips the
     // counter read (one Redis round trip saved for returning clients). Why: an attacker
     // sharing a NAT or proxy with a legitimate token holder must not lock that holder
     // out. The key is the address, so other addresses never notice an attack either.
     if (!failedAuth || (digest && known.has(digest, Date.now()))) return pass
-    return thenMaybe(failedAuth.check(addressKey, false), admitted)
+    return thenMaybe(failedAuth.check(keyed ? address : addressKeyOf(address), false), admitted)
   }
 
   const failedVerdict = (checked: Checked): LimitVerdict => ({
     refused: checked.atLimit,
     state: checked.state,
   })
-  const failed = (addressKey: string, digest: string | undefined): MaybePromise<LimitVerdict> => {
+  const failedAt = (
+    address: string,
+    keyed: boolean,
+    digest: string | undefined,
+  ): MaybePromise<LimitVerdict> => {
     if (!failedAuth) return pass
     // A credential that stopped working (revoked, expired) loses its pass at once.
     if (digest) known.forget(digest)
-    return thenMaybe(failedAuth.check(addressKey, true), failedVerdict)
+    return thenMaybe(failedAuth.check(keyed ? address : addressKeyOf(address), true), failedVerdict)
   }
 
   // Token first, and the tenant counted only when the token is within its limit: one
@@ -223,12 +235,12 @@ export function createLimiter(config: Readonly<RateLimitConfig>, store: CounterS
     // On whenever rate limiting is: a key or tenant may carry its own limit.
     active: config.enabled,
     gatesFailures: failedAuth !== undefined,
-    admit,
-    failed,
+    admit: (clientAddress, digest) => admitAt(clientAddress, false, digest),
+    failed: (clientAddress, digest) => failedAt(clientAddress, false, digest),
     limit,
 
     gate(addressKey, digest, callback) {
-      calledBack(() => admit(addressKey, digest), callback)
+      calledBack(() => admitAt(addressKey, true, digest), callback)
     },
 
     limitPrincipal(principal, digest, callback, tenantLimit) {
@@ -236,7 +248,7 @@ export function createLimiter(config: Readonly<RateLimitConfig>, store: CounterS
     },
 
     countFailure(addressKey, digest, callback) {
-      calledBack(() => failed(addressKey, digest), callback)
+      calledBack(() => failedAt(addressKey, true, digest), callback)
     },
   }
 }
@@ -349,4 +361,4 @@ export function credentialDigest(value: string): string {
   return hash('sha256', value, 'base64url')
 }
 
-export { addressKeyOf } from '../lib/address-key.ts'
+export { addressKeyOf }

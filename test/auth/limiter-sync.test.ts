@@ -2,7 +2,12 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import type { CounterResult, CounterStore } from '../../src/auth/counter-store.ts'
 import { FallbackStore, MemoryCounters } from '../../src/auth/counter-store.ts'
-import { createLimiter, type LimitVerdict, type RateLimitConfig } from '../../src/auth/limiter.ts'
+import {
+  addressKeyOf,
+  createLimiter,
+  type LimitVerdict,
+  type RateLimitConfig,
+} from '../../src/auth/limiter.ts'
 import type { Principal } from '../../src/core/principal.ts'
 import { isPromiseLike } from '../../src/lib/maybe-async.ts'
 
@@ -113,5 +118,21 @@ describe('limiter: in-process counters decide synchronously, others through a pr
       )
       assert.equal(gated.refused, true)
     }
+  })
+
+  it('admit and failed key the client address (an IPv6 /64, a mapped IPv4) as gate and countFailure are keyed', async () => {
+    const limiter = createLimiter(
+      config,
+      new FallbackStore({ redisPrefix: 'rl:', localMaxKeys: 10, log }),
+    )
+    assert.equal((await limiter.failed('2001:db8::1', undefined)).refused, true)
+    assert.equal((await limiter.admit('2001:db8::2', undefined)).refused, true, 'same /64')
+    assert.equal((await limiter.admit('2001:db8:0:1::1', undefined)).refused, false, 'other /64')
+    const gated = await new Promise<LimitVerdict>((resolve) =>
+      limiter.gate(addressKeyOf('2001:db8::3'), undefined, (_e, v) => resolve(v as LimitVerdict)),
+    )
+    assert.equal(gated.refused, true, 'the callback API, given the key')
+    assert.equal((await limiter.failed('::ffff:10.0.0.1', undefined)).refused, true)
+    assert.equal((await limiter.admit('10.0.0.1', undefined)).refused, true, 'mapped = IPv4')
   })
 })
