@@ -260,12 +260,26 @@ export interface Actor {
 
 /** The one place an audit record is built from an event and its actor. */
 export function auditRecord(event: AuditEvent, by: Actor, time?: number): AuditEventInput {
+  const outcome = 'outcome' in event ? event.outcome : 'ok'
+  // Two literals, not a spread of `{ time }` or `{}`: one object per record, the same keys in
+  // the same order (`time` first when given).
+  if (time !== undefined) {
+    return {
+      time,
+      type: event.type,
+      tenantId: event.tenantId,
+      actor: by.actor,
+      outcome,
+      clientAddress: by.clientAddress ?? null,
+      requestId: by.requestId ?? null,
+      details: event.details,
+    }
+  }
   return {
-    ...(time === undefined ? {} : { time }),
     type: event.type,
     tenantId: event.tenantId,
     actor: by.actor,
-    outcome: 'outcome' in event ? event.outcome : 'ok',
+    outcome,
     clientAddress: by.clientAddress ?? null,
     requestId: by.requestId ?? null,
     details: event.details,
@@ -291,12 +305,8 @@ export function authFailureRecord(
   failure: AuthFailure,
   request: RefusedRequest,
 ): AuditEventInput | undefined {
-  const event = authFailureEvent(failure, request)
-  return event && auditRecord(event, request)
-}
-
-function authFailureEvent(failure: AuthFailure, request: RefusedRequest): AuditEvent | undefined {
-  const base = { method: request.method, path: loggablePath(request.url) }
+  // Built as the record at once (no event object, no spread details): a refusal flood
+  // writes one of these per request.
   switch (failure.code) {
     case 'unavailable':
     case 'rate_limited':
@@ -305,31 +315,55 @@ function authFailureEvent(failure: AuthFailure, request: RefusedRequest): AuditE
       return undefined
     case 'insufficient_permission':
     case 'route_denied':
-    case 'tenant_path_mismatch':
-      return {
-        type: 'auth.forbidden',
-        tenantId: request.tenantId,
-        outcome: FORBIDDEN_OUTCOMES[failure.code],
-        details:
-          failure.policyLine === undefined ? base : { ...base, policyLine: failure.policyLine },
-      }
-    case 'invalid_token':
-      return {
-        type: 'auth.failed',
-        tenantId: request.tenantId,
-        outcome: failure.code,
-        details:
-          failure.ruleId === undefined
-            ? { ...base, reason: failure.reason }
-            : { ...base, reason: failure.reason, rule: failure.ruleId },
-      }
+    case 'tenant_path_mismatch': {
+      const { method } = request
+      const path = loggablePath(request.url)
+      return refusalRecord(
+        'auth.forbidden',
+        FORBIDDEN_OUTCOMES[failure.code],
+        failure.policyLine === undefined
+          ? { method, path }
+          : { method, path, policyLine: failure.policyLine },
+        request,
+      )
+    }
+    case 'invalid_token': {
+      const { method } = request
+      const path = loggablePath(request.url)
+      return refusalRecord(
+        'auth.failed',
+        failure.code,
+        failure.ruleId === undefined
+          ? { method, path, reason: failure.reason }
+          : { method, path, reason: failure.reason, rule: failure.ruleId },
+        request,
+      )
+    }
     default:
-      return {
-        type: 'auth.failed',
-        tenantId: request.tenantId,
-        outcome: failure.code,
-        details: base,
-      }
+      return refusalRecord(
+        'auth.failed',
+        failure.code,
+        { method: request.method, path: loggablePath(request.url) },
+        request,
+      )
+  }
+}
+
+/** `auditRecord` of an `auth.failed` or `auth.forbidden` event, as one literal. */
+function refusalRecord(
+  type: 'auth.failed' | 'auth.forbidden',
+  outcome: string,
+  details: Extract<AuditEvent, { type: 'auth.failed' | 'auth.forbidden' }>['details'],
+  request: RefusedRequest,
+): AuditEventInput {
+  return {
+    type,
+    tenantId: request.tenantId,
+    actor: request.actor,
+    outcome,
+    clientAddress: request.clientAddress ?? null,
+    requestId: request.requestId ?? null,
+    details,
   }
 }
 

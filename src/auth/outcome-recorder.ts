@@ -163,12 +163,10 @@ export function createOutcomeRecorder(deps: OutcomeRecorderDeps): OutcomeRecorde
         url: request.target,
         tenantId: principal?.tenantId ?? null,
       })
-      if (record) audit.write(record)
-      reuse.onFailure(failure, {
-        actor,
-        clientAddress: request.clientAddress,
-        requestId: request.requestId,
-      })
+      if (record === undefined) return
+      audit.write(record)
+      // The record names the actor, address and request id the detector's audit wants.
+      reuse.onFailure(failure, record)
     },
 
     failedAuthLimitReached(request, state) {
@@ -348,14 +346,15 @@ function credentialFingerprint(facts: DecisionFacts): string | null {
   const { claimed, digest } = facts
   if (claimed === undefined && digest === undefined) return null
   const credential = claimed?.credential ?? (digest as TokenDigest).token
-  const kind = claimed && credentialKindNamed(claimed.kind)
   const sha256Hex = digest?.token === credential ? digest.sha256Hex : undefined
-  const make = (hex?: string) =>
-    kind ? kind.fingerprint(credential, hex) : hmacFingerprint(credential, hex)
-  if (sha256Hex === undefined) return make()
-  let fingerprint = refusedFingerprints.get(sha256Hex)
-  if (fingerprint === undefined) {
-    fingerprint = make(sha256Hex)
+  let fingerprint = sha256Hex === undefined ? undefined : refusedFingerprints.get(sha256Hex)
+  if (fingerprint !== undefined) return fingerprint
+  // Not remembered: made by the kind that claimed it (no closure per refused request).
+  const kind = claimed && credentialKindNamed(claimed.kind)
+  fingerprint = kind
+    ? kind.fingerprint(credential, sha256Hex)
+    : hmacFingerprint(credential, sha256Hex)
+  if (sha256Hex !== undefined) {
     if (refusedFingerprints.size >= MAX_REFUSED_FINGERPRINTS) refusedFingerprints.clear()
     refusedFingerprints.set(sha256Hex, fingerprint)
   }
