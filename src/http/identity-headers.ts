@@ -19,8 +19,60 @@ export const IDENTITY_HEADER_NAMES: readonly string[] = [
   'x-auth-token',
 ]
 
-/** The identity headers of a principal, lowercase names, values made header-safe. */
-export function identityHeaders(principal: Principal): Record<string, string> {
+/**
+ * The identity headers of a principal, lowercase names, values made header-safe. A frozen
+ * object shared by every request of the same caller (see `remembered`): never change it.
+ */
+export function identityHeaders(principal: Principal): Readonly<Record<string, string>> {
+  const key = principal.tokenId ?? principal.subject
+  const entry = remembered.get(key)
+  if (
+    entry !== undefined &&
+    entry.tenantId === principal.tenantId &&
+    entry.subject === principal.subject &&
+    entry.tokenType === principal.tokenType &&
+    entry.tokenId === principal.tokenId &&
+    entry.permissions === principal.permissions
+  ) {
+    return entry.headers
+  }
+  const headers = Object.freeze(buildIdentityHeaders(principal))
+  if (entry !== undefined) remembered.delete(key)
+  else if (remembered.size >= MAX_REMEMBERED) {
+    const oldest = remembered.keys().next().value
+    if (oldest !== undefined) remembered.delete(oldest)
+  }
+  remembered.set(key, {
+    tenantId: principal.tenantId,
+    subject: principal.subject,
+    tokenType: principal.tokenType,
+    tokenId: principal.tokenId,
+    permissions: principal.permissions,
+    headers,
+  })
+  return headers
+}
+
+/**
+ * The last callers' headers (issue #36): a PAT's principal is built per request, and building
+ * and encoding its five values was most of what the gateway's identity step allocated. Keyed
+ * by token id (or subject); an entry answers only while every field it was built from is the
+ * same (the permission list by identity: shared per cached token and per memoised JWT), so a
+ * key changed or reused gets new headers. Bounded: the oldest entry makes room.
+ */
+const remembered = new Map<string, RememberedIdentity>()
+const MAX_REMEMBERED = 1_024
+
+interface RememberedIdentity {
+  readonly tenantId: string
+  readonly subject: string
+  readonly tokenType: string
+  readonly tokenId: string | undefined
+  readonly permissions: readonly string[]
+  readonly headers: Readonly<Record<string, string>>
+}
+
+function buildIdentityHeaders(principal: Principal): Record<string, string> {
   const headers: Record<string, string> = {
     'x-auth-tenant': encodeHeaderValue(principal.tenantId),
     'x-auth-subject': encodeHeaderValue(principal.subject),
