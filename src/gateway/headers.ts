@@ -3,6 +3,7 @@
  * §7.6.1) are dropped in both directions; towards the upstream, caller-supplied identity
  * headers are removed and the gateway's own are added.
  */
+import { IDENTITY_HEADER_NAMES } from '../http/identity-headers.ts'
 import { withoutOwnCookies } from '../http/own-cookies.ts'
 import { isSpoofable } from '../http/spoofable-headers.ts'
 
@@ -49,56 +50,131 @@ export interface ForwardContext {
   readonly forwardHeaders?: ReadonlySet<string> | undefined
   /** Send `X-Forwarded-Host` from the caller's `Host` (`gateway.forwardedHost`). */
   readonly forwardedHost?: boolean | undefined
+  /** The upstream's `host` (and port), sent as `Host`. */
+  readonly upstreamHost: string
 }
+
+/**
+ * A request's header fields as undici takes them: name, value, name, value... (lower-case
+ * names). Why not a map: undici copies a map into such a list anyway (`Object.keys`, then a
+ * lookup per field), and a map of ~15 fields added one by one is a dictionary object.
+ */
+export type HeaderList = (string | string[])[]
 
 /**
  * The headers sent upstream: the caller's, minus hop-by-hop fields, `Expect`, every
  * identity and forwarding/override field in any spelling (`isSpoofable`), tokengate's own
  * cookies, `Authorization` (when configured); plus the identity headers, `X-Request-Id` and `X-Forwarded-For/Proto`
- * (and `-Host` when configured). A new map, in the caller's order with the gateway's fields
- * after (a kept field the gateway sets, such as `X-Request-Id`, keeps its place); `incoming`
- * is not changed.
+ * (and `-Host` when configured), and `Host` = the upstream's. In the caller's order with the
+ * gateway's fields after; a kept field the gateway sets (such as `X-Request-Id`, or `Host`)
+ * keeps its place with the gateway's value. `incoming` is not changed.
  */
-export function upstreamRequestHeaders(incoming: HeaderMap, context: ForwardContext): HeaderMap {
+export function upstreamRequestHeaders(incoming: HeaderMap, context: ForwardContext): HeaderList {
   const listed = connectionListed(incoming.connection)
   const kinds = requestFieldKinds(context.forwardHeaders)
-  const headers: HeaderMap = {}
-  for (const name of Object.keys(incoming)) {
+  const { identity } = context
+  const names = Object.keys(incoming)
+  // Sized once for the most it can hold, then cut to what was written: grown by `push`, the
+  // list reallocated its backing store twice per request.
+  const headers: HeaderList = new Array(
+    2 * (names.length + IDENTITY_HEADER_NAMES.length + GATEWAY_SET.length),
+  )
+  let length = 0
+  // The gateway's fields already written in the caller's place (one bit per kind).
+  let placed = 0
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i] as string
     let kind = kinds.get(name)
     if (kind === undefined) {
       kind = requestFieldKind(name, context.forwardHeaders)
       if (kinds.size < MAX_REMEMBERED_NAMES) kinds.set(name, kind)
     }
     if (kind === DROP || listed?.has(name) === true) continue
-    if (kind === AUTHORIZATION && context.stripAuthorization) continue
-    if (kind === COOKIE) {
+    let value: HeaderMap[string]
+    if (kind === KEEP || (kind === FORWARDED_HOST && !context.forwardedHost)) {
+      value = incoming[name]
+    } else if (kind === AUTHORIZATION) {
+      value = context.stripAuthorization ? undefined : incoming[name]
+    } else if (kind === COOKIE) {
       // The admin console's session cookie is an operator credential (http/own-cookies.ts).
-      const kept = withoutOwnCookies(String(incoming.cookie))
-      if (kept !== undefined) headers.cookie = kept
-      continue
+      value = withoutOwnCookies(String(incoming.cookie))
+    } else {
+      placed |= 1 << kind
+      value = gatewayValue(kind, context)
     }
-    headers[name] = incoming[name]
+    if (value === undefined) continue
+    headers[length++] = name
+    headers[length++] = value as string | string[]
   }
 
-  Object.assign(headers, context.identity)
-  headers['x-request-id'] = context.requestId
-
-  headers['x-forwarded-for'] =
-    context.forwardedFor.length === 1
-      ? (context.forwardedFor[0] as string)
-      : context.forwardedFor.join(', ')
-  headers['x-forwarded-proto'] = context.protocol
-  // Why opt-in: `Host` is whatever the caller typed; an upstream building absolute URLs
-  // (password-reset links, redirects) from it would be steered by the caller.
-  if (context.forwardedHost) headers['x-forwarded-host'] = context.host
+  for (const name in identity) {
+    if (!Object.hasOwn(identity, name)) continue
+    headers[length++] = name
+    headers[length++] = identity[name] as string
+  }
+  for (let i = 0; i < GATEWAY_SET.length; i++) {
+    const [kind, name] = GATEWAY_SET[i] as readonly [FieldKind, string]
+    if ((placed & (1 << kind)) !== 0) continue
+    // Why opt-in: `Host` is whatever the caller typed; an upstream building absolute URLs
+    // (password-reset links, redirects) from it would be steered by the caller.
+    if (kind === FORWARDED_HOST && !context.forwardedHost) continue
+    headers[length++] = name
+    headers[length++] = gatewayValue(kind, context)
+  }
+  headers.length = length
   return headers
+}
+
+/** The value the gateway sets for a field of kind `kind` (one of `GATEWAY_SET`). */
+function gatewayValue(kind: FieldKind, context: ForwardContext): string {
+  switch (kind) {
+    case REQUEST_ID:
+      return context.requestId
+    case FORWARDED_FOR:
+      return context.forwardedFor.length === 1
+        ? (context.forwardedFor[0] as string)
+        : context.forwardedFor.join(', ')
+    case FORWARDED_PROTO:
+      return context.protocol
+    case FORWARDED_HOST:
+      return context.host
+    default:
+      return context.upstreamHost
+  }
 }
 
 const KEEP = 0
 const DROP = 1
 const AUTHORIZATION = 2
 const COOKIE = 3
-type FieldKind = typeof KEEP | typeof DROP | typeof AUTHORIZATION | typeof COOKIE
+// The fields the gateway sets, in the order it adds them after the caller's.
+const REQUEST_ID = 4
+const FORWARDED_FOR = 5
+const FORWARDED_PROTO = 6
+const FORWARDED_HOST = 7
+const HOST = 8
+type FieldKind =
+  | typeof KEEP
+  | typeof DROP
+  | typeof AUTHORIZATION
+  | typeof COOKIE
+  | typeof REQUEST_ID
+  | typeof FORWARDED_FOR
+  | typeof FORWARDED_PROTO
+  | typeof FORWARDED_HOST
+  | typeof HOST
+
+/** The fields the gateway sets, in the order it adds them after the caller's. */
+const GATEWAY_SET: readonly (readonly [FieldKind, string])[] = [
+  [REQUEST_ID, 'x-request-id'],
+  [FORWARDED_FOR, 'x-forwarded-for'],
+  [FORWARDED_PROTO, 'x-forwarded-proto'],
+  [FORWARDED_HOST, 'x-forwarded-host'],
+  [HOST, 'host'],
+]
+const GATEWAY_SET_KINDS: ReadonlyMap<string, FieldKind> = new Map(
+  GATEWAY_SET.map(([kind, name]) => [name, kind]),
+)
 
 /** What happens to a caller's field on its way upstream, apart from `Connection`'s list. */
 function requestFieldKind(
@@ -112,7 +188,10 @@ function requestFieldKind(
   // Forwarding fields are dropped even behind a trusted proxy: tokengate states what it
   // (and the proxies it trusts) saw, above.
   if (isSpoofable(name, forwardHeaders)) return DROP
-  return name === 'cookie' ? COOKIE : KEEP
+  if (name === 'cookie') return COOKIE
+  // A field the gateway sets (`Host`, `X-Request-Id`, a forwarding field the operator lets
+  // through): the gateway's value in the caller's place.
+  return GATEWAY_SET_KINDS.get(name) ?? KEEP
 }
 
 /**

@@ -180,8 +180,8 @@ class RelayedExchange implements Dispatcher.DispatchHandler, DeadlineEntry {
       host: options.forwardedHost ? request.host : '',
       forwardHeaders: options.forwardHeaders,
       forwardedHost: options.forwardedHost,
+      upstreamHost: options.upstream.host,
     })
-    headers.host = options.upstream.host
     // The body parser of the gateway's scope hands over the raw request stream; requests
     // without a body (GET, or no length and no chunks) have none.
     const body =
@@ -190,7 +190,9 @@ class RelayedExchange implements Dispatcher.DispatchHandler, DeadlineEntry {
       {
         method: request.method as Dispatcher.HttpMethod,
         path: upstreamPath(options, request.url),
-        headers: headers as Record<string, string | string[] | undefined>,
+        // A flat list is one of undici's header forms (typed as `string[]`; arrays as values
+        // are accepted as in a map: a repeated field).
+        headers: headers as string[],
         body,
       },
       this,
