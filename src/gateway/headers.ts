@@ -36,12 +36,10 @@ export interface ForwardContext {
   readonly requestId: string
   readonly stripAuthorization: boolean
   /**
-   * The client address chain for `X-Forwarded-For`, furthest first, ending with the
-   * immediate peer: only the peer's address, unless the server trusts proxies in front of it.
+   * `X-Forwarded-For`: the client address chain, furthest first, ending with the immediate
+   * peer (`, `-separated): only the peer's address, unless the server trusts proxies in front of it.
    */
-  readonly forwardedFor: readonly string[]
-  /** Whether the server trusts proxy headers in front of it (`server.trustProxy`). */
-  readonly trustProxy: boolean
+  readonly forwardedFor: string
   /** `http` or `https`, as the server saw the request (or a trusted proxy reported it). */
   readonly protocol: string
   /** The host the caller addressed. */
@@ -131,9 +129,7 @@ function gatewayValue(kind: FieldKind, context: ForwardContext): string {
     case REQUEST_ID:
       return context.requestId
     case FORWARDED_FOR:
-      return context.forwardedFor.length === 1
-        ? (context.forwardedFor[0] as string)
-        : context.forwardedFor.join(', ')
+      return context.forwardedFor
     case FORWARDED_PROTO:
       return context.protocol
     case FORWARDED_HOST:

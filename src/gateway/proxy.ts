@@ -173,8 +173,7 @@ class RelayedExchange implements Dispatcher.DispatchHandler, DeadlineEntry {
       stripAuthorization: options.stripAuthorization,
       // Fastify defines `ips` only when `trustProxy` is on: it is then the trusted chain,
       // nearest first, stopping at the first untrusted address.
-      forwardedFor: request.ips ? [...request.ips].reverse() : [request.ip ?? 'unknown'],
-      trustProxy: request.ips !== undefined,
+      forwardedFor: request.ips ? request.ips.toReversed().join(', ') : (request.ip ?? 'unknown'),
       protocol: request.protocol,
       // Read only when sent: `request.host` parses the Host header (and trusted proxies').
       host: options.forwardedHost ? request.host : '',

@@ -146,6 +146,8 @@ export interface GatewayOptions {
   readonly plainHttp?: boolean
   /** Further `gateway.*` settings. */
   readonly gateway?: Readonly<Record<string, unknown>>
+  /** Further `server.*` settings. */
+  readonly server?: Readonly<Record<string, unknown>>
 }
 
 export interface Gateway {
@@ -210,7 +212,12 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   }
   const overrides = {
     dataDir,
-    server: { host: '127.0.0.1', port: 0, plainHttp: options.plainHttp ?? true },
+    server: {
+      host: '127.0.0.1',
+      port: 0,
+      plainHttp: options.plainHttp ?? true,
+      ...options.server,
+    },
     log: { level: 'silent' },
     gateway: {
       upstream: options.upstream,

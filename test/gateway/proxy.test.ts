@@ -355,6 +355,24 @@ describe('gateway: default deny', () => {
   })
 })
 
+describe('gateway: behind trusted proxies', () => {
+  const proxied = useProxiedGateway({ policy: POLICY, server: { trustProxy: true } })
+
+  test('X-Forwarded-For is the whole chain, furthest first, ending with the peer', async () => {
+    const token = await proxied.gateway.pat(['projects:read'])
+    const response = await fetch(`${proxied.gateway.url}/api/v1/projects/1`, {
+      headers: auth(token, { 'x-forwarded-for': '198.51.100.7, 203.0.113.5' }),
+    })
+    assert.equal(response.status, 200)
+    const seen = proxied.upstream.seen.at(-1)
+    assert.equal(seen?.headers['x-forwarded-for'], '198.51.100.7, 203.0.113.5, 127.0.0.1')
+    assert.equal(
+      seen?.rawHeaders.filter((name) => name.toLowerCase() === 'x-forwarded-for').length,
+      1,
+    )
+  })
+})
+
 describe('gateway: upstream failures', () => {
   test('upstream down → 502 problem+json without internals', async () => {
     const upstream = await startUpstream()

@@ -42,7 +42,7 @@ function composedAsMap(incoming: HeaderMap, context: ForwardContext): [string, u
   }
   Object.assign(headers, context.identity)
   headers['x-request-id'] = context.requestId
-  headers['x-forwarded-for'] = context.forwardedFor.join(', ')
+  headers['x-forwarded-for'] = context.forwardedFor
   headers['x-forwarded-proto'] = context.protocol
   if (context.forwardedHost) headers['x-forwarded-host'] = context.host
   headers.host = context.upstreamHost
@@ -116,8 +116,7 @@ describe('upstreamRequestHeaders', () => {
         }),
         requestId: 'gateway-id',
         stripAuthorization: next() < 0.5,
-        forwardedFor: next() < 0.5 ? ['127.0.0.1'] : ['198.51.100.1', '127.0.0.1'],
-        trustProxy: false,
+        forwardedFor: next() < 0.5 ? '127.0.0.1' : '198.51.100.1, 127.0.0.1',
         protocol: 'http',
         host: 'gateway.example',
         forwardHeaders: FORWARDING[Math.floor(next() * FORWARDING.length)],
@@ -147,8 +146,7 @@ describe('upstreamRequestHeaders', () => {
         }),
         requestId: 'gateway-id',
         stripAuthorization: true,
-        forwardedFor: ['127.0.0.1'],
-        trustProxy: false,
+        forwardedFor: '127.0.0.1',
         protocol: 'https',
         host: 'gateway.example',
         forwardHeaders: new Set(['x-forwarded-for']),
