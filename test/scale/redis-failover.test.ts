@@ -25,6 +25,11 @@ interface Load {
   readonly statuses: Map<number, number>
   /** Requests answered so far. */
   count(): number
+  /**
+   * Runs `read` with no request in flight (the next one waits for it): a count and a read of
+   * Redis taken together then cover the same requests however long the read takes.
+   */
+  between<T>(read: () => Promise<T>): Promise<T>
   stop(): Promise<void>
 }
 
@@ -34,16 +39,38 @@ function startLoad(server: TestServer): Load {
   const statuses = new Map<number, number>()
   let answered = 0
   let running = true
+  // Resolved when the request in flight is answered; the loop waits for `held` before the next.
+  let idle: Promise<void> = Promise.resolve()
+  let held: Promise<unknown> = Promise.resolve()
   const loop = (async () => {
     while (running) {
+      await held
+      if (!running) break
+      let answeredNow = () => {}
+      idle = new Promise((resolve) => {
+        answeredNow = resolve
+      })
       const reply = await server.request('/api/v1/me', ['Authorization', `Bearer ${token}`])
       statuses.set(reply.status, (statuses.get(reply.status) ?? 0) + 1)
       answered++
+      answeredNow()
     }
   })()
   return {
     statuses,
     count: () => answered,
+    async between(read) {
+      let release = () => {}
+      held = new Promise<void>((resolve) => {
+        release = resolve
+      })
+      await idle
+      try {
+        return await read()
+      } finally {
+        release()
+      }
+    },
     async stop() {
       running = false
       await loop
@@ -97,25 +124,26 @@ async function failoverUnderLoad(
       first = await counterIn(survivors).catch(() => promoted)
     }
     const resumedMs = performance.now() - killedAt
-    const atFirst = load.count()
+    // Both ends of the window read with no request in flight: the requests made in it are
+    // exactly those counted in it (a read racing the load had them differ by its length).
+    const [atFirst, firstCounted] = await load.between(
+      async () => [load.count(), await counterIn(survivors)] as const,
+    )
     await sleep(1500)
-    const atEnd = load.count()
-    const last = await counterIn(survivors)
+    const [atEnd, last] = await load.between(
+      async () => [load.count(), await counterIn(survivors)] as const,
+    )
     await load.stop()
     const total = load.count()
     const final = await counterIn(survivors)
     assert.deepEqual([...load.statuses.keys()], [200], JSON.stringify([...load.statuses]))
-    const counted = last - first
+    const counted = last - firstCounted
     const made = atEnd - atFirst
     t.diagnostic(
       `${label}: master killed after ${beforeKill} requests, the promoted replica held ${promoted} (${Math.max(0, beforeKill - promoted)} lost unreplicated); promoted after ${switchedMs.toFixed(0)} ms; counting in Redis again after ${resumedMs.toFixed(0)} ms; ${total} requests, all 200; ${total - final} counted in-process meanwhile; afterwards ${counted} counted in Redis for ${made} made`,
     )
-    // Counting goes on in Redis: one per request (a read takes a few ms, during which
-    // requests go on, so the two windows differ by the requests made while reading).
-    assert.ok(
-      Math.abs(counted - made) <= Math.max(10, made * 0.02),
-      `counted ${counted} of ${made} after the failover`,
-    )
+    // Counting goes on in Redis: one per request, each counted before it is answered.
+    assert.equal(counted, made, `counted ${counted} of ${made} after the failover`)
     assert.ok(final <= total)
   } finally {
     await load.stop()
