@@ -339,9 +339,13 @@ async function main(): Promise<void> {
       printSummary(results)
       return
     }
-    const filter = values.cases ? new RegExp(values.cases) : quick ? QUICK_CASES : undefined
-    const cases = (hops ? hopCases(fixtures) : standardCases(fixtures)).filter(
-      (c) => hops || !filter || filter.test(c.id),
+    const filter = values.cases
+      ? new RegExp(values.cases)
+      : quick && !hops
+        ? QUICK_CASES
+        : undefined
+    const cases = (hops ? hopCases(fixtures) : standardCases(fixtures)).filter((c) =>
+      filter ? filter.test(c.id) : !c.onlyWhenNamed,
     )
     const runnable = cases.filter((c) => {
       const missing = [c.subject, c.baseline, ...c.others].map(missingFor).find(Boolean)
