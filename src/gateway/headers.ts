@@ -15,7 +15,7 @@ export type HeaderMap = Record<string, string | string[] | number | undefined>
  * that intermediaries still meet. Every `Proxy-*` field is dropped as well (below).
  * `Expect` is answered by Node itself (100-continue) and must not be repeated upstream.
  */
-const HOP_BY_HOP = new Set([
+export const HOP_BY_HOP: ReadonlySet<string> = new Set([
   'connection',
   'keep-alive',
   'te',

@@ -10,20 +10,11 @@ import {
   connectionListed,
   type ForwardContext,
   type HeaderMap,
+  HOP_BY_HOP,
   upstreamRequestHeaders,
 } from '../../src/gateway/headers.ts'
 import { withoutOwnCookies } from '../../src/http/own-cookies.ts'
 import { isSpoofable } from '../../src/http/spoofable-headers.ts'
-
-const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'proxy-connection',
-])
 
 /** The composition it replaces (the gateway's until issue #36): a map, then `Host` set on it. */
 function composedAsMap(incoming: HeaderMap, context: ForwardContext): [string, unknown][] {
