@@ -1,4 +1,4 @@
-import type { AddressInfo, Socket } from 'node:net'
+import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { createSecureContext } from 'node:tls'
 import type { FastifyInstance } from 'fastify'
@@ -217,9 +217,9 @@ export async function startTokengate(
         (mount) => mount !== undefined,
       ),
       ssfReadiness: receiversHealth(ssfReceivers),
+      connections,
     })
     apiApp = app
-    app.server.on('connection', (socket: Socket) => connections.admit(socket))
     if (signer) {
       // Public keys of the identity token and the SETs, on the API listener only (see
       // decision/server.ts).

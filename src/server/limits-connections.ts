@@ -1,14 +1,10 @@
 import type { Server as HttpServer, IncomingMessage } from 'node:http'
 import type { Socket } from 'node:net'
-import { normalizeIP } from '@fastify/rate-limit'
+import type { ConnectionBudget } from '../lib/connection-budget.ts'
 
 export interface ConnectionLimits {
   /** Time to the first request head (after the TLS handshake, which has its own timeout). */
   readonly firstByteTimeoutMs: number
-  /** Open connections at most; 0: no cap. */
-  readonly maxConnections: number
-  /** Open connections per client address (IPv6: per /64); 0: no cap. */
-  readonly maxConnectionsPerAddress: number
 }
 
 /**
@@ -17,9 +13,9 @@ export interface ConnectionLimits {
  * - a socket that sends no complete request head within `firstByteTimeoutMs` of being
  *   accepted (of its TLS handshake completing, over HTTPS; the handshake itself is bounded
  *   by the TLS server's `handshakeTimeout`, set to the same value) is destroyed;
- * - `maxConnections` total (Node closes sockets beyond `server.maxConnections`);
- * - `maxConnectionsPerAddress`, counted on the raw TCP socket before any TLS work, so one
- *   client cannot take the whole total and keep others out.
+ * - `maxConnections` total and `maxConnectionsPerAddress`, counted by `connections` (the
+ *   process's budget, shared with its other listeners) on the raw TCP socket before any TLS
+ *   work, so one client cannot take the whole total and keep others out.
  *
  * The returned function must be called with each request (before handling it): it stops the
  * first-byte timer of the request's socket.
@@ -32,23 +28,9 @@ export function limitConnections(
   server: HttpServer,
   secure: boolean,
   limits: ConnectionLimits,
+  connections: ConnectionBudget,
 ): (request: IncomingMessage) => void {
-  if (limits.maxConnections > 0) server.maxConnections = limits.maxConnections
-  const perAddress = limits.maxConnectionsPerAddress
-  if (perAddress > 0) {
-    const open = new Map<string, number>()
-    server.on('connection', (socket: Socket) => {
-      const key = addressKey(socket.remoteAddress ?? '')
-      const count = (open.get(key) ?? 0) + 1
-      if (count > perAddress) return void socket.destroy()
-      open.set(key, count)
-      socket.once('close', () => {
-        const left = (open.get(key) ?? 1) - 1
-        if (left <= 0) open.delete(key)
-        else open.set(key, left)
-      })
-    })
-  }
+  server.on('connection', (socket: Socket) => connections.admit(socket))
 
   const waiting = new WeakMap<Socket, NodeJS.Timeout>()
   server.on(secure ? 'secureConnection' : 'connection', (socket: Socket) => {
@@ -66,8 +48,4 @@ export function limitConnections(
     clearTimeout(timer)
     waiting.delete(request.socket)
   }
-}
-
-function addressKey(ip: string): string {
-  return ip.includes(':') && !ip.startsWith('::ffff:') ? normalizeIP(ip, 64) : ip
 }

@@ -17,6 +17,7 @@ import type { Config } from '../config/schema.ts'
 import { API_PREFIX } from '../http/api-path.ts'
 import { CORS_ALLOWED_HEADERS, CORS_EXPOSED_HEADERS, CORS_METHODS } from '../http/cors.ts'
 import { problemResponse, sendProblemResponse, storeUnavailable } from '../http/problem-response.ts'
+import { type ConnectionBudget, createConnectionBudget } from '../lib/connection-budget.ts'
 import { createClientErrorHandler } from './client-error.ts'
 import { registerHealthRoutes, type SsfReceiverReadiness } from './health.ts'
 import { limitConnections } from './limits-connections.ts'
@@ -46,6 +47,11 @@ export interface BuildServerOptions {
    * wires them in, so the server never imports the gateway.
    */
   readonly mounts?: readonly ((app: FastifyInstance) => Promise<void>)[] | undefined
+  /**
+   * The process's connection caps, shared by all its listeners (main.ts). Omitted: the
+   * server counts its own sockets against `config.server`'s caps.
+   */
+  readonly connections?: ConnectionBudget | undefined
   /** The CAEP/SSF receivers' states, listed by `/readyz` (health.ts). */
   readonly ssfReadiness?: (() => readonly SsfReceiverReadiness[]) | undefined
 }
@@ -102,7 +108,12 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
             onRequest,
           )
         : http.createServer(serverOptions, onRequest)
-      headReceived = limitConnections(server, tls !== undefined, config.server)
+      headReceived = limitConnections(
+        server,
+        tls !== undefined,
+        config.server,
+        options.connections ?? createConnectionBudget(config.server),
+      )
       return server
     },
   }) as unknown as FastifyInstance
