@@ -9,6 +9,10 @@
  * generation large enough that no scavenge runs inside it).
  * No sockets: Node's HTTP parser and the write are the same for every app and not measured;
  * what is left is Fastify, the hooks and the auth work, the part the apps differ in.
+ * Nor createTokengate's writes behind: `inject` in a loop never yields to timers, so its audit
+ * and usage flushes and the SQLite writer thread's inserts run after the case, not in its
+ * rounds (pausing after each round put other apps' deferred GC work in the pause: ±50 µs/req).
+ * Its rows are the request path's work; `bench/run.ts` measures the served whole.
  *
  * Usage: node --expose-gc --max-semi-space-size=64 bench/library-ab.ts [--baseline DIR]
  *        [--rounds 40] [--requests 400]
