@@ -216,22 +216,24 @@ const TEXT_BYTES = 64
 const WIDE = 255
 
 /**
- * Texts decoded lately, by slot modulo this (a power of two): the hits of a busy token reuse
- * its strings instead of decoding them again (~0.2 µs a hit), for ~100 KB of heap at most.
+ * Records built lately, by slot modulo this (a power of two): the hits of a busy token are
+ * answered with the one frozen record built at its first hit instead of a new ~20-field object
+ * and its decoded strings each time, for ~250 KB of heap at most (not one per cached key).
  */
 const MEMO_SIZE = 1024
 
 /**
  * Cached PATs in columns: per slot, the id, subject and last 4 characters as bytes, the name
  * (interned) and a shared `PatGroup` (tenant id and permissions), and three times in one
- * Float64Array (the rare revocation and rotation times aside). A hit builds the record from them: a fresh object per caller, so nobody can
- * change what another caller is given; the permission lists are shared and frozen. The token
- * hash is the key the record was found under (a record whose hash differs from it, a store
- * bug the core checks for, keeps its own).
+ * Float64Array (the rare revocation and rotation times aside). A hit builds the record from
+ * them, frozen (with its permission list, shared), so nobody can change what another caller
+ * is given; the last 1,024 slots' records are kept and handed out again until their slot is
+ * written or released. The token hash is the key the record was found under (a record whose
+ * hash differs from it, a store bug the core checks for, keeps its own).
  * Why: a record object kept per token, with its boxed times, cost ~170 bytes a token in
  * cache (as frozen, interned objects; ~680 as the store returns them), three heap strings per
  * token ~120 more; the columns cost ~105 bytes, 16 of them on the V8 heap. The price is one
- * short-lived object and two or three short strings per hit.
+ * short-lived object and two or three short strings per hit outside the memo.
  */
 export class PatColumns implements SlotValues<PatRecord> {
   readonly #interner: Interner
@@ -244,7 +246,7 @@ export class PatColumns implements SlotValues<PatRecord> {
   readonly #ended = new Map<number, EndTimes>()
   readonly #product = new Map<number, ProductFields>()
   readonly #memoSlots = new Int32Array(MEMO_SIZE).fill(-1)
-  readonly #memoTexts: (PatTexts | undefined)[] = new Array(MEMO_SIZE).fill(undefined)
+  readonly #memoRecords: (PatRecord | undefined)[] = new Array(MEMO_SIZE).fill(undefined)
   readonly #rotatedFrom = new Map<number, string>()
   readonly #foreignHashes = new Map<number, string>()
 
@@ -295,13 +297,22 @@ export class PatColumns implements SlotValues<PatRecord> {
   }
 
   read(slot: number, key: string): PatRecord {
+    const memo = slot & (MEMO_SIZE - 1)
+    if (this.#memoSlots[memo] === slot) return this.#memoRecords[memo] as PatRecord
+    const record = this.#build(slot, key)
+    this.#memoSlots[memo] = slot
+    this.#memoRecords[memo] = record
+    return record
+  }
+
+  #build(slot: number, key: string): PatRecord {
     const group = this.#groups[slot] as PatGroup
     const at = slot * TIME_FIELDS
     const times = this.#times
     const texts = this.#texts(slot)
     const ended = this.#ended.size === 0 ? undefined : this.#ended.get(slot)
     const product = this.#product.size === 0 ? NO_PRODUCT : (this.#product.get(slot) ?? NO_PRODUCT)
-    return {
+    return Object.freeze({
       id: texts.id,
       tokenHash: this.#foreignHashes.size === 0 ? key : (this.#foreignHashes.get(slot) ?? key),
       tenantId: group.tenantId,
@@ -322,7 +333,7 @@ export class PatColumns implements SlotValues<PatRecord> {
       metadata: product.metadata,
       externalId: product.externalId,
       certificateThumbprint: product.certificateThumbprint,
-    }
+    })
   }
 
   release(slot: number): void {
@@ -343,48 +354,42 @@ export class PatColumns implements SlotValues<PatRecord> {
     this.#text = Buffer.alloc(0)
     this.#wide.clear()
     this.#memoSlots.fill(-1)
-    this.#memoTexts.fill(undefined)
+    this.#memoRecords.fill(undefined)
     this.#ended.clear()
     this.#product.clear()
     this.#rotatedFrom.clear()
     this.#foreignHashes.clear()
   }
 
-  /** The slot's id, subject and last4: from the memo, else decoded (and memoised). */
+  /** The slot's id, subject and last4, decoded. */
   #texts(slot: number): PatTexts {
-    const memo = slot & (MEMO_SIZE - 1)
-    if (this.#memoSlots[memo] === slot) return this.#memoTexts[memo] as PatTexts
     const text = this.#text
     const at = slot * TEXT_BYTES
     const idEnd = at + 3 + (text[at] as number)
     const subjectEnd = idEnd + (text[at + 1] as number)
     const last4Length = text[at + 2] as number
-    const texts =
-      text[at] === WIDE
-        ? (this.#wide.get(slot) as PatTexts)
-        : {
-            id: text.toString('latin1', at + 3, idEnd),
-            subject: text.toString('latin1', idEnd, subjectEnd),
-            last4:
-              last4Length === 4
-                ? String.fromCharCode(
-                    text[subjectEnd] as number,
-                    text[subjectEnd + 1] as number,
-                    text[subjectEnd + 2] as number,
-                    text[subjectEnd + 3] as number,
-                  )
-                : text.toString('latin1', subjectEnd, subjectEnd + last4Length),
-          }
-    this.#memoSlots[memo] = slot
-    this.#memoTexts[memo] = texts
-    return texts
+    return text[at] === WIDE
+      ? (this.#wide.get(slot) as PatTexts)
+      : {
+          id: text.toString('latin1', at + 3, idEnd),
+          subject: text.toString('latin1', idEnd, subjectEnd),
+          last4:
+            last4Length === 4
+              ? String.fromCharCode(
+                  text[subjectEnd] as number,
+                  text[subjectEnd + 1] as number,
+                  text[subjectEnd + 2] as number,
+                  text[subjectEnd + 3] as number,
+                )
+              : text.toString('latin1', subjectEnd, subjectEnd + last4Length),
+        }
   }
 
   #forgetMemo(slot: number): void {
     const memo = slot & (MEMO_SIZE - 1)
     if (this.#memoSlots[memo] !== slot) return
     this.#memoSlots[memo] = -1
-    this.#memoTexts[memo] = undefined
+    this.#memoRecords[memo] = undefined
   }
 
   /** Writes the three strings into the slot's text; false (marked WIDE) when they do not fit. */

@@ -6,6 +6,7 @@ import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import type { AuthLookups, PatRecord, Tenant } from '../../src/core/ports.ts'
 import { createCachedLookups } from '../../src/stores/cached-lookups.ts'
+import { Interner, PackedSlots, PatColumns } from '../../src/stores/packed-lookup-slots.ts'
 import { openSqliteStore } from '../../src/stores/sqlite.ts'
 import { testClock } from '../helpers/clock.ts'
 
@@ -195,7 +196,7 @@ describe('cached lookups', () => {
     assert.equal(inner.calls.pats, 4)
   })
 
-  it('a cached PAT has the store record’s values, a fresh object per hit, permissions shared and frozen', async () => {
+  it('a cached PAT has the store record’s values, frozen with its permissions (shared)', async () => {
     const clock = testClock(T0)
     const a = { ...pat('a'), permissions: ['tokens:read', 'audit:read'], expiresAt: T0 + 9 }
     const b = {
@@ -225,11 +226,14 @@ describe('cached lookups', () => {
     assert.deepEqual(cachedB, b)
     assert.ok(Object.isFrozen(cachedA?.permissions))
     assert.equal(cachedA?.permissions, (cachedB as PatRecord).permissions)
-    // A caller changing its record cannot change what the next caller is given.
-    ;(cachedA as { revokedAt: number | null }).revokedAt = T0
+    // A caller cannot change what the next caller is given: the record is frozen.
+    assert.ok(Object.isFrozen(cachedA) && Object.isFrozen(cachedB))
+    assert.throws(() => {
+      ;(cachedA as { revokedAt: number | null }).revokedAt = T0
+    }, TypeError)
     const again = await cache.findPatByHash(hashOf('a'))
-    assert.notEqual(again, cachedA)
     assert.equal(again?.revokedAt, null)
+    assert.deepEqual(again, { ...a, ...ABSENT })
     // The store's own objects are neither shared nor frozen by the cache.
     assert.notEqual(cachedA?.permissions, a.permissions)
     assert.ok(!Object.isFrozen(a.permissions))
@@ -277,6 +281,44 @@ describe('cached lookups', () => {
       ...ABSENT,
     })
     assert.equal(cache.stats().size, 2)
+  })
+
+  it('a PAT read again from the store is served as read, never as an earlier hit built it', async () => {
+    const clock = testClock(T0)
+    const inner = countingLookups([pat('a'), pat('b')])
+    const cache = createCachedLookups(inner.lookups, { clock, ttlMs: 1000 })
+    await cache.findPatByHash(hashOf('a'))
+    await cache.findPatByHash(hashOf('b'))
+    assert.equal(
+      cache.maybeSync.findPatByHash(hashOf('a')),
+      cache.maybeSync.findPatByHash(hashOf('a')),
+    )
+    const changes: [string, Partial<PatRecord>][] = [
+      ['a', { revokedAt: T0 + 7 }],
+      ['b', { disabledAt: T0 + 8, subject: 'bob', lastUsedAt: T0 + 9 }],
+      ['a', { revokedAt: null, expiresAt: T0 + 5, permissions: ['tokens:read'] }],
+    ]
+    for (const [name, change] of changes) {
+      const changed = { ...(inner.pats.get(hashOf(name)) as PatRecord), ...change }
+      inner.pats.set(hashOf(name), changed)
+      // Each way a cached entry is read again: invalidated (a change notice), or expired.
+      if (name === 'a') cache.invalidatePat(hashOf(name))
+      else clock.advance(1001)
+      await cache.findPatByHash(hashOf(name))
+      assert.deepEqual(cache.maybeSync.findPatByHash(hashOf(name)), { ...ABSENT, ...changed })
+    }
+    // The same key written again in place (PackedSlots.set on a held key).
+    const slots = new PackedSlots(4, new PatColumns(new Interner()))
+    slots.set(hashOf('c'), pat('c'), T0 + 1000, T0)
+    const first = slots.get(hashOf('c'), T0)
+    assert.equal(slots.get(hashOf('c'), T0), first)
+    slots.set(hashOf('c'), { ...pat('c'), name: 'renamed', revokedAt: T0 }, T0 + 1000, T0)
+    assert.deepEqual(slots.get(hashOf('c'), T0), {
+      ...ABSENT,
+      ...pat('c'),
+      name: 'renamed',
+      revokedAt: T0,
+    })
   })
 
   it('ids, subjects and last4s of any length and alphabet come back as stored, through slot reuse', async () => {
