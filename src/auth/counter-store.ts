@@ -35,15 +35,21 @@ export class MemoryCounters implements Counters {
   }
 
   incr(key: string, callback: Callback, timeWindow: number): void {
-    callback(null, this.countNow(key, true, timeWindow))
+    callback(null, this.countNow(key, true, timeWindow, 0, this.#now()))
   }
 
   read(key: string, callback: Callback, timeWindow: number): void {
-    callback(null, this.countNow(key, false, timeWindow))
+    callback(null, this.countNow(key, false, timeWindow, 0, this.#now()))
   }
 
-  countNow(key: string, increment: boolean, timeWindow: number): CounterResult {
-    const now = this.#now()
+  /** `Counters.countNow`; `now` omitted: this counter's clock. */
+  countNow(
+    key: string,
+    increment: boolean,
+    timeWindow: number,
+    _max = 0,
+    now = this.#now(),
+  ): CounterResult {
     const slots = this.#slots
     let slot = slots.find(key)
     if (!increment) {
@@ -212,9 +218,15 @@ export class FallbackStore implements CounterStore {
   }
 
   /** In-process counters answer now; Redis, while usable, only through `incr`/`read`. */
-  countNow(key: string, increment: boolean, timeWindow: number): CounterResult | undefined {
+  countNow(
+    key: string,
+    increment: boolean,
+    timeWindow: number,
+    max: number,
+    now?: number,
+  ): CounterResult | undefined {
     if (this.#redis && this.#health?.usable()) return undefined
-    return (this.#local as MemoryCounters).countNow(key, increment, timeWindow)
+    return (this.#local as MemoryCounters).countNow(key, increment, timeWindow, max, now)
   }
 
   child(params: { policy?: string }): CounterStore {

@@ -22,12 +22,15 @@ export interface Counters {
    * Counts (`increment`) or reads now, when these counters can answer without waiting (the
    * in-process ones, and Redis's in-process fallback during an outage); undefined when the
    * caller has to use `incr`/`read`. The limiter's allowed path then needs no callback.
+   * `now`: the caller's clock reading (ms), so one request reads the time once; omitted: the
+   * counters' own clock.
    */
   countNow?(
     key: string,
     increment: boolean,
     timeWindow: number,
     max: number,
+    now?: number,
   ): CounterResult | undefined
 }
 

@@ -13,18 +13,17 @@ import type { CounterResult, CounterStore } from './counters.ts'
 export type RateLimitConfig = Config['rateLimit']
 type PolicyName = 'per-token' | 'per-tenant' | 'failed-auth'
 
-interface Checked {
-  readonly state: LimitState
-  /** More hits than the quota in this window (this request is over the limit). */
-  readonly exceeded: boolean
-  /** Exactly the quota: this request was the last one allowed. */
-  readonly atLimit: boolean
-}
-
-/** One policy: a quota per fixed window, counted in its own child of the counter store. */
+/**
+ * One policy: a quota per fixed window, counted in its own child of the counter store. A
+ * count is over the quota when `current > max` (this request is over the limit), the last one
+ * allowed when `current === max`; its `LimitState` is built only for what is shown or refused.
+ */
 interface Policy {
-  /** A value when the counters answer now (in-process), else a promise (Redis). */
-  check(key: string, increment: boolean): MaybePromise<Checked>
+  readonly max: number
+  /** At `now` (ms): a value when the counters answer now (in-process), else a promise (Redis). */
+  check(key: string, increment: boolean, now: number): MaybePromise<CounterResult>
+  /** The count as the RateLimit fields and a 429 show it. */
+  state(counted: CounterResult): LimitState
 }
 
 /** What a step of the limiter decided: go on (headers to show, if any), or refuse with 429. */
@@ -90,7 +89,15 @@ const MAX_OVERRIDE_POLICIES = 1_000
 const KNOWN_CREDENTIAL_MAX_AGE_MS = 3_600_000
 const KNOWN_CREDENTIAL_MAX_ENTRIES = 50_000
 
-export function createLimiter(config: Readonly<RateLimitConfig>, store: CounterStore): Limiter {
+/**
+ * @param now the limiter's clock, read once per call and handed to the counters and the
+ *   known-credentials set (default `Date.now`)
+ */
+export function createLimiter(
+  config: Readonly<RateLimitConfig>,
+  store: CounterStore,
+  now: () => number = Date.now,
+): Limiter {
   /** A policy of `settings`, counted in `counters`; undefined when switched off. */
   const policyOf = (
     name: PolicyName,
@@ -100,31 +107,27 @@ export function createLimiter(config: Readonly<RateLimitConfig>, store: CounterS
     if (!config.enabled || settings.max === 0) return undefined
     const { max, windowSec } = settings
     const windowMs = windowSec * 1000
-    const checked = (result: CounterResult): Checked => {
-      const remaining = Math.max(0, max - result.current)
-      const exceeded = result.current > max
-      const state: LimitState = {
+    return {
+      max,
+      check(key, increment, at) {
+        const counted = counters.countNow?.(key, increment, windowMs, max, at)
+        if (counted !== undefined) return counted
+        return new Promise<CounterResult>((resolve, reject) => {
+          const answered = (error: Error | null, result?: CounterResult) => {
+            if (error || !result) reject(error ?? new Error('rate-limit store: no result'))
+            else resolve(result)
+          }
+          if (increment) counters.incr(key, answered, windowMs, max)
+          else counters.read(key, answered, windowMs, max)
+        })
+      },
+      state: (counted) => ({
         name,
         quota: max,
         windowSec,
-        remaining,
-        resetSec: result.ttl > 0 ? Math.max(1, Math.ceil(result.ttl / 1000)) : windowSec,
-      }
-      return { state, exceeded, atLimit: remaining === 0 && !exceeded }
-    }
-    return {
-      check(key, increment) {
-        const now = counters.countNow?.(key, increment, windowMs, max)
-        if (now !== undefined) return checked(now)
-        return new Promise<Checked>((resolve, reject) => {
-          const counted = (error: Error | null, result?: CounterResult) => {
-            if (error || !result) reject(error ?? new Error('rate-limit store: no result'))
-            else resolve(checked(result))
-          }
-          if (increment) counters.incr(key, counted, windowMs, max)
-          else counters.read(key, counted, windowMs, max)
-        })
-      },
+        remaining: Math.max(0, max - counted.current),
+        resetSec: counted.ttl > 0 ? Math.max(1, Math.ceil(counted.ttl / 1000)) : windowSec,
+      }),
     }
   }
 
@@ -160,8 +163,10 @@ export function createLimiter(config: Readonly<RateLimitConfig>, store: CounterS
   // Over the failed-authentication limit: refused before verification. Why not verify and
   // answer 429 only on failure: the limit exists to stop paying for signature checks, store
   // lookups and audit writes on behalf of a guessing client.
-  const admitted = (checked: Checked): LimitVerdict =>
-    checked.state.remaining > 0 ? pass : { refused: true, state: checked.state }
+  const admitted = (counted: CounterResult): LimitVerdict =>
+    counted.current < (failedAuth as Policy).max
+      ? pass
+      : { refused: true, state: (failedAuth as Policy).state(counted) }
 
   // `admit` and `failed` take the client address and key it (`addressKeyOf`) only when they
   // count it: a known credential's request never needs the key. The callback API's callers
@@ -175,13 +180,15 @@ export function createLimiter(config: Readonly<RateLimitConfig>, store: CounterS
     // counter read (one Redis round trip saved for returning clients). Why: an attacker
     // sharing a NAT or proxy with a legitimate token holder must not lock that holder
     // out. The key is the address, so other addresses never notice an attack either.
-    if (!failedAuth || (digest && known.has(digest, Date.now()))) return pass
-    return thenMaybe(failedAuth.check(keyed ? address : addressKeyOf(address), false), admitted)
+    if (!failedAuth) return pass
+    const at = now()
+    if (digest && known.has(digest, at)) return pass
+    return thenMaybe(failedAuth.check(keyed ? address : addressKeyOf(address), false, at), admitted)
   }
 
-  const failedVerdict = (checked: Checked): LimitVerdict => ({
-    refused: checked.atLimit,
-    state: checked.state,
+  const failedVerdict = (counted: CounterResult): LimitVerdict => ({
+    refused: counted.current === (failedAuth as Policy).max,
+    state: (failedAuth as Policy).state(counted),
   })
   const failedAt = (
     address: string,
@@ -191,44 +198,67 @@ export function createLimiter(config: Readonly<RateLimitConfig>, store: CounterS
     if (!failedAuth) return pass
     // A credential that stopped working (revoked, expired) loses its pass at once.
     if (digest) known.forget(digest)
-    return thenMaybe(failedAuth.check(keyed ? address : addressKeyOf(address), true), failedVerdict)
+    return thenMaybe(
+      failedAuth.check(keyed ? address : addressKeyOf(address), true, now()),
+      failedVerdict,
+    )
   }
 
   // Token first, and the tenant counted only when the token is within its limit: one
   // runaway token must not spend its tenant's allowance and starve the other tokens.
-  const afterTenant = (token: Checked | undefined, tenant: Checked | undefined): LimitVerdict => {
-    if (tenant?.exceeded) return { refused: true, state: tenant.state }
-    const shown = token ? mostConstraining(token.state, tenant?.state) : tenant?.state
+  // A policy's count is handed on with its policy; `undefined` policy: not counted.
+  const afterTenant = (
+    tokenPolicy: Policy | undefined,
+    token: CounterResult | undefined,
+    tenantPolicy: Policy | undefined,
+    tenant: CounterResult | undefined,
+  ): LimitVerdict => {
+    const tenantState = tenant && (tenantPolicy as Policy).state(tenant)
+    if (tenant && tenant.current > (tenantPolicy as Policy).max) {
+      return { refused: true, state: tenantState as LimitState }
+    }
+    const shown = token
+      ? mostConstraining((tokenPolicy as Policy).state(token), tenantState)
+      : tenantState
     return shown ? { refused: false, state: shown } : pass
   }
   const afterToken = (
-    token: Checked | undefined,
+    tokenPolicy: Policy | undefined,
+    token: CounterResult | undefined,
     principal: Principal,
     tenantLimit: RateLimitOverride | null | undefined,
+    at: number,
   ): MaybePromise<LimitVerdict> => {
-    if (token?.exceeded) return { refused: true, state: token.state }
+    if (token && token.current > (tokenPolicy as Policy).max) {
+      return { refused: true, state: (tokenPolicy as Policy).state(token) }
+    }
     const tenantPolicy = tenantLimit ? overridden('per-tenant', tenantLimit) : perTenant
-    if (!tenantPolicy) return afterTenant(token, undefined)
+    if (!tenantPolicy) return afterTenant(tokenPolicy, token, undefined, undefined)
     const key = tenantLimit ? `${principal.tenantId}@${tenantLimit.windowSec}` : principal.tenantId
-    const tenant = tenantPolicy.check(key, true)
+    const tenant = tenantPolicy.check(key, true, at)
     return isPromiseLike(tenant)
-      ? Promise.resolve(tenant).then((settled) => afterTenant(token, settled))
-      : afterTenant(token, tenant)
+      ? Promise.resolve(tenant).then((settled) =>
+          afterTenant(tokenPolicy, token, tenantPolicy, settled),
+        )
+      : afterTenant(tokenPolicy, token, tenantPolicy, tenant)
   }
   const limit = (
     principal: Principal,
     digest: string | undefined,
     tenantLimit?: RateLimitOverride | null | undefined,
   ): MaybePromise<LimitVerdict> => {
-    if (failedAuth && digest) known.remember(digest, Date.now())
+    const at = now()
+    if (failedAuth && digest) known.remember(digest, at)
     const keyLimit = principal.limits?.rateLimit
     const tokenPolicy = keyLimit ? overridden('per-token', keyLimit) : perToken
-    if (!tokenPolicy) return afterToken(undefined, principal, tenantLimit)
+    if (!tokenPolicy) return afterToken(undefined, undefined, principal, tenantLimit, at)
     const key = keyLimit ? `${tokenKey(principal)}@${keyLimit.windowSec}` : tokenKey(principal)
-    const token = tokenPolicy.check(key, true)
+    const token = tokenPolicy.check(key, true, at)
     return isPromiseLike(token)
-      ? Promise.resolve(token).then((settled) => afterToken(settled, principal, tenantLimit))
-      : afterToken(token, principal, tenantLimit)
+      ? Promise.resolve(token).then((settled) =>
+          afterToken(tokenPolicy, settled, principal, tenantLimit, at),
+        )
+      : afterToken(tokenPolicy, token, principal, tenantLimit, at)
   }
 
   return {

@@ -136,3 +136,60 @@ describe('limiter: in-process counters decide synchronously, others through a pr
     assert.equal((await limiter.admit('10.0.0.1', undefined)).refused, true, 'mapped = IPv4')
   })
 })
+
+describe('limiter: counts, states and the clock', () => {
+  it('a failure reports the limit reached once, at the failure that reaches it, not at later ones', async () => {
+    const limiter = createLimiter(
+      { ...config, failedAuth: { max: 2, windowSec: 60 } },
+      new FallbackStore({ redisPrefix: 'rl:', localMaxKeys: 10, log }),
+    )
+    const seen = []
+    for (let i = 0; i < 4; i++) {
+      const verdict = await limiter.failed('10.0.0.9', undefined)
+      seen.push([verdict.refused, verdict.state?.remaining])
+    }
+    assert.deepEqual(seen, [
+      [false, 1],
+      [true, 0],
+      [false, 0],
+      [false, 0],
+    ])
+  })
+
+  it('reads its clock once per call: the known credential, both counts and their reset times', async () => {
+    let now = 1_700_000_000_000
+    let reads = 0
+    const limiter = createLimiter(
+      config,
+      new FallbackStore({ redisPrefix: 'rl:', localMaxKeys: 10, log }),
+      () => {
+        reads++
+        return now
+      },
+    )
+    const first = await limiter.limit(principal('A'), 'digest-a')
+    assert.equal(reads, 1)
+    assert.deepEqual(first, {
+      refused: false,
+      state: { name: 'per-token', quota: 2, windowSec: 60, remaining: 1, resetSec: 60 },
+    })
+    // 59.5 s on: the windows that began at the first request have 1 s left (rounded up).
+    now += 59_500
+    const second = await limiter.limit(principal('A'), 'digest-a')
+    assert.deepEqual(second.state, {
+      name: 'per-token',
+      quota: 2,
+      windowSec: 60,
+      remaining: 0,
+      resetSec: 1,
+    })
+    // The credential was remembered at the limiter's time: an hour and a bit later it is not
+    // known any more, so a throttled address is refused for it.
+    await limiter.failed('10.0.0.8', undefined)
+    assert.equal((await limiter.admit('10.0.0.8', 'digest-a')).refused, false)
+    now += 3_600_001
+    await limiter.failed('10.0.0.8', undefined)
+    assert.equal((await limiter.admit('10.0.0.8', 'digest-a')).refused, true)
+    assert.equal(reads, 6)
+  })
+})
