@@ -60,7 +60,8 @@ export class LatencyServers {
   readonly #upstreamCpu: number
 
   /**
-   * `env`: added to the environment of those servers (the slow-disk shim). `split`: the
+   * `env`: added to the environment of those servers (the slow-disk shim, the stall probe of
+   * bench/latency-stalls.ts; Node servers only). `split`: the
    * upstream on the load generator's CPU instead of the servers'.
    */
   constructor(
@@ -100,11 +101,16 @@ export class LatencyServers {
       case 'fastify-noauth':
       case 'fastify-naive':
       case 'fastify-jwt':
-        return node(SERVER_CPU, peer(id))
+        return node(SERVER_CPU, peer(id), [], this.#env[id])
       case 'upstream':
-        return node(this.#upstreamCpu, peer('upstream'))
+        return node(this.#upstreamCpu, peer('upstream'), [], this.#env.upstream)
       case 'undici proxy':
-        return node(SERVER_CPU, ['bench/servers/undici-proxy.ts', (await this.get('upstream')).url])
+        return node(
+          SERVER_CPU,
+          ['bench/servers/undici-proxy.ts', (await this.get('upstream')).url],
+          [],
+          this.#env[id],
+        )
       case 'tokengate':
         return node(SERVER_CPU, tokengate, [], this.#env.tokengate)
       case 'tokengate slow-fsync': {
@@ -117,7 +123,12 @@ export class LatencyServers {
       case 'createTokengate':
         return node(SERVER_CPU, ['bench/servers/library.ts', dir], ['--create-tokengate'])
       case 'gateway':
-        return node(SERVER_CPU, tokengate, [(await this.get('upstream')).url, '--decision'])
+        return node(
+          SERVER_CPU,
+          tokengate,
+          [(await this.get('upstream')).url, '--decision'],
+          this.#env.gateway,
+        )
       case 'haproxy': {
         const haproxy = await startHaproxy(await portOf(this.get('upstream')), SERVER_CPU)
         this.#cleanups.push(haproxy.cleanup)

@@ -16,11 +16,12 @@
  *
  * Usage: node bench/paced-load.ts --url http://127.0.0.1:8080 --path /api/v1/me --rate 3000
  *   --duration 5 [--warmup 1] [--connections 32] [--header 'name: value']...
- *   [--pool FILE --pool-start N [--tenant T] [--wrap]] [--out FILE]
+ *   [--pool FILE --pool-start N [--tenant T] [--wrap]] [--out FILE] [--trace FILE]
  * `--pool`: one token per line; request i sends `Authorization: Bearer <line start+i>` (and
  * `X-Tenant-Id: T`); the run fails rather than reuse a token, unless `--wrap` lets it start
  * the file over. `--out`: the measured 2xx latencies (ms) as a raw Float64Array. Prints one
- * JSON line (`PacedResult`).
+ * JSON line (`PacedResult`). `--trace`: every request's due, taken-up, sent and answered times
+ * and status (see `traceOf`), for bench/latency-stalls.ts.
  */
 import { readFileSync, writeFileSync } from 'node:fs'
 import { connect, type Socket } from 'node:net'
@@ -102,6 +103,7 @@ function main(): void {
       tenant: { type: 'string' },
       wrap: { type: 'boolean', default: false },
       out: { type: 'string' },
+      trace: { type: 'string' },
     },
   })
   if (!values.url || !values.rate) throw new Error('--url and --rate are required')
@@ -116,6 +118,7 @@ function main(): void {
   const latency = new Float64Array(total).fill(Number.NaN)
   const sentAt = new Float64Array(total).fill(Number.NaN)
   const takenAt = new Float64Array(total).fill(Number.NaN)
+  const doneAt = new Float64Array(total).fill(Number.NaN)
   const status = new Uint16Array(total)
   const waiting: number[] = []
   let waitingHead = 0
@@ -143,7 +146,8 @@ function main(): void {
   // From the due time, or from the send when the ticker fired a few µs early: a late request
   // is charged its wait (for the clock or a free socket), an early one is not flattered.
   const finish = (i: number, code: number) => {
-    latency[i] = now() - Math.min(dueAt(i), sentAt[i] as number)
+    doneAt[i] = now()
+    latency[i] = (doneAt[i] as number) - Math.min(dueAt(i), sentAt[i] as number)
     status[i] = code
     settled++
   }
@@ -207,6 +211,8 @@ function main(): void {
       else unanswered++
     }
     if (values.out) writeFileSync(values.out, new Float64Array(measured))
+    if (values.trace)
+      writeFileSync(values.trace, traceOf(total, dueAt, takenAt, sentAt, doneAt, status))
     const lags = Float64Array.from(
       takenAt.subarray(warmupCount).map((at, k) => at - dueAt(warmupCount + k)),
     ).filter((v) => !Number.isNaN(v))
@@ -228,6 +234,23 @@ function main(): void {
     if (settled === total) done()
     else if (next === total && now() > dueAt(total - 1) + GRACE_MS) done()
   }, 20)
+}
+
+/**
+ * `--trace`: every request as 5 float64s, [due, taken up, sent, answered, status] (times in
+ * CLOCK_MONOTONIC ms, as bench/latency-probe.ts logs them; NaN when it never happened).
+ */
+function traceOf(
+  total: number,
+  dueAt: (i: number) => number,
+  ...columns: [Float64Array, Float64Array, Float64Array, Uint16Array]
+): Float64Array {
+  const trace = new Float64Array(total * 5)
+  for (let i = 0; i < total; i++) {
+    trace[i * 5] = dueAt(i)
+    for (let c = 0; c < 4; c++) trace[i * 5 + 1 + c] = columns[c]?.[i] as number
+  }
+  return trace
 }
 
 /** The request bytes for request i: fixed, or with the pool's token i. */

@@ -1,0 +1,76 @@
+/**
+ * Bench-only stall logger, preloaded into a bench process with
+ * `--import ./bench/latency-probe.ts` and `TG_STALL_LOG=<file>` (nothing happens without it):
+ * a 1 ms timer notes every event-loop gap longer than `TG_STALL_MS` (2) and, for the gap, how
+ * much of it the main thread ran (its CPU), waited for a CPU (the kernel's run-queue delay,
+ * /proc/thread-self/schedstat) and the whole process ran (all threads: GC helpers, the SQLite
+ * writer); every GC is logged too. Times are CLOCK_MONOTONIC ms (process.hrtime), the same
+ * clock in every process, so bench/latency-stalls.ts lines them up with the generator's slow
+ * requests. Product code knows nothing of it.
+ *
+ * Lines (JSON): {"stall":at,"gap":ms,"run":ms,"wait":ms,"proc":ms}, {"gc":at,"ms":d,"kind":k}.
+ */
+import { closeSync, openSync, readSync, writeSync } from 'node:fs'
+import { PerformanceObserver, performance } from 'node:perf_hooks'
+import { isMainThread } from 'node:worker_threads'
+
+// Workers inherit NODE_OPTIONS' --import; only the event loop that serves is watched.
+const file = process.env.TG_STALL_LOG
+if (file && isMainThread) start(file, Number(process.env.TG_STALL_MS ?? 2))
+
+function start(file: string, thresholdMs: number): void {
+  const out = openSync(file, 'a')
+  const line = (record: object) => writeSync(out, `${JSON.stringify(record)}\n`)
+  const clock = () => Number(process.hrtime.bigint()) / 1e6
+  // performance.now() is ms since timeOrigin; GC entries are on that timeline.
+  const perfOffset = clock() - performance.now()
+  const round = (v: number) => Math.round(v * 1000) / 1000
+
+  const sched = openSync('/proc/thread-self/schedstat', 'r')
+  const buf = Buffer.alloc(128)
+  /** [ran ns, waited ns] of the main thread so far. */
+  const readSched = (): [number, number] => {
+    const n = readSync(sched, buf, 0, buf.length, 0)
+    const [ran, waited] = buf.toString('latin1', 0, n).split(' ')
+    return [Number(ran), Number(waited)]
+  }
+  const procCpu = () => {
+    const { user, system } = process.cpuUsage()
+    return (user + system) / 1000
+  }
+
+  let last = clock()
+  let [ran, waited] = readSched()
+  let proc = procCpu()
+  const timer = setInterval(() => {
+    const t = clock()
+    const [ranNow, waitedNow] = readSched()
+    const procNow = procCpu()
+    if (t - last > thresholdMs) {
+      line({
+        stall: round(last),
+        gap: round(t - last),
+        run: round((ranNow - ran) / 1e6),
+        wait: round((waitedNow - waited) / 1e6),
+        proc: round(procNow - proc),
+      })
+    }
+    last = t
+    ran = ranNow
+    waited = waitedNow
+    proc = procNow
+  }, 1)
+  timer.unref()
+
+  const gcs = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      const kind = (entry as { detail?: { kind?: number } }).detail?.kind
+      line({ gc: round(entry.startTime + perfOffset), ms: round(entry.duration), kind })
+    }
+  })
+  gcs.observe({ entryTypes: ['gc'] })
+  process.once('exit', () => {
+    closeSync(sched)
+    closeSync(out)
+  })
+}

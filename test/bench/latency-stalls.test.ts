@@ -1,0 +1,131 @@
+/**
+ * The tail-latency diagnosis (bench/latency-stalls.ts) rests on three things: the stall probe
+ * (bench/latency-probe.ts) telling a loop that ran from one that was blocked, the paced
+ * generator's trace holding the same latencies it reports, and the episode labels. Bounds
+ * only, no timing targets.
+ */
+import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, test } from 'node:test'
+import { causeOf } from '../../bench/latency-stalls.ts'
+
+const dir = mkdtempSync(join(tmpdir(), 'tg-stalls-test-'))
+after(() => rmSync(dir, { recursive: true, force: true }))
+const bench = (file: string) => new URL(`../../bench/${file}`, import.meta.url).pathname
+
+function run(argv: string[], env: Record<string, string> = {}): Promise<string> {
+  return new Promise((resolve, reject) =>
+    execFile(
+      process.execPath,
+      argv,
+      { env: { ...process.env, ...env } },
+      (error, stdout, stderr) =>
+        error ? reject(new Error(stderr || String(error))) : resolve(stdout),
+    ),
+  )
+}
+
+test('the probe logs a busy loop as run, a blocked one as neither run nor waited, and GCs', async () => {
+  const log = join(dir, 'probe.jsonl')
+  // 80 ms spinning, then 80 ms blocked in Atomics.wait, then a full GC.
+  const script = `
+    setTimeout(() => {
+      const until = performance.now() + 80
+      while (performance.now() < until);
+      setTimeout(() => {
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 80)
+        setTimeout(() => { globalThis.gc(); setTimeout(() => {}, 30) }, 30)
+      }, 30)
+    }, 50)`
+  await run(['--expose-gc', `--import=${bench('latency-probe.ts')}`, '-e', script], {
+    TG_STALL_LOG: log,
+  })
+  const lines = readFileSync(log, 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l))
+  const stalls = lines.filter((l) => 'stall' in l && l.gap >= 70)
+  assert.equal(stalls.length, 2, JSON.stringify(lines))
+  const [busy, blocked] = stalls
+  // Spinning, the thread wanted the CPU the whole time: it ran or waited for a CPU.
+  assert.ok(busy.run + busy.wait >= 0.8 * busy.gap, JSON.stringify(busy))
+  // Blocked, it wanted no CPU: a gap that neither ran nor waited.
+  assert.ok(blocked.run + blocked.wait <= 0.3 * blocked.gap, JSON.stringify(blocked))
+  assert.ok(blocked.stall > busy.stall)
+  assert.ok(
+    lines.some((l) => 'gc' in l && l.gc > blocked.stall),
+    'the forced GC is logged after the blocked gap',
+  )
+})
+
+test('without TG_STALL_LOG the probe does nothing', async () => {
+  const out = await run([`--import=${bench('latency-probe.ts')}`, '-e', 'console.log("ran")'])
+  assert.equal(out, 'ran\n')
+})
+
+test("the generator's trace holds every request and the latencies it reports", async () => {
+  let seen = 0
+  const server = createServer((_req, res) => {
+    // The 40th request (0.2 s in at 200/s) blocks the server for 150 ms.
+    if (++seen === 40) {
+      const until = performance.now() + 150
+      while (performance.now() < until);
+    }
+    res.end('ok')
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  after(() => server.close())
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  const [out, trace] = [join(dir, 'latencies.f64'), join(dir, 'run.trace')]
+  const argv = [bench('paced-load.ts'), '--url', url, '--rate', '200', '--duration', '1']
+  await run([...argv, '--warmup', '0', '--connections', '4', '--out', out, '--trace', trace])
+  const f64 = (file: string) => {
+    const bytes = readFileSync(file)
+    return new Float64Array(bytes.buffer, bytes.byteOffset, bytes.length / 8).slice()
+  }
+  const rows = f64(trace)
+  assert.equal(rows.length, 200 * 5)
+  const latencies: number[] = []
+  for (let i = 0; i < 200; i++) {
+    const [due, taken, sent, done, status] = [...rows.subarray(i * 5, i * 5 + 5)] as [
+      number,
+      number,
+      number,
+      number,
+      number,
+    ]
+    assert.equal(status, 200)
+    if (i > 0) assert.ok(Math.abs(due - (rows[(i - 1) * 5] as number) - 5) < 1e-6)
+    assert.ok(taken <= sent && sent <= done, `request ${i}: ${[due, taken, sent, done]}`)
+    latencies.push(done - Math.min(due, sent))
+  }
+  assert.deepEqual(
+    latencies.sort((a, b) => a - b),
+    [...f64(out)].sort((a, b) => a - b),
+  )
+  // The stall is visible in the trace: requests due during it answered ≥ 50 ms after due.
+  assert.ok(latencies.filter((ms) => ms >= 50).length >= 10)
+})
+
+test('episodes are labelled by what overlapped them', () => {
+  const gap = (stall: number, length: number, run: number, wait: number) => ({
+    stall,
+    gap: length,
+    run,
+    wait,
+    proc: run,
+  })
+  assert.equal(causeOf(0.8, [gap(0, 10, 0, 9)], 0), 'generator')
+  // Two of the path's processes waited for a CPU at the same moment: CPU 0 ran something else.
+  assert.equal(causeOf(0, [gap(0, 10, 0.5, 9), gap(2, 10, 0.2, 9.5)], 0), 'CPU 0 held')
+  // Waiting, but not at the same moment: one waited for the other (our own queue).
+  assert.equal(causeOf(0, [gap(0, 10, 0.5, 9), gap(20, 10, 0.2, 9.5)], 0), 'path busy')
+  assert.equal(causeOf(0, [gap(0, 4, 3, 1)], 2.5), 'GC')
+  assert.equal(causeOf(0, [gap(0, 4, 3, 1)], 0), 'path busy')
+  assert.equal(causeOf(0, [], 0), 'unlogged')
+})
