@@ -6,17 +6,19 @@
  * - `net`: a bare `net` server that finds each request's end and writes the same answer (no
  *   parsing, no validation: a floor, not a listener to ship).
  * Both sit behind the shipped example (examples/forward-auth/nginx.conf, keepalive) in front
- * of the bench upstream, everything on CPU 0, the load on CPU 1, as `hop-cpu.ts` runs them.
+ * of the bench upstream, over loopback TCP or, as `http-unix` and `net-unix`, over a Unix
+ * socket (`server unix:...` in the decision upstream), everything on CPU 0, the load on CPU 1, as `hop-cpu.ts` runs them.
  * Per round and responder: CPU µs per request of the responder (user and system apart),
  * nginx and the upstream at an evenly paced rate, then the same under wrk's saturation and
  * wrk's req/s; nginx alone (its plain listener) once at the end for the ratio.
  *
  * Usage: node bench/hop-ceiling.ts [--rate 2000] [--duration 4] [--rounds 4]
+ *   [--kinds http,net,http-unix,net-unix]
  */
 import { execFileSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { createServer } from 'node:http'
-import { createServer as createNetServer } from 'node:net'
+import { createServer as createNetServer, type Server as NetServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -34,6 +36,8 @@ const { values } = parseArgs({
     duration: { type: 'string', default: '4' },
     rounds: { type: 'string', default: '4' },
     responder: { type: 'string' },
+    kinds: { type: 'string', default: 'http,net' },
+    socket: { type: 'string' },
   },
 })
 
@@ -53,7 +57,13 @@ else await measure()
 
 function respond(kind: string): void {
   let n = 0
-  const listening = (port: number) => console.log(`READY ${port}`)
+  const socketPath = values.socket
+  const listen = (server: NetServer) => {
+    const ready = () =>
+      console.log(`READY ${socketPath ?? (server.address() as { port: number }).port}`)
+    if (socketPath) server.listen(socketPath, ready)
+    else server.listen(0, '127.0.0.1', ready)
+  }
   if (kind === 'http') {
     const headers = ANSWER.flat() as string[]
     const server = createServer((req, res) => {
@@ -61,7 +71,7 @@ function respond(kind: string): void {
       res.writeHead(200, [...headers, 'x-request-id', `r-${n++}`, 'content-length', '0'])
       res.end()
     })
-    server.listen(0, '127.0.0.1', () => listening((server.address() as { port: number }).port))
+    listen(server)
     return
   }
   const head = `HTTP/1.1 200 OK\r\n${ANSWER.map(([k, v]) => `${k}: ${v}\r\n`).join('')}`
@@ -79,7 +89,7 @@ function respond(kind: string): void {
       if (out) socket.write(out, 'latin1')
     })
   })
-  server.listen(0, '127.0.0.1', () => listening((server.address() as { port: number }).port))
+  listen(server)
 }
 
 async function measure(): Promise<void> {
@@ -94,7 +104,8 @@ async function measure(): Promise<void> {
     fixtures.dir,
     String(upstreamPort),
   ])
-  const kinds = ['http', 'net'] as const
+  const kinds = (values.kinds ?? '').split(',')
+  const socketDir = mkdtempSync(join(tmpdir(), 'tokengate-hop-ceiling-'))
   const running: { kind: string; responder: Started; nginx: RunningNginx }[] = []
   const rows = new Map<string, Record<string, number[]>>()
   const push = (kind: string, column: string, value: number) => {
@@ -104,9 +115,13 @@ async function measure(): Promise<void> {
   }
   try {
     for (const kind of kinds) {
-      const responder = await startNode(0, ['bench/hop-ceiling.ts', '--responder', kind])
-      const port = Number(/READY (\d+)/.exec(responder.output)?.[1])
-      running.push({ kind, responder, nginx: await startNginx(upstreamPort, port, { cpu: 0 }) })
+      const [base = '', transport] = kind.split('-')
+      const socket = transport === 'unix' ? join(socketDir, `${base}.sock`) : undefined
+      const args = ['bench/hop-ceiling.ts', '--responder', base]
+      const responder = await startNode(0, socket ? [...args, '--socket', socket] : args)
+      const port = socket ? 9 : Number(/READY (\d+)/.exec(responder.output)?.[1])
+      const nginx = await startNginx(upstreamPort, port, { cpu: 0, decisionSocket: socket })
+      running.push({ kind, responder, nginx })
     }
     for (let round = 0; round < Number(values.rounds); round++) {
       for (const { kind, responder, nginx } of round % 2 ? [...running].reverse() : running) {
@@ -170,6 +185,7 @@ async function measure(): Promise<void> {
     upstream.child.kill()
     await new Promise((resolve) => setTimeout(resolve, 300))
     for (const { nginx } of running) nginx.cleanup()
+    rmSync(socketDir, { recursive: true, force: true })
   }
 }
 

@@ -30,6 +30,7 @@ export function nginxBinary(): string | undefined {
  * Starts nginx (on `cpu`, when given) proxying to the upstream and asking the decision port.
  * `keepalive: false` takes the example's `keepalive` out of the decision upstream: one TCP
  * connection per decision, as a config without it has (what the hop costs then, issue #36).
+ * `decisionSocket` names a Unix socket path the decision upstream uses instead of the port.
  */
 export async function startNginx(
   upstreamPort: number,
@@ -38,6 +39,7 @@ export async function startNginx(
     readonly cpu?: number | string
     readonly cache?: boolean
     readonly keepalive?: boolean
+    readonly decisionSocket?: string
   } = {},
 ): Promise<RunningNginx> {
   const { cpu } = options
@@ -56,6 +58,11 @@ export async function startNginx(
     )
     if (without === example) throw new Error('nginx.conf: no keepalive in tokengate_decision')
     example = without
+  }
+  if (options.decisionSocket !== undefined) {
+    const server = `server 127.0.0.1:${decisionPort};`
+    if (!example.includes(server)) throw new Error('nginx.conf: no decision server line')
+    example = example.replace(server, `server unix:${options.decisionSocket};`)
   }
   // The example keeps its cache under /run, a tmpfs on a systemd host: so does the bench.
   const cacheDir = options.cache ? cacheParent() : undefined
