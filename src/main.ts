@@ -45,7 +45,7 @@ export interface RunningTokengate {
   readonly metricsUrl: string | undefined
   /** The admin listener (`https://host:port`, console at `/admin/`) when `admin.enabled`. */
   readonly adminUrl: string | undefined
-  /** `http://host:port` of the forward-auth decision listener when `decision` is set. */
+  /** `http://host:port` (or `unix:<path>`, decision.socket) of the decision listener when `decision` is set. */
   readonly decisionUrl: string | undefined
   /** `http://host:port` of the Envoy gRPC ext_authz service when `decision.grpcPort` is set. */
   readonly decisionGrpcUrl: string | undefined
@@ -301,7 +301,8 @@ export async function startTokengate(
         },
       })
       decisionApp = built
-      decisionUrl = await listenAs('decision', () => built.listen(decision.host, decision.port))
+      const name = decision.socket ? 'decisionSocket' : 'decision'
+      decisionUrl = await listenAs(name, () => built.listen(decision.host, decision.port))
       logger.info({ listener: 'decision' }, listeningLine('decision', decisionUrl))
       if (built.grpcUrl) {
         logger.info({ listener: 'decisionGrpc' }, listeningLine('decisionGrpc', built.grpcUrl))

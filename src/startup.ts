@@ -27,6 +27,11 @@ export const LISTENERS = {
     settings: 'decision.host, decision.port',
     serves: 'forward-auth decisions for a proxy',
   },
+  decisionSocket: {
+    role: 'decision',
+    settings: 'decision.socket.path',
+    serves: 'forward-auth decisions for a proxy',
+  },
   decisionGrpc: {
     role: 'decision gRPC',
     settings: 'decision.host, decision.grpcPort',

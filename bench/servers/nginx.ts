@@ -10,7 +10,12 @@ import type { ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { exampleConfig, nginxMainConfig, withDecisionCache } from '../../test/decision/harness.ts'
+import {
+  exampleConfig,
+  nginxMainConfig,
+  withDecisionCache,
+  withDecisionSocket,
+} from '../../test/decision/harness.ts'
 import { freePort, startListening } from '../processes.ts'
 
 export interface RunningNginx {
@@ -60,9 +65,7 @@ export async function startNginx(
     example = without
   }
   if (options.decisionSocket !== undefined) {
-    const server = `server 127.0.0.1:${decisionPort};`
-    if (!example.includes(server)) throw new Error('nginx.conf: no decision server line')
-    example = example.replace(server, `server unix:${options.decisionSocket};`)
+    example = withDecisionSocket(example, decisionPort, options.decisionSocket)
   }
   // The example keeps its cache under /run, a tmpfs on a systemd host: so does the bench.
   const cacheDir = options.cache ? cacheParent() : undefined

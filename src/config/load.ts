@@ -1,6 +1,6 @@
 import { closeSync, existsSync, openSync, readFileSync, readSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { extname } from 'node:path'
+import { extname, isAbsolute } from 'node:path'
 import { addressBlockProblem } from '../http/address-blocks.ts'
 import { IDENTITY_PREFIX } from '../http/identity-headers.ts'
 import { didYouMeanSetting, howToSet, patternInWords } from './hints.ts'
@@ -260,7 +260,12 @@ function crossFieldProblems(config: Config): string[] {
       )
     }
   }
-  if (config.decision) problems.push(...trustedProxyProblems(config.decision))
+  if (config.decision) {
+    problems.push(
+      ...trustedProxyProblems(config.decision),
+      ...decisionSocketProblems(config.decision),
+    )
+  }
   if (
     config.pat.maxExpiresInDays > 0 &&
     config.pat.defaultExpiresInDays > config.pat.maxExpiresInDays
@@ -293,6 +298,36 @@ function trustedProxyProblems(decision: {
       )
     }
   })
+  return problems
+}
+
+/** sun_path holds 108 bytes on Linux, its terminating NUL included (104 on macOS). */
+const MAX_SOCKET_PATH_BYTES = 103
+
+/**
+ * What is wrong with `decision.socket` (decision/unix-socket.ts): a relative or too long path,
+ * no `decision.proxy` (every peer on the socket is believed as that proxy).
+ */
+function decisionSocketProblems(decision: {
+  readonly socket?: { readonly path: string } | undefined
+  readonly proxy?: ProxyKind | undefined
+}): string[] {
+  const { socket } = decision
+  if (!socket) return []
+  const problems: string[] = []
+  const bytes = Buffer.byteLength(socket.path)
+  if (!isAbsolute(socket.path)) {
+    problems.push(`/decision/socket/path: "${socket.path}" must be an absolute path`)
+  } else if (bytes > MAX_SOCKET_PATH_BYTES) {
+    problems.push(
+      `/decision/socket/path: ${bytes} bytes is longer than a Unix socket path may be (${MAX_SOCKET_PATH_BYTES})`,
+    )
+  }
+  if (decision.proxy === undefined) {
+    problems.push(
+      '/decision/socket: set decision.proxy: every peer on the socket is believed as that proxy',
+    )
+  }
   return problems
 }
 

@@ -824,6 +824,24 @@ export const ConfigSchema = Type.Object(
                 'Route permission policy (the gateway format, docs/gateway.md); default gateway.policyFile, else authentication only.',
             }),
           ),
+          socket: Type.Optional(
+            Type.Object(
+              {
+                path: Type.String({
+                  minLength: 1,
+                  description:
+                    'Absolute path of the Unix socket the decision listener listens on instead of decision.host:decision.port (nginx: server unix:<path> in the decision upstream). Every peer on it is the proxy decision.proxy names: the file mode decides who may connect. A stale socket file is removed at start only when no process listens on it; the file is removed at stop.',
+                }),
+                mode: Type.String({
+                  default: '0660',
+                  pattern: '^0?[0-7]{3}$',
+                  description:
+                    "Octal file mode of the socket: the proxy's worker user needs write permission (0660 with a shared group, 0666 when only the directory guards it).",
+                }),
+              },
+              { additionalProperties: false },
+            ),
+          ),
           grpcPort: Type.Optional(
             Type.Integer({
               minimum: 0,

@@ -35,6 +35,7 @@ import {
   type ProxyKind,
   type ProxyMatcher,
 } from './proxy-kinds.ts'
+import { listenOnSocket } from './unix-socket.ts'
 
 export interface BuildDecisionServerOptions {
   readonly config: Readonly<Config>
@@ -54,7 +55,7 @@ export interface BuildDecisionServerOptions {
 }
 
 export interface DecisionServer {
-  /** Listens; resolves with `http://host:port`. */
+  /** Listens; resolves with `http://host:port`, or `unix:<path>` with `decision.socket`. */
   listen(host: string, port: number): Promise<string>
   /** `http://host:port` of the Envoy gRPC ext_authz service, when `decision.grpcPort` is set. */
   readonly grpcUrl: string | undefined
@@ -119,12 +120,16 @@ export async function buildDecisionServer(
     )
   }
 
-  /** The request handler of a listener that believes proxies as `trusted` says. */
-  const handlerFor = (trusted: ProxyMatcher) => {
+  /**
+   * The request handler of a listener that believes proxies as `trusted` says, or, on the
+   * Unix socket, every peer as `socketPeer` (the file's mode decides who connects).
+   */
+  const handlerFor = (trusted: ProxyMatcher, socketPeer?: Peer) => {
     // A connection's peer never changes: its address and proxy kind are read once per
     // connection, not per request (the matcher parses the address and walks BlockLists).
     const peers = new WeakMap<Socket, Peer>()
     const peerOf = (socket: Socket): Peer => {
+      if (socketPeer) return socketPeer
       let peer = peers.get(socket)
       if (peer === undefined) {
         const address = socket.remoteAddress
@@ -147,7 +152,7 @@ export async function buildDecisionServer(
         trusted,
       )
       req.resume()
-      if (kind) diagnoseKind(kind, rawHeaders, peer.address)
+      if (kind) diagnoseKind(kind, rawHeaders, peer.address ?? peer.label)
       const asked: AskedRequest = {
         kind,
         requestLine: { method: req.method ?? 'GET', url: req.url ?? '/' },
@@ -209,8 +214,8 @@ export async function buildDecisionServer(
   }
 
   const { connections } = options
-  const serverFor = (matcher: ProxyMatcher) => {
-    const handle = handlerFor(matcher)
+  const serverFor = (matcher: ProxyMatcher, socketPeer?: Peer) => {
+    const handle = handlerFor(matcher, socketPeer)
     const built = http.createServer(
       {
         maxHeaderSize: config.server.maxHeaderBytes,
@@ -221,7 +226,11 @@ export async function buildDecisionServer(
     if (connections) built.on('connection', (socket: Socket) => connections.admit(socket))
     return built
   }
-  const server = serverFor(trusted)
+  const { socket } = decision
+  const server = serverFor(
+    trusted,
+    socket && { address: undefined, kind: decision.proxy, label: `unix:${socket.path}` },
+  )
   // Two proxies on one host share an address, and an address is one proxy: each further
   // kind gets its own listener, believing its own family from the same addresses.
   const extra = decision.listeners.map((listener) => ({
@@ -250,7 +259,7 @@ export async function buildDecisionServer(
   return {
     grpcUrl: grpc?.url,
     listen: async (host, port) => {
-      const url = await listenOn(server, host, port)
+      const url = socket ? await listenOnSocket(server, socket) : await listenOn(server, host, port)
       for (const [i, { listener, server: other }] of extra.entries()) {
         const at = await listenOn(other, host, listener.port).catch((error: unknown) => {
           const name = `decision listener for ${listener.proxy} (decision.listeners[${i}].port)`
@@ -295,6 +304,8 @@ function closeServer(server: Http.Server): Promise<void> {
 interface Peer {
   readonly address: string | undefined
   readonly kind: ProxyKind | undefined
+  /** Where a peer without an address connected (the Unix socket), for log lines. */
+  readonly label?: string
 }
 
 /** One request being answered: what `send` needs, and the outcome for the answer's record. */

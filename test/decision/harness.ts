@@ -90,6 +90,8 @@ export interface StackOptions {
   readonly metrics?: boolean
   /** `tracing.enabled` (spans go to whatever provider the test registered). */
   readonly tracing?: boolean
+  /** `decision.socket.path`: the decision listener on this Unix socket instead of a port. */
+  readonly socket?: string
 }
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
@@ -166,6 +168,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       ...(options.trustedProxies ? { trustedProxies: options.trustedProxies } : {}),
       ...(options.pathPrefix ? { pathPrefix: options.pathPrefix } : {}),
       ...(options.grpc ? { grpcPort: 0 } : {}),
+      ...(options.socket ? { socket: { path: options.socket } } : {}),
     },
     ...(options.identityToken ? { identityToken: { enabled: true } } : {}),
     ...(options.metrics ? { metrics: { enabled: true, host: '127.0.0.1', port: 0 } } : {}),
@@ -181,7 +184,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     running,
     gatewayUrl: running.url,
     decisionUrl,
-    decisionPort: Number(new URL(decisionUrl).port),
+    decisionPort: options.socket ? 0 : Number(new URL(decisionUrl).port),
     grpcUrl: running.decisionGrpcUrl,
     tokens,
     readerPat,
@@ -223,14 +226,28 @@ export interface ProxyProcess {
  */
 export async function startNginx(
   ports: { decision: number; upstream: number },
-  options: { readonly decisionCache?: boolean } = {},
+  options: { readonly decisionCache?: boolean; readonly decisionSocket?: string } = {},
 ): Promise<ProxyProcess> {
   const proxy = await freePort()
-  const config = exampleConfig('nginx.conf', { proxy, ...ports })
+  const example = exampleConfig('nginx.conf', { proxy, ...ports })
+  const config =
+    options.decisionSocket === undefined
+      ? example
+      : withDecisionSocket(example, ports.decision, options.decisionSocket)
   return runNginx(
     options.decisionCache ? withDecisionCache(config, '{{dir}}/cache') : config,
     proxy,
   )
+}
+
+/**
+ * The nginx example asking the decision listener on a Unix socket (decision.socket), as
+ * docs/forward-auth.md says: the decision upstream's `server` line names `unix:<path>`.
+ */
+export function withDecisionSocket(config: string, decisionPort: number, path: string): string {
+  const server = `server 127.0.0.1:${decisionPort};`
+  if (!config.includes(server)) throw new Error(`nginx.conf: no "${server}" line`)
+  return config.replace(server, `server unix:${path};`)
 }
 
 /** Debian's libnginx-mod-http-perl, which the example's decision cache needs (perl_set). */
