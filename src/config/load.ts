@@ -263,7 +263,7 @@ function crossFieldProblems(config: Config): string[] {
   if (config.decision) {
     problems.push(
       ...trustedProxyProblems(config.decision),
-      ...decisionSocketProblems(config.decision),
+      ...decisionSocketProblems(config.decision, config.server.workers),
     )
   }
   if (
@@ -306,12 +306,16 @@ const MAX_SOCKET_PATH_BYTES = 103
 
 /**
  * What is wrong with `decision.socket` (decision/unix-socket.ts): a relative or too long path,
- * no `decision.proxy` (every peer on the socket is believed as that proxy).
+ * no `decision.proxy` (every peer on the socket is believed as that proxy), more than one
+ * worker (each would claim the socket file for itself).
  */
-function decisionSocketProblems(decision: {
-  readonly socket?: { readonly path: string } | undefined
-  readonly proxy?: ProxyKind | undefined
-}): string[] {
+function decisionSocketProblems(
+  decision: {
+    readonly socket?: { readonly path: string } | undefined
+    readonly proxy?: ProxyKind | undefined
+  },
+  workers: number | 'auto',
+): string[] {
   const { socket } = decision
   if (!socket) return []
   const problems: string[] = []
@@ -326,6 +330,11 @@ function decisionSocketProblems(decision: {
   if (decision.proxy === undefined) {
     problems.push(
       '/decision/socket: set decision.proxy: every peer on the socket is believed as that proxy',
+    )
+  }
+  if (workers !== 1) {
+    problems.push(
+      '/decision/socket: needs server.workers: 1 (each worker would claim the socket file); with more workers use decision.port',
     )
   }
   return problems

@@ -138,9 +138,9 @@ describe('the decision socket file', () => {
   })
 
   test('the configuration says what is wrong with it', () => {
-    const problems = (decision: Record<string, unknown>) => {
+    const problems = (decision: Record<string, unknown>, server: Record<string, unknown> = {}) => {
       try {
-        loadConfig({ env: {}, overrides: { server: { plainHttp: true }, decision } })
+        loadConfig({ env: {}, overrides: { server: { plainHttp: true, ...server }, decision } })
         return []
       } catch (error) {
         assert.ok(error instanceof ConfigError)
@@ -162,6 +162,10 @@ describe('the decision socket file', () => {
     assert.match(
       String(problems({ proxy: 'nginx', socket: { path: '/run/d.sock', mode: 'rw' } })),
       /\/decision\/socket\/mode/,
+    )
+    assert.match(
+      String(problems({ proxy: 'nginx', socket: { path: '/run/d.sock' } }, { workers: 2 })),
+      /\/decision\/socket: needs server\.workers: 1/,
     )
     assert.deepEqual(problems({ proxy: 'nginx', socket: { path: '/run/d.sock' } }), [])
   })
