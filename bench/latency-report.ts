@@ -1,6 +1,8 @@
 /**
  * The tables bench/latency.bench.ts prints (Markdown): per case, each round's percentiles and
- * added latency; then the medians of the rounds with the per-round values beside them.
+ * added latency; then the medians of the rounds with the per-round values beside them. Each run
+ * also says how much of CPU 0 other processes took during it: a round where others held a
+ * large share measured the machine (issue #36, fourth session).
  */
 import type { LatencyCase } from './latency-cases.ts'
 import type { LatencyRun } from './latency-load.ts'
@@ -11,6 +13,8 @@ export interface Measured {
   readonly run: LatencyRun
   /** Syncs the server asked for during the run (warm-up included), in slow-disk mode. */
   readonly syncs?: number
+  /** Percent of the servers' CPU other processes used during the run (bench/latency-machine.ts). */
+  readonly others?: number
 }
 
 export interface CaseResult {
@@ -34,6 +38,8 @@ export interface RunSettings {
 export const ms = (value: number) => (Number.isNaN(value) ? '-' : value.toFixed(3))
 const signed = (value: number) =>
   Number.isNaN(value) ? '-' : `${value >= 0 ? '+' : ''}${value.toFixed(3)}`
+const percent = (value: number | undefined) =>
+  value === undefined || Number.isNaN(value) ? '-' : `${Math.round(value)} %`
 export const count = (value: number) => Math.round(value).toLocaleString('en')
 
 export function otherAnswers(run: LatencyRun): string {
@@ -51,10 +57,10 @@ export function printCase(result: CaseResult, settings: RunSettings, withSyncs: 
   console.log(`\n### ${benchCase.id}: ${count(rate)} req/s (${why}), ${generator}\n`)
   const syncHeader = withSyncs ? ' syncs |' : ''
   console.log(
-    `| round | server | p50 ms | p99 ms | p99.9 ms | max ms | 2xx | not 2xx | gen late p99 |${syncHeader} added p50 | added p99 | added p99.9 |`,
+    `| round | server | p50 ms | p99 ms | p99.9 ms | max ms | 2xx | not 2xx | gen late p99 | others on CPU 0 |${syncHeader} added p50 | added p99 | added p99.9 |`,
   )
   console.log(
-    `|---|---|---:|---:|---:|---:|---:|---:|---:|${withSyncs ? '---:|' : ''}---:|---:|---:|`,
+    `|---|---|---:|---:|---:|---:|---:|---:|---:|---:|${withSyncs ? '---:|' : ''}---:|---:|---:|`,
   )
   const servers = [benchCase.subject, ...benchCase.others, benchCase.baseline]
   rounds.forEach((measured, round) => {
@@ -67,7 +73,7 @@ export function printCase(result: CaseResult, settings: RunSettings, withSyncs: 
       const added = (a: number, b: number) => (isBase ? '' : signed(a - b))
       const syncs = withSyncs ? ` ${m.syncs ?? ''} |` : ''
       console.log(
-        `| ${round + 1} | ${id}${isBase ? ' (baseline)' : ''} | ${ms(s.p50Ms)} | ${ms(s.p99Ms)} | ${ms(s.p999Ms)} | ${ms(s.maxMs)} | ${count(s.count)} | ${otherAnswers(m.run)} | ${ms(m.run.lateP99Ms ?? Number.NaN)} |${syncs} ${added(s.p50Ms, base.p50Ms)} | ${added(s.p99Ms, base.p99Ms)} | ${added(s.p999Ms, base.p999Ms)} |`,
+        `| ${round + 1} | ${id}${isBase ? ' (baseline)' : ''} | ${ms(s.p50Ms)} | ${ms(s.p99Ms)} | ${ms(s.p999Ms)} | ${ms(s.maxMs)} | ${count(s.count)} | ${otherAnswers(m.run)} | ${ms(m.run.lateP99Ms ?? Number.NaN)} | ${percent(m.others)} |${syncs} ${added(s.p50Ms, base.p50Ms)} | ${added(s.p99Ms, base.p99Ms)} | ${added(s.p999Ms, base.p999Ms)} |`,
       )
     }
   })
@@ -79,7 +85,7 @@ export function printCase(result: CaseResult, settings: RunSettings, withSyncs: 
     const syncsMedian = of((m) => m.syncs ?? Number.NaN)
     const syncs = withSyncs ? ` ${Number.isNaN(syncsMedian) ? '' : syncsMedian} |` : ''
     console.log(
-      `| median | ${id}${id === benchCase.baseline ? ' (baseline)' : ''} | ${ms(of((m) => m.run.summary.p50Ms))} | ${ms(of((m) => m.run.summary.p99Ms))} | ${ms(of((m) => m.run.summary.p999Ms))} | ${ms(of((m) => m.run.summary.maxMs))} | | | |${syncs} ${addedOf('p50Ms')} | ${addedOf('p99Ms')} | ${addedOf('p999Ms')} |`,
+      `| median | ${id}${id === benchCase.baseline ? ' (baseline)' : ''} | ${ms(of((m) => m.run.summary.p50Ms))} | ${ms(of((m) => m.run.summary.p99Ms))} | ${ms(of((m) => m.run.summary.p999Ms))} | ${ms(of((m) => m.run.summary.maxMs))} | | | | |${syncs} ${addedOf('p50Ms')} | ${addedOf('p99Ms')} | ${addedOf('p999Ms')} |`,
     )
   }
 }
@@ -101,8 +107,10 @@ function addedMedian(
 
 export function printSummary(results: readonly CaseResult[]): void {
   console.log('\n### Added latency, median of rounds (ms; per round in brackets)\n')
-  console.log('| case | rate req/s | server | baseline | added p50 | added p99 | added p99.9 |')
-  console.log('|---|---:|---|---|---:|---:|---:|')
+  console.log(
+    '| case | rate req/s | server | baseline | added p50 | added p99 | added p99.9 | others on CPU 0 per round (server / baseline) |',
+  )
+  console.log('|---|---:|---|---|---:|---:|---:|---|')
   for (const result of results) {
     const { benchCase } = result
     for (const id of [benchCase.subject, ...benchCase.others]) {
@@ -115,8 +123,11 @@ export function printSummary(results: readonly CaseResult[]): void {
         const mid = signed(addedMedian(result, id, field))
         return each.length > 1 ? `${mid} (${each.join(', ')})` : mid
       }
+      const others = result.rounds
+        .map((r) => `${percent(r.get(id)?.others)} / ${percent(r.get(benchCase.baseline)?.others)}`)
+        .join(', ')
       console.log(
-        `| ${benchCase.id} | ${count(result.rate)} | ${id} | ${benchCase.baseline} | ${perRound('p50Ms')} | ${perRound('p99Ms')} | ${perRound('p999Ms')} |`,
+        `| ${benchCase.id} | ${count(result.rate)} | ${id} | ${benchCase.baseline} | ${perRound('p50Ms')} | ${perRound('p99Ms')} | ${perRound('p999Ms')} | ${others} |`,
       )
     }
   }

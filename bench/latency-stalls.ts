@@ -27,6 +27,7 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { loadFixtures } from './fixtures.ts'
 import { bearer } from './latency-cases.ts'
+import { markCpu, shareSince } from './latency-machine.ts'
 import {
   LatencyServers,
   LOAD_CPU,
@@ -219,50 +220,6 @@ export function causeOf(lateShare: number, longest: Stall[], gcMs: number): stri
   return longest.length > 0 ? 'path busy' : 'unlogged'
 }
 
-/** Per CPU [busy, steal] jiffies (USER_HZ, 10 ms) from /proc/stat. */
-function cpuTimes(): [number, number][] {
-  const times: [number, number][] = []
-  for (const line of readFileSync('/proc/stat', 'utf8').split('\n')) {
-    const m = /^cpu(\d+) (.*)$/.exec(line)
-    if (!m) continue
-    const [user, nice, system, , , irq, softirq, steal] = (m[2] as string).split(' ').map(Number)
-    times[Number(m[1])] = [
-      (user as number) +
-        (nice as number) +
-        (system as number) +
-        (irq as number) +
-        (softirq as number),
-      steal as number,
-    ]
-  }
-  return times
-}
-
-/** CPU jiffies of every live process descending from this one (the bench servers, nginx's workers). */
-function treeCpu(): number {
-  const parent = new Map<number, number>()
-  const cpu = new Map<number, number>()
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      parent.set(Number(entry), Number(fields[1]))
-      cpu.set(Number(entry), Number(fields[11]) + Number(fields[12]))
-    } catch {}
-  }
-  let total = 0
-  for (const [pid, used] of cpu) {
-    for (let p = parent.get(pid); p !== undefined && p > 1; p = parent.get(p)) {
-      if (p === process.pid) {
-        total += used
-        break
-      }
-    }
-  }
-  return total
-}
-
 const sumOf = (values: number[]) => values.reduce((a, b) => a + b, 0)
 const sum = (values: number[]) => sumOf(values).toFixed(1)
 
@@ -309,7 +266,7 @@ async function main(): Promise<void> {
         const { url } = await servers.get(id)
         const run = `r${round}-${slug(id)}`
         const marks = new Map(PROBED.map((p) => [p, sizeOf(join(dir, `${slug(p)}.log`))]))
-        const [cpusBefore, treeBefore, t0] = [cpuTimes(), treeCpu(), Date.now()]
+        const [cpu0, cpu1] = [markCpu(SERVER_CPU), markCpu(LOAD_CPU)]
         await generate(url, path, headers, {
           rate,
           duration: Number(values.duration),
@@ -319,10 +276,9 @@ async function main(): Promise<void> {
         })
         // Each server's log lines written during this run, beside the run's trace.
         for (const [p, mark] of marks) sliceLog(join(dir, `${slug(p)}.log`), mark, dir, run, p)
-        const [cpusAfter, treeAfter, seconds] = [cpuTimes(), treeCpu(), (Date.now() - t0) / 1000]
-        const pct = (jiffies: number) => `${Math.round(jiffies / seconds)} %`
-        const used = (c: number, k: 0 | 1) => (cpusAfter[c]?.[k] ?? 0) - (cpusBefore[c]?.[k] ?? 0)
-        const note = `CPU ${SERVER_CPU} busy ${pct(used(SERVER_CPU, 0))} (the path's processes ${pct(treeAfter - treeBefore)}, so others ${pct(used(SERVER_CPU, 0) - (treeAfter - treeBefore))}), steal ${pct(used(SERVER_CPU, 1))}; CPU ${LOAD_CPU} busy ${pct(used(LOAD_CPU, 0))} (the generator's and others'), steal ${pct(used(LOAD_CPU, 1))}; load average ${loadavg()[0]?.toFixed(2)}`
+        const [server, load] = [shareSince(cpu0), shareSince(cpu1)]
+        const pct = (value: number) => `${Math.round(value)} %`
+        const note = `CPU ${SERVER_CPU} busy ${pct(server.busy)} (the path's processes ${pct(server.ours)}, others ${pct(server.others)}), steal ${pct(server.steal)}; CPU ${LOAD_CPU} busy ${pct(load.busy)} (the generator's and others'), steal ${pct(load.steal)}; load average ${loadavg()[0]?.toFixed(2)}`
         writeFileSync(join(dir, `${run}.cpu.txt`), note)
         report(dir, run, slowMs, warmup)
       }

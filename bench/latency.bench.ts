@@ -33,6 +33,7 @@ import {
   standardCases,
 } from './latency-cases.ts'
 import { type Generator, type LatencyRequest, type LatencyRun, runLatency } from './latency-load.ts'
+import { markCpu, shareSince } from './latency-machine.ts'
 import {
   type CaseResult,
   count,
@@ -47,6 +48,7 @@ import {
   LOAD_CPU,
   missingFor,
   type RunningServer,
+  SERVER_CPU,
   type ServerId,
 } from './latency-servers.ts'
 import { median } from './latency-stats.ts'
@@ -196,6 +198,7 @@ async function runCases(
         )
         const generator = request.pool ? 'paced' : GENERATOR
         const from = Date.now()
+        const cpu = markCpu(SERVER_CPU)
         const run = await runLatency(generator, request, {
           rate,
           durationSec: DURATION,
@@ -203,10 +206,11 @@ async function runCases(
           connections: CONNECTIONS,
           cpu: LOAD_CPU,
         })
+        const { others } = shareSince(cpu)
         const syncs = slowFsync?.callsBetween(id, from, Date.now())
-        measured.set(id, { run, ...(syncs === undefined ? {} : { syncs }) })
+        measured.set(id, { run, others, ...(syncs === undefined ? {} : { syncs }) })
         progress(
-          `round ${round + 1} · ${benchCase.id} · ${id}: p50 ${ms(run.summary.p50Ms)} p99 ${ms(run.summary.p99Ms)} p99.9 ${ms(run.summary.p999Ms)}`,
+          `round ${round + 1} · ${benchCase.id} · ${id}: p50 ${ms(run.summary.p50Ms)} p99 ${ms(run.summary.p99Ms)} p99.9 ${ms(run.summary.p999Ms)}, others on CPU ${SERVER_CPU} ${Math.round(others)} %`,
         )
       }
       result.rounds.push(measured)

@@ -1,29 +1,37 @@
 /**
  * The tail-latency diagnosis (bench/latency-stalls.ts) rests on three things: the stall probe
  * (bench/latency-probe.ts) telling a loop that ran from one that was blocked, the paced
- * generator's trace holding the same latencies it reports, and the episode labels. Bounds
- * only, no timing targets.
+ * generator's trace holding the same latencies it reports, the episode labels, and a run's CPU
+ * share told apart (bench/latency-machine.ts). Bounds only, no timing targets.
  */
 import assert from 'node:assert/strict'
-import { execFile } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { execFile, spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
+import { markCpu, shareSince } from '../../bench/latency-machine.ts'
 import { causeOf } from '../../bench/latency-stalls.ts'
+import { CAN_PIN } from '../../bench/processes.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'tg-stalls-test-'))
 after(() => rmSync(dir, { recursive: true, force: true }))
 const bench = (file: string) => new URL(`../../bench/${file}`, import.meta.url).pathname
 
-function run(argv: string[], env: Record<string, string> = {}): Promise<string> {
+/** `node argv`, or `command` (an argv list) when given. */
+function run(
+  argv: string[],
+  env: Record<string, string> = {},
+  command: string[] = [process.execPath, ...argv],
+): Promise<string> {
+  const [program, ...args] = command as [string, ...string[]]
   return new Promise((resolve, reject) =>
     execFile(
-      process.execPath,
-      argv,
-      { env: { ...process.env, ...env } },
+      program,
+      args,
+      { env: { ...process.env, ...env }, timeout: 30_000 },
       (error, stdout, stderr) =>
         error ? reject(new Error(stderr || String(error))) : resolve(stdout),
     ),
@@ -128,4 +136,26 @@ test('episodes are labelled by what overlapped them', () => {
   assert.equal(causeOf(0, [gap(0, 4, 3, 1)], 2.5), 'GC')
   assert.equal(causeOf(0, [gap(0, 4, 3, 1)], 0), 'path busy')
   assert.equal(causeOf(0, [], 0), 'unlogged')
+})
+
+test("a run's CPU share: the bench's pinned processes apart from everything else", {
+  skip: CAN_PIN && existsSync('/proc/stat') ? false : 'needs taskset, 2 CPUs and /proc',
+}, async () => {
+  // Spins 800 ms, then sleeps: alive (so counted) when the share is read at 1 s.
+  const spin =
+    'const end = Date.now() + 800; while (Date.now() < end); Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 3000)'
+  // Ours: a child of this process pinned to CPU 0.
+  let mark = markCpu(0)
+  const child = spawn('taskset', ['-c', '0', process.execPath, '-e', spin], { stdio: 'ignore' })
+  after(() => child.kill())
+  await new Promise((resolve) => setTimeout(resolve, 1000))
+  const ours = shareSince(mark)
+  child.kill()
+  // Someone else's: the same, detached by a shell that exits at once (re-parented away).
+  mark = markCpu(0)
+  await run([], {}, ['sh', '-c', `taskset -c 0 ${process.execPath} -e '${spin}' >/dev/null 2>&1 &`])
+  await new Promise((resolve) => setTimeout(resolve, 1000))
+  const others = shareSince(mark)
+  assert.ok(ours.ours >= 20, JSON.stringify(ours))
+  assert.ok(others.ours <= 10 && others.others >= 20, JSON.stringify(others))
 })
