@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import Fastify, { type FastifyReply } from 'fastify'
 import { callerResponseHeaders, type HeaderMap } from '../../src/gateway/headers.ts'
-import { writeRelayedHead } from '../../src/gateway/response-head.ts'
+import { replyHeaderMap, writeRelayedHead } from '../../src/gateway/response-head.ts'
 
 /** An upstream's head as undici hands it over: lower-case names, repeats as arrays. */
 const UPSTREAM: HeaderMap = {
@@ -20,12 +20,18 @@ const UPSTREAM: HeaderMap = {
   'x-upstream-only': 'yes',
 }
 
-/** What the server's hooks put on the reply before the proxy relays. */
-function ownHeaders(reply: FastifyReply, cookie: boolean): void {
+/** What the server's hooks put on the reply before the proxy relays (`raw`: on its raw response too). */
+function ownHeaders(reply: FastifyReply, cookie: boolean, raw = true): void {
   reply.header('x-request-id', 'the-gateway-id').header('x-shared', 'reply')
   reply.header('ratelimit-policy', '100;w=60')
   if (cookie) reply.header('set-cookie', 'own=1; Path=/').header('set-cookie', 'own=2; Path=/')
-  reply.raw.setHeader('x-raw', 'set on the raw response')
+  if (raw) reply.raw.setHeader('x-raw', 'set on the raw response')
+}
+
+/** The gateway's usual case: nothing set on the raw response, the reply's map read directly. */
+const options = (query: unknown) => {
+  const q = (query ?? {}) as Record<string, string>
+  return { cookie: 'cookie' in q, raw: !('noraw' in q) }
 }
 
 describe('writeRelayedHead', () => {
@@ -33,14 +39,16 @@ describe('writeRelayedHead', () => {
   let origin = ''
   before(async () => {
     app.get('/composed', (request, reply) => {
-      ownHeaders(reply, request.query !== null && 'cookie' in (request.query as object))
+      const { cookie, raw } = options(request.query)
+      ownHeaders(reply, cookie, raw)
       // The composition it replaces (the proxy's until issue #36).
       reply.headers(callerResponseHeaders(UPSTREAM))
       reply.raw.writeHead(201, reply.getHeaders() as Record<string, string>)
       reply.raw.end('{}')
     })
     app.get('/one-pass', (request, reply) => {
-      ownHeaders(reply, request.query !== null && 'cookie' in (request.query as object))
+      const { cookie, raw } = options(request.query)
+      ownHeaders(reply, cookie, raw)
       reply.code(201)
       reply.raw.statusCode = 201
       writeRelayedHead(reply, UPSTREAM)
@@ -64,9 +72,14 @@ describe('writeRelayedHead', () => {
       i % 2 === 1 && all[i - 1] !== 'Date' ? [`${all[i - 1]}: ${value}`] : [],
     )
 
-  for (const cookie of [false, true]) {
-    test(`writes the same head as reply.headers + getHeaders, in the same order${cookie ? ' (Set-Cookie on both sides)' : ''}`, async () => {
-      const query = cookie ? '?cookie' : ''
+  for (const [cookie, raw] of [
+    [false, true],
+    [true, true],
+    [false, false],
+    [true, false],
+  ]) {
+    test(`writes the same head as reply.headers + getHeaders, in the same order${cookie ? ' (Set-Cookie on both sides)' : ''}${raw ? ' (a raw header)' : " (the reply's map only)"}`, async () => {
+      const query = `?${cookie ? 'cookie&' : ''}${raw ? '' : 'noraw'}`
       const [composed, onePass] = await Promise.all([
         fetchHead(`/composed${query}`),
         fetchHead(`/one-pass${query}`),
@@ -76,25 +89,44 @@ describe('writeRelayedHead', () => {
     })
   }
 
-  test('drops hop-by-hop fields and the upstream request id; the upstream wins, cookies join', async () => {
-    const res = await fetchHead('/one-pass?cookie')
-    assert.equal(res.headers['x-request-id'], 'the-gateway-id')
-    assert.equal(res.headers['x-shared'], 'upstream')
-    assert.equal(res.headers['x-upstream-only'], 'yes')
-    assert.equal(res.headers['x-raw'], 'set on the raw response')
-    assert.equal(res.headers['ratelimit-policy'], '100;w=60')
-    assert.deepEqual(res.headers['set-cookie'], [
-      'own=1; Path=/',
-      'own=2; Path=/',
-      'a=1; Path=/',
-      'b=2; Path=/',
-    ])
-    for (const name of ['x-listed', 'proxy-authenticate']) {
-      assert.equal(res.headers[name], undefined, name)
-    }
-    // Node's own keep-alive and framing, not the upstream's.
-    assert.notEqual(res.headers['keep-alive'], 'timeout=5')
-    assert.equal(res.headers['transfer-encoding'], 'chunked')
-    assert.equal(res.rawHeaders.filter((v) => v.toLowerCase() === 'transfer-encoding').length, 1)
+  test("reads the pinned Fastify's own header map (else every relay takes getHeaders' copies)", async () => {
+    const app = Fastify()
+    let seen: unknown
+    app.get('/', (_request, reply) => {
+      ownHeaders(reply, true, false)
+      seen = { map: { ...replyHeaderMap(reply) }, public: reply.getHeaders() }
+      return 'ok'
+    })
+    await app.inject('/')
+    await app.close()
+    const { map, public: expected } = seen as Record<string, unknown>
+    assert.ok(Object.keys(map as object).length > 0, 'the symbol was not found')
+    assert.deepEqual(map, { ...(expected as object) })
   })
+
+  for (const query of ['?cookie', '?cookie&noraw']) {
+    test(`drops hop-by-hop fields and the upstream request id; the upstream wins, cookies join (${query})`, async () => {
+      const res = await fetchHead(`/one-pass${query}`)
+      assert.equal(res.headers['x-request-id'], 'the-gateway-id')
+      assert.equal(res.headers['x-shared'], 'upstream')
+      assert.equal(res.headers['x-upstream-only'], 'yes')
+      assert.equal(
+        res.headers['x-raw'],
+        query.includes('noraw') ? undefined : 'set on the raw response',
+      )
+      assert.equal(res.headers['ratelimit-policy'], '100;w=60')
+      assert.deepEqual(res.headers['set-cookie'], [
+        'own=1; Path=/',
+        'own=2; Path=/',
+        'a=1; Path=/',
+        'b=2; Path=/',
+      ])
+      for (const name of ['x-listed', 'proxy-authenticate']) {
+        assert.equal(res.headers[name], undefined, name)
+      }
+      assert.notEqual(res.headers['keep-alive'], 'timeout=5')
+      assert.equal(res.headers['transfer-encoding'], 'chunked')
+      assert.equal(res.rawHeaders.filter((v) => v.toLowerCase() === 'transfer-encoding').length, 1)
+    })
+  }
 })
