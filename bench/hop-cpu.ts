@@ -8,73 +8,142 @@
  * Everything runs as in `latency.bench.ts --hops`: nginx, tokengate and the upstream on CPU 0,
  * the load on CPU 1; the sum of the three columns is what one request costs that core.
  *
- * Usage: node bench/hop-cpu.ts [--rate 2000] [--duration 4] [--rounds 3]
+ * `--unix`: two more rows with the decision listener on a Unix socket (decision.socket;
+ * nginx's decision upstream `server unix:<path>`), uncached and cached, asking a second
+ * tokengate (the same bench server with `--decision-socket`), whose CPU they report.
+ * `--rows 'a;b'`: only those rows (e.g. `--rows 'nginx + decision;nginx + decision (unix)'`).
+ * `--saturated`: wrk (32 connections, CPU 1) instead of the paced rate, as `npm run bench`'s
+ * hop rows load them: many requests share each wake-up, so the per-request costs are lower.
+ *
+ * Usage: node bench/hop-cpu.ts [--rate 2000] [--duration 4] [--rounds 3] [--unix] [--rows ...]
+ *   [--saturated]
  */
 
+import type { ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { loadFixtures } from './fixtures.ts'
 import { bearer } from './latency-cases.ts'
 import { runLatency } from './latency-load.ts'
-import { LatencyServers, LOAD_CPU, type ServerId } from './latency-servers.ts'
+import { LatencyServers, LOAD_CPU, SERVER_CPU, type ServerId } from './latency-servers.ts'
 import { median } from './latency-stats.ts'
-import { cpuMicros } from './load.ts'
+import { cpuMicros, PRODUCTION_NODE_FLAGS, runLoad } from './load.ts'
+import { freePort, startNode } from './processes.ts'
+import { type RunningNginx, startNginx } from './servers/nginx.ts'
 
 const { values } = parseArgs({
   options: {
     rate: { type: 'string', default: '2000' },
     duration: { type: 'string', default: '4' },
     rounds: { type: 'string', default: '3' },
+    unix: { type: 'boolean', default: false },
+    rows: { type: 'string' },
+    saturated: { type: 'boolean', default: false },
   },
 })
 const RATE = Number(values.rate)
 const DURATION = Number(values.duration)
 const ROUNDS = Number(values.rounds)
-const ROWS: ServerId[] = [
+const UNIX_ROWS = ['nginx + decision (unix)', 'nginx + decision (unix, cached)'] as const
+type RowId = ServerId | (typeof UNIX_ROWS)[number]
+const ALL_ROWS: RowId[] = [
   'nginx',
   'nginx + decision',
   'nginx + decision (no keepalive)',
   'nginx + decision (cached)',
+  ...(values.unix ? UNIX_ROWS : []),
 ]
+const picked = values.rows?.split(';').map((row) => row.trim())
+const ROWS = picked ? ALL_ROWS.filter((row) => picked.includes(row)) : ALL_ROWS
 
 const fixtures = loadFixtures(join(tmpdir(), 'tokengate-latency-fixtures'))
 const servers = new LatencyServers(fixtures)
 const cpu = new Map<
-  ServerId,
-  { nginx: number[]; tokengate: number[]; upstream: number[]; p50: number[] }
+  RowId,
+  { nginx: number[]; tokengate: number[]; upstream: number[]; p50: number[]; rps: number[] }
 >()
+const socketDir = mkdtempSync(join(tmpdir(), 'tokengate-hop-cpu-'))
+const unixNginx: RunningNginx[] = []
+let unixTokengate: ChildProcess | undefined
 try {
-  const tokengate = await servers.get('gateway')
+  const gateway = await servers.get('gateway')
   const upstream = await servers.get('upstream')
+  const upstreamPort = Number(new URL(upstream.url).port)
+  /** The unix rows' own tokengate (its decision listener on the socket) and nginx. */
+  const unixRows = new Map<RowId, { child: ChildProcess; url: string }>()
+  if (ROWS.some((row) => (UNIX_ROWS as readonly RowId[]).includes(row))) {
+    const socket = join(socketDir, 'decision.sock')
+    const started = await startNode(SERVER_CPU, [
+      ...PRODUCTION_NODE_FLAGS,
+      'bench/servers/tokengate.ts',
+      fixtures.dir,
+      String(await freePort()),
+      upstream.url,
+      `--decision-socket=${socket}`,
+    ])
+    unixTokengate = started.child
+    for (const [id, cache] of [
+      ['nginx + decision (unix)', false],
+      ['nginx + decision (unix, cached)', true],
+    ] as const) {
+      if (!ROWS.includes(id)) continue
+      const nginx = await startNginx(upstreamPort, 0, {
+        cpu: SERVER_CPU,
+        cache,
+        decisionSocket: socket,
+      })
+      unixNginx.push(nginx)
+      unixRows.set(id, { child: nginx.child, url: nginx.guarded })
+    }
+  }
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 ? [...ROWS].reverse() : ROWS
     for (const id of order) {
-      const server = await servers.get(id)
+      const unix = unixRows.get(id)
+      const server = unix ?? (await servers.get(id as ServerId))
+      const tokengate = unix && unixTokengate ? { child: unixTokengate } : gateway
       const before = {
         nginx: cpuMicros(server.child.pid) ?? 0,
         tg: cpuMicros(tokengate.child.pid) ?? 0,
         up: cpuMicros(upstream.child.pid) ?? 0,
       }
-      const run = await runLatency(
-        'paced',
-        { url: server.url, path: '/api/v1/projects/p1', headers: bearer(fixtures.patSingle) },
-        { rate: RATE, durationSec: DURATION, warmupSec: 0, connections: 32, cpu: LOAD_CPU },
-      )
-      const n = run.summary.count
-      const row = cpu.get(id) ?? { nginx: [], tokengate: [], upstream: [], p50: [] }
+      const request = {
+        url: server.url,
+        path: '/api/v1/projects/p1',
+        headers: bearer(fixtures.patSingle),
+      }
+      const { n, p50, rps } = values.saturated
+        ? await runLoad(
+            'wrk',
+            { ...request, durationSec: DURATION, connections: 32 },
+            LOAD_CPU,
+          ).then((r) => {
+            if (r.non2xx > 0) throw new Error(`${id}: ${r.non2xx} answers not 2xx`)
+            return { n: r.requests, p50: r.p50Ms, rps: r.rps }
+          })
+        : await runLatency('paced', request, {
+            rate: RATE,
+            durationSec: DURATION,
+            warmupSec: 0,
+            connections: 32,
+            cpu: LOAD_CPU,
+          }).then((r) => ({ n: r.summary.count, p50: r.summary.p50Ms, rps: RATE }))
+      const row = cpu.get(id) ?? { nginx: [], tokengate: [], upstream: [], p50: [], rps: [] }
       row.nginx.push(((cpuMicros(server.child.pid) ?? 0) - before.nginx) / n)
       row.tokengate.push(((cpuMicros(tokengate.child.pid) ?? 0) - before.tg) / n)
       row.upstream.push(((cpuMicros(upstream.child.pid) ?? 0) - before.up) / n)
-      row.p50.push(run.summary.p50Ms)
+      row.p50.push(p50)
+      row.rps.push(rps)
       cpu.set(id, row)
       process.stderr.write(`round ${round + 1} ${id}: ${n} 2xx\n`)
     }
   }
   console.log(
-    `\n| ${RATE} req/s, ${ROUNDS} × ${DURATION} s | nginx CPU µs/req | tokengate CPU µs/req | upstream CPU µs/req | all three | p50 ms |`,
+    `\n| ${values.saturated ? 'wrk -c32' : `${RATE} req/s`}, ${ROUNDS} × ${DURATION} s | nginx CPU µs/req | tokengate CPU µs/req | upstream CPU µs/req | all three (per round) | p50 ms | req/s |`,
   )
-  console.log('|---|---:|---:|---:|---:|---:|')
+  console.log('|---|---:|---:|---:|---:|---:|---:|')
   for (const id of ROWS) {
     const row = cpu.get(id)
     if (!row) continue
@@ -82,9 +151,13 @@ try {
       `${median(xs).toFixed(1)} (${xs.map((x) => x.toFixed(0)).join(', ')})`
     const all = row.nginx.map((x, i) => x + (row.tokengate[i] ?? 0) + (row.upstream[i] ?? 0))
     console.log(
-      `| ${id} | ${f(row.nginx)} | ${f(row.tokengate)} | ${f(row.upstream)} | ${median(all).toFixed(0)} | ${median(row.p50).toFixed(3)} |`,
+      `| ${id} | ${f(row.nginx)} | ${f(row.tokengate)} | ${f(row.upstream)} | ${f(all)} | ${median(row.p50).toFixed(3)} | ${median(row.rps).toFixed(0)} |`,
     )
   }
 } finally {
+  for (const nginx of unixNginx) nginx.child.kill()
+  unixTokengate?.kill()
   await servers.stopAll()
+  for (const nginx of unixNginx) nginx.cleanup()
+  rmSync(socketDir, { recursive: true, force: true })
 }

@@ -6,10 +6,11 @@
  * on every request; only its thresholds change).
  *
  * Usage: node bench/servers/tokengate.ts <fixturesDir> <port> [upstreamUrl] [--workers=N]
- *   [--decision]
+ *   [--decision | --decision-socket=<path>]
  * (`--workers=N`: `server.workers`, N node:cluster workers behind one listener, as `serve`;
  * `--decision`: the forward-auth decision listener too, on a free port printed as
- * `DECISION <port>` before READY.)
+ * `DECISION <port>` before READY; `--decision-socket=<path>`: that listener on a Unix socket,
+ * decision.socket, printed as `DECISION unix:<path>`.)
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -21,10 +22,12 @@ import { loadFixtures, seedBenchStore } from '../fixtures.ts'
 
 const workersFlag = process.argv.find((a) => a.startsWith('--workers='))
 const workers = workersFlag ? Number(workersFlag.slice('--workers='.length)) : 1
-const decision = process.argv.includes('--decision')
+const socketFlag = process.argv.find((a) => a.startsWith('--decision-socket='))
+const socket = socketFlag?.slice('--decision-socket='.length)
+const decision = process.argv.includes('--decision') || socket !== undefined
 const [fixturesDir, portText, upstream] = process.argv
   .slice(2)
-  .filter((a) => a !== workersFlag && a !== '--decision')
+  .filter((a) => a !== workersFlag && a !== '--decision' && a !== socketFlag)
 const fixtures = loadFixtures(fixturesDir)
 const dataDir = mkdtempSync(join(tmpdir(), 'tg-bench-'))
 
@@ -43,7 +46,16 @@ const config = loadConfig({
     ...(upstream
       ? { gateway: { upstream, maxInFlightPerToken: 1_000_000, maxInFlightPerTenant: 1_000_000 } }
       : {}),
-    ...(decision ? { decision: { host: '127.0.0.1', port: 0, proxy: 'nginx' } } : {}),
+    ...(decision
+      ? {
+          decision: {
+            host: '127.0.0.1',
+            port: 0,
+            proxy: 'nginx',
+            ...(socket ? { socket: { path: socket } } : {}),
+          },
+        }
+      : {}),
   },
 })
 const running =
@@ -57,7 +69,8 @@ const running =
       )
     : await startTokengate(config)
 if ('decisionUrl' in running && running.decisionUrl) {
-  console.log(`DECISION ${new URL(running.decisionUrl).port}`)
+  const { decisionUrl } = running
+  console.log(`DECISION ${socket ? decisionUrl : new URL(decisionUrl).port}`)
 }
 console.log(`READY ${new URL(running.url).port}`)
 
