@@ -49,6 +49,8 @@ export interface Stall {
   readonly run: number
   readonly wait: number
   readonly proc: number
+  /** CPU ms of the process's other threads around the gap, by thread name. */
+  readonly threads?: Record<string, number>
 }
 interface Gc {
   readonly gc: number
@@ -139,8 +141,9 @@ function report(dir: string, run: string, slowMs: number, warmup: number): void 
   for (const [name, log] of logs) {
     const stalled = log.stalls.filter((s) => s.stall + s.gap >= origin)
     const gcMs = log.gcs.filter((g) => g.gc >= origin).map((g) => g.ms)
+    const threads = threadsIn(stalled)
     console.log(
-      `  ${name}: ${stalled.length} loop gaps > 2 ms (sum ${sum(stalled.map((s) => s.gap))} ms: ran ${sum(stalled.map((s) => s.run))}, waited for a CPU ${sum(stalled.map((s) => s.wait))}); ${gcMs.length} GCs, ${sum(gcMs)} ms, longest ${Math.max(0, ...gcMs).toFixed(2)}`,
+      `  ${name}: ${stalled.length} loop gaps > 2 ms (sum ${sum(stalled.map((s) => s.gap))} ms: ran ${sum(stalled.map((s) => s.run))}, waited for a CPU ${sum(stalled.map((s) => s.wait))}${threads ? `; other threads around them: ${threads}` : ''}); ${gcMs.length} GCs, ${sum(gcMs)} ms, longest ${Math.max(0, ...gcMs).toFixed(2)}`,
     )
   }
   // Episodes: slow answers due within 5 ms of the previous one.
@@ -184,8 +187,9 @@ function report(dir: string, run: string, slowMs: number, warmup: number): void 
         pathGcMs += sumOf(log.gcs.filter((g) => within(g.gc, g.ms, onsetTo)).map((g) => g.ms))
       }
       if (gaps.length === 0 && !gcMs.some((d) => d >= 0.5)) continue
+      const others = threadsIn(gaps)
       seen.push(
-        `${name} ${gaps.length} gaps, sum ${sum(gaps.map((s) => s.gap))} (ran ${sum(gaps.map((s) => s.run))}, waited ${sum(gaps.map((s) => s.wait))}), longest ${longest.gap.toFixed(1)} (waited ${longest.wait.toFixed(1)}); GC ${sum(gcMs)} ms in ${gcMs.length}`,
+        `${name} ${gaps.length} gaps, sum ${sum(gaps.map((s) => s.gap))} (ran ${sum(gaps.map((s) => s.run))}, waited ${sum(gaps.map((s) => s.wait))}), longest ${longest.gap.toFixed(1)} (waited ${longest.wait.toFixed(1)}); GC ${sum(gcMs)} ms in ${gcMs.length}${others ? `; other threads ${others}` : ''}`,
       )
     }
     const cause = causeOf(late / onsetLatency, longestOnCpu0, pathGcMs)
@@ -218,6 +222,21 @@ export function causeOf(lateShare: number, longest: Stall[], gcMs: number): stri
   if (together) return 'CPU 0 held'
   if (gcMs >= 1) return 'GC'
   return longest.length > 0 ? 'path busy' : 'unlogged'
+}
+
+/** CPU ms of a process's other threads around `gaps`, by thread name (≥ 1 ms). */
+function threadsIn(gaps: readonly Stall[]): string {
+  const threads: Record<string, number> = {}
+  for (const gap of gaps) {
+    for (const [thread, ms] of Object.entries(gap.threads ?? {})) {
+      threads[thread] = (threads[thread] ?? 0) + ms
+    }
+  }
+  return Object.entries(threads)
+    .filter(([, ms]) => ms >= 1)
+    .sort((a, b) => b[1] - a[1])
+    .map(([thread, ms]) => `${thread} ${ms.toFixed(1)}`)
+    .join(', ')
 }
 
 const sumOf = (values: number[]) => values.reduce((a, b) => a + b, 0)
