@@ -5,15 +5,38 @@
  *
  * - tokengate's gateway / a bare node:http + undici proxy (bench/servers/undici-proxy.ts);
  * - nginx + `auth_request` to tokengate's decision listener / nginx alone, without the
- *   decision cache and with it (examples/forward-auth/nginx.conf, its `#cache ` lines on).
+ *   decision cache and with it (examples/forward-auth/nginx.conf, its `#cache ` lines on),
+ *   over loopback TCP and, as the `(unix)` rows, over a Unix socket (decision.socket) to a
+ *   second tokengate (`tokengate-decision-socket`, started with `--decision-socket`).
  */
 import type { ChildProcess } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { existsSync, mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { NGINX_PERL_MODULE } from '../test/decision/harness.ts'
 import { nginxBinary, startNginx } from './servers/nginx.ts'
 
-export const NGINX_ROWS = ['nginx', 'nginx + decision', 'nginx + decision (cached)'] as const
+export const NGINX_ROWS = [
+  'nginx',
+  'nginx + decision',
+  'nginx + decision (cached)',
+  'nginx + decision (unix)',
+  'nginx + decision (unix, cached)',
+] as const
 type NginxRow = (typeof NGINX_ROWS)[number]
+const CACHED: readonly NginxRow[] = ['nginx + decision (cached)', 'nginx + decision (unix, cached)']
+
+/** The rows that ask `tokengate-decision-socket` on the Unix socket. */
+export function asksSocket(id: string): boolean {
+  return id === 'nginx + decision (unix)' || id === 'nginx + decision (unix, cached)'
+}
+
+let socketPath: string | undefined
+/** The decision socket of this run (a fresh temp dir; tokengate removes the file at stop). */
+export function decisionSocketPath(): string {
+  socketPath ??= join(mkdtempSync(join(tmpdir(), 'tokengate-bench-sock-')), 'decision.sock')
+  return socketPath
+}
 
 /** The nginx rows this machine can run (nginx; the cache also needs Debian's perl module). */
 export function nginxRows(): NginxRow[] {
@@ -22,8 +45,8 @@ export function nginxRows(): NginxRow[] {
     return []
   }
   if (existsSync(NGINX_PERL_MODULE)) return [...NGINX_ROWS]
-  console.error('hops: no cached row (apt-get install libnginx-mod-http-perl)')
-  return ['nginx', 'nginx + decision']
+  console.error('hops: no cached rows (apt-get install libnginx-mod-http-perl)')
+  return NGINX_ROWS.filter((row) => !CACHED.includes(row))
 }
 
 const HOP_CASE = 'hops: PAT through each proxy'
@@ -33,6 +56,13 @@ const RATIOS: readonly [string, string, string, number][] = [
   ['gateway PAT / bare undici proxy', 'tokengate-gateway', 'undici proxy', 0.85],
   ['nginx + decision / nginx alone', 'nginx + decision', 'nginx', 0.6],
   ['nginx + decision (cached) / nginx alone', 'nginx + decision (cached)', 'nginx', 0.9],
+  ['nginx + decision (unix) / nginx alone', 'nginx + decision (unix)', 'nginx', 0.6],
+  [
+    'nginx + decision (unix, cached) / nginx alone',
+    'nginx + decision (unix, cached)',
+    'nginx',
+    0.9,
+  ],
 ]
 
 interface RowServer {
@@ -42,8 +72,8 @@ interface RowServer {
   cleanup?: () => void
 }
 
-/** One nginx serves the plain and the guarded row; the cached row has its own. */
-const started = new Map<boolean, ReturnType<typeof startNginx>>()
+/** One nginx serves the plain and the guarded row; every other row has its own. */
+const started = new Map<string, ReturnType<typeof startNginx>>()
 
 /** Starts (or joins) the nginx of `server`'s row and points the row at its listener. */
 export async function startNginxRow(
@@ -53,12 +83,14 @@ export async function startNginxRow(
   cpu: number | undefined,
 ): Promise<void> {
   const id = server.id as NginxRow
-  const cache = id === 'nginx + decision (cached)'
-  let nginx = started.get(cache)
+  const cache = CACHED.includes(id)
+  const socket = asksSocket(id) ? decisionSocketPath() : undefined
+  const variant = id === 'nginx' ? 'nginx + decision' : id
+  let nginx = started.get(variant)
   const first = nginx === undefined
   if (!nginx) {
-    nginx = startNginx(upstreamPort, decisionPort, { cpu, cache })
-    started.set(cache, nginx)
+    nginx = startNginx(upstreamPort, decisionPort, { cpu, cache, decisionSocket: socket })
+    started.set(variant, nginx)
   }
   const running = await nginx
   server.port = Number(new URL(id === 'nginx' ? running.plain : running.guarded).port)

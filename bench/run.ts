@@ -16,7 +16,14 @@ import { mkdirSync, writeFileSync } from 'node:fs'
 import { cpus } from 'node:os'
 import { join } from 'node:path'
 import { BENCH_TENANT, type BenchAlgorithm, type Fixtures, loadFixtures } from './fixtures.ts'
-import { hopRatioLines, NGINX_ROWS, nginxRows, startNginxRow } from './hop-rows.ts'
+import {
+  asksSocket,
+  decisionSocketPath,
+  hopRatioLines,
+  NGINX_ROWS,
+  nginxRows,
+  startNginxRow,
+} from './hop-rows.ts'
 import {
   commandExists,
   cpuMicros,
@@ -148,7 +155,19 @@ function defineServers(fixtures: Fixtures): Server[] {
   }
   // The hop case: the smallest Node proxy, and nginx alone, asking tokengate, with its cache.
   add('undici proxy', 'hop', ['bench/servers/undici-proxy.ts'])
-  for (const id of nginxRows()) add(id, 'hop', [])
+  const nginx = nginxRows()
+  // The `(unix)` nginx rows ask this one on a Unix socket (decision.socket); it runs no case.
+  if (nginx.some(asksSocket)) {
+    add(
+      'tokengate-decision-socket',
+      'tokengate',
+      [...tokengate, `--decision-socket=${decisionSocketPath()}`],
+      {
+        only: /(?!)/,
+      },
+    )
+  }
+  for (const id of nginx) add(id, 'hop', [])
   return servers
 }
 
@@ -156,6 +175,12 @@ async function startServer(server: Server, servers: readonly Server[]): Promise<
   const upstream = servers.find((s) => s.id === 'upstream') as Server
   if ((NGINX_ROWS as readonly string[]).includes(server.id)) {
     const gateway = servers.find((s) => s.id === 'tokengate-gateway')
+    if (asksSocket(server.id)) {
+      if (!servers.some((s) => s.id === 'tokengate-decision-socket' && s.child)) {
+        throw new Error(`${server.id} needs the tokengate-decision-socket row`)
+      }
+      return startNginxRow(server, upstream.port, 0, haveTaskset ? 0 : undefined)
+    }
     if (!gateway?.decisionPort) throw new Error(`${server.id} needs the tokengate-gateway row`)
     return startNginxRow(server, upstream.port, gateway.decisionPort, haveTaskset ? 0 : undefined)
   }
