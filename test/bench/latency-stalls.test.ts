@@ -141,21 +141,39 @@ test('episodes are labelled by what overlapped them', () => {
 test("a run's CPU share: the bench's pinned processes apart from everything else", {
   skip: CAN_PIN && existsSync('/proc/stat') ? false : 'needs taskset, 2 CPUs and /proc',
 }, async () => {
-  // Spins 800 ms, then sleeps: alive (so counted) when the share is read at 1 s.
-  const spin =
-    'const end = Date.now() + 800; while (Date.now() < end); Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 3000)'
+  // Spins until it has used 300 ms of CPU (however busy CPU 0 is), writes `done`, then
+  // sleeps: alive, so counted, when the share is read.
+  const done = join(dir, 'spun')
+  const spin = `const { cpuUsage } = process; while (cpuUsage().user + cpuUsage().system < 300000); require('fs').writeFileSync(process.argv[1], ''); Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5000)`
+  const spun = async () => {
+    while (!existsSync(done)) await new Promise((resolve) => setTimeout(resolve, 20))
+    rmSync(done)
+  }
+  /** CPU-seconds × 100 (percent × seconds) since `mark`. */
+  const used = (mark: ReturnType<typeof markCpu>) => {
+    const share = shareSince(mark)
+    const seconds = (Date.now() - mark.at) / 1000
+    return { ours: share.ours * seconds, others: share.others * seconds }
+  }
   // Ours: a child of this process pinned to CPU 0.
   let mark = markCpu(0)
-  const child = spawn('taskset', ['-c', '0', process.execPath, '-e', spin], { stdio: 'ignore' })
+  const child = spawn('taskset', ['-c', '0', process.execPath, '-e', spin, done], {
+    stdio: 'ignore',
+  })
   after(() => child.kill())
-  await new Promise((resolve) => setTimeout(resolve, 1000))
-  const ours = shareSince(mark)
+  await spun()
+  const ours = used(mark)
   child.kill()
   // Someone else's: the same, detached by a shell that exits at once (re-parented away).
   mark = markCpu(0)
-  await run([], {}, ['sh', '-c', `taskset -c 0 ${process.execPath} -e '${spin}' >/dev/null 2>&1 &`])
-  await new Promise((resolve) => setTimeout(resolve, 1000))
-  const others = shareSince(mark)
-  assert.ok(ours.ours >= 20, JSON.stringify(ours))
-  assert.ok(others.ours <= 10 && others.others >= 20, JSON.stringify(others))
+  await run([], {}, [
+    'sh',
+    '-c',
+    `taskset -c 0 ${process.execPath} -e "${spin}" ${done} >/dev/null 2>&1 &`,
+  ])
+  await spun()
+  const others = used(mark)
+  // 300 ms of CPU is 30 percent-seconds; jiffies are 10 ms.
+  assert.ok(ours.ours >= 25, JSON.stringify(ours))
+  assert.ok(others.ours <= 5 && others.others >= 25, JSON.stringify(others))
 })
