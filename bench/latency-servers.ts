@@ -84,6 +84,14 @@ export class LatencyServers {
     return running
   }
 
+  /** The pids of the servers started so far (nginx: its master). */
+  async pids(): Promise<number[]> {
+    const running = await Promise.all(
+      [...this.#started.values()].map((s) => s.catch(() => undefined)),
+    )
+    return running.flatMap((server) => (server?.child.pid === undefined ? [] : [server.child.pid]))
+  }
+
   /** Stops every started server, the dependents first. */
   async stopAll(): Promise<void> {
     for (const running of [...this.#started.values()].reverse()) {
