@@ -165,8 +165,9 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
     'missing-package.ts',
     // Where the store was looked for, in an error naming it (storeUnreachable).
     'startup.ts',
-    // `serve` gives memory back when idle.
+    // `serve` gives memory back when idle, and bounds its old space's growth under load.
     'lib/idle-collector.ts',
+    'lib/heap-growth.ts',
   ],
   dev: ['core', 'lib', 'stores', 'config'],
   'logger.ts': [],

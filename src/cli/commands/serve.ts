@@ -1,4 +1,5 @@
 import type { Config } from '../../config/schema.ts'
+import { boundHeapGrowth } from '../../lib/heap-growth.ts'
 import { memoryReducingGc, startIdleCollector } from '../../lib/idle-collector.ts'
 import { workerCount } from '../../server/workers.ts'
 import { flag, optionalString } from '../args.ts'
@@ -111,7 +112,11 @@ async function serveUntilStopped(
     }
   }
   if (workers <= 1) process.on('SIGHUP', noteHangup)
-  // One process serving: it gives memory back when idle (a worker pool's workers do it each).
+  // One process serving: it gives memory back when idle (a worker pool's workers do it each)
+  // and keeps its old space near what is live under load.
+  if (workers <= 1) {
+    boundHeapGrowth({ execArgv: process.execArgv, nodeOptions: ctx.io.env.NODE_OPTIONS })
+  }
   const idle = workers <= 1 ? startIdleCollector({ collect: memoryReducingGc() }) : undefined
   let exitCode = 0
   try {
