@@ -23,7 +23,7 @@
  *
  * Run: `node --expose-gc bench/memory.bench.ts [--pats 1000000] [--warm 100000]
  * [--node-flags '--max-semi-space-size=8'] [--serve-only] [--data-dir DIR] [--heap-stats]
- * [--heap-snapshot] [--env NAME=VALUE]...` (`--env`: set in the served process's environment,
+ * [--heap-sampling] [--heap-snapshot] [--env NAME=VALUE]...` (`--env`: set in the served process's environment,
  * e.g. MALLOC_ARENA_MAX=2; `--node-flags` replaces the production flags in the in-process phases
  * and is added to the bin's own in the served one (then started as `node <the bin's flags>
  * <these> bin/tokengate.js`), to try others; `--serve-only` skips the in-process starts;
@@ -31,7 +31,10 @@
  * is read and again 10 s later, each thread's V8 heap by space (the main thread's and the
  * SQLite writer's, committed and used, no GC forced), external memory and V8 malloc, and the
  * process's anonymous mappings by kind (malloc heaps, the rest; /proc/<pid>/smaps) are
- * printed; every served run prints its RSS every 500 ms from the end of the load to the
+ * printed, and once more half-way through the second pass (during the load);
+ * `--heap-sampling` (with `--heap-stats`): a sampling heap profile of the main thread over the
+ * second pass, objects collected by a major GC included (promoted, then garbage), by allocating
+ * function; every served run prints its RSS every 500 ms from the end of the load to the
  * second reading, and the highest of them; `--heap-snapshot`: after the RSS is read, the served process writes a heap
  * snapshot into the data directory (`--heapsnapshot-signal`) and its summary by class and by
  * holder is printed (bench/heap-summary.ts); `--data-dir` keeps
@@ -94,6 +97,8 @@ const EXTRA_NODE_FLAGS = args.includes('--node-flags')
   : ''
 const HEAP_SNAPSHOT = args.includes('--heap-snapshot')
 const HEAP_STATS = args.includes('--heap-stats')
+/** With `--heap-stats`: a sampling heap profile of the main thread over the second pass. */
+const HEAP_SAMPLING = HEAP_STATS && args.includes('--heap-sampling')
 /** `--env NAME=VALUE` (repeatable): set in the served process's environment, to try one. */
 const EXTRA_ENV = Object.fromEntries(
   args.flatMap((arg, i) =>
@@ -311,7 +316,21 @@ async function startAndReplay(
       if (pass === 2 && withMetrics) before = await cacheCounters()
       const started = performance.now()
       const cpuBefore = cpuMs(child.pid as number)
+      // --heap-stats: one reading half-way through the second pass, while the load runs.
+      const during =
+        HEAP_STATS && !withMetrics && pass === 2
+          ? sleep((passMs[0] as number) / 2).then(async () => {
+              const rss = readProc(child.pid as number).rss
+              console.log(`  during the load (half-way through pass 2): RSS ${mb(rss)} MB`)
+              printHeapStats(await evaluateIn(inspectorUrl, HEAP_STATS_EXPRESSION))
+              printAnonymousMappings(child.pid as number)
+            })
+          : undefined
+      const sampling =
+        HEAP_SAMPLING && !withMetrics && pass === 2 ? await startSampling(inspectorUrl) : undefined
       await requestEach(url, tokens)
+      await during
+      if (sampling) printSampling(await sampling.stop())
       passMs.push(Math.round(performance.now() - started))
       passCpuUs.push((((cpuMs(child.pid as number) - cpuBefore) * 1000) / tokens.length).toFixed(0))
     }
@@ -440,6 +459,70 @@ async function evaluateIn(
   for (let i = 0; i < 40 && answers.length < workers.size + 1; i++) await sleep(50)
   socket.close()
   return answers
+}
+
+interface SamplingNode {
+  callFrame: { functionName: string; url: string; lineNumber: number }
+  selfSize: number
+  children: SamplingNode[]
+}
+
+/**
+ * `--heap-sampling`: starts V8's sampling heap profiler in the main thread, keeping samples of
+ * objects a major GC collected (what was promoted and then died: the old space's garbage), not
+ * those a scavenge collected. `stop()` returns the profile's root.
+ */
+async function startSampling(url: string): Promise<{ stop: () => Promise<SamplingNode> }> {
+  const socket = new WebSocket(url)
+  await new Promise((resolve, reject) => {
+    socket.onopen = resolve
+    socket.onerror = reject
+  })
+  const waiting = new Map<number, (result: unknown) => void>()
+  let id = 0
+  socket.onmessage = (event) => {
+    const message = JSON.parse(String(event.data)) as { id?: number; result?: unknown }
+    if (message.id !== undefined) waiting.get(message.id)?.(message.result)
+  }
+  const send = (method: string, params: object = {}) =>
+    new Promise<unknown>((resolve) => {
+      waiting.set(++id, resolve)
+      socket.send(JSON.stringify({ id, method, params }))
+    })
+  await send('HeapProfiler.enable')
+  await send('HeapProfiler.startSampling', {
+    samplingInterval: 16_384,
+    includeObjectsCollectedByMajorGC: true,
+  })
+  return {
+    async stop() {
+      const result = (await send('HeapProfiler.stopSampling')) as {
+        profile: { head: SamplingNode }
+      }
+      socket.close()
+      return result.profile.head
+    },
+  }
+}
+
+/** The sampled bytes by allocating function (self), the largest first. */
+function printSampling(root: SamplingNode): void {
+  const bySite = new Map<string, number>()
+  let total = 0
+  const walk = (node: SamplingNode) => {
+    const { functionName, url, lineNumber } = node.callFrame
+    const site = `${functionName || '(anonymous)'} ${url.replace(/^.*\/(dist|node_modules)\//, '$1/')}:${lineNumber + 1}`
+    bySite.set(site, (bySite.get(site) ?? 0) + node.selfSize)
+    total += node.selfSize
+    for (const child of node.children) walk(child)
+  }
+  walk(root)
+  console.log(
+    `  sampled over pass 2 (live at the end or collected by a major GC): ${(total / 1024 / 1024).toFixed(1)} MB; by allocating function:`,
+  )
+  for (const [site, bytes] of [...bySite].sort((a, b) => b[1] - a[1]).slice(0, 20)) {
+    console.log(`    ${(bytes / 1024 / 1024).toFixed(2)} MB  ${site}`)
+  }
 }
 
 /** `--heap-stats`: per thread, the V8 heap by space (committed and used) and external memory. */
