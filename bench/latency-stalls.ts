@@ -27,7 +27,7 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { loadFixtures } from './fixtures.ts'
 import { bearer } from './latency-cases.ts'
-import { markCpu, shareSince } from './latency-machine.ts'
+import { markCpu, primeUntilQuiet, shareSince } from './latency-machine.ts'
 import {
   LatencyServers,
   LOAD_CPU,
@@ -278,7 +278,10 @@ async function main(): Promise<void> {
     for (const id of rows) {
       const { url } = await servers.get(id)
       const prime = join(dir, 'prime')
-      await generate(url, path, headers, { rate, duration: 2, warmup: 0, trace: prime, log: prime })
+      const slice = () =>
+        generate(url, path, headers, { rate, duration: 2, warmup: 0, trace: prime, log: prime })
+      const { slices } = await primeUntilQuiet(slice, () => servers.pids(), 2)
+      console.log(`primed ${id}: ${slices} × 2 s`)
     }
     for (let round = 1; round <= Number(values.rounds); round++) {
       for (const id of round % 2 ? rows : [...rows].reverse()) {
@@ -304,7 +307,9 @@ async function main(): Promise<void> {
     }
   } finally {
     await servers.stopAll()
-    console.log(`load average at the end: ${loadavg()[0]?.toFixed(2)}; logs in ${dir}`)
+    console.log(
+      `load average at the end: ${loadavg()[0]?.toFixed(2)}${values.dir ? `; logs in ${dir}` : ''}`,
+    )
     if (!values.dir) rmSync(dir, { recursive: true, force: true })
   }
 }

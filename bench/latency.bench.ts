@@ -33,7 +33,7 @@ import {
   standardCases,
 } from './latency-cases.ts'
 import { type Generator, type LatencyRequest, type LatencyRun, runLatency } from './latency-load.ts'
-import { markCpu, shareSince, v8HelperCpuMs } from './latency-machine.ts'
+import { markCpu, primeUntilQuiet, shareSince } from './latency-machine.ts'
 import {
   type CaseResult,
   count,
@@ -172,26 +172,24 @@ async function runCases(
   }
   // Every server serves each case's traffic once before its first measured run: JIT, caches,
   // first writes (a cold server's first second is not what the rounds compare).
-  // Not quick: slices of PRIME seconds until V8's helper threads (the optimizing compiler)
-  // used under 2 % of a core in the last one, at most PRIME_SLICES: a first round run while
-  // they still compiled had them take CPU 0 from the event loop (issue #36, fourth session).
+  // Not quick: until V8's helper threads went quiet (latency-machine.ts primeUntilQuiet).
   for (const { benchCase, rate } of results) {
     for (const id of members(benchCase)) {
       const server = await servers.get(id)
-      let slices = 0
-      let helperMs = 0
-      do {
-        const before = v8HelperCpuMs(await servers.pids())
-        await runLatency('paced', latencyRequest(benchCase, id, server.url, 'prime'), {
+      const slice = () =>
+        runLatency('paced', latencyRequest(benchCase, id, server.url, 'prime'), {
           rate,
           durationSec: PRIME,
           warmupSec: 0,
           connections: CONNECTIONS,
           cpu: LOAD_CPU,
         })
-        helperMs = v8HelperCpuMs(await servers.pids()) - before
-        slices++
-      } while (!quick && slices < PRIME_SLICES && helperMs > 0.02 * PRIME * 1000)
+      const { slices, helperMs } = await primeUntilQuiet(
+        slice,
+        () => servers.pids(),
+        PRIME,
+        quick ? 1 : PRIME_SLICES,
+      )
       progress(
         `primed ${id}: ${slices} × ${PRIME} s, V8 helper threads ${Math.round(helperMs)} ms in the last`,
       )

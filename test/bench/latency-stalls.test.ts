@@ -12,7 +12,7 @@ import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
-import { markCpu, shareSince } from '../../bench/latency-machine.ts'
+import { markCpu, primeUntilQuiet, shareSince } from '../../bench/latency-machine.ts'
 import { causeOf } from '../../bench/latency-stalls.ts'
 import { CAN_PIN } from '../../bench/processes.ts'
 
@@ -176,4 +176,18 @@ test("a run's CPU share: the bench's pinned processes apart from everything else
   // 300 ms of CPU is 30 percent-seconds; jiffies are 10 ms.
   assert.ok(ours.ours >= 25, JSON.stringify(ours))
   assert.ok(others.ours <= 5 && others.others >= 25, JSON.stringify(others))
+})
+
+test('priming goes on while V8 helper threads work, and stops once they are quiet', {
+  skip: existsSync('/proc/self/task') ? false : 'needs /proc',
+}, async () => {
+  const sleep = () => new Promise((resolve) => setTimeout(resolve, 500))
+  assert.deepEqual(await primeUntilQuiet(sleep, async () => [], 0.5), { slices: 1, helperMs: 0 })
+  // A thread named like V8's helpers spins for 1.5 s, then the process idles.
+  const busy = `new (require('node:worker_threads').Worker)('const end = Date.now() + 1500; while (Date.now() < end);', { eval: true, name: 'V8Worker' }); setTimeout(() => {}, 10000)`
+  const child = spawn(process.execPath, ['-e', busy], { stdio: 'ignore' })
+  after(() => child.kill())
+  const { slices } = await primeUntilQuiet(sleep, async () => [child.pid as number], 0.5)
+  child.kill()
+  assert.ok(slices >= 3 && slices <= 6, `${slices} slices`)
 })
