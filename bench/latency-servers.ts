@@ -92,6 +92,18 @@ export class LatencyServers {
     return running.flatMap((server) => (server?.child.pid === undefined ? [] : [server.child.pid]))
   }
 
+  /** The started servers whose process has exited (a crash: their rows would measure nothing). */
+  async exited(): Promise<string[]> {
+    const gone: string[] = []
+    for (const [id, running] of this.#started) {
+      const child = (await running.catch(() => undefined))?.child
+      if (child && (child.exitCode !== null || child.signalCode !== null)) {
+        gone.push(`${id} (${child.signalCode ?? `exit ${child.exitCode}`})`)
+      }
+    }
+    return gone
+  }
+
   /** Stops every started server, the dependents first. */
   async stopAll(): Promise<void> {
     for (const running of [...this.#started.values()].reverse()) {

@@ -220,6 +220,8 @@ async function runCases(
           cpu: LOAD_CPU,
         })
         const { others } = shareSince(cpu)
+        const gone = await servers.exited()
+        if (gone.length > 0) throw new Error(`a server's process exited: ${gone.join(', ')}`)
         const syncs = slowFsync?.callsBetween(id, from, Date.now())
         measured.set(id, { run, others, ...(syncs === undefined ? {} : { syncs }) })
         progress(
