@@ -29,7 +29,7 @@ import { authorize as authorizePermissions } from '../core/authorize.ts'
 import type { AuthFailure } from '../core/failure.ts'
 import type { Quota, RateLimitOverride } from '../core/ports.ts'
 import type { AuthResult, Principal } from '../core/principal.ts'
-import type { TokenDigest } from '../core/raw-headers.ts'
+import type { AuthInput, TokenDigest } from '../core/raw-headers.ts'
 import { withScheme } from '../http/challenge.ts'
 import { type FailureResponse, failureResponse } from '../http/failure-response.ts'
 import { identityHeaders } from '../http/identity-headers.ts'
@@ -149,16 +149,11 @@ export function createGate(deps: GateDeps): Gate {
   const authenticate: Step = (run) => {
     const { request } = run
     const started = timed ? process.hrtime.bigint() : undefined
-    const input = {
-      authorization: request.authorization,
-      tenantIds: request.tenantIds,
-      headers: request.headers,
-      target: request.target,
-      clientAddress: request.clientAddress,
-      peerCertificate: request.peerCertificate,
-      tokenSha256: run.digest,
-    }
-    const result = authenticateInput(input)
+    // The request itself is what the kinds read (a `CredentialRequest`); a copy only to
+    // hand them the digest read up front.
+    const result = authenticateInput(
+      run.digest === undefined ? request : withDigest(request, run.digest),
+    )
     // A closure only when the kind has to wait (a store lookup, a remote key).
     return isPromiseLike(result)
       ? Promise.resolve(result).then((settled) => authenticated(run, settled, started))
@@ -422,6 +417,19 @@ function credentialKeyOf(
   if (digest) return digest.sha256Hex
   const first = authorization[0]
   return first === undefined ? undefined : credentialDigest(first)
+}
+
+/** What the kinds read of a request, with the bearer token's digest computed up front. */
+function withDigest(request: GateRequest, digest: TokenDigest): AuthInput {
+  return {
+    authorization: request.authorization,
+    tenantIds: request.tenantIds,
+    headers: request.headers,
+    target: request.target,
+    clientAddress: request.clientAddress,
+    peerCertificate: request.peerCertificate,
+    tokenSha256: digest,
+  }
 }
 
 /** The failed-authentication gate's verdict as a failure; undefined when it may try. */
