@@ -11,7 +11,7 @@
  * requests. Product code knows nothing of it.
  *
  * Lines (JSON): {"stall":at,"gap":ms,"run":ms,"wait":ms,"proc":ms,"threads":{name:ms}},
- * {"gc":at,"ms":d,"kind":k}.
+ * {"gc":at,"ms":d,"kind":k}, and a worker thread's GCs as {"gc":at,"ms":d,"kind":k,"thread":name}.
  */
 import {
   closeSync,
@@ -25,17 +25,35 @@ import {
 import { PerformanceObserver, performance } from 'node:perf_hooks'
 import { isMainThread } from 'node:worker_threads'
 
-// Workers inherit NODE_OPTIONS' --import; only the event loop that serves is watched.
+const clock = () => Number(process.hrtime.bigint()) / 1e6
+const round = (v: number) => Math.round(v * 1000) / 1000
+
+// Workers inherit NODE_OPTIONS' --import: the event loop that serves is watched, a worker
+// thread (the SQLite writer) logs only its GCs, with its thread's name.
 const file = process.env.TG_STALL_LOG
 if (file && isMainThread) start(file, Number(process.env.TG_STALL_MS ?? 2))
+if (file && !isMainThread) {
+  const out = openSync(file, 'a')
+  const thread = readFileSync('/proc/thread-self/comm', 'latin1').trim()
+  logGcs((record) => writeSync(out, `${JSON.stringify({ ...record, thread })}\n`))
+}
+
+/** Every GC of this thread's isolate, on CLOCK_MONOTONIC. */
+function logGcs(line: (record: object) => void): void {
+  // performance.now() is ms since this thread's timeOrigin; GC entries are on that timeline.
+  const perfOffset = clock() - performance.now()
+  const gcs = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      const kind = (entry as { detail?: { kind?: number } }).detail?.kind
+      line({ gc: round(entry.startTime + perfOffset), ms: round(entry.duration), kind })
+    }
+  })
+  gcs.observe({ entryTypes: ['gc'] })
+}
 
 function start(file: string, thresholdMs: number): void {
   const out = openSync(file, 'a')
   const line = (record: object) => writeSync(out, `${JSON.stringify(record)}\n`)
-  const clock = () => Number(process.hrtime.bigint()) / 1e6
-  // performance.now() is ms since timeOrigin; GC entries are on that timeline.
-  const perfOffset = clock() - performance.now()
-  const round = (v: number) => Math.round(v * 1000) / 1000
 
   const sched = openSync('/proc/thread-self/schedstat', 'r')
   const buf = Buffer.alloc(128)
@@ -110,13 +128,7 @@ function start(file: string, thresholdMs: number): void {
   }, 1)
   timer.unref()
 
-  const gcs = new PerformanceObserver((list) => {
-    for (const entry of list.getEntries()) {
-      const kind = (entry as { detail?: { kind?: number } }).detail?.kind
-      line({ gc: round(entry.startTime + perfOffset), ms: round(entry.duration), kind })
-    }
-  })
-  gcs.observe({ entryTypes: ['gc'] })
+  logGcs(line)
   process.once('exit', () => {
     closeSync(sched)
     closeSync(out)

@@ -56,22 +56,28 @@ interface Gc {
   readonly gc: number
   readonly ms: number
   readonly kind?: number
+  /** A worker thread's isolate (the SQLite writer): its name. */
+  readonly thread?: string
 }
 interface Log {
   readonly stalls: Stall[]
+  /** The main thread's GCs. */
   readonly gcs: Gc[]
+  /** Worker threads' GCs. */
+  readonly threadGcs: Gc[]
 }
 
 const slug = (id: string) => id.replace(/[^a-z0-9]+/gi, '-')
 const probeEnv = (log: string) => ({ NODE_OPTIONS: `--import=${PROBE}`, TG_STALL_LOG: log })
 
 function readLog(file: string): Log {
-  const log: Log = { stalls: [], gcs: [] }
+  const log: Log = { stalls: [], gcs: [], threadGcs: [] }
   if (!existsSync(file)) return log
   for (const line of readFileSync(file, 'utf8').split('\n')) {
     if (!line) continue
     const record = JSON.parse(line) as Stall | Gc
     if ('stall' in record) log.stalls.push(record)
+    else if (record.thread) log.threadGcs.push(record)
     else log.gcs.push(record)
   }
   return log
@@ -141,9 +147,19 @@ function report(dir: string, run: string, slowMs: number, warmup: number): void 
   for (const [name, log] of logs) {
     const stalled = log.stalls.filter((s) => s.stall + s.gap >= origin)
     const gcMs = log.gcs.filter((g) => g.gc >= origin).map((g) => g.ms)
+    const workerGcs = log.threadGcs.filter((g) => g.gc >= origin)
+    const byThread = new Map<string, number[]>()
+    for (const g of workerGcs)
+      byThread.set(g.thread as string, [...(byThread.get(g.thread as string) ?? []), g.ms])
+    const workers = [...byThread]
+      .map(
+        ([thread, ms]) =>
+          `; ${thread} GCs ${ms.length}, ${sum(ms)} ms, longest ${Math.max(...ms).toFixed(2)}`,
+      )
+      .join('')
     const threads = threadsIn(stalled)
     console.log(
-      `  ${name}: ${stalled.length} loop gaps > 2 ms (sum ${sum(stalled.map((s) => s.gap))} ms: ran ${sum(stalled.map((s) => s.run))}, waited for a CPU ${sum(stalled.map((s) => s.wait))}${threads ? `; other threads around them: ${threads}` : ''}); ${gcMs.length} GCs, ${sum(gcMs)} ms, longest ${Math.max(0, ...gcMs).toFixed(2)}`,
+      `  ${name}: ${stalled.length} loop gaps > 2 ms (sum ${sum(stalled.map((s) => s.gap))} ms: ran ${sum(stalled.map((s) => s.run))}, waited for a CPU ${sum(stalled.map((s) => s.wait))}${threads ? `; other threads around them: ${threads}` : ''}); ${gcMs.length} GCs, ${sum(gcMs)} ms, longest ${Math.max(0, ...gcMs).toFixed(2)}${workers}`,
     )
   }
   // Episodes: slow answers due within 5 ms of the previous one.
