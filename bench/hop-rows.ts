@@ -10,9 +10,9 @@
  *   second tokengate (`tokengate-decision-socket`, started with `--decision-socket`).
  */
 import type { ChildProcess } from 'node:child_process'
-import { existsSync, mkdtempSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { NGINX_PERL_MODULE } from '../test/decision/harness.ts'
 import { nginxBinary, startNginx } from './servers/nginx.ts'
 
@@ -98,9 +98,16 @@ export async function startNginxRow(
   server.child = running.child
   // Its prefix goes once it has exited (removed while it shuts down, nginx leaves a dir).
   if (first) {
+    // The socket's temp dir goes with the unix row's nginx (tokengate removes only the file).
+    const done = socket
+      ? () => {
+          running.cleanup()
+          rmSync(dirname(socket), { recursive: true, force: true })
+        }
+      : running.cleanup
     server.cleanup = () => {
-      if (running.child.exitCode !== null || running.child.signalCode !== null) running.cleanup()
-      else running.child.once('exit', running.cleanup)
+      if (running.child.exitCode !== null || running.child.signalCode !== null) done()
+      else running.child.once('exit', done)
     }
   }
 }
