@@ -63,8 +63,10 @@ export function failureResponse(failure: AuthFailure, requestId: string): Failur
     case 'invalid_request':
       return problemResponse(failure.code, failure.detail, requestId, {
         headers: {
-          'www-authenticate': memoised(`invalid_request\n${failure.detail}`, () =>
-            bearerChallenge({ error: 'invalid_request', errorDescription: failure.detail }),
+          'www-authenticate': memoised(
+            invalidRequestChallenges,
+            failure.detail,
+            invalidRequestChallenge,
           ),
         },
       })
@@ -74,9 +76,7 @@ export function failureResponse(failure: AuthFailure, requestId: string): Failur
       return problemResponse(failure.code, detail, requestId, {
         extra: { required: [...failure.required] },
         headers: {
-          'www-authenticate': memoised(`scope\n${scope}`, () =>
-            bearerChallenge({ error: 'insufficient_scope', scope }),
-          ),
+          'www-authenticate': memoised(scopeChallenges, scope, scopeChallenge),
         },
       })
     }
@@ -102,28 +102,44 @@ export function failureResponse(failure: AuthFailure, requestId: string): Failur
 }
 
 function invalidToken(description: string): string {
-  return memoised(`invalid_token\n${description}`, () =>
-    bearerChallenge({ error: 'invalid_token', errorDescription: description }),
-  )
+  return memoised(invalidTokenChallenges, description, invalidTokenChallenge)
+}
+
+// Module functions, not arrows at the call: no closure per refusal.
+function invalidTokenChallenge(description: string): string {
+  return bearerChallenge({ error: 'invalid_token', errorDescription: description })
+}
+function invalidRequestChallenge(detail: string): string {
+  return bearerChallenge({ error: 'invalid_request', errorDescription: detail })
+}
+function scopeChallenge(scope: string): string {
+  return bearerChallenge({ error: 'insufficient_scope', scope })
 }
 
 /**
- * Challenges by their inputs. Why: floods of bad tokens and of forbidden calls are the
- * rejections that have to stay cheap, and quoting the same text for every request (two
- * regular-expression passes) showed in their profiles. Details and scopes are our own fixed
- * texts (a few dozen), so this never grows; the bound is a guard.
+ * Challenges by their inputs, one map per challenge kind. Why: floods of bad tokens and of
+ * forbidden calls are the rejections that have to stay cheap, and quoting the same text for
+ * every request (two regular-expression passes) showed in their profiles. Keyed by the text
+ * itself, a fixed string whose hash is kept, not a key joined per request (issue #36). Details
+ * and scopes are our own fixed texts (a few dozen), so this never grows; the bound is a guard.
  */
-function memoised(key: string, build: () => string): string {
+function memoised(
+  challenges: Map<string, string>,
+  key: string,
+  build: (key: string) => string,
+): string {
   let challenge = challenges.get(key)
   if (challenge === undefined) {
-    challenge = build()
+    challenge = build(key)
     if (challenges.size >= MAX_MEMOISED_CHALLENGES) challenges.clear()
     challenges.set(key, challenge)
   }
   return challenge
 }
 
-const challenges = new Map<string, string>()
+const invalidTokenChallenges = new Map<string, string>()
+const invalidRequestChallenges = new Map<string, string>()
+const scopeChallenges = new Map<string, string>()
 const TENANT_PATH_CHALLENGE = bearerChallenge({ error: 'insufficient_scope' })
 const MAX_MEMOISED_CHALLENGES = 256
 

@@ -164,6 +164,22 @@ describe('failureResponse', () => {
       'Bearer realm="tokengate", error="invalid_token", error_description="a\\"b\\\\c??Set-Cookie: x=1?"',
     )
   })
+
+  test('the challenge memo keeps each kind apart: one text as an invalid_token and an invalid_request detail', () => {
+    const text = 'The same words in two kinds of refusal.'
+    const challengeOf = (failure: AuthFailure) =>
+      failureResponse(failure, 'req-7').headers['www-authenticate']
+    for (let round = 0; round < 2; round++) {
+      assert.equal(
+        challengeOf({ code: 'invalid_token', reason: 'unknown_token', detail: text }),
+        bearerChallenge({ error: 'invalid_token', errorDescription: text }),
+      )
+      assert.equal(
+        challengeOf({ code: 'invalid_request', detail: text }),
+        bearerChallenge({ error: 'invalid_request', errorDescription: text }),
+      )
+    }
+  })
 })
 
 describe('challenge', () => {
