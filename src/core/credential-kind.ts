@@ -19,7 +19,11 @@ export interface PeerCertificate {
   readonly der: Uint8Array
 }
 
-/** What a kind may read of a request: every header, the peer, the target. */
+/**
+ * What a kind may read of a request: every header, the peer, the target. It may be the gate's
+ * own request object (no copy per request, issue #36), with more members than these: a kind
+ * reads only what is declared here and never changes it.
+ */
 export interface CredentialRequest {
   /** Every `Authorization` value, in arrival order. */
   readonly authorization: readonly string[]
