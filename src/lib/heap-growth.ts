@@ -16,23 +16,41 @@ export const SERVED_HEAP_GROWING_PERCENT = 50
 
 const FLAG = '--heap-growing-percent'
 
+/** How the process was started: its Node flags and NODE_OPTIONS. */
+export interface StartedWith {
+  readonly execArgv: readonly string[]
+  readonly nodeOptions: string | undefined
+}
+
 /**
- * Sets V8's `--heap-growing-percent` for this process (every isolate: the flag is read at each
- * full collection), unless the process was started with one (`started`: its command line and
- * NODE_OPTIONS): an operator's own choice is kept. Returns the percent set, or undefined when
- * the operator's is in force.
+ * The `--heap-growing-percent` flag a serving process should get, or undefined when it was
+ * started with one (its command line or NODE_OPTIONS): an operator's own choice is kept.
  */
-export function boundHeapGrowth(
-  started: { readonly execArgv: readonly string[]; readonly nodeOptions: string | undefined },
+export function heapGrowthFlag(
+  started: StartedWith,
   percent: number = SERVED_HEAP_GROWING_PERCENT,
-): number | undefined {
+): string | undefined {
   if (!Number.isSafeInteger(percent) || percent < 1) {
     throw new RangeError('heap growing percent must be an integer >= 1')
   }
   const chosen = [...started.execArgv, ...(started.nodeOptions ?? '').split(/\s+/)].some(
     (arg) => arg === FLAG || arg.startsWith(`${FLAG}=`) || arg.startsWith('--heap_growing_percent'),
   )
-  if (chosen) return undefined
-  setFlagsFromString(`${FLAG}=${percent}`)
+  return chosen ? undefined : `${FLAG}=${percent}`
+}
+
+/**
+ * Sets V8's `--heap-growing-percent` for this process (every isolate: the flag is read at each
+ * full collection), unless it was started with one. Returns the percent set, or undefined when
+ * the operator's is in force. A worker pool's workers get it as a Node flag instead
+ * (server/workers.ts).
+ */
+export function boundHeapGrowth(
+  started: StartedWith,
+  percent: number = SERVED_HEAP_GROWING_PERCENT,
+): number | undefined {
+  const flag = heapGrowthFlag(started, percent)
+  if (flag === undefined) return undefined
+  setFlagsFromString(flag)
   return percent
 }

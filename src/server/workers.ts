@@ -17,6 +17,7 @@ import { extname } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { ConfigError } from '../config/load.ts'
 import type { Config } from '../config/schema.ts'
+import { heapGrowthFlag, type StartedWith } from '../lib/heap-growth.ts'
 import { listenForMetrics } from './metrics-http.ts'
 
 /** Where a worker's listeners are (`url`: the API listener every worker shares). */
@@ -128,6 +129,8 @@ export interface WorkerPoolOptions {
   /** Workers log to stderr instead of stdout (`serve --json` keeps stdout for its document). */
   readonly logToStderr?: boolean
   readonly restart?: RestartPolicy
+  /** The primary's NODE_OPTIONS (the workers inherit it): a heap flag chosen there is kept. */
+  readonly nodeOptions?: string | undefined
 }
 
 export interface WorkerPool {
@@ -157,7 +160,7 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
   cluster.setupPrimary({
     exec: options.entry ?? SERVE_WORKER_ENTRY,
     args: [],
-    execArgv: withSemiSpaceFlag(process.execArgv),
+    execArgv: servedWorkerFlags({ execArgv: process.execArgv, nodeOptions: options.nodeOptions }),
     serialization: 'advanced',
   })
   const workers = new Set<Worker>()
@@ -286,12 +289,15 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
 
 /**
  * The workers get the bin's `--max-semi-space-size=8` (docs/scale-out.md "Memory per
- * instance") even when the primary was started without it, unless a size was chosen.
+ * instance") even when the primary was started without it, unless a size was chosen, and the
+ * one-process serve's bound on old-space growth (lib/heap-growth.ts), unless one was chosen.
  */
-export function withSemiSpaceFlag(execArgv: readonly string[]): string[] {
-  return execArgv.some((flag) => flag.startsWith('--max-semi-space-size'))
-    ? [...execArgv]
-    : [...execArgv, '--max-semi-space-size=8']
+export function servedWorkerFlags(started: StartedWith): string[] {
+  const flags = started.execArgv.some((flag) => flag.startsWith('--max-semi-space-size'))
+    ? [...started.execArgv]
+    : [...started.execArgv, '--max-semi-space-size=8']
+  const growth = heapGrowthFlag(started)
+  return growth === undefined ? flags : [...flags, growth]
 }
 
 function send(worker: Worker, message: ToWorker): void {

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict'
 import type { ChildProcess } from 'node:child_process'
-import { writeFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
@@ -17,8 +17,8 @@ import { ConfigError, loadConfig } from '../../src/config/load.ts'
 import { DEV_ISSUER } from '../../src/dev/issuer.ts'
 import {
   configForWorkers,
+  servedWorkerFlags,
   startWorkerPool,
-  withSemiSpaceFlag,
   workerCount,
 } from '../../src/server/workers.ts'
 import { cli, cliJson, tempDataDir } from '../cli/helpers.ts'
@@ -194,6 +194,16 @@ describe('server.workers = 2 (real processes)', { timeout: 120_000 }, () => {
     assert.equal(pids.size, 2, `answering pids: ${[...pids]}`)
     assert.deepEqual(pids, workerPids(served))
     assert.ok(!pids.has(served.child.pid as number), 'the primary serves no requests')
+  })
+
+  it("every worker runs with the one-process serve's heap bounds (semi-spaces, old-space growth)", () => {
+    const pids = workerPids(served)
+    assert.equal(pids.size, 2)
+    for (const pid of pids) {
+      const flags = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
+      assert.ok(flags.includes('--max-semi-space-size=8'), `worker ${pid}: ${flags.join(' ')}`)
+      assert.ok(flags.includes('--heap-growing-percent=50'), `worker ${pid}: ${flags.join(' ')}`)
+    }
   })
 
   it('a revoke by the CLI on the same SQLite file reaches every worker within a second', async () => {
@@ -403,12 +413,19 @@ describe('worker pool supervision', () => {
     )
   })
 
-  it('workers get the semi-space flag unless one was chosen', () => {
-    assert.deepEqual(withSemiSpaceFlag(['--enable-source-maps']), [
+  it('workers get the semi-space and heap-growth flags unless one was chosen', () => {
+    const started = (execArgv: string[], nodeOptions?: string) =>
+      servedWorkerFlags({ execArgv, nodeOptions })
+    assert.deepEqual(started(['--enable-source-maps']), [
       '--enable-source-maps',
       '--max-semi-space-size=8',
+      '--heap-growing-percent=50',
     ])
-    assert.deepEqual(withSemiSpaceFlag(['--max-semi-space-size=4']), ['--max-semi-space-size=4'])
+    assert.deepEqual(started(['--max-semi-space-size=4', '--heap-growing-percent=30']), [
+      '--max-semi-space-size=4',
+      '--heap-growing-percent=30',
+    ])
+    assert.deepEqual(started([], '--heap-growing-percent=80'), ['--max-semi-space-size=8'])
   })
 
   it('auto is one worker per CPU; rate limits are split per worker only without Redis', () => {

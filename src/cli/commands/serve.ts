@@ -90,7 +90,15 @@ async function serveUntilStopped(
   const server = await serverOf(ctx)
   const starting: Promise<Served & { readonly failed?: Promise<string> }> =
     workers > 1
-      ? startWorkers(server, config, workers, options, ctx.json, (line) => ctx.out.note(line))
+      ? startWorkers(
+          server,
+          config,
+          workers,
+          options,
+          ctx.json,
+          (line) => ctx.out.note(line),
+          ctx.io.env.NODE_OPTIONS,
+        )
       : server.startTokengate(config, options)
   // A Postgres that cannot be reached is named with its settings (startup.ts).
   const named = starting.catch(async (error: unknown) => {
@@ -178,6 +186,7 @@ async function startWorkers(
   options: ServeOptions,
   json: boolean,
   note: (line: string) => void,
+  nodeOptions: string | undefined,
 ) {
   const devSeed = await server.prepareTokengate(config, options)
   const { configForWorkers, startWorkerPool } = await import('../../server/workers.ts')
@@ -186,6 +195,7 @@ async function startWorkers(
     count,
     note,
     logToStderr: json,
+    nodeOptions,
   })
   return {
     url: pool.url,
