@@ -304,7 +304,9 @@ export function createQuotaCounter(options: QuotaCounterOptions): QuotaCounter {
     take: (quota) => take(quota),
     giveBack(quota) {
       const entry = entries.get(quota.counter)
-      if (entry?.quota !== quota || clock.now() >= entry.periodEnd) return
+      // By value, as `entryFor` keeps an entry: each store read of a key builds its own Quota,
+      // so the refused request's may be another object than the one the entry was made with.
+      if (!entry || !sameQuota(entry.quota, quota) || clock.now() >= entry.periodEnd) return
       if (entry.debt > 0) {
         entry.debt--
         return

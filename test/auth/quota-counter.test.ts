@@ -237,6 +237,22 @@ describe('quota counter', () => {
     assert.ok(reservations <= 4, `${reservations} reservations`)
   })
 
+  it('a use given back under an equal quota object read anew (another lookup of the key) is given back', async () => {
+    // Each store read of a key builds its own Quota object: the request refused for its rate
+    // may carry another object than the request that created the counter's entry.
+    const clock = testClock()
+    const quotas = createQuotaCounter({ store: counting().store, clock })
+    const first: Quota = { limit: 3, refill: 'daily', counter: counter() }
+    const readAgain: Quota = { ...first }
+    assert.equal(await quotas.take(first), undefined)
+    assert.equal(await quotas.take(readAgain), undefined)
+    assert.equal(await quotas.take(readAgain), undefined)
+    quotas.giveBack(readAgain)
+    await new Promise((resolve) => setImmediate(resolve))
+    assert.equal(await quotas.take(readAgain), undefined, 'the use given back is spendable')
+    assert.equal((await quotas.take(first))?.code, 'quota_exhausted')
+  })
+
   it('close gives back unspent uses', async () => {
     const clock = testClock()
     const quotas = createQuotaCounter({ store, clock, maxBlock: 10 })
