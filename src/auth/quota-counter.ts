@@ -107,6 +107,12 @@ interface Entry {
   reservedAt: number
   /** Uses given back to the store so far: an exhausted answer older than one is not believed. */
   givenBack: number
+  /**
+   * Releases sent and not settled yet. The next reservation is sent after them: a store may
+   * commit it first otherwise (the SQLite writer answers reservations before the writes queued
+   * with them, a pool's connections commit in any order), and count the use given back as spent.
+   */
+  releasing: Promise<void> | undefined
 }
 
 /** The first block of a key: small, so a quiet key holds few uses; also its first credit. */
@@ -186,6 +192,7 @@ export function createQuotaCounter(options: QuotaCounterOptions): QuotaCounter {
         block: FIRST_BLOCK,
         reservedAt: 0,
         givenBack: 0,
+        releasing: undefined,
       }
       entries.set(quota.counter, entry)
     }
@@ -200,12 +207,17 @@ export function createQuotaCounter(options: QuotaCounterOptions): QuotaCounter {
   const reserve = (entry: Entry, now: number): Promise<void> => {
     const { quota } = entry
     const generation = entry.generation
-    const givenBack = entry.givenBack
     const owed = entry.debt
     const periodStart = entry.periodStart
     const periodEnd = entry.periodEnd
-    const reservation = store
-      .reserveQuota(quota.counter, periodStart, quota.limit, nextBlock(entry, now) + owed)
+    const want = nextBlock(entry, now) + owed
+    let givenBack = entry.givenBack
+    const ask = () => {
+      givenBack = entry.givenBack
+      return store.reserveQuota(quota.counter, periodStart, quota.limit, want)
+    }
+    const released = entry.releasing
+    const reservation = (released === undefined ? ask() : released.then(ask))
       .then((reserved) => {
         if (entry.generation !== generation) return
         entry.room = quota.limit - reserved.used
@@ -323,7 +335,16 @@ export function createQuotaCounter(options: QuotaCounterOptions): QuotaCounter {
         entry.exhaustedUntil = 0
       }
       forget()
-      store.releaseQuota(quota.counter, periodStart, generation, 1).then(forget, () => {})
+      const released = store
+        .releaseQuota(quota.counter, periodStart, generation, 1)
+        .then(forget, () => {})
+      const before = entry.releasing
+      const settled =
+        before === undefined ? released : Promise.all([before, released]).then(() => {})
+      entry.releasing = settled
+      void settled.then(() => {
+        if (entry.releasing === settled) entry.releasing = undefined
+      })
     },
     async close() {
       // Reservations under way first: what they grant is given back, what they owe counted.

@@ -11,6 +11,7 @@ import type { AuthFailure } from '../../src/core/failure.ts'
 import type { Quota } from '../../src/core/ports.ts'
 import { isPromiseLike } from '../../src/lib/maybe-async.ts'
 import { openSqliteStore, type SqliteStore } from '../../src/stores/sqlite.ts'
+import { openSqliteWithWriter } from '../../src/stores/sqlite-writer.ts'
 import { testClock } from '../helpers/clock.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
 
@@ -251,6 +252,56 @@ describe('quota counter', () => {
     await new Promise((resolve) => setImmediate(resolve))
     assert.equal(await quotas.take(readAgain), undefined, 'the use given back is spendable')
     assert.equal((await quotas.take(first))?.code, 'quota_exhausted')
+  })
+
+  it('a use given back is spendable by the next take even when a later reservation reaches the store before the give-back does', async () => {
+    // The give-back's release is still on its way (the store busy, or another pool connection)
+    // when the next take asks for a block: that reservation must not be answered from the count
+    // before the release, and its "nothing left" must not be believed.
+    const clock = testClock()
+    let letGo = () => {}
+    const held = new Promise<void>((resolve) => {
+      letGo = resolve
+    })
+    const quotas = createQuotaCounter({
+      store: {
+        reserveQuota: (...args: Parameters<SqliteStore['reserveQuota']>) =>
+          store.reserveQuota(...args),
+        releaseQuota: async (...args: Parameters<SqliteStore['releaseQuota']>) => {
+          await held
+          return store.releaseQuota(...args)
+        },
+      },
+      clock,
+    })
+    const quota: Quota = { limit: 3, refill: 'none', counter: counter() }
+    for (let i = 0; i < 3; i++) assert.equal(await quotas.take(quota), undefined)
+    quotas.giveBack(quota)
+    const next = quotas.take(quota)
+    setTimeout(letGo, 20)
+    assert.equal(await next, undefined, 'the use given back is spendable')
+    assert.equal((await store.readQuota([quota.counter])).get(quota.counter)?.used, 3)
+    assert.equal((await quotas.take(quota))?.code, 'quota_exhausted')
+  })
+
+  it('through the SQLite writer thread (which answers reservations before the writes queued with them), a use given back is spendable at once', async () => {
+    const path = join(tempDir('tg-quota-writer-'), 'db.sqlite')
+    const migrated = openSqliteStore(path)
+    await migrated.migrate()
+    await migrated.close()
+    const writer = openSqliteWithWriter(path)
+    try {
+      const quotas = createQuotaCounter({ store: writer, clock: testClock() })
+      const quota: Quota = { limit: 3, refill: 'none', counter: counter() }
+      for (let i = 0; i < 3; i++) assert.equal(await quotas.take(quota), undefined)
+      // The release and the next reservation reach the thread together, as when a release
+      // waits behind an audit batch or a flush and the next request's reservation arrives.
+      quotas.giveBack(quota)
+      assert.equal(await quotas.take(quota), undefined, 'the use given back is spendable')
+      assert.equal((await quotas.take(quota))?.code, 'quota_exhausted')
+    } finally {
+      await writer.close()
+    }
   })
 
   it('close gives back unspent uses', async () => {
