@@ -45,8 +45,15 @@ export function tokengate(options: TokengateHonoOptions): MiddlewareHandler<Toke
     c.set('principal', outcome.principal)
     c.set('tokengateChecked', { edge, request })
     for (const [name, value] of Object.entries(outcome.headers)) c.header(name, value)
-    await next()
-    entry.answered(c.res.status)
+    // The app's handler in the request's span; a throw Hono does not answer itself (not an
+    // Error) becomes the server's 500, and the span still ends.
+    let status = 500
+    try {
+      await entry.run(next)
+      status = c.res.status
+    } finally {
+      entry.answered(status)
+    }
   }
 }
 

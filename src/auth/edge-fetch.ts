@@ -14,11 +14,14 @@ export type FetchEntry =
       readonly response?: undefined
       /** The allowed request; undefined outside the prefix or for a handed-on preflight. */
       readonly passed: (Passed & { readonly requestId: string }) | undefined
-      /** Records the answer once the app has answered. */
+      /** Runs the app's work in the request's span (tracing on), so its spans are children. */
+      run<T>(work: () => T): T
+      /** Records the answer once the app has answered (or thrown: 500), and ends the span. */
       answered(status: number): void
     }
 
-const HAND_ON: FetchEntry = Object.freeze({ passed: undefined, answered() {} })
+const runAsIs = <T>(work: () => T): T => work()
+const HAND_ON: FetchEntry = Object.freeze({ passed: undefined, run: runAsIs, answered() {} })
 
 /** Runs the edge; `readText` reads the body the framework's way (cached for the app). */
 export async function enterFetch(
@@ -37,7 +40,15 @@ export async function enterFetch(
   const { requestId, request, span } = entry
   let outcome: Outcome = entry.outcome
   if (outcome.allowed && entry.readsForm) {
-    outcome = edge.formRefusal(request, outcome.principal, await readText()) ?? outcome
+    let text: string
+    try {
+      text = await readText()
+    } catch (error) {
+      // The body never arrived (the client went away): nothing answers it, so nothing ends it.
+      span?.abort()
+      throw error
+    }
+    outcome = edge.formRefusal(request, outcome.principal, text) ?? outcome
   }
   const answered = (status: number) => {
     const { method, target } = request
@@ -48,7 +59,8 @@ export async function enterFetch(
     answered(outcome.status)
     return { response: refusedResponse(outcome) }
   }
-  return { passed: { request, outcome, requestId }, answered }
+  const run = span ? <T>(work: () => T): T => span.run(work) : runAsIs
+  return { passed: { request, outcome, requestId }, run, answered }
 }
 
 /** A refusal as a Fetch `Response`, exactly as the server answers it. */

@@ -13,7 +13,8 @@
  * 6. `answered`: the answer recorded once (metrics, request log) through the gate's recorder.
  *
  * Tracing (`tracing.enabled`, tracing.ts) is here too: a gated request's span starts before
- * the check (authentication and the store lookups are its children) and ends in `answered`;
+ * the check (authentication and the store lookups are its children) and ends in `answered`,
+ * or as aborted when its connection closes first (request-span.ts `endedOnClose`);
  * the decision listeners (HTTP and gRPC) start theirs with `span` and answer through an edge
  * of theirs, so every front end traces the same way.
  */
@@ -40,7 +41,12 @@ import {
   type Refused,
 } from './gate.ts'
 import type { Answer, Listener } from './outcome-recorder.ts'
-import type { RequestSpan, RequestSpanName } from './request-span.ts'
+import {
+  endedOnClose,
+  type RequestConnection,
+  type RequestSpan,
+  type RequestSpanName,
+} from './request-span.ts'
 
 export type { RequestSpan, RequestTracing } from './request-span.ts'
 export { PREFLIGHT_ANSWER, type PreflightRule }
@@ -73,8 +79,8 @@ export interface EdgeInput {
   /** Node's `rawHeaders` (`[name, value, ...]`): duplicates stay visible. */
   readonly rawHeaders: readonly string[]
   readonly clientAddress: string
-  /** The connection, for a TLS client certificate. */
-  readonly socket?: Pick<Socket, 'remoteAddress'> | undefined
+  /** The connection: a TLS client certificate; its close aborts the request's span. */
+  readonly socket?: (Pick<Socket, 'remoteAddress'> & RequestConnection) | undefined
   /** A request id decided already (Fastify's `genReqId` calls `requestIdFor`). */
   readonly requestId?: string | undefined
   /** Whether the framework's router matched a route under the prefix (Fastify). */
@@ -192,7 +198,13 @@ export function createEdge(source: GateSource, options: EdgeOptions = {}): Edge 
             )
           : checked(request, outcome, undefined, headers)
       }
-      const span = tracing.start(spanName, { method: input.method, rawHeaders, route: input.route })
+      const started = tracing.start(spanName, {
+        method: input.method,
+        rawHeaders,
+        route: input.route,
+      })
+      // Ended by `answered`, or aborted when the client goes away first (no answer to end it).
+      const span = endedOnClose(started, input.socket)
       const outcome = span.run(() => gate.check(request))
       return isPromiseLike(outcome)
         ? Promise.resolve(outcome).then((settled) => checked(request, settled, span, headers))

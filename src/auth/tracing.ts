@@ -88,6 +88,14 @@ export function createTracing(storeSystem: string): Tracing {
           if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR })
           span.end()
         },
+        // The client went away before its answer was done: no status was answered to it.
+        abort() {
+          if (ended) return
+          ended = true
+          span.setStatus({ code: SpanStatusCode.ERROR })
+          span.setAttribute('error.type', 'aborted')
+          span.end()
+        },
       }
     },
   }
@@ -175,7 +183,11 @@ export function createTracing(storeSystem: string): Tracing {
 }
 
 /** The span of a request an instrumentation already traces: its work runs as it is. */
-const UNTRACED: RequestSpan = Object.freeze({ run: <T>(work: () => T): T => work(), end() {} })
+const UNTRACED: RequestSpan = Object.freeze({
+  run: <T>(work: () => T): T => work(),
+  end() {},
+  abort() {},
+})
 
 /** The trace headers of a request's raw headers, as the propagator reads them. */
 function carrier(rawHeaders: readonly string[]): Record<string, string> {
