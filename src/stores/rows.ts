@@ -352,21 +352,6 @@ export function toKeyUsage(row: Pick<UsageCountRow, 'subject' | 'tenant_id'> & U
   }
 }
 
-/** A usage row's column values in USAGE_COLUMNS order. */
-export function usageValues(row: UsageRow) {
-  return [
-    row.scope,
-    row.subject,
-    row.resolution,
-    row.bucketStart,
-    row.tenantId,
-    row.allowed,
-    row.unauthorized,
-    row.forbidden,
-    row.limited,
-  ] as const
-}
-
 /** An audit event's column values in AUDIT_COLUMNS order (details as JSON text). */
 export function auditValues(event: StoredAuditEvent) {
   return [

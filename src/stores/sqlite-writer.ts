@@ -14,9 +14,9 @@ import { extname } from 'node:path'
 import { setFlagsFromString } from 'node:v8'
 import { Worker } from 'node:worker_threads'
 import { encodePatUses } from './sql/keys.ts'
-import { encodeUsage } from './sql/usage.ts'
 import { openSqliteStore, type SqliteStoreOptions } from './sqlite.ts'
-import type { AddUsageOptions, Store, UsageRow } from './store.ts'
+import type { AddUsageOptions, Store } from './store.ts'
+import { encodeUsage, isUsageBatch, type UsageRows } from './usage-batch.ts'
 
 /** The store methods the worker runs: each takes and returns structured-cloneable values. */
 export const OFFLOADED_WRITES = [
@@ -111,10 +111,10 @@ export function openSqliteWithWriter(path: string, options: SqliteStoreOptions =
   // writes nothing: answered here.
   overrides.recordPatUse = (uses: ReadonlyMap<string, number>) =>
     uses.size === 0 ? store.recordPatUse(uses) : send('recordPatUse', [encodePatUses(uses)])
-  overrides.addUsage = (rows: readonly UsageRow[], options?: AddUsageOptions) =>
-    rows.length === 0
-      ? store.addUsage(rows, options)
-      : send('addUsage', [encodeUsage(rows), options])
+  overrides.addUsage = (usage: UsageRows, options?: AddUsageOptions) => {
+    const batch = isUsageBatch(usage) ? usage : encodeUsage(usage)
+    return batch.rows === 0 ? store.addUsage(batch, options) : send('addUsage', [batch, options])
+  }
   overrides.close = async () => {
     const running = worker
     if (running) {

@@ -1,6 +1,7 @@
 import type { IssuerConfig } from '../core/issuer.ts'
 import type { JwtRevocationRule } from '../core/jwt-revocations.ts'
 import type { PatRecord, RateLimitOverride, Tenant } from '../core/ports.ts'
+import type { UsageRows } from './usage-batch.ts'
 
 /** Keyset pagination: `cursor` is opaque to callers; `nextCursor` is null on the last page. */
 export interface PageRequest {
@@ -370,11 +371,12 @@ export interface AddUsageOptions {
 /** Request counts, cluster-wide, added to by every instance (the usage write-behind). */
 export interface UsageStore {
   /**
-   * Adds each row's counts to its bucket (rows must name distinct buckets). With `mark`, at
+   * Adds each row's counts to its bucket (rows must name distinct buckets; given as objects,
+   * or encoded as the usage flush writes them: usage-batch.ts). With `mark`, at
    * most once per mark: the mark is recorded in the same transaction, and rows arriving under
    * a mark already recorded are skipped (a usage journal's replay, usage-journal.ts).
    */
-  addUsage(rows: readonly UsageRow[], options?: AddUsageOptions): Promise<void>
+  addUsage(rows: UsageRows, options?: AddUsageOptions): Promise<void>
   /** The buckets of one subject that have counts, oldest first. */
   readUsage(query: UsageQuery): Promise<readonly UsageRow[]>
   /** A tenant's keys by requests in a time range, busiest first. */

@@ -9,7 +9,8 @@
  * and four integers off the V8 heap, and only a key's tenant is a (shared) heap string.
  */
 import { KeyedSlots } from '../lib/keyed-slots.ts'
-import type { UsageResolution, UsageRow, UsageScope } from './store.ts'
+import type { UsageResolution } from './store.ts'
+import { type UsageBatch, usageBatchEncoder } from './usage-batch.ts'
 
 export const USAGE_OUTCOMES = ['allowed', 'unauthorized', 'forbidden', 'limited'] as const
 export type UsageOutcome = (typeof USAGE_OUTCOMES)[number]
@@ -108,29 +109,43 @@ export class MinuteCounts {
   }
 
   /**
-   * The rows of subjects `from` to `from + count - 1` (write order): each subject's minute,
-   * hour and day bucket, each bucket once (the same hour or day of two minutes goes in two
-   * writes and the store adds them up).
+   * The rows of subjects `from` to `from + count - 1` (write order), encoded as `addUsage`
+   * reads them (usage-batch.ts, straight from the typed arrays: no row objects): each
+   * subject's minute, hour and day bucket, each bucket once (the same hour or day of two
+   * minutes goes in two writes and the store adds them up).
    */
-  rows(from: number, count: number): UsageRow[] {
-    const rows: UsageRow[] = []
+  rows(from: number, count: number): UsageBatch {
+    const encoder = usageBatchEncoder()
+    encoder.start()
     const end = Math.min(from + count, this.subjects)
     const tenants = this.#tenants.ids.size
     for (let subject = from; subject < end; subject++) {
       if (subject === 0) {
-        this.#push(rows, 'all', '', null, this.#total, 0)
+        for (const [resolution, length] of BUCKETS) {
+          encoder.row('all', '', resolution, this.#bucket(length), null, this.#total, 0)
+        }
       } else if (subject <= tenants) {
         const slot = subject - 1
-        const ids = this.#tenants.ids
-        this.#push(rows, 'tenant', ids.keyAt(slot), null, this.#tenants.counts, slot * 4)
+        const id = this.#tenants.ids.keyAt(slot)
+        for (const [resolution, length] of BUCKETS) {
+          const counts = this.#tenants.counts
+          encoder.row('tenant', id, resolution, this.#bucket(length), null, counts, slot * 4)
+        }
       } else {
         const slot = subject - 1 - tenants
         const keys = this.#keys
+        const id = keys.ids.keyAt(slot)
         const tenantId = keys.tenantOf[slot] ?? null
-        this.#push(rows, 'key', keys.ids.keyAt(slot), tenantId, keys.counts, slot * 4)
+        for (const [resolution, length] of BUCKETS) {
+          encoder.row('key', id, resolution, this.#bucket(length), tenantId, keys.counts, slot * 4)
+        }
       }
     }
-    return rows
+    return encoder.end()
+  }
+
+  #bucket(length: number): number {
+    return Math.floor(this.start / length) * length
   }
 
   #addCounts(
@@ -154,28 +169,5 @@ export class MinuteCounts {
     }
     const at = slot * 4 + index
     into.counts[at] = (into.counts[at] as number) + by
-  }
-
-  #push(
-    rows: UsageRow[],
-    scope: UsageScope,
-    subject: string,
-    tenantId: string | null,
-    counts: Int32Array,
-    at: number,
-  ): void {
-    for (const [resolution, length] of BUCKETS) {
-      rows.push({
-        scope,
-        subject,
-        resolution,
-        bucketStart: Math.floor(this.start / length) * length,
-        tenantId,
-        allowed: counts[at] as number,
-        unauthorized: counts[at + 1] as number,
-        forbidden: counts[at + 2] as number,
-        limited: counts[at + 3] as number,
-      })
-    }
   }
 }

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import type { UsageRow } from '../../src/stores/store.ts'
+import { usageRows } from '../../src/stores/usage-batch.ts'
 import { MinuteCounts } from '../../src/stores/usage-counts.ts'
 
 const START = Date.UTC(2026, 2, 10, 9, 59)
@@ -22,7 +23,7 @@ describe('MinuteCounts: one minute of usage counts in typed arrays', () => {
     counts.add('unauthorized', null, null, 1)
     counts.add('allowed', 'acme', 'k1', -1)
     assert.equal(counts.subjects, 6)
-    const rows = counts.rows(0, counts.subjects)
+    const rows = usageRows(counts.rows(0, counts.subjects))
     assert.equal(rows.length, 18, 'minute, hour and day per subject')
     assert.deepEqual(minuteRows(rows), [
       ['all', '', null, 2, 1, 1, 1],
@@ -47,13 +48,13 @@ describe('MinuteCounts: one minute of usage counts in typed arrays', () => {
     for (let i = 0; i < 300; i++) counts.add('allowed', `t${i % 7}`, `key-${i}`, 1)
     const seen: string[] = []
     for (let from = 0; from < counts.subjects; from += 64) {
-      for (const row of counts.rows(from, 64)) {
+      for (const row of usageRows(counts.rows(from, 64))) {
         if (row.resolution === 'minute') seen.push(`${row.scope}:${row.subject}`)
       }
     }
     assert.equal(seen.length, 1 + 7 + 300)
     assert.equal(new Set(seen).size, seen.length)
-    assert.deepEqual(counts.rows(counts.subjects, 10), [])
+    assert.deepEqual(usageRows(counts.rows(counts.subjects, 10)), [])
   })
 
   it('any id works: long and non-Latin-1 ids are held aside, with their tenant', () => {
@@ -61,7 +62,7 @@ describe('MinuteCounts: one minute of usage counts in typed arrays', () => {
     const long = `jwt-subject-${'x'.repeat(200)}`
     counts.add('allowed', 'tenant-ü-€', long, 1)
     counts.add('allowed', 'tenant-ü-€', long, 1)
-    assert.deepEqual(minuteRows(counts.rows(0, 10)).slice(1), [
+    assert.deepEqual(minuteRows(usageRows(counts.rows(0, 10))).slice(1), [
       ['tenant', 'tenant-ü-€', null, 2, 0, 0, 0],
       ['key', long, 'tenant-ü-€', 2, 0, 0, 0],
     ])
@@ -74,7 +75,7 @@ describe('MinuteCounts: one minute of usage counts in typed arrays', () => {
     counts.add('allowed', 't2', 'k3', 1) // both over
     counts.add('allowed', 't1', 'k1', 1) // known: still counted
     assert.equal(counts.overflow, 2)
-    assert.deepEqual(minuteRows(counts.rows(0, 10)), [
+    assert.deepEqual(minuteRows(usageRows(counts.rows(0, 10))), [
       ['all', '', null, 4, 0, 0, 0],
       ['tenant', 't1', null, 3, 0, 0, 0],
       ['key', 'k1', 't1', 2, 0, 0, 0],
@@ -91,7 +92,7 @@ describe('MinuteCounts: one minute of usage counts in typed arrays', () => {
     const pending = new MinuteCounts(START, 100)
     pending.add('allowed', 't', 'k3', 1)
     pending.merge(failed, 3)
-    assert.deepEqual(minuteRows(pending.rows(0, 10)), [
+    assert.deepEqual(minuteRows(usageRows(pending.rows(0, 10))), [
       ['all', '', null, 1, 0, 0, 0],
       ['tenant', 't', null, 1, 0, 0, 0],
       ['key', 'k3', 't', 2, 0, 0, 0],
@@ -99,6 +100,9 @@ describe('MinuteCounts: one minute of usage counts in typed arrays', () => {
     ])
     const all = new MinuteCounts(START, 100)
     all.merge(failed, 0)
-    assert.deepEqual(minuteRows(all.rows(0, 10)), minuteRows(failed.rows(0, 10)))
+    assert.deepEqual(
+      minuteRows(usageRows(all.rows(0, 10))),
+      minuteRows(usageRows(failed.rows(0, 10))),
+    )
   })
 })

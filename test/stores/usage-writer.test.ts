@@ -5,6 +5,7 @@ import { readUsageSeries, usageCsv, usageRange } from '../../src/auth/usage.ts'
 import { openSqliteStore, type SqliteStore } from '../../src/stores/sqlite.ts'
 import { openSqliteWithWriter } from '../../src/stores/sqlite-writer.ts'
 import type { UsageRow } from '../../src/stores/store.ts'
+import { usageRows } from '../../src/stores/usage-batch.ts'
 import { createUsageWriter } from '../../src/stores/usage-writer.ts'
 import { testClock } from '../helpers/clock.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
@@ -73,7 +74,7 @@ describe('usage write-behind and reads (SQLite store)', () => {
       {
         addUsage: async (batch) => {
           if (failing) throw new Error('down')
-          rows.push([...batch])
+          rows.push([...usageRows(batch)])
         },
       },
       { clock, flushIntervalMs: 0 },
@@ -108,7 +109,7 @@ describe('usage write-behind and reads (SQLite store)', () => {
             failAt = -1
             throw new Error('down')
           }
-          writes.push([...rows])
+          writes.push([...usageRows(rows)])
         },
       },
       { clock, flushIntervalMs: 0, subjectsPerWrite: 4 },

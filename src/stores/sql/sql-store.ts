@@ -20,8 +20,8 @@ import type {
   TenantChanges,
   UsageQuery,
   UsageResolution,
-  UsageRow,
 } from '../store.ts'
+import type { UsageRows } from '../usage-batch.ts'
 import * as audit from './audit.ts'
 import { pruneChanges } from './change-log.ts'
 import type { SqlDb } from './db.ts'
@@ -269,7 +269,7 @@ export abstract class SqlStore {
   resetQuota(counter: string) {
     return usage.resetQuota(this.db, counter)
   }
-  addUsage(rows: readonly UsageRow[] | usage.EncodedUsage, options: AddUsageOptions = {}) {
+  addUsage(rows: UsageRows, options: AddUsageOptions = {}) {
     return usage.addUsage(this.db, rows, options.mark)
   }
   readUsage(query: UsageQuery) {

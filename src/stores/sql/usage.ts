@@ -7,7 +7,8 @@ import type {
   UsageResolution,
   UsageRow,
 } from '../store.ts'
-import { batchParam, listParam, type SqlDb } from './db.ts'
+import { encodeUsage, isUsageBatch, type UsageBatch, type UsageRows } from '../usage-batch.ts'
+import { listParam, type SqlDb } from './db.ts'
 
 type QuotaRow = { counter: string; period_start: Num; used: Num; last_grant: Num; generation: Num }
 /** A count or time: a number in SQLite, a bigint string from pg. */
@@ -102,13 +103,9 @@ const USAGE_TYPES = [
  * `mark`, once: the mark is recorded in the same transaction, and a mark already recorded
  * skips the rows (a replayed usage journal slice, stores/usage-journal.ts).
  */
-export async function addUsage(
-  db: SqlDb,
-  usage: readonly UsageRow[] | EncodedUsage,
-  mark?: string,
-): Promise<void> {
+export async function addUsage(db: SqlDb, usage: UsageRows, mark?: string): Promise<void> {
   db.checkOpen()
-  const batch = Array.isArray(usage) ? encodeUsage(usage) : (usage as EncodedUsage)
+  const batch = isUsageBatch(usage) ? usage : encodeUsage(usage)
   if (batch.rows === 0) return
   if (mark === undefined) return insertUsage(db, batch)
   await db.atomic(async (tx) => {
@@ -121,23 +118,7 @@ export async function addUsage(
   })
 }
 
-/**
- * Usage rows as `addUsage`'s one statement reads them (`batchParam`'s JSON text), and how
- * many. Why: the SQLite writer thread is sent this one string instead of the rows
- * (sqlite-writer.ts): a slice's 15,000 row objects, cloned into the thread's 2 MB young
- * generation, landed in its old space, then were mapped to arrays and to this text there.
- */
-export interface EncodedUsage {
-  readonly rows: number
-  readonly text: string
-}
-
-export const encodeUsage = (usage: readonly UsageRow[]): EncodedUsage => ({
-  rows: usage.length,
-  text: batchParam(usage.map(rows.usageValues)),
-})
-
-async function insertUsage(db: SqlDb, usage: EncodedUsage): Promise<void> {
+async function insertUsage(db: SqlDb, usage: UsageBatch): Promise<void> {
   await db.run(
     `INSERT INTO usage_counts (${rows.USAGE_COLUMNS})
      SELECT ${USAGE_TYPES.map((_t, i) => `b.c${i}`).join(', ')}
