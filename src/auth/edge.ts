@@ -205,9 +205,22 @@ export function createEdge(source: GateSource, options: EdgeOptions = {}): Edge 
       })
       // Ended by `answered`, or aborted when the client goes away first (no answer to end it).
       const span = endedOnClose(started, input.socket)
-      const outcome = span.run(() => gate.check(request))
+      // A check that throws (an app's own authenticator) is the binding's 500: its span ends.
+      const failed = (error: unknown): never => {
+        span.end(500)
+        throw error
+      }
+      let outcome: MaybePromise<Outcome>
+      try {
+        outcome = span.run(() => gate.check(request))
+      } catch (error) {
+        return failed(error)
+      }
       return isPromiseLike(outcome)
-        ? Promise.resolve(outcome).then((settled) => checked(request, settled, span, headers))
+        ? Promise.resolve(outcome).then(
+            (settled) => checked(request, settled, span, headers),
+            failed,
+          )
         : checked(request, outcome, span, headers)
     },
     // RFC 6750 §2: the token in the header and in a form field is refused like the query's.

@@ -223,6 +223,7 @@ for (const binding of bindings) {
       fixture ??= await createSpecFixture()
       const authenticate: AuthenticateMaybeSync = async (input) => {
         if (delayMs > 0) await sleep(delayMs)
+        if (input.authorization[0] === 'Bearer fails') throw new Error('store down')
         return fixture.authenticate(input)
       }
       app = await binding.start(createGate({ authenticate, tracing }))
@@ -267,6 +268,16 @@ for (const binding of bindings) {
         assert.deepEqual((await oneSpan()).ends, [{ status, aborted: false }])
         assert.equal(seen.length, 0, 'the handler did not run')
       }
+    })
+
+    test("an authenticator that throws: the binding's 500 (node:http closes the connection), the span ends with 500", async () => {
+      reset()
+      const answered = await send(app.url, PROTECTED_PATH, [bearer('fails')]).then(
+        (response) => response.status,
+        (error: NodeJS.ErrnoException) => error.code,
+      )
+      assert.equal(answered, binding.catchesThrows ? 500 : 'ECONNRESET')
+      assert.deepEqual((await oneSpan()).ends, [{ status: 500, aborted: false }])
     })
 
     test('outside the prefix: no span', async () => {
