@@ -14,9 +14,14 @@
  * `--rows 'a;b'`: only those rows (e.g. `--rows 'nginx + decision;nginx + decision (unix)'`).
  * `--saturated`: wrk (32 connections, CPU 1) instead of the paced rate, as `npm run bench`'s
  * hop rows load them: many requests share each wake-up, so the per-request costs are lower.
+ * `--baseline DIR`: one more row, 'nginx + decision (unix, baseline)', whose tokengate runs
+ * from another tree (a `git archive` with node_modules linked): an A/B of the decision
+ * listener, interleaved with the unix row round by round.
+ * `--tokengate-flags '...'`: Node flags for the unix rows' tokengate(s) (e.g. `--cpu-prof
+ * --cpu-prof-dir=DIR`).
  *
  * Usage: node bench/hop-cpu.ts [--rate 2000] [--duration 4] [--rounds 3] [--unix] [--rows ...]
- *   [--saturated]
+ *   [--saturated] [--baseline DIR] [--tokengate-flags FLAGS]
  */
 
 import type { ChildProcess } from 'node:child_process'
@@ -41,19 +46,24 @@ const { values } = parseArgs({
     unix: { type: 'boolean', default: false },
     rows: { type: 'string' },
     saturated: { type: 'boolean', default: false },
+    baseline: { type: 'string' },
+    'tokengate-flags': { type: 'string', default: '' },
   },
 })
+const BASELINE_ROW = 'nginx + decision (unix, baseline)' as const
+const TOKENGATE_FLAGS = values['tokengate-flags'].split(' ').filter((flag) => flag !== '')
 const RATE = Number(values.rate)
 const DURATION = Number(values.duration)
 const ROUNDS = Number(values.rounds)
 const UNIX_ROWS = ['nginx + decision (unix)', 'nginx + decision (unix, cached)'] as const
-type RowId = ServerId | (typeof UNIX_ROWS)[number]
+type RowId = ServerId | (typeof UNIX_ROWS)[number] | typeof BASELINE_ROW
 const ALL_ROWS: RowId[] = [
   'nginx',
   'nginx + decision',
   'nginx + decision (no keepalive)',
   'nginx + decision (cached)',
-  ...(values.unix ? UNIX_ROWS : []),
+  ...(values.unix || values.baseline !== undefined ? UNIX_ROWS : []),
+  ...(values.baseline !== undefined ? [BASELINE_ROW] : []),
 ]
 const picked = values.rows?.split(';').map((row) => row.trim())
 const ROWS = picked ? ALL_ROWS.filter((row) => picked.includes(row)) : ALL_ROWS
@@ -66,29 +76,29 @@ const cpu = new Map<
 >()
 const socketDir = mkdtempSync(join(tmpdir(), 'tokengate-hop-cpu-'))
 const unixNginx: RunningNginx[] = []
-let unixTokengate: ChildProcess | undefined
+const unixTokengates = new Map<RowId, ChildProcess>()
 try {
   const gateway = await servers.get('gateway')
   const upstream = await servers.get('upstream')
   const upstreamPort = Number(new URL(upstream.url).port)
   /** The unix rows' own tokengate (its decision listener on the socket) and nginx. */
   const unixRows = new Map<RowId, { child: ChildProcess; url: string }>()
-  if (ROWS.some((row) => (UNIX_ROWS as readonly RowId[]).includes(row))) {
-    const socket = join(socketDir, 'decision.sock')
+  /** Starts a tokengate from `tree` (this one: '') deciding on a socket, and nginx for `rows`. */
+  const unixSetup = async (tree: string, name: string, rows: [RowId, boolean][]) => {
+    const wanted = rows.filter(([id]) => ROWS.includes(id))
+    if (wanted.length === 0) return
+    const socket = join(socketDir, `${name}.sock`)
     const started = await startNode(SERVER_CPU, [
       ...PRODUCTION_NODE_FLAGS,
-      'bench/servers/tokengate.ts',
+      ...TOKENGATE_FLAGS,
+      join(tree, 'bench/servers/tokengate.ts'),
       fixtures.dir,
       String(await freePort()),
       upstream.url,
       `--decision-socket=${socket}`,
     ])
-    unixTokengate = started.child
-    for (const [id, cache] of [
-      ['nginx + decision (unix)', false],
-      ['nginx + decision (unix, cached)', true],
-    ] as const) {
-      if (!ROWS.includes(id)) continue
+    for (const [id, cache] of wanted) {
+      unixTokengates.set(id, started.child)
       const nginx = await startNginx(upstreamPort, 0, {
         cpu: SERVER_CPU,
         cache,
@@ -98,12 +108,18 @@ try {
       unixRows.set(id, { child: nginx.child, url: nginx.guarded })
     }
   }
+  await unixSetup('', 'decision', [
+    ['nginx + decision (unix)', false],
+    ['nginx + decision (unix, cached)', true],
+  ])
+  if (values.baseline) await unixSetup(values.baseline, 'baseline', [[BASELINE_ROW, false]])
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 ? [...ROWS].reverse() : ROWS
     for (const id of order) {
       const unix = unixRows.get(id)
       const server = unix ?? (await servers.get(id as ServerId))
-      const tokengate = unix && unixTokengate ? { child: unixTokengate } : gateway
+      const unixTokengate = unixTokengates.get(id)
+      const tokengate = unixTokengate ? { child: unixTokengate } : gateway
       const before = {
         nginx: cpuMicros(server.child.pid) ?? 0,
         tg: cpuMicros(tokengate.child.pid) ?? 0,
@@ -154,9 +170,18 @@ try {
       `| ${id} | ${f(row.nginx)} | ${f(row.tokengate)} | ${f(row.upstream)} | ${f(all)} | ${median(row.p50).toFixed(3)} | ${median(row.rps).toFixed(0)} |`,
     )
   }
+  const [mine, base] = [cpu.get('nginx + decision (unix)'), cpu.get(BASELINE_ROW)]
+  if (mine && base) {
+    // Paired by round (same machine state, order alternating): the A/B's readable figure.
+    const diffs = mine.tokengate.map((x, i) => x - (base.tokengate[i] ?? Number.NaN))
+    const lower = diffs.filter((d) => d < 0).length
+    console.log(
+      `\ntokengate µs/req, this tree − baseline, paired by round: median ${median(diffs).toFixed(1)} (${diffs.map((d) => d.toFixed(1)).join(', ')}); lower in ${lower} of ${diffs.length} rounds`,
+    )
+  }
 } finally {
   for (const nginx of unixNginx) nginx.child.kill()
-  unixTokengate?.kill()
+  for (const child of new Set(unixTokengates.values())) child.kill()
   await servers.stopAll()
   for (const nginx of unixNginx) nginx.cleanup()
   rmSync(socketDir, { recursive: true, force: true })

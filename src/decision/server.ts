@@ -151,7 +151,8 @@ export async function buildDecisionServer(
         Array.isArray(forwardedFor) ? forwardedFor.join(',') : forwardedFor,
         trusted,
       )
-      req.resume()
+      // A request with a body (Envoy's with_request_body) is drained; one without is born ended.
+      if (!req.readableEnded) req.resume()
       if (kind) diagnoseKind(kind, rawHeaders, peer.address ?? peer.label)
       const asked: AskedRequest = {
         kind,
@@ -220,6 +221,8 @@ export async function buildDecisionServer(
       {
         maxHeaderSize: config.server.maxHeaderBytes,
         requestTimeout: config.server.requestTimeoutMs,
+        // No stream life cycle ('end', 'close', a resume tick) for a bodyless ask (Node 24.12).
+        optimizeEmptyRequests: true,
       },
       handle,
     )

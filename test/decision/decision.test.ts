@@ -4,8 +4,10 @@
  * signed identity token with its JWKS.
  */
 import assert from 'node:assert/strict'
+import { once } from 'node:events'
 import { writeFileSync } from 'node:fs'
 import type { IncomingHttpHeaders } from 'node:http'
+import { createConnection } from 'node:net'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -502,6 +504,43 @@ describe('decision API: Envoy ext_authz (HTTP service, path_prefix)', () => {
   test('a path without the prefix is refused', async () => {
     const response = await send(stack.decisionUrl, PROTECTED_PATH, [bearer(stack.tokens.pat)])
     assert.equal(response.status, 400)
+  })
+  // The listener skips the stream life cycle of a bodyless ask (optimizeEmptyRequests): an ask
+  // with a body (Envoy's with_request_body) must still be read to its end, never as a request.
+  test('an ask with a body, by length or chunked, is drained: the next ask on its connection is answered', async () => {
+    const { port } = new URL(stack.decisionUrl)
+    const socket = createConnection({ host: '127.0.0.1', port: Number(port) })
+    await once(socket, 'connect')
+    let received = ''
+    socket.setEncoding('latin1')
+    socket.on('data', (chunk: string) => {
+      received += chunk
+    })
+    const answers = async (n: number) => {
+      for (let i = 0; i < 100 && received.split('\r\n\r\n').length - 1 < n; i++) await sleep(20)
+      return [...received.matchAll(/^HTTP\/1\.1 (\d{3})/gm)].map((m) => Number(m[1]))
+    }
+    const head = (method: string, lines: string[]) =>
+      [
+        `${method} /ext-authz${PROTECTED_PATH} HTTP/1.1`,
+        'Host: decision',
+        `Authorization: Bearer ${stack.tokens.pat}`,
+        ...lines,
+        '',
+        '',
+      ].join('\r\n')
+    // A body that would be a request of its own if it were parsed as one.
+    const smuggled = `GET /ext-authz/admin HTTP/1.1\r\nHost: x\r\n\r\n${'x'.repeat(256 * 1024)}`
+    socket.write(head('POST', [`Content-Length: ${Buffer.byteLength(smuggled)}`]) + smuggled)
+    assert.deepEqual(await answers(1), [200])
+    const chunk = Buffer.byteLength(smuggled).toString(16)
+    socket.write(
+      `${head('POST', ['Transfer-Encoding: chunked'])}${chunk}\r\n${smuggled}\r\n0\r\n\r\n`,
+    )
+    assert.deepEqual(await answers(2), [200, 200])
+    socket.write(head('GET', []))
+    assert.deepEqual(await answers(3), [200, 200, 200], received.slice(0, 2000))
+    socket.destroy()
   })
 })
 
