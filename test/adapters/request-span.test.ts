@@ -18,6 +18,9 @@ import { createServer, type IncomingMessage } from 'node:http'
 import { connect } from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { context, SpanStatusCode, trace } from '@opentelemetry/api'
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace'
 import express from 'express'
 import Fastify from 'fastify'
 import { Hono } from 'hono'
@@ -34,6 +37,7 @@ import {
 import { tokengate as nodeGate } from '../../src/adapters/node-http.ts'
 import { createGate, type Gate } from '../../src/auth/gate.ts'
 import type { RequestSpan, RequestTracing } from '../../src/auth/request-span.ts'
+import { createTracing } from '../../src/auth/tracing.ts'
 import type { AuthenticateMaybeSync } from '../../src/core/authenticate.ts'
 import { type Listening, listenLocal } from '../helpers/listen.ts'
 import { listenHono } from '../helpers/listen-hono.ts'
@@ -332,3 +336,33 @@ for (const binding of bindings) {
     })
   })
 }
+
+test('OpenTelemetry: an aborted request span is an error named `aborted`, with no status code answered', async () => {
+  const exporter = new InMemorySpanExporter()
+  const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] })
+  trace.setGlobalTracerProvider(provider)
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager())
+  fixture ??= await createSpecFixture()
+  const gate = createGate({
+    authenticate: fixture.authenticate,
+    tracing: createTracing('sqlite').request,
+  })
+  const express = bindings.find((binding) => binding.name === 'express') as Binding
+  const app = await express.start(gate)
+  try {
+    const head = `GET ${HANGS} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${fixture.tokens.pat}\r\n\r\n`
+    await abortAfter(app.port, head, 'data')
+    const requestSpans = () =>
+      exporter.getFinishedSpans().filter((s) => s.name === 'tokengate.request')
+    for (let i = 0; i < 100 && requestSpans().length === 0; i++) await sleep(10)
+    const [span, ...others] = requestSpans()
+    assert.ok(span && others.length === 0, 'one request span, ended')
+    assert.equal(span.status.code, SpanStatusCode.ERROR)
+    assert.equal(span.attributes['error.type'], 'aborted')
+    assert.equal(span.attributes['http.response.status_code'], undefined)
+  } finally {
+    await app.close()
+    trace.disable()
+    context.disable()
+  }
+})
