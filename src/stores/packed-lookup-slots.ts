@@ -9,6 +9,7 @@
  */
 
 import type { PatRecord } from '../core/ports.ts'
+import { BoundedMemo } from '../lib/bounded-memo.ts'
 import { fitSlots, KeyedSlots } from '../lib/keyed-slots.ts'
 import type { CacheSlots } from './lookup-cache-rules.ts'
 
@@ -245,8 +246,8 @@ export class PatColumns implements SlotValues<PatRecord> {
   readonly #wide = new Map<number, PatTexts>()
   readonly #ended = new Map<number, EndTimes>()
   readonly #product = new Map<number, ProductFields>()
-  readonly #memoSlots = new Int32Array(MEMO_SIZE).fill(-1)
-  readonly #memoRecords: (PatRecord | undefined)[] = new Array(MEMO_SIZE).fill(undefined)
+  /** Records built lately, by slot (`bounded-memo.ts`): forgotten when the slot changes. */
+  readonly #memo = new BoundedMemo<number, PatRecord>(MEMO_SIZE)
   readonly #rotatedFrom = new Map<number, string>()
   readonly #foreignHashes = new Map<number, string>()
 
@@ -265,7 +266,7 @@ export class PatColumns implements SlotValues<PatRecord> {
   }
 
   write(slot: number, key: string, record: PatRecord): void {
-    this.#forgetMemo(slot)
+    this.#memo.forget(slot, slot)
     if (this.#writeText(slot, record.id, record.subject, record.last4)) this.#wide.delete(slot)
     else this.#wide.set(slot, { id: record.id, subject: record.subject, last4: record.last4 })
     this.#names[slot] = this.#interner.string(record.name)
@@ -297,11 +298,10 @@ export class PatColumns implements SlotValues<PatRecord> {
   }
 
   read(slot: number, key: string): PatRecord {
-    const memo = slot & (MEMO_SIZE - 1)
-    if (this.#memoSlots[memo] === slot) return this.#memoRecords[memo] as PatRecord
+    const known = this.#memo.get(slot, slot)
+    if (known !== undefined) return known
     const record = this.#build(slot, key)
-    this.#memoSlots[memo] = slot
-    this.#memoRecords[memo] = record
+    this.#memo.set(slot, slot, record)
     return record
   }
 
@@ -337,7 +337,7 @@ export class PatColumns implements SlotValues<PatRecord> {
   }
 
   release(slot: number): void {
-    this.#forgetMemo(slot)
+    this.#memo.forget(slot, slot)
     this.#names[slot] = undefined
     this.#groups[slot] = undefined
     this.#wide.delete(slot)
@@ -353,8 +353,7 @@ export class PatColumns implements SlotValues<PatRecord> {
     this.#times = new Float64Array(0)
     this.#text = Buffer.alloc(0)
     this.#wide.clear()
-    this.#memoSlots.fill(-1)
-    this.#memoRecords.fill(undefined)
+    this.#memo.clear()
     this.#ended.clear()
     this.#product.clear()
     this.#rotatedFrom.clear()
@@ -383,13 +382,6 @@ export class PatColumns implements SlotValues<PatRecord> {
                 )
               : text.toString('latin1', subjectEnd, subjectEnd + last4Length),
         }
-  }
-
-  #forgetMemo(slot: number): void {
-    const memo = slot & (MEMO_SIZE - 1)
-    if (this.#memoSlots[memo] !== slot) return
-    this.#memoSlots[memo] = -1
-    this.#memoRecords[memo] = undefined
   }
 
   /** Writes the three strings into the slot's text; false (marked WIDE) when they do not fit. */

@@ -2,6 +2,7 @@
  * Personal Access Tokens (DESIGN rule 4): format and checksum before any store access, one
  * lookup by SHA-256, then revoked → rotated → expired → tenant → optional `X-Tenant-Id`.
  */
+import { BoundedMemo, digestPlace } from '../../lib/bounded-memo.ts'
 import { isPromiseLike, type MaybePromise } from '../../lib/maybe-async.ts'
 import { checkCertificateBinding, thumbprintDigest } from '../certificate-binding.ts'
 import type { Authenticator, CredentialKind, PeerCertificate } from '../credential-kind.ts'
@@ -10,7 +11,6 @@ import { checkedPatFingerprint, hmacFingerprint, patFingerprint } from '../finge
 import { checkPatFormat, hashPat, isPatToken, patLast4, patStatus } from '../pat.ts'
 import type { AuthLookups, Clock, KeyLimits, PatRecord } from '../ports.ts'
 import type { AuthResult, Principal } from '../principal.ts'
-import { createRecordMemo } from '../record-memo.ts'
 import {
   checkOptionalTenantHeader,
   checkTenantActive,
@@ -136,11 +136,13 @@ function ofKey(failure: AuthFailure, record: PatRecord): AuthFailure {
 /**
  * A PAT's principal: built at a record's first use, then handed back while the lookup returns
  * the same record object unchanged (frozen, so sharing it is safe). The memo is bounded
- * (`record-memo.ts`, 1,024 places): nothing is held per cached token.
+ * (`bounded-memo.ts`, 1,024 places chosen from the token hash): nothing is held per cached
+ * token. A record edited in place is caught by `describes`.
  */
 function patPrincipal(record: PatRecord, token: string): Principal {
-  const known = principals.get(record, describes)
-  if (known !== undefined) return known.principal
+  const place = digestPlace(record.tokenHash)
+  const known = principals.get(record, place)
+  if (known !== undefined && describes(known, record)) return known.principal
   const principal: Principal = {
     tokenType: 'pat',
     tenantId: record.tenantId,
@@ -152,7 +154,7 @@ function patPrincipal(record: PatRecord, token: string): Principal {
   }
   const limits = keyLimitsOf(record)
   const built = Object.freeze(limits === undefined ? principal : { ...principal, limits })
-  principals.set(record, { principal: built, tokenHash: record.tokenHash })
+  principals.set(record, place, { principal: built, tokenHash: record.tokenHash })
   return built
 }
 
@@ -161,7 +163,7 @@ interface KnownPrincipal {
   readonly principal: Principal
   readonly tokenHash: string
 }
-const principals = createRecordMemo<PatRecord, KnownPrincipal>(1_024, (record) => record.tokenHash)
+const principals = new BoundedMemo<PatRecord, KnownPrincipal>(1_024)
 
 /** Whether a memoised principal still describes the record (a lookup may edit it in place). */
 function describes(known: KnownPrincipal, record: PatRecord): boolean {

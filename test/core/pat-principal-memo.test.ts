@@ -1,59 +1,12 @@
+/**
+ * The PAT principal memo (issue #36, `lib/bounded-memo.ts` in `authenticators/pat.ts`): one
+ * frozen principal per stored record object, never a stale one for a record edited in place.
+ */
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import type { PatRecord } from '../../src/core/ports.ts'
 import type { AuthResult, Principal } from '../../src/core/principal.ts'
-import { createRecordMemo } from '../../src/core/record-memo.ts'
 import { addPat, bearer, harness } from '../helpers/core-fakes.ts'
-
-interface Rec {
-  readonly key: string
-  n: number
-}
-const always = () => true
-
-describe('createRecordMemo', () => {
-  test('hands back the value of the same record object, never of an equal copy', () => {
-    const memo = createRecordMemo<Rec, string>(8, (r) => r.key)
-    const record = { key: 'abc123', n: 1 }
-    assert.equal(memo.get(record, always), undefined)
-    memo.set(record, 'built')
-    assert.equal(memo.get(record, always), 'built')
-    assert.equal(memo.get({ ...record }, always), undefined)
-  })
-
-  test('a value its record no longer matches is not handed back', () => {
-    const memo = createRecordMemo<Rec, number>(8, (r) => r.key)
-    const record = { key: 'abc123', n: 1 }
-    memo.set(record, 1)
-    record.n = 2
-    assert.equal(
-      memo.get(record, (value, r) => value === r.n),
-      undefined,
-    )
-  })
-
-  test('bounded: a record landing on a taken place replaces the one there', () => {
-    const memo = createRecordMemo<Rec, string>(1, (r) => r.key)
-    const a = { key: 'aaa', n: 0 }
-    const b = { key: 'bbb', n: 0 }
-    memo.set(a, 'a')
-    memo.set(b, 'b')
-    assert.equal(memo.get(a, always), undefined)
-    assert.equal(memo.get(b, always), 'b')
-  })
-
-  test('keys shorter than three characters still have a place', () => {
-    const memo = createRecordMemo<Rec, string>(4, (r) => r.key)
-    const short = { key: '', n: 0 }
-    memo.set(short, 'short')
-    assert.equal(memo.get(short, always), 'short')
-  })
-
-  test('size must be a power of two', () => {
-    assert.throws(() => createRecordMemo(1000, (r: Rec) => r.key), RangeError)
-    assert.throws(() => createRecordMemo(0, (r: Rec) => r.key), RangeError)
-  })
-})
 
 function principalOf(result: AuthResult): Principal {
   assert.equal(result.ok, true)
