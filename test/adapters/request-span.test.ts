@@ -176,6 +176,7 @@ const bindings: Binding[] = [
       })
       // Hono answers with the handler's Response: "mid-answer" is while the handler works.
       app.get(HANGS, async (c) => {
+        hanging++
         await closed((c.env as { incoming: IncomingMessage }).incoming)
         return c.text('late')
       })
@@ -204,17 +205,21 @@ const bindings: Binding[] = [
   },
 ]
 
-/** The fixture's authenticator, held back `delayMs` when set (a check still running). */
-let delayMs = 0
+/** The fixture's authenticator, held until `held` settles when set (a check still running). */
+let held: Promise<void> | undefined
+/** Checks the authenticator has finished (the form body is read after it). */
+let authenticated = 0
+/** Requests in the Hono app's hanging handler (Hono writes nothing before it returns). */
+let hanging = 0
 let fixture: SpecFixture
 
 /** Sends `head` on a raw connection, waits for `until`, then closes it without reading on. */
-async function abortAfter(port: number, head: string, until: 'data' | number): Promise<void> {
+async function abortAfter(port: number, head: string, until: 'data' | (() => boolean)) {
   const socket = connect(port, '127.0.0.1')
   await once(socket, 'connect')
   socket.write(head)
   if (until === 'data') await once(socket, 'data')
-  else await sleep(until)
+  else while (!until()) await sleep(5)
   socket.destroy()
 }
 
@@ -226,9 +231,11 @@ for (const binding of bindings) {
     before(async () => {
       fixture ??= await createSpecFixture()
       const authenticate: AuthenticateMaybeSync = async (input) => {
-        if (delayMs > 0) await sleep(delayMs)
+        await held
         if (input.authorization[0] === 'Bearer fails') throw new Error('store down')
-        return fixture.authenticate(input)
+        const result = await fixture.authenticate(input)
+        authenticated++
+        return result
       }
       app = await binding.start(createGate({ authenticate, tracing }))
     })
@@ -247,7 +254,9 @@ for (const binding of bindings) {
     const reset = () => {
       spans.length = 0
       seen.length = 0
-      delayMs = 0
+      held = undefined
+      authenticated = 0
+      hanging = 0
     }
 
     test('an allowed request: the handler runs in the span (also after an await); ended with 200', async () => {
@@ -308,7 +317,7 @@ for (const binding of bindings) {
       await abortAfter(
         app.port,
         `GET ${HANGS} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${fixture.tokens.pat}\r\n\r\n`,
-        binding.name === 'hono' ? 100 : 'data',
+        binding.name === 'hono' ? () => hanging > 0 : 'data',
       )
       const span = await oneSpan()
       assert.deepEqual(span.ends, [{ aborted: true }], 'an abort, with no status answered')
@@ -316,21 +325,26 @@ for (const binding of bindings) {
 
     test('the client closes while the gate still checks: the span ends (aborted)', async () => {
       reset()
-      delayMs = 150
+      let release = () => {}
+      held = new Promise((resolve) => {
+        release = resolve
+      })
       await abortAfter(
         app.port,
         `GET ${PROTECTED_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${fixture.tokens.pat}\r\n\r\n`,
-        30,
+        () => spans.length > 0,
       )
-      await sleep(200)
-      const span = await oneSpan()
-      assert.deepEqual(span.ends, [{ aborted: true }], 'an abort, with no status answered')
+      const [span] = spans as [Recorded]
+      await endedWithin(span, 1000)
+      assert.deepEqual(span.ends, [{ aborted: true }], 'aborted while the check is still held')
+      release()
+      await oneSpan()
     })
 
     test('the client closes while its form body is read: the span ends (aborted)', async () => {
       reset()
       const head = `POST ${PROTECTED_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${fixture.tokens.pat}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\na=1`
-      await abortAfter(app.port, head, 50)
+      await abortAfter(app.port, head, () => authenticated > 0)
       const span = await oneSpan()
       assert.deepEqual(span.ends, [{ aborted: true }], 'an abort, with no status answered')
     })
