@@ -98,7 +98,9 @@ export function createPatUseRecorder(
           const last = keptOffsets[slot] as number
           if (offset >= last && offset - last < resolutionMs) return
         }
-        if (kept.size >= MAX_KEPT_TOKENS || !(offset >= 0 && offset < MAX_KEPT_OFFSET_MS)) {
+        // Full: only a token not held needs room (one held, and due, keeps its slot).
+        const full = slot === -1 && kept.size >= MAX_KEPT_TOKENS
+        if (full || !(offset >= 0 && offset < MAX_KEPT_OFFSET_MS)) {
           kept.clear()
           keptOffsets = new Int32Array(0)
           keptSince = at - KEPT_OFFSET_MARGIN_MS

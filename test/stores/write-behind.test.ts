@@ -141,6 +141,31 @@ describe('PAT use recorder', () => {
     )
   })
 
+  it('a full table of kept uses starts over only for a new token, not when a kept one is due', async () => {
+    // 100,000 tokens (the table's bound, and issue #36's 100,000 in use): each token's use a
+    // minute later was kept by clearing the table, so every other token's next use, within its
+    // minute, was written again.
+    const store = recordingStore()
+    const recorder = createPatUseRecorder(store, { flushIntervalMs: 0, resolutionMs: 60_000 })
+    const id = (i: number) => `tok_${String(i).padStart(20, '0')}`
+    for (let i = 0; i < 99_999; i++) recorder.record(id(i), T0)
+    recorder.record(id(99_999), T0 + 50_000)
+    await recorder.flush()
+    recorder.record(id(0), T0 + 61_000)
+    assert.equal(recorder.pending(), 1, 'due: kept')
+    await recorder.flush()
+    recorder.record(id(99_999), T0 + 62_000)
+    recorder.record(id(1), T0 + 59_000)
+    assert.equal(recorder.pending(), 0, 'within a minute of their kept uses: nothing to write')
+    recorder.record(id(100_000), T0 + 63_000)
+    recorder.record(id(99_999), T0 + 64_000)
+    assert.deepEqual(
+      [...((await recorder.flush().then(() => store.uses.at(-1))) ?? [])].map(([key]) => key),
+      [id(100_000), id(99_999)],
+      'a new token beyond the bound starts over: one more use kept per token, at worst',
+    )
+  })
+
   it('uses the clock when no time is given', async () => {
     const store = recordingStore()
     const recorder = createPatUseRecorder(store, { flushIntervalMs: 0, clock: { now: () => 77 } })
