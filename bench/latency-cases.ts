@@ -124,7 +124,8 @@ export function standardCases(fixtures: Fixtures): LatencyCase[] {
 
 /**
  * The hops of issue #36 (`--hops`): one PAT through nginx + the decision listener against
- * nginx alone (beside it: with nginx's decision cache), and through tokengate's gateway
+ * nginx alone (beside it: with nginx's decision cache, and asking a second gateway's decision
+ * listener on a Unix socket, decision.socket), and through tokengate's gateway
  * against a bare node:http + undici proxy. Proxy, tokengate and upstream share CPU 0. Without
  * keepalive to the decision listener (what a config without it costs) only with
  * `--cases 'keepalive'`: at 3,000 req/s it falls hundreds of ms behind, and the row after it
@@ -140,7 +141,7 @@ export function hopCases(fixtures: Fixtures): LatencyCase[] {
       traffic: pat,
       subject: 'nginx + decision',
       baseline: 'nginx',
-      others: ['nginx + decision (cached)'],
+      others: ['nginx + decision (cached)', 'nginx + decision (unix)'],
     },
     {
       id: 'hop: nginx + decision PAT without keepalive',

@@ -10,11 +10,29 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs'
 
 export interface CpuMark {
   readonly at: number
-  /** Per CPU: busy and steal jiffies (/proc/stat). */
-  readonly cpus: readonly (readonly [number, number])[]
+  /** Per CPU: busy, steal and irq + softirq jiffies (/proc/stat). */
+  readonly cpus: readonly (readonly [number, number, number])[]
   /** Jiffies used so far by this process's descendants pinned to exactly `cpu`. */
   readonly ours: number
+  /** Jiffies used so far by each other process allowed on `cpu`, by pid. */
+  readonly rest: ReadonlyMap<number, Use>
   readonly cpu: number
+}
+
+interface Use {
+  readonly name: string
+  readonly jiffies: number
+  /** Allowed on `cpu` only (kernel per-CPU threads, another bench's pinned servers). */
+  readonly pinned: boolean
+}
+
+/** Another process that used the CPU during the interval. */
+export interface OtherProcess {
+  readonly name: string
+  readonly pid: number
+  /** Percent of one CPU; for a process allowed on other CPUs too, an upper bound on `cpu`. */
+  readonly percent: number
+  readonly pinned: boolean
 }
 
 export interface CpuShare {
@@ -26,66 +44,121 @@ export interface CpuShare {
   readonly others: number
   /** Time the hypervisor ran another guest while this CPU wanted to run. */
   readonly steal: number
+  /**
+   * Ticks that found the CPU in an interrupt or softirq (loopback packets are delivered in
+   * softirq), whoever's: part of `busy`, and without CONFIG_IRQ_TIME_ACCOUNTING inside the
+   * interrupted process's own time too, so also inside `ours` when it was ours.
+   */
+  readonly softirq: number
+  /** The other processes allowed on the CPU that used the most CPU, most first (≤ 4). */
+  readonly busiest: readonly OtherProcess[]
 }
 
 const PROC = existsSync('/proc/stat')
 
 /** A reading of `cpu` now, to hand to `shareSince` after the run. */
 export function markCpu(cpu: number): CpuMark {
-  return { at: Date.now(), cpus: PROC ? cpuTimes() : [], ours: PROC ? ourCpu(cpu) : 0, cpu }
+  const { ours, rest } = PROC ? scan(cpu) : { ours: 0, rest: new Map() }
+  return { at: Date.now(), cpus: PROC ? cpuTimes() : [], ours, rest, cpu }
 }
 
 /** `mark.cpu`'s use since `mark`, split into the bench's pinned processes and the rest. */
 export function shareSince(mark: CpuMark): CpuShare {
-  if (!PROC) return { busy: Number.NaN, ours: Number.NaN, others: Number.NaN, steal: Number.NaN }
+  if (!PROC) {
+    const none = Number.NaN
+    return { busy: none, ours: none, others: none, steal: none, softirq: none, busiest: [] }
+  }
   const seconds = (Date.now() - mark.at) / 1000
   const now = cpuTimes()
+  const { ours: oursNow, rest } = scan(mark.cpu)
   const pct = (jiffies: number) => jiffies / seconds // USER_HZ 100: jiffies per second = %
-  const busy = pct((now[mark.cpu]?.[0] ?? 0) - (mark.cpus[mark.cpu]?.[0] ?? 0))
-  const ours = pct(ourCpu(mark.cpu) - mark.ours)
-  const steal = pct((now[mark.cpu]?.[1] ?? 0) - (mark.cpus[mark.cpu]?.[1] ?? 0))
-  return { busy, ours, others: Math.max(0, busy - ours), steal }
+  const field = (i: 0 | 1 | 2) => pct((now[mark.cpu]?.[i] ?? 0) - (mark.cpus[mark.cpu]?.[i] ?? 0))
+  const busy = field(0)
+  const ours = pct(oursNow - mark.ours)
+  const busiest: OtherProcess[] = []
+  for (const [pid, use] of rest) {
+    const used = use.jiffies - (mark.rest.get(pid)?.jiffies ?? 0)
+    if (used > 0) busiest.push({ name: use.name, pid, percent: pct(used), pinned: use.pinned })
+  }
+  busiest.sort((a, b) => b.percent - a.percent)
+  return {
+    busy,
+    ours,
+    others: Math.max(0, busy - ours),
+    steal: field(1),
+    softirq: field(2),
+    busiest: busiest.slice(0, 4),
+  }
 }
 
-/** Per CPU [busy, steal] jiffies from /proc/stat. */
-function cpuTimes(): [number, number][] {
-  const times: [number, number][] = []
+/** `busiest` as `name pid %` (`*`: may have run on the other CPUs too), for a table cell. */
+export function namedOthers(share: CpuShare, atLeast = 1): string {
+  return share.busiest
+    .filter((p) => p.percent >= atLeast)
+    .map((p) => `${p.name} ${p.pid} ${Math.round(p.percent)}${p.pinned ? '' : '*'}`)
+    .join(', ')
+}
+
+/** Per CPU [busy, steal, irq + softirq] jiffies from /proc/stat. */
+function cpuTimes(): [number, number, number][] {
+  const times: [number, number, number][] = []
   for (const line of readFileSync('/proc/stat', 'utf8').split('\n')) {
     const m = /^cpu(\d+) (.*)$/.exec(line)
     if (!m) continue
     const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = (m[2] as string)
       .split(' ')
       .map(Number)
-    times[Number(m[1])] = [user + nice + system + irq + softirq, steal]
+    times[Number(m[1])] = [user + nice + system + irq + softirq, steal, irq + softirq]
   }
   return times
 }
 
 /**
- * Jiffies used by the live descendants of this process whose CPU list is exactly `cpu` (a
- * process that exited during the interval drops out: the generator runs on the other CPU).
+ * `ours`: jiffies used by the live descendants of this process whose CPU list is exactly
+ * `cpu` (a process that exited during the interval drops out: the generator runs on the other
+ * CPU). `rest`: every other live process allowed on `cpu`, by pid.
  */
-function ourCpu(cpu: number): number {
+function scan(cpu: number): { ours: number; rest: Map<number, Use> } {
   const parent = new Map<number, number>()
-  const used = new Map<number, number>()
+  const used = new Map<number, { name: string; jiffies: number }>()
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue
     try {
       const stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
       parent.set(Number(entry), Number(fields[1]))
-      used.set(Number(entry), Number(fields[11]) + Number(fields[12]))
+      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))
+      used.set(Number(entry), { name, jiffies: Number(fields[11]) + Number(fields[12]) })
     } catch {} // gone since readdir
   }
-  let total = 0
-  for (const [pid, jiffies] of used) {
-    if (!descends(pid, parent)) continue
+  let ours = 0
+  const rest = new Map<number, Use>()
+  for (const [pid, { name, jiffies }] of used) {
+    let cpus: Set<number>
     try {
       const status = readFileSync(`/proc/${pid}/status`, 'utf8')
-      if (/^Cpus_allowed_list:\s*(\S+)$/m.exec(status)?.[1] === String(cpu)) total += jiffies
-    } catch {}
+      cpus = cpuList(/^Cpus_allowed_list:\s*(\S+)$/m.exec(status)?.[1] ?? '')
+    } catch {
+      continue
+    }
+    if (!cpus.has(cpu)) continue
+    const pinned = cpus.size === 1
+    if (pinned && descends(pid, parent)) ours += jiffies
+    else rest.set(pid, { name, jiffies, pinned })
   }
-  return total
+  return { ours, rest }
+}
+
+/** `0-2,5` → {0, 1, 2, 5}. */
+export function cpuList(text: string): Set<number> {
+  const cpus = new Set<number>()
+  for (const part of text.split(',')) {
+    if (part === '') continue
+    const [from = Number.NaN, to = from] = part.split('-').map(Number)
+    if (Number.isNaN(from) || Number.isNaN(to)) continue
+    for (let c = from; c <= to; c++) cpus.add(c)
+  }
+  return cpus
 }
 
 function descends(pid: number, parent: Map<number, number>): boolean {

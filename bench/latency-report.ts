@@ -15,6 +15,10 @@ export interface Measured {
   readonly syncs?: number
   /** Percent of the servers' CPU other processes used during the run (bench/latency-machine.ts). */
   readonly others?: number
+  /** The busiest of them, `name pid %` (`*`: allowed on other CPUs too, so an upper bound). */
+  readonly otherNames?: string
+  /** Percent of the servers' CPU in interrupts and softirq (whoever's; inside `others` or ours). */
+  readonly softirq?: number
 }
 
 export interface CaseResult {
@@ -57,10 +61,10 @@ export function printCase(result: CaseResult, settings: RunSettings, withSyncs: 
   console.log(`\n### ${benchCase.id}: ${count(rate)} req/s (${why}), ${generator}\n`)
   const syncHeader = withSyncs ? ' syncs |' : ''
   console.log(
-    `| round | server | p50 ms | p99 ms | p99.9 ms | max ms | 2xx | not 2xx | gen late p99 | others on CPU 0 |${syncHeader} added p50 | added p99 | added p99.9 |`,
+    `| round | server | p50 ms | p99 ms | p99.9 ms | max ms | 2xx | not 2xx | gen late p99 | others on CPU 0 (busiest: name pid %) | softirq on CPU 0 |${syncHeader} added p50 | added p99 | added p99.9 |`,
   )
   console.log(
-    `|---|---|---:|---:|---:|---:|---:|---:|---:|---:|${withSyncs ? '---:|' : ''}---:|---:|---:|`,
+    `|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|${withSyncs ? '---:|' : ''}---:|---:|---:|`,
   )
   const servers = [benchCase.subject, ...benchCase.others, benchCase.baseline]
   rounds.forEach((measured, round) => {
@@ -73,7 +77,7 @@ export function printCase(result: CaseResult, settings: RunSettings, withSyncs: 
       const added = (a: number, b: number) => (isBase ? '' : signed(a - b))
       const syncs = withSyncs ? ` ${m.syncs ?? ''} |` : ''
       console.log(
-        `| ${round + 1} | ${id}${isBase ? ' (baseline)' : ''} | ${ms(s.p50Ms)} | ${ms(s.p99Ms)} | ${ms(s.p999Ms)} | ${ms(s.maxMs)} | ${count(s.count)} | ${otherAnswers(m.run)} | ${ms(m.run.lateP99Ms ?? Number.NaN)} | ${percent(m.others)} |${syncs} ${added(s.p50Ms, base.p50Ms)} | ${added(s.p99Ms, base.p99Ms)} | ${added(s.p999Ms, base.p999Ms)} |`,
+        `| ${round + 1} | ${id}${isBase ? ' (baseline)' : ''} | ${ms(s.p50Ms)} | ${ms(s.p99Ms)} | ${ms(s.p999Ms)} | ${ms(s.maxMs)} | ${count(s.count)} | ${otherAnswers(m.run)} | ${ms(m.run.lateP99Ms ?? Number.NaN)} | ${percent(m.others)}${m.otherNames ? ` (${m.otherNames})` : ''} | ${percent(m.softirq)} |${syncs} ${added(s.p50Ms, base.p50Ms)} | ${added(s.p99Ms, base.p99Ms)} | ${added(s.p999Ms, base.p999Ms)} |`,
       )
     }
   })

@@ -6,7 +6,9 @@
  * results recorded before issue #36, where a proxy had CPU 0 to itself).
  */
 import type { ChildProcess } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { NGINX_PERL_MODULE } from '../test/decision/harness.ts'
 import type { Fixtures } from './fixtures.ts'
 import { PRODUCTION_NODE_FLAGS } from './load.ts'
@@ -32,6 +34,8 @@ export const SERVER_IDS = [
   'nginx + decision',
   'nginx + decision (cached)',
   'nginx + decision (no keepalive)',
+  'nginx + decision (unix)',
+  'decision socket',
   'undici proxy',
 ] as const
 export type ServerId = (typeof SERVER_IDS)[number]
@@ -113,7 +117,7 @@ export class LatencyServers {
     for (const cleanup of this.#cleanups) cleanup()
   }
 
-  async #start(id: ServerId): Promise<RunningServer> {
+  async #start(id: ServerId): Promise<RunningServer & { decisionSocket?: string }> {
     const dir = this.#fixtures.dir
     const tokengate = [...PRODUCTION_NODE_FLAGS, 'bench/servers/tokengate.ts', dir]
     const peer = (kind: string) => ['bench/servers/peer.ts', kind, 'RS256', dir]
@@ -166,6 +170,24 @@ export class LatencyServers {
         const closing = await this.#nginx('no keepalive')
         return { child: closing.child, url: closing.guarded }
       }
+      case 'nginx + decision (unix)': {
+        const unix = await this.#nginx('unix')
+        return { child: unix.child, url: unix.guarded }
+      }
+      case 'decision socket': {
+        // A second gateway, its decision listener on a Unix socket (decision.socket) instead
+        // of a port: the unix row's nginx asks it (as `tokengate-decision-socket` in run.ts).
+        const dir = mkdtempSync(join(tmpdir(), 'tg-latency-sock-'))
+        this.#cleanups.push(() => rmSync(dir, { recursive: true, force: true }))
+        const socket = join(dir, 'decision.sock')
+        const server = await node(
+          SERVER_CPU,
+          tokengate,
+          [(await this.get('upstream')).url, `--decision-socket=${socket}`],
+          this.#env[id],
+        )
+        return { ...server, decisionSocket: socket }
+      }
     }
   }
 
@@ -173,18 +195,27 @@ export class LatencyServers {
 
   /**
    * One nginx process serves both uncached nginx rows: the plain proxy and the auth_request
-   * one; the decision cache (examples/forward-auth/nginx.conf `#cache ` lines) has its own.
+   * one; the decision cache (examples/forward-auth/nginx.conf `#cache ` lines), the one
+   * without keepalive and the one asking the Unix socket each have their own.
    */
-  #nginx(variant: 'example' | 'cache' | 'no keepalive' = 'example'): Promise<RunningNginx> {
+  #nginx(
+    variant: 'example' | 'cache' | 'no keepalive' | 'unix' = 'example',
+  ): Promise<RunningNginx> {
     let started = this.#nginxStarted.get(variant)
     if (!started) {
       started = (async () => {
         const upstream = await portOf(this.get('upstream'))
         const gateway = (await this.get('gateway')) as RunningServer & { decisionPort: number }
+        const socket =
+          variant === 'unix'
+            ? ((await this.get('decision socket')) as RunningServer & { decisionSocket: string })
+                .decisionSocket
+            : undefined
         const nginx = await startNginx(upstream, gateway.decisionPort, {
           cpu: SERVER_CPU,
           cache: variant === 'cache',
           keepalive: variant !== 'no keepalive',
+          ...(socket === undefined ? {} : { decisionSocket: socket }),
         })
         this.#cleanups.push(nginx.cleanup)
         return nginx

@@ -1,8 +1,9 @@
 /**
  * Where the hops' slow answers at a fixed rate come from (issue #36): the rows of
- * `latency.bench.ts --hops` (gateway, bare undici proxy, nginx + decision, nginx alone) run
- * with bench/latency-probe.ts preloaded into every Node process of the path (gateway with its
- * decision listener, upstream, undici proxy) and into the load generator, and the generator's
+ * `latency.bench.ts --hops` (gateway, bare undici proxy, nginx + decision over TCP and over a
+ * Unix socket, nginx alone) run with bench/latency-probe.ts preloaded into every Node process
+ * of the path (gateway with its decision listener, the unix row's second gateway, upstream,
+ * undici proxy) and into the load generator, and the generator's
  * per-request trace; then every episode of slow answers (latency over `--slow` ms, due within
  * 5 ms of each other) is printed beside the event-loop stalls and GCs that overlap it, with
  * each stall's split into the main thread's own CPU, its wait for a CPU (run queue) and the
@@ -27,7 +28,7 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { loadFixtures } from './fixtures.ts'
 import { bearer } from './latency-cases.ts'
-import { markCpu, primeUntilQuiet, shareSince } from './latency-machine.ts'
+import { markCpu, namedOthers, primeUntilQuiet, shareSince } from './latency-machine.ts'
 import {
   LatencyServers,
   LOAD_CPU,
@@ -39,9 +40,15 @@ import { percentile } from './latency-stats.ts'
 import { pinned } from './processes.ts'
 
 const PROBE = join(import.meta.dirname, 'latency-probe.ts')
-const ROWS: readonly ServerId[] = ['gateway', 'undici proxy', 'nginx + decision', 'nginx']
+const ROWS: readonly ServerId[] = [
+  'gateway',
+  'undici proxy',
+  'nginx + decision',
+  'nginx + decision (unix)',
+  'nginx',
+]
 /** The Node processes of the path that get the probe. */
-const PROBED: readonly ServerId[] = ['gateway', 'upstream', 'undici proxy']
+const PROBED: readonly ServerId[] = ['gateway', 'upstream', 'undici proxy', 'decision socket']
 
 export interface Stall {
   readonly stall: number
@@ -316,7 +323,7 @@ async function main(): Promise<void> {
         for (const [p, mark] of marks) sliceLog(join(dir, `${slug(p)}.log`), mark, dir, run, p)
         const [server, load] = [shareSince(cpu0), shareSince(cpu1)]
         const pct = (value: number) => `${Math.round(value)} %`
-        const note = `CPU ${SERVER_CPU} busy ${pct(server.busy)} (the path's processes ${pct(server.ours)}, others ${pct(server.others)}), steal ${pct(server.steal)}; CPU ${LOAD_CPU} busy ${pct(load.busy)} (the generator's and others'), steal ${pct(load.steal)}; load average ${loadavg()[0]?.toFixed(2)}`
+        const note = `CPU ${SERVER_CPU} busy ${pct(server.busy)} (the path's processes ${pct(server.ours)}, others ${pct(server.others)}${namedOthers(server) ? `: ${namedOthers(server)}` : ''}; softirq ${pct(server.softirq)}), steal ${pct(server.steal)}; CPU ${LOAD_CPU} busy ${pct(load.busy)} (the generator's and others'), steal ${pct(load.steal)}; load average ${loadavg()[0]?.toFixed(2)}`
         writeFileSync(join(dir, `${run}.cpu.txt`), note)
         report(dir, run, slowMs, warmup)
       }

@@ -33,7 +33,7 @@ import {
   standardCases,
 } from './latency-cases.ts'
 import { type Generator, type LatencyRequest, type LatencyRun, runLatency } from './latency-load.ts'
-import { markCpu, primeUntilQuiet, shareSince } from './latency-machine.ts'
+import { markCpu, namedOthers, primeUntilQuiet, shareSince } from './latency-machine.ts'
 import {
   type CaseResult,
   count,
@@ -219,13 +219,21 @@ async function runCases(
           connections: CONNECTIONS,
           cpu: LOAD_CPU,
         })
-        const { others } = shareSince(cpu)
+        const share = shareSince(cpu)
+        const { others } = share
+        const who = namedOthers(share)
         const gone = await servers.exited()
         if (gone.length > 0) throw new Error(`a server's process exited: ${gone.join(', ')}`)
         const syncs = slowFsync?.callsBetween(id, from, Date.now())
-        measured.set(id, { run, others, ...(syncs === undefined ? {} : { syncs }) })
+        measured.set(id, {
+          run,
+          others,
+          softirq: share.softirq,
+          ...(who ? { otherNames: who } : {}),
+          ...(syncs === undefined ? {} : { syncs }),
+        })
         progress(
-          `round ${round + 1} · ${benchCase.id} · ${id}: p50 ${ms(run.summary.p50Ms)} p99 ${ms(run.summary.p99Ms)} p99.9 ${ms(run.summary.p999Ms)}, others on CPU ${SERVER_CPU} ${Math.round(others)} %`,
+          `round ${round + 1} · ${benchCase.id} · ${id}: p50 ${ms(run.summary.p50Ms)} p99 ${ms(run.summary.p99Ms)} p99.9 ${ms(run.summary.p999Ms)}, others on CPU ${SERVER_CPU} ${Math.round(others)} %${who ? ` (${who})` : ''}, softirq ${Math.round(share.softirq)} %`,
         )
       }
       result.rounds.push(measured)

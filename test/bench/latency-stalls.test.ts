@@ -12,7 +12,7 @@ import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
-import { markCpu, primeUntilQuiet, shareSince } from '../../bench/latency-machine.ts'
+import { cpuList, markCpu, primeUntilQuiet, shareSince } from '../../bench/latency-machine.ts'
 import { causeOf } from '../../bench/latency-stalls.ts'
 import { CAN_PIN } from '../../bench/processes.ts'
 
@@ -144,16 +144,22 @@ test("a run's CPU share: the bench's pinned processes apart from everything else
   // Spins until it has used 300 ms of CPU (however busy CPU 0 is), writes `done`, then
   // sleeps: alive, so counted, when the share is read.
   const done = join(dir, 'spun')
-  const spin = `const { cpuUsage } = process; while (cpuUsage().user + cpuUsage().system < 300000); require('fs').writeFileSync(process.argv[1], ''); Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5000)`
+  const spin = `const { cpuUsage } = process; while (cpuUsage().user + cpuUsage().system < 300000); require('fs').writeFileSync(process.argv[1], String(process.pid)); Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5000)`
   const spun = async () => {
     while (!existsSync(done)) await new Promise((resolve) => setTimeout(resolve, 20))
+    const pid = Number(readFileSync(done, 'utf8'))
     rmSync(done)
+    return pid
   }
   /** CPU-seconds × 100 (percent × seconds) since `mark`. */
   const used = (mark: ReturnType<typeof markCpu>) => {
     const share = shareSince(mark)
     const seconds = (Date.now() - mark.at) / 1000
-    return { ours: share.ours * seconds, others: share.others * seconds }
+    const named = (pid: number) => {
+      const p = share.busiest.find((b) => b.pid === pid)
+      return p && { pinned: p.pinned, used: p.percent * seconds }
+    }
+    return { ours: share.ours * seconds, others: share.others * seconds, named }
   }
   // Ours: a child of this process pinned to CPU 0.
   let mark = markCpu(0)
@@ -161,7 +167,7 @@ test("a run's CPU share: the bench's pinned processes apart from everything else
     stdio: 'ignore',
   })
   after(() => child.kill())
-  await spun()
+  assert.equal(await spun(), child.pid)
   const ours = used(mark)
   child.kill()
   // Someone else's: the same, detached by a shell that exits at once (re-parented away).
@@ -171,11 +177,22 @@ test("a run's CPU share: the bench's pinned processes apart from everything else
     '-c',
     `taskset -c 0 ${process.execPath} -e "${spin}" ${done} >/dev/null 2>&1 &`,
   ])
-  await spun()
+  const stranger = await spun()
   const others = used(mark)
   // 300 ms of CPU is 30 percent-seconds; jiffies are 10 ms.
   assert.ok(ours.ours >= 25, JSON.stringify(ours))
   assert.ok(others.ours <= 5 && others.others >= 25, JSON.stringify(others))
+  // Someone else's is named among the busiest other processes, as pinned to CPU 0; ours is not.
+  assert.equal(ours.named(child.pid as number), undefined)
+  const named = others.named(stranger)
+  assert.ok(named?.pinned === true && named.used >= 25, JSON.stringify(named))
+})
+
+test('a CPU list as /proc prints it', () => {
+  assert.deepEqual([...cpuList('0')], [0])
+  assert.deepEqual([...cpuList('0-1')], [0, 1])
+  assert.deepEqual([...cpuList('0,2-4,7')], [0, 2, 3, 4, 7])
+  assert.deepEqual([...cpuList('')], [])
 })
 
 test('priming goes on while V8 helper threads work, and stops once they are quiet', {
