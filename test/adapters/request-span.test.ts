@@ -380,3 +380,57 @@ test('OpenTelemetry: an aborted request span is an error named `aborted`, with n
     context.disable()
   }
 })
+
+describe('one connection, many requests: one close listener, each span ended once', () => {
+  let app: Listening
+  /** The close listeners on the server's end of the connection, as each handler saw them. */
+  const listeners: number[] = []
+  before(async () => {
+    fixture ??= await createSpecFixture()
+    const gate = createGate({ authenticate: fixture.authenticate, tracing })
+    const listener = nodeGate(gate, { prefix: '/api/v1/' }, (req, res) => {
+      listeners.push(req.socket.listenerCount('close'))
+      if (req.url === HANGS) return void res.writeHead(200).write('first')
+      res.end('ok')
+    })
+    app = await listenLocal(createServer(listener))
+  })
+  after(() => app?.close())
+
+  const get = (path: string) =>
+    `GET ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${fixture.tokens.pat}\r\n\r\n`
+
+  test('20 requests one after another on a keep-alive connection: no listener added per request', async () => {
+    spans.length = 0
+    listeners.length = 0
+    const socket = connect(app.port, '127.0.0.1')
+    await once(socket, 'connect')
+    for (let i = 0; i < 20; i++) {
+      socket.write(get(PROTECTED_PATH))
+      await once(socket, 'data')
+    }
+    socket.destroy()
+    assert.equal(spans.length, 20)
+    for (const span of spans) assert.deepEqual(span.ends, [{ status: 200, aborted: false }])
+    assert.equal(new Set(listeners).size, 1, `close listeners seen: ${listeners.join(' ')}`)
+  })
+
+  test('12 pipelined requests left open, then the connection closes: all 12 aborted, no listener warning', async () => {
+    spans.length = 0
+    listeners.length = 0
+    const warnings: string[] = []
+    const onWarning = (warning: Error) => void warnings.push(warning.name)
+    process.on('warning', onWarning)
+    try {
+      await abortAfter(app.port, get(HANGS).repeat(12), () => listeners.length === 12)
+      await Promise.all(spans.map((span) => endedWithin(span, 1000)))
+      assert.equal(spans.length, 12)
+      for (const span of spans) assert.deepEqual(span.ends, [{ aborted: true }])
+      assert.equal(new Set(listeners).size, 1, `close listeners seen: ${listeners.join(' ')}`)
+      await sleep(20) // a warning is emitted on the next tick
+      assert.deepEqual(warnings, [])
+    } finally {
+      process.off('warning', onWarning)
+    }
+  })
+})
