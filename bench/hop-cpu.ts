@@ -17,6 +17,8 @@
  * `--baseline DIR`: one more row, 'nginx + decision (unix, baseline)', whose tokengate runs
  * from another tree (a `git archive` with node_modules linked): an A/B of the decision
  * listener, interleaved with the unix row round by round.
+ * `--cache-variants 'a,b'`: one more row per variant of the cached unix row, its nginx config
+ * changed as CACHE_VARIANTS says (what-ifs for the cached path's nginx cost, not shipped).
  * `--tokengate-flags '...'`: Node flags for the unix rows' tokengate(s) (e.g. `--cpu-prof
  * --cpu-prof-dir=DIR`).
  *
@@ -48,22 +50,63 @@ const { values } = parseArgs({
     saturated: { type: 'boolean', default: false },
     baseline: { type: 'string' },
     'tokengate-flags': { type: 'string', default: '' },
+    'cache-variants': { type: 'string', default: '' },
   },
 })
+/** Edits of the cached unix row's nginx config, each a row of its own with --cache-variants. */
+const CACHE_VARIANTS: Record<string, (config: string) => string> = {
+  // The floor of any auth_request: the subrequest answered by nginx itself, no cache, no
+  // tokengate. No cache setting can make a hit cheaper than this.
+  'subrequest floor': (config) =>
+    must(
+      config,
+      /location = \/_tokengate \{[^}]*\}/,
+      'location = /_tokengate { internal; return 200; }',
+    ),
+  // The example's open_file_cache taken out: a hit's cache file opened and closed each time.
+  'no open_file_cache': (config) => must(config, /open_file_cache [^;]*;/, ''),
+  // One directory for the cache files instead of two levels.
+  'no levels': (config) => must(config, / levels=1:2/, ''),
+  // The credential itself in the key (what the digest replaced): the perl_set's cost.
+  'no perl digest': (config) =>
+    must(
+      config,
+      /proxy_cache_key "\$tokengate_credential_digest/,
+      'proxy_cache_key "$http_authorization',
+    ),
+}
+function must(config: string, pattern: RegExp, replacement: string): string {
+  const edited = config.replace(pattern, replacement)
+  if (edited === config) throw new Error(`nginx.conf: ${pattern} not found`)
+  return edited
+}
+const VARIANTS = values['cache-variants']
+  .split(',')
+  .map((name) => name.trim())
+  .filter((name) => name !== '')
+for (const name of VARIANTS) {
+  if (!(name in CACHE_VARIANTS)) throw new Error(`--cache-variants: no variant ${name}`)
+}
+const variantRow = (name: string) => `nginx + decision (unix, cached, ${name})` as const
 const BASELINE_ROW = 'nginx + decision (unix, baseline)' as const
 const TOKENGATE_FLAGS = values['tokengate-flags'].split(' ').filter((flag) => flag !== '')
 const RATE = Number(values.rate)
 const DURATION = Number(values.duration)
 const ROUNDS = Number(values.rounds)
 const UNIX_ROWS = ['nginx + decision (unix)', 'nginx + decision (unix, cached)'] as const
-type RowId = ServerId | (typeof UNIX_ROWS)[number] | typeof BASELINE_ROW
+type RowId =
+  | ServerId
+  | (typeof UNIX_ROWS)[number]
+  | typeof BASELINE_ROW
+  | ReturnType<typeof variantRow>
 const ALL_ROWS: RowId[] = [
   'nginx',
   'nginx + decision',
   'nginx + decision (no keepalive)',
   'nginx + decision (cached)',
-  ...(values.unix || values.baseline !== undefined ? UNIX_ROWS : []),
+  ...(values.unix || values.baseline !== undefined || VARIANTS.length > 0 ? UNIX_ROWS : []),
   ...(values.baseline !== undefined ? [BASELINE_ROW] : []),
+  ...VARIANTS.map(variantRow),
 ]
 const picked = values.rows?.split(';').map((row) => row.trim())
 const ROWS = picked ? ALL_ROWS.filter((row) => picked.includes(row)) : ALL_ROWS
@@ -84,7 +127,11 @@ try {
   /** The unix rows' own tokengate (its decision listener on the socket) and nginx. */
   const unixRows = new Map<RowId, { child: ChildProcess; url: string }>()
   /** Starts a tokengate from `tree` (this one: '') deciding on a socket, and nginx for `rows`. */
-  const unixSetup = async (tree: string, name: string, rows: [RowId, boolean][]) => {
+  const unixSetup = async (
+    tree: string,
+    name: string,
+    rows: [RowId, boolean, ((config: string) => string)?][],
+  ) => {
     const wanted = rows.filter(([id]) => ROWS.includes(id))
     if (wanted.length === 0) return
     const socket = join(socketDir, `${name}.sock`)
@@ -97,12 +144,13 @@ try {
       upstream.url,
       `--decision-socket=${socket}`,
     ])
-    for (const [id, cache] of wanted) {
+    for (const [id, cache, edit] of wanted) {
       unixTokengates.set(id, started.child)
       const nginx = await startNginx(upstreamPort, 0, {
         cpu: SERVER_CPU,
         cache,
         decisionSocket: socket,
+        edit,
       })
       unixNginx.push(nginx)
       unixRows.set(id, { child: nginx.child, url: nginx.guarded })
@@ -111,6 +159,11 @@ try {
   await unixSetup('', 'decision', [
     ['nginx + decision (unix)', false],
     ['nginx + decision (unix, cached)', true],
+    ...VARIANTS.map((name): [RowId, boolean, (c: string) => string] => [
+      variantRow(name),
+      true,
+      CACHE_VARIANTS[name] as (c: string) => string,
+    ]),
   ])
   if (values.baseline) await unixSetup(values.baseline, 'baseline', [[BASELINE_ROW, false]])
   for (let round = 0; round < ROUNDS; round++) {

@@ -45,6 +45,8 @@ export async function startNginx(
     readonly cache?: boolean
     readonly keepalive?: boolean
     readonly decisionSocket?: string
+    /** Rewrites the example's config last (bench/hop-cpu.ts --cache-variants: what-ifs). */
+    readonly edit?: (config: string) => string
   } = {},
 ): Promise<RunningNginx> {
   const { cpu } = options
@@ -69,10 +71,8 @@ export async function startNginx(
   }
   // The example keeps its cache under /run, a tmpfs on a systemd host: so does the bench.
   const cacheDir = options.cache ? cacheParent() : undefined
-  writeFileSync(
-    join(dir, 'tokengate.conf'),
-    cacheDir ? withDecisionCache(example, join(cacheDir, 'cache')) : example,
-  )
+  const config = cacheDir ? withDecisionCache(example, join(cacheDir, 'cache')) : example
+  writeFileSync(join(dir, 'tokengate.conf'), options.edit ? options.edit(config) : config)
   const plainServer = `  server {
     listen 127.0.0.1:${plain};
     location / {
