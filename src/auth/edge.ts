@@ -136,9 +136,14 @@ export interface Edge {
   refuse(request: GateRequest, failure: AuthFailure, principal: Principal | null): Refused
   /**
    * Starts the span of a request this edge's listener answers without `enter` (the decision
-   * listeners); undefined when tracing is off.
+   * listeners); undefined when tracing is off. Given its connection, the span ends as aborted
+   * when that closes before the answer.
    */
-  span(method: string, rawHeaders: readonly string[]): RequestSpan | undefined
+  span(
+    method: string,
+    rawHeaders: readonly string[],
+    connection?: RequestConnection,
+  ): RequestSpan | undefined
   /** Records an answer (metrics, request log) and ends its span. */
   answered(answer: Answered): void
   /**
@@ -210,7 +215,8 @@ export function createEdge(source: GateSource, options: EdgeOptions = {}): Edge 
     },
     refuse: (request, failure, principal) => gate.refuse(request, failure, principal),
     recordsAnswers: recordAnswer !== undefined || tracing !== undefined,
-    span: (method, rawHeaders) => tracing?.start(spanName, { method, rawHeaders }),
+    span: (method, rawHeaders, connection) =>
+      tracing && endedOnClose(tracing.start(spanName, { method, rawHeaders }), connection),
     answered(answer) {
       answer.span?.end(answer.status)
       if (recordAnswer === undefined) return

@@ -163,7 +163,7 @@ export async function buildDecisionServer(
         requestId,
         host: headers.host,
       }
-      const span = edge.span(asked.requestLine.method, rawHeaders)
+      const span = edge.span(asked.requestLine.method, rawHeaders, req.socket)
       const decided = span ? span.run(() => decide(asked)) : decide(asked)
       const answered: Answering = { res, decided, requestId, kind, clientAddress }
       if (edge.recordsAnswers) {

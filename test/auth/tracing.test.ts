@@ -10,8 +10,9 @@
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
 import { createServer } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { type AddressInfo, connect } from 'node:net'
 import { after, before, describe, test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
 import * as grpc from '@grpc/grpc-js'
 import * as protoLoader from '@grpc/proto-loader'
 import { context, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api'
@@ -303,6 +304,58 @@ describe('tracing on: spans through the gateway and the decision listener', () =
     while (!failed() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
     assert.equal(failed()?.attributes['error.type'], 'TypeError')
     assertNoSecret(stack, [jwt, 'do-not-trace'])
+  })
+
+  test('a proxy that hangs up while the decision waits (on an issuer’s keys) ends the decision span as aborted', async () => {
+    const held = await startKeyServer()
+    held.setMode('hang')
+    const issuer = createTestIssuer({ issuer: 'https://traced-held.test' })
+    const store = await openStore({ dataDir: stack.dataDir })
+    await store.migrate()
+    await store.putIssuer({ ...issuer.config, keySource: { kind: 'jwks_url', url: held.url } }, 0)
+    await store.close()
+    const jwt = await issuer.sign({ permissions: [REQUIRED_PERMISSION] })
+    const { hostname, port } = new URL(stack.decisionUrl)
+    const ask = [
+      `GET ${PROTECTED_PATH} HTTP/1.1`,
+      `Host: ${hostname}:${port}`,
+      `Authorization: Bearer ${jwt}`,
+      'X-Tenant-Id: tenant-a',
+      `traceparent: ${TRACEPARENT}`,
+      '',
+      '',
+    ].join('\r\n')
+    try {
+      // Until the instance has seen the issuer (its 500 ms change-log poll) the ask is refused
+      // at once; then it waits on the JWKS fetch, and the proxy hangs up.
+      const deadline = Date.now() + 10_000
+      let waiting = false
+      while (!waiting && Date.now() < deadline) {
+        exporter.reset()
+        const socket = connect(Number(port), hostname)
+        socket.write(ask)
+        waiting = await new Promise<boolean>((resolve) => {
+          const timer = setTimeout(() => resolve(held.requests > 0), 300)
+          socket.once('data', () => {
+            clearTimeout(timer)
+            resolve(false)
+          })
+        })
+        socket.destroy()
+      }
+      assert.ok(waiting, 'the decision waited on the held JWKS fetch')
+      const aborted = () =>
+        spansNamed('tokengate.decision').find((s) => s.attributes['error.type'] === 'aborted')
+      for (let i = 0; i < 100 && !aborted(); i++) await sleep(10)
+      const span = aborted()
+      assert.ok(span, 'the decision span ended as aborted when the proxy hung up')
+      assert.equal(span.status.code, SpanStatusCode.ERROR)
+      assert.equal(span.spanContext().traceId, TRACE_ID)
+      assert.equal(span.attributes['http.response.status_code'], undefined)
+      assertNoSecret(stack, [jwt])
+    } finally {
+      await held.close()
+    }
   })
 })
 
