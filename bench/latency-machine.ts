@@ -216,3 +216,52 @@ export async function primeUntilQuiet(
   } while (slices < maxSlices && helperMs > 0.02 * sliceSec * 1000)
   return { slices, helperMs }
 }
+
+/** CPU ms all threads of these processes have used so far (gone processes count 0). */
+export function processCpuMs(pids: readonly number[]): number {
+  let ms = 0
+  for (const pid of pids) {
+    let tids: string[] = []
+    try {
+      tids = readdirSync(`/proc/${pid}/task`)
+    } catch {
+      continue
+    }
+    for (const tid of tids) {
+      try {
+        ms +=
+          Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'latin1').split(' ')[0]) / 1e6
+      } catch {}
+    }
+  }
+  return ms
+}
+
+/**
+ * Waits until the servers (`pids()`) used under `idlePercent` of a core for `quietSec` seconds
+ * in a row, at most `maxSec`. A Node server whose load just ended runs V8's memory-reducer GCs
+ * (incremental marking and a mark-compact, ~8 s after its last GC, two of them 0.5 s apart)
+ * on CPU 0: without the wait they land in the next run's measured window, another row's
+ * (issue #36, fifth session). Resolves with the seconds waited and whether they went quiet.
+ */
+export async function settle(
+  pids: () => Promise<number[]>,
+  quietSec: number,
+  maxSec: number,
+  idlePercent = 1,
+  stepMs = 250,
+): Promise<{ waitedSec: number; quiet: boolean }> {
+  const start = Date.now()
+  let quietSince = start
+  let last = processCpuMs(await pids())
+  while ((Date.now() - quietSince) / 1000 < quietSec) {
+    if ((Date.now() - start) / 1000 >= maxSec) {
+      return { waitedSec: (Date.now() - start) / 1000, quiet: false }
+    }
+    await new Promise((resolve) => setTimeout(resolve, stepMs))
+    const now = processCpuMs(await pids())
+    if (now - last > (idlePercent / 100) * stepMs) quietSince = Date.now()
+    last = now
+  }
+  return { waitedSec: (Date.now() - start) / 1000, quiet: true }
+}

@@ -52,64 +52,125 @@ function logGcs(line: (record: object) => void): void {
 }
 
 function start(file: string, thresholdMs: number): void {
+  // The same clock without a BigInt per reading (the 1 ms timer reads it every tick).
+  const offset = clock() - performance.now()
+  const now = () => performance.now() + offset
   const out = openSync(file, 'a')
   const line = (record: object) => writeSync(out, `${JSON.stringify(record)}\n`)
 
-  const sched = openSync('/proc/thread-self/schedstat', 'r')
+  // Sampling allocates nothing in steady state (numbers parsed from one reused buffer, rings
+  // of preallocated arrays): an idle probed server made garbage enough for a mark-compact of
+  // 2-26 ms every 1-2 s on CPU 0, inside the other rows' windows (issue #36, fifth session).
   const buf = Buffer.alloc(128)
-  /** [ran ns, waited ns] of the main thread so far. */
-  const readSched = (): [number, number] => {
-    const n = readSync(sched, buf, 0, buf.length, 0)
-    const [ran, waited] = buf.toString('latin1', 0, n).split(' ')
-    return [Number(ran), Number(waited)]
+  /** The first two numbers of a schedstat file: [ran ns, waited ns] so far. */
+  const pair: [number, number] = [0, 0]
+  const readPair = (fd: number): [number, number] => {
+    const n = readSync(fd, buf, 0, buf.length, 0)
+    let field = 0
+    let value = 0
+    for (let i = 0; i < n && field < 2; i++) {
+      const c = buf[i] as number
+      if (c >= 48 && c <= 57) value = value * 10 + (c - 48)
+      else {
+        pair[field++] = value
+        value = 0
+      }
+    }
+    return pair
   }
+  const sched = openSync('/proc/thread-self/schedstat', 'r')
+  const readSched = () => readPair(sched)
   const procCpu = () => {
     const { user, system } = process.cpuUsage()
     return (user + system) / 1000
   }
 
   // The process's other threads (V8's GC and compiler helpers, the SQLite writer, libuv's
-  // pool), read every 20 ms: a gap's log names those that ran during it, by thread name.
+  // pool), read every 20 ms into a ring of SLOTS snapshots: a gap's log names those that ran
+  // during it, by thread name. The thread list is read again every second.
   const mainTid = readlinkSync('/proc/thread-self').split('/').pop()
-  const names = new Map<string, string>()
-  type Snapshot = { readonly at: number; readonly cpu: Map<string, number> }
-  const snapshot = (): Snapshot => {
-    const cpu = new Map<string, number>()
+  const SLOTS = 4
+  const MAX_THREADS = 64
+  let tids: string[] = []
+  let names: string[] = []
+  let fds: number[] = []
+  const listThreads = () => {
+    for (const fd of fds) closeSync(fd)
+    ;[tids, names, fds] = [[], [], []]
     for (const tid of readdirSync('/proc/self/task')) {
-      if (tid === mainTid) continue
+      if (tid === mainTid || tids.length === MAX_THREADS) continue
       try {
         const task = `/proc/self/task/${tid}`
-        cpu.set(tid, Number(readFileSync(`${task}/schedstat`, 'latin1').split(' ')[0]))
-        if (!names.has(tid)) names.set(tid, readFileSync(`${task}/comm`, 'latin1').trim())
+        const fd = openSync(`${task}/schedstat`, 'r')
+        names.push(readFileSync(`${task}/comm`, 'latin1').trim())
+        tids.push(tid)
+        fds.push(fd)
       } catch {} // the thread ended
     }
-    return { at: clock(), cpu }
+    // A new list: the old snapshots' columns no longer match.
+    filled = 0
   }
-  let snapshots = [snapshot()]
+  const at = new Float64Array(SLOTS)
+  const cpu = Array.from({ length: SLOTS }, () => new Float64Array(MAX_THREADS))
+  let next = 0
+  let filled = 0
+  /** Reads every thread's CPU ns into `into` (NaN: the thread ended). */
+  const readThreads = (into: Float64Array) => {
+    for (let i = 0; i < fds.length; i++) {
+      try {
+        into[i] = readPair(fds[i] as number)[0]
+      } catch {
+        into[i] = Number.NaN
+      }
+    }
+  }
+  const snapshot = () => {
+    at[next] = now()
+    readThreads(cpu[next] as Float64Array)
+    next = (next + 1) % SLOTS
+    filled = Math.min(SLOTS, filled + 1)
+  }
+  listThreads()
+  snapshot()
+  let ticks = 0
   const sampler = setInterval(() => {
-    snapshots = [...snapshots.slice(-3), snapshot()]
+    if (++ticks % 50 === 0) listThreads()
+    snapshot()
   }, 20)
   sampler.unref()
+  const current = new Float64Array(MAX_THREADS)
   /** CPU ms of the other threads since the last snapshot taken by `since`, by thread name. */
   const othersSince = (since: number): Record<string, number> => {
-    const base = snapshots.findLast((s) => s.at <= since) ?? snapshots[0]
-    const now = snapshot()
+    // The newest snapshot taken by `since`, else the oldest there is.
+    let base = -1
+    let oldest = -1
+    for (let k = 1; k <= filled; k++) {
+      const slot = (next - k + SLOTS) % SLOTS
+      oldest = slot
+      if (base < 0 && (at[slot] as number) <= since) base = slot
+    }
+    if (base < 0) base = oldest
+    readThreads(current)
     const used: Record<string, number> = {}
-    for (const [tid, ns] of now.cpu) {
-      const ms = (ns - (base?.cpu.get(tid) ?? ns)) / 1e6
-      const name = names.get(tid) ?? tid
+    if (base < 0) return used
+    const from = cpu[base] as Float64Array
+    for (let i = 0; i < fds.length; i++) {
+      const ms = ((current[i] as number) - (from[i] as number)) / 1e6
+      const name = names[i] ?? (tids[i] as string)
       if (ms > 0) used[name] = round((used[name] ?? 0) + ms)
     }
     for (const name of Object.keys(used)) if ((used[name] as number) < 0.2) delete used[name]
     return used
   }
 
-  let last = clock()
-  let [ran, waited] = readSched()
+  let last = now()
+  let ran = readSched()[0]
+  let waited = pair[1]
   let proc = procCpu()
   const timer = setInterval(() => {
-    const t = clock()
-    const [ranNow, waitedNow] = readSched()
+    const t = now()
+    const ranNow = readSched()[0]
+    const waitedNow = pair[1]
     const procNow = procCpu()
     if (t - last > thresholdMs) {
       line({
@@ -131,6 +192,7 @@ function start(file: string, thresholdMs: number): void {
   logGcs(line)
   process.once('exit', () => {
     closeSync(sched)
+    for (const fd of fds) closeSync(fd)
     closeSync(out)
   })
 }

@@ -62,6 +62,7 @@ export class LatencyServers {
   readonly #started = new Map<ServerId, Promise<RunningServer>>()
   readonly #cleanups: (() => void)[] = []
   readonly #upstreamCpu: number
+  readonly #nodeFlags: Partial<Record<ServerId, readonly string[]>>
 
   /**
    * `env`: added to the environment of those servers (the slow-disk shim, the stall probe of
@@ -71,11 +72,16 @@ export class LatencyServers {
   constructor(
     fixtures: Fixtures,
     env: Partial<Record<ServerId, Record<string, string>>> = {},
-    options: { readonly split?: boolean } = {},
+    options: {
+      readonly split?: boolean
+      /** Node flags added before the script of those servers (A/B of V8 settings). */
+      readonly nodeFlags?: Partial<Record<ServerId, readonly string[]>>
+    } = {},
   ) {
     this.#fixtures = fixtures
     this.#env = env
     this.#upstreamCpu = options.split ? LOAD_CPU : SERVER_CPU
+    this.#nodeFlags = options.nodeFlags ?? {}
   }
 
   /** The server, started (with what it depends on) if it is not running yet. */
@@ -119,7 +125,12 @@ export class LatencyServers {
 
   async #start(id: ServerId): Promise<RunningServer & { decisionSocket?: string }> {
     const dir = this.#fixtures.dir
-    const tokengate = [...PRODUCTION_NODE_FLAGS, 'bench/servers/tokengate.ts', dir]
+    const tokengate = [
+      ...PRODUCTION_NODE_FLAGS,
+      ...(this.#nodeFlags[id] ?? []),
+      'bench/servers/tokengate.ts',
+      dir,
+    ]
     const peer = (kind: string) => ['bench/servers/peer.ts', kind, 'RS256', dir]
     switch (id) {
       case 'fastify-noauth':

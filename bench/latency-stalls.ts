@@ -10,7 +10,8 @@
  * whole process's CPU. Times are ms from the start of the measured window.
  *
  * Usage: node bench/latency-stalls.ts [--rows REGEX] [--rounds 2] [--rate 3000]
- *   [--duration 6] [--warmup 1] [--slow 2] [--dir DIR (kept; default a temp dir, removed)]
+ *   [--duration 6] [--warmup 1] [--slow 2] [--settle 10 (s quiet before each run; 0: off)]
+ *   [--dir DIR (kept; default a temp dir, removed)]
  *        node bench/latency-stalls.ts --report DIR   (the episodes of a kept run again)
  */
 import { spawn } from 'node:child_process'
@@ -28,7 +29,7 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { loadFixtures } from './fixtures.ts'
 import { bearer } from './latency-cases.ts'
-import { markCpu, namedOthers, primeUntilQuiet, shareSince } from './latency-machine.ts'
+import { markCpu, namedOthers, primeUntilQuiet, settle, shareSince } from './latency-machine.ts'
 import {
   LatencyServers,
   LOAD_CPU,
@@ -276,6 +277,7 @@ async function main(): Promise<void> {
       slow: { type: 'string', default: '2' },
       dir: { type: 'string' },
       report: { type: 'string' },
+      settle: { type: 'string', default: '10' },
     },
   })
   const slowMs = Number(values.slow)
@@ -310,6 +312,15 @@ async function main(): Promise<void> {
       for (const id of round % 2 ? rows : [...rows].reverse()) {
         const { url } = await servers.get(id)
         const run = `r${round}-${slug(id)}`
+        // As latency.bench.ts: the previous run's post-load GCs end before this one. The
+        // probe's 1 ms timer keeps a probed process near 1 % of a core: quiet is under 5 %.
+        const quietSec = Number(values.settle)
+        if (quietSec > 0) {
+          const s = await settle(() => servers.pids(), quietSec, 20, 5)
+          console.log(
+            `settled before ${run}: ${s.waitedSec.toFixed(1)} s${s.quiet ? '' : ' (not quiet)'}`,
+          )
+        }
         const marks = new Map(PROBED.map((p) => [p, sizeOf(join(dir, `${slug(p)}.log`))]))
         const [cpu0, cpu1] = [markCpu(SERVER_CPU), markCpu(LOAD_CPU)]
         await generate(url, path, headers, {

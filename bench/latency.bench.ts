@@ -11,7 +11,7 @@
  *
  * Usage: node bench/latency.bench.ts [--quick] [--rounds 3] [--duration 5] [--warmup 1]
  *   [--saturation 3] [--load 0.5 | --rate N] [--connections 32] [--generator paced|hey]
- *   [--cases REGEX] [--split]
+ *   [--cases REGEX] [--split] [--settle 10 (s quiet before each run; 0: off)]
  *        node bench/latency.bench.ts --hops [...]  (issue #36: the decision and gateway hops
  *                                                  at 3,000 req/s, 3 rounds × 6 s)
  *        node bench/latency.bench.ts --slow-fsync 50 [...]   (PAT with and without a slow disk)
@@ -33,7 +33,7 @@ import {
   standardCases,
 } from './latency-cases.ts'
 import { type Generator, type LatencyRequest, type LatencyRun, runLatency } from './latency-load.ts'
-import { markCpu, namedOthers, primeUntilQuiet, shareSince } from './latency-machine.ts'
+import { markCpu, namedOthers, primeUntilQuiet, settle, shareSince } from './latency-machine.ts'
 import {
   type CaseResult,
   count,
@@ -73,6 +73,7 @@ const { values } = parseArgs({
     'hey-workers': { type: 'string', default: '20' },
     hops: { type: 'boolean', default: false },
     split: { type: 'boolean', default: false },
+    settle: { type: 'string' },
   },
 })
 const hops = values.hops
@@ -83,6 +84,13 @@ const ROUNDS = setting(values.rounds, 3, 1)
 const DURATION = setting(values.duration, hops ? 6 : 5, 1)
 const WARMUP = setting(values.warmup, 1, 0.3)
 const SATURATION = setting(values.saturation, 3, 1)
+/**
+ * Before each measured run, until the servers were quiet this many seconds (0: not at all):
+ * longer than V8's memory reducer waits (8 s) after a server's load ends before its GCs.
+ */
+const SETTLE = setting(values.settle, 10, 0)
+/** At most this long. */
+const SETTLE_MAX = 20
 /** Seconds each server serves a case's traffic before the first measured round, per slice. */
 const PRIME = quick ? 0.5 : 2
 /** At most this many priming slices per server (see runCases). */
@@ -210,6 +218,9 @@ async function runCases(
           freshFile ? { file: freshFile, perRun: perRunRequests(rate) } : undefined,
         )
         const generator = request.pool ? 'paced' : GENERATOR
+        // The previous run's servers finish their post-load GCs before this one is measured.
+        const settled =
+          SETTLE > 0 ? await settle(() => servers.pids(), SETTLE, SETTLE_MAX) : undefined
         const from = Date.now()
         const cpu = markCpu(SERVER_CPU)
         const run = await runLatency(generator, request, {
@@ -233,7 +244,7 @@ async function runCases(
           ...(syncs === undefined ? {} : { syncs }),
         })
         progress(
-          `round ${round + 1} · ${benchCase.id} · ${id}: p50 ${ms(run.summary.p50Ms)} p99 ${ms(run.summary.p99Ms)} p99.9 ${ms(run.summary.p999Ms)}, others on CPU ${SERVER_CPU} ${Math.round(others)} %${who ? ` (${who})` : ''}, softirq ${Math.round(share.softirq)} %`,
+          `round ${round + 1} · ${benchCase.id} · ${id}: p50 ${ms(run.summary.p50Ms)} p99 ${ms(run.summary.p99Ms)} p99.9 ${ms(run.summary.p999Ms)}, others on CPU ${SERVER_CPU} ${Math.round(others)} %${who ? ` (${who})` : ''}, softirq ${Math.round(share.softirq)} %${settled ? `; settled ${settled.waitedSec.toFixed(1)} s${settled.quiet ? '' : ' (not quiet)'}` : ''}`,
         )
       }
       result.rounds.push(measured)
@@ -319,7 +330,7 @@ function header(mode: string): void {
     `## Tail latency (${mode}), ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${commit}, Node ${process.versions.node}, ${cpus().length} × ${cpus()[0]?.model ?? 'CPU'}`,
   )
   console.log(
-    `\n${ROUNDS} round(s) × ${DURATION} s measured after ${WARMUP} s warm-up per run, saturation ${SATURATION} s with ${loadTool()}, ${CONNECTIONS} ${GENERATOR === 'hey' ? 'hey workers' : 'sockets'}; ${values.split ? 'servers on CPU 0, the upstream and the load on CPU 1' : 'servers and the upstream on CPU 0, the load on CPU 1'}${CAN_PIN ? '' : ' (NOT pinned: taskset or a second CPU is missing)'}; load average at start ${one?.toFixed(2)} / ${five?.toFixed(2)}. Latencies in ms; only 2xx answers count.`,
+    `\n${ROUNDS} round(s) × ${DURATION} s measured after ${WARMUP} s warm-up per run${SETTLE > 0 ? `, each begun once the servers were quiet for ${SETTLE} s (at most ${SETTLE_MAX} s)` : ''}, saturation ${SATURATION} s with ${loadTool()}, ${CONNECTIONS} ${GENERATOR === 'hey' ? 'hey workers' : 'sockets'}; ${values.split ? 'servers on CPU 0, the upstream and the load on CPU 1' : 'servers and the upstream on CPU 0, the load on CPU 1'}${CAN_PIN ? '' : ' (NOT pinned: taskset or a second CPU is missing)'}; load average at start ${one?.toFixed(2)} / ${five?.toFixed(2)}. Latencies in ms; only 2xx answers count.`,
   )
 }
 

@@ -12,7 +12,13 @@ import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
-import { cpuList, markCpu, primeUntilQuiet, shareSince } from '../../bench/latency-machine.ts'
+import {
+  cpuList,
+  markCpu,
+  primeUntilQuiet,
+  settle,
+  shareSince,
+} from '../../bench/latency-machine.ts'
 import { causeOf } from '../../bench/latency-stalls.ts'
 import { CAN_PIN } from '../../bench/processes.ts'
 
@@ -207,4 +213,55 @@ test('priming goes on while V8 helper threads work, and stops once they are quie
   const { slices } = await primeUntilQuiet(sleep, async () => [child.pid as number], 0.5)
   child.kill()
   assert.ok(slices >= 3 && slices <= 6, `${slices} slices`)
+})
+
+test('settling waits while a server still works, and gives up at its bound', {
+  skip: existsSync('/proc/self/task') ? false : 'needs /proc',
+}, async () => {
+  // Spins 1 s, then idles: quiet for 0.5 s only after the spin.
+  const spinThenIdle = spawn(
+    process.execPath,
+    ['-e', 'const end = Date.now() + 1000; while (Date.now() < end); setTimeout(() => {}, 20000)'],
+    { stdio: 'ignore' },
+  )
+  after(() => spinThenIdle.kill())
+  const settled = await settle(async () => [spinThenIdle.pid as number], 0.5, 10)
+  spinThenIdle.kill()
+  assert.ok(settled.quiet && settled.waitedSec >= 1.2, JSON.stringify(settled))
+  // Spins for good: not quiet within 1 s.
+  const spinning = spawn(process.execPath, ['-e', 'for (;;);'], { stdio: 'ignore' })
+  after(() => spinning.kill())
+  const bounded = await settle(async () => [spinning.pid as number], 0.5, 1)
+  spinning.kill()
+  assert.ok(
+    !bounded.quiet && bounded.waitedSec >= 1 && bounded.waitedSec < 2,
+    JSON.stringify(bounded),
+  )
+  // Nothing to wait for: quiet after the quiet time itself.
+  const idle = await settle(async () => [], 0.5, 10)
+  assert.ok(idle.quiet && idle.waitedSec < 1, JSON.stringify(idle))
+})
+
+test('the probe names another thread that ran during a gap, and an idle probed process does no major GC', async () => {
+  const log = join(dir, 'probe-threads.jsonl')
+  // A worker named 'spinner' spins 150 ms while the main thread is blocked 150 ms; then idle 4 s.
+  const script = `
+    const { Worker } = require('node:worker_threads')
+    const w = new Worker('require("node:worker_threads").parentPort.once("message", () => { const end = Date.now() + 150; while (Date.now() < end); })', { eval: true, name: 'spinner' })
+    w.on('online', () => setTimeout(() => {
+      w.postMessage('go')
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 150)
+      setTimeout(() => w.terminate(), 4000)
+    }, 1100))`
+  await run([`--import=${bench('latency-probe.ts')}`, '-e', script], { TG_STALL_LOG: log })
+  const lines = readFileSync(log, 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l))
+  const blocked = lines.find((l) => 'stall' in l && l.gap >= 140)
+  assert.ok(blocked && blocked.threads.spinner >= 50, JSON.stringify(lines))
+  // The old probe's garbage (strings and maps every 20 ms) made an idle process mark-compact
+  // every 1-2 s; only the first second's start-up GCs may be there now.
+  const majors = lines.filter((l) => 'gc' in l && l.kind !== 1 && l.gc > blocked.stall)
+  assert.deepEqual(majors, [])
 })
