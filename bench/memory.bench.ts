@@ -31,7 +31,8 @@
  * is read and again 10 s later, each thread's V8 heap by space (the main thread's and the
  * SQLite writer's, committed and used, no GC forced), external memory and V8 malloc, and the
  * process's anonymous mappings by kind (malloc heaps, the rest; /proc/<pid>/smaps) are
- * printed, and once more half-way through the second pass (during the load);
+ * printed, and once more before the load, half-way through the second pass and every 10 s of
+ * the first (during the load); every served run prints each pass's highest RSS and when;
  * `--heap-sampling` (with `--heap-stats`): a sampling heap profile of the main thread over the
  * second pass, objects collected by a major GC included (promoted, then garbage), by allocating
  * function; every served run prints its RSS every 500 ms from the end of the load to the
@@ -312,6 +313,11 @@ async function startAndReplay(
     const passMs: number[] = []
     const passCpuUs: string[] = []
     let before = { hits: 0, misses: 0, entries: 0 }
+    if (HEAP_STATS && !withMetrics) {
+      console.log(`  started, before the load: RSS ${mb(readProc(child.pid as number).rss)} MB`)
+      printHeapStats(await evaluateIn(inspectorUrl, HEAP_STATS_EXPRESSION))
+      printAnonymousMappings(child.pid as number)
+    }
     for (let pass = 1; pass <= 2; pass++) {
       if (pass === 2 && withMetrics) before = await cacheCounters()
       const started = performance.now()
@@ -328,7 +334,36 @@ async function startAndReplay(
           : undefined
       const sampling =
         HEAP_SAMPLING && !withMetrics && pass === 2 ? await startSampling(inspectorUrl) : undefined
+      // The pass's highest RSS and when; --heap-stats: readings every 10 s of the first pass
+      // (the cache filling, where the peak has been since 6edaaa3).
+      let highest = { rss: 0, at: 0 }
+      const tracer = withMetrics
+        ? undefined
+        : setInterval(() => {
+            const rss = readProc(child.pid as number).rss
+            if (rss > highest.rss) highest = { rss, at: performance.now() - started }
+          }, 250)
+      let readings = Promise.resolve()
+      const reader =
+        HEAP_STATS && !withMetrics && pass === 1
+          ? setInterval(() => {
+              readings = readings.then(async () => {
+                const rss = readProc(child.pid as number).rss
+                const at = ((performance.now() - started) / 1000).toFixed(0)
+                console.log(`  during the load (pass 1, ${at} s in): RSS ${mb(rss)} MB`)
+                printHeapStats(await evaluateIn(inspectorUrl, HEAP_STATS_EXPRESSION))
+                printAnonymousMappings(child.pid as number)
+              })
+            }, 10_000)
+          : undefined
       await requestEach(url, tokens)
+      clearInterval(tracer)
+      clearInterval(reader)
+      await readings
+      if (tracer) {
+        const at = `${(highest.at / 1000).toFixed(1)} s of ${((performance.now() - started) / 1000).toFixed(1)}`
+        console.log(`  pass ${pass}: highest RSS ${mb(highest.rss)} MB, ${at} s in`)
+      }
       await during
       if (sampling) printSampling(await sampling.stop())
       passMs.push(Math.round(performance.now() - started))
