@@ -15,6 +15,7 @@ import { chmodSync, readFileSync } from 'node:fs'
 import type { IssuerConfig, KeySource } from '../core/issuer.ts'
 import { createFileOnce } from '../lib/create-once.ts'
 import type { IssuerStore, Store, StoredIssuer } from './store.ts'
+import { withOverrides } from './store-overrides.ts'
 
 /** Seals and opens short secrets bound to a context string. */
 export interface SecretBox {
@@ -175,11 +176,5 @@ export function sealIssuerSecrets<S extends IssuerStore>(store: S, box: SecretBo
       return applied
     }
   }
-  return new Proxy(store, {
-    get(target, property, receiver) {
-      if (Object.hasOwn(overrides, property)) return overrides[property as keyof Store]
-      const value = Reflect.get(target, property, target)
-      return typeof value === 'function' && receiver !== target ? value.bind(target) : value
-    },
-  })
+  return withOverrides(store, overrides)
 }

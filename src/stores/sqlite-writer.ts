@@ -16,6 +16,7 @@ import { Worker } from 'node:worker_threads'
 import { encodePatUses } from './sql/keys.ts'
 import { openSqliteStore, type SqliteStoreOptions } from './sqlite.ts'
 import type { AddUsageOptions, Store } from './store.ts'
+import { withOverrides } from './store-overrides.ts'
 import { encodeUsage, isUsageBatch, type UsageRows } from './usage-batch.ts'
 
 /** The store methods the worker runs: each takes and returns structured-cloneable values. */
@@ -124,15 +125,7 @@ export function openSqliteWithWriter(path: string, options: SqliteStoreOptions =
     }
     await store.close()
   }
-  return new Proxy(store, {
-    get(target, property, receiver) {
-      if (typeof property === 'string' && Object.hasOwn(overrides, property)) {
-        return overrides[property]
-      }
-      const value = Reflect.get(target, property, target)
-      return typeof value === 'function' && receiver !== target ? value.bind(target) : value
-    },
-  }) as unknown as Store
+  return withOverrides(store, overrides)
 }
 
 /** The writer isolate's young generation (V8 makes it 2 MB: two 1 MB semi-spaces). */

@@ -18,6 +18,7 @@
  */
 import { statfsSync } from 'node:fs'
 import { DISK_RESERVE_BYTES, ensureDiskReserve, hasDiskReserve } from './disk-reserve.ts'
+import { withOverrides } from './store-overrides.ts'
 
 export interface WriteHealthLog {
   warn(obj: object, msg: string): void
@@ -143,7 +144,7 @@ export function createStoreWriteHealth(options: StoreWriteHealthOptions): StoreW
 }
 
 /** The write-behind writes whose outcome is the store's write health. */
-const TRACKED = new Set(['appendAudit', 'recordPatUse', 'addUsage'])
+const TRACKED = ['appendAudit', 'recordPatUse', 'addUsage'] as const
 
 /**
  * `store` with its write-behind writes reporting to `health`, and held back (failed at once,
@@ -151,34 +152,24 @@ const TRACKED = new Set(['appendAudit', 'recordPatUse', 'addUsage'])
  * store's own (methods bound to it).
  */
 export function trackStoreWrites<T extends object>(store: T, health: StoreWriteHealth): T {
-  const wrapped = new Map<PropertyKey, unknown>()
-  return new Proxy(store, {
-    get(target, property) {
-      const value = Reflect.get(target, property, target)
-      if (typeof value !== 'function') return value
-      let bound = wrapped.get(property)
-      if (bound === undefined) {
-        const method = value as (...args: unknown[]) => unknown
-        bound =
-          typeof property === 'string' && TRACKED.has(property)
-            ? (...args: unknown[]) =>
-                (health.holding()
-                  ? Promise.reject(new Error('held: the data directory is full'))
-                  : Promise.resolve(method.apply(target, args))
-                ).then(
-                  (result) => {
-                    health.succeeded(property)
-                    return result
-                  },
-                  (error: unknown) => {
-                    health.failed(property, error)
-                    throw error
-                  },
-                )
-            : method.bind(target)
-        wrapped.set(property, bound)
-      }
-      return bound
-    },
-  })
+  const methods = store as unknown as Record<string, (...args: unknown[]) => unknown>
+  const overrides: Record<string, unknown> = {}
+  for (const name of TRACKED) {
+    if (typeof methods[name] !== 'function') continue
+    overrides[name] = (...args: unknown[]) =>
+      (health.holding()
+        ? Promise.reject(new Error('held: the data directory is full'))
+        : Promise.resolve(methods[name]?.(...args))
+      ).then(
+        (result) => {
+          health.succeeded(name)
+          return result
+        },
+        (error: unknown) => {
+          health.failed(name, error)
+          throw error
+        },
+      )
+  }
+  return withOverrides(store, overrides as { readonly [K in keyof T]?: unknown })
 }
