@@ -15,7 +15,11 @@
  * Its rows are the request path's work; `bench/run.ts` measures the served whole.
  *
  * Usage: node --expose-gc --max-semi-space-size=64 bench/library-ab.ts [--baseline DIR]
- *        [--rounds 40] [--requests 400]
+ *        [--rounds 40] [--requests 400] [--apps REGEX] [--no-limits]
+ * `--apps REGEX`: only the apps whose name matches (the naive peer always runs), e.g.
+ * `^createTokengate` for one tree's app (and its baseline's) per process: apps of one tree share
+ * its modules, so their call sites' type feedback mixes the bare core's shapes with the whole
+ * product's. `--no-limits`: createTokengate with rate limiting off (`rateLimit.enabled: false`).
  */
 import { createHash } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -39,6 +43,9 @@ const option = (name: string, fallback: number) => {
 }
 const baselineAt = args.indexOf('--baseline')
 const BASELINE = baselineAt === -1 ? undefined : resolve(String(args[baselineAt + 1]))
+const appsAt = args.indexOf('--apps')
+const APPS = appsAt === -1 ? /./ : new RegExp(String(args[appsAt + 1]))
+const LIMITS = !args.includes('--no-limits')
 const ROUNDS = option('rounds', 40)
 const REQUESTS = option('requests', 400)
 const gc = (globalThis as { gc?: () => void }).gc
@@ -74,7 +81,8 @@ async function naive(): Promise<App> {
 }
 
 /** A tree's library app (bench/servers/library.ts's routes) over its bare core or createTokengate. */
-async function library(tree: string, whole: boolean, name: string): Promise<App> {
+async function library(tree: string, whole: boolean, name: string): Promise<App | undefined> {
+  if (!APPS.test(name)) return undefined
   const index = await import(join(tree, 'src/index.ts'))
   const { tokengate } = await import(join(tree, 'src/adapters/fastify.ts'))
   let gate: object
@@ -85,7 +93,12 @@ async function library(tree: string, whole: boolean, name: string): Promise<App>
     const unlimited = { max: 1_000_000_000, windowSec: 60 }
     const product = await index.createTokengate({
       dataDir,
-      rateLimit: { perToken: unlimited, perTenant: unlimited, failedAuth: unlimited },
+      rateLimit: {
+        enabled: LIMITS,
+        perToken: unlimited,
+        perTenant: unlimited,
+        failedAuth: unlimited,
+      },
     })
     gate = product
     done = async () => {
@@ -138,15 +151,16 @@ const cases = [
   },
 ]
 
-const apps: App[] = [
+const built = [
   await naive(),
   await library(resolve('.'), false, 'library'),
   await library(resolve('.'), true, 'createTokengate'),
 ]
 if (BASELINE) {
-  apps.push(await library(BASELINE, false, 'library@baseline'))
-  apps.push(await library(BASELINE, true, 'createTokengate@baseline'))
+  built.push(await library(BASELINE, false, 'library@baseline'))
+  built.push(await library(BASELINE, true, 'createTokengate@baseline'))
 }
+const apps = built.filter((app): app is App => app !== undefined)
 
 let collections = 0
 new PerformanceObserver((list) => {

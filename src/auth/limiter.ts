@@ -4,7 +4,7 @@ import { credentialKindNamed } from '../core/credential-kinds.ts'
 import type { LimitState } from '../core/failure.ts'
 import type { RateLimitOverride } from '../core/ports.ts'
 import type { Principal } from '../core/principal.ts'
-import { mostConstraining } from '../http/rate-limit-headers.ts'
+import { firstConstrainsMore } from '../http/rate-limit-headers.ts'
 import { addressKeyOf } from '../lib/address-key.ts'
 import { fitSlots, KeyedSlots } from '../lib/keyed-slots.ts'
 import { isPromiseLike, type MaybePromise, thenMaybe } from '../lib/maybe-async.ts'
@@ -24,6 +24,10 @@ interface Policy {
   check(key: string, increment: boolean, now: number): MaybePromise<CounterResult>
   /** The count as the RateLimit fields and a 429 show it. */
   state(counted: CounterResult): LimitState
+  /** `state(counted).remaining`, without the state. */
+  remaining(counted: CounterResult): number
+  /** `state(counted).resetSec`, without the state. */
+  resetSec(counted: CounterResult): number
 }
 
 /** What a step of the limiter decided: go on (headers to show, if any), or refuse with 429. */
@@ -107,8 +111,13 @@ export function createLimiter(
     if (!config.enabled || settings.max === 0) return undefined
     const { max, windowSec } = settings
     const windowMs = windowSec * 1000
+    const remaining = (counted: CounterResult) => Math.max(0, max - counted.current)
+    const resetSec = (counted: CounterResult) =>
+      counted.ttl > 0 ? Math.max(1, Math.ceil(counted.ttl / 1000)) : windowSec
     return {
       max,
+      remaining,
+      resetSec,
       check(key, increment, at) {
         const counted = counters.countNow?.(key, increment, windowMs, max, at)
         if (counted !== undefined) return counted
@@ -125,8 +134,8 @@ export function createLimiter(
         name,
         quota: max,
         windowSec,
-        remaining: Math.max(0, max - counted.current),
-        resetSec: counted.ttl > 0 ? Math.max(1, Math.ceil(counted.ttl / 1000)) : windowSec,
+        remaining: remaining(counted),
+        resetSec: resetSec(counted),
       }),
     }
   }
@@ -156,6 +165,17 @@ export function createLimiter(
       overrides.set(id, policy)
     }
     return policy
+  }
+  // The last principal's per-token key: a cached credential's principal is the same object
+  // request after request (core/record-memo.ts), so its key is not built again per request.
+  let lastPrincipal: Principal | undefined
+  let lastKey = ''
+  const lastTokenKey = (principal: Principal): string => {
+    if (principal !== lastPrincipal) {
+      lastKey = tokenKey(principal)
+      lastPrincipal = principal
+    }
+    return lastKey
   }
   const known = new KnownCredentials(KNOWN_CREDENTIAL_MAX_ENTRIES, KNOWN_CREDENTIAL_MAX_AGE_MS)
   const pass: LimitVerdict = { refused: false }
@@ -213,14 +233,17 @@ export function createLimiter(
     tenantPolicy: Policy | undefined,
     tenant: CounterResult | undefined,
   ): LimitVerdict => {
-    const tenantState = tenant && (tenantPolicy as Policy).state(tenant)
     if (tenant && tenant.current > (tenantPolicy as Policy).max) {
-      return { refused: true, state: tenantState as LimitState }
+      return { refused: true, state: (tenantPolicy as Policy).state(tenant) }
     }
-    const shown = token
-      ? mostConstraining((tokenPolicy as Policy).state(token), tenantState)
-      : tenantState
-    return shown ? { refused: false, state: shown } : pass
+    // The one state shown (`mostConstraining`'s pick), built alone: not one per policy.
+    if (!token)
+      return tenant ? { refused: false, state: (tenantPolicy as Policy).state(tenant) } : pass
+    if (!tenant) return { refused: false, state: (tokenPolicy as Policy).state(token) }
+    const shown = tokenShown(tokenPolicy as Policy, token, tenantPolicy as Policy, tenant)
+      ? (tokenPolicy as Policy).state(token)
+      : (tenantPolicy as Policy).state(tenant)
+    return { refused: false, state: shown }
   }
   const afterToken = (
     tokenPolicy: Policy | undefined,
@@ -252,7 +275,7 @@ export function createLimiter(
     const keyLimit = principal.limits?.rateLimit
     const tokenPolicy = keyLimit ? overridden('per-token', keyLimit) : perToken
     if (!tokenPolicy) return afterToken(undefined, undefined, principal, tenantLimit, at)
-    const key = keyLimit ? `${tokenKey(principal)}@${keyLimit.windowSec}` : tokenKey(principal)
+    const key = keyLimit ? `${tokenKey(principal)}@${keyLimit.windowSec}` : lastTokenKey(principal)
     const token = tokenPolicy.check(key, true, at)
     return isPromiseLike(token)
       ? Promise.resolve(token).then((settled) =>
@@ -281,6 +304,24 @@ export function createLimiter(
       calledBack(() => failedAt(addressKey, true, digest), callback)
     },
   }
+}
+
+/**
+ * Whether the token's count is the one to show over the tenant's: `mostConstraining(token
+ * state, tenant state) === token state`, read off the counts without building either state.
+ */
+function tokenShown(
+  tokenPolicy: Policy,
+  token: CounterResult,
+  tenantPolicy: Policy,
+  tenant: CounterResult,
+): boolean {
+  return firstConstrainsMore(
+    tokenPolicy.remaining(token),
+    tokenPolicy.resetSec(token),
+    tenantPolicy.remaining(tenant),
+    tenantPolicy.resetSec(tenant),
+  )
 }
 
 /** A maybe-synchronous verdict handed to a callback: at once when it is there. */

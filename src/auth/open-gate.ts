@@ -6,6 +6,7 @@
  */
 
 import type { Config } from '../config/schema.ts'
+import type { Tenant } from '../core/ports.ts'
 import { thenMaybe } from '../lib/maybe-async.ts'
 import { openUsageJournal, recoverUsageJournal } from '../stores/usage-journal.ts'
 import { createUsageWriter } from '../stores/usage-writer.ts'
@@ -127,11 +128,7 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
     // The tenant was just read to authenticate: a cache hit, answered without a promise. A
     // failed read falls back to the default limit (limits stay on; the tenant check decided).
     tenantLimit: (tenantId) =>
-      thenMaybe(
-        auth.lookups.maybeSync.findTenant(tenantId),
-        (tenant) => tenant?.rateLimit,
-        () => undefined,
-      ),
+      thenMaybe(auth.lookups.maybeSync.findTenant(tenantId), tenantRateLimit, noTenantLimit),
     quotas,
     tracing: options.tracing?.request,
   })
@@ -156,6 +153,10 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
 }
 
 const USAGE_SUBJECTS_PER_WRITE = 5_000
+
+// The gate's `tenantLimit` callbacks, made once: not two closures per counted request.
+const tenantRateLimit = (tenant: Tenant | undefined) => tenant?.rateLimit
+const noTenantLimit = () => undefined
 
 /**
  * Adds the counts that killed processes left in the journal directory (a store that cannot

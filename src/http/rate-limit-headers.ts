@@ -35,6 +35,16 @@ function policyValue(state: LimitState): string {
 /** The policy a client is closest to exhausting: fewest remaining, then the longest wait. */
 export function mostConstraining(a: LimitState, b: LimitState | undefined): LimitState {
   if (!b) return a
-  if (a.remaining !== b.remaining) return a.remaining < b.remaining ? a : b
-  return a.resetSec >= b.resetSec ? a : b
+  return firstConstrainsMore(a.remaining, a.resetSec, b.remaining, b.resetSec) ? a : b
+}
+
+/** `mostConstraining`'s rule on the numbers alone (the limiter builds only the state it shows). */
+export function firstConstrainsMore(
+  remainingA: number,
+  resetSecA: number,
+  remainingB: number,
+  resetSecB: number,
+): boolean {
+  if (remainingA !== remainingB) return remainingA < remainingB
+  return resetSecA >= resetSecB
 }

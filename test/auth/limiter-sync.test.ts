@@ -9,6 +9,7 @@ import {
   type RateLimitConfig,
 } from '../../src/auth/limiter.ts'
 import type { Principal } from '../../src/core/principal.ts'
+import { mostConstraining } from '../../src/http/rate-limit-headers.ts'
 import { isPromiseLike } from '../../src/lib/maybe-async.ts'
 
 const log = { warn() {}, info() {} }
@@ -191,5 +192,92 @@ describe('limiter: counts, states and the clock', () => {
     await limiter.failed('10.0.0.8', undefined)
     assert.equal((await limiter.admit('10.0.0.8', 'digest-a')).refused, true)
     assert.equal(reads, 6)
+  })
+})
+
+describe('limiter: the one RateLimit state shown', () => {
+  /** A policy's state as the 429 and the RateLimit pair show it, counted here independently. */
+  const stateOf = (name: string, max: number, windowSec: number, hits: number, ttlMs: number) => ({
+    name,
+    quota: max,
+    windowSec,
+    remaining: Math.max(0, max - hits),
+    resetSec: ttlMs > 0 ? Math.max(1, Math.ceil(ttlMs / 1000)) : windowSec,
+  })
+
+  it("is mostConstraining's pick of the token's and the tenant's states, ties included", async () => {
+    const start = 1_700_000_000_000
+    // Token and tenant maxima and windows around each other: fewer remaining wins, equal
+    // remaining goes to the longer wait, equal waits to the token.
+    const shapes: Array<[number, number, number, number]> = [
+      [5, 60, 9, 60],
+      [9, 60, 5, 60],
+      [5, 60, 5, 60],
+      [5, 30, 5, 60],
+      [5, 60, 5, 30],
+      [3, 10, 8, 120],
+      [8, 120, 3, 10],
+    ]
+    for (const [tokenMax, tokenWindow, tenantMax, tenantWindow] of shapes) {
+      let now = start
+      const limiter = createLimiter(
+        {
+          ...config,
+          perToken: { max: tokenMax, windowSec: tokenWindow },
+          perTenant: { max: tenantMax, windowSec: tenantWindow },
+        },
+        new FallbackStore({ redisPrefix: 'rl:', localMaxKeys: 10, log }),
+        () => now,
+      )
+      // Both windows began at `start`; the same principal object, request after request.
+      const caller = principal('A')
+      for (let hits = 1; hits <= Math.min(tokenMax, tenantMax); hits++) {
+        const verdict = await limiter.limit(caller, undefined)
+        const elapsed = now - start
+        const token = stateOf(
+          'per-token',
+          tokenMax,
+          tokenWindow,
+          hits,
+          tokenWindow * 1000 - elapsed,
+        )
+        const tenant = stateOf(
+          'per-tenant',
+          tenantMax,
+          tenantWindow,
+          hits,
+          tenantWindow * 1000 - elapsed,
+        )
+        assert.deepEqual(
+          verdict,
+          { refused: false, state: mostConstraining(token, tenant) },
+          `${[tokenMax, tokenWindow, tenantMax, tenantWindow]} at hit ${hits}`,
+        )
+        now += 2_500
+      }
+    }
+  })
+
+  it('counts each principal under its own key when principals alternate (the last key is kept)', async () => {
+    const limiter = createLimiter(
+      { ...config, perTenant: { max: 100, windowSec: 60 } },
+      new FallbackStore({ redisPrefix: 'rl:', localMaxKeys: 10, log }),
+    )
+    const a = principal('A')
+    const b = principal('B')
+    const seen = []
+    for (const caller of [a, b, a, b, principal('A'), b]) {
+      const verdict = await limiter.limit(caller, undefined)
+      seen.push([caller.tokenId, verdict.refused, verdict.state?.remaining])
+    }
+    // perToken max 2: the third request of each token is over it, whatever object carries it.
+    assert.deepEqual(seen, [
+      ['A', false, 1],
+      ['B', false, 1],
+      ['A', false, 0],
+      ['B', false, 0],
+      ['A', true, 0],
+      ['B', true, 0],
+    ])
   })
 })
