@@ -154,11 +154,10 @@ function applyEntry(
   if (!outcome.allowed) return void sendRefused(request, reply, outcome)
   request.principal = outcome.principal
   if (entry.readsForm) formBodies.add(request)
-  // The RateLimit pair, when the limiter counted the request (none from a bare gate).
-  for (const _ in outcome.headers) {
-    reply.headers(outcome.headers)
-    break
-  }
+  // The RateLimit pair, when the limiter counted the request (none from a bare gate): set
+  // one by one (`reply.headers` takes an `Object.keys` array per call first).
+  const { headers } = outcome
+  for (const name in headers) reply.header(name, headers[name] as string)
   // The rest of the request (its handler, the gateway's upstream exchange) in its span.
   span ? span.run(done) : done()
 }
