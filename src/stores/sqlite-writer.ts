@@ -46,8 +46,10 @@ export type WriterReply =
 
 /**
  * The SQLite store at `path` with its write-behind writes sent to a worker thread on the same
- * database file. The worker starts on the first such write (the database is migrated by
- * then), and `close()` waits for every write sent before it, then stops the worker.
+ * database file. The worker starts once `migrate()` has made the schema it writes, so a
+ * server's first request never waits for a thread to start (or on the first such write, for a
+ * store opened without migrating); `close()` waits for every write sent before it, then stops
+ * the worker.
  */
 export function openSqliteWithWriter(path: string, options: SqliteStoreOptions = {}): Store {
   const busyTimeoutMs = options.busyTimeoutMs
@@ -115,6 +117,11 @@ export function openSqliteWithWriter(path: string, options: SqliteStoreOptions =
   overrides.addUsage = (usage: UsageRows, options?: AddUsageOptions) => {
     const batch = isUsageBatch(usage) ? usage : encodeUsage(usage)
     return batch.rows === 0 ? store.addUsage(batch, options) : send('addUsage', [batch, options])
+  }
+  overrides.migrate = async () => {
+    const applied = await store.migrate()
+    worker ??= start()
+    return applied
   }
   overrides.close = async () => {
     const running = worker
