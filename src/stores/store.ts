@@ -1,7 +1,6 @@
 import type { IssuerConfig } from '../core/issuer.ts'
 import type { JwtRevocationRule } from '../core/jwt-revocations.ts'
 import type { PatRecord, RateLimitOverride, Tenant } from '../core/ports.ts'
-import type { UsageRows } from './usage-batch.ts'
 
 /** Keyset pagination: `cursor` is opaque to callers; `nextCursor` is null on the last page. */
 export interface PageRequest {
@@ -353,6 +352,15 @@ export interface UsageRow extends UsageCounts {
   /** The key's tenant (scope `key`), else null. */
   readonly tenantId: string | null
 }
+
+/** A batch of usage rows, encoded as `addUsage`'s statement reads them (usage-batch.ts). */
+export interface UsageBatch {
+  readonly rows: number
+  readonly text: string
+}
+
+/** Rows given as objects, or already encoded. */
+export type UsageRows = readonly UsageRow[] | UsageBatch
 
 /** A series of one subject; `since` inclusive, `until` exclusive (epoch ms). */
 export interface UsageQuery {

@@ -9,16 +9,9 @@
  * slice here straight from its typed arrays; `encodeUsage` writes given rows the same way, so
  * there is one encoding.
  */
-import type { UsageResolution, UsageRow, UsageScope } from './store.ts'
+import type { UsageBatch, UsageResolution, UsageRow, UsageRows, UsageScope } from './store.ts'
 
-/** A batch of usage rows, encoded (`rows` of them). */
-export interface UsageBatch {
-  readonly rows: number
-  readonly text: string
-}
-
-/** Rows given as objects, or already encoded. */
-export type UsageRows = readonly UsageRow[] | UsageBatch
+export type { UsageBatch, UsageRows } from './store.ts'
 
 /** `"scope","` ... and `","resolution",` as bytes, written once per row. */
 const SCOPES: Readonly<Record<UsageScope, Uint8Array>> = {
