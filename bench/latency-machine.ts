@@ -175,23 +175,7 @@ function descends(pid: number, parent: Map<number, number>): boolean {
  * (issue #36, fourth session: 500 ms of it in a 7 s round 1, 22 ms in round 2).
  */
 export function v8HelperCpuMs(pids: readonly number[]): number {
-  let ms = 0
-  for (const pid of pids) {
-    let tids: string[] = []
-    try {
-      tids = readdirSync(`/proc/${pid}/task`)
-    } catch {
-      continue
-    }
-    for (const tid of tids) {
-      try {
-        const task = `/proc/${pid}/task/${tid}`
-        if (readFileSync(`${task}/comm`, 'latin1').trim() !== 'V8Worker') continue
-        ms += Number(readFileSync(`${task}/schedstat`, 'latin1').split(' ')[0]) / 1e6
-      } catch {}
-    }
-  }
-  return ms
+  return threadsCpuMs(pids, 'V8Worker')
 }
 
 /**
@@ -219,6 +203,11 @@ export async function primeUntilQuiet(
 
 /** CPU ms all threads of these processes have used so far (gone processes count 0). */
 export function processCpuMs(pids: readonly number[]): number {
+  return threadsCpuMs(pids)
+}
+
+/** CPU ms the threads of these processes (those named `name` only, when given) have used so far. */
+function threadsCpuMs(pids: readonly number[], name?: string): number {
   let ms = 0
   for (const pid of pids) {
     let tids: string[] = []
@@ -229,8 +218,9 @@ export function processCpuMs(pids: readonly number[]): number {
     }
     for (const tid of tids) {
       try {
-        ms +=
-          Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'latin1').split(' ')[0]) / 1e6
+        const task = `/proc/${pid}/task/${tid}`
+        if (name !== undefined && readFileSync(`${task}/comm`, 'latin1').trim() !== name) continue
+        ms += Number(readFileSync(`${task}/schedstat`, 'latin1').split(' ')[0]) / 1e6
       } catch {}
     }
   }
