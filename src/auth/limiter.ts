@@ -167,7 +167,8 @@ export function createLimiter(
     return policy
   }
   // The last principal's per-token key: a cached credential's principal is the same object
-  // request after request (core/record-memo.ts), so its key is not built again per request.
+  // request after request (the principal memo in core/authenticators/pat.ts), so its key is
+  // not built again per request.
   let lastPrincipal: Principal | undefined
   let lastKey = ''
   const lastTokenKey = (principal: Principal): string => {
