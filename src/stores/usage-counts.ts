@@ -9,8 +9,8 @@
  * and four integers off the V8 heap, and only a key's tenant is a (shared) heap string.
  */
 import { KeyedSlots } from '../lib/keyed-slots.ts'
-import type { UsageResolution } from './store.ts'
-import { type UsageBatch, usageBatchEncoder } from './usage-batch.ts'
+import type { UsageResolution, UsageScope } from './store.ts'
+import { type UsageBatch, type UsageBatchEncoder, usageBatchEncoder } from './usage-batch.ts'
 
 export const USAGE_OUTCOMES = ['allowed', 'unauthorized', 'forbidden', 'limited'] as const
 export type UsageOutcome = (typeof USAGE_OUTCOMES)[number]
@@ -121,31 +121,34 @@ export class MinuteCounts {
     const tenants = this.#tenants.ids.size
     for (let subject = from; subject < end; subject++) {
       if (subject === 0) {
-        for (const [resolution, length] of BUCKETS) {
-          encoder.row('all', '', resolution, this.#bucket(length), null, this.#total, 0)
-        }
+        this.#encode(encoder, 'all', '', null, this.#total, 0)
       } else if (subject <= tenants) {
         const slot = subject - 1
-        const id = this.#tenants.ids.keyAt(slot)
-        for (const [resolution, length] of BUCKETS) {
-          const counts = this.#tenants.counts
-          encoder.row('tenant', id, resolution, this.#bucket(length), null, counts, slot * 4)
-        }
+        const ids = this.#tenants.ids
+        this.#encode(encoder, 'tenant', ids.keyAt(slot), null, this.#tenants.counts, slot * 4)
       } else {
         const slot = subject - 1 - tenants
         const keys = this.#keys
-        const id = keys.ids.keyAt(slot)
         const tenantId = keys.tenantOf[slot] ?? null
-        for (const [resolution, length] of BUCKETS) {
-          encoder.row('key', id, resolution, this.#bucket(length), tenantId, keys.counts, slot * 4)
-        }
+        this.#encode(encoder, 'key', keys.ids.keyAt(slot), tenantId, keys.counts, slot * 4)
       }
     }
     return encoder.end()
   }
 
-  #bucket(length: number): number {
-    return Math.floor(this.start / length) * length
+  /** One subject's minute, hour and day rows. */
+  #encode(
+    encoder: UsageBatchEncoder,
+    scope: UsageScope,
+    subject: string,
+    tenantId: string | null,
+    counts: Int32Array,
+    at: number,
+  ): void {
+    for (const [resolution, length] of BUCKETS) {
+      const bucketStart = Math.floor(this.start / length) * length
+      encoder.row(scope, subject, resolution, bucketStart, tenantId, counts, at)
+    }
   }
 
   #addCounts(
