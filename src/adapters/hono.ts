@@ -7,7 +7,7 @@
  */
 import type { IncomingMessage } from 'node:http'
 import type { Context, MiddlewareHandler } from 'hono'
-import { createEdge, type Edge, type EdgeOptions } from '../auth/edge.ts'
+import { createEdge, type Edge, type EdgeOptions, type FinishingResponse } from '../auth/edge.ts'
 import { enterFetch, refusedResponse } from '../auth/edge-fetch.ts'
 import type { GateRequest, GateSource } from '../auth/gate.ts'
 import type { Principal } from '../core/principal.ts'
@@ -36,7 +36,8 @@ export type TokengateHonoOptions = GateSource & EdgeOptions
 export function tokengate(options: TokengateHonoOptions): MiddlewareHandler<TokengateEnv> {
   const edge = createEdge(options, options)
   return async function tokengateMiddleware(c, next) {
-    const entry = await enterFetch(edge, inputOf(c), () => c.req.text())
+    const { incoming, outgoing } = nodeOf(c)
+    const entry = await enterFetch(edge, inputOf(c, incoming), () => c.req.text(), outgoing)
     if (entry.response) return entry.response
     if (!entry.passed) return next()
     const { requestId, request, outcome } = entry.passed
@@ -73,8 +74,25 @@ export function requirePermission(...permissions: string[]): MiddlewareHandler<T
 
 export { refusedResponse }
 
-function inputOf(c: Context) {
-  const incoming = (c.env as { incoming?: Partial<IncomingMessage> } | undefined)?.incoming
+interface NodeEnv {
+  readonly incoming?: Partial<IncomingMessage> | undefined
+  readonly outgoing?: FinishingResponse | undefined
+}
+
+/**
+ * The Node request and response under the Fetch ones, on `@hono/node-server` (elsewhere
+ * `c.env` holds the runtime's bindings: no response there).
+ */
+function nodeOf(c: Context): NodeEnv {
+  const env = c.env as NodeEnv | undefined
+  const outgoing = env?.outgoing
+  return {
+    incoming: env?.incoming,
+    outgoing: typeof outgoing?.once === 'function' ? outgoing : undefined,
+  }
+}
+
+function inputOf(c: Context, incoming: Partial<IncomingMessage> | undefined) {
   const raw = incoming?.rawHeaders
   const url = new URL(c.req.url)
   return {

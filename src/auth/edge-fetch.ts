@@ -3,7 +3,7 @@
  * Fetch-style framework) needs, so the binding only reads its context and calls `next`.
  */
 import { failureHeaders } from '../http/node-response.ts'
-import type { Edge, EdgeInput } from './edge.ts'
+import { answeredOnFinish, type Edge, type EdgeInput, type FinishingResponse } from './edge.ts'
 import type { Passed } from './edge-node.ts'
 import type { Outcome, Refused } from './gate.ts'
 
@@ -16,18 +16,28 @@ export type FetchEntry =
       readonly passed: (Passed & { readonly requestId: string }) | undefined
       /** Runs the app's work in the request's span (tracing on), so its spans are children. */
       run<T>(work: () => T): T
-      /** Records the answer once the app has answered (or thrown: 500), and ends the span. */
+      /**
+       * Records the answer once the app has answered (or thrown: 500), and ends the span;
+       * nothing on a Node server (`outgoing` given), where the edge records the answer once
+       * the response is sent in full (`answeredOnFinish`), and none for a client gone first.
+       */
       answered(status: number): void
     }
 
 const runAsIs = <T>(work: () => T): T => work()
+const answeredAsSent = () => {}
 const HAND_ON: FetchEntry = Object.freeze({ passed: undefined, run: runAsIs, answered() {} })
 
-/** Runs the edge; `readText` reads the body the framework's way (cached for the app). */
+/**
+ * Runs the edge; `readText` reads the body the framework's way (cached for the app);
+ * `outgoing`, the Node response when the Fetch app is served by a Node server
+ * (`@hono/node-server`), which the answer is recorded on.
+ */
 export async function enterFetch(
   edge: Edge,
   input: EdgeInput,
   readText: () => Promise<string>,
+  outgoing?: FinishingResponse,
 ): Promise<FetchEntry> {
   const started = performance.now()
   const entry = await edge.enter(input)
@@ -39,6 +49,7 @@ export async function enterFetch(
   }
   const { requestId, request, span } = entry
   let outcome: Outcome = entry.outcome
+  if (outgoing) answeredOnFinish(edge, outgoing, { request, span, started }, () => outcome)
   if (outcome.allowed && entry.readsForm) {
     let text: string
     try {
@@ -50,11 +61,13 @@ export async function enterFetch(
     }
     outcome = edge.formRefusal(request, outcome.principal, text) ?? outcome
   }
-  const answered = (status: number) => {
-    const { method, target } = request
-    const durationMs = performance.now() - started
-    edge.answered({ method, target, requestId, status, durationMs, outcome, span })
-  }
+  const answered = outgoing
+    ? answeredAsSent
+    : (status: number) => {
+        const { method, target } = request
+        const durationMs = performance.now() - started
+        edge.answered({ method, target, requestId, status, durationMs, outcome, span })
+      }
   if (!outcome.allowed) {
     answered(outcome.status)
     return { response: refusedResponse(outcome) }

@@ -7,7 +7,7 @@ import { peekBody } from '../http/form-body.ts'
 import { sendFailureResponse } from '../http/node-response.ts'
 import { problemResponse } from '../http/problem-response.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
-import type { Edge, Entry } from './edge.ts'
+import { answeredOnFinish, type Edge, type Entry } from './edge.ts'
 import type { Access, Allowed, GateRequest, Outcome } from './gate.ts'
 
 /** An allowed request: its principal and the request the gate checked. */
@@ -52,14 +52,7 @@ export function enterNode(
     const { requestId, request, span } = entry
     let outcome: Outcome = entry.outcome
     res.setHeader('x-request-id', requestId)
-    if (edge.recordsAnswers) {
-      res.once('finish', () => {
-        const { method, target } = request
-        const durationMs = performance.now() - started
-        const { statusCode: status } = res
-        edge.answered({ method, target, requestId, status, durationMs, outcome, span })
-      })
-    }
+    answeredOnFinish(edge, res, { request, span, started }, () => outcome)
     if (!outcome.allowed) return sendFailureResponse(res, outcome, requestId)
     const allowed = outcome
     for (const [name, value] of Object.entries(allowed.headers)) res.setHeader(name, value)

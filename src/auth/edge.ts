@@ -227,6 +227,40 @@ export function createEdge(source: GateSource, options: EdgeOptions = {}): Edge 
   }
 }
 
+/** A Node response (`ServerResponse`, or HTTP/2's): the status that went out, and its 'finish'. */
+export interface FinishingResponse {
+  readonly statusCode: number
+  once(event: 'finish', listener: () => void): unknown
+}
+
+/**
+ * Records a checked request's answer once `response` has been sent in full, with the status
+ * that went out. A client that goes away first was answered nothing, so nothing is recorded
+ * (its span is aborted by `endedOnClose`): the rule of every front end on a Node server
+ * (Fastify's `onResponse` runs on 'finish' too). `outcome` is read then: a form refusal
+ * replaces the gate's.
+ */
+export function answeredOnFinish(
+  edge: Edge,
+  response: FinishingResponse,
+  checked: {
+    readonly request: GateRequest
+    readonly span: RequestSpan | undefined
+    /** When the request came in (`performance.now()`, before the check). */
+    readonly started: number
+  },
+  outcome: () => Outcome,
+): void {
+  if (!edge.recordsAnswers) return
+  const { request, span, started } = checked
+  response.once('finish', () => {
+    const { method, target, requestId } = request
+    const durationMs = performance.now() - started
+    const status = response.statusCode
+    edge.answered({ method, target, requestId, status, durationMs, outcome: outcome(), span })
+  })
+}
+
 /**
  * A refusal a listener decided before the gate, with its own problem (the decision listener's
  * path outside the API, unknown method, steering header): audited through the gate's
