@@ -26,6 +26,7 @@ import * as protoLoader from '@grpc/proto-loader'
 import { type Edge, recordPreGateRefusal, requestIdFor } from '../auth/edge.ts'
 import type { Outcome } from '../auth/gate.ts'
 import type { OutcomeRecorder } from '../auth/outcome-recorder.ts'
+import type { RequestConnection } from '../auth/request-span.ts'
 import { failureHeaders } from '../http/node-response.ts'
 import type { ConnectionBudget } from '../lib/connection-budget.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
@@ -187,7 +188,7 @@ function check(
     options.trusted,
   )
   const method = http.method ?? ''
-  const span = options.edge.span(method, rawHeaders)
+  const span = options.edge.span(method, rawHeaders, cancelledWith(call))
   const asked = () =>
     options.decide({
       kind: 'envoy',
@@ -208,7 +209,8 @@ function check(
       const asked = { method, target, clientAddress, requestId }
       recordPreGateRefusal(options.recorder, asked, answer.response)
     }
-    if (!options.edge.recordsAnswers) return
+    // Cancelled first (its span aborted): no answer went out, so none is recorded.
+    if (!options.edge.recordsAnswers || call.cancelled) return
     const outcome: Outcome | undefined = answer.type === 'preflight' ? undefined : answer.outcome
     options.edge.answered({
       method: decided.method,
@@ -229,6 +231,19 @@ function check(
     span?.end(500)
     callback({ code: grpc.status.INTERNAL, details: 'decision failed' })
   })
+}
+
+/**
+ * The call as the connection its span is ended with (`endedOnClose`): Envoy cancelling the
+ * Check (its timeout, or its client gone: RST_STREAM) is the HTTP listener's hang-up.
+ */
+function cancelledWith(call: grpc.ServerUnaryCall<CheckRequest, unknown>): RequestConnection {
+  return {
+    get destroyed() {
+      return call.cancelled
+    },
+    once: (_closed, listener) => call.once('cancelled', listener),
+  }
 }
 
 /** The CheckResponse of an answer, and the HTTP status it stands for (metrics, logs). */

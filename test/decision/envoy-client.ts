@@ -12,8 +12,8 @@ import * as protoLoader from '@grpc/proto-loader'
 import { CHECK_PROTO, PROTO_OPTIONS } from '../../src/decision/envoy-grpc.ts'
 
 export interface EnvoyAuthorization<Response> {
-  /** One Check call; rejects on a gRPC error. */
-  check(request: object): Promise<Response>
+  /** One Check call; rejects on a gRPC error (CANCELLED once `signal` aborts it, as Envoy cancels). */
+  check(request: object, signal?: AbortSignal): Promise<Response>
   close(): void
 }
 
@@ -36,13 +36,19 @@ export function connectEnvoyAuthorization<Response>(
     new URL(url).host,
     grpc.credentials.createInsecure(),
   ) as unknown as grpc.Client & {
-    Check(request: object, callback: (error: Error | null, response: Response) => void): void
+    Check(
+      request: object,
+      callback: (error: Error | null, response: Response) => void,
+    ): grpc.ClientUnaryCall
   }
   return {
-    check: (request) =>
-      new Promise((resolve, reject) =>
-        client.Check(request, (error, response) => (error ? reject(error) : resolve(response))),
-      ),
+    check: (request, signal) =>
+      new Promise((resolve, reject) => {
+        const call = client.Check(request, (error, response) =>
+          error ? reject(error) : resolve(response),
+        )
+        signal?.addEventListener('abort', () => call.cancel(), { once: true })
+      }),
     close: () => client.close(),
   }
 }
