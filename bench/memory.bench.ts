@@ -23,7 +23,11 @@
  *
  * Run: `node --expose-gc bench/memory.bench.ts [--pats 1000000] [--warm 100000]
  * [--node-flags '--max-semi-space-size=8'] [--serve-only] [--data-dir DIR] [--heap-stats]
- * [--heap-sampling] [--heap-snapshot] [--env NAME=VALUE]...` (`--env`: set in the served process's environment,
+ * [--heap-sampling] [--heap-snapshot] [--store sqlite|postgres] [--runs N] [--env NAME=VALUE]...`
+ * (`--store postgres`: the served phase only, on a throwaway Postgres + Redis on 127.0.0.1 as
+ * the postgres-redis Kubernetes overlay deploys it, the seed's PATs copied in; `postgresBackend`;
+ * `--runs N`: N measured served starts after the one hits check, each on a fresh store;
+ * `--env`: set in the served process's environment,
  * e.g. MALLOC_ARENA_MAX=2; `--node-flags` replaces the production flags in the in-process phases
  * and is added to the bin's own in the served one (then started as `node <the bin's flags>
  * <these> bin/tokengate.js`), to try others; `--serve-only` skips the in-process starts;
@@ -77,6 +81,11 @@ const option = (name: string, fallback: number) => {
 const TOTAL = option('pats', 1_000_000)
 const ONLY_SERVE = args.includes('--serve-only')
 const WARM = option('warm', 100_000)
+/** `--runs N`: measured served starts, each on a fresh copy of the store (the hits check once). */
+const RUNS = option('runs', 1)
+/** `--store postgres`: serve on Postgres + Redis (`postgresBackend`); SQLite by default. */
+const STORE = args.includes('--store') ? String(args[args.indexOf('--store') + 1]) : 'sqlite'
+if (STORE !== 'sqlite' && STORE !== 'postgres') throw new Error('--store sqlite|postgres')
 const SAMPLE = 1000
 const TENANT = 'mem-tenant'
 const mb = (bytes: number) => Math.round(bytes / 1024 / 1024)
@@ -210,24 +219,157 @@ async function warmPhase(dbPath: string, tokenFile: string, label: string): Prom
  * A second start, the same in every way but with `metrics.enabled`, checks the "cached"
  * claim: its /metrics must show no lookup cache miss during the second pass.
  */
-async function servePhase(dataDir: string, tokenFile: string, bin: string, compileCache: string) {
+async function servePhase(
+  dataDir: string,
+  tokenFile: string,
+  bin: string,
+  compileCache: string,
+  backend: Backend,
+) {
   const tokens = readFileSync(tokenFile, 'utf8').split('\n').filter(Boolean)
-  const checked = await startAndReplay(dataDir, tokens, bin, compileCache, true)
+  const checked = await startAndReplay(
+    dataDir,
+    tokens,
+    bin,
+    compileCache,
+    true,
+    await backend.fresh(),
+  )
   console.log(
     `  hits check (metrics on): the second pass made ${checked.replayMisses} cache misses and ${checked.replayHits} hits (PAT and tenant lookups); cache entries ${checked.entries}`,
   )
   if (checked.replayMisses !== 0) throw new Error('the second pass was not served from the cache')
-  freshStore()
-  const measured = await startAndReplay(dataDir, tokens, bin, compileCache, false)
   const mb1 = (bytes: number) => (bytes / 1024 / 1024).toFixed(1)
-  console.log(
-    EXTRA_NODE_FLAGS
-      ? `tokengate serve (installed layout, dist/, node ${SHEBANG_FLAGS} ${EXTRA_NODE_FLAGS} bin/tokengate.js):`
-      : `tokengate serve (installed layout, dist/, started by the bin's #! line: ${SHEBANG_FLAGS}):`,
-  )
-  console.log(
-    `  RSS ${mb1(measured.rss)} MB with ${TOTAL} PATs stored and ${tokens.length} cached, each requested twice over HTTP (target < 150 MB); anonymous ${mb1(measured.anonymous)} MB, file-backed ${mb1(measured.rss - measured.anonymous)} MB; peak RSS ${mb1(measured.peak)} MB; passes took ${measured.passMs.join(' and ')} ms, server CPU ${measured.passCpuUs.join(' and ')} µs per request; RSS after 10 s more idle ${mb1(measured.idleRss)} MB`,
-  )
+  for (let run = 1; run <= RUNS; run++) {
+    const measured = await startAndReplay(
+      dataDir,
+      tokens,
+      bin,
+      compileCache,
+      false,
+      await backend.fresh(),
+    )
+    const started = EXTRA_NODE_FLAGS
+      ? `node ${SHEBANG_FLAGS} ${EXTRA_NODE_FLAGS} bin/tokengate.js`
+      : `started by the bin's #! line: ${SHEBANG_FLAGS}`
+    const of = RUNS > 1 ? `, run ${run} of ${RUNS}` : ''
+    const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')
+    console.log(`tokengate serve (installed layout, dist/, ${started}${backend.label}${of}):`)
+    console.log(
+      `  RSS ${mb1(measured.rss)} MB with ${TOTAL} PATs stored and ${tokens.length} cached, each requested twice over HTTP (target < 150 MB); anonymous ${mb1(measured.anonymous)} MB, file-backed ${mb1(measured.rss - measured.anonymous)} MB; peak RSS ${mb1(measured.peak)} MB; passes took ${measured.passMs.join(' and ')} ms, server CPU ${measured.passCpuUs.join(' and ')} µs per request; RSS after 10 s more idle ${mb1(measured.idleRss)} MB; load average ${load}`,
+    )
+  }
+}
+
+/**
+ * Where the served process keeps its data, fresh for every start: `fresh()` returns the
+ * variables that point it there (none for SQLite: a copy of the seeded file in the data dir).
+ */
+interface Backend {
+  /** Printed after the start's flags: '' for SQLite, as before `--store` existed. */
+  readonly label: string
+  fresh(): Promise<Record<string, string>>
+  close(): Promise<void>
+}
+
+const sqliteBackend: Backend = {
+  label: '',
+  async fresh() {
+    freshStore()
+    return {}
+  },
+  async close() {},
+}
+
+/**
+ * `--store postgres`: the deployment of deploy/kubernetes/overlays/postgres-redis, one
+ * throwaway Postgres and Redis on 127.0.0.1 (test/helpers/services.ts). The SQLite seed's
+ * 1,000,000 PATs (the same records, so the same warm-up tokens) are copied into a template
+ * database through the stores' own `listPats` and `insertPats`; every start gets a database
+ * cloned from it (`CREATE DATABASE ... TEMPLATE`) and a new Redis, so that no run's writes
+ * (last-used times, usage, audit, rate-limit counters) reach the next.
+ */
+async function postgresBackend(): Promise<Backend> {
+  const { startPostgres, startRedis } = await import('../test/helpers/services.ts')
+  const { default: pg } = await import('pg')
+  const server = await startPostgres()
+  const admin = async (sql: string) => {
+    const client = new pg.Client({ connectionString: server.url })
+    await client.connect()
+    try {
+      await client.query(sql)
+    } finally {
+      await client.end()
+    }
+  }
+  let redis: Awaited<ReturnType<typeof startRedis>> | undefined
+  let current = ''
+  try {
+    const seededUrl = await server.createDatabase()
+    const template = new URL(seededUrl).pathname.slice(1)
+    const started = performance.now()
+    const copied = await copySeedTo(seededUrl)
+    console.log(
+      `copied ${copied} PATs from the SQLite seed into Postgres (listPats pages of 1,000, insertPats batches of 10,000) in ${Math.round(performance.now() - started)} ms`,
+    )
+    let run = 0
+    return {
+      label: ', store: Postgres + Redis',
+      async fresh() {
+        await redis?.stop()
+        if (current) await admin(`DROP DATABASE ${current}`)
+        current = `${template}_run${++run}`
+        await admin(`CREATE DATABASE ${current} TEMPLATE ${template}`)
+        redis = await startRedis()
+        return {
+          DATABASE_URL: `postgres://postgres@127.0.0.1:${server.port}/${current}`,
+          REDIS_URL: redis.url,
+        }
+      },
+      async close() {
+        await redis?.stop()
+        await server.stop()
+      },
+    }
+  } catch (error) {
+    await server.stop()
+    throw error
+  }
+}
+
+/** Copies the seeded SQLite file's tenant and PATs into the (empty) Postgres database at `url`. */
+async function copySeedTo(url: string): Promise<number> {
+  const { openPostgresStore } = await import('../src/stores/postgres.ts')
+  const source = join(dir, 'copy-source.db')
+  copyFileSync(seedFile, source)
+  const from = openSqliteStore(source)
+  // PgStore is a SqlStore (postgres.ts); its public type does not list insertPats.
+  const to = (await openPostgresStore(url, { listen: false })) as Awaited<
+    ReturnType<typeof openPostgresStore>
+  > &
+    Pick<SqliteStore, 'insertPats'>
+  let copied = 0
+  try {
+    await to.migrate()
+    await to.createTenant({ id: TENANT, name: 'Memory' }, Date.now())
+    let batch: PatRecord[] = []
+    let cursor: string | null | undefined
+    do {
+      const page = await from.listPats(TENANT, { limit: 1000, cursor: cursor ?? undefined })
+      batch.push(...page.items)
+      cursor = page.nextCursor
+      if (batch.length >= 10_000 || cursor === null) {
+        await to.insertPats(batch)
+        copied += batch.length
+        batch = []
+      }
+    } while (cursor !== null)
+  } finally {
+    await from.close()
+    await to.close()
+    for (const suffix of ['', '-wal', '-shm']) rmSync(`${source}${suffix}`, { force: true })
+  }
+  return copied
 }
 
 interface Replayed {
@@ -248,6 +390,7 @@ async function startAndReplay(
   bin: string,
   compileCache: string,
   withMetrics: boolean,
+  storeEnv: Record<string, string>,
 ): Promise<Replayed> {
   const metricsPort = withMetrics ? await freePort() : 0
   const configFile = join(dataDir, 'memory-bench.json')
@@ -282,6 +425,7 @@ async function startAndReplay(
       NODE_COMPILE_CACHE: compileCache,
       TOKENGATE_DATA_DIR: dataDir,
       TOKENGATE_CONFIG: configFile,
+      ...storeEnv,
       ...EXTRA_ENV,
     },
     stdio: ['ignore', 'pipe', HEAP_STATS ? 'pipe' : 'inherit'],
@@ -370,6 +514,10 @@ async function startAndReplay(
       passCpuUs.push((((cpuMs(child.pid as number) - cpuBefore) * 1000) / tokens.length).toFixed(0))
     }
     const after = withMetrics ? await cacheCounters() : before
+    // On Postgres + Redis: that the server ran on both (change feed connected, Redis up).
+    if (storeEnv.DATABASE_URL && !withMetrics) {
+      console.log(`  /readyz after the load: ${await (await fetch(`${url}/readyz`)).text()}`)
+    }
     // RSS every 500 ms from the end of the load: the 2 s reading and the one 10 s later are
     // two points of this line, which shows when the process gave memory back.
     const timeline: number[] = []
@@ -752,7 +900,9 @@ try {
       PRODUCTION_NODE_FLAGS,
     ],
   ] as const
-  for (const [label, flags] of ONLY_SERVE ? [] : starts) {
+  // The in-process warm-ups open the SQLite file themselves: on Postgres only the served phase.
+  if (STORE === 'postgres' && !ONLY_SERVE) console.log('--store postgres: served phase only')
+  for (const [label, flags] of ONLY_SERVE || STORE === 'postgres' ? [] : starts) {
     freshStore()
     const output = execFileSync(
       process.execPath,
@@ -773,9 +923,13 @@ try {
     )
     process.stdout.write(output)
   }
-  freshStore()
-  const installed = installedLayout(join(dir, 'package'))
-  await servePhase(dir, tokenFile, installed, join(dir, 'compile-cache-installed'))
+  const backend = STORE === 'postgres' ? await postgresBackend() : sqliteBackend
+  try {
+    const installed = installedLayout(join(dir, 'package'))
+    await servePhase(dir, tokenFile, installed, join(dir, 'compile-cache-installed'), backend)
+  } finally {
+    await backend.close()
+  }
 } finally {
   if (keptDir === '') rmSync(dir, { recursive: true, force: true })
   else removeStore()
