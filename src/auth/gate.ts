@@ -30,6 +30,7 @@ import type { AuthFailure } from '../core/failure.ts'
 import type { Quota, RateLimitOverride } from '../core/ports.ts'
 import type { AuthResult, Principal } from '../core/principal.ts'
 import type { AuthInput, TokenDigest } from '../core/raw-headers.ts'
+import type { RequestClock } from '../core/request-clock.ts'
 import { withScheme } from '../http/challenge.ts'
 import { type FailureResponse, failureResponse } from '../http/failure-response.ts'
 import { identityHeaders } from '../http/identity-headers.ts'
@@ -90,6 +91,11 @@ export interface GateDeps {
     | undefined
   /** With tracing on: the spans the edge starts for requests; omitted: none. */
   readonly tracing?: RequestTracing | undefined
+  /**
+   * The clock the lookups, limiter, recorder and usage counts read, pinned for each request
+   * while `check` runs synchronously; omitted: each of them reads its own clock.
+   */
+  readonly clock?: RequestClock | undefined
   /** Spends keys' quotas (`quota-counter.ts`); omitted: quotas are not enforced. */
   readonly quotas?:
     | {
@@ -130,7 +136,7 @@ const AFTER_ALLOWED = Object.freeze({
 
 export function createGate(deps: GateDeps): Gate {
   const authenticateInput = maybeSyncOf(deps.authenticate)
-  const { limiter, recorder, identityToken, tenantLimit, quotas } = deps
+  const { limiter, recorder, identityToken, tenantLimit, quotas, clock } = deps
   const gatesFailures = limiter?.gatesFailures === true
   const limits = limiter?.active === true
   const timed = recorder?.timesAuthentication === true
@@ -288,21 +294,34 @@ export function createGate(deps: GateDeps): Gate {
     return outcome
   }
 
+  const start = (request: GateRequest): MaybePromise<Outcome> => {
+    const digest = digestsUpFront ? readCredential(request.authorization) : undefined
+    const run: Run = {
+      request,
+      digest,
+      credentialKey: gatesFailures ? credentialKeyOf(request.authorization, digest) : undefined,
+      principal: null,
+      headers: NO_HEADERS,
+      identity: undefined,
+      authenticationNs: undefined,
+      claimed: undefined,
+    }
+    return runFrom(run, 0)
+  }
+
   return {
-    check(request) {
-      const digest = digestsUpFront ? readCredential(request.authorization) : undefined
-      const run: Run = {
-        request,
-        digest,
-        credentialKey: gatesFailures ? credentialKeyOf(request.authorization, digest) : undefined,
-        principal: null,
-        headers: NO_HEADERS,
-        identity: undefined,
-        authenticationNs: undefined,
-        claimed: undefined,
-      }
-      return runFrom(run, 0)
-    },
+    // One clock reading for the steps that run before `check` answers or waits; after an
+    // await the steps read the clock afresh.
+    check: clock
+      ? (request) => {
+          const pinned = clock.pin()
+          try {
+            return start(request)
+          } finally {
+            if (pinned) clock.release()
+          }
+        }
+      : start,
     authorize(request, principal, required) {
       const failure = authorizePermissions(principal, required)
       return failure ? refuse(request, failure, principal) : undefined

@@ -7,6 +7,7 @@
 
 import type { Config } from '../config/schema.ts'
 import type { Tenant } from '../core/ports.ts'
+import { RequestClock } from '../core/request-clock.ts'
 import { thenMaybe } from '../lib/maybe-async.ts'
 import { openUsageJournal, recoverUsageJournal } from '../stores/usage-journal.ts'
 import { createUsageWriter } from '../stores/usage-writer.ts'
@@ -111,7 +112,10 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
         'quota overdraft: uses served on credit beyond the limit',
       ),
   })
-  const limiter = counters ? createLimiter(rateLimit, counters.store) : undefined
+  // A request clock (createTokengate's system clock) is the limiter's too, so a request's
+  // counts read the time the gate pinned; any other clock leaves the limiter on `Date.now`.
+  const requestClock = auth.clock instanceof RequestClock ? auth.clock : undefined
+  const limiter = counters ? createLimiter(rateLimit, counters.store, requestClock?.now) : undefined
   const addressThrottle = createAddressThrottle(limiter, {
     audit: auth.audit,
     windowSec: rateLimit.failedAuth.windowSec,
@@ -130,6 +134,7 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
     tenantLimit: (tenantId) =>
       thenMaybe(auth.lookups.maybeSync.findTenant(tenantId), tenantRateLimit, noTenantLimit),
     quotas,
+    clock: requestClock,
     tracing: options.tracing?.request,
   })
   let closing: Promise<void> | undefined

@@ -20,7 +20,8 @@
  */
 import type { Config } from '../config/schema.ts'
 import type { AuthenticateMaybeSync } from '../core/authenticate.ts'
-import { type Clock, systemClock } from '../core/ports.ts'
+import type { Clock } from '../core/ports.ts'
+import { RequestClock } from '../core/request-clock.ts'
 import { missingPackageError } from '../missing-package.ts'
 import { openStore } from '../stores/open-store.ts'
 import type { Store } from '../stores/store.ts'
@@ -105,7 +106,8 @@ export interface Tokengate extends Gate {
 
 /** Opens the store and wires the gate around it; see the module comment. */
 export async function createTokengate(options: TokengateOptions = {}): Promise<Tokengate> {
-  const clock = options.clock ?? systemClock
+  // The system clock read once per gated request (core/request-clock.ts); a given clock as is.
+  const clock = options.clock ?? new RequestClock()
   const log = options.log ?? emitWarnings
   const config = await libraryConfig(options)
   const store = await openStore(
