@@ -31,6 +31,7 @@ export type Service =
   | 'redis-sentinel'
   | 'nginx'
   | 'nginx-perl'
+  | 'nginx-lua'
   | 'caddy'
   | 'chromium'
 
@@ -525,6 +526,12 @@ const unavailable: Record<Service, () => string | undefined> = {
     (existsSync('/usr/lib/nginx/modules/ngx_http_perl_module.so')
       ? undefined
       : 'no nginx perl module (apt-get install libnginx-mod-http-perl)'),
+  // examples/forward-auth/nginx-lua.conf (decisions kept in a Lua shared dict).
+  'nginx-lua': () =>
+    (binaryPath('nginx') ? undefined : 'no nginx binary (apt-get install nginx)') ??
+    (existsSync('/usr/lib/nginx/modules/ngx_http_lua_module.so')
+      ? undefined
+      : 'no nginx Lua module (apt-get install libnginx-mod-http-lua)'),
   caddy: () => (binaryPath('caddy') ? undefined : 'no caddy binary (apt-get install caddy)'),
   chromium: () =>
     binaryPath('chromium') ? undefined : 'no chromium binary (apt-get install chromium)',
