@@ -32,28 +32,31 @@ startIdleCollector({
 
 /**
  * One write at a time: the other writes in the order sent (a batch's statements then never
- * interleave), quota reservations first. A request may be waiting for a reservation (a key's
- * first block); nothing waits for an audit batch or a usage flush, so on a slow disk the
- * reservations do not queue behind them. The reservations that arrived while the thread was
- * busy are answered in one transaction (one fsync), so N keys needing a block cost one
- * commit, not N. They never depend on the writes they pass.
+ * interleave), the quota lane first. A request may be waiting for a reservation (a key's
+ * first block), and a reservation for its key's release in flight (quota-counter.ts);
+ * nothing waits for an audit batch or a usage flush, so on a slow disk neither a
+ * reservation nor a release queues behind them. The lane keeps its own order: a release is
+ * applied before a reservation sent after it. Its writes that arrived while the thread was
+ * busy are run in one transaction (one fsync), so N keys needing a block cost one commit,
+ * not N. They never depend on the writes they pass.
  */
 const writes: WriterRequest[] = []
-let reservations: WriterRequest[] = []
+let quotaLane: WriterRequest[] = []
 let running = false
 port.on('message', (request: WriterRequest) => {
-  if (request.method === 'reserveQuota') reservations.push(request)
-  else writes.push(request)
+  if (request.method === 'reserveQuota' || request.method === 'releaseQuota') {
+    quotaLane.push(request)
+  } else writes.push(request)
   if (!running) {
     running = true
-    // After the messages already delivered to this thread: reservations join one batch.
+    // After the messages already delivered to this thread: the lane's writes join one batch.
     setImmediate(() => void pump())
   }
 })
 
 async function pump(): Promise<void> {
-  while (reservations.length > 0 || writes.length > 0) {
-    if (reservations.length > 0) await reserveAll()
+  while (quotaLane.length > 0 || writes.length > 0) {
+    if (quotaLane.length > 0) await runQuotaLane()
     else await handle(writes.shift() as WriterRequest)
     // Lets the messages that arrived meanwhile in before the next pick.
     await new Promise((resolve) => setImmediate(resolve))
@@ -61,17 +64,26 @@ async function pump(): Promise<void> {
   running = false
 }
 
-async function reserveAll(): Promise<void> {
-  const batch = reservations
-  reservations = []
+async function runQuotaLane(): Promise<void> {
+  const batch = quotaLane
+  quotaLane = []
   if (batch.length === 1) return handle(batch[0] as WriterRequest)
   try {
     const values = await store.transaction(async (tx) => {
-      const reserving = tx as unknown as Pick<typeof store, 'reserveQuota'>
+      const counting = tx as unknown as Pick<typeof store, 'reserveQuota' | 'releaseQuota'>
       const answers: unknown[] = []
-      for (const request of batch) {
-        const [counter, periodStart, limit, want] = request.args as [string, number, number, number]
-        answers.push(await reserving.reserveQuota(counter, periodStart, limit, want))
+      for (const { method, args } of batch) {
+        const [counter, periodStart, limitOrGeneration, count] = args as [
+          string,
+          number,
+          number,
+          number,
+        ]
+        answers.push(
+          method === 'releaseQuota'
+            ? await counting.releaseQuota(counter, periodStart, limitOrGeneration, count)
+            : await counting.reserveQuota(counter, periodStart, limitOrGeneration, count),
+        )
       }
       return answers
     })
