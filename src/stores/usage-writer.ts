@@ -124,6 +124,7 @@ export function createUsageWriter(
       current = minute
     }
     minute.add(outcome, tenantId, tokenId, by)
+    runner.due()
   }
 
   // A slice of subjects per write, one minute at a time, each slice's rows built just before
@@ -153,6 +154,7 @@ export function createUsageWriter(
     },
     options.flushIntervalMs ?? 5000,
     options.onError,
+    () => minutes.size > 0 || sealed !== undefined,
   )
 
   return {

@@ -70,6 +70,7 @@ export function createPatUseRecorder(
   const keepLatest = (id: string, at: number) => {
     const known = pending.get(id)
     if (known === undefined || at > known) pending.set(id, at)
+    runner.due()
   }
 
   const runner = createFlushRunner(
@@ -87,6 +88,7 @@ export function createPatUseRecorder(
     },
     options.flushIntervalMs ?? 1000,
     options.onError,
+    () => pending.size > 0,
   )
 
   return {
@@ -236,6 +238,7 @@ export function createAuditWriter(
     },
     options.flushIntervalMs ?? 200,
     options.onError,
+    () => queue.length > 0 || droppedUnreported > 0,
   )
 
   return {
@@ -260,6 +263,7 @@ export function createAuditWriter(
         ;(options.onError ?? warnOncePerOutage())(error)
       }
       if (queue.length === maxBatch) runner.flushSoon()
+      runner.due()
     },
     flush: runner.flush,
     async close() {
@@ -305,14 +309,22 @@ export interface FlushRunner {
   flush(): Promise<void>
   /** Starts a flush unless one is running; failures go to the error handler. */
   flushSoon(): void
+  /** Something was written: a flush runs within the interval (arms the timer if idle). */
+  due(): void
   close(): Promise<void>
 }
 
-/** Serialises flushes (one at a time, in order) and drives them from an unref()'d timer. */
+/**
+ * Serialises flushes (one at a time, in order) and drives them from an unref()'d timer that
+ * is armed only while `pending()` says something is left to write: an idle process wakes
+ * for none of its writers (an interval woke it 6.2 times a second for three empty flushes).
+ * A write calls `due()`; a flush that leaves something (a failure, writes meanwhile) re-arms.
+ */
 export function createFlushRunner(
   drain: () => Promise<void>,
   intervalMs: number,
   onError: FlushErrorHandler | undefined,
+  pending: () => boolean,
 ): FlushRunner {
   if (!Number.isFinite(intervalMs) || intervalMs < 0) {
     throw new RangeError('flushIntervalMs must be >= 0')
@@ -320,6 +332,8 @@ export function createFlushRunner(
   const report = onError ?? warnOncePerOutage()
   let tail: Promise<void> = Promise.resolve()
   let running = 0
+  let timer: ReturnType<typeof setTimeout> | undefined
+  let closed = false
 
   const flush = (): Promise<void> => {
     running++
@@ -330,16 +344,35 @@ export function createFlushRunner(
     return run
   }
   const flushSoon = () => {
-    if (running === 0) flush().catch(report)
+    if (running === 0) flushThenRearm()
   }
-  const timer = intervalMs > 0 ? setInterval(flushSoon, intervalMs) : undefined
-  timer?.unref()
+  const due = () => {
+    if (timer !== undefined || closed || intervalMs === 0) return
+    timer = setTimeout(tick, intervalMs)
+    timer.unref()
+  }
+  const flushThenRearm = () => {
+    flush()
+      .catch(report)
+      .finally(() => {
+        if (pending()) due()
+      })
+  }
+  // A flush already running (an explicit one) is left alone; the next interval looks again.
+  const tick = () => {
+    timer = undefined
+    if (running > 0) due()
+    else flushThenRearm()
+  }
 
   return {
     flush,
     flushSoon,
+    due,
     async close() {
-      if (timer !== undefined) clearInterval(timer)
+      closed = true
+      clearTimeout(timer)
+      timer = undefined
       await flush()
     },
   }

@@ -195,7 +195,7 @@ describe('PAT use recorder', () => {
   })
 
   it('the timer flushes every interval and reports failures without throwing', async (t) => {
-    t.mock.timers.enable({ apis: ['setInterval'] })
+    t.mock.timers.enable({ apis: ['setTimeout'] })
     const store = recordingStore()
     const errors: unknown[] = []
     const recorder = createPatUseRecorder(store, {
@@ -223,7 +223,7 @@ describe('PAT use recorder', () => {
   })
 
   it('close flushes and stops the timer', async (t) => {
-    t.mock.timers.enable({ apis: ['setInterval'] })
+    t.mock.timers.enable({ apis: ['setTimeout'] })
     const store = recordingStore()
     const recorder = createPatUseRecorder(store, { flushIntervalMs: 1000 })
     recorder.record('a', T0)
@@ -435,7 +435,7 @@ describe('audit writer', () => {
   })
 
   it('the timer flushes; close flushes and stops it', async (t) => {
-    t.mock.timers.enable({ apis: ['setInterval'] })
+    t.mock.timers.enable({ apis: ['setTimeout'] })
     const store = recordingStore()
     const writer = createAuditWriter(store, { flushIntervalMs: 200 })
     writer.write(input(0))
@@ -478,5 +478,86 @@ describe('audit writer', () => {
     assert.throws(() => createAuditWriter(store, { maxQueue: -1 }), RangeError)
     assert.throws(() => createAuditWriter(store, { flushIntervalMs: -5 }), RangeError)
     assert.throws(() => createPatUseRecorder(store, { flushIntervalMs: Number.NaN }), RangeError)
+  })
+})
+
+describe('flush timers while idle', () => {
+  /** Fake timers, and a count of the timers the writers arm (either kind). */
+  const armedTimers = (t: TestContext) => {
+    t.mock.timers.enable({ apis: ['setTimeout', 'setInterval'] })
+    const timeouts = t.mock.method(globalThis, 'setTimeout')
+    const intervals = t.mock.method(globalThis, 'setInterval')
+    return () => timeouts.mock.callCount() + intervals.mock.callCount()
+  }
+
+  it('a PAT use recorder arms a timer only once something is recorded, and none after its flush', async (t) => {
+    const armed = armedTimers(t)
+    const store = recordingStore()
+    const recorder = createPatUseRecorder(store, { flushIntervalMs: 1000 })
+    assert.equal(armed(), 0, 'nothing recorded: no timer')
+    recorder.record('a', T0)
+    recorder.record('b', T0)
+    assert.equal(armed(), 1, 'one timer for the uses of an interval')
+    t.mock.timers.tick(1000)
+    await settle()
+    assert.deepEqual(store.uses, [
+      new Map([
+        ['a', T0],
+        ['b', T0],
+      ]),
+    ])
+    t.mock.timers.tick(10_000)
+    await settle()
+    assert.equal(armed(), 1, 'nothing left to write: not armed again')
+    recorder.record('c', T0)
+    t.mock.timers.tick(1000)
+    await settle()
+    assert.equal(store.uses.length, 2)
+    await recorder.close()
+  })
+
+  it('an audit writer re-arms after a failed flush and for events written while one runs', async (t) => {
+    const armed = armedTimers(t)
+    const store = recordingStore()
+    let release = () => {}
+    let holding = false
+    const slow = {
+      async appendAudit(events: readonly StoredAuditEvent[]) {
+        if (holding) await new Promise<void>((resolve) => (release = resolve))
+        await store.appendAudit(events)
+      },
+    }
+    const writer = createAuditWriter(slow, { flushIntervalMs: 200 })
+    assert.equal(armed(), 0, 'nothing written: no timer')
+    writer.write(input(0))
+    store.state.failNext = 1
+    t.mock.timers.tick(200)
+    await settle()
+    assert.equal(writer.stats().queued, 1, 'the failed event is kept')
+    t.mock.timers.tick(200)
+    await settle()
+    assert.equal(store.audits.flat().length, 1, 'retried by the timer, with no new write')
+
+    holding = true
+    writer.write(input(1))
+    t.mock.timers.tick(200)
+    await settle()
+    writer.write(input(2)) // while the flush of input(1) waits on the store
+    holding = false
+    t.mock.timers.tick(200) // that flush still runs: looked at again one interval later
+    await settle()
+    release()
+    await settle()
+    t.mock.timers.tick(200)
+    await settle()
+    assert.deepEqual(
+      store.audits.flat().map((event) => event.requestId),
+      ['req-0', 'req-1', 'req-2'],
+    )
+    const after = armed()
+    t.mock.timers.tick(10_000)
+    await settle()
+    assert.equal(armed(), after, 'all written: not armed again')
+    await writer.close()
   })
 })
