@@ -46,18 +46,36 @@ const SIGN_IN_COOKIE = '__Host-tokengate-sso'
 /** A header name as a CGI/WSGI/Rack upstream reads it. */
 const effective = (name: string) => name.toLowerCase().replaceAll('_', '-')
 
-const PROXIES = {
+const PROXIES: Record<
+  string,
+  {
+    readonly binary: 'nginx' | 'nginx-lua' | 'caddy'
+    readonly start: (ports: { decision: number; upstream: number }) => Promise<ProxyProcess>
+    /** The decision.proxy tokengate is told of, when not the row's name. */
+    readonly decides?: string
+  }
+> = {
   nginx: { binary: 'nginx', start: startNginx },
   caddy: { binary: 'caddy', start: startCaddy },
   'ingress-nginx': { binary: 'nginx', start: startIngressNginx },
-} as const
+  // examples/forward-auth/nginx-lua.conf: the same defences with decisions kept in Lua.
+  'nginx (Lua cache)': {
+    binary: 'nginx-lua',
+    start: (ports) => startNginx(ports, { lua: true }),
+    decides: 'nginx',
+  },
+}
 
-for (const [proxy, { binary, start }] of Object.entries(PROXIES)) {
+for (const [proxy, { binary, start, decides }] of Object.entries(PROXIES)) {
   describe(`red team through ${proxy}`, { skip: skipReason(binary) }, () => {
     let stack: Stack
     let front: ProxyProcess
     before(async () => {
-      stack = await startStack({ proxy, corsOrigins: APP_ORIGIN, identityToken: true })
+      stack = await startStack({
+        proxy: decides ?? proxy,
+        corsOrigins: APP_ORIGIN,
+        identityToken: true,
+      })
       front = await start({ decision: stack.decisionPort, upstream: stack.upstream.port })
     })
     after(async () => {

@@ -226,18 +226,23 @@ export interface ProxyProcess {
  */
 export async function startNginx(
   ports: { decision: number; upstream: number },
-  options: { readonly decisionCache?: boolean; readonly decisionSocket?: string } = {},
+  options: {
+    readonly decisionCache?: boolean
+    readonly decisionSocket?: string
+    /** examples/forward-auth/nginx-lua.conf (allows kept in a Lua shared dict) instead. */
+    readonly lua?: boolean
+    /** Rewrites the example's config last (a test's debug location, a deliberately wrong config). */
+    readonly edit?: (config: string) => string
+  } = {},
 ): Promise<ProxyProcess> {
   const proxy = await freePort()
-  const example = exampleConfig('nginx.conf', { proxy, ...ports })
+  const example = exampleConfig(options.lua ? 'nginx-lua.conf' : 'nginx.conf', { proxy, ...ports })
   const config =
     options.decisionSocket === undefined
       ? example
       : withDecisionSocket(example, ports.decision, options.decisionSocket)
-  return runNginx(
-    options.decisionCache ? withDecisionCache(config, '{{dir}}/cache') : config,
-    proxy,
-  )
+  const cached = options.decisionCache ? withDecisionCache(config, '{{dir}}/cache') : config
+  return runNginx(options.edit ? options.edit(cached) : cached, proxy)
 }
 
 /**
@@ -252,6 +257,13 @@ export function withDecisionSocket(config: string, decisionPort: number, path: s
 
 /** Debian's libnginx-mod-http-perl, which the example's decision cache needs (perl_set). */
 export const NGINX_PERL_MODULE = '/usr/lib/nginx/modules/ngx_http_perl_module.so'
+
+/**
+ * Debian's libnginx-mod-http-lua, which examples/forward-auth/nginx-lua.conf needs, and the
+ * NDK module it is built against (loaded first).
+ */
+export const NGINX_LUA_MODULE = '/usr/lib/nginx/modules/ngx_http_lua_module.so'
+export const NGINX_NDK_MODULE = '/usr/lib/nginx/modules/ndk_http_module.so'
 
 /** The nginx example with its decision cache turned on (its `#cache ` lines), kept in `dir`. */
 export function withDecisionCache(config: string, dir: string): string {
@@ -279,7 +291,10 @@ export async function runNginx(server: string, port: number): Promise<ProxyProce
   writeFileSync(join(dir, 'tokengate.conf'), server.replaceAll('{{dir}}', dir))
   writeFileSync(
     join(dir, 'nginx.conf'),
-    nginxMainConfig(dir, { perl: /\bperl_set\b/.test(server) }),
+    nginxMainConfig(dir, {
+      perl: /\bperl_set\b/.test(server),
+      lua: /\b\w+_by_lua_block\b/.test(server),
+    }),
   )
   const child = spawn(
     binaryPath('nginx') as string,
@@ -302,9 +317,15 @@ export function nginxMainConfig(
     readonly extraHttp?: string
     /** Loads Debian's perl module (the decision cache's credential digest). */
     readonly perl?: boolean
+    /** Loads Debian's Lua module and its NDK module (examples/forward-auth/nginx-lua.conf). */
+    readonly lua?: boolean
   } = {},
 ): string {
-  return `${options.perl ? `load_module ${NGINX_PERL_MODULE};\n` : ''}daemon off;
+  const modules = [
+    ...(options.perl ? [NGINX_PERL_MODULE] : []),
+    ...(options.lua ? [NGINX_NDK_MODULE, NGINX_LUA_MODULE] : []),
+  ]
+  return `${modules.map((path) => `load_module ${path};\n`).join('')}daemon off;
 master_process off;
 worker_processes 1;
 pid ${join(dir, 'nginx.pid')};

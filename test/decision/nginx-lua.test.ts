@@ -1,0 +1,467 @@
+/**
+ * examples/forward-auth/nginx-lua.conf through the real nginx and Debian's Lua module: allows
+ * are answered from the Lua shared dict (tokengate decides fewer requests than nginx serves),
+ * the dict's keys and entries hold a digest of the credential and never the credential (read
+ * back through a location only this test's config has), method, path and tenant header stay
+ * part of the key, the upstream gets only the X-Tenant-Id the entry was decided for, a PAT
+ * revoked and a JWT revocation rule made by the CLI are refused by nginx within 1 s of their
+ * commit while a client keeps calling, an answer carrying an identity token is never kept,
+ * and every refusal reaches the client byte for byte as through the shipped nginx.conf.
+ */
+import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import { connect } from 'node:net'
+import { after, before, describe, test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { promisify } from 'node:util'
+import { decodeJwt } from 'jose'
+import { hashPat } from '../../src/core/pat.ts'
+import { openStore } from '../../src/stores/open-store.ts'
+import { PROTECTED_PATH } from '../adapters/spec-table.ts'
+import { rawRequest } from '../gateway/raw-request.ts'
+import { TEST_ISSUER, TEST_SUBJECT, TEST_TENANT } from '../helpers/jwt.ts'
+import { skipReason } from '../helpers/services.ts'
+import {
+  freePort,
+  type ProxyProcess,
+  type Stack,
+  type StackOptions,
+  startNginx,
+  startStack,
+} from './harness.ts'
+import { lastChangeAt, REVOCATION_BOUND_MS, steadyCaller } from './steady-caller.ts'
+
+const BIN = new URL('../../bin/tokengate.js', import.meta.url).pathname
+type Header = readonly [string, string]
+
+/** A location only the test's config has: every key and entry of the shared dict. */
+const DUMP = `    location = /_test_dict {
+        content_by_lua_block {
+            local dict = ngx.shared.tokengate_decisions
+            for _, key in ipairs(dict:get_keys(0)) do
+                ngx.say(ngx.encode_base64(key), " ", ngx.encode_base64(dict:get(key) or ""))
+            end
+        }
+    }
+`
+
+/** The Lua example (with the dump location) in front of a new stack, for a suite's tests. */
+function luaNginx(options: StackOptions) {
+  const stack = { value: undefined as unknown as Stack }
+  const front = { value: undefined as unknown as ProxyProcess }
+  before(async () => {
+    stack.value = await startStack({ proxy: 'nginx', ...options })
+    const ports = { decision: stack.value.decisionPort, upstream: stack.value.upstream.port }
+    front.value = await startNginx(ports, { lua: true, edit: withDump })
+  })
+  after(async () => {
+    await front.value?.stop()
+    await stack.value?.close()
+  })
+  return { stack, front }
+}
+
+function withDump(config: string): string {
+  const at = config.indexOf('    location /api/v1 {')
+  assert.ok(at > 0, 'nginx-lua.conf has location /api/v1')
+  return `${config.slice(0, at)}${DUMP}${config.slice(at)}`
+}
+
+/** The dict's [key, entry] pairs, read through the test-only location. */
+async function dictEntries(front: ProxyProcess): Promise<[string, string][]> {
+  const text = (await rawRequest(front.url, '/_test_dict', [])).text
+  return text
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => {
+      const [key, value] = line.split(' ')
+      return [
+        Buffer.from(key ?? '', 'base64').toString(),
+        Buffer.from(value ?? '', 'base64').toString(),
+      ]
+    })
+}
+
+/** The base64 SHA-256 of an Authorization value, unpadded: the key's first field. */
+const digestOf = (authorization: string) =>
+  createHash('sha256').update(authorization).digest('base64').replace(/=+$/, '')
+
+describe('nginx Lua decision cache', { skip: skipReason('nginx-lua') }, () => {
+  const { stack, front } = luaNginx({ metrics: true })
+
+  const decisions = async () => {
+    const text = await (await fetch(stack.value.running.metricsUrl as string)).text()
+    return text
+      .split('\n')
+      .filter((line) => line.startsWith('tokengate_decisions_total{'))
+      .reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0)
+  }
+
+  test('allows are answered from the shared dict: tokengate decides fewer requests than nginx serves', async () => {
+    const token: Header = ['Authorization', `Bearer ${stack.value.tokens.pat}`]
+    const before = await decisions()
+    let served = 0
+    const until = Date.now() + 2_000
+    while (Date.now() < until) {
+      const response = await rawRequest(front.value.url, PROTECTED_PATH, [token])
+      assert.equal(response.status, 200, front.value.log())
+      // Every answer names a request, decided or kept.
+      assert.match(String(response.headers['x-request-id']), /^\S+$/)
+      served++
+      await sleep(10)
+    }
+    const decided = (await decisions()) - before
+    console.log(`served ${served} requests through nginx, tokengate decided ${decided}`)
+    assert.ok(decided < served / 4, `${decided} decisions for ${served} requests`)
+  })
+
+  test("the dict's keys and entries hold the credential's digest, never the credential", async () => {
+    const origin = new URL(front.value.url).host
+    const asked = [
+      [`Bearer ${stack.value.tokens.pat}`, PROTECTED_PATH],
+      [`Bearer ${stack.value.readerPat}`, '/api/v1/projects/1'],
+    ] as const
+    const expected = asked.map(
+      ([authorization, path]) => `${digestOf(authorization)}||http://${origin}|GET|${path}`,
+    )
+    // Asked until both are kept (tokengate lets none be kept early in a second).
+    let entries: [string, string][] = []
+    for (let i = 0; i < 100; i++) {
+      for (const [authorization, path] of asked) {
+        const response = await rawRequest(front.value.url, path, [['Authorization', authorization]])
+        assert.equal(response.status, 200)
+      }
+      entries = await dictEntries(front.value)
+      if (expected.every((key) => entries.some(([kept]) => kept === key))) break
+      await sleep(20)
+    }
+    const credentials = [...Object.values(stack.value.tokens), stack.value.readerPat]
+    for (const [key, entry] of entries) {
+      // The messages never quote a key or an entry: it would print the credential.
+      for (const credential of credentials) {
+        assert.ok(!key.includes(credential), 'a key holds a credential')
+        assert.ok(!entry.includes(credential), 'an entry holds a credential')
+      }
+      assert.ok(!key.includes('Bearer') && !entry.includes('Bearer'), 'an Authorization value')
+    }
+    for (const key of expected) {
+      assert.ok(
+        entries.some(([kept]) => kept === key),
+        `no key is the digest, tenant, origin, method, URI (${entries.length} keys)`,
+      )
+    }
+  })
+
+  test('method, path and tenant header are part of the key', async () => {
+    const reader: Header = ['Authorization', `Bearer ${stack.value.readerPat}`]
+    assert.equal((await rawRequest(front.value.url, '/api/v1/projects/1', [reader])).status, 200)
+    const deleted = await rawRequest(front.value.url, '/api/v1/projects/1', [reader], 'DELETE')
+    assert.equal(deleted.status, 403, 'the method is part of the key')
+    assert.equal((await rawRequest(front.value.url, '/api/v1/projects/2', [reader])).status, 200)
+    const tenant = await rawRequest(front.value.url, '/api/v1/projects/1', [
+      reader,
+      ['X-Tenant-Id', 'tenant-b'],
+    ])
+    assert.equal(tenant.status, 401, 'the tenant header is part of the key')
+  })
+
+  test('hostile headers on a kept decision: spoofed identity stripped, a second X-Tenant-Id never passed', async () => {
+    const jwt: Header = ['Authorization', `Bearer ${stack.value.tokens.jwt}`]
+    const spoofs: Header[] = [
+      ['X-Auth-Tenant', 'tenant-b'],
+      ['X-Auth-Subject', 'root'],
+      ['X-Auth-Permissions', 'admin:all'],
+      ['X-Auth-Token', 'forged'],
+      ['X-HTTP-Method-Override', 'DELETE'],
+      ['Cookie', 'theme=dark; __Host-tokengate-admin=s3cr3t'],
+    ]
+    // Decided by tokengate, a second X-Tenant-Id is refused (401); answered from the dict,
+    // nginx passes the first value only. Asked until one is answered from the dict.
+    let hits = 0
+    for (let i = 0; i < 100 && hits === 0; i++) {
+      assert.equal(
+        (await rawRequest(front.value.url, PROTECTED_PATH, [jwt, ['X-Tenant-Id', TEST_TENANT]]))
+          .status,
+        200,
+      )
+      const seenBefore = stack.value.upstream.seen.length
+      const hostile = await rawRequest(front.value.url, PROTECTED_PATH, [
+        jwt,
+        ['X-Tenant-Id', TEST_TENANT],
+        ['X-Tenant-Id', 'tenant-b'],
+        ...spoofs,
+      ])
+      if (hostile.status === 401) {
+        await sleep(20)
+        continue
+      }
+      assert.equal(hostile.status, 200)
+      const seen = stack.value.upstream.seen[seenBefore]
+      assert.ok(seen, 'the upstream got the request')
+      assert.equal(seen.headers['x-tenant-id'], TEST_TENANT)
+      assert.equal(seen.headers['x-auth-tenant'], TEST_TENANT)
+      assert.equal(seen.headers['x-auth-subject'], TEST_SUBJECT)
+      assert.notEqual(seen.headers['x-auth-permissions'], 'admin:all')
+      assert.equal(seen.headers['x-auth-token'], undefined)
+      assert.equal(seen.headers['x-http-method-override'], undefined)
+      assert.equal(seen.headers.authorization, undefined)
+      assert.equal(seen.headers.cookie, 'theme=dark')
+      hits++
+    }
+    assert.equal(hits, 1, 'never answered from the dict')
+  })
+
+  test('a second Authorization never rides on a kept decision', async () => {
+    const reader = `Bearer ${stack.value.readerPat}`
+    assert.equal(
+      (await rawRequest(front.value.url, '/api/v1/projects/1', [['Authorization', reader]])).status,
+      200,
+    )
+    const twice = await rawRequest(front.value.url, '/api/v1/projects/1', [
+      ['Authorization', reader],
+      ['Authorization', `Bearer ${stack.value.tokens.pat}`],
+    ])
+    assert.ok(twice.status >= 400, `answered ${twice.status}`)
+  })
+
+  test('a PAT revoked with the CLI is refused by nginx within 1 s of the commit', async () => {
+    const token: [string, string] = ['Authorization', `Bearer ${stack.value.tokens.pat}`]
+    const { dataDir } = stack.value
+    const store = await openStore({ dataDir })
+    const id = (await store.findPatByHash(hashPat(stack.value.tokens.pat)))?.id
+    await store.close()
+    assert.ok(id)
+    const decidedBefore = await decisions()
+    const { refusedAt, lastAllowedAt, served } = await steadyCaller(
+      () => front.value.url,
+      [token],
+      async () => {
+        const revoked = await promisify(execFile)(process.execPath, [
+          BIN,
+          'pat',
+          'revoke',
+          id,
+          '--data-dir',
+          dataDir,
+        ])
+        assert.match(revoked.stdout, /revoked/i)
+      },
+    )
+    const decided = (await decisions()) - decidedBefore
+    const at = lastChangeAt(dataDir, 'pat')
+    assert.ok(refusedAt !== undefined, 'nginx never refused the revoked PAT')
+    const lastAllowed = lastAllowedAt - at
+    console.log(
+      `revoked PAT: last allowed by nginx ${lastAllowed} ms, first refused ${refusedAt - at} ms after the commit (${served} requests, ${decided} decided)`,
+    )
+    assert.ok(decided < served / 2, 'the caller was answered from the dict')
+    assert.ok(lastAllowed <= REVOCATION_BOUND_MS, `allowed ${lastAllowed} ms after the commit`)
+  })
+
+  test('a JWT revocation rule made with the CLI is refused by nginx within 1 s of the commit', async () => {
+    const token: [string, string] = ['Authorization', `Bearer ${stack.value.tokens.jwt}`]
+    const { refusedAt, lastAllowedAt, served } = await steadyCaller(
+      () => front.value.url,
+      [token, ['X-Tenant-Id', TEST_TENANT]],
+      async () => {
+        // Exits 0 (execFile rejects otherwise).
+        await promisify(execFile)(process.execPath, [
+          BIN,
+          'jwt',
+          'revoke',
+          '--issuer',
+          TEST_ISSUER,
+          '--sub',
+          TEST_SUBJECT,
+          '--data-dir',
+          stack.value.dataDir,
+        ])
+      },
+    )
+    const at = lastChangeAt(stack.value.dataDir, 'jwt_revocation')
+    assert.ok(refusedAt !== undefined, 'nginx never refused the revoked JWT')
+    const lastAllowed = lastAllowedAt - at
+    console.log(
+      `JWT rule: last allowed by nginx ${lastAllowed} ms, first refused ${refusedAt - at} ms after the commit (${served} requests)`,
+    )
+    assert.ok(lastAllowed <= REVOCATION_BOUND_MS, `allowed ${lastAllowed} ms after the commit`)
+  })
+})
+
+describe('nginx Lua decision cache with identity tokens', { skip: skipReason('nginx-lua') }, () => {
+  const { stack, front } = luaNginx({ identityToken: true })
+
+  test('an answer carrying an identity token is never kept: each request gets its own jti', async () => {
+    const jtis = new Set<unknown>()
+    for (let i = 0; i < 3; i++) {
+      const seenBefore = stack.value.upstream.seen.length
+      const response = await rawRequest(front.value.url, PROTECTED_PATH, [
+        ['Authorization', `Bearer ${stack.value.tokens.pat}`],
+      ])
+      assert.equal(response.status, 200)
+      jtis.add(
+        decodeJwt(String(stack.value.upstream.seen[seenBefore]?.headers['x-auth-token'])).jti,
+      )
+    }
+    assert.equal(jtis.size, 3)
+    assert.deepEqual(await dictEntries(front.value), [], 'nothing was kept')
+  })
+})
+
+/**
+ * One request on its own connection; the response exactly as nginx wrote it, with what
+ * differs per request (Date, the request id wherever it appears, RateLimit's remaining count)
+ * replaced by placeholders.
+ */
+async function rawAnswer(url: string, method: string, path: string, headers: readonly Header[]) {
+  const { port } = new URL(url)
+  const head = [
+    `${method} ${path} HTTP/1.1`,
+    `Host: 127.0.0.1`,
+    'Connection: close',
+    ...headers.map(([name, value]) => `${name}: ${value}`),
+  ].join('\r\n')
+  const bytes = await new Promise<string>((resolve, reject) => {
+    const socket = connect(Number(port), '127.0.0.1')
+    const chunks: Buffer[] = []
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk))
+    socket.on('end', () => resolve(Buffer.concat(chunks).toString('latin1')))
+    socket.on('error', reject)
+    socket.write(`${head}\r\n\r\n`)
+  })
+  const id = /\r\nX-Request-Id: ([^\r]*)\r\n/i.exec(bytes)?.[1]
+  const normal = (id ? bytes.replaceAll(id, '<id>') : bytes)
+    .replace(/\r\nDate: [^\r]*/, '\r\nDate: <date>')
+    .replace(/;r=\d+;/g, ';r=<n>;')
+  // Content-Length follows the body, whose request id may differ in length.
+  return normal.replace(/\r\nContent-Length: \d+/i, '\r\nContent-Length: <n>')
+}
+
+describe('nginx Lua decision cache: refusals as nginx.conf gives them', {
+  skip: skipReason('nginx-lua'),
+}, () => {
+  let stack: Stack
+  let shipped: ProxyProcess
+  let lua: ProxyProcess
+  before(async () => {
+    stack = await startStack({ proxy: 'nginx' })
+    const ports = { decision: stack.decisionPort, upstream: stack.upstream.port }
+    shipped = await startNginx(ports)
+    lua = await startNginx(ports, { lua: true })
+  })
+  after(async () => {
+    await lua?.stop()
+    await shipped?.stop()
+    await stack?.close()
+  })
+
+  const cases = (): [string, string, string, Header[]][] => [
+    ['no credential', 'GET', PROTECTED_PATH, []],
+    ['a garbage token', 'GET', PROTECTED_PATH, [['Authorization', 'Bearer nope']]],
+    [
+      'a JWT of an unknown issuer',
+      'GET',
+      PROTECTED_PATH,
+      [['Authorization', `Bearer ${stack.unreachableIssuerJwt}`]],
+    ],
+    [
+      'a permission the token lacks',
+      'DELETE',
+      '/api/v1/projects/1',
+      [['Authorization', `Bearer ${stack.readerPat}`]],
+    ],
+    [
+      'a deny rule',
+      'DELETE',
+      '/api/v1/internal/secret',
+      [['Authorization', `Bearer ${stack.tokens.pat}`]],
+    ],
+    [
+      'another tenant header',
+      'GET',
+      '/api/v1/projects/1',
+      [
+        ['Authorization', `Bearer ${stack.readerPat}`],
+        ['X-Tenant-Id', 'tenant-b'],
+      ],
+    ],
+    [
+      'two X-Tenant-Id',
+      'GET',
+      PROTECTED_PATH,
+      [
+        ['Authorization', `Bearer ${stack.tokens.jwt}`],
+        ['X-Tenant-Id', TEST_TENANT],
+        ['X-Tenant-Id', 'tenant-b'],
+      ],
+    ],
+    [
+      'two Authorization',
+      'GET',
+      PROTECTED_PATH,
+      [
+        ['Authorization', `Bearer ${stack.tokens.pat}`],
+        ['Authorization', 'Bearer nope'],
+      ],
+    ],
+  ]
+
+  test('every refusal is byte-identical to the shipped nginx.conf (status, headers, body)', async () => {
+    for (const [name, method, path, headers] of cases()) {
+      const expected = await rawAnswer(shipped.url, method, path, headers)
+      assert.match(expected, /^HTTP\/1\.1 [45]\d\d /, `${name}: nginx.conf refused it`)
+      const got = await rawAnswer(lua.url, method, path, headers)
+      assert.equal(got, expected, name)
+    }
+  })
+
+  test('tokengate unreachable: refused as nginx.conf refuses it (fail closed, 503)', async () => {
+    const dead = await freePort()
+    const ports = { decision: dead, upstream: stack.upstream.port }
+    const [deadShipped, deadLua] = [await startNginx(ports), await startNginx(ports, { lua: true })]
+    try {
+      const token: Header[] = [['Authorization', `Bearer ${stack.tokens.pat}`]]
+      const expected = await rawAnswer(deadShipped.url, 'GET', PROTECTED_PATH, token)
+      assert.match(expected, /^HTTP\/1\.1 503 /)
+      const got = await rawAnswer(deadLua.url, 'GET', PROTECTED_PATH, token)
+      // The body names nginx's own request id, different per nginx.
+      const id = (text: string) => text.replace(/"requestId":"[0-9a-f]{32}"/, '"requestId":"<id>"')
+      assert.equal(id(got), id(expected))
+    } finally {
+      await deadLua.stop()
+      await deadShipped.stop()
+    }
+  })
+})
+
+describe('nginx-lua.conf and nginx.conf', () => {
+  const examples = new URL('../../examples/forward-auth/', import.meta.url)
+  const read = (file: string) => readFileSync(new URL(file, examples), 'utf8')
+  /** From the first line starting with `from` up to the one starting with `to` (or the end). */
+  const part = (text: string, from: string, to?: string) => {
+    const start = text.indexOf(from)
+    assert.ok(start >= 0, `no ${from}`)
+    return to === undefined ? text.slice(start) : text.slice(start, text.indexOf(to, start))
+  }
+
+  test('share the upstreams, the maps, the decision location and the refusal locations word for word', () => {
+    const [shipped, lua] = [read('nginx.conf'), read('nginx-lua.conf')]
+    const pairs: [string, string | undefined][] = [
+      ['upstream tokengate_decision {', '# Certificate-bound tokens'],
+      ['# Certificate-bound tokens', '# Decision cache (optional'],
+      ['    location @tokengate_preflight {', undefined],
+      [
+        '        proxy_http_version 1.1;\n        proxy_set_header Connection "";\n        proxy_set_header Host',
+        '        # Method-override',
+      ],
+    ]
+    for (const [from, to] of pairs) {
+      const end = to === '# Decision cache (optional' ? '# Allows only' : to
+      assert.equal(part(lua, from, end).trimEnd(), part(shipped, from, to).trimEnd(), from)
+    }
+    const askShipped = part(shipped, '    location = /_tokengate {', '        # Decision cache:')
+    assert.ok(part(lua, '    location = /_tokengate {').startsWith(askShipped), '/_tokengate')
+  })
+})
