@@ -162,7 +162,7 @@ export function createGate(deps: GateDeps): Gate {
     )
     // A closure only when the kind has to wait (a store lookup, a remote key).
     return isPromiseLike(result)
-      ? Promise.resolve(result).then((settled) => authenticated(run, settled, started))
+      ? authenticatedLater(run, result, started)
       : authenticated(run, result, started)
   }
 
@@ -179,19 +179,21 @@ export function createGate(deps: GateDeps): Gate {
     if (verdict.state) run.headers = rateLimitHeaders(verdict.state)
     return undefined
   }
+  const limitedLater = (run: Run, pending: PromiseLike<LimitVerdict>): StepResult =>
+    Promise.resolve(pending).then((settled) => limited(run, settled))
   const counted = (run: Run, own: RateLimitOverride | null | undefined): StepResult => {
     const verdict = (limiter as Limiter).limit(run.principal as Principal, run.credentialKey, own)
-    return isPromiseLike(verdict)
-      ? Promise.resolve(verdict).then((settled) => limited(run, settled))
-      : limited(run, verdict)
+    return isPromiseLike(verdict) ? limitedLater(run, verdict) : limited(run, verdict)
   }
+  const countedLater = (
+    run: Run,
+    pending: PromiseLike<RateLimitOverride | null | undefined>,
+  ): StepResult => Promise.resolve(pending).then((settled) => counted(run, settled))
   const limit: Step = (run) => {
     if (!limits) return undefined
     if (!tenantLimit) return counted(run, undefined)
     const own = tenantLimit((run.principal as Principal).tenantId)
-    return isPromiseLike(own)
-      ? Promise.resolve(own).then((settled) => counted(run, settled))
-      : counted(run, own)
+    return isPromiseLike(own) ? countedLater(run, own) : counted(run, own)
   }
 
   // Before the rate limit, so that a spent quota's refusals take no rate slot and keep
@@ -245,11 +247,7 @@ export function createGate(deps: GateDeps): Gate {
   const runFrom = (run: Run, index: number): MaybePromise<Outcome> => {
     for (let i = index; i < steps.length; i++) {
       const result = (steps[i] as Step)(run)
-      if (isPromiseLike(result)) {
-        return Promise.resolve(result).then((failure) =>
-          failure ? refuseRun(run, failure) : runFrom(run, i + 1),
-        )
-      }
+      if (isPromiseLike(result)) return resumeFrom(run, result, i + 1)
       if (result) return refuseRun(run, result)
     }
     const allowed: Allowed = {
@@ -261,6 +259,18 @@ export function createGate(deps: GateDeps): Gate {
     recorder?.recordOutcome(run.request, allowed, run)
     return allowed
   }
+
+  // Every continuation after a wait is made in a function of its own, here and in the steps:
+  // a closure in the function that may wait makes V8 allocate a context for what it captures
+  // on every call (per step, for runFrom's loop index), waiting or not.
+  const resumeFrom = (
+    run: Run,
+    pending: PromiseLike<AuthFailure | undefined>,
+    next: number,
+  ): Promise<Outcome> =>
+    Promise.resolve(pending).then((failure) =>
+      failure ? refuseRun(run, failure) : runFrom(run, next),
+    )
 
   /** A 401 counts against the address first (its RateLimit pair goes on the answer). */
   const refuseRun = (run: Run, failure: AuthFailure): MaybePromise<Refused> => {
@@ -381,6 +391,14 @@ function refusal(
     headers: headers === NO_HEADERS ? own : { ...own, ...headers },
     body: response.body,
   }
+}
+
+function authenticatedLater(
+  run: Run,
+  pending: PromiseLike<AuthResult>,
+  started: bigint | undefined,
+): Promise<AuthFailure | undefined> {
+  return Promise.resolve(pending).then((settled) => authenticated(run, settled, started))
 }
 
 /** Notes what authentication found on the run: the failure to answer, or undefined. */

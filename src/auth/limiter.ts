@@ -261,11 +261,31 @@ export function createLimiter(
     const key = tenantLimit ? `${principal.tenantId}@${tenantLimit.windowSec}` : principal.tenantId
     const tenant = tenantPolicy.check(key, true, at)
     return isPromiseLike(tenant)
-      ? Promise.resolve(tenant).then((settled) =>
-          afterTenant(tokenPolicy, token, tenantPolicy, settled),
-        )
+      ? afterTenantLater(tokenPolicy, token, tenantPolicy, tenant)
       : afterTenant(tokenPolicy, token, tenantPolicy, tenant)
   }
+  // The continuations after a Redis round trip in functions of their own: a closure in
+  // `afterToken` or `limit` would make V8 allocate a context for what it captures on every
+  // call, in-process counts included.
+  const afterTenantLater = (
+    tokenPolicy: Policy | undefined,
+    token: CounterResult | undefined,
+    tenantPolicy: Policy,
+    pending: PromiseLike<CounterResult>,
+  ): Promise<LimitVerdict> =>
+    Promise.resolve(pending).then((settled) =>
+      afterTenant(tokenPolicy, token, tenantPolicy, settled),
+    )
+  const afterTokenLater = (
+    tokenPolicy: Policy,
+    pending: PromiseLike<CounterResult>,
+    principal: Principal,
+    tenantLimit: RateLimitOverride | null | undefined,
+    at: number,
+  ): Promise<LimitVerdict> =>
+    Promise.resolve(pending).then((settled) =>
+      afterToken(tokenPolicy, settled, principal, tenantLimit, at),
+    )
   const limit = (
     principal: Principal,
     digest: string | undefined,
@@ -279,9 +299,7 @@ export function createLimiter(
     const key = keyLimit ? `${tokenKey(principal)}@${keyLimit.windowSec}` : lastTokenKey(principal)
     const token = tokenPolicy.check(key, true, at)
     return isPromiseLike(token)
-      ? Promise.resolve(token).then((settled) =>
-          afterToken(tokenPolicy, settled, principal, tenantLimit, at),
-        )
+      ? afterTokenLater(tokenPolicy, token, principal, tenantLimit, at)
       : afterToken(tokenPolicy, token, principal, tenantLimit, at)
   }
 
