@@ -3,8 +3,16 @@
  * checkouts, in interleaved rounds: for before/after claims across commits. Each checkout
  * runs with its own fixtures and code; the servers take turns on CPU 0, wrk stays on CPU 1.
  *
- * Run: `node bench/compare.ts <checkoutA> <checkoutB> [--duration 4] [--repeats 3] [--gateway]`
- * (e.g. `git worktree add /tmp/before <commit>` and link its node_modules to this one's).
+ * Run: `node bench/compare.ts <checkoutA> <checkoutB> [--duration 4] [--repeats 3] [--gateway]
+ * [--flags-a '...'] [--flags-b '...']` (e.g. `git worktree add /tmp/before <commit>` and link its
+ * node_modules to this one's).
+ *
+ * `--flags-a` / `--flags-b`: Node flags added to that checkout's server after the production
+ * ones, e.g. `node bench/compare.ts . . --flags-b --no-maglev` for a V8 flag's cost on one tree.
+ *
+ * `--first N`: the cost of a start instead: each round starts both servers afresh (in turn,
+ * the order alternating) and reads each one's CPU (every thread: the JIT compiles on helper
+ * threads) from READY to its Nth answer of the first case, 16 requests in flight.
  *
  * `--gateway`: both servers in gateway mode, proxying a PAT request to one small upstream
  * (on CPU 1, beside wrk), with the bare undici proxy (`servers/undici-proxy.ts`, the floor
@@ -12,6 +20,7 @@
  * route in every round.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
+import { Agent, request as httpRequest } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { createInterface } from 'node:readline'
@@ -24,17 +33,28 @@ const option = (name: string, fallback: number) => {
   return at === -1 ? fallback : Number(args[at + 1])
 }
 const checkouts = args.filter(
-  (a, i) => !a.startsWith('--') && !/^--(duration|repeats)$/.test(args[i - 1] ?? ''),
+  (a, i) =>
+    !a.startsWith('--') && !/^--(duration|repeats|flags-a|flags-b|first)$/.test(args[i - 1] ?? ''),
 )
 if (checkouts.length !== 2) {
   console.error(
-    'usage: node bench/compare.ts <checkoutA> <checkoutB> [--duration S] [--repeats N] [--gateway]',
+    'usage: node bench/compare.ts <checkoutA> <checkoutB> [--duration S] [--repeats N] [--gateway] [--flags-a F] [--flags-b F]',
   )
   process.exit(2)
 }
 const DURATION = option('duration', 4)
 const GATEWAY = args.includes('--gateway')
 const REPEATS = option('repeats', 3)
+const FIRST = option('first', 0)
+const flagsOf = (name: string) => {
+  const at = args.indexOf(`--${name}`)
+  return at === -1
+    ? []
+    : String(args[at + 1])
+        .split(' ')
+        .filter(Boolean)
+}
+const FLAGS = [flagsOf('flags-a'), flagsOf('flags-b')] as const
 const pinned = commandExists('taskset')
 
 interface Running {
@@ -72,17 +92,18 @@ async function startReady(
 const UPSTREAM_PORT = 20_000 + Math.floor(Math.random() * 10_000)
 const upstreamUrl = `http://127.0.0.1:${UPSTREAM_PORT}`
 
-async function start(checkout: string): Promise<Running> {
+async function start(checkout: string, flags: readonly string[]): Promise<Running> {
   const dir = resolve(checkout)
   const fixturesDir = join(tmpdir(), 'tokengate-compare', dir.replaceAll('/', '_'))
   // The checkout's own fixtures module makes (or reuses) its fixtures, in its own format.
   const fixturesModule = await import(join(dir, 'bench/fixtures.ts'))
   const fixtures = fixturesModule.loadFixtures(fixturesDir)
-  const argv = [...PRODUCTION_NODE_FLAGS, 'bench/servers/tokengate.ts', fixturesDir, '0']
+  const argv = [...PRODUCTION_NODE_FLAGS, ...flags, 'bench/servers/tokengate.ts', fixturesDir, '0']
   if (GATEWAY) argv.push(upstreamUrl)
   const { child, port } = await startReady(dir, 0, argv)
   return {
-    name: checkout,
+    // One tree twice (with other flags) must still give two rows.
+    name: flags.length > 0 ? `${checkout} ${flags.join(' ')}` : checkout,
     child,
     url: `http://127.0.0.1:${port}`,
     fixtures: {
@@ -125,7 +146,74 @@ const upstream = GATEWAY
       ])
     ).child
   : undefined
-const servers = [await start(checkouts[0] as string), await start(checkouts[1] as string)]
+/** `count` requests to `server`, `inFlight` at a time on kept-alive connections; the non-2xx. */
+async function sendCount(server: Running, count: number, inFlight = 16): Promise<number> {
+  const { path, headers } = (Object.values(cases)[0] as Case)(server.fixtures)
+  const { hostname, port } = new URL(server.url)
+  const agent = new Agent({ keepAlive: true, maxSockets: inFlight })
+  let sent = 0
+  let refused = 0
+  const one = () =>
+    new Promise<void>((done, fail) => {
+      const req = httpRequest({ host: hostname, port, path, headers, agent }, (res) => {
+        if ((res.statusCode ?? 0) >= 300) refused++
+        res.resume().once('end', done)
+      })
+      req.once('error', fail).end()
+    })
+  const lane = async () => {
+    while (sent < count) {
+      sent++
+      await one()
+    }
+  }
+  await Promise.all(Array.from({ length: inFlight }, lane))
+  agent.destroy()
+  return refused
+}
+
+if (FIRST > 0) {
+  const spent: [number[], number[]] = [[], []]
+  const names: string[] = []
+  try {
+    for (let round = 0; round < REPEATS; round++) {
+      for (const k of round % 2 === 0 ? [0, 1] : [1, 0]) {
+        const server = await start(checkouts[k] as string, FLAGS[k] as readonly string[])
+        names[k] = server.name
+        const before = cpuMicros(server.child.pid) ?? 0
+        const refused = await sendCount(server, FIRST)
+        const ms = ((cpuMicros(server.child.pid) ?? 0) - before) / 1000
+        server.child.kill('SIGTERM')
+        await new Promise((done) => server.child.once('exit', done))
+        if (refused > 0) throw new Error(`${server.name}: ${refused} of ${FIRST} not 2xx`)
+        spent[k as 0 | 1].push(ms)
+        console.error(
+          `round ${round + 1} ${server.name}: ${ms.toFixed(0)} ms CPU, ${FIRST} answers`,
+        )
+      }
+    }
+  } finally {
+    upstream?.kill('SIGTERM')
+  }
+  const mid = (values: number[]) =>
+    [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0
+  const ratios = spent[1].map((b, i) => b / (spent[0][i] ?? Number.NaN))
+  console.log(`| checkout | CPU ms from READY to answer ${FIRST} (median) | rounds |`)
+  console.log('|---|---:|---|')
+  for (const k of [0, 1] as const) {
+    const row = spent[k].map((v) => v.toFixed(0)).join(', ')
+    console.log(`| ${names[k]} | ${mid(spent[k]).toFixed(0)} | ${row} |`)
+  }
+  console.log(
+    `\nB / A per round: ${ratios.map((r) => r.toFixed(2)).join(', ')}; median ${mid(ratios).toFixed(2)}`,
+  )
+  process.exit(0)
+}
+
+const servers = [
+  await start(checkouts[0] as string, FLAGS[0]),
+  await start(checkouts[1] as string, FLAGS[1]),
+]
 if (GATEWAY) {
   const references = [
     ['bare undici proxy', []],
@@ -199,8 +287,8 @@ for (const [key, values] of results) {
 console.log('\n| case | B / A per round | median | rounds B below A |')
 console.log('|---|---|---:|---:|')
 for (const name of Object.keys(cases)) {
-  const a = results.get(`${name}\t${checkouts[0]}`) ?? []
-  const b = results.get(`${name}\t${checkouts[1]}`) ?? []
+  const a = results.get(`${name}\t${(servers[0] as Running).name}`) ?? []
+  const b = results.get(`${name}\t${(servers[1] as Running).name}`) ?? []
   const ratios = b.map((value, i) => value / (a[i] ?? Number.NaN))
   console.log(
     `| ${name} | ${ratios.map((r) => r.toFixed(2)).join(', ')} | ${median(ratios).toFixed(2)} | ` +
