@@ -7,7 +7,8 @@
  * collection then costs one pause of tens of ms at a moment when the event loop has little
  * to do (a request arriving meanwhile waits for it).
  *
- * Each `intervalMs` the event loop's utilization over the interval is read; when it was below
+ * Each `intervalMs` the event loop's utilization over the interval is read (every 8 intervals
+ * once 8 looks in a row found it idle with nothing to collect, until it is busy again); when it was below
  * `idleUtilization` and, since the last collection (or the start), the RSS has grown by
  * `minGrowthBytes` or the loop has been busy for `minBusyMs` in all, one collection runs. A
  * steadily busy process is never collected by this; a quiet one only after it grew or worked
@@ -53,18 +54,39 @@ export function startIdleCollector(options: IdleCollectorOptions): IdleCollector
   let baseline = rss()
   let busyMs = 0
   let collections = 0
-  const timer = setInterval(() => {
+  // Idle with nothing to collect for QUIET_LOOKS looks in a row: look every QUIET_FACTOR
+  // intervals instead, until the loop is busy again (an idle process woke twice a second for
+  // this alone, in each thread that runs one).
+  let quietLooks = 0
+  let everyMs = intervalMs
+  const look = () => {
     const share = utilization()
-    busyMs += share * intervalMs
-    if (share >= idleUtilization) return
-    if (rss() - baseline < minGrowthBytes && busyMs < minBusyMs) return
+    busyMs += share * everyMs
+    if (share >= idleUtilization) return pace(intervalMs)
+    if (rss() - baseline < minGrowthBytes && busyMs < minBusyMs) {
+      if (++quietLooks >= QUIET_LOOKS) pace(intervalMs * QUIET_FACTOR)
+      return
+    }
     collect()
     collections++
     baseline = rss()
     busyMs = 0
-  }, intervalMs)
-  // Never what keeps a process alive.
-  timer.unref()
+    pace(intervalMs)
+  }
+  const every = (ms: number) => {
+    const timer = setInterval(look, ms)
+    // Never what keeps a process alive.
+    timer.unref()
+    return timer
+  }
+  let timer = every(intervalMs)
+  const pace = (ms: number) => {
+    if (ms === intervalMs) quietLooks = 0
+    if (ms === everyMs) return
+    clearInterval(timer)
+    everyMs = ms
+    timer = every(ms)
+  }
   return {
     get collections() {
       return collections
@@ -72,6 +94,10 @@ export function startIdleCollector(options: IdleCollectorOptions): IdleCollector
     stop: () => clearInterval(timer),
   }
 }
+
+/** Quiet looks in a row before the collector looks less often, and how much less. */
+const QUIET_LOOKS = 8
+const QUIET_FACTOR = 8
 
 /** The event loop's utilization since the previous call (the first: since the start). */
 function loopUtilization(): () => number {

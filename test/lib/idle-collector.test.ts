@@ -72,6 +72,46 @@ describe('idle collector', () => {
     }
   })
 
+  test('idle with nothing to collect, it looks every 4 s instead of every 500 ms, until busy again', () => {
+    mock.timers.enable({ apis: ['setInterval'] })
+    try {
+      let rss = 100 * MB
+      let busy = 0.01
+      let looks = 0
+      const collect = mock.fn(() => {
+        rss = 100 * MB
+      })
+      const collector = startIdleCollector({
+        intervalMs: 500,
+        collect,
+        rss: () => rss,
+        utilization: () => {
+          looks++
+          return busy
+        },
+      })
+      mock.timers.tick(4000)
+      assert.equal(looks, 8, 'the first 8 looks every 500 ms')
+      mock.timers.tick(16_000)
+      assert.equal(looks, 12, 'then one every 4 s')
+      rss = 130 * MB
+      mock.timers.tick(4000)
+      assert.equal(collect.mock.callCount(), 1, 'a growth is still collected at the next look')
+      mock.timers.tick(500)
+      assert.equal(looks, 14, 'after a collection: every 500 ms again')
+      mock.timers.tick(8 * 500 + 16_000)
+      looks = 0
+      busy = 0.5
+      mock.timers.tick(4000)
+      assert.equal(looks, 1, 'busy is seen at the next slow look')
+      mock.timers.tick(2000)
+      assert.equal(looks, 5, 'busy: every 500 ms again')
+      collector.stop()
+    } finally {
+      mock.timers.reset()
+    }
+  })
+
   test('works without --expose-gc and exposes no global gc', () => {
     const script = `import { memoryReducingGc } from ${JSON.stringify(new URL('../../src/lib/idle-collector.ts', import.meta.url).href)}
       const collect = memoryReducingGc()
