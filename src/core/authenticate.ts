@@ -104,8 +104,7 @@ export function authenticateWith(kinds: readonly Authenticator[]): AuthenticateM
         request: input,
       }
       const result = kind.authenticate(credential, context)
-      if (isPromiseLike(result))
-        return Promise.resolve(result).then((r) => named(r, kind, credential))
+      if (isPromiseLike(result)) return namedLater(result, kind, credential)
       return named(result, kind, credential)
     }
     if (!parsed.ok) return parsed
@@ -114,6 +113,16 @@ export function authenticateWith(kinds: readonly Authenticator[]): AuthenticateM
       failure: { code: 'invalid_token', reason: 'malformed', detail: 'Unknown credential kind.' },
     }
   }
+}
+
+// Not a closure in the loop above: V8 would allocate a context for `kind` and `credential`
+// per kind tried on every request, waiting or not.
+function namedLater(
+  pending: PromiseLike<AuthResult>,
+  kind: Authenticator,
+  credential: string,
+): Promise<AuthResult> {
+  return Promise.resolve(pending).then((result) => named(result, kind, credential))
 }
 
 function named(result: AuthResult, kind: Authenticator, credential: string): AuthResult {
