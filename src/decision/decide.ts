@@ -96,45 +96,52 @@ export function createDecider(options: DeciderOptions): Decider {
   return (asked) => {
     const { kind, requestLine, rawHeaders, requestId, pathPrefix } = asked
     const stated = readForwardedRequest(rawHeaders, requestLine, { kind, pathPrefix })
-    const method = stated.ok ? stated.method : requestLine.method
-    const target = stated.ok ? stated.url : requestLine.url
-    const decided = (answer: MaybePromise<Answer>): Decided => ({ method, target, answer })
-    const refuse = (code: 'validation_failed' | 'not_found', detail: string): Decided =>
-      decided({
-        type: 'refuse',
-        outcome: undefined,
-        response: problemResponse(code, detail, requestId),
-      })
-    if (!stated.ok) return refuse('validation_failed', stated.reason)
-    if (!KNOWN_METHODS.has(stated.method)) {
-      return refuse('validation_failed', 'the original method is not supported')
+    if (!stated.ok) {
+      return refused(
+        requestLine.method,
+        requestLine.url,
+        'validation_failed',
+        stated.reason,
+        requestId,
+      )
+    }
+    const { method, url: target } = stated
+    if (!KNOWN_METHODS.has(method)) {
+      return refused(method, target, 'validation_failed', UNKNOWN_METHOD, requestId)
     }
     const rules = kind === undefined ? undefined : PROXY_RULES[kind]
 
     // A CORS preflight carries no credentials (Fetch standard): answered, never checked, when
     // the answer reaches the client and cannot be taken for "allowed" (proxy-kinds.ts).
-    const origin = first(rawHeaders, 'origin')
     if (
       (rules === undefined || rules.answersPreflight) &&
       requestLine.method === 'OPTIONS' &&
-      isPreflight(stated.method, origin, first(rawHeaders, ACRM))
+      method === 'OPTIONS'
     ) {
-      return decided({ type: 'preflight', headers: preflightHeaders(origin, cors) })
+      const origin = first(rawHeaders, 'origin')
+      if (isPreflight(method, origin, first(rawHeaders, ACRM))) {
+        const answer: Answer = { type: 'preflight', headers: preflightHeaders(origin, cors) }
+        return { method, target, answer }
+      }
     }
-    const path = pathOf(stated.url)
+    const path = pathOf(target)
     if (!path.startsWith(PREFIX) && path !== API_PREFIX) {
-      return refuse('not_found', 'No such endpoint.')
+      return refused(method, target, 'not_found', 'No such endpoint.', requestId)
     }
     const shape = rules === undefined ? NO_CHANGES : headerShape(rawHeaders, rules)
-    if ('refusal' in shape) return refuse('validation_failed', shape.refusal)
+    if ('refusal' in shape) {
+      return refused(method, target, 'validation_failed', shape.refusal, requestId)
+    }
     const forwarded = readForwardedCertificate(kind, rawHeaders, asked.sourceCertificate)
-    if (!forwarded.ok) return refuse('validation_failed', forwarded.reason)
+    if (!forwarded.ok) {
+      return refused(method, target, 'validation_failed', forwarded.reason, requestId)
+    }
     const peerCertificate: PeerCertificate | undefined = forwarded.certificate
 
     const { authorization, tenantIds } = readAuthHeaders(rawHeaders)
     const request: GateRequest = {
-      method: stated.method,
-      target: stated.url,
+      method,
+      target,
       authorization,
       tenantIds,
       clientAddress: asked.clientAddress,
@@ -147,24 +154,53 @@ export function createDecider(options: DeciderOptions): Decider {
         audience: stated.origin ?? (asked.host ? `http://${asked.host}` : undefined),
       },
     }
-    const answer = (outcome: Outcome): Answer => {
-      if (!outcome.allowed) return { type: 'refuse', outcome, response: outcome }
-      const identity = outcome.identity ?? {}
-      return {
-        type: 'allow',
-        outcome,
-        upstream: shape.cookie === undefined ? identity : { ...identity, cookie: shape.cookie },
-        // A client's copy of a header the answer sets is replaced, not removed.
-        remove: shape.remove.filter((name) => identity[name] === undefined),
-        client: outcome.headers,
-        ...(peerCertificate === undefined ? {} : { withCertificate: true }),
-      }
-    }
     const checked = gate.check(request)
-    return decided(isPromiseLike(checked) ? Promise.resolve(checked).then(answer) : answer(checked))
+    const answer = isPromiseLike(checked)
+      ? Promise.resolve(checked).then((outcome) => answerFor(outcome, shape, peerCertificate))
+      : answerFor(checked, shape, peerCertificate)
+    return { method, target, answer }
   }
 }
 
+/** A request refused before the gate, with its problem body. */
+function refused(
+  method: string,
+  target: string,
+  code: 'validation_failed' | 'not_found',
+  detail: string,
+  requestId: string,
+): Decided {
+  const answer: Answer = {
+    type: 'refuse',
+    outcome: undefined,
+    response: problemResponse(code, detail, requestId),
+  }
+  return { method, target, answer }
+}
+
+/** The gate's outcome as an answer, with what the proxy must change on the upstream request. */
+function answerFor(
+  outcome: Outcome,
+  shape: HeaderShape,
+  peerCertificate: PeerCertificate | undefined,
+): Answer {
+  if (!outcome.allowed) return { type: 'refuse', outcome, response: outcome }
+  const identity = outcome.identity ?? {}
+  return {
+    type: 'allow',
+    outcome,
+    upstream: shape.cookie === undefined ? identity : { ...identity, cookie: shape.cookie },
+    // A client's copy of a header the answer sets is replaced, not removed.
+    remove:
+      shape.remove.length === 0
+        ? shape.remove
+        : shape.remove.filter((n) => identity[n] === undefined),
+    client: outcome.headers,
+    ...(peerCertificate === undefined ? {} : { withCertificate: true }),
+  }
+}
+
+const UNKNOWN_METHOD = 'the original method is not supported'
 const ACRM = 'access-control-request-method'
 
 interface HeaderShape {

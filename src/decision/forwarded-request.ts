@@ -49,22 +49,21 @@ export function readForwardedRequest(
     }
     const origin =
       options.kind === 'envoy'
-        ? originOf(headerValues(rawHeaders, 'x-forwarded-proto'), headerValues(rawHeaders, 'host'))
+        ? originOf(soleValue(rawHeaders, 'x-forwarded-proto'), soleValue(rawHeaders, 'host'))
         : undefined
     return checked(method, url.slice(prefix.length) || '/', origin)
   }
-  const uris = headerValues(rawHeaders, family.uri)
-  const methods = headerValues(rawHeaders, family.method)
-  if (uris.length !== 1 || methods.length !== 1) {
+  const uri = soleValue(rawHeaders, family.uri)
+  const method = soleValue(rawHeaders, family.method)
+  if (uri === undefined || method === undefined) {
     return { ok: false, reason: `send exactly one ${family.uri} and one ${family.method} header` }
   }
-  const uri = uris[0] as string
   if (!family.absolute) {
     const origin = originOf(
-      headerValues(rawHeaders, 'x-forwarded-proto'),
-      headerValues(rawHeaders, 'x-forwarded-host'),
+      soleValue(rawHeaders, 'x-forwarded-proto'),
+      soleValue(rawHeaders, 'x-forwarded-host'),
     )
-    return checked(methods[0] as string, uri, origin)
+    return checked(method, uri, origin)
   }
   // `https://host/path?q` → `/path?q`, without URL parsing: a parser would resolve `..` and
   // re-encode characters, hiding from the policy the spelling the upstream will receive.
@@ -73,8 +72,8 @@ export function readForwardedRequest(
   if (!match || !path.startsWith('/')) {
     return { ok: false, reason: `${family.uri} is not an absolute http(s) URL` }
   }
-  const origin = originOf([match[1] as string], [match[2] as string])
-  return checked(methods[0] as string, path, origin)
+  const origin = originOf(match[1], match[2])
+  return checked(method, path, origin)
 }
 
 function checked(method: string, url: string, origin: string | undefined): ForwardedRequest {
@@ -85,11 +84,9 @@ function checked(method: string, url: string, origin: string | undefined): Forwa
   return { ok: true, method: method.toUpperCase(), url, origin }
 }
 
-/** `scheme://host` from one proto and one host value each, when both are plausible. */
-function originOf(protos: readonly string[], hosts: readonly string[]): string | undefined {
-  const [proto] = protos
-  const [host] = hosts
-  if (protos.length !== 1 || hosts.length !== 1 || !proto || !host) return undefined
+/** `scheme://host` from one proto and one host value (each sent once), when both are plausible. */
+function originOf(proto: string | undefined, host: string | undefined): string | undefined {
+  if (!proto || !host) return undefined
   if (!PROTO.test(proto) || !HOST.test(host)) return undefined
   return `${proto.toLowerCase()}://${host.toLowerCase()}`
 }
@@ -105,6 +102,22 @@ export function headerValues(rawHeaders: readonly string[], name: string): strin
     }
   }
   return values
+}
+
+/**
+ * The value of a header sent exactly once; undefined when it is absent or repeated. No array
+ * per lookup: the decision path asks for four such headers per request.
+ */
+export function soleValue(rawHeaders: readonly string[], name: string): string | undefined {
+  let value: string | undefined
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const raw = rawHeaders[i] as string
+    if (raw.length === name.length && raw.toLowerCase() === name) {
+      if (value !== undefined) return undefined
+      value = rawHeaders[i + 1] as string
+    }
+  }
+  return value
 }
 
 /**

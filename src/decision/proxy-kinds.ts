@@ -188,14 +188,27 @@ export function createProxyMatcher(decision: {
       }
     }
   }
+  // The last address asked and its answer: each decision asks about its X-Forwarded-For hop,
+  // usually the address the previous one asked about (BlockList.check builds an address object).
+  let lastAddress: string | undefined
+  let lastKind: ProxyKind | undefined
   return (address) => {
     if (!address) return undefined
+    if (address === lastAddress) return lastKind
     // A dual-stack listener reports IPv4 peers as IPv4-mapped IPv6.
     const plain =
       address.startsWith('::ffff:') && isIPv4(address.slice(7)) ? address.slice(7) : address
     const type = isIPv4(plain) ? 'ipv4' : 'ipv6'
-    for (const entry of entries) if (entry.blocks.check(plain, type)) return entry.kind
-    return undefined
+    let kind: ProxyKind | undefined
+    for (const entry of entries) {
+      if (entry.blocks.check(plain, type)) {
+        kind = entry.kind
+        break
+      }
+    }
+    lastAddress = address
+    lastKind = kind
+    return kind
   }
 }
 

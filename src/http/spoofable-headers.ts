@@ -20,6 +20,8 @@ export const STEERING_HEADERS: readonly string[] = [
 ]
 
 const STEERING = new Set(STEERING_HEADERS)
+/** The lower-case third letters of the steering names and of the identity prefix. */
+const STEERING_THIRD = new Set([...STEERING_HEADERS, IDENTITY_PREFIX].map((n) => n.charCodeAt(2)))
 
 /**
  * Headers that name the client on a proxy's word (apps trust `X-Real-IP`); every
@@ -48,8 +50,13 @@ export function effectiveHeaderName(name: string): string {
  * setting lets a client send one.
  */
 export function isSteering(name: string): boolean {
-  // Every such name starts with X (asked once per header of every decision request).
+  // Every such name starts with X (asked once per header of every decision request), then
+  // `-` (or `_`), then one of a few letters: X-Forwarded-*, X-SSL-* and most others stop here.
   if ((name.charCodeAt(0) | 0x20) !== 0x78) return false
+  const second = name.charCodeAt(1)
+  if ((second !== 0x2d && second !== 0x5f) || !STEERING_THIRD.has(name.charCodeAt(2) | 0x20)) {
+    return false
+  }
   const effective = effectiveHeaderName(name)
   return effective.startsWith(IDENTITY_PREFIX) || STEERING.has(effective)
 }

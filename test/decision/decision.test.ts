@@ -15,6 +15,8 @@ import { createLocalJWKSet, jwtVerify } from 'jose'
 import { loadConfig } from '../../src/config/load.ts'
 import { readForwardedRequest } from '../../src/decision/forwarded-request.ts'
 import { createProxyMatcher } from '../../src/decision/proxy-kinds.ts'
+import { IDENTITY_HEADER_NAMES, IDENTITY_PREFIX } from '../../src/http/identity-headers.ts'
+import { isSteering, STEERING_HEADERS } from '../../src/http/spoofable-headers.ts'
 import { openStore } from '../../src/stores/open-store.ts'
 import type { StoredAuditEvent } from '../../src/stores/store.ts'
 import { PROTECTED_PATH, send } from '../adapters/spec-table.ts'
@@ -606,6 +608,118 @@ describe('trusted proxy addresses', () => {
     assert.equal(trusted('fd12::1'), 'envoy')
     assert.equal(trusted('127.0.0.2'), undefined)
     assert.equal(trusted(undefined), undefined)
+  })
+
+  test('asked in turn about the same and other addresses, each answer is its own', () => {
+    // The matcher keeps its last answer (the X-Forwarded-For hop repeats): never another's.
+    const trusted = createProxyMatcher({
+      proxy: 'nginx',
+      trustedProxies: ['127.0.0.1', '10.0.0.0/8=ingress-nginx'],
+    })
+    const asked: [string | undefined, string | undefined][] = [
+      ['127.0.0.1', 'nginx'],
+      ['127.0.0.1', 'nginx'],
+      ['127.0.0.2', undefined],
+      ['127.0.0.2', undefined],
+      ['::ffff:127.0.0.1', 'nginx'],
+      ['10.0.0.9', 'ingress-nginx'],
+      ['', undefined],
+      ['10.0.0.9', 'ingress-nginx'],
+      [undefined, undefined],
+      ['127.0.0.1', 'nginx'],
+      ['203.0.113.7', undefined],
+      ['127.0.0.1', 'nginx'],
+    ]
+    for (const [i, [address, kind]] of asked.entries()) {
+      assert.equal(trusted(address), kind, `ask ${i}: ${address}`)
+    }
+  })
+
+  test('nginx: the origin is stated by one X-Forwarded-Proto and one X-Forwarded-Host', () => {
+    const read = (extra: string[]) =>
+      readForwardedRequest(
+        ['X-Original-Method', 'get', 'X-Original-URI', '/api/v1/a', ...extra],
+        { method: 'GET', url: '/_tokengate' },
+        { kind: 'nginx', pathPrefix: '' },
+      )
+    const proto = ['X-Forwarded-Proto', 'HTTPS']
+    const host = ['x-forwarded-host', 'API.example.com:8443']
+    assert.deepEqual(read([...proto, ...host]), {
+      ok: true,
+      method: 'GET',
+      url: '/api/v1/a',
+      origin: 'https://api.example.com:8443',
+    })
+    for (const extra of [
+      [...proto, ...host, ...host],
+      [...proto, ...proto, ...host],
+      host,
+      proto,
+      ['X-Forwarded-Proto', '', ...host],
+      ['X-Forwarded-Proto', 'ftp', ...host],
+      [...proto, 'X-Forwarded-Host', 'a/b'],
+    ]) {
+      const stated = read(extra)
+      assert.equal(stated.ok && stated.origin, undefined, extra.join(' '))
+    }
+    // The URI and the method: exactly one each, or the statement is refused.
+    for (const headers of [
+      ['X-Original-Method', 'GET'],
+      ['X-Original-URI', '/api/v1/a'],
+      ['X-Original-Method', 'GET', 'X-Original-URI', '/api/v1/a', 'x-original-uri', '/api/v1/b'],
+      ['X-Original-Method', 'GET', 'X-Original-Method', 'GET', 'X-Original-URI', '/api/v1/a'],
+    ]) {
+      const stated = readForwardedRequest(
+        headers,
+        { method: 'GET', url: '/api/v1/a' },
+        { kind: 'nginx', pathPrefix: '' },
+      )
+      assert.deepEqual(
+        stated,
+        { ok: false, reason: 'send exactly one x-original-uri and one x-original-method header' },
+        headers.join(' '),
+      )
+    }
+  })
+
+  test('steering headers are found in every spelling, and only they', () => {
+    // The rule spelled out slowly: lower-cased, `_` read as `-`, an identity header or a
+    // steering name. isSteering's shortcuts must agree on every name.
+    const slow = (name: string) => {
+      const effective = name.toLowerCase().replaceAll('_', '-')
+      return effective.startsWith(IDENTITY_PREFIX) || STEERING_HEADERS.includes(effective)
+    }
+    const names = new Set<string>()
+    for (const base of [
+      ...STEERING_HEADERS,
+      ...IDENTITY_HEADER_NAMES,
+      'x-auth-',
+      'x-auth',
+      'x-original-uri',
+      'x-original-method',
+      'x-forwarded-for',
+      'x-forwarded-host',
+      'x-ssl-client-cert',
+      'x-request-id',
+      'x-tenant-id',
+      'authorization',
+      'x',
+      'x-',
+      'xa',
+      'x@uth-a',
+    ]) {
+      for (const name of [base, base.toUpperCase(), base.replaceAll('-', '_')]) {
+        names.add(name)
+        names.add(name.slice(0, -1))
+        names.add(`${name}x`)
+      }
+    }
+    let steering = 0
+    for (const name of names) {
+      assert.equal(isSteering(name), slow(name), name)
+      if (slow(name)) steering++
+    }
+    assert.ok(steering > STEERING_HEADERS.length * 3, 'the corpus holds steering names')
   })
 
   test('a bad entry or an entry without a kind is named by its config path at load', () => {
