@@ -350,6 +350,8 @@ async function copySeedTo(url: string): Promise<number> {
     Pick<SqliteStore, 'insertPats'>
   let copied = 0
   try {
+    // A seed kept by --data-dir may predate migrations (a server migrates it at start).
+    await from.migrate()
     await to.migrate()
     await to.createTenant({ id: TENANT, name: 'Memory' }, Date.now())
     let batch: PatRecord[] = []
