@@ -40,8 +40,11 @@ const IMAGE = `localhost/tokengate:${VERSION}`
 const IMAGE_UID = Number(
   /^USER (\d+)/m.exec(readFileSync(join(ROOT, 'Containerfile'), 'utf8'))?.[1] ?? Number.NaN,
 )
-/** docs/scale-out.md "Memory per instance": RSS under load, 243-266 MB. */
-const MEASURED_RSS_BYTES = 266e6
+/**
+ * docs/scale-out.md "Memory per instance": the highest RSS (VmHWM) measured under load with
+ * 1,000,000 keys stored and 100,000 cached, on SQLite and on Postgres + Redis (2026-11-28).
+ */
+const MEASURED_PEAK_RSS_BYTES = 190.2e6
 /** After the drain, what serve gives the flushes before it exits anyway (serve.ts). */
 const FLUSH_SEC = 5
 /** So that the kubelet's SIGKILL at the end of the grace period never races that exit. */
@@ -152,11 +155,12 @@ for (const overlay of OVERLAYS) {
       assert.deepEqual(imageProblems(deployment, IMAGE), [])
     })
 
-    test('resources: requests and limits, the memory request above the measured RSS', () => {
+    test('resources: requests and limits, the memory request a margin above the measured peak', () => {
       assert.deepEqual(resourceProblems(deployment), [])
       const { requests, limits } = containerOf(deployment).resources
-      assert.ok(quantity(requests.memory) >= MEASURED_RSS_BYTES, requests.memory)
-      assert.ok(quantity(limits.memory) >= 1.5 * MEASURED_RSS_BYTES, limits.memory)
+      // 25 %: what the bench leaves out (TLS, the admin and metrics listeners, other traffic).
+      assert.ok(quantity(requests.memory) >= 1.25 * MEASURED_PEAK_RSS_BYTES, requests.memory)
+      assert.ok(quantity(limits.memory) >= 2 * MEASURED_PEAK_RSS_BYTES, limits.memory)
     })
 
     test('terminationGracePeriodSeconds = preStop + the drain + the flush + a margin', () => {
