@@ -21,6 +21,7 @@ export class MemoryCounters implements Counters {
   readonly #slots: KeyedSlots
   #startMs = new Float64Array(0)
   #hits = new Float64Array(0)
+  readonly #result: { current: number; ttl: number } = { current: 0, ttl: 0 }
 
   constructor(maxKeys: number, now: () => number = Date.now) {
     this.#maxKeys = maxKeys
@@ -34,15 +35,23 @@ export class MemoryCounters implements Counters {
     return this.#slots.size
   }
 
+  // The callbacks' results are their callers' own (a promise may hold one while other
+  // requests count): a copy of the reused one.
   incr(key: string, callback: Callback, timeWindow: number): void {
-    callback(null, this.countNow(key, true, timeWindow, 0, this.#now()))
+    const { current, ttl } = this.countNow(key, true, timeWindow, 0, this.#now())
+    callback(null, { current, ttl })
   }
 
   read(key: string, callback: Callback, timeWindow: number): void {
-    callback(null, this.countNow(key, false, timeWindow, 0, this.#now()))
+    const { current, ttl } = this.countNow(key, false, timeWindow, 0, this.#now())
+    callback(null, { current, ttl })
   }
 
-  /** `Counters.countNow`; `now` omitted: this counter's clock. */
+  /**
+   * `Counters.countNow`; `now` omitted: this counter's clock. The result is one object these
+   * counters reuse, valid until their next count (the limiter reads it first; its token and
+   * tenant counts are in different children): no object per count on the request path.
+   */
   countNow(
     key: string,
     increment: boolean,
@@ -54,8 +63,8 @@ export class MemoryCounters implements Counters {
     let slot = slots.find(key)
     if (!increment) {
       const startMs = slot === -1 ? 0 : (this.#startMs[slot] as number)
-      if (slot === -1 || startMs + timeWindow <= now) return { current: 0, ttl: 0 }
-      return { current: this.#hits[slot] as number, ttl: timeWindow - (now - startMs) }
+      if (slot === -1 || startMs + timeWindow <= now) return this.#answer(0, 0)
+      return this.#answer(this.#hits[slot] as number, timeWindow - (now - startMs))
     }
     if (slot === -1) {
       if (slots.size >= this.#maxKeys) slots.delete(slots.oldest())
@@ -74,7 +83,14 @@ export class MemoryCounters implements Counters {
       }
     }
     const startMs = this.#startMs[slot] as number
-    return { current: this.#hits[slot] as number, ttl: timeWindow - (now - startMs) }
+    return this.#answer(this.#hits[slot] as number, timeWindow - (now - startMs))
+  }
+
+  #answer(current: number, ttl: number): CounterResult {
+    const result = this.#result
+    result.current = current
+    result.ttl = ttl
+    return result
   }
 }
 

@@ -23,7 +23,8 @@ export interface Counters {
    * in-process ones, and Redis's in-process fallback during an outage); undefined when the
    * caller has to use `incr`/`read`. The limiter's allowed path then needs no callback.
    * `now`: the caller's clock reading (ms), so one request reads the time once; omitted: the
-   * counters' own clock.
+   * counters' own clock. The result may be an object these counters reuse: read it before
+   * counting here again.
    */
   countNow?(
     key: string,

@@ -41,6 +41,37 @@ describe('MemoryCounters', () => {
     assert.deepEqual(call(counters, 'incr', 'other'), { current: 1, ttl: WINDOW })
   })
 
+  it("incr's and read's results are the caller's own: later counts leave them as they were", () => {
+    const time = clock()
+    const counters = new MemoryCounters(10, time.now)
+    const first = call(counters, 'incr', 'k')
+    const read = call(counters, 'read', 'k')
+    time.state.now += 1_000
+    call(counters, 'incr', 'k')
+    counters.countNow('k', true, WINDOW, 0, time.now())
+    assert.deepEqual(first, { current: 1, ttl: WINDOW })
+    assert.deepEqual(read, { current: 1, ttl: WINDOW })
+  })
+
+  it('countNow answers the count at the time given, and again after other keys were counted', () => {
+    const time = clock()
+    const counters = new MemoryCounters(10, time.now)
+    const at = time.now() + 2_000
+    assert.deepEqual(
+      { ...counters.countNow('k', true, WINDOW, 0, at) },
+      { current: 1, ttl: WINDOW },
+    )
+    counters.countNow('other', true, WINDOW, 0, at)
+    assert.deepEqual(
+      { ...counters.countNow('k', true, WINDOW, 0, at + 500) },
+      { current: 2, ttl: WINDOW - 500 },
+    )
+    assert.deepEqual(
+      { ...counters.countNow('k', false, WINDOW, 0, at + WINDOW) },
+      { current: 0, ttl: 0 },
+    )
+  })
+
   it('starts a new window once the old one has ended; a read of an ended window is empty', () => {
     const time = clock()
     const counters = new MemoryCounters(10, time.now)
