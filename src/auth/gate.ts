@@ -227,10 +227,7 @@ export function createGate(deps: GateDeps): Gate {
       run.identity = headers
       return undefined
     }
-    return identityToken.sign(principal, access.audience).then((token) => {
-      run.identity = { ...headers, 'x-auth-token': token }
-      return undefined
-    })
+    return signedIdentity(run, headers, identityToken.sign(principal, access.audience))
   }
 
   const steps: readonly Step[] = [
@@ -391,6 +388,19 @@ function refusal(
     headers: headers === NO_HEADERS ? own : { ...own, ...headers },
     body: response.body,
   }
+}
+
+// The identity headers with the signed token, once signed: a closure in `identity` would
+// cost a context on every request, bound upstream or not.
+function signedIdentity(
+  run: Run,
+  headers: Readonly<Record<string, string>>,
+  signing: Promise<string>,
+): Promise<undefined> {
+  return signing.then((token) => {
+    run.identity = { ...headers, 'x-auth-token': token }
+    return undefined
+  })
 }
 
 function authenticatedLater(

@@ -62,6 +62,10 @@ export function describeCredentialKind(kind: KindDescription): void {
 
 /** The registered or described kind of this name (a principal's `tokenType`), if any. */
 export function credentialKindNamed(name: string): KindDescription | undefined {
-  for (const kind of registered) if (kind.name === name) return kind
+  // Indexed: a `for…of` here allocated an array iterator per call (per allowed request).
+  for (let i = 0; i < registered.length; i++) {
+    const kind = registered[i] as CredentialKind
+    if (kind.name === name) return kind
+  }
   return described.get(name)
 }
