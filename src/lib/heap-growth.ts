@@ -8,6 +8,12 @@
  * the next full collection at ~20 MB: old space 21.8 committed / 12.4 used, RSS 179 MB
  * (bench/README.md, issue #36 fourth session). The price is more full collections of a small
  * heap (mostly marked on a helper thread).
+ *
+ * Not set here (bench/README.md, issue #36 sixth session): `--no-maglev` (peak RSS ~12 MB
+ * lower, but ~1.3x the CPU over a start's first 20,000 requests, and the memory target is met
+ * without it), nor `--single-threaded-gc`: V8 applies what it implies only as it starts, so
+ * set from here it left the GC helper threads working, and `--no-concurrent-marking` set
+ * after start aborts V8.
  */
 import { setFlagsFromString } from 'node:v8'
 
