@@ -9,18 +9,22 @@ import { equalsAsciiLowercase } from '../core/raw-headers.ts'
 /** What one pass over a request's raw headers found. */
 export interface EdgeHeaders {
   /** Every `Authorization` value, in arrival order (two are refused, not resolved). */
-  readonly authorization: string[]
+  readonly authorization: readonly string[]
   /** Every `X-Tenant-Id` value, in arrival order. */
-  readonly tenantIds: string[]
+  readonly tenantIds: readonly string[]
   /** The first `X-Request-Id` value (http/request-id.ts decides whether it is used). */
   readonly requestId: string | undefined
   /** The first `Content-Type` value (the form-body check). */
   readonly contentType: string | undefined
 }
 
+// No header of a name: one shared empty list. One: an array of exactly it (`[]` then `push`
+// would allocate room for 17), as most requests send one `Authorization` and no tenant id.
+const NONE: readonly string[] = Object.freeze([])
+
 export function readEdgeHeaders(rawHeaders: readonly string[]): EdgeHeaders {
-  const authorization: string[] = []
-  const tenantIds: string[] = []
+  let authorization: string[] | undefined
+  let tenantIds: string[] | undefined
   let requestId: string | undefined
   let contentType: string | undefined
   for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
@@ -28,11 +32,14 @@ export function readEdgeHeaders(rawHeaders: readonly string[]): EdgeHeaders {
     // The length picks the one name to compare with: no other name is tried.
     switch (name.length) {
       case 13:
-        if (equalsAsciiLowercase(name, 'authorization'))
-          authorization.push(rawHeaders[i + 1] as string)
+        if (equalsAsciiLowercase(name, 'authorization')) {
+          authorization = added(authorization, rawHeaders[i + 1] as string)
+        }
         break
       case 11:
-        if (equalsAsciiLowercase(name, 'x-tenant-id')) tenantIds.push(rawHeaders[i + 1] as string)
+        if (equalsAsciiLowercase(name, 'x-tenant-id')) {
+          tenantIds = added(tenantIds, rawHeaders[i + 1] as string)
+        }
         break
       case 12:
         if (requestId === undefined && equalsAsciiLowercase(name, 'x-request-id')) {
@@ -43,5 +50,16 @@ export function readEdgeHeaders(rawHeaders: readonly string[]): EdgeHeaders {
         break
     }
   }
-  return { authorization, tenantIds, requestId, contentType }
+  return {
+    authorization: authorization ?? NONE,
+    tenantIds: tenantIds ?? NONE,
+    requestId,
+    contentType,
+  }
+}
+
+function added(values: string[] | undefined, value: string): string[] {
+  if (values === undefined) return [value]
+  values.push(value)
+  return values
 }
