@@ -1,7 +1,8 @@
 /**
  * CPU per request of each process on the decision hop (issue #36): nginx + tokengate's
  * decision listener with the shipped example (keepalive), the same without keepalive, and
- * with the decision cache, at one evenly paced rate, alternating rounds. CPU time, unlike
+ * with the decision cache (nginx.conf's proxy_cache, and nginx-lua.conf's Lua shared dict when
+ * Debian's Lua module is installed), at one evenly paced rate, alternating rounds. CPU time, unlike
  * latency, stays readable on a shared machine: it is what each process spent, not how long
  * it waited for a core.
  *
@@ -27,10 +28,11 @@
  */
 
 import type { ChildProcess } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
+import { NGINX_LUA_MODULE } from '../test/decision/harness.ts'
 import { loadFixtures } from './fixtures.ts'
 import { bearer } from './latency-cases.ts'
 import { runLatency } from './latency-load.ts'
@@ -94,8 +96,11 @@ const RATE = Number(values.rate)
 const DURATION = Number(values.duration)
 const ROUNDS = Number(values.rounds)
 const UNIX_ROWS = ['nginx + decision (unix)', 'nginx + decision (unix, cached)'] as const
+/** examples/forward-auth/nginx-lua.conf: allows kept in a Lua shared dict (its own nginx). */
+const LUA_ROW = 'nginx + decision (lua cached)' as const
 type RowId =
   | ServerId
+  | typeof LUA_ROW
   | (typeof UNIX_ROWS)[number]
   | typeof BASELINE_ROW
   | ReturnType<typeof variantRow>
@@ -104,6 +109,7 @@ const ALL_ROWS: RowId[] = [
   'nginx + decision',
   'nginx + decision (no keepalive)',
   'nginx + decision (cached)',
+  ...(existsSync(NGINX_LUA_MODULE) ? [LUA_ROW] : []),
   ...(values.unix || values.baseline !== undefined || VARIANTS.length > 0 ? UNIX_ROWS : []),
   ...(values.baseline !== undefined ? [BASELINE_ROW] : []),
   ...VARIANTS.map(variantRow),
@@ -166,6 +172,13 @@ try {
     ]),
   ])
   if (values.baseline) await unixSetup(values.baseline, 'baseline', [[BASELINE_ROW, false]])
+  if (ROWS.includes(LUA_ROW)) {
+    // Asks the gateway's decision port over TCP, as the `(cached)` row does.
+    const { decisionPort } = gateway as typeof gateway & { decisionPort: number }
+    const nginx = await startNginx(upstreamPort, decisionPort, { cpu: SERVER_CPU, lua: true })
+    unixNginx.push(nginx)
+    unixRows.set(LUA_ROW, { child: nginx.child, url: nginx.guarded })
+  }
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 ? [...ROWS].reverse() : ROWS
     for (const id of order) {

@@ -7,13 +7,15 @@
  * - nginx + `auth_request` to tokengate's decision listener / nginx alone, without the
  *   decision cache and with it (examples/forward-auth/nginx.conf, its `#cache ` lines on),
  *   over loopback TCP and, as the `(unix)` rows, over a Unix socket (decision.socket) to a
- *   second tokengate (`tokengate-decision-socket`, started with `--decision-socket`).
+ *   second tokengate (`tokengate-decision-socket`, started with `--decision-socket`);
+ * - nginx with allows kept in a Lua shared dict (examples/forward-auth/nginx-lua.conf, Debian's
+ *   Lua module) / nginx alone: the `(lua cached)` row, no subrequest on a hit.
  */
 import type { ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
-import { NGINX_PERL_MODULE } from '../test/decision/harness.ts'
+import { NGINX_LUA_MODULE, NGINX_PERL_MODULE } from '../test/decision/harness.ts'
 import { nginxBinary, startNginx } from './servers/nginx.ts'
 
 export const NGINX_ROWS = [
@@ -22,9 +24,11 @@ export const NGINX_ROWS = [
   'nginx + decision (cached)',
   'nginx + decision (unix)',
   'nginx + decision (unix, cached)',
+  'nginx + decision (lua cached)',
 ] as const
 type NginxRow = (typeof NGINX_ROWS)[number]
 const CACHED: readonly NginxRow[] = ['nginx + decision (cached)', 'nginx + decision (unix, cached)']
+const LUA: NginxRow = 'nginx + decision (lua cached)'
 
 /** The rows that ask `tokengate-decision-socket` on the Unix socket. */
 export function asksSocket(id: string): boolean {
@@ -44,9 +48,16 @@ export function nginxRows(): NginxRow[] {
     console.error('hops: nginx is not installed, no nginx rows (apt-get install nginx)')
     return []
   }
-  if (existsSync(NGINX_PERL_MODULE)) return [...NGINX_ROWS]
-  console.error('hops: no cached rows (apt-get install libnginx-mod-http-perl)')
-  return NGINX_ROWS.filter((row) => !CACHED.includes(row))
+  let rows = [...NGINX_ROWS]
+  if (!existsSync(NGINX_PERL_MODULE)) {
+    console.error('hops: no cached rows (apt-get install libnginx-mod-http-perl)')
+    rows = rows.filter((row) => !CACHED.includes(row))
+  }
+  if (!existsSync(NGINX_LUA_MODULE)) {
+    console.error('hops: no lua cached row (apt-get install libnginx-mod-http-lua)')
+    rows = rows.filter((row) => row !== LUA)
+  }
+  return rows
 }
 
 const HOP_CASE = 'hops: PAT through each proxy'
@@ -63,6 +74,7 @@ const RATIOS: readonly [string, string, string, number][] = [
     'nginx',
     0.9,
   ],
+  ['nginx + decision (lua cached) / nginx alone', 'nginx + decision (lua cached)', 'nginx', 0.9],
 ]
 
 interface RowServer {
@@ -89,7 +101,12 @@ export async function startNginxRow(
   let nginx = started.get(variant)
   const first = nginx === undefined
   if (!nginx) {
-    nginx = startNginx(upstreamPort, decisionPort, { cpu, cache, decisionSocket: socket })
+    nginx = startNginx(upstreamPort, decisionPort, {
+      cpu,
+      cache,
+      lua: id === LUA,
+      decisionSocket: socket,
+    })
     started.set(variant, nginx)
   }
   const running = await nginx

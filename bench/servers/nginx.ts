@@ -4,7 +4,8 @@
  * `guarded`, the documented forward-auth config (examples/forward-auth/nginx.conf: every
  * request asks tokengate's decision listener through `auth_request`), with the documented
  * decision cache turned on when `cache` is set (docs/forward-auth.md), its files on tmpfs as
- * the example's /run path is.
+ * the example's /run path is; or, with `lua`, examples/forward-auth/nginx-lua.conf (allows kept
+ * in a Lua shared dict, Debian's Lua module).
  */
 import type { ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
@@ -43,6 +44,8 @@ export async function startNginx(
   options: {
     readonly cpu?: number | string
     readonly cache?: boolean
+    /** examples/forward-auth/nginx-lua.conf instead of nginx.conf (not with `cache`). */
+    readonly lua?: boolean
     readonly keepalive?: boolean
     readonly decisionSocket?: string
     /** Rewrites the example's config last (bench/hop-cpu.ts --cache-variants: what-ifs). */
@@ -50,10 +53,11 @@ export async function startNginx(
   } = {},
 ): Promise<RunningNginx> {
   const { cpu } = options
+  if (options.lua && options.cache) throw new Error('nginx: lua and cache are two examples')
   const binary = nginxBinary() ?? 'nginx'
   const [plain, guarded] = [await freePort(), await freePort()]
   const dir = mkdtempSync(join(tmpdir(), 'tokengate-bench-nginx-'))
-  let example = exampleConfig('nginx.conf', {
+  let example = exampleConfig(options.lua ? 'nginx-lua.conf' : 'nginx.conf', {
     proxy: guarded,
     decision: decisionPort,
     upstream: upstreamPort,
@@ -89,6 +93,7 @@ export async function startNginx(
       connections: 1024,
       extraHttp: plainServer,
       perl: options.cache === true,
+      lua: options.lua === true,
     }),
   )
   try {
