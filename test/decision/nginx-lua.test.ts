@@ -1,39 +1,30 @@
 /**
- * examples/forward-auth/nginx-lua.conf through the real nginx and Debian's Lua module: allows
- * are answered from the Lua shared dict (tokengate decides fewer requests than nginx serves),
- * the dict's keys and entries hold a digest of the credential and never the credential (read
- * back through a location only this test's config has), method, path and tenant header stay
- * part of the key, the upstream gets only the X-Tenant-Id the entry was decided for, a PAT
- * revoked and a JWT revocation rule made by the CLI are refused by nginx within 1 s of their
- * commit while a client keeps calling, an answer carrying an identity token is never kept,
- * and every refusal reaches the client byte for byte as through the shipped nginx.conf.
+ * examples/forward-auth/nginx-lua.conf through the real nginx and Debian's Lua module: what
+ * every example that keeps decisions promises (kept-decision-cases.ts: answered from the
+ * shared dict, method, path and tenant in the key, a revocation refused within 1 s while a
+ * client keeps calling, identity tokens never kept), and this example's own: the dict's keys
+ * and entries hold a digest of the credential and never the credential (read back through a
+ * location only this test's config has), the upstream gets only the X-Tenant-Id the entry was
+ * decided for, and every refusal reaches the client byte for byte as through nginx.conf.
  */
 import assert from 'node:assert/strict'
-import { execFile } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { promisify } from 'node:util'
-import { decodeJwt } from 'jose'
-import { hashPat } from '../../src/core/pat.ts'
-import { openStore } from '../../src/stores/open-store.ts'
 import { PROTECTED_PATH } from '../adapters/spec-table.ts'
 import { rawRequest } from '../gateway/raw-request.ts'
-import { TEST_ISSUER, TEST_SUBJECT, TEST_TENANT } from '../helpers/jwt.ts'
+import { TEST_SUBJECT, TEST_TENANT } from '../helpers/jwt.ts'
 import { skipReason } from '../helpers/services.ts'
+import { freePort, type ProxyProcess, type Stack, startNginx, startStack } from './harness.ts'
 import {
-  freePort,
-  type ProxyProcess,
-  type Stack,
-  type StackOptions,
-  startNginx,
-  startStack,
-} from './harness.ts'
-import { lastChangeAt, REVOCATION_BOUND_MS, steadyCaller } from './steady-caller.ts'
+  identityTokensNeverKept,
+  keptDecisionCases,
+  revokedWithinOneSecond,
+  nginxKeepingDecisions,
+} from './kept-decision-cases.ts'
 
-const BIN = new URL('../../bin/tokengate.js', import.meta.url).pathname
 type Header = readonly [string, string]
 
 /** A location only the test's config has: every key and entry of the shared dict. */
@@ -46,22 +37,6 @@ const DUMP = `    location = /_test_dict {
         }
     }
 `
-
-/** The Lua example (with the dump location) in front of a new stack, for a suite's tests. */
-function luaNginx(options: StackOptions) {
-  const stack = { value: undefined as unknown as Stack }
-  const front = { value: undefined as unknown as ProxyProcess }
-  before(async () => {
-    stack.value = await startStack({ proxy: 'nginx', ...options })
-    const ports = { decision: stack.value.decisionPort, upstream: stack.value.upstream.port }
-    front.value = await startNginx(ports, { lua: true, edit: withDump })
-  })
-  after(async () => {
-    await front.value?.stop()
-    await stack.value?.close()
-  })
-  return { stack, front }
-}
 
 function withDump(config: string): string {
   const at = config.indexOf('    location /api/v1 {')
@@ -89,33 +64,10 @@ const digestOf = (authorization: string) =>
   createHash('sha256').update(authorization).digest('base64').replace(/=+$/, '')
 
 describe('nginx Lua decision cache', { skip: skipReason('nginx-lua') }, () => {
-  const { stack, front } = luaNginx({ metrics: true })
+  const kept = nginxKeepingDecisions({ metrics: true }, { lua: true, edit: withDump })
+  const { stack, front } = kept
 
-  const decisions = async () => {
-    const text = await (await fetch(stack.value.running.metricsUrl as string)).text()
-    return text
-      .split('\n')
-      .filter((line) => line.startsWith('tokengate_decisions_total{'))
-      .reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0)
-  }
-
-  test('allows are answered from the shared dict: tokengate decides fewer requests than nginx serves', async () => {
-    const token: Header = ['Authorization', `Bearer ${stack.value.tokens.pat}`]
-    const before = await decisions()
-    let served = 0
-    const until = Date.now() + 2_000
-    while (Date.now() < until) {
-      const response = await rawRequest(front.value.url, PROTECTED_PATH, [token])
-      assert.equal(response.status, 200, front.value.log())
-      // Every answer names a request, decided or kept.
-      assert.match(String(response.headers['x-request-id']), /^\S+$/)
-      served++
-      await sleep(10)
-    }
-    const decided = (await decisions()) - before
-    console.log(`served ${served} requests through nginx, tokengate decided ${decided}`)
-    assert.ok(decided < served / 4, `${decided} decisions for ${served} requests`)
-  })
+  keptDecisionCases(kept, 'shared dict')
 
   test("the dict's keys and entries hold the credential's digest, never the credential", async () => {
     const origin = new URL(front.value.url).host
@@ -152,19 +104,6 @@ describe('nginx Lua decision cache', { skip: skipReason('nginx-lua') }, () => {
         `no key is the digest, tenant, origin, method, URI (${entries.length} keys)`,
       )
     }
-  })
-
-  test('method, path and tenant header are part of the key', async () => {
-    const reader: Header = ['Authorization', `Bearer ${stack.value.readerPat}`]
-    assert.equal((await rawRequest(front.value.url, '/api/v1/projects/1', [reader])).status, 200)
-    const deleted = await rawRequest(front.value.url, '/api/v1/projects/1', [reader], 'DELETE')
-    assert.equal(deleted.status, 403, 'the method is part of the key')
-    assert.equal((await rawRequest(front.value.url, '/api/v1/projects/2', [reader])).status, 200)
-    const tenant = await rawRequest(front.value.url, '/api/v1/projects/1', [
-      reader,
-      ['X-Tenant-Id', 'tenant-b'],
-    ])
-    assert.equal(tenant.status, 401, 'the tenant header is part of the key')
   })
 
   test('hostile headers on a kept decision: spoofed identity stripped, a second X-Tenant-Id never passed', async () => {
@@ -226,88 +165,14 @@ describe('nginx Lua decision cache', { skip: skipReason('nginx-lua') }, () => {
     assert.ok(twice.status >= 400, `answered ${twice.status}`)
   })
 
-  test('a PAT revoked with the CLI is refused by nginx within 1 s of the commit', async () => {
-    const token: [string, string] = ['Authorization', `Bearer ${stack.value.tokens.pat}`]
-    const { dataDir } = stack.value
-    const store = await openStore({ dataDir })
-    const id = (await store.findPatByHash(hashPat(stack.value.tokens.pat)))?.id
-    await store.close()
-    assert.ok(id)
-    const decidedBefore = await decisions()
-    const { refusedAt, lastAllowedAt, served } = await steadyCaller(
-      () => front.value.url,
-      [token],
-      async () => {
-        const revoked = await promisify(execFile)(process.execPath, [
-          BIN,
-          'pat',
-          'revoke',
-          id,
-          '--data-dir',
-          dataDir,
-        ])
-        assert.match(revoked.stdout, /revoked/i)
-      },
-    )
-    const decided = (await decisions()) - decidedBefore
-    const at = lastChangeAt(dataDir, 'pat')
-    assert.ok(refusedAt !== undefined, 'nginx never refused the revoked PAT')
-    const lastAllowed = lastAllowedAt - at
-    console.log(
-      `revoked PAT: last allowed by nginx ${lastAllowed} ms, first refused ${refusedAt - at} ms after the commit (${served} requests, ${decided} decided)`,
-    )
-    assert.ok(decided < served / 2, 'the caller was answered from the dict')
-    assert.ok(lastAllowed <= REVOCATION_BOUND_MS, `allowed ${lastAllowed} ms after the commit`)
-  })
-
-  test('a JWT revocation rule made with the CLI is refused by nginx within 1 s of the commit', async () => {
-    const token: [string, string] = ['Authorization', `Bearer ${stack.value.tokens.jwt}`]
-    const { refusedAt, lastAllowedAt, served } = await steadyCaller(
-      () => front.value.url,
-      [token, ['X-Tenant-Id', TEST_TENANT]],
-      async () => {
-        // Exits 0 (execFile rejects otherwise).
-        await promisify(execFile)(process.execPath, [
-          BIN,
-          'jwt',
-          'revoke',
-          '--issuer',
-          TEST_ISSUER,
-          '--sub',
-          TEST_SUBJECT,
-          '--data-dir',
-          stack.value.dataDir,
-        ])
-      },
-    )
-    const at = lastChangeAt(stack.value.dataDir, 'jwt_revocation')
-    assert.ok(refusedAt !== undefined, 'nginx never refused the revoked JWT')
-    const lastAllowed = lastAllowedAt - at
-    console.log(
-      `JWT rule: last allowed by nginx ${lastAllowed} ms, first refused ${refusedAt - at} ms after the commit (${served} requests)`,
-    )
-    assert.ok(lastAllowed <= REVOCATION_BOUND_MS, `allowed ${lastAllowed} ms after the commit`)
-  })
+  revokedWithinOneSecond(kept)
 })
 
 describe('nginx Lua decision cache with identity tokens', { skip: skipReason('nginx-lua') }, () => {
-  const { stack, front } = luaNginx({ identityToken: true })
-
-  test('an answer carrying an identity token is never kept: each request gets its own jti', async () => {
-    const jtis = new Set<unknown>()
-    for (let i = 0; i < 3; i++) {
-      const seenBefore = stack.value.upstream.seen.length
-      const response = await rawRequest(front.value.url, PROTECTED_PATH, [
-        ['Authorization', `Bearer ${stack.value.tokens.pat}`],
-      ])
-      assert.equal(response.status, 200)
-      jtis.add(
-        decodeJwt(String(stack.value.upstream.seen[seenBefore]?.headers['x-auth-token'])).jti,
-      )
-    }
-    assert.equal(jtis.size, 3)
-    assert.deepEqual(await dictEntries(front.value), [], 'nothing was kept')
-  })
+  identityTokensNeverKept(
+    nginxKeepingDecisions({ identityToken: true }, { lua: true, edit: withDump }),
+    async (front) => assert.deepEqual(await dictEntries(front), [], 'nothing was kept'),
+  )
 })
 
 /**
