@@ -9,6 +9,7 @@ import { type OpenedGate, openGate } from './auth/open-gate.ts'
 import { startRetention } from './auth/retention.ts'
 import type { Config } from './config/schema.ts'
 import { type Clock, systemClock } from './core/ports.ts'
+import { RequestClock } from './core/request-clock.ts'
 import type { DecisionServer } from './decision/server.ts'
 import type { DevSeed } from './dev/seed.ts'
 import { type EventDelivery, startEventDelivery } from './events/start.ts'
@@ -109,7 +110,8 @@ export async function startTokengate(
   config: Readonly<Config>,
   options: StartOptions = {},
 ): Promise<RunningTokengate> {
-  const clock = options.clock ?? systemClock
+  // Read once per gated request, as in createTokengate (core/request-clock.ts).
+  const clock = options.clock ?? new RequestClock()
   const logger = createLogger(config.log.level, options.logDestination)
   const store = await openStore({
     ...storeLocation(config),
