@@ -19,8 +19,8 @@ import { skipReason } from '../helpers/services.ts'
 import {
   identityTokensNeverKept,
   keptDecisionCases,
-  revokedWithinOneSecond,
   nginxKeepingDecisions,
+  revokedWithinOneSecond,
 } from './kept-decision-cases.ts'
 
 /** Every `KEY: ` line nginx wrote into its cache files under `dir`. */

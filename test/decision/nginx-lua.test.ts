@@ -21,8 +21,8 @@ import { freePort, type ProxyProcess, type Stack, startNginx, startStack } from 
 import {
   identityTokensNeverKept,
   keptDecisionCases,
-  revokedWithinOneSecond,
   nginxKeepingDecisions,
+  revokedWithinOneSecond,
 } from './kept-decision-cases.ts'
 
 type Header = readonly [string, string]
