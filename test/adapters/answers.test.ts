@@ -19,23 +19,15 @@ import { tokengate as fastifyGate } from '../../src/adapters/fastify.ts'
 import { tokengate as honoGate, type TokengateEnv } from '../../src/adapters/hono.ts'
 import { tokengate as nodeGate } from '../../src/adapters/node-http.ts'
 import { createGate, type Gate } from '../../src/auth/gate.ts'
-import type { Answer, OutcomeRecorder } from '../../src/auth/outcome-recorder.ts'
+import type { Answer } from '../../src/auth/outcome-recorder.ts'
 import type { Authenticate } from '../../src/core/authenticate.ts'
+import { answerRecorder } from '../helpers/answer-recorder.ts'
 import { listenLocal } from '../helpers/listen.ts'
 import { listenHono } from '../helpers/listen-hono.ts'
 import { createSpecFixture, PROTECTED_PATH, send } from './spec-table.ts'
 
 function answersGate(authenticate: Authenticate): { gate: Gate; answers: Answer[] } {
-  const answers: Answer[] = []
-  const recorder: OutcomeRecorder = {
-    timesAuthentication: false,
-    recordsAnswers: true,
-    recordOutcome() {},
-    failedAuthLimitReached() {},
-    recordAnswer: (answer) => void answers.push(answer),
-    recordRefusal() {},
-    close: async () => {},
-  }
+  const { recorder, answers } = answerRecorder()
   return { gate: createGate({ authenticate, recorder }), answers }
 }
 

@@ -11,12 +11,12 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import * as grpc from '@grpc/grpc-js'
 import { createEdge } from '../../src/auth/edge.ts'
 import { createGate } from '../../src/auth/gate.ts'
-import type { OutcomeRecorder, Answer as Recorded } from '../../src/auth/outcome-recorder.ts'
 import type { RequestSpan, RequestTracing } from '../../src/auth/request-span.ts'
 import type { Answer, Decider } from '../../src/decision/decide.ts'
 import { type EnvoyGrpc, startEnvoyGrpc } from '../../src/decision/envoy-grpc.ts'
 import { problemResponse } from '../../src/http/problem-response.ts'
 import { PROTECTED_PATH } from '../adapters/spec-table.ts'
+import { answerRecorder } from '../helpers/answer-recorder.ts'
 import { checkRequest } from './envoy-check-requests.ts'
 import { connectEnvoyAuthorization, type EnvoyAuthorization } from './envoy-client.ts'
 
@@ -34,16 +34,7 @@ const tracing: RequestTracing = {
   },
 }
 
-const answers: Recorded[] = []
-const recorder: OutcomeRecorder = {
-  timesAuthentication: false,
-  recordsAnswers: true,
-  recordOutcome() {},
-  failedAuthLimitReached() {},
-  recordAnswer: (answer) => void answers.push(answer),
-  recordRefusal() {},
-  close: async () => {},
-}
+const { recorder, answers } = answerRecorder()
 
 /** Decisions asked and not yet answered: the test answers each when it chooses. */
 const waiting: ((answer: Answer) => void)[] = []
