@@ -1,6 +1,7 @@
 import { fitSlots, KeyedSlots } from '../lib/keyed-slots.ts'
 import type { CounterResult, CounterStore, Counters } from './counters.ts'
 import { connectRedis, type RedisClient } from './redis-client.ts'
+import { RedisCounters } from './redis-counters.ts'
 
 export type { CounterResult, CounterStore, Counters } from './counters.ts'
 
@@ -92,58 +93,6 @@ export class MemoryCounters implements Counters {
     result.ttl = ttl
     return result
   }
-}
-
-// One round trip per hit: INCR, and PEXPIRE when the window starts (a fixed window).
-const INCR_SCRIPT = `
-local current = redis.call('INCR', KEYS[1])
-local ttl = tonumber(ARGV[1])
-if current == 1 then redis.call('PEXPIRE', KEYS[1], ttl) else ttl = redis.call('PTTL', KEYS[1]) end
-return {current, ttl}`
-const READ_SCRIPT = `
-local current = redis.call('GET', KEYS[1])
-if not current then return {0, 0} end
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl < 0 then ttl = 0 end
-return {tonumber(current), ttl}`
-
-type ScriptReply = (error: Error | null | undefined, result?: [number, number]) => void
-interface ScriptedRedis {
-  tokengateCounterIncr(key: string, windowMs: number, callback: ScriptReply): void
-  tokengateCounterRead(key: string, callback: ScriptReply): void
-}
-
-/** Counters shared by every instance through Redis, keys `<prefix><key>`. */
-export class RedisCounters implements Counters {
-  readonly #redis: RedisClient & ScriptedRedis
-  readonly #prefix: string
-
-  constructor(redis: RedisClient, prefix: string) {
-    const scripted = redis as RedisClient & Partial<ScriptedRedis>
-    if (!scripted.tokengateCounterIncr) {
-      redis.defineCommand('tokengateCounterIncr', { numberOfKeys: 1, lua: INCR_SCRIPT })
-      redis.defineCommand('tokengateCounterRead', { numberOfKeys: 1, lua: READ_SCRIPT })
-    }
-    this.#redis = redis as RedisClient & ScriptedRedis
-    this.#prefix = prefix
-  }
-
-  incr(key: string, callback: Callback, timeWindow: number): void {
-    this.#redis.tokengateCounterIncr(this.#prefix + key, timeWindow, (error, result) =>
-      reply(callback, error, result),
-    )
-  }
-
-  read(key: string, callback: Callback): void {
-    this.#redis.tokengateCounterRead(this.#prefix + key, (error, result) =>
-      reply(callback, error, result),
-    )
-  }
-}
-
-function reply(callback: Callback, error: Error | null | undefined, result?: [number, number]) {
-  if (error || !result) callback(error ?? new Error('rate-limit counters: empty reply'))
-  else callback(null, { current: result[0], ttl: result[1] })
 }
 
 export interface FallbackStoreOptions {
