@@ -31,6 +31,7 @@ import {
 import { countersLine, listenAs, listeningLine, storeLine, upstreamLine } from './startup.ts'
 import { openStore } from './stores/open-store.ts'
 import type { ChangeFeedStatus, Store } from './stores/store.ts'
+import { propertyReader } from './stores/store-overrides.ts'
 
 export interface RunningTokengate {
   /** e.g. `https://127.0.0.1:8443` */
@@ -297,7 +298,7 @@ export async function startTokengate(
         policyStore,
         connections,
         changes: {
-          readAsOf: () => store.changesReadAsOf,
+          readAsOf: propertyReader(store, 'changesReadAsOf'),
           catchUp: () => void store.catchUpChanges?.(),
           settled: () => auth.changesSettled(),
         },
