@@ -21,8 +21,13 @@ export type RequestTarget =
 const CONTROL = /[\x00-\x1f\x7f]/
 /** Checked after CONTROL, so what it finds is non-ASCII. */
 const NON_ASCII = /[^\x20-\x7e]/
-const PRINTABLE = /^[\x20-\x7e]*$/
-const SUSPICIOUS_SEGMENT = /\/\/|[. ](?:\/|$)/
+const SLASH = 0x2f
+const BACKSLASH = 0x5c
+const SEMICOLON = 0x3b
+const PERCENT = 0x25
+const DOT = 0x2e
+const SPACE = 0x20
+const TILDE = 0x7e
 
 /**
  * Reads the path of `target` (origin-form; a query string is ignored). Refused:
@@ -41,20 +46,42 @@ const SUSPICIOUS_SEGMENT = /\/\/|[. ](?:\/|$)/
  */
 export function canonicalRequestTarget(target: string): RequestTarget {
   const q = target.indexOf('?')
-  const raw = q === -1 ? target : target.slice(0, q)
-  if (!raw.startsWith('/')) return refuse('the path must start with /')
-  if (raw.includes('\\')) return refuse('the path contains a backslash')
-  if (raw.includes(';')) return refuse('the path contains ; (path parameters are not accepted)')
-  // Without percent-encoding and with printable ASCII only, no segment can hold a control or
-  // non-ASCII character: the common path skips those two tests per segment.
-  const plain = !raw.includes('%') && PRINTABLE.test(raw)
-  const parts = raw.slice(1).split('/')
-  if (parts[parts.length - 1] === '') parts.pop()
-  // A plain path without `//` and without a segment ending in `.` or a space (which covers
-  // `.` and `..`) passes every test below as it is.
-  if (plain && !SUSPICIOUS_SEGMENT.test(raw)) {
-    const path = raw.length > 1 && raw.endsWith('/') ? raw.slice(0, -1) : raw
-    return { ok: true, path, segments: parts }
+  const length = q === -1 ? target.length : q
+  if (length === 0 || target.charCodeAt(0) !== SLASH) return refuse('the path must start with /')
+  // One pass over the path: its segments as written, and what the tests below look for. A
+  // plain path (printable ASCII, no `%`) cannot hold a control or non-ASCII character, and
+  // without `//` and a segment ending in `.` or a space (which covers `.` and `..`) it passes
+  // every per-segment test as it is.
+  const parts: string[] = []
+  let backslash = false
+  let semicolon = false
+  let plain = true
+  let suspicious = false
+  let start = 1
+  for (let i = 1; i < length; i++) {
+    const c = target.charCodeAt(i)
+    if (c === SLASH) {
+      const before = target.charCodeAt(i - 1)
+      if (before === SLASH || before === DOT || before === SPACE) suspicious = true
+      parts.push(target.slice(start, i))
+      start = i + 1
+    } else if (c === BACKSLASH) backslash = true
+    else if (c === SEMICOLON) semicolon = true
+    else if (c === PERCENT || c < SPACE || c > TILDE) plain = false
+  }
+  if (backslash) return refuse('the path contains a backslash')
+  if (semicolon) return refuse('the path contains ; (path parameters are not accepted)')
+  const last = target.charCodeAt(length - 1)
+  if (length > 1 && (last === DOT || last === SPACE)) suspicious = true
+  // The last segment; a trailing slash ends the path (`/a/` is `/a`), its empty segment dropped.
+  if (start < length) parts.push(target.slice(start, length))
+  if (plain && !suspicious) {
+    const end = length > 1 && last === SLASH ? length - 1 : length
+    return {
+      ok: true,
+      path: end === target.length ? target : target.slice(0, end),
+      segments: parts,
+    }
   }
   const segments: string[] = []
   for (const part of parts) {
