@@ -87,8 +87,21 @@ function checked(method: string, url: string, origin: string | undefined): Forwa
 /** `scheme://host` from one proto and one host value (each sent once), when both are plausible. */
 function originOf(proto: string | undefined, host: string | undefined): string | undefined {
   if (!proto || !host) return undefined
-  if (!PROTO.test(proto) || !HOST.test(host)) return undefined
-  return `${proto.toLowerCase()}://${host.toLowerCase()}`
+  // A proxy states the same origin for most asks: its reading is kept (two tests, a string).
+  if (proto === lastOrigin.proto && host === lastOrigin.host) return lastOrigin.origin
+  const origin =
+    PROTO.test(proto) && HOST.test(host)
+      ? `${proto.toLowerCase()}://${host.toLowerCase()}`
+      : undefined
+  lastOrigin = { proto, host, origin }
+  return origin
+}
+
+/** The last proto and host `originOf` read, and what it read them as. */
+let lastOrigin: { proto: string; host: string; origin: string | undefined } = {
+  proto: '',
+  host: '',
+  origin: undefined,
 }
 
 /** Every value of a header (exact name, case-insensitive; `_` is another name). */
@@ -174,8 +187,11 @@ export function clientAddressFrom(
   trusted: ProxyMatcher,
 ): string {
   let address = peer
-  if (!peerTrusted) return address
-  const chain = (forwardedFor ?? '').split(',')
+  if (!peerTrusted || forwardedFor === undefined) return address
+  // One hop (what nginx's `$proxy_add_x_forwarded_for` gives a direct client): it is the
+  // address, trusted or not, as the walk below would find; no list is built for it.
+  if (!forwardedFor.includes(',')) return forwardedFor.trim() || address
+  const chain = forwardedFor.split(',')
   for (let i = chain.length - 1; i >= 0; i--) {
     const hop = (chain[i] as string).trim()
     if (hop === '') continue

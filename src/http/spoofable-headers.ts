@@ -57,8 +57,28 @@ export function isSteering(name: string): boolean {
   if ((second !== 0x2d && second !== 0x5f) || !STEERING_THIRD.has(name.charCodeAt(2) | 0x20)) {
     return false
   }
-  const effective = effectiveHeaderName(name)
-  return effective.startsWith(IDENTITY_PREFIX) || STEERING.has(effective)
+  // Compared in place: lower-casing and `_` → `-` built two strings for each name let through.
+  if (readsAs(name, IDENTITY_PREFIX)) return true
+  for (const steering of STEERING_HEADERS) {
+    if (name.length === steering.length && readsAs(name, steering)) return true
+  }
+  return false
+}
+
+/**
+ * Whether `name` starts with `effective` (lower-case) as `effectiveHeaderName` reads it. ASCII
+ * folding is enough: of the letters Unicode lower-cases into ASCII, the Kelvin sign's `k` is
+ * in no name compared with, and `İ` gives `i` plus a combining dot, in none either.
+ */
+function readsAs(name: string, effective: string): boolean {
+  if (name.length < effective.length) return false
+  for (let i = 0; i < effective.length; i++) {
+    let c = name.charCodeAt(i)
+    if (c === 0x5f) c = 0x2d
+    else if (c >= 0x41 && c <= 0x5a) c |= 0x20
+    if (c !== effective.charCodeAt(i)) return false
+  }
+  return true
 }
 
 /**

@@ -13,7 +13,7 @@ import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { createLocalJWKSet, jwtVerify } from 'jose'
 import { loadConfig } from '../../src/config/load.ts'
-import { readForwardedRequest } from '../../src/decision/forwarded-request.ts'
+import { clientAddressFrom, readForwardedRequest } from '../../src/decision/forwarded-request.ts'
 import { createProxyMatcher } from '../../src/decision/proxy-kinds.ts'
 import { IDENTITY_HEADER_NAMES, IDENTITY_PREFIX } from '../../src/http/identity-headers.ts'
 import { isSteering, STEERING_HEADERS } from '../../src/http/spoofable-headers.ts'
@@ -712,6 +712,12 @@ describe('trusted proxy addresses', () => {
         names.add(name)
         names.add(name.slice(0, -1))
         names.add(`${name}x`)
+        // The two characters Unicode lower-cases into ASCII (`İ` to `i` and a combining dot).
+        names.add(name.replace(/[ik]/i, '\u0130'))
+        names.add(name.replace(/[ik]/i, '\u212a'))
+        names.add(`${name}\u212a`)
+        // A character one bit away from `-` (CR is 0x0d, `-` 0x2d) in place of the last one.
+        names.add(name.replace(/[-_]([^-_]*)$/, '\r$1'))
       }
     }
     let steering = 0
@@ -751,6 +757,74 @@ describe('trusted proxy addresses', () => {
       createProxyMatcher({ proxy: undefined, trustedProxies: ['127.0.0.1=caddy'] })('127.0.0.1'),
       'caddy',
     )
+  })
+
+  test('each origin is read from its own proto and host, whatever was read before it', () => {
+    const origin = (proto: string, host: string) => {
+      const read = readForwardedRequest(
+        ['X-Original-Method', 'GET', 'X-Original-URI', '/api/v1/a'].concat([
+          'X-Forwarded-Proto',
+          proto,
+          'X-Forwarded-Host',
+          host,
+        ]),
+        { method: 'GET', url: '/_tokengate' },
+        { kind: 'nginx', pathPrefix: '' },
+      )
+      return read.ok ? read.origin : 'refused'
+    }
+    // Repeats, a change of either value, and an implausible value in between.
+    const asked: ReadonlyArray<readonly [string, string, string | undefined]> = [
+      ['https', 'a.example', 'https://a.example'],
+      ['https', 'a.example', 'https://a.example'],
+      ['http', 'a.example', 'http://a.example'],
+      ['http', 'a.example', 'http://a.example'],
+      ['http', 'b.example', 'http://b.example'],
+      ['http', 'b/example', undefined],
+      ['http', 'b/example', undefined],
+      ['HTTP', 'B.Example', 'http://b.example'],
+      ['ftp', 'B.Example', undefined],
+      ['https', 'a.example', 'https://a.example'],
+    ]
+    for (const [i, [proto, host, expected]] of asked.entries()) {
+      assert.equal(origin(proto, host), expected, `ask ${i}: ${proto} ${host}`)
+    }
+  })
+
+  test('the client address: the nearest X-Forwarded-For hop that is no trusted proxy', () => {
+    const trusted = createProxyMatcher({ proxy: 'nginx', trustedProxies: ['10.0.0.0/8'] })
+    // The rule written out slowly, for every list of hops below.
+    const slow = (peer: string, peerTrusted: boolean, header: string | undefined) => {
+      if (!peerTrusted) return peer
+      const hops = (header ?? '')
+        .split(',')
+        .map((hop) => hop.trim())
+        .filter((hop) => hop !== '')
+      let address = peer
+      for (const hop of hops.reverse()) {
+        address = hop
+        if (trusted(hop) === undefined) break
+      }
+      return address
+    }
+    const hops = ['', ' ', '203.0.113.7', ' 198.51.100.2 ', '10.1.2.3', '10.9.9.9 ']
+    const headers: Array<string | undefined> = [undefined]
+    for (const a of hops) {
+      headers.push(a)
+      for (const b of hops) {
+        headers.push(`${a},${b}`)
+        for (const c of hops) headers.push(`${a},${b},${c}`)
+      }
+    }
+    for (const peerTrusted of [true, false]) {
+      for (const header of headers) {
+        assert.equal(
+          clientAddressFrom('10.0.0.1', peerTrusted, header, trusted),
+          slow('10.0.0.1', peerTrusted, header),
+          `${peerTrusted} ${JSON.stringify(header)}`,
+        )
+      }
+    }
   })
 
   test('ingress-nginx: X-Original-URL stands for the URI, its spelling kept for the policy', () => {
