@@ -166,8 +166,7 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
     // Where the store was looked for, in an error naming it (storeUnreachable).
     'startup.ts',
     // `serve` gives memory back when idle, and bounds its old space's growth under load.
-    'lib/idle-collector.ts',
-    'lib/heap-growth.ts',
+    'lib/serving-process.ts',
   ],
   dev: ['core', 'lib', 'stores', 'config'],
   'logger.ts': [],

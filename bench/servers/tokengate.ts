@@ -1,6 +1,7 @@
 /**
  * tokengate as the benchmark runs it: production defaults (rate limiting, audit, last-used
- * tracking on; embedded SQLite store), except per-request logging at `warn` (the peers log
+ * tracking on; embedded SQLite store) in a process tuned as `tokengate serve` tunes it (glibc
+ * malloc, V8 heap growth, idle collector: src/lib/serving-process.ts), except per-request logging at `warn` (the peers log
  * nothing), plain HTTP (the peers speak plain HTTP too) and rate-limit quotas raised so the
  * load generator's few tokens and one address are never throttled (the limiter still runs
  * on every request; only its thresholds change).
@@ -16,9 +17,13 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { loadConfig } from '../../src/config/load.ts'
+import { restartWithServedMalloc, serveAsProduction } from '../../src/lib/serving-process.ts'
 import { prepareTokengate, startTokengate } from '../../src/main.ts'
 import { configForWorkers, startWorkerPool } from '../../src/server/workers.ts'
 import { loadFixtures, seedBenchStore } from '../fixtures.ts'
+
+// The process as `tokengate serve` runs it: glibc malloc as bin/tokengate.js sets it (same pid).
+restartWithServedMalloc(process.env)
 
 const workersFlag = process.argv.find((a) => a.startsWith('--workers='))
 const workers = workersFlag ? Number(workersFlag.slice('--workers='.length)) : 1
@@ -65,9 +70,16 @@ const running =
           config: configForWorkers(config, workers),
           count: workers,
           note: (line) => console.error(line),
+          nodeOptions: process.env.NODE_OPTIONS,
         }),
       )
     : await startTokengate(config)
+// V8's heap bound and the idle collector, as `serve` sets them once listening.
+const tuned = serveAsProduction({
+  execArgv: process.execArgv,
+  nodeOptions: process.env.NODE_OPTIONS,
+  workers,
+})
 if ('decisionUrl' in running && running.decisionUrl) {
   const { decisionUrl } = running
   console.log(`DECISION ${socket ? decisionUrl : new URL(decisionUrl).port}`)
@@ -75,6 +87,7 @@ if ('decisionUrl' in running && running.decisionUrl) {
 console.log(`READY ${new URL(running.url).port}`)
 
 const stop = async () => {
+  tuned.stop()
   await running.close()
   rmSync(dataDir, { recursive: true, force: true })
   process.exit(0)

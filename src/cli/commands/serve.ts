@@ -1,6 +1,5 @@
 import type { Config } from '../../config/schema.ts'
-import { boundHeapGrowth } from '../../lib/heap-growth.ts'
-import { memoryReducingGc, startIdleCollector } from '../../lib/idle-collector.ts'
+import { serveAsProduction } from '../../lib/serving-process.ts'
 import { workerCount } from '../../server/workers.ts'
 import { flag, optionalString } from '../args.ts'
 import type { CommandContext, CommandDef } from '../context.ts'
@@ -121,11 +120,12 @@ async function serveUntilStopped(
   }
   if (workers <= 1) process.on('SIGHUP', noteHangup)
   // One process serving: it gives memory back when idle (a worker pool's workers do it each)
-  // and keeps its old space near what is live under load.
-  if (workers <= 1) {
-    boundHeapGrowth({ execArgv: process.execArgv, nodeOptions: ctx.io.env.NODE_OPTIONS })
-  }
-  const idle = workers <= 1 ? startIdleCollector({ collect: memoryReducingGc() }) : undefined
+  // and keeps its old space near what is live under load (the bench server calls this too).
+  const tuned = serveAsProduction({
+    execArgv: process.execArgv,
+    nodeOptions: ctx.io.env.NODE_OPTIONS,
+    workers,
+  })
   let exitCode = 0
   try {
     const seed = running.devSeed
@@ -169,7 +169,7 @@ async function serveUntilStopped(
     ctx.out.note(`tokengate: ${reason}, shutting down`)
   } finally {
     process.off('SIGHUP', noteHangup)
-    idle?.stop()
+    tuned.stop()
     await closeForcibly(running.close)
   }
   return exitCode

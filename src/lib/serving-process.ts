@@ -1,0 +1,54 @@
+/**
+ * The process settings a serving tokengate runs with, in one place for `tokengate serve`
+ * (cli/commands/serve.ts) and the benchmarks' server (bench/servers/tokengate.ts). Why one
+ * function: the bench started `startTokengate` alone, so every gateway, decision and latency
+ * number came from a process without the heap bound and the idle collector users run
+ * (issue #36, seventh session).
+ */
+import { boundHeapGrowth, type StartedWith } from './heap-growth.ts'
+import { type IdleCollector, memoryReducingGc, startIdleCollector } from './idle-collector.ts'
+
+/**
+ * glibc malloc's settings for `serve` (why: bin/tokengate.js, which sets them by starting
+ * itself again; it cannot import this module, so test/cli/serve-settings.test.ts checks the
+ * two agree on a running process).
+ */
+export const SERVED_MALLOC_ENV: Readonly<Record<string, string>> = {
+  MALLOC_ARENA_MAX: '2',
+  MALLOC_MMAP_THRESHOLD_: '131072',
+}
+
+/** What `serveAsProduction` set: the heap growing percent (undefined: the operator's) and the collector. */
+export interface ServingProcess {
+  readonly heapGrowingPercent: number | undefined
+  readonly idle: IdleCollector | undefined
+  stop(): void
+}
+
+/**
+ * Tunes this process for serving once tokengate listens: one process serving gets V8's heap
+ * growth bounded and the idle collector; with `workers > 1` the primary only supervises (each
+ * worker does both itself: serve-worker.ts, server/workers.ts), so nothing is set here.
+ */
+export function serveAsProduction(
+  started: StartedWith & { readonly workers: number },
+): ServingProcess {
+  if (started.workers > 1) return { heapGrowingPercent: undefined, idle: undefined, stop: () => {} }
+  const heapGrowingPercent = boundHeapGrowth(started)
+  const idle = startIdleCollector({ collect: memoryReducingGc() })
+  return { heapGrowingPercent, idle, stop: () => idle.stop() }
+}
+
+/**
+ * For a process started without bin/tokengate.js (the benchmarks' server): starts it again, same
+ * pid, flags and arguments, with `SERVED_MALLOC_ENV` where unset, as the bin does for `serve`.
+ * Returns only when nothing needs restarting (already set, not Linux, or no process.execve).
+ */
+export function restartWithServedMalloc(env: Readonly<Record<string, string | undefined>>): void {
+  const missing = Object.keys(SERVED_MALLOC_ENV).some((name) => env[name] === undefined)
+  if (process.platform !== 'linux' || !missing || typeof process.execve !== 'function') return
+  process.execve(process.execPath, [process.argv0, ...process.execArgv, ...process.argv.slice(1)], {
+    ...SERVED_MALLOC_ENV,
+    ...env,
+  })
+}
