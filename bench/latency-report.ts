@@ -13,6 +13,12 @@ export interface Measured {
   readonly run: LatencyRun
   /** Syncs the server asked for during the run (warm-up included), in slow-disk mode. */
   readonly syncs?: number
+  /**
+   * Percent of the servers' CPU the bench's own pinned processes used during the run (this
+   * row's path: its servers and the upstream, plus the other rows' idle ones): how busy the
+   * core a p99 queued on was (bench/latency-machine.ts).
+   */
+  readonly ours?: number
   /** Percent of the servers' CPU other processes used during the run (bench/latency-machine.ts). */
   readonly others?: number
   /** The busiest of them, `name pid %` (`*`: allowed on other CPUs too, so an upper bound). */
@@ -61,10 +67,10 @@ export function printCase(result: CaseResult, settings: RunSettings, withSyncs: 
   console.log(`\n### ${benchCase.id}: ${count(rate)} req/s (${why}), ${generator}\n`)
   const syncHeader = withSyncs ? ' syncs |' : ''
   console.log(
-    `| round | server | p50 ms | p99 ms | p99.9 ms | max ms | 2xx | not 2xx | gen late p99 | others on CPU 0 (busiest: name pid %) | softirq on CPU 0 |${syncHeader} added p50 | added p99 | added p99.9 |`,
+    `| round | server | p50 ms | p99 ms | p99.9 ms | max ms | 2xx | not 2xx | gen late p99 | bench on CPU 0 | others on CPU 0 (busiest: name pid %) | softirq on CPU 0 |${syncHeader} added p50 | added p99 | added p99.9 |`,
   )
   console.log(
-    `|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|${withSyncs ? '---:|' : ''}---:|---:|---:|`,
+    `|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|${withSyncs ? '---:|' : ''}---:|---:|---:|`,
   )
   const servers = [benchCase.subject, ...benchCase.others, benchCase.baseline]
   rounds.forEach((measured, round) => {
@@ -77,7 +83,7 @@ export function printCase(result: CaseResult, settings: RunSettings, withSyncs: 
       const added = (a: number, b: number) => (isBase ? '' : signed(a - b))
       const syncs = withSyncs ? ` ${m.syncs ?? ''} |` : ''
       console.log(
-        `| ${round + 1} | ${id}${isBase ? ' (baseline)' : ''} | ${ms(s.p50Ms)} | ${ms(s.p99Ms)} | ${ms(s.p999Ms)} | ${ms(s.maxMs)} | ${count(s.count)} | ${otherAnswers(m.run)} | ${ms(m.run.lateP99Ms ?? Number.NaN)} | ${percent(m.others)}${m.otherNames ? ` (${m.otherNames})` : ''} | ${percent(m.softirq)} |${syncs} ${added(s.p50Ms, base.p50Ms)} | ${added(s.p99Ms, base.p99Ms)} | ${added(s.p999Ms, base.p999Ms)} |`,
+        `| ${round + 1} | ${id}${isBase ? ' (baseline)' : ''} | ${ms(s.p50Ms)} | ${ms(s.p99Ms)} | ${ms(s.p999Ms)} | ${ms(s.maxMs)} | ${count(s.count)} | ${otherAnswers(m.run)} | ${ms(m.run.lateP99Ms ?? Number.NaN)} | ${percent(m.ours)} | ${percent(m.others)}${m.otherNames ? ` (${m.otherNames})` : ''} | ${percent(m.softirq)} |${syncs} ${added(s.p50Ms, base.p50Ms)} | ${added(s.p99Ms, base.p99Ms)} | ${added(s.p999Ms, base.p999Ms)} |`,
       )
     }
   })
@@ -89,7 +95,7 @@ export function printCase(result: CaseResult, settings: RunSettings, withSyncs: 
     const syncsMedian = of((m) => m.syncs ?? Number.NaN)
     const syncs = withSyncs ? ` ${Number.isNaN(syncsMedian) ? '' : syncsMedian} |` : ''
     console.log(
-      `| median | ${id}${id === benchCase.baseline ? ' (baseline)' : ''} | ${ms(of((m) => m.run.summary.p50Ms))} | ${ms(of((m) => m.run.summary.p99Ms))} | ${ms(of((m) => m.run.summary.p999Ms))} | ${ms(of((m) => m.run.summary.maxMs))} | | | | |${syncs} ${addedOf('p50Ms')} | ${addedOf('p99Ms')} | ${addedOf('p999Ms')} |`,
+      `| median | ${id}${id === benchCase.baseline ? ' (baseline)' : ''} | ${ms(of((m) => m.run.summary.p50Ms))} | ${ms(of((m) => m.run.summary.p99Ms))} | ${ms(of((m) => m.run.summary.p999Ms))} | ${ms(of((m) => m.run.summary.maxMs))} | | | | ${percent(of((m) => m.ours ?? Number.NaN))} | | |${syncs} ${addedOf('p50Ms')} | ${addedOf('p99Ms')} | ${addedOf('p999Ms')} |`,
     )
   }
 }

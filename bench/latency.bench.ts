@@ -238,13 +238,14 @@ async function runCases(
         const syncs = slowFsync?.callsBetween(id, from, Date.now())
         measured.set(id, {
           run,
+          ours: share.ours,
           others,
           softirq: share.softirq,
           ...(who ? { otherNames: who } : {}),
           ...(syncs === undefined ? {} : { syncs }),
         })
         progress(
-          `round ${round + 1} · ${benchCase.id} · ${id}: p50 ${ms(run.summary.p50Ms)} p99 ${ms(run.summary.p99Ms)} p99.9 ${ms(run.summary.p999Ms)}, others on CPU ${SERVER_CPU} ${Math.round(others)} %${who ? ` (${who})` : ''}, softirq ${Math.round(share.softirq)} %${settled ? `; settled ${settled.waitedSec.toFixed(1)} s${settled.quiet ? '' : ' (not quiet)'}` : ''}`,
+          `round ${round + 1} · ${benchCase.id} · ${id}: p50 ${ms(run.summary.p50Ms)} p99 ${ms(run.summary.p99Ms)} p99.9 ${ms(run.summary.p999Ms)}, bench on CPU ${SERVER_CPU} ${Math.round(share.ours)} %, others on CPU ${SERVER_CPU} ${Math.round(others)} %${who ? ` (${who})` : ''}, softirq ${Math.round(share.softirq)} %${settled ? `; settled ${settled.waitedSec.toFixed(1)} s${settled.quiet ? '' : ' (not quiet)'}` : ''}`,
         )
       }
       result.rounds.push(measured)
