@@ -52,7 +52,7 @@ export interface ChangeLogReader {
   head(): Promise<number>
   /**
    * Entries after `seq`, ascending, at most `limit`, and the lowest number still kept (null
-   * when the log is empty): entries between `seq` and it were pruned.
+   * when there is no entry after `seq`): entries between `seq` and it were pruned.
    */
   readAfter(seq: number, limit: number): Promise<{ entries: LogEntry[]; lowest: number | null }>
   /** Deletes entries written before `before` (epoch ms). */

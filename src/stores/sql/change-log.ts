@@ -3,7 +3,7 @@ import type { LogEntry } from '../change-log.ts'
 import type { SqlDb } from './db.ts'
 
 type Row = {
-  seq: number | string | null
+  seq: number | string
   kind: string
   subject: string
   at: number | string
@@ -11,8 +11,10 @@ type Row = {
 }
 
 /**
- * The entries after `seq` (at most `limit`) and the lowest number kept, in one round trip:
- * with no entry after `seq`, one row of nulls carries `lowest`.
+ * The entries after `seq` (at most `limit`) and the lowest number kept, in one round trip.
+ * With no entry after `seq` no row comes back and `lowest` is null: the follower only needs
+ * it to spot entries pruned between `seq` and the first one returned, and an idle poll is
+ * then a single primary-key probe (no scan of the log for its minimum, no outer sort).
  */
 export async function readChangesAfter(
   db: SqlDb,
@@ -20,23 +22,18 @@ export async function readChangesAfter(
   limit: number,
 ): Promise<{ entries: LogEntry[]; lowest: number | null }> {
   const found = await db.all<Row>(
-    `SELECT l.seq, l.kind, l.subject, l.at, (SELECT min(seq) FROM change_log) AS lowest
-     FROM (SELECT 1 AS one) AS o LEFT JOIN (
-       SELECT seq, kind, subject, at FROM change_log WHERE seq > $1 ORDER BY seq LIMIT $2
-     ) AS l ON true
-     ORDER BY l.seq`,
+    `SELECT seq, kind, subject, at, (SELECT min(seq) FROM change_log) AS lowest
+     FROM change_log WHERE seq > $1 ORDER BY seq LIMIT $2`,
     [seq, limit],
   )
   const lowest = found[0]?.lowest ?? null
   return {
-    entries: found
-      .filter((row) => row.seq !== null)
-      .map((row) => ({
-        seq: Number(row.seq),
-        kind: row.kind,
-        subject: row.subject,
-        at: Number(row.at),
-      })),
+    entries: found.map((row) => ({
+      seq: Number(row.seq),
+      kind: row.kind,
+      subject: row.subject,
+      at: Number(row.at),
+    })),
     lowest: lowest === null ? null : Number(lowest),
   }
 }
