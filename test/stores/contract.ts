@@ -969,6 +969,26 @@ export function storeContract(name: string, makeStore: MakeStore): void {
         await delivered
         assert.deepEqual(seen, [])
       })
+
+      it('entries pruned past the cursor, the whole log included, make the follower resync', async (t) => {
+        const store = await withTenants(t, 'acme')
+        await store.insertPat(pat('p1', 'acme'))
+        const seen: StoreChange[] = []
+        t.after(store.watch((c) => seen.push(c)))
+        // The revocation and a later change are logged, then pruned (retention passed), in one
+        // commit: no read can see the revocation, so only a resync can drop a cached copy.
+        await store.transaction(async (tx) => {
+          await tx.revokePat('p1', T0 + 1)
+          await tx.createTenant({ id: 'later', name: 'Later' }, T0 + 2)
+          // Both stores' transaction views have the store's own prune (not part of the type).
+          const prunable = tx as unknown as { pruneChangeLog(before: number): Promise<number> }
+          await prunable.pruneChangeLog(Date.now() + 86_400_000)
+        })
+        assert.ok(
+          seen.some((c) => c.kind === 'resync'),
+          `expected a resync, got ${JSON.stringify(seen)}`,
+        )
+      })
     })
 
     describe('transaction', () => {

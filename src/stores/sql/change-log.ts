@@ -38,7 +38,14 @@ export async function readChangesAfter(
   }
 }
 
-/** Deletes the entries older than `before`; how many. */
+/**
+ * Deletes the entries older than `before`, but never the newest: a follower whose cursor is
+ * behind it then finds `lowest` past its cursor and resyncs; an emptied log would tell it
+ * nothing. How many.
+ */
 export function pruneChanges(db: SqlDb, before: number): Promise<number> {
-  return db.run('DELETE FROM change_log WHERE at < $1', [before])
+  return db.run(
+    'DELETE FROM change_log WHERE at < $1 AND seq < (SELECT max(seq) FROM change_log)',
+    [before],
+  )
 }
