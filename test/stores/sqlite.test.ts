@@ -167,14 +167,16 @@ describe('sqlite store specifics', () => {
     )
     await server.createTenant({ id: 'acme', name: 'Acme' }, T0)
     assert.deepEqual(changes, ['tenant_changed'], 'delivered before createTenant resolved')
-    await new Promise((resolve) => setTimeout(resolve, 100))
-    assert.deepEqual(changes, ['tenant_changed'], 'and not again by the poll')
+    // A read that starts after the call (what the poll runs): waited on, not slept for, so a
+    // loaded machine cannot make these checks pass early or fail late.
+    await server.catchUpChanges()
+    assert.deepEqual(changes, ['tenant_changed'], 'and not again by the next read')
 
     await cli.insertPat(record(1))
     await cli.insertPat(record(2))
     await cli.revokePat('pat-2', T0 + 1)
     await cli.revokePat('pat-1', T0 + 1)
-    await new Promise((resolve) => setTimeout(resolve, 100))
+    await server.catchUpChanges()
     const hash = (i: number) => `pat ${record(i).tokenHash.slice(0, 6)}`
     assert.deepEqual(changes, ['tenant_changed', hash(2), hash(1)], 'precise, in commit order')
 
