@@ -162,6 +162,23 @@ describe('two instances on one Postgres: changes reach the other instance within
     assert.ok(byA < PROPAGATION_BOUND_MS, `A: ${byA} ms`)
   })
 
+  it('a revocation pruned from the change log before B read it is still refused by B within 1 s', async (t) => {
+    const victim = await insertPat(admin, 'acme')
+    await cachedOnB(victim.token)
+    const since = performance.now()
+    // Revoked, one more change, and the log pruned past both (retention passed), in one commit:
+    // B never reads the revocation's entry, only that entries after its cursor were pruned.
+    await admin.transaction(async (tx) => {
+      await tx.revokePat(victim.id, Date.now())
+      await tx.createTenant({ id: `later-${victim.id}`, name: 'later' }, Date.now())
+      const prunable = tx as unknown as { pruneChangeLog(before: number): Promise<number> }
+      await prunable.pruneChangeLog(Date.now() + 86_400_000)
+    })
+    const elapsed = await untilB(401, victim.token, since)
+    t.diagnostic(`revoke pruned before B read it → 401 on B after ${elapsed.toFixed(1)} ms`)
+    assert.ok(elapsed < PROPAGATION_BOUND_MS, `${elapsed} ms`)
+  })
+
   it('end-to-end revocation propagation over 100 revocations (API on A → 401 on B)', async (t) => {
     const rounds = 100
     const victims = []
