@@ -36,6 +36,7 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { parseArgs } from 'node:util'
 import { loadFixtures } from './fixtures.ts'
+import { inspectPort as connectInspector } from './inspector-session.ts'
 import { percentile } from './latency-stats.ts'
 import { cpuMicros, PRODUCTION_NODE_FLAGS, runLoad } from './load.ts'
 import { freePort, pinned, stop } from './processes.ts'
@@ -258,10 +259,7 @@ async function allocationProfile(): Promise<void> {
   try {
     const url = `http://127.0.0.1:${port}`
     await load(url, WARMUP)
-    const targets = (await (await fetch(`http://127.0.0.1:${inspectPort}/json`)).json()) as {
-      webSocketDebuggerUrl: string
-    }[]
-    const session = await inspectorSession(targets[0]?.webSocketDebuggerUrl ?? '')
+    const session = await connectInspector(inspectPort)
     await session.call('HeapProfiler.startSampling', {
       samplingInterval: 4096,
       includeObjectsCollectedByMajorGC: true,
@@ -305,28 +303,6 @@ interface SamplingNode {
   readonly callFrame: { functionName: string; url: string; lineNumber: number }
   readonly selfSize: number
   readonly children: readonly SamplingNode[]
-}
-
-async function inspectorSession(url: string) {
-  const socket = new WebSocket(url)
-  await new Promise((resolve, reject) => {
-    socket.onopen = resolve
-    socket.onerror = reject
-  })
-  let nextId = 1
-  const waiting = new Map<number, (result: unknown) => void>()
-  socket.onmessage = (event) => {
-    const message = JSON.parse(String(event.data)) as { id?: number; result?: unknown }
-    if (message.id !== undefined) waiting.get(message.id)?.(message.result)
-  }
-  return {
-    call(method: string, params: object): Promise<unknown> {
-      const id = nextId++
-      socket.send(JSON.stringify({ id, method, params }))
-      return new Promise((resolve) => waiting.set(id, resolve))
-    },
-    close: () => socket.close(),
-  }
 }
 
 if (values['alloc-profile']) {

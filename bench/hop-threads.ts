@@ -1,0 +1,306 @@
+/**
+ * CPU per request of a proxy hop and its upstream, thread by thread, at a paced rate (issue
+ * #36): what sets the gateway's p99 at 3,000 req/s is how busy CPU 0 is, and at a paced rate
+ * each request gets its own wake-ups and syscalls, so it costs more than at saturation.
+ *
+ * Every row (`--servers`: `gateway`, `gateway@<dir>` for another checkout's gateway, e.g.
+ * `git archive <rev> | tar -x -C <dir>` with `node_modules` linked; `undici-proxy`) is a
+ * proxy and its own upstream (bench/servers/peer.ts) on CPU 0, started once and kept; the
+ * paced load generator runs on CPU 1. Each round loads every row in turn (rows interleaved)
+ * and prints, per request answered, the CPU µs of the proxy's threads (`main`, V8 and libuv
+ * helpers grouped by thread name) and of the upstream's, CPU 0's busy share over the window
+ * (every process on it, ours and others'), and the latency p50/p99 from each request's due
+ * time. The last lines are each row's median over the rounds.
+ *
+ * `--cpu-prof <dir>`: instead, the first of `--servers` under V8's CPU profiler (inspector,
+ * 100 µs sampling) for one window at the rate: writes `<dir>/<server>.cpuprofile` (open it in
+ * Chrome DevTools) and prints the functions by self time, µs per request. The samples are
+ * wall time on the main thread: a write(2) to the upstream on the same core is charged with
+ * the time the upstream, woken by it, runs before the proxy gets the core back.
+ *
+ * Run: `node bench/hop-threads.ts [--rate 3000] [--duration 10] [--rounds 3]
+ * [--servers gateway,undici-proxy] [--baseline <dir>] [--cpu-prof <dir> [--top 30]]`
+ */
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import { loadFixtures } from './fixtures.ts'
+import { inspectPort } from './inspector-session.ts'
+import { runLatency } from './latency-load.ts'
+import { PRODUCTION_NODE_FLAGS } from './load.ts'
+import { freePort, type Started, startNode, stop } from './processes.ts'
+
+const { values } = parseArgs({
+  options: {
+    rate: { type: 'string', default: '3000' },
+    duration: { type: 'string', default: '10' },
+    warmup: { type: 'string', default: '3' },
+    rounds: { type: 'string', default: '3' },
+    servers: { type: 'string', default: 'gateway,undici-proxy' },
+    baseline: { type: 'string' },
+    'cpu-prof': { type: 'string' },
+    top: { type: 'string', default: '30' },
+  },
+})
+const RATE = Number(values.rate)
+const DURATION = Number(values.duration)
+const WARMUP = Number(values.warmup)
+const ROUNDS = Number(values.rounds)
+const SERVER_CPU = 0
+const LOAD_CPU = 1
+const fixtures = loadFixtures()
+const PATH = '/api/v1/projects/p1'
+const HEADERS = { authorization: `Bearer ${fixtures.patSingle}` }
+/** Clock ticks per second of /proc's CPU times (USER_HZ, 100 on Linux). */
+const TICK_MS = 10
+
+interface Row {
+  readonly name: string
+  readonly proxy: Started
+  readonly upstream: Started
+  readonly url: string
+  readonly results: Measured[]
+}
+
+interface Measured {
+  /** CPU µs per request by thread name, proxy then upstream (`upstream ` prefixed). */
+  readonly threads: Map<string, number>
+  readonly proxyUs: number
+  readonly upstreamUs: number
+  readonly cpu0Busy: number
+  readonly p50: number
+  readonly p99: number
+  readonly requests: number
+}
+
+/** CPU ms of each thread of `pid` so far, threads of one name (less a trailing number) summed. */
+function threadCpu(pid: number): Map<string, number> {
+  const out = new Map<string, number>()
+  for (const task of readdirSync(`/proc/${pid}/task`)) {
+    let stat: string
+    try {
+      stat = readFileSync(`/proc/${pid}/task/${task}/stat`, 'utf8')
+    } catch {
+      continue // the thread ended
+    }
+    const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    const ms = (Number(fields[11]) + Number(fields[12])) * TICK_MS
+    const key = task === String(pid) ? 'main' : name.replace(/\d+$/, '#')
+    out.set(key, (out.get(key) ?? 0) + ms)
+  }
+  return out
+}
+
+/** CPU 0's busy and total jiffies so far (/proc/stat). */
+function cpu0(): { busy: number; total: number } {
+  const line = readFileSync('/proc/stat', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith(`cpu${SERVER_CPU} `))
+  const f = (line ?? '').split(/\s+/).slice(1).map(Number)
+  const total = f.slice(0, 8).reduce((a, b) => a + b, 0)
+  // idle and iowait are not busy
+  return { busy: total - (f[3] ?? 0) - (f[4] ?? 0), total }
+}
+
+function proxyArgv(kind: string, port: number, upstream: string, flags: string[]): string[] {
+  if (kind === 'gateway') {
+    return [
+      ...PRODUCTION_NODE_FLAGS,
+      ...flags,
+      'bench/servers/tokengate.ts',
+      fixtures.dir,
+      `${port}`,
+      upstream,
+    ]
+  }
+  if (kind === 'undici-proxy')
+    return [...flags, 'bench/servers/undici-proxy.ts', upstream, `${port}`]
+  throw new Error(`unknown server ${kind}`)
+}
+
+async function startRow(name: string, flags: string[] = []): Promise<Row> {
+  // `gateway@<dir>`: the same server from another checkout, run in its own directory.
+  const [kind = name, checkout] = name.split('@')
+  const [port, upstreamPort] = [await freePort(), await freePort()]
+  const upstream = await startNode(SERVER_CPU, [
+    'bench/servers/peer.ts',
+    'upstream',
+    'RS256',
+    fixtures.dir,
+    `${upstreamPort}`,
+  ])
+  const argv = proxyArgv(kind, port, `http://127.0.0.1:${upstreamPort}`, flags)
+  const proxy = await (checkout === undefined
+    ? startNode(SERVER_CPU, argv)
+    : inDirectory(checkout, () => startNode(SERVER_CPU, argv)))
+  return { name, proxy, upstream, url: `http://127.0.0.1:${port}`, results: [] }
+}
+
+/** startNode spawns in the current directory: the other checkout's files resolve there. */
+async function inDirectory<T>(dir: string, start: () => Promise<T>): Promise<T> {
+  const here = process.cwd()
+  process.chdir(dir)
+  try {
+    return await start()
+  } finally {
+    process.chdir(here)
+  }
+}
+
+function load(url: string, durationSec: number) {
+  return runLatency(
+    'paced',
+    { url, path: PATH, headers: HEADERS },
+    { rate: RATE, durationSec, warmupSec: 0, connections: 32, cpu: LOAD_CPU },
+  )
+}
+
+async function measure(row: Row): Promise<Measured> {
+  const [proxyPid, upstreamPid] = [row.proxy.child.pid ?? 0, row.upstream.child.pid ?? 0]
+  const before = [threadCpu(proxyPid), threadCpu(upstreamPid)] as const
+  const core = cpu0()
+  const run = await load(row.url, DURATION)
+  const coreAfter = cpu0()
+  const after = [threadCpu(proxyPid), threadCpu(upstreamPid)] as const
+  if (Object.keys(run.non2xx).length > 0) {
+    throw new Error(`${row.name}: answers not 2xx ${JSON.stringify(run.non2xx)}`)
+  }
+  // The window's answers; the generator also waits up to 5 s for late ones, so the CPU
+  // window holds all the work these requests caused (and a little idle time).
+  const requests = run.summary.count
+  const threads = new Map<string, number>()
+  let proxyUs = 0
+  let upstreamUs = 0
+  for (const [i, prefix] of [
+    [0, ''],
+    [1, 'upstream '],
+  ] as const) {
+    for (const [name, ms] of after[i]) {
+      const us = ((ms - (before[i].get(name) ?? 0)) * 1000) / requests
+      if (us === 0) continue
+      threads.set(prefix + name, us)
+      if (i === 0) proxyUs += us
+      else upstreamUs += us
+    }
+  }
+  return {
+    threads,
+    proxyUs,
+    upstreamUs,
+    cpu0Busy: (coreAfter.busy - core.busy) / (coreAfter.total - core.total),
+    p50: run.summary.p50Ms,
+    p99: run.summary.p99Ms,
+    requests,
+  }
+}
+
+function line(name: string, m: Measured): string {
+  const threads = [...m.threads]
+    .filter(([, us]) => us >= 0.5)
+    .map(([thread, us]) => `${thread} ${us.toFixed(1)}`)
+    .join(', ')
+  return [
+    name.padEnd(16),
+    `${m.proxyUs.toFixed(1)} + ${m.upstreamUs.toFixed(1)} CPU µs/req`.padStart(26),
+    `CPU 0 ${(m.cpu0Busy * 100).toFixed(0)} %`.padStart(10),
+    `p50 ${m.p50.toFixed(3)} p99 ${m.p99.toFixed(2)} ms`.padStart(24),
+    `(${m.requests} req) ${threads}`,
+  ].join(' ')
+}
+
+const median = (xs: number[]) => {
+  const s = xs.toSorted((a, b) => a - b)
+  const mid = s.length >> 1
+  return s.length % 2 ? (s[mid] ?? 0) : ((s[mid - 1] ?? 0) + (s[mid] ?? 0)) / 2
+}
+
+async function rows(): Promise<void> {
+  const names = (values.servers ?? '').split(',').filter(Boolean)
+  if (values.baseline) names.push(`gateway@${values.baseline}`)
+  const started: Row[] = []
+  try {
+    for (const name of names) started.push(await startRow(name))
+    for (const row of started) await load(row.url, WARMUP)
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const row of started) {
+        const m = await measure(row)
+        row.results.push(m)
+        console.log(`r${round} ${line(row.name, m)}`)
+      }
+    }
+    console.log(`median of ${ROUNDS} rounds at ${RATE} req/s, ${DURATION} s each:`)
+    for (const row of started) {
+      const r = row.results
+      console.log(
+        [
+          row.name.padEnd(16),
+          `${median(r.map((m) => m.proxyUs)).toFixed(1)} + ${median(r.map((m) => m.upstreamUs)).toFixed(1)} CPU µs/req`.padStart(
+            26,
+          ),
+          `main ${median(r.map((m) => m.threads.get('main') ?? 0)).toFixed(1)}`,
+          `upstream main ${median(r.map((m) => m.threads.get('upstream main') ?? 0)).toFixed(1)}`,
+          `CPU 0 ${(median(r.map((m) => m.cpu0Busy)) * 100).toFixed(0)} %`,
+          `p99 ${median(r.map((m) => m.p99)).toFixed(2)} ms`,
+        ].join('  '),
+      )
+    }
+  } finally {
+    for (const row of started) {
+      await stop(row.proxy.child)
+      await stop(row.upstream.child)
+    }
+  }
+}
+
+interface ProfileNode {
+  readonly id: number
+  readonly callFrame: { functionName: string; url: string; lineNumber: number }
+  readonly children?: readonly number[]
+}
+
+/** `--cpu-prof`: a proxy's functions by self time at the paced rate. */
+async function cpuProfile(dir: string, name: string): Promise<void> {
+  const port = await freePort()
+  const row = await startRow(name, [`--inspect=127.0.0.1:${port}`])
+  try {
+    await load(row.url, WARMUP)
+    const session = await inspectPort(port)
+    await session.call('Profiler.enable', {})
+    await session.call('Profiler.setSamplingInterval', { interval: 100 })
+    await session.call('Profiler.start', {})
+    const run = await load(row.url, DURATION)
+    const { profile } = (await session.call('Profiler.stop', {})) as {
+      profile: { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] }
+    }
+    session.close()
+    mkdirSync(dir, { recursive: true })
+    const file = join(dir, `${name.replace(/\W+/g, '-')}.cpuprofile`)
+    writeFileSync(file, JSON.stringify(profile))
+    const nodes = new Map(profile.nodes.map((n) => [n.id, n]))
+    const selfUs = new Map<string, number>()
+    profile.samples.forEach((id, i) => {
+      const frame = nodes.get(id)?.callFrame
+      if (!frame) return
+      const file = frame.url.replace(/^.*\/(node_modules|src|bench)\//, '$1/')
+      const site = `${frame.functionName || '(anonymous)'} ${file}:${frame.lineNumber + 1}`
+      selfUs.set(site, (selfUs.get(site) ?? 0) + (profile.timeDeltas[i] ?? 0))
+    })
+    const requests = run.summary.count
+    const busy = [...selfUs].filter(([site]) => !site.startsWith('(idle)'))
+    const total = busy.reduce((sum, [, us]) => sum + us, 0)
+    console.log(
+      `${(total / requests).toFixed(1)} µs/req on the main thread sampled (idle left out) over ${requests} requests at ${RATE} req/s; profile in ${file}`,
+    )
+    for (const [site, us] of busy.sort((a, b) => b[1] - a[1]).slice(0, Number(values.top))) {
+      console.log(`${(us / requests).toFixed(2).padStart(8)} µs/req  ${site}`)
+    }
+  } finally {
+    await stop(row.proxy.child)
+    await stop(row.upstream.child)
+  }
+}
+
+if (values['cpu-prof']) {
+  await cpuProfile(values['cpu-prof'], (values.servers ?? '').split(',')[0] ?? 'gateway')
+} else await rows()
