@@ -6,7 +6,8 @@
  * Every row (`--servers`: `gateway`, `gateway@<dir>` for another checkout's gateway, e.g.
  * `git archive <rev> | tar -x -C <dir>` with `node_modules` linked; `undici-proxy`) is a
  * proxy and its own upstream (bench/servers/peer.ts) on CPU 0, started once and kept; the
- * paced load generator runs on CPU 1. Each round loads every row in turn (rows interleaved)
+ * paced load generator runs on CPU 1. Each round loads every row in turn (rows interleaved,
+ * the order rotated round by round)
  * and prints, per request answered, the CPU µs of the proxy's threads (`main`, V8 and libuv
  * helpers grouped by thread name) and of the upstream's, the path's share of CPU 0 (their CPU
  * over the load's seconds; others' processes pinned there come on top), and the latency p50/p99 from each request's due
@@ -223,7 +224,9 @@ async function rows(): Promise<void> {
     for (const name of names) started.push(await startRow(name))
     for (const row of started) await load(row.url, WARMUP)
     for (let round = 0; round < ROUNDS; round++) {
-      for (const row of started) {
+      // Rotated each round: no row always runs first (after the longest idle) or last.
+      for (let i = 0; i < started.length; i++) {
+        const row = started[(i + round) % started.length] as Row
         const m = await measure(row)
         row.results.push(m)
         console.log(`r${round} ${line(row.name, m)}`)
