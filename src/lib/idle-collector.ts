@@ -19,6 +19,7 @@
 import { performance } from 'node:perf_hooks'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
+import { getEnvironmentData, setEnvironmentData } from 'node:worker_threads'
 
 export interface IdleCollectorOptions {
   /** How often the loop's utilization is read, ms. Default 500. */
@@ -121,14 +122,42 @@ type ExposedGc = (options: { type: 'major'; execution: 'sync'; flavor: 'last-res
  * set. Setting it for the one context made here hands this module the function without
  * exposing a global `gc` to the rest of the process, and without a Node flag that every way
  * of starting (bin, container entrypoint, `npm start`, worker processes) would have to carry.
+ * V8's flags are the process's, so the dance holds `gcFlagLock()` (threads dancing at once
+ * turned the flag off under each other: serve's start failed with "gc is not defined").
  */
 export function memoryReducingGc(): () => void {
   let gc = (globalThis as { gc?: ExposedGc }).gc
   if (typeof gc !== 'function') {
-    setFlagsFromString('--expose-gc')
-    gc = runInNewContext('gc') as ExposedGc
-    setFlagsFromString('--no-expose-gc')
+    const lock = GC_FLAG_LOCK
+    while (Atomics.compareExchange(lock, 0, 0, 1) !== 0) Atomics.wait(lock, 0, 1, 10)
+    try {
+      setFlagsFromString('--expose-gc')
+      gc = runInNewContext('gc') as ExposedGc
+      setFlagsFromString('--no-expose-gc')
+    } finally {
+      Atomics.store(lock, 0, 0)
+      Atomics.notify(lock, 0, 1)
+    }
   }
   const collect = gc
   return () => collect({ type: 'major', execution: 'sync', flavor: 'last-resort' })
 }
+
+/**
+ * The process's one lock around the `--expose-gc` dance, made when this module is first
+ * loaded. Why the environment data: each new Worker gets a copy of it, and a
+ * SharedArrayBuffer's copy is the same memory, so every thread started after this module
+ * loaded shares the lock without it being passed by hand. A module starting such a Worker
+ * imports `gcFlagLock` (sqlite-writer.ts) so that it is made first.
+ */
+export function gcFlagLock(): Int32Array {
+  let shared = getEnvironmentData(GC_FLAG_LOCK_NAME)
+  if (!(shared instanceof SharedArrayBuffer)) {
+    shared = new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT)
+    setEnvironmentData(GC_FLAG_LOCK_NAME, shared)
+  }
+  return new Int32Array(shared as SharedArrayBuffer)
+}
+
+const GC_FLAG_LOCK_NAME = 'tokengate:expose-gc-lock'
+const GC_FLAG_LOCK = gcFlagLock()

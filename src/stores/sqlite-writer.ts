@@ -13,6 +13,7 @@
 import { extname } from 'node:path'
 import { setFlagsFromString } from 'node:v8'
 import { Worker } from 'node:worker_threads'
+import { gcFlagLock } from '../lib/idle-collector.ts'
 import { encodePatUses } from './sql/keys.ts'
 import { openSqliteStore, type SqliteStoreOptions } from './sqlite.ts'
 import type { AddUsageOptions, Store } from './store.ts'
@@ -59,6 +60,8 @@ export function openSqliteWithWriter(path: string, options: SqliteStoreOptions =
 
   const start = (): Worker => {
     const url = new URL(`./sqlite-writer-worker${extname(import.meta.url)}`, import.meta.url)
+    // The thread takes an idle collector: it must share the process's lock for that.
+    gcFlagLock()
     const started = withoutSemiSpaceFlag(
       () =>
         new Worker(url, {

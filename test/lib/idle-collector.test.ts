@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { describe, mock, test } from 'node:test'
 import { startIdleCollector } from '../../src/lib/idle-collector.ts'
 
@@ -121,6 +124,54 @@ describe('idle collector', () => {
       encoding: 'utf8',
     }).trim()
     assert.equal(out, 'function undefined')
+  })
+
+  test('threads taking the collector at the same moment each get it (V8 flags are per process)', () => {
+    // serve's main thread and the SQLite writer thread each take one at start; a thread that
+    // turned --expose-gc off between another's set and its new context failed serve with
+    // "gc is not defined" (about 1 start in 6).
+    const script = `
+      import { Worker, isMainThread, workerData, parentPort } from 'node:worker_threads'
+      import { memoryReducingGc } from ${JSON.stringify(new URL('../../src/lib/idle-collector.ts', import.meta.url).href)}
+      const THREADS = 4
+      const take = (ready) => {
+        Atomics.add(ready, 0, 1)
+        while (Atomics.load(ready, 0) < THREADS) {}
+        let taken = 0, failed = 0
+        for (const end = Date.now() + 1500; Date.now() < end; ) {
+          try { memoryReducingGc(); taken++ } catch { failed++ }
+        }
+        return { taken, failed }
+      }
+      if (isMainThread) {
+        const ready = new Int32Array(new SharedArrayBuffer(4))
+        const workers = Array.from({ length: THREADS - 1 }, () =>
+          new Worker(new URL(import.meta.url), { workerData: ready.buffer }))
+        const others = workers.map((w) => new Promise((resolve) => w.once('message', resolve)))
+        const mine = take(ready)
+        console.log(JSON.stringify([mine, ...(await Promise.all(others))]))
+      } else {
+        parentPort.postMessage(take(new Int32Array(workerData)))
+      }`
+    const dir = mkdtempSync(join(tmpdir(), 'tokengate-gc-race-'))
+    try {
+      const file = join(dir, 'race.mjs')
+      writeFileSync(file, script)
+      const threads = JSON.parse(execFileSync(process.execPath, [file], { encoding: 'utf8' })) as {
+        taken: number
+        failed: number
+      }[]
+      assert.equal(threads.length, 4)
+      for (const { taken } of threads)
+        assert.ok(taken > 50, `each thread took it repeatedly: ${taken}`)
+      assert.deepEqual(
+        threads.map(({ failed }) => failed),
+        [0, 0, 0, 0],
+        "no thread failed to get V8's gc",
+      )
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   test('the collection returns the pages of freed garbage (RSS, a real process)', () => {
