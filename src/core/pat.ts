@@ -1,6 +1,6 @@
 import { hash, randomBytes } from 'node:crypto'
 import { crc32 } from 'node:zlib'
-import { crc32Latin1 } from '../lib/crc32.ts'
+import { CRC32_START, crc32End, crc32Step } from '../lib/crc32.ts'
 import type { PatRecord } from './ports.ts'
 
 /**
@@ -84,18 +84,25 @@ export function generatePat(): string {
 export function checkPatFormat(token: string): PatFormatCheck {
   if (token.length !== PAT_LENGTH || !token.startsWith(PAT_PREFIX)) return MALFORMED
   // One pass, no slices or regular expression (issue #36: this check cost as much as the
-  // token's SHA-256): each body character's base62 value, the checksum read as a number
-  // (6 base62 digits name one number, so comparing numbers is comparing the strings).
+  // token's SHA-256): each body character's base62 value, the CRC-32 of the random part summed
+  // as it is read (not a second pass over it), the checksum read as a number (6 base62 digits
+  // name one number, so comparing numbers is comparing the strings).
   const start = PAT_PREFIX.length
   const checksumAt = start + PAT_RANDOM_LENGTH
+  let crc = CRC32_START
+  for (let i = start; i < checksumAt; i++) {
+    const code = token.charCodeAt(i)
+    if (code >= 128 || (BASE62_VALUES[code] as number) < 0) return MALFORMED
+    crc = crc32Step(crc, code)
+  }
   let written = 0
-  for (let i = start; i < PAT_LENGTH; i++) {
+  for (let i = checksumAt; i < PAT_LENGTH; i++) {
     const code = token.charCodeAt(i)
     const digit = code < 128 ? (BASE62_VALUES[code] as number) : -1
     if (digit < 0) return MALFORMED
-    if (i >= checksumAt) written = written * 62 + digit
+    written = written * 62 + digit
   }
-  return written === crc32Latin1(token, start, checksumAt) ? WELL_FORMED : BAD_CHECKSUM
+  return written === crc32End(crc) ? WELL_FORMED : BAD_CHECKSUM
 }
 
 const WELL_FORMED: PatFormatCheck = Object.freeze({ ok: true })

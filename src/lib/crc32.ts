@@ -17,9 +17,21 @@ const TABLE = (() => {
 
 /** zlib's `crc32` of `text.slice(start, end)` as latin1 bytes, an unsigned 32-bit integer. */
 export function crc32Latin1(text: string, start = 0, end = text.length): number {
-  let crc = -1
-  for (let i = start; i < end; i++) {
-    crc = (TABLE[(crc ^ text.charCodeAt(i)) & 0xff] as number) ^ (crc >>> 8)
-  }
+  let crc = CRC32_START
+  for (let i = start; i < end; i++) crc = crc32Step(crc, text.charCodeAt(i))
+  return crc32End(crc)
+}
+
+/**
+ * The sum one byte at a time, for a caller that reads each character anyway (core/pat.ts
+ * checks the alphabet in the same pass): `crc32End(steps from CRC32_START)` is `crc32Latin1`.
+ */
+export const CRC32_START = -1
+
+export function crc32Step(crc: number, byte: number): number {
+  return (TABLE[(crc ^ byte) & 0xff] as number) ^ (crc >>> 8)
+}
+
+export function crc32End(crc: number): number {
   return (crc ^ -1) >>> 0
 }

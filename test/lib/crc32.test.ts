@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto'
 import { describe, test } from 'node:test'
 import { crc32 } from 'node:zlib'
 import { checkPatFormat, generatePat } from '../../src/core/pat.ts'
-import { crc32Latin1 } from '../../src/lib/crc32.ts'
+import { CRC32_START, crc32End, crc32Latin1, crc32Step } from '../../src/lib/crc32.ts'
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
 
@@ -39,6 +39,17 @@ describe('crc32Latin1', () => {
     }
     assert.equal(crc32Latin1(''), 0)
     assert.equal(crc32Latin1('123456789'), 0xcbf43926)
+  })
+})
+
+describe('crc32Step', () => {
+  test('a byte at a time from CRC32_START, then crc32End, is crc32Latin1', () => {
+    for (const length of [0, 1, 7, 32, 100]) {
+      const text = randomBytes(length).toString('latin1')
+      let crc = CRC32_START
+      for (let i = 0; i < text.length; i++) crc = crc32Step(crc, text.charCodeAt(i))
+      assert.equal(crc32End(crc), crc32Latin1(text))
+    }
   })
 })
 
