@@ -11,7 +11,10 @@
  *   last-used times, audit), its quotas raised as in bench/servers/tokengate.ts so the load's
  *   one token is never answered 429 (the limiter still counts every request).
  *
- * Usage: node bench/servers/library.ts <fixturesDir> <port> [--create-tokengate]
+ * `--no-limits` (with `--create-tokengate`): rate limiting off (`rateLimit.enabled: false`), so
+ * nothing is counted and no RateLimit pair is sent: what the limit step costs served.
+ *
+ * Usage: node bench/servers/library.ts <fixturesDir> <port> [--create-tokengate [--no-limits]]
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -64,7 +67,9 @@ async function wholeProduct(fixtures: Fixtures) {
   const unlimited = { max: 1_000_000_000, windowSec: 60 }
   const gate = await createTokengate({
     dataDir,
-    rateLimit: { perToken: unlimited, perTenant: unlimited, failedAuth: unlimited },
+    rateLimit: process.argv.includes('--no-limits')
+      ? { enabled: false }
+      : { perToken: unlimited, perTenant: unlimited, failedAuth: unlimited },
   })
   return {
     gate,
