@@ -7,7 +7,7 @@
  * WAL mode (readers never block the writer) with a busy timeout (a writer waits for the
  * other process's write instead of failing at once).
  */
-import { DatabaseSync, type SQLInputValue, type StatementSync } from 'node:sqlite'
+import type { SQLInputValue, StatementSync } from 'node:sqlite'
 import { type Clock, systemClock } from '../core/ports.ts'
 import * as shared from './rows.ts'
 import { readChangesAfter } from './sql/change-log.ts'
@@ -87,6 +87,9 @@ export class SqliteStore extends SqlStore implements Store {
       },
       options.externalChangePollMs ?? 500,
     )
+    // Loaded here, not imported: Node 22 warns as it loads node:sqlite, and a static import
+    // loads it with the module graph, before the thread's warning filter (sqlite-warning.ts) runs.
+    const { DatabaseSync } = process.getBuiltinModule('node:sqlite')
     const db = new DatabaseSync(path, { enableForeignKeyConstraints: true })
     try {
       // busy_timeout first: switching to WAL itself needs a lock another process may hold.
