@@ -175,7 +175,7 @@ const LAYERS: Readonly<Record<string, readonly string[]>> = {
   // Process entries: the CLI with the server it may start; a worker of `server.workers`.
   'entry.ts': ['cli', 'main.ts'],
   // Silences node:sqlite's experimental warning first, as the bin does for the primary.
-  'serve-worker.ts': ['stores/sqlite-warning.ts', 'main.ts', 'server', 'lib/idle-collector.ts'],
+  'serve-worker.ts': ['stores/sqlite-warning.ts', 'main.ts', 'server', 'lib/serving-process.ts'],
 }
 
 /**

@@ -27,15 +27,24 @@ interface InstanceUrls {
   readonly decisionUrl?: string | undefined
 }
 
-/** What a worker runs: one full instance on the given config. */
+/**
+ * What a worker runs: one full instance on the given config. `started`: the worker's Node
+ * flags and the NODE_OPTIONS it inherited from the primary (what `serveAsProduction` reads).
+ */
 export type StartInstance = (
   config: Readonly<Config>,
   logToStderr: boolean,
+  started: StartedWith,
 ) => Promise<InstanceUrls & { close(): Promise<void> }>
 
 /** Messages between the primary and a worker (the IPC channel node:cluster opens). */
 type ToWorker =
-  | { type: 'tokengate:start'; config: Readonly<Config>; logToStderr: boolean }
+  | {
+      type: 'tokengate:start'
+      config: Readonly<Config>
+      logToStderr: boolean
+      nodeOptions: string | undefined
+    }
   | { type: 'tokengate:stop' }
 type FromWorker =
   | ({ type: 'tokengate:ready' } & InstanceUrls)
@@ -190,6 +199,7 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
           type: 'tokengate:start',
           config: servesAdmin ? config : withoutAdmin,
           logToStderr: options.logToStderr === true,
+          nodeOptions: options.nodeOptions,
         }),
       )
       worker.on('message', (message: FromWorker) => {
@@ -342,7 +352,10 @@ export function runWorker(start: StartInstance): void {
   }
   process.on('message', (message: ToWorker) => {
     if (message?.type === 'tokengate:start' && !running && !stopping) {
-      running = start(message.config, message.logToStderr).then(
+      running = start(message.config, message.logToStderr, {
+        execArgv: process.execArgv,
+        nodeOptions: message.nodeOptions,
+      }).then(
         (instance) => {
           process.send?.({
             type: 'tokengate:ready',
