@@ -11,7 +11,8 @@
  * in turn (order rotated round by round) with autocannon closed-loop from this process, which
  * should run on CPU 1 (`taskset -c 1 node bench/library-threads.ts`), as bench/run.ts does.
  * Printed per row and round: 2xx answers per second, CPU µs per 2xx of the `main` thread and of
- * the others grouped by thread name (`/proc/<pid>/task/<tid>/schedstat`, ns), and the
+ * the others grouped by thread name (`/proc/<pid>/task/<tid>/schedstat`, ns; createTokengate's
+ * SQLite writer is `WorkerThread`, V8's helpers `V8Worker`), and the
  * process's total. The last lines are each row's median over the rounds.
  *
  * Run: `taskset -c 1 node bench/library-threads.ts [--rounds 5] [--duration 5] [--warmup 2]
@@ -125,8 +126,8 @@ async function measure(row: Row): Promise<Measured> {
 
 const format = (m: Measured) =>
   `${Math.round(m.rps)} 2xx/s · ${[...m.us]
-    .filter(([, v]) => v >= 0.05)
-    .map(([k, v]) => `${k} ${v.toFixed(2)}`)
+    .filter(([, v]) => v >= 0.001)
+    .map(([k, v]) => `${k} ${v.toFixed(v < 0.1 ? 3 : 2)}`)
     .join(' · ')}`
 
 const median = (xs: number[]) => {
