@@ -11,7 +11,8 @@
  * and prints, per request answered, the CPU µs of the proxy's threads (`main`, V8 and libuv
  * helpers grouped by thread name) and of the upstream's, the path's share of CPU 0 (their CPU
  * over the load's seconds; others' processes pinned there come on top), and the latency p50/p99 from each request's due
- * time. Each row is loaded `--prime` s (default 3) before its measured window: the other
+ * time. `gateway@<dir>` runs with that checkout's production Node flags (its bench/load.ts).
+ * Each row is loaded `--prime` s (default 3) before its measured window: the other
  * rows' turns leave it idle ~20 s, and a served process's first seconds after idle (its idle
  * collector ran) are not its steady state; `--prime 0` measures those instead. The last lines
  * are each row's median over the rounds.
@@ -26,7 +27,8 @@
  * [--servers gateway,undici-proxy] [--baseline <dir>] [--cpu-prof <dir> [--top 30]]`
  */
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import { loadFixtures } from './fixtures.ts'
 import { inspectPort } from './inspector-session.ts'
@@ -101,10 +103,16 @@ function threadCpu(pid: number): Map<string, number> {
   return out
 }
 
-function proxyArgv(kind: string, port: number, upstream: string, flags: string[]): string[] {
+function proxyArgv(
+  kind: string,
+  port: number,
+  upstream: string,
+  flags: string[],
+  production: readonly string[],
+): string[] {
   if (kind === 'gateway') {
     return [
-      ...PRODUCTION_NODE_FLAGS,
+      ...production,
       ...flags,
       'bench/servers/tokengate.ts',
       fixtures.dir,
@@ -128,7 +136,16 @@ async function startRow(name: string, flags: string[] = []): Promise<Row> {
     fixtures.dir,
     `${upstreamPort}`,
   ])
-  const argv = proxyArgv(kind, port, `http://127.0.0.1:${upstreamPort}`, flags)
+  // Another checkout's gateway runs with that checkout's production Node flags.
+  const production =
+    checkout === undefined
+      ? PRODUCTION_NODE_FLAGS
+      : (
+          (await import(pathToFileURL(join(resolve(checkout), 'bench/load.ts')).href)) as {
+            PRODUCTION_NODE_FLAGS: readonly string[]
+          }
+        ).PRODUCTION_NODE_FLAGS
+  const argv = proxyArgv(kind, port, `http://127.0.0.1:${upstreamPort}`, flags, production)
   const proxy = await (checkout === undefined
     ? startNode(SERVER_CPU, argv)
     : inDirectory(checkout, () => startNode(SERVER_CPU, argv)))
