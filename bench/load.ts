@@ -9,8 +9,8 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
-/** The Node flags production starts with: those of bin/tokengate.js's `#!` line (and `npm start`). */
-export const PRODUCTION_NODE_FLAGS = ['--max-semi-space-size=8']
+/** The Node flags production starts with (bin/tokengate.js's `#!` line, `npm start`, the image). */
+export { PRODUCTION_NODE_FLAGS } from '../src/lib/serving-process.ts'
 
 export interface LoadRequest {
   readonly url: string

@@ -1,18 +1,21 @@
-#!/usr/bin/env -S node --max-semi-space-size=8
+#!/usr/bin/env -S node --max-semi-space-size=8 --min-semi-space-size=8
 // The `tokengate` bin. From the package it runs the built JavaScript (dist/); in a clone of
 // the repository, where src/ exists, it runs the TypeScript sources directly.
 //
 // No static import here: this file must parse and run on any Node, so that an old one gets
 // the one-line message below instead of a link error (e.g. `enableCompileCache` on Node 20).
 //
+// The flags are PRODUCTION_NODE_FLAGS (src/lib/serving-process.ts; a test checks they agree).
 // Why --max-semi-space-size=8: filling the lookup cache is almost all survivors, so V8 grows
 // the young generation to its 128 MB maximum and keeps it there under load; 8 MB semi-spaces
 // hold it at 16 MB (RSS with 100,000 cached PATs: ~238 -> ~157 MB, bench/memory.bench.ts) for
 // more frequent, short young collections (no throughput change beyond the benchmark's noise).
 // Not --no-concurrent-recompilation: it saved ~18 MB of compiler threads' malloc arenas, but
 // ran every optimizing compile on the event loop, a 40 ms stall at p99 (bench/README.md).
-// `env -S` splits the flag off (GNU coreutils 8.30+); where `env` has no -S, start
-// `node --max-semi-space-size=8 bin/tokengate.js` or set NODE_OPTIONS=--max-semi-space-size=8
+// Why --min-semi-space-size=8: the idle collector's memory-reducing GC gave the young
+// generation's pages back, and the first seconds of load after idle scavenged twice as often.
+// `env -S` splits the flags off (GNU coreutils 8.30+); where `env` has no -S, start
+// `node --max-semi-space-size=8 --min-semi-space-size=8 bin/tokengate.js` or set them in NODE_OPTIONS
 // (docs/scale-out.md).
 
 // Why MALLOC_ARENA_MAX=2 for `serve`: glibc gives threads that allocate malloc arenas of their

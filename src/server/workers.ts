@@ -18,6 +18,7 @@ import { fileURLToPath } from 'node:url'
 import { ConfigError } from '../config/load.ts'
 import type { Config } from '../config/schema.ts'
 import { heapGrowthFlag, type StartedWith } from '../lib/heap-growth.ts'
+import { PRODUCTION_NODE_FLAGS } from '../lib/serving-process.ts'
 import { listenForMetrics } from './metrics-http.ts'
 
 /** Where a worker's listeners are (`url`: the API listener every worker shares). */
@@ -298,14 +299,17 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
 }
 
 /**
- * The workers get the bin's `--max-semi-space-size=8` (docs/scale-out.md "Memory per
- * instance") even when the primary was started without it, unless a size was chosen, and the
+ * The workers get the production Node flags (docs/scale-out.md "Memory per instance") even
+ * when the primary was started without them, each unless the command line chose it, and the
  * one-process serve's bound on old-space growth (lib/heap-growth.ts), unless one was chosen.
  */
 export function servedWorkerFlags(started: StartedWith): string[] {
-  const flags = started.execArgv.some((flag) => flag.startsWith('--max-semi-space-size'))
-    ? [...started.execArgv]
-    : [...started.execArgv, '--max-semi-space-size=8']
+  const name = (flag: string) => flag.split('=')[0]?.replaceAll('_', '-')
+  const chosen = new Set(started.execArgv.map(name))
+  const flags = [
+    ...started.execArgv,
+    ...PRODUCTION_NODE_FLAGS.filter((flag) => !chosen.has(name(flag))),
+  ]
   const growth = heapGrowthFlag(started)
   return growth === undefined ? flags : [...flags, growth]
 }

@@ -7,11 +7,11 @@
 import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
-import { PRODUCTION_NODE_FLAGS } from '../../bench/load.ts'
-import { serveAsProduction } from '../../src/lib/serving-process.ts'
+import { PRODUCTION_NODE_FLAGS, serveAsProduction } from '../../src/lib/serving-process.ts'
 import { collectOutput } from '../helpers/child-output.ts'
 import { needsSources, spawnTokengate } from '../helpers/launch.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
@@ -47,6 +47,35 @@ async function settingsWhenReady(child: ChildProcess, ready: RegExp) {
     await exited
   }
 }
+
+describe('the production Node flags', () => {
+  // Where they are written out because the place cannot import PRODUCTION_NODE_FLAGS.
+  const flags = PRODUCTION_NODE_FLAGS.join(' ')
+  const read = (path: string) => readFileSync(join(ROOT, path), 'utf8')
+
+  it("are the bin's #! line, npm start's and the container image's", () => {
+    assert.equal(read('bin/tokengate.js').split('\n')[0], `#!/usr/bin/env -S node ${flags}`)
+    const { scripts } = JSON.parse(read('package.json')) as { scripts: Record<string, string> }
+    assert.equal(scripts.start, `node ${flags} bin/tokengate.js serve --dev`)
+    const containerfile = read('Containerfile')
+    // The image's `tokengate` for `podman exec` CLI commands: a `#!` line without `env -S`
+    // gives Node all its flags as one argument, which Node refuses ("illegal value").
+    assert.ok(containerfile.includes("'#!/usr/local/bin/node\\\\nimport("), "the image's exec bin")
+    const entrypoint = /^ENTRYPOINT (\[.*\])$/m.exec(containerfile)?.[1] ?? '[]'
+    assert.deepEqual(JSON.parse(entrypoint), [
+      'node',
+      ...PRODUCTION_NODE_FLAGS,
+      '/opt/tokengate/node_modules/tokengate/bin/tokengate.js',
+    ])
+  })
+
+  it('are what the docs tell an operator who starts Node another way', () => {
+    for (const doc of ['docs/scale-out.md', 'docs/container.md']) {
+      assert.ok(read(doc).includes(`node ${flags} `), `${doc}: \`node ${flags} …\``)
+    }
+    assert.ok(read('docs/scale-out.md').includes(`NODE_OPTIONS='${flags}'`))
+  })
+})
 
 describe('the bench server and serve', { skip: linux || needsSources('runs bench/') }, () => {
   it('run with the same malloc environment and Node flags', async () => {

@@ -1,7 +1,7 @@
 /**
  * The SQLite writer thread's heap (issue #36): its young generation stays at its own small
- * bound when the process runs with the bin's `--max-semi-space-size=8` (a process-wide V8
- * flag that used to win over the worker's limit), a batch far larger than that bound is
+ * bound when the process runs with the bin's semi-space flags (`--max-semi-space-size=8`
+ * `--min-semi-space-size=8`: process-wide V8 flags that win over the worker's limit), a batch far larger than that bound is
  * still written (promoted, never refused), and the thread gives its heap back once idle.
  */
 import assert from 'node:assert/strict'
@@ -9,6 +9,7 @@ import { execFileSync } from 'node:child_process'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
+import { PRODUCTION_NODE_FLAGS } from '../../src/lib/serving-process.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
 
 const FIXTURE = fileURLToPath(new URL('../fixtures/writer-heap.ts', import.meta.url))
@@ -24,7 +25,7 @@ interface Report {
 
 describe('sqlite writer thread heap', () => {
   for (const [how, args, env] of [
-    ['as the bin starts it (flag on the command line)', ['--max-semi-space-size=8'], {}],
+    ['as the bin starts it (flags on the command line)', PRODUCTION_NODE_FLAGS, {}],
   ] as const) {
     it(`keeps its young generation small ${how}, and writes a batch far larger than it`, () => {
       const dir = tempDir('writer-heap-')
