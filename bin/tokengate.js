@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=8 --min-semi-space-size=8
+#!/usr/bin/env -S node --max-semi-space-size=8
 // The `tokengate` bin. From the package it runs the built JavaScript (dist/); in a clone of
 // the repository, where src/ exists, it runs the TypeScript sources directly.
 //
@@ -12,10 +12,8 @@
 // more frequent, short young collections (no throughput change beyond the benchmark's noise).
 // Not --no-concurrent-recompilation: it saved ~18 MB of compiler threads' malloc arenas, but
 // ran every optimizing compile on the event loop, a 40 ms stall at p99 (bench/README.md).
-// Why --min-semi-space-size=8: the idle collector's memory-reducing GC gave the young
-// generation's pages back, and the first seconds of load after idle scavenged twice as often.
-// `env -S` splits the flags off (GNU coreutils 8.30+); where `env` has no -S, start
-// `node --max-semi-space-size=8 --min-semi-space-size=8 bin/tokengate.js` or set them in NODE_OPTIONS
+// `env -S` splits the flag off (GNU coreutils 8.30+); where `env` has no -S, start
+// `node --max-semi-space-size=8 bin/tokengate.js` or set NODE_OPTIONS=--max-semi-space-size=8
 // (docs/scale-out.md).
 
 // Why MALLOC_ARENA_MAX=2 for `serve`: glibc gives threads that allocate malloc arenas of their

@@ -23,14 +23,9 @@ export const SERVED_MALLOC_ENV: Readonly<Record<string, string>> = {
  * and the benchmarks read it; bin/tokengate.js's `#!` line, package.json's "start", the
  * Containerfile and docs/ cannot import it, so test/cli/serve-settings.test.ts checks they agree.
  * They must be given when Node starts (V8 sizes a heap once). Why each: docs/scale-out.md
- * "Memory per instance". `--min-semi-space-size=8`: the idle collector's memory-reducing GC
- * returned the young generation's pages, so the next seconds of load scavenged twice as often
- * and the first p99 after idle read 15–106 ms (bench/README.md, "After idle: the new space").
+ * "Memory per instance".
  */
-export const PRODUCTION_NODE_FLAGS: readonly string[] = [
-  '--max-semi-space-size=8',
-  '--min-semi-space-size=8',
-]
+export const PRODUCTION_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=8']
 
 /** What `serveAsProduction` set: the heap growing percent (undefined: the operator's) and the collector. */
 export interface ServingProcess {

@@ -146,8 +146,8 @@ const WRITER_YOUNG_GENERATION_MB = 3
  * worker runs. Why: the flag is process-wide and wins over a Worker's `resourceLimits`, so
  * under the bin's `--max-semi-space-size=8` the writer's 3 MB bound was ignored (16 MB young
  * generation committed). V8 reads the flag only when it sets up an isolate's heap: the main
- * thread's, set up long before, keeps its semi-spaces. The production `--min-semi-space-size`
- * can stay: V8 clamps a minimum to the maximum (the writer's young generation read 2 MB with it).
+ * thread's, set up long before, keeps its semi-spaces. A `--min-semi-space-size` can stay: V8
+ * clamps a minimum to the maximum (the writer's young generation read 2 MB with one of 8).
  */
 function withoutSemiSpaceFlag(create: () => Worker): Worker {
   const flag = semiSpaceFlag()

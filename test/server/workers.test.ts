@@ -202,7 +202,6 @@ describe('server.workers = 2 (real processes)', { timeout: 120_000 }, () => {
     for (const pid of pids) {
       const flags = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
       assert.ok(flags.includes('--max-semi-space-size=8'), `worker ${pid}: ${flags.join(' ')}`)
-      assert.ok(flags.includes('--min-semi-space-size=8'), `worker ${pid}: ${flags.join(' ')}`)
       assert.ok(flags.includes('--heap-growing-percent=50'), `worker ${pid}: ${flags.join(' ')}`)
     }
   })
@@ -420,22 +419,16 @@ describe('worker pool supervision', () => {
     assert.deepEqual(started(['--enable-source-maps']), [
       '--enable-source-maps',
       '--max-semi-space-size=8',
-      '--min-semi-space-size=8',
       '--heap-growing-percent=50',
     ])
-    // A minimum above the chosen maximum is V8's maximum (it clamps): 4 MB semi-spaces.
     assert.deepEqual(started(['--max_semi_space_size=4', '--heap-growing-percent=30']), [
       '--max_semi_space_size=4',
       '--heap-growing-percent=30',
-      '--min-semi-space-size=8',
     ])
-    assert.deepEqual(
-      started(
-        ['--min-semi-space-size', '2', '--max-semi-space-size=16'],
-        '--heap-growing-percent=80',
-      ),
-      ['--min-semi-space-size', '2', '--max-semi-space-size=16'],
-    )
+    assert.deepEqual(started(['--max-semi-space-size', '16'], '--heap-growing-percent=80'), [
+      '--max-semi-space-size',
+      '16',
+    ])
   })
 
   it('auto is one worker per CPU; rate limits are split per worker only without Redis', () => {

@@ -1,8 +1,8 @@
 /**
  * The SQLite writer thread's heap (issue #36): its young generation stays at its own small
- * bound when the process runs with the bin's semi-space flags (`--max-semi-space-size=8`
- * `--min-semi-space-size=8`: process-wide V8 flags that win over the worker's limit), a batch far larger than that bound is
- * still written (promoted, never refused), and the thread gives its heap back once idle.
+ * bound when the process runs with the bin's `--max-semi-space-size=8` (a process-wide V8
+ * flag that used to win over the worker's limit) and with a `--min-semi-space-size` too, a
+ * batch far larger than that bound is still written (promoted, never refused), and the thread gives its heap back once idle.
  */
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
@@ -26,6 +26,7 @@ interface Report {
 describe('sqlite writer thread heap', () => {
   for (const [how, args, env] of [
     ['as the bin starts it (flags on the command line)', PRODUCTION_NODE_FLAGS, {}],
+    ['with a minimum as well', [...PRODUCTION_NODE_FLAGS, '--min-semi-space-size=8'], {}],
   ] as const) {
     it(`keeps its young generation small ${how}, and writes a batch far larger than it`, () => {
       const dir = tempDir('writer-heap-')
