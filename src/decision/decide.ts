@@ -22,7 +22,12 @@ import { type FailureResponse, problemResponse } from '../http/problem-response.
 import { isSteering } from '../http/spoofable-headers.ts'
 import { isPromiseLike, type MaybePromise } from '../lib/maybe-async.ts'
 import { readForwardedCertificate } from './forwarded-certificate.ts'
-import { headerNames, headerValues, readForwardedRequest } from './forwarded-request.ts'
+import {
+  createOriginReader,
+  headerNames,
+  headerValues,
+  readForwardedRequest,
+} from './forwarded-request.ts'
 import { PROXY_RULES, type ProxyKind, type ProxyRules } from './proxy-kinds.ts'
 
 /** A request as the proxy asked about it, read from HTTP or from an Envoy CheckRequest. */
@@ -92,10 +97,12 @@ export type Decider = (asked: AskedRequest) => Decided
 
 export function createDecider(options: DeciderOptions): Decider {
   const { gate, policy, cors } = options
+  // This decider's own memo of the origin its proxies state (not shared between listeners).
+  const origins = createOriginReader()
 
   return (asked) => {
     const { kind, requestLine, rawHeaders, requestId, pathPrefix } = asked
-    const stated = readForwardedRequest(rawHeaders, requestLine, { kind, pathPrefix })
+    const stated = readForwardedRequest(rawHeaders, requestLine, { kind, pathPrefix, origins })
     if (!stated.ok) {
       return refused(
         requestLine.method,

@@ -38,9 +38,15 @@ const PROTO = /^https?$/i
 export function readForwardedRequest(
   rawHeaders: readonly string[],
   requestLine: { readonly method: string; readonly url: string },
-  options: { readonly kind: ProxyKind | undefined; readonly pathPrefix: string },
+  options: {
+    readonly kind: ProxyKind | undefined
+    readonly pathPrefix: string
+    /** The decider's origin reader (its memo of the last reading); a plain read without. */
+    readonly origins?: OriginReader | undefined
+  },
 ): ForwardedRequest {
   const family = options.kind === undefined ? undefined : PROXY_RULES[options.kind].family
+  const originOf = options.origins ?? readOrigin
   if (family === undefined) {
     const { url, method } = requestLine
     const prefix = options.pathPrefix
@@ -53,18 +59,12 @@ export function readForwardedRequest(
         : undefined
     return checked(method, url.slice(prefix.length) || '/', origin)
   }
-  const uri = soleValue(rawHeaders, family.uri)
-  const method = soleValue(rawHeaders, family.method)
+  const read = readFamily(rawHeaders, family.uri, family.method)
+  const { uri, method } = read
   if (uri === undefined || method === undefined) {
     return { ok: false, reason: `send exactly one ${family.uri} and one ${family.method} header` }
   }
-  if (!family.absolute) {
-    const origin = originOf(
-      soleValue(rawHeaders, 'x-forwarded-proto'),
-      soleValue(rawHeaders, 'x-forwarded-host'),
-    )
-    return checked(method, uri, origin)
-  }
+  if (!family.absolute) return checked(method, uri, originOf(read.proto, read.host))
   // `https://host/path?q` → `/path?q`, without URL parsing: a parser would resolve `..` and
   // re-encode characters, hiding from the policy the spelling the upstream will receive.
   const match = ABSOLUTE.exec(uri)
@@ -85,47 +85,98 @@ function checked(method: string, url: string, origin: string | undefined): Forwa
 }
 
 /** `scheme://host` from one proto and one host value (each sent once), when both are plausible. */
-function originOf(proto: string | undefined, host: string | undefined): string | undefined {
+export type OriginReader = (
+  proto: string | undefined,
+  host: string | undefined,
+) => string | undefined
+
+function readOrigin(proto: string | undefined, host: string | undefined): string | undefined {
   if (!proto || !host) return undefined
-  // A proxy states the same origin for most asks: its reading is kept (two tests, a string).
-  if (proto === lastOrigin.proto && host === lastOrigin.host) return lastOrigin.origin
-  const origin =
-    PROTO.test(proto) && HOST.test(host)
-      ? `${proto.toLowerCase()}://${host.toLowerCase()}`
-      : undefined
-  lastOrigin = { proto, host, origin }
-  return origin
+  return PROTO.test(proto) && HOST.test(host)
+    ? `${proto.toLowerCase()}://${host.toLowerCase()}`
+    : undefined
 }
 
-/** The last proto and host `originOf` read, and what it read them as. */
-let lastOrigin: { proto: string; host: string; origin: string | undefined } = {
-  proto: '',
-  host: '',
-  origin: undefined,
+/**
+ * An origin reader that keeps its last reading: a proxy states the same origin for most
+ * asks (two tests and a string saved). One per decider, so listeners share no memo.
+ */
+export function createOriginReader(): OriginReader {
+  let last = { proto: '', host: '', origin: undefined as string | undefined }
+  return (proto, host) => {
+    if (!proto || !host) return undefined
+    if (proto === last.proto && host === last.host) return last.origin
+    const origin = readOrigin(proto, host)
+    last = { proto, host, origin }
+    return origin
+  }
 }
 
-/** Every value of a header (exact name, case-insensitive; `_` is another name). */
-export function headerValues(rawHeaders: readonly string[], name: string): string[] {
-  const values: string[] = []
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    const raw = rawHeaders[i] as string
-    // The length first: lower-casing every name for every lookup was a string per header.
-    if (raw.length === name.length && raw.toLowerCase() === name) {
-      values.push(rawHeaders[i + 1] as string)
+/** A family's URI and method, and X-Forwarded-Proto/-Host: each only when sent exactly once. */
+interface FamilyRead {
+  uri: string | undefined
+  method: string | undefined
+  proto: string | undefined
+  host: string | undefined
+}
+
+/**
+ * The four headers a proxy's statement is made of, in one pass over the list (not a scan
+ * per header). A name sent twice reads as undefined, as `soleValue` reads it.
+ */
+function readFamily(
+  rawHeaders: readonly string[],
+  uriName: string,
+  methodName: string,
+): FamilyRead {
+  const read: FamilyRead = { uri: undefined, method: undefined, proto: undefined, host: undefined }
+  // Bit per header seen twice: its value is then no value at all.
+  let repeated = 0
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i] as string
+    const value = rawHeaders[i + 1] as string
+    if (isHeaderName(name, uriName)) {
+      if (read.uri !== undefined) repeated |= 1
+      read.uri = value
+    } else if (isHeaderName(name, methodName)) {
+      if (read.method !== undefined) repeated |= 2
+      read.method = value
+    } else if (isHeaderName(name, 'x-forwarded-proto')) {
+      if (read.proto !== undefined) repeated |= 4
+      read.proto = value
+    } else if (isHeaderName(name, 'x-forwarded-host')) {
+      if (read.host !== undefined) repeated |= 8
+      read.host = value
     }
   }
-  return values
+  if (repeated & 1) read.uri = undefined
+  if (repeated & 2) read.method = undefined
+  if (repeated & 4) read.proto = undefined
+  if (repeated & 8) read.host = undefined
+  return read
+}
+
+/** Every value of a header, in arrival order (names compared as ASCII: a look-alike is another name). */
+export { headerValues } from '../core/raw-headers.ts'
+
+/**
+ * Whether a raw header name is `name` (lower-case ASCII) in any ASCII case: core's
+ * `equalsAsciiLowercase` rule, on the native lower-casing (faster than a character loop).
+ * Of every UTF-16 unit only the Kelvin sign lower-cases onto ASCII (`k`) without changing
+ * the length: it is excluded, so a look-alike is another name.
+ */
+export function isHeaderName(raw: string, name: string): boolean {
+  return raw.length === name.length && raw.toLowerCase() === name && !raw.includes('\u212a')
 }
 
 /**
  * The value of a header sent exactly once; undefined when it is absent or repeated. No array
- * per lookup: the decision path asks for four such headers per request.
+ * per lookup.
  */
 export function soleValue(rawHeaders: readonly string[], name: string): string | undefined {
   let value: string | undefined
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    const raw = rawHeaders[i] as string
-    if (raw.length === name.length && raw.toLowerCase() === name) {
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    if (isHeaderName(rawHeaders[i] as string, name)) {
       if (value !== undefined) return undefined
       value = rawHeaders[i + 1] as string
     }

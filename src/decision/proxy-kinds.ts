@@ -15,6 +15,7 @@ import { PROXY_KINDS, type ProxyKind } from '../config/schema.ts'
 import { parseAddressBlock } from '../http/address-blocks.ts'
 import { IDENTITY_HEADER_NAMES } from '../http/identity-headers.ts'
 import { STEERING_HEADERS } from '../http/spoofable-headers.ts'
+import { isHeaderName } from './forwarded-request.ts'
 
 export { PROXY_KINDS, type ProxyKind } from '../config/schema.ts'
 
@@ -277,8 +278,7 @@ export function familyMismatch(
 ): FamilyMismatch | undefined {
   const has = (name: string) => {
     for (let i = 0; i < rawHeaders.length; i += 2) {
-      const raw = rawHeaders[i] as string
-      if (raw.length === name.length && raw.toLowerCase() === name) return true
+      if (isHeaderName(rawHeaders[i] as string, name)) return true
     }
     return false
   }
