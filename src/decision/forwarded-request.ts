@@ -3,6 +3,8 @@
  * header family of the configured proxy kind (proxy-kinds.ts), and the origin the client
  * addressed (the identity token's default audience).
  */
+
+import { isHeaderName } from './header-name.ts'
 import type { ProxyKind, ProxyMatcher } from './proxy-kinds.ts'
 import { PROXY_RULES } from './proxy-kinds.ts'
 
@@ -159,15 +161,7 @@ function readFamily(
 /** Every value of a header, in arrival order (names compared as ASCII: a look-alike is another name). */
 export { headerValues } from '../core/raw-headers.ts'
 
-/**
- * Whether a raw header name is `name` (lower-case ASCII) in any ASCII case: core's
- * `equalsAsciiLowercase` rule, on the native lower-casing (faster than a character loop).
- * Of every UTF-16 unit only the Kelvin sign lower-cases onto ASCII (`k`) without changing
- * the length: it is excluded, so a look-alike is another name.
- */
-export function isHeaderName(raw: string, name: string): boolean {
-  return raw.length === name.length && raw.toLowerCase() === name && !raw.includes('\u212a')
-}
+export { isHeaderName }
 
 /**
  * The value of a header sent exactly once; undefined when it is absent or repeated. No array

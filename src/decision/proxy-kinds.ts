@@ -15,7 +15,7 @@ import { PROXY_KINDS, type ProxyKind } from '../config/schema.ts'
 import { parseAddressBlock } from '../http/address-blocks.ts'
 import { IDENTITY_HEADER_NAMES } from '../http/identity-headers.ts'
 import { STEERING_HEADERS } from '../http/spoofable-headers.ts'
-import { isHeaderName } from './forwarded-request.ts'
+import { isHeaderName } from './header-name.ts'
 
 export { PROXY_KINDS, type ProxyKind } from '../config/schema.ts'
 
