@@ -98,16 +98,13 @@ function valuesOf(value: string | readonly string[] | null | undefined): readonl
 }
 
 /**
- * ASCII-only case-insensitive comparison against a lowercase name. `String#toLowerCase` is
- * not used because it maps some non-ASCII characters onto ASCII letters (U+212A KELVIN SIGN
- * becomes `k`), which would let a header named with look-alikes count as a real one.
+ * ASCII-only case-insensitive comparison against a lowercase name. `String#toLowerCase` maps
+ * exactly one UTF-16 unit onto an ASCII letter without changing the length (U+212A KELVIN
+ * SIGN becomes `k`), so it is excluded: a header named with the look-alike is another header.
+ * The native lower-casing measured as fast as a character loop, or faster (bench/README.md).
  */
 export function equalsAsciiLowercase(name: string, lowercase: string): boolean {
-  if (name.length !== lowercase.length) return false
-  for (let i = 0; i < name.length; i++) {
-    let c = name.charCodeAt(i)
-    if (c >= 0x41 && c <= 0x5a) c += 0x20
-    if (c !== lowercase.charCodeAt(i)) return false
-  }
-  return true
+  return (
+    name.length === lowercase.length && name.toLowerCase() === lowercase && !name.includes('\u212a')
+  )
 }

@@ -4,7 +4,7 @@
  * addressed (the identity token's default audience).
  */
 
-import { isHeaderName } from './header-name.ts'
+import { equalsAsciiLowercase } from '../core/raw-headers.ts'
 import type { ProxyKind, ProxyMatcher } from './proxy-kinds.ts'
 import { PROXY_RULES } from './proxy-kinds.ts'
 
@@ -137,16 +137,16 @@ function readFamily(
   for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
     const name = rawHeaders[i] as string
     const value = rawHeaders[i + 1] as string
-    if (isHeaderName(name, uriName)) {
+    if (equalsAsciiLowercase(name, uriName)) {
       if (read.uri !== undefined) repeated |= 1
       read.uri = value
-    } else if (isHeaderName(name, methodName)) {
+    } else if (equalsAsciiLowercase(name, methodName)) {
       if (read.method !== undefined) repeated |= 2
       read.method = value
-    } else if (isHeaderName(name, 'x-forwarded-proto')) {
+    } else if (equalsAsciiLowercase(name, 'x-forwarded-proto')) {
       if (read.proto !== undefined) repeated |= 4
       read.proto = value
-    } else if (isHeaderName(name, 'x-forwarded-host')) {
+    } else if (equalsAsciiLowercase(name, 'x-forwarded-host')) {
       if (read.host !== undefined) repeated |= 8
       read.host = value
     }
@@ -161,8 +161,6 @@ function readFamily(
 /** Every value of a header, in arrival order (names compared as ASCII: a look-alike is another name). */
 export { headerValues } from '../core/raw-headers.ts'
 
-export { isHeaderName }
-
 /**
  * The value of a header sent exactly once; undefined when it is absent or repeated. No array
  * per lookup.
@@ -170,7 +168,7 @@ export { isHeaderName }
 export function soleValue(rawHeaders: readonly string[], name: string): string | undefined {
   let value: string | undefined
   for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
-    if (isHeaderName(rawHeaders[i] as string, name)) {
+    if (equalsAsciiLowercase(rawHeaders[i] as string, name)) {
       if (value !== undefined) return undefined
       value = rawHeaders[i + 1] as string
     }

@@ -12,10 +12,10 @@
  */
 import { BlockList, isIPv4 } from 'node:net'
 import { PROXY_KINDS, type ProxyKind } from '../config/schema.ts'
+import { equalsAsciiLowercase } from '../core/raw-headers.ts'
 import { parseAddressBlock } from '../http/address-blocks.ts'
 import { IDENTITY_HEADER_NAMES } from '../http/identity-headers.ts'
 import { STEERING_HEADERS } from '../http/spoofable-headers.ts'
-import { isHeaderName } from './header-name.ts'
 
 export { PROXY_KINDS, type ProxyKind } from '../config/schema.ts'
 
@@ -278,7 +278,7 @@ export function familyMismatch(
 ): FamilyMismatch | undefined {
   const has = (name: string) => {
     for (let i = 0; i < rawHeaders.length; i += 2) {
-      if (isHeaderName(rawHeaders[i] as string, name)) return true
+      if (equalsAsciiLowercase(rawHeaders[i] as string, name)) return true
     }
     return false
   }

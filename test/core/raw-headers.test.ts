@@ -5,6 +5,7 @@ import { describe, test } from 'node:test'
 import {
   type AuthInput,
   authInputFromHeaders,
+  equalsAsciiLowercase,
   readAuthHeaders,
 } from '../../src/core/raw-headers.ts'
 
@@ -162,5 +163,34 @@ describe('authInputFromHeaders', () => {
       return undefined
     })
     assert.deepEqual(asked.sort(), ['authorization', 'x-tenant-id'])
+  })
+})
+
+describe('equalsAsciiLowercase', () => {
+  /** The rule by its definition: ASCII upper case folded, every other unit compared as is. */
+  function asciiFolded(name: string, lowercase: string): boolean {
+    if (name.length !== lowercase.length) return false
+    for (let i = 0; i < name.length; i++) {
+      let c = name.charCodeAt(i)
+      if (c >= 0x41 && c <= 0x5a) c += 0x20
+      if (c !== lowercase.charCodeAt(i)) return false
+    }
+    return true
+  }
+
+  test('folds ASCII case only: every UTF-16 unit in every position of a name', () => {
+    // toLowerCase maps U+212A KELVIN SIGN onto `k`: `coo\u212aie` must not read as Cookie.
+    assert.equal(equalsAsciiLowercase('coo\u212aie', 'cookie'), false)
+    assert.equal(equalsAsciiLowercase('CoOkIe', 'cookie'), true)
+    for (const name of ['cookie', 'x-original-uri', 'host', 'authorization']) {
+      for (let at = 0; at < name.length; at++) {
+        for (let c = 0; c < 0x10000; c++) {
+          const raw = name.slice(0, at) + String.fromCharCode(c) + name.slice(at + 1)
+          if (equalsAsciiLowercase(raw, name) !== asciiFolded(raw, name)) {
+            assert.fail(`${name} with U+${c.toString(16)} at ${at}`)
+          }
+        }
+      }
+    }
   })
 })
