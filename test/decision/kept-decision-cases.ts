@@ -58,7 +58,7 @@ export function nginxKeepingDecisions(
 }
 
 /** Decisions tokengate made so far (its metrics: the stack needs `metrics: true`). */
-async function decisions(stack: Stack): Promise<number> {
+export async function decisions(stack: Stack): Promise<number> {
   const text = await (await fetch(stack.running.metricsUrl as string)).text()
   return text
     .split('\n')

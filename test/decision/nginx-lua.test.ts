@@ -19,6 +19,7 @@ import { TEST_SUBJECT, TEST_TENANT } from '../helpers/jwt.ts'
 import { skipReason } from '../helpers/services.ts'
 import { freePort, type ProxyProcess, type Stack, startNginx, startStack } from './harness.ts'
 import {
+  decisions,
   identityTokensNeverKept,
   keptDecisionCases,
   nginxKeepingDecisions,
@@ -27,12 +28,16 @@ import {
 
 type Header = readonly [string, string]
 
-/** A location only the test's config has: every key and entry of the shared dict. */
+/**
+ * A location only the test's config has: every key and entry of the shared dict, and the
+ * seconds the entry has left (0: it never expires).
+ */
 const DUMP = `    location = /_test_dict {
         content_by_lua_block {
             local dict = ngx.shared.tokengate_decisions
             for _, key in ipairs(dict:get_keys(0)) do
-                ngx.say(ngx.encode_base64(key), " ", ngx.encode_base64(dict:get(key) or ""))
+                ngx.say(ngx.encode_base64(key), " ", ngx.encode_base64(dict:get(key) or ""),
+                    " ", dict:ttl(key) or -1)
             end
         }
     }
@@ -44,19 +49,34 @@ function withDump(config: string): string {
   return `${config.slice(0, at)}${DUMP}${config.slice(at)}`
 }
 
-/** The dict's [key, entry] pairs, read through the test-only location. */
-async function dictEntries(front: ProxyProcess): Promise<[string, string][]> {
+/** The dict's [key, entry, seconds left] triples, read through the test-only location. */
+async function dictEntries(front: ProxyProcess): Promise<[string, string, number][]> {
   const text = (await rawRequest(front.url, '/_test_dict', [])).text
   return text
     .split('\n')
     .filter(Boolean)
     .map((line) => {
-      const [key, value] = line.split(' ')
+      const [key, value, ttl] = line.split(' ')
       return [
         Buffer.from(key ?? '', 'base64').toString(),
         Buffer.from(value ?? '', 'base64').toString(),
+        Number(ttl),
       ]
     })
+}
+
+/**
+ * nginx's clock read in the last millisecond of every second (ngx.now() is in whole ms), where
+ * an answer that may be kept until the end of that second leaves under 1 ms to keep it; and
+ * each answer's keep-until second (Lua's `expires`) in a response header only this test has.
+ */
+function inLastMillisecond(config: string): string {
+  const init = 'init_by_lua_block {\n'
+  const keep = '            local expires = keep_until(headers)\n'
+  assert.ok(config.includes(init) && config.includes(keep), 'nginx-lua.conf changed shape')
+  return config
+    .replace(init, `${init}    ngx.now = function() return ngx.time() + 0.999 end\n`)
+    .replace(keep, `${keep}            ngx.header["X-Test-Keep-Until"] = expires\n`)
 }
 
 /** The base64 SHA-256 of an Authorization value, unpadded: the key's first field. */
@@ -79,7 +99,7 @@ describe('nginx Lua decision cache', { skip: skipReason('nginx-lua') }, () => {
       ([authorization, path]) => `${digestOf(authorization)}||http://${origin}|GET|${path}`,
     )
     // Asked until both are kept (tokengate lets none be kept early in a second).
-    let entries: [string, string][] = []
+    let entries: [string, string, number][] = []
     for (let i = 0; i < 100; i++) {
       for (const [authorization, path] of asked) {
         const response = await rawRequest(front.value.url, path, [['Authorization', authorization]])
@@ -166,6 +186,41 @@ describe('nginx Lua decision cache', { skip: skipReason('nginx-lua') }, () => {
   })
 
   revokedWithinOneSecond(kept)
+})
+
+describe('nginx Lua decision cache, answered in the last millisecond of its second', {
+  skip: skipReason('nginx-lua'),
+}, () => {
+  const { stack, front } = nginxKeepingDecisions(
+    { metrics: true },
+    { lua: true, edit: (config) => withDump(inLastMillisecond(config)) },
+  )
+
+  test('an allow that may be kept until the end of this second is gone after it (never an entry without expiry)', async () => {
+    const reader: Header = ['Authorization', `Bearer ${stack.value.readerPat}`]
+    // Asked until tokengate lets an answer be kept (it lets none early in a second).
+    let keepUntil: number | undefined
+    for (let i = 0; i < 200 && keepUntil === undefined; i++) {
+      const response = await rawRequest(front.value.url, '/api/v1/projects/1', [reader])
+      assert.equal(response.status, 200)
+      const stated = response.headers['x-test-keep-until']
+      if (stated !== undefined) keepUntil = Number(stated)
+      else await sleep(10)
+    }
+    assert.ok(keepUntil !== undefined, 'tokengate never let an answer be kept')
+    for (const [, , ttl] of await dictEntries(front.value)) {
+      // shdict keeps whole milliseconds, and 0 means forever.
+      assert.ok(ttl > 0, `an entry without expiry (ttl ${ttl})`)
+    }
+    while (Date.now() < keepUntil * 1000) await sleep(50)
+    const before = await decisions(stack.value)
+    assert.equal((await rawRequest(front.value.url, '/api/v1/projects/1', [reader])).status, 200)
+    assert.equal(
+      (await decisions(stack.value)) - before,
+      1,
+      'answered from the dict after its second',
+    )
+  })
 })
 
 describe('nginx Lua decision cache with identity tokens', { skip: skipReason('nginx-lua') }, () => {
