@@ -56,8 +56,9 @@ if (fromSources) {
 } else {
   // The package's one rule (22.13, node:sqlite), also checked by `import 'tokengate'`.
   await import('../dist/node-version.js')
-  await import('../dist/stores/sqlite-warning.js')
 }
+// Before the CLI's modules load node:sqlite: Node 22 warns as it loads it (sqlite-warning.ts).
+await import(fromSources ? '../src/stores/sqlite-warning.ts' : '../dist/stores/sqlite-warning.js')
 
 // Why: start-up is dominated by loading ~360 modules (our code, Fastify, pino, the store);
 // Node's compile cache keeps V8 code (and stripped TypeScript) between runs, so only the
