@@ -23,7 +23,7 @@
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { once } from 'node:events'
-import { writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -262,6 +262,8 @@ describe('chaos: two instances, Postgres and Redis Sentinel under load and fault
     // Graceful stops flush what is queued; then the audit log is complete.
     await a.stop()
     await b.stop()
+    const spoolLeftAtEnd =
+      spooledEvents(envs.A.TOKENGATE_DATA_DIR) + spooledEvents(envs.B.TOKENGATE_DATA_DIR)
     const sql = new pg.Client({ connectionString: databaseUrl })
     await sql.connect()
     const audited = await sql.query<{ request_id: string }>(
@@ -286,6 +288,8 @@ describe('chaos: two instances, Postgres and Redis Sentinel under load and fault
       auditedRequestIds: new Set(audited.rows.map((r) => r.request_id)),
       auditDropped: Number(dropped.rows[0]?.n ?? 0),
       spoolRecovered,
+      spoolLeftAtEnd,
+      unsent401: swept.unauthorized,
       acceptedAtEnd,
       start,
     }
@@ -341,6 +345,17 @@ function recoveredFromSpool(log: string): number {
     recovered += Number((JSON.parse(line) as { recovered?: number }).recovered ?? 0)
   }
   return recovered
+}
+
+/** Events (lines) in the audit spool segments left in a data directory. */
+function spooledEvents(dataDir: string): number {
+  const dir = join(dataDir, 'audit-spool')
+  let lines = 0
+  for (const name of existsSync(dir) ? readdirSync(dir) : []) {
+    if (!name.includes('.jsonl')) continue
+    lines += readFileSync(join(dir, name), 'utf8').split('\n').filter(Boolean).length
+  }
+  return lines
 }
 
 /** `DELETE /api/v1/tokens/{id}`, retried while the instance answers 503 (Postgres just back). */

@@ -86,6 +86,10 @@ export interface RunFacts {
   readonly auditDropped: number
   /** Audit events the restarted instance stored from its killed predecessor's spool. */
   readonly spoolRecovered: number
+  /** Audit events still in the instances' spools after their graceful stops (none expected). */
+  readonly spoolLeftAtEnd?: number | undefined
+  /** 401s of requests sent without a request id after the load (the final sweep's). */
+  readonly unsent401?: number | undefined
   /** Requests with revoked credentials accepted in the final sweep over every instance. */
   readonly acceptedAtEnd: number
   readonly start: number
@@ -110,6 +114,13 @@ export interface Survival {
   readonly acceptedRevokedBefore: number
   /** 401s answered whose audit event is not in the store. */
   readonly auditLost: number
+  /**
+   * Where those went missing: `instance @second (after: the last fault or step before the
+   * answer[, burst])` -> count, so that a failure says which fault window lost them.
+   */
+  readonly auditLostWhere: Readonly<Record<string, number>>
+  /** `auth.failed` events whose request id the load never sent (the sweep's, or misread ids). */
+  readonly auditedUnsent: number
   readonly answered401: number
 }
 
@@ -148,11 +159,16 @@ export function survival(facts: RunFacts): Survival {
   let acceptedRevokedBefore = 0
   let answered401 = 0
   let auditLost = 0
+  const auditLostWhere: Record<string, number> = {}
   for (const request of facts.sent) {
     const { credential } = request
     if (request.status === 401) {
       answered401++
-      if (!facts.auditedRequestIds.has(request.requestId)) auditLost++
+      if (!facts.auditedRequestIds.has(request.requestId)) {
+        auditLost++
+        const where = lossWindow(request, facts)
+        auditLostWhere[where] = (auditLostWhere[where] ?? 0) + 1
+      }
     }
     if (request.status !== 200) continue
     if (credential.kind === 'revoked') acceptedRevokedBefore++
@@ -175,8 +191,26 @@ export function survival(facts: RunFacts): Survival {
     latestAcceptanceMs,
     acceptedRevokedBefore,
     auditLost,
+    auditLostWhere,
+    auditedUnsent: auditedUnsent(facts),
     answered401,
   }
+}
+
+function auditedUnsent(facts: RunFacts): number {
+  const sent = new Set(facts.sent.map((request) => request.requestId))
+  let unsent = 0
+  for (const id of facts.auditedRequestIds) if (!sent.has(id)) unsent++
+  return unsent
+}
+
+/** `B @5 s (after: SIGKILL instance B, burst)`: the instance, the second and the fault window. */
+function lossWindow(request: Sent, facts: RunFacts): string {
+  let after = 'start'
+  for (const h of facts.happenings) if (h.at <= request.answeredAt) after = h.what
+  const second = Math.floor((request.answeredAt - facts.start) / 1000)
+  const burst = request.requestId.includes('burst') ? ', burst' : ''
+  return `${request.instance} @${second} s (after: ${after}${burst})`
 }
 
 /**
@@ -251,8 +285,18 @@ export function survivalTables(facts: RunFacts, result: Survival): string {
     `| a key revoked mid-run is refused everywhere | a request sent > ${facts.revocationBoundMs} ms after the revoke committed is never accepted | ${facts.revocations.length} keys revoked; accepted after their revoke: ${result.acceptedAfterRevoke} (latest ${ms(result.latestAcceptanceMs)} after); honoured late: **${result.acceptedLate}** |`,
     `| revoked keys are never accepted | keys revoked before the run, and every revoked key on every instance and worker at the end | accepted: **${result.acceptedRevokedBefore}** during the run, **${facts.acceptedAtEnd}** at the end |`,
     `| no audit event lost | every 401 answered has its \`auth.failed\` event (loss only as counted by \`audit.dropped\`) | ${result.answered401} 401s answered; events missing: **${result.auditLost}**; \`audit.dropped\`: ${facts.auditDropped}; recovered from the killed instance's spool on restart: ${facts.spoolRecovered} |`,
+    `| … where audit events went missing | instance, second answered (after the last fault or step before it) | ${lossWhere(result.auditLostWhere)}${facts.spoolLeftAtEnd === undefined ? '' : `; left in the spools after the stops: ${facts.spoolLeftAtEnd}`}; stored under request ids the load never sent: ${result.auditedUnsent}${facts.unsent401 === undefined ? '' : ` (${facts.unsent401} 401s sent without one)`} |`,
   ]
   return lines.join('\n')
+}
+
+/** The loss windows, largest first (at most 8, the rest summed), or — when nothing is lost. */
+function lossWhere(where: Readonly<Record<string, number>>): string {
+  const entries = Object.entries(where).sort((a, b) => b[1] - a[1])
+  if (entries.length === 0) return '—'
+  const shown = entries.slice(0, 8).map(([w, n]) => `${n} × ${w}`)
+  const rest = entries.slice(8).reduce((sum, [, n]) => sum + n, 0)
+  return [...shown, ...(rest > 0 ? [`${rest} elsewhere`] : [])].join('; ')
 }
 
 function relative(value: number | null): string {
