@@ -11,8 +11,10 @@
  * commit: the entry ends by then, and the decision that replaces it either has read the change
  * or is kept only until one second after its own, older, read. nginx keeps an entry while its
  * clock's second is <= the stated one, so `@S` with S = floor((readAsOf - margin) / 1000) ends
- * it by readAsOf - margin + 1 s. The margin covers the commit's own latency after the time the
- * change log records for it.
+ * it by readAsOf - margin + 1 s. The bound counts from the commit, not from the time the
+ * change log records (stamped inside the transaction, before the commit and its fsync):
+ * readAsOf is taken before the read's first query, so what a read missed committed after it.
+ * The margin is slack on top (for instance against the two hosts' clocks drifting apart).
  *
  * This holds for what a read applies before it completes (a PAT's and a tenant's cached
  * lookups are dropped then), not for what is applied after it, asynchronously: a stored policy,
