@@ -109,8 +109,9 @@ export function openSpoolFiles(dir: string): SpoolFiles {
  * first per owner, and deletes each once `replay` resolved. An owner's lock is held while its
  * segments are replayed, so two processes starting together never both replay one; a process
  * that dies while replaying lets go of it, and the next start replays what is left (so
- * `replay` must be idempotent per segment). Rejects, leaving the segment for a later start,
- * when `replay` rejects.
+ * `replay` must be idempotent per segment). When `replay` rejects or an owner's lock cannot be
+ * taken, that owner's segments are left for a later start, the other owners are still replayed,
+ * and then the first error is thrown.
  *
  * @returns the number of segments replayed
  */
@@ -130,8 +131,18 @@ export async function recoverSpoolFiles(
     if (owner !== undefined) owners.add(owner)
   }
   let replayed = 0
+  // The first failure, thrown once every other owner had its turn: a lock SQLite refuses (a
+  // recoverer's unlink racing the open) or a store that refused one segment used to end the
+  // walk, and the gone owners after it waited for the next start.
+  let failed: { error: unknown } | undefined
   for (const owner of owners) {
-    const lock = claimOwnerLock(dir, owner)
+    let lock: ReturnType<typeof claimOwnerLock>
+    try {
+      lock = claimOwnerLock(dir, owner)
+    } catch (error) {
+      failed ??= { error }
+      continue
+    }
     if (lock === undefined) continue // alive, or another process is replaying it
     let done = false
     try {
@@ -148,10 +159,13 @@ export async function recoverSpoolFiles(
         replayed++
       }
       done = true
+    } catch (error) {
+      failed ??= { error }
     } finally {
       lock.release(done)
     }
   }
+  if (failed) throw failed.error
   return replayed
 }
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { existsSync, readdirSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { openAuditSpool, recoverAuditSpool } from '../../src/stores/audit-spool.ts'
@@ -75,6 +75,27 @@ describe('audit spool', () => {
       count: 1,
       reason: 'unreadable spool line',
     })
+  })
+
+  it('an owner whose lock cannot be taken (an error, not busy) keeps no other gone owner’s segments from being stored', async (t) => {
+    const dir = tempDir('tg-spool-')
+    const store = openSqliteStore(join(dir, 'db.sqlite'))
+    t.after(() => store.close())
+    await store.migrate()
+    const spool = join(dir, 'spool')
+    mkdirSync(spool)
+    // Listed first (created first): a lock file SQLite refuses, as a lock file unlinked by a
+    // racing recoverer while it was opened did in a stress run ("disk I/O error", 1 in 12k).
+    writeFileSync(join(spool, '0000000000000001.lock'), 'x'.repeat(4096))
+    writeFileSync(join(spool, '0000000000000001.1.jsonl'), `${JSON.stringify(event('q1'))}\n`)
+    const gone = ['e1', 'e2', 'e3'].map((id) => JSON.stringify(event(id))).join('\n')
+    writeFileSync(join(spool, 'ffffffffffffffff.1.jsonl'), `${gone}\n`)
+    await assert.rejects(recoverAuditSpool(spool, store, { queue: false, now: () => 5 }), {
+      message: /not a database/,
+    })
+    const stored = await store.admin.searchAudit({}, { limit: 10 })
+    assert.deepEqual(stored.items.map((e) => e.id).sort(), ['e1', 'e2', 'e3'])
+    assert.deepEqual(segments(spool), ['0000000000000001.1.jsonl'], 'kept for a later recovery')
   })
 
   it('a live owner’s segment is left alone; once it is SIGKILLed, two recoveries store it once', async (t) => {
