@@ -175,6 +175,7 @@ describe('chaos: two instances, Postgres and Redis Sentinel under load and fault
     })
     let postgresDown = POSTGRES_NEVER_DOWN
     let spoolRecovered = 0
+    let spoolRecoveryFailures = 0
     try {
       await sleep(3000)
       await revoke(at(batches, 0), "A's API", viaApi(a.url, at(batches, 0)))
@@ -196,6 +197,10 @@ describe('chaos: two instances, Postgres and Redis Sentinel under load and fault
       b = await serve('B')
       happened('instance B started again', 'same data directory')
       spoolRecovered = recoveredFromSpool(b.stderr())
+      spoolRecoveryFailures = b
+        .stderr()
+        .split('\n')
+        .filter((line) => line.includes('audit spool of a killed process not recovered')).length
 
       await sleep(1000)
       await revoke(at(batches, 1), 'CLI pat revoke', async () => {
@@ -288,6 +293,7 @@ describe('chaos: two instances, Postgres and Redis Sentinel under load and fault
       auditedRequestIds: new Set(audited.rows.map((r) => r.request_id)),
       auditDropped: Number(dropped.rows[0]?.n ?? 0),
       spoolRecovered,
+      spoolRecoveryFailures,
       spoolLeftAtEnd,
       unsent401: swept.unauthorized,
       acceptedAtEnd,

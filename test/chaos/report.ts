@@ -86,6 +86,8 @@ export interface RunFacts {
   readonly auditDropped: number
   /** Audit events the restarted instance stored from its killed predecessor's spool. */
   readonly spoolRecovered: number
+  /** Restarted processes whose spool recovery failed (the rest left for their next start). */
+  readonly spoolRecoveryFailures?: number | undefined
   /** Audit events still in the instances' spools after their graceful stops (none expected). */
   readonly spoolLeftAtEnd?: number | undefined
   /** 401s of requests sent without a request id after the load (the final sweep's). */
@@ -284,7 +286,7 @@ export function survivalTables(facts: RunFacts, result: Survival): string {
     `| 5xx only while Postgres is down | 503 \`unavailable\` for requests in flight from its stop until ${facts.recoveryGraceMs} ms after it answers again | ${result.allowed503} such 503s, the last answered ${relative(result.last503AfterRecoveryMs)} Postgres answered again; other 5xx: ${describe(result.forbidden5xx)} |`,
     `| a key revoked mid-run is refused everywhere | a request sent > ${facts.revocationBoundMs} ms after the revoke committed is never accepted | ${facts.revocations.length} keys revoked; accepted after their revoke: ${result.acceptedAfterRevoke} (latest ${ms(result.latestAcceptanceMs)} after); honoured late: **${result.acceptedLate}** |`,
     `| revoked keys are never accepted | keys revoked before the run, and every revoked key on every instance and worker at the end | accepted: **${result.acceptedRevokedBefore}** during the run, **${facts.acceptedAtEnd}** at the end |`,
-    `| no audit event lost | every 401 answered has its \`auth.failed\` event (loss only as counted by \`audit.dropped\`) | ${result.answered401} 401s answered; events missing: **${result.auditLost}**; \`audit.dropped\`: ${facts.auditDropped}; recovered from the killed instance's spool on restart: ${facts.spoolRecovered} |`,
+    `| no audit event lost | every 401 answered has its \`auth.failed\` event (loss only as counted by \`audit.dropped\`) | ${result.answered401} 401s answered; events missing: **${result.auditLost}**; \`audit.dropped\`: ${facts.auditDropped}; recovered from the killed instance's spool on restart: ${facts.spoolRecovered}${facts.spoolRecoveryFailures === undefined ? '' : ` (recoveries failed: ${facts.spoolRecoveryFailures})`} |`,
     `| … where audit events went missing | instance, second answered (after the last fault or step before it) | ${lossWhere(result.auditLostWhere)}${facts.spoolLeftAtEnd === undefined ? '' : `; left in the spools after the stops: ${facts.spoolLeftAtEnd}`}; stored under request ids the load never sent: ${result.auditedUnsent}${facts.unsent401 === undefined ? '' : ` (${facts.unsent401} 401s sent without one)`} |`,
   ]
   return lines.join('\n')
