@@ -184,30 +184,37 @@ export async function createAuthContext(
   // The outbox has readers: the webhook, or CAEP receivers (their entries are queued per type).
   const queueForWebhook = webhookConfigured(config.events)
   const queueForDelivery = queueForWebhook || (config.ssf.transmitter?.receivers.length ?? 0) > 0
-  if (spoolDir) {
-    try {
-      const { recovered, unreadable } = await recoverAuditSpool(spoolDir, store, {
-        queue: queueForDelivery,
-        webhook: queueForWebhook,
-        now: () => clock.now(),
-      })
-      if (recovered > 0 || unreadable > 0) {
-        log.warn(
-          { recovered, unreadable },
-          'audit events of a killed process recovered from its spool',
-        )
+  const recoverSpool = spoolDir
+    ? async () => {
+        const { recovered, unreadable } = await recoverAuditSpool(spoolDir, store, {
+          queue: queueForDelivery,
+          webhook: queueForWebhook,
+          now: () => clock.now(),
+        })
+        if (recovered > 0 || unreadable > 0) {
+          log.warn(
+            { recovered, unreadable },
+            'audit events of a killed process recovered from its spool',
+          )
+        }
       }
-    } catch (error) {
-      log.warn(
-        { err: error },
-        'audit spool of a killed process not recovered yet; kept for the next start',
-      )
-    }
+    : undefined
+  // Refused now: tried again by the audit writer after its next flush that stores.
+  let recoverSpoolLater: (() => Promise<void>) | undefined
+  try {
+    await recoverSpool?.()
+  } catch (error) {
+    log.warn(
+      { err: error },
+      'audit spool of a killed process not recovered yet; tried again once a flush stores',
+    )
+    recoverSpoolLater = recoverSpool
   }
   const audit = createAuditWriter(written, {
     flushIntervalMs: 200,
     maxBatch: 500,
     spool: spoolDir ? openAuditSpool(spoolDir) : undefined,
+    recoverSpool: recoverSpoolLater,
     // Without a webhook or a CAEP receiver nothing reads the outbox: store the events only.
     queueForDelivery,
     queueForWebhook,

@@ -164,6 +164,12 @@ export interface AuditWriterOptions {
    * stored (audit-spool.ts): a process killed between flushes loses nothing.
    */
   readonly spool?: AuditSpool | undefined
+  /**
+   * Stores what killed processes left in the spool directory: a recovery the store refused at
+   * start (audit-spool.ts), tried again after each flush that stored, until it succeeds.
+   * Without it those events waited for the next start, which a scaled-down instance never has.
+   */
+  readonly recoverSpool?: (() => Promise<unknown>) | undefined
 }
 
 export interface AuditWriterStats {
@@ -211,6 +217,7 @@ export function createAuditWriter(
   const spool = options.spool
   /** An append failed (a full disk): none until a flush has stored what the spool missed. */
   let spoolFailed = false
+  let recoverSpool = options.recoverSpool
 
   const runner = createFlushRunner(
     async () => {
@@ -234,6 +241,10 @@ export function createAuditWriter(
         const count = droppedUnreported
         await store.appendAudit([droppedEvent(clock.now(), { count })], appendOptions)
         droppedUnreported -= count
+      }
+      if (recoverSpool) {
+        await recoverSpool()
+        recoverSpool = undefined
       }
     },
     options.flushIntervalMs ?? 200,

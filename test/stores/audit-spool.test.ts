@@ -98,6 +98,45 @@ describe('audit spool', () => {
     assert.deepEqual(segments(spool), ['0000000000000001.1.jsonl'], 'kept for a later recovery')
   })
 
+  it('a recovery the store refused at start is tried again after a flush stored, without a restart', async (t) => {
+    const dir = tempDir('tg-spool-')
+    const store = openSqliteStore(join(dir, 'db.sqlite'))
+    t.after(() => store.close())
+    await store.migrate()
+    const spool = join(dir, 'spool')
+    mkdirSync(spool)
+    const gone = ['g1', 'g2'].map((id) => JSON.stringify(event(id))).join('\n')
+    writeFileSync(join(spool, 'ffffffffffffffff.1.jsonl'), `${gone}\n`)
+    // The store is down while this process starts: its recovery fails.
+    let down = true
+    const flaky = {
+      appendAudit: async (events: readonly StoredAuditEvent[]) => {
+        if (down) throw new Error('store down')
+        await store.appendAudit(events, { queue: false })
+      },
+    }
+    const recover = () => recoverAuditSpool(spool, flaky, { queue: false, now: () => 5 })
+    await assert.rejects(recover(), /store down/)
+    const audit = createAuditWriter(flaky, {
+      flushIntervalMs: 0,
+      queueForDelivery: false,
+      spool: openAuditSpool(spool),
+      recoverSpool: recover,
+    })
+    down = false
+    audit.write(event('mine'))
+    await audit.flush()
+    const stored = await store.admin.searchAudit({}, { limit: 10 })
+    assert.deepEqual(stored.items.map((e) => e.id).sort(), ['g1', 'g2', 'mine'])
+    assert.deepEqual(
+      segments(spool).filter((name) => name.startsWith('ffff')),
+      [],
+      'the gone owner’s segment is gone once stored',
+    )
+    await audit.close()
+    assert.deepEqual(segments(spool), [])
+  })
+
   it('a live owner’s segment is left alone; once it is SIGKILLed, two recoveries store it once', async (t) => {
     const dir = tempDir('tg-spool-')
     const store = openSqliteStore(join(dir, 'db.sqlite'))
