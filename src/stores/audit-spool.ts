@@ -43,8 +43,9 @@ export interface SpoolRecovery {
 
 /**
  * Stores what owners that are gone left in `dir`, then deletes their segments (each is
- * replayed by one process only: spool-files.ts). Rejects (leaving the segment for the next
- * start) when the store does not take the events.
+ * replayed by one process only: spool-files.ts). Rejects (leaving the segment for a later
+ * recovery: the audit writer's `recoverSpool`, or the next start) when the store does not take
+ * the events.
  */
 export async function recoverAuditSpool(
   dir: string,
