@@ -27,6 +27,18 @@ export const SERVED_MALLOC_ENV: Readonly<Record<string, string>> = {
  */
 export const PRODUCTION_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=8']
 
+/**
+ * The serving main thread's idle collector: only when RSS grew 32 MiB past its peak at the last
+ * collection, never on busy time alone (why: lib/idle-collector.ts, `growthFromPeak`; a gateway
+ * paced at 3,000 req/s ended its loads at 152-159 MB RSS; filling a cache of 100,000 PATs grew a
+ * server by ~100 MB).
+ */
+export const SERVED_IDLE_COLLECTION = {
+  growthFromPeak: true,
+  minGrowthBytes: 32 * 1024 * 1024,
+  minBusyMs: Number.POSITIVE_INFINITY,
+} as const
+
 /** What `serveAsProduction` set: the heap growing percent (undefined: the operator's) and the collector. */
 export interface ServingProcess {
   readonly heapGrowingPercent: number | undefined
@@ -44,7 +56,7 @@ export function serveAsProduction(
 ): ServingProcess {
   if (started.workers > 1) return { heapGrowingPercent: undefined, idle: undefined, stop: () => {} }
   const heapGrowingPercent = boundHeapGrowth(started)
-  const idle = startIdleCollector({ collect: memoryReducingGc() })
+  const idle = startIdleCollector({ ...SERVED_IDLE_COLLECTION, collect: memoryReducingGc() })
   return { heapGrowingPercent, idle, stop: () => idle.stop() }
 }
 

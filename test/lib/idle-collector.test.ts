@@ -76,6 +76,46 @@ describe('idle collector', () => {
     }
   })
 
+  test('growth from the peak: the RSS a load takes again is not growth, busy time alone never collects', () => {
+    mock.timers.enable({ apis: ['setInterval'] })
+    try {
+      let rss = 100 * MB
+      let busy = 0.9
+      const collect = mock.fn(() => {
+        rss = 110 * MB
+      })
+      const collector = startIdleCollector({
+        intervalMs: 500,
+        growthFromPeak: true,
+        minBusyMs: Number.POSITIVE_INFINITY,
+        collect,
+        rss: () => rss,
+        utilization: () => busy,
+      })
+      rss = 180 * MB
+      mock.timers.tick(500)
+      busy = 0.01
+      mock.timers.tick(500)
+      assert.equal(collect.mock.callCount(), 1, 'grown from the start: collected')
+      // The next load takes back what the collection returned, and a little more, for 60 s.
+      busy = 0.9
+      rss = 190 * MB
+      mock.timers.tick(60_000)
+      busy = 0.01
+      mock.timers.tick(5000)
+      assert.equal(collect.mock.callCount(), 1, '10 MB past the peak, however busy: not collected')
+      busy = 0.9
+      rss = 197 * MB
+      mock.timers.tick(4000)
+      busy = 0.01
+      mock.timers.tick(500)
+      assert.equal(collect.mock.callCount(), 2, '17 MB past the peak: collected')
+      collector.stop()
+    } finally {
+      mock.timers.reset()
+    }
+  })
+
   test('idle with nothing to collect, it looks every 4 s instead of every 500 ms, until busy again', () => {
     mock.timers.enable({ apis: ['setInterval'] })
     try {
