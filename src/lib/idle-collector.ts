@@ -19,10 +19,10 @@
  * A serving process counts growth from its peak instead (`growthFromPeak`, busy time off):
  * any full collection in an idle spell, reducing or not, clears the objects the optimized code
  * of the last load embedded, and V8 throws that code away ("embedded weak objects cleared");
- * the next seconds of load then run unoptimized while ~250 functions are compiled again (a
- * paced gateway's p99 67-93 ms after 25 s idle against 3-10 without). Collecting the RSS that the
- * next load takes again costs that each time; collecting when the process grew past anything
- * it had reached (a cache filled) does not recur.
+ * the next seconds of load then run unoptimized while their functions are compiled again (the
+ * after-idle p99 in bench/README.md). Collecting the RSS that the next load takes again costs
+ * that each time; collecting when the process grew past anything it had reached (a cache
+ * filled) does not recur.
  */
 import { performance } from 'node:perf_hooks'
 import { setFlagsFromString } from 'node:v8'

@@ -29,9 +29,8 @@ export const PRODUCTION_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=
 
 /**
  * The serving main thread's idle collector: only when RSS grew 32 MiB past its peak at the last
- * collection, never on busy time alone (why: lib/idle-collector.ts, `growthFromPeak`; a gateway
- * paced at 3,000 req/s ended its loads at 152-159 MB RSS; filling a cache of 100,000 PATs grew a
- * server by ~100 MB).
+ * collection, never on busy time alone (why: lib/idle-collector.ts, `growthFromPeak`): a paced
+ * gateway's loads stay well inside 32 MiB of their peak, filling a PAT cache does not.
  */
 export const SERVED_IDLE_COLLECTION = {
   growthFromPeak: true,
