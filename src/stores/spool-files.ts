@@ -131,9 +131,9 @@ export async function recoverSpoolFiles(
     if (owner !== undefined) owners.add(owner)
   }
   let replayed = 0
-  // The first failure, thrown once every other owner had its turn: a lock SQLite refuses (a
-  // recoverer's unlink racing the open) or a store that refused one segment used to end the
-  // walk, and the gone owners after it waited for the next start.
+  // The first failure, thrown once every other owner had its turn: a lock file SQLite refuses
+  // or a store that refused one segment used to end the walk, and the gone owners after it
+  // waited for the next start.
   let failed: { error: unknown } | undefined
   for (const owner of owners) {
     let lock: ReturnType<typeof claimOwnerLock>
