@@ -3,7 +3,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { describe, it } from 'node:test'
+import { describe, it, type TestContext } from 'node:test'
 import { openAuditSpool, recoverAuditSpool } from '../../src/stores/audit-spool.ts'
 import { openSqliteStore } from '../../src/stores/sqlite.ts'
 import type { StoredAuditEvent } from '../../src/stores/store.ts'
@@ -21,6 +21,15 @@ const event = (id: string): StoredAuditEvent => ({
   requestId: null,
   details: {},
 })
+
+/** A migrated SQLite store in a fresh directory (closed after the test) and a spool path in it. */
+async function migratedStore(t: TestContext) {
+  const dir = tempDir('tg-spool-')
+  const store = openSqliteStore(join(dir, 'db.sqlite'))
+  t.after(() => store.close())
+  await store.migrate()
+  return { store, spool: join(dir, 'spool') }
+}
 
 /** The spool dir's segment files (lock files aside). */
 const segments = (dir: string) => readdirSync(dir).filter((name) => name.includes('.jsonl'))
@@ -50,11 +59,7 @@ setInterval(() => {}, 1000)`,
 
 describe('audit spool', () => {
   it('a segment named for PID 1 (always alive on a host) is stored; an unreadable line is recorded as audit.dropped', async (t) => {
-    const dir = tempDir('tg-spool-')
-    const store = openSqliteStore(join(dir, 'db.sqlite'))
-    t.after(() => store.close())
-    await store.migrate()
-    const spool = join(dir, 'spool')
+    const { store, spool } = await migratedStore(t)
     openAuditSpool(spool).close()
     // As versions before owner locks named it, written by a server that was PID 1.
     const legacy = join(spool, '1-abc123.jsonl')
@@ -78,11 +83,7 @@ describe('audit spool', () => {
   })
 
   it('an owner whose lock cannot be taken (an error, not busy) keeps no other gone owner’s segments from being stored', async (t) => {
-    const dir = tempDir('tg-spool-')
-    const store = openSqliteStore(join(dir, 'db.sqlite'))
-    t.after(() => store.close())
-    await store.migrate()
-    const spool = join(dir, 'spool')
+    const { store, spool } = await migratedStore(t)
     mkdirSync(spool)
     // Listed first (created first): a lock file SQLite refuses, as a lock file unlinked by a
     // racing recoverer while it was opened did in a stress run ("disk I/O error", 1 in 12k).
@@ -99,11 +100,7 @@ describe('audit spool', () => {
   })
 
   it('a recovery the store refused at start is tried again after a flush stored, without a restart', async (t) => {
-    const dir = tempDir('tg-spool-')
-    const store = openSqliteStore(join(dir, 'db.sqlite'))
-    t.after(() => store.close())
-    await store.migrate()
-    const spool = join(dir, 'spool')
+    const { store, spool } = await migratedStore(t)
     mkdirSync(spool)
     const gone = ['g1', 'g2'].map((id) => JSON.stringify(event(id))).join('\n')
     writeFileSync(join(spool, 'ffffffffffffffff.1.jsonl'), `${gone}\n`)
@@ -138,11 +135,7 @@ describe('audit spool', () => {
   })
 
   it('a live owner’s segment is left alone; once it is SIGKILLed, two recoveries store it once', async (t) => {
-    const dir = tempDir('tg-spool-')
-    const store = openSqliteStore(join(dir, 'db.sqlite'))
-    t.after(() => store.close())
-    await store.migrate()
-    const spool = join(dir, 'spool')
+    const { store, spool } = await migratedStore(t)
     const child = await spoolingProcess(spool, 7)
     t.after(() => child.kill('SIGKILL'))
     const mine = openAuditSpool(spool)
@@ -175,11 +168,7 @@ describe('audit spool', () => {
   })
 
   it('the writer spools each event and deletes segments once stored; close leaves nothing', async (t) => {
-    const dir = tempDir('tg-spool-')
-    const store = openSqliteStore(join(dir, 'db.sqlite'))
-    t.after(() => store.close())
-    await store.migrate()
-    const spoolDir = join(dir, 'spool')
+    const { store, spool: spoolDir } = await migratedStore(t)
     const writer = createAuditWriter(store, { flushIntervalMs: 0, spool: openAuditSpool(spoolDir) })
     writer.write(event('a'))
     writer.write(event('b'))
