@@ -9,7 +9,11 @@ import type { Config } from '../config/schema.ts'
 import type { Tenant } from '../core/ports.ts'
 import { RequestClock } from '../core/request-clock.ts'
 import { thenMaybe } from '../lib/maybe-async.ts'
-import { openUsageJournal, recoverUsageJournal } from '../stores/usage-journal.ts'
+import {
+  openUsageJournal,
+  recoverUsageJournal,
+  type UsageJournal,
+} from '../stores/usage-journal.ts'
 import { createUsageWriter } from '../stores/usage-writer.ts'
 import { trackStoreWrites } from '../stores/write-health.ts'
 import { type AddressThrottle, createAddressThrottle } from './address-throttle.ts'
@@ -85,7 +89,7 @@ export async function openGate(auth: AuthContext, options: OpenGateOptions): Pro
         flushIntervalMs: options.usage.flushIntervalMs,
         maxSubjectsPerMinute: options.usage.maxKeysPerMinute,
         subjectsPerWrite: USAGE_SUBJECTS_PER_WRITE,
-        journal: await usageJournal(auth, options),
+        ...(await usageJournal(auth, options)),
         // One log line per episode of failing writes (write-health.ts), not one per flush.
         onError: (error) => auth.writes.failed('addUsage', error),
       })
@@ -165,16 +169,20 @@ const noTenantLimit = () => undefined
 
 /**
  * Adds the counts that killed processes left in the journal directory (a store that cannot
- * take them now leaves them for the next start), then opens this process's journal.
+ * take them now leaves them to the usage writer, which tries again after each flush that
+ * stores), then opens this process's journal.
  */
-async function usageJournal(auth: AuthContext, options: OpenGateOptions) {
+async function usageJournal(
+  auth: AuthContext,
+  options: OpenGateOptions,
+): Promise<{ journal?: UsageJournal; recoverJournal?: () => Promise<void> }> {
   const dir = options.usageJournalDir
-  if (dir === undefined) return undefined
+  if (dir === undefined) return {}
   const slicing = {
     maxSubjects: options.usage.maxKeysPerMinute,
     subjectsPerWrite: USAGE_SUBJECTS_PER_WRITE,
   }
-  try {
+  const recover = async () => {
     const { segments, unreadable } = await recoverUsageJournal(dir, auth.store, slicing)
     if (segments > 0 || unreadable > 0) {
       options.log.warn(
@@ -182,19 +190,24 @@ async function usageJournal(auth: AuthContext, options: OpenGateOptions) {
         'usage counts of a killed process recovered from its journal',
       )
     }
+  }
+  let recoverJournal: (() => Promise<void>) | undefined
+  try {
+    await recover()
   } catch (error) {
     options.log.warn(
       { err: error },
-      'usage journal of a killed process not recovered yet; kept for the next start',
+      'usage journal of a killed process not recovered yet; tried again once a flush stores',
     )
+    recoverJournal = recover
   }
   try {
-    return openUsageJournal(dir, slicing)
+    return { journal: openUsageJournal(dir, slicing), ...(recoverJournal && { recoverJournal }) }
   } catch (error) {
     options.log.warn(
       { err: error },
       'usage journal cannot be opened; usage counts are held in memory until each flush',
     )
-    return undefined
+    return recoverJournal ? { recoverJournal } : {}
   }
 }

@@ -35,6 +35,11 @@ export interface UsageWriterOptions {
    * writer's `maxSubjectsPerMinute` and `subjectsPerWrite`), and dropped once stored.
    */
   readonly journal?: UsageJournal | undefined
+  /**
+   * Adds what killed processes left in the journal directory: a recovery the store refused at
+   * start, tried again after each flush that stored (`createFlushRunner`'s `leftover`).
+   */
+  readonly recoverJournal?: (() => Promise<unknown>) | undefined
 }
 
 export interface UsageWriter {
@@ -155,6 +160,7 @@ export function createUsageWriter(
     options.flushIntervalMs ?? 5000,
     options.onError,
     () => minutes.size > 0 || sealed !== undefined,
+    options.recoverJournal,
   )
 
   return {

@@ -166,8 +166,8 @@ export interface AuditWriterOptions {
   readonly spool?: AuditSpool | undefined
   /**
    * Stores what killed processes left in the spool directory: a recovery the store refused at
-   * start (audit-spool.ts), tried again after each flush that stored, until it succeeds.
-   * Without it those events waited for the next start, which a scaled-down instance never has.
+   * start (audit-spool.ts), tried again after each flush that stored, until it succeeds
+   * (`createFlushRunner`'s `leftover`).
    */
   readonly recoverSpool?: (() => Promise<unknown>) | undefined
 }
@@ -217,7 +217,6 @@ export function createAuditWriter(
   const spool = options.spool
   /** An append failed (a full disk): none until a flush has stored what the spool missed. */
   let spoolFailed = false
-  let recoverSpool = options.recoverSpool
 
   const runner = createFlushRunner(
     async () => {
@@ -242,14 +241,11 @@ export function createAuditWriter(
         await store.appendAudit([droppedEvent(clock.now(), { count })], appendOptions)
         droppedUnreported -= count
       }
-      if (recoverSpool) {
-        await recoverSpool()
-        recoverSpool = undefined
-      }
     },
     options.flushIntervalMs ?? 200,
     options.onError,
     () => queue.length > 0 || droppedUnreported > 0,
+    options.recoverSpool,
   )
 
   return {
@@ -330,12 +326,18 @@ export interface FlushRunner {
  * is armed only while `pending()` says something is left to write: an idle process wakes
  * for none of its writers (an interval woke it 6.2 times a second for three empty flushes).
  * A write calls `due()`; a flush that leaves something (a failure, writes meanwhile) re-arms.
+ *
+ * `leftover`: what killed processes left on disk (a spool or journal recovery the store
+ * refused at start), run after each flush that stored until it succeeds, and pending until
+ * then: without it those writes waited for the next start, which a scaled-down instance and
+ * an idle one never get.
  */
 export function createFlushRunner(
   drain: () => Promise<void>,
   intervalMs: number,
   onError: FlushErrorHandler | undefined,
   pending: () => boolean,
+  leftover?: (() => Promise<unknown>) | undefined,
 ): FlushRunner {
   if (!Number.isFinite(intervalMs) || intervalMs < 0) {
     throw new RangeError('flushIntervalMs must be >= 0')
@@ -345,10 +347,17 @@ export function createFlushRunner(
   let running = 0
   let timer: ReturnType<typeof setTimeout> | undefined
   let closed = false
+  let recover = leftover
 
+  const drainThenRecover = async () => {
+    await drain()
+    if (recover === undefined) return
+    await recover()
+    recover = undefined
+  }
   const flush = (): Promise<void> => {
     running++
-    const run = tail.then(drain).finally(() => {
+    const run = tail.then(drainThenRecover).finally(() => {
       running--
     })
     tail = run.catch(() => {})
@@ -366,7 +375,7 @@ export function createFlushRunner(
     flush()
       .catch(report)
       .finally(() => {
-        if (pending()) due()
+        if (pending() || recover !== undefined) due()
       })
   }
   // A flush already running (an explicit one) is left alone; the next interval looks again.
@@ -375,6 +384,8 @@ export function createFlushRunner(
     if (running > 0) due()
     else flushThenRearm()
   }
+
+  if (recover !== undefined) due()
 
   return {
     flush,

@@ -159,6 +159,38 @@ describe('usage journal', () => {
     await recoverUsageJournal(dir, store, SLICING)
     assert.deepEqual(await counts(store, 5), expected(5))
   })
+
+  it('a recovery the store refused at start is tried again by the next flush that stores, with no count of its own', async (t) => {
+    const { dir, db, store } = setUp()
+    t.after(() => store.close())
+    await store.migrate()
+    const child = await countingProcess(db, dir, 5, 'none')
+    t.after(() => killed(child))
+    await killed(child)
+    // The store is down while this process starts: its recovery fails.
+    let down = true
+    const flaky: Pick<Store, 'addUsage'> = {
+      addUsage: (rows, options) =>
+        down ? Promise.reject(new Error('store down')) : store.addUsage(rows, options),
+    }
+    const recover = () => recoverUsageJournal(dir, flaky, SLICING)
+    await assert.rejects(recover(), /store down/)
+    const usage = createUsageWriter(flaky, {
+      clock: testClock(T),
+      flushIntervalMs: 0,
+      journal: openUsageJournal(dir, SLICING),
+      recoverJournal: recover,
+    })
+    await assert.rejects(usage.flush(), /store down/, 'still down: kept for the next flush')
+    down = false
+    // An idle instance (nothing counted since its start) recovers too.
+    await usage.flush()
+    assert.deepEqual(await counts(store, 5), expected(5))
+    await usage.flush()
+    assert.deepEqual(await counts(store, 5), expected(5), 'nothing added twice')
+    await usage.close()
+    assert.deepEqual(readdirSync(dir), [], 'no segment and no lock file left')
+  })
 })
 
 /** `addUsage` with a mark, on both stores: a mark applies its rows once, in one transaction. */
