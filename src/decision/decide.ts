@@ -14,7 +14,7 @@ import { createRequire } from 'node:module'
 import type { Allowed, Gate, GateRequest, Outcome, Refused } from '../auth/gate.ts'
 import type { PolicyMatcher } from '../auth/policy/matcher.ts'
 import type { PeerCertificate } from '../core/credential-kind.ts'
-import { readAuthHeaders } from '../core/raw-headers.ts'
+import { headerValues, readAuthHeaders } from '../core/raw-headers.ts'
 import { API_PREFIX, pathOf } from '../http/api-path.ts'
 import { type CorsSettings, isPreflight, preflightHeaders } from '../http/cors.ts'
 import { countOwnCookies, withoutOwnCookies } from '../http/own-cookies.ts'
@@ -22,12 +22,7 @@ import { type FailureResponse, problemResponse } from '../http/problem-response.
 import { isSteering } from '../http/spoofable-headers.ts'
 import { isPromiseLike, type MaybePromise } from '../lib/maybe-async.ts'
 import { readForwardedCertificate } from './forwarded-certificate.ts'
-import {
-  createOriginReader,
-  headerNames,
-  headerValues,
-  readForwardedRequest,
-} from './forwarded-request.ts'
+import { createOriginReader, headerNames, readForwardedRequest } from './forwarded-request.ts'
 import { PROXY_RULES, type ProxyKind, type ProxyRules } from './proxy-kinds.ts'
 
 /** A request as the proxy asked about it, read from HTTP or from an Envoy CheckRequest. */

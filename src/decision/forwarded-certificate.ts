@@ -8,7 +8,7 @@
 import { Buffer } from 'node:buffer'
 import { X509Certificate } from 'node:crypto'
 import type { PeerCertificate } from '../core/credential-kind.ts'
-import { headerValues } from './forwarded-request.ts'
+import { headerValues } from '../core/raw-headers.ts'
 import { type CertificateEncoding, PROXY_RULES, type ProxyKind } from './proxy-kinds.ts'
 
 export type ForwardedCertificate =

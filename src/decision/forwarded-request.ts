@@ -158,9 +158,6 @@ function readFamily(
   return read
 }
 
-/** Every value of a header, in arrival order (names compared as ASCII: a look-alike is another name). */
-export { headerValues } from '../core/raw-headers.ts'
-
 /**
  * The value of a header sent exactly once; undefined when it is absent or repeated. No array
  * per lookup.

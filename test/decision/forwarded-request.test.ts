@@ -5,9 +5,9 @@
  */
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
+import { headerValues } from '../../src/core/raw-headers.ts'
 import {
   createOriginReader,
-  headerValues,
   readForwardedRequest,
   soleValue,
 } from '../../src/decision/forwarded-request.ts'
