@@ -464,9 +464,11 @@ describe('admin API on its own listener', () => {
     await server.request('/api/v1/me')
     const read = () => adminRequest(server, '/admin/api/v1/status', { headers: bearer(readOnly) })
     // The rates come from the usage counts in the store, written behind (usage.flushIntervalMs).
+    // Waits for this request's own count (a 401): earlier tests' requests already make the
+    // request rate positive before it is written.
     for (let i = 0; i < 100; i++) {
-      const rates = (await read()).json.rates as { requestsPerSecond: number }
-      if (rates.requestsPerSecond > 0) break
+      const rates = (await read()).json.rates as { failuresPerSecond: number }
+      if (rates.failuresPerSecond > 0) break
       await new Promise((resolve) => setTimeout(resolve, 50))
     }
     const status = await read()
