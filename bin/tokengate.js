@@ -19,15 +19,19 @@
 // Why MALLOC_ARENA_MAX=2 for `serve`: glibc gives threads that allocate malloc arenas of their
 // own (up to 8 per core) and keeps in each what was freed there: V8's compiler and GC helpers,
 // the libuv pool and the SQLite writer thread held 31-34 MB in 7 arenas, 6-13 MB in 2
-// (bench/README.md, "Memory"). Why MALLOC_MMAP_THRESHOLD_=131072: glibc otherwise raises its
+// (bench/README.md, "Memory"). Why MALLOC_MMAP_THRESHOLD_=32768: glibc otherwise raises its
 // mmap threshold to the size of each large block freed (up to 32 MB), so the cache's typed
 // arrays, replaced as its tables grow, land in the main heap and leave holes it never returns:
 // malloc_trim(0) on an idle served process freed 33 MB (bench/README.md, issue #36). A fixed
-// threshold keeps blocks of 128 KB and more in mappings of their own, returned when freed.
+// threshold keeps large blocks in mappings of their own, returned when freed; 32 KB, not 128,
+// because V8's compilers take their working memory in 32 KB blocks, and those freed stayed in
+// the malloc arenas as holes (11 -> 2 MB in the compiler threads' arena, 28 -> 23 MB in the
+// main heap; peak RSS 191-197 -> 183-185 MB in the memory bench). The price: a fresh process's
+// first 20,000 requests cost ~4 % more CPU (the mappings); none per request once warm.
 // glibc reads the variables only as a process starts, so `serve` starts itself again with them
 // (execve: the same pid, Node flags and arguments). An operator's own values are kept; not on
 // Linux, or on a Node without process.execve, no change.
-const MALLOC_ENV = { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '131072' }
+const MALLOC_ENV = { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '32768' }
 if (
   process.platform === 'linux' &&
   process.argv.slice(2).includes('serve') &&

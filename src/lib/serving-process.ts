@@ -15,7 +15,7 @@ import { type IdleCollector, memoryReducingGc, startIdleCollector } from './idle
  */
 export const SERVED_MALLOC_ENV: Readonly<Record<string, string>> = {
   MALLOC_ARENA_MAX: '2',
-  MALLOC_MMAP_THRESHOLD_: '131072',
+  MALLOC_MMAP_THRESHOLD_: '32768',
 }
 
 /**

@@ -1,6 +1,6 @@
 /**
  * `serve` from the bin runs with glibc's malloc tuned (issue #36): it starts itself again (same
- * pid) with MALLOC_ARENA_MAX=2 and MALLOC_MMAP_THRESHOLD_=131072 unless the operator set them,
+ * pid) with MALLOC_ARENA_MAX=2 and MALLOC_MMAP_THRESHOLD_=32768 unless the operator set them,
  * read from the running process's own environment (/proc/<pid>/environ).
  */
 import assert from 'node:assert/strict'
@@ -38,10 +38,10 @@ async function servedEnvironment(env: Record<string, string>): Promise<Map<strin
 }
 
 describe('serve and glibc malloc', { skip: linux }, () => {
-  it('runs with two arenas and a fixed 128 KB mmap threshold', async () => {
+  it('runs with two arenas and a fixed 32 KB mmap threshold', async () => {
     const env = await servedEnvironment({})
     assert.equal(env.get('MALLOC_ARENA_MAX'), '2')
-    assert.equal(env.get('MALLOC_MMAP_THRESHOLD_'), '131072')
+    assert.equal(env.get('MALLOC_MMAP_THRESHOLD_'), '32768')
   })
 
   it("keeps the operator's own values", async () => {

@@ -11,7 +11,11 @@ import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
-import { PRODUCTION_NODE_FLAGS, serveAsProduction } from '../../src/lib/serving-process.ts'
+import {
+  PRODUCTION_NODE_FLAGS,
+  SERVED_MALLOC_ENV,
+  serveAsProduction,
+} from '../../src/lib/serving-process.ts'
 import { collectOutput } from '../helpers/child-output.ts'
 import { needsSources, spawnTokengate } from '../helpers/launch.ts'
 import { tempDir } from '../helpers/temp-dir.ts'
@@ -81,6 +85,16 @@ describe('the production Node flags', () => {
   })
 })
 
+describe('the malloc environment', () => {
+  it("is the container image's, which sets it to spare serve its restart", () => {
+    const containerfile = readFileSync(join(ROOT, 'Containerfile'), 'utf8')
+    for (const [name, value] of Object.entries(SERVED_MALLOC_ENV)) {
+      const set = new RegExp(`^\\s+${name}=${value} \\\\$`, 'm')
+      assert.ok(set.test(containerfile), `Containerfile: ENV ... ${name}=${value}`)
+    }
+  })
+})
+
 describe('the bench server and serve', { skip: linux || needsSources('runs bench/') }, () => {
   it('run with the same malloc environment and Node flags', async () => {
     const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' }
@@ -98,7 +112,7 @@ describe('the bench server and serve', { skip: linux || needsSources('runs bench
       ),
       /READY \d+/,
     )
-    assert.deepEqual(served.malloc, ['MALLOC_ARENA_MAX=2', 'MALLOC_MMAP_THRESHOLD_=131072'])
+    assert.deepEqual(served.malloc, ['MALLOC_ARENA_MAX=2', 'MALLOC_MMAP_THRESHOLD_=32768'])
     assert.deepEqual(bench, served)
   })
 
