@@ -22,9 +22,12 @@
  * changed as CACHE_VARIANTS says (what-ifs for the cached path's nginx cost, not shipped).
  * `--tokengate-flags '...'`: Node flags for the unix rows' tokengate(s) (e.g. `--cpu-prof
  * --cpu-prof-dir=DIR`).
+ * `--floors`: two more rows with no tokengate at all behind nginx's decision socket, but
+ * bench/servers/decision-floor.ts answering every ask with tokengate's allow bytes, over
+ * node:http and over a bare `net` socket: the most any Node.js decision listener can reach.
  *
  * Usage: node bench/hop-cpu.ts [--rate 2000] [--duration 4] [--rounds 3] [--unix] [--rows ...]
- *   [--saturated] [--baseline DIR] [--tokengate-flags FLAGS]
+ *   [--saturated] [--baseline DIR] [--tokengate-flags FLAGS] [--floors]
  */
 
 import type { ChildProcess } from 'node:child_process'
@@ -53,6 +56,7 @@ const { values } = parseArgs({
     baseline: { type: 'string' },
     'tokengate-flags': { type: 'string', default: '' },
     'cache-variants': { type: 'string', default: '' },
+    floors: { type: 'boolean', default: false },
   },
 })
 /** Edits of the cached unix row's nginx config, each a row of its own with --cache-variants. */
@@ -91,6 +95,10 @@ for (const name of VARIANTS) {
 }
 const variantRow = (name: string) => `nginx + decision (unix, cached, ${name})` as const
 const BASELINE_ROW = 'nginx + decision (unix, baseline)' as const
+const FLOOR_ROWS = [
+  'nginx + decision floor (unix, node:http, no gate)',
+  'nginx + decision floor (unix, raw socket, no gate)',
+] as const
 const TOKENGATE_FLAGS = values['tokengate-flags'].split(' ').filter((flag) => flag !== '')
 const RATE = Number(values.rate)
 const DURATION = Number(values.duration)
@@ -103,6 +111,7 @@ type RowId =
   | typeof LUA_ROW
   | (typeof UNIX_ROWS)[number]
   | typeof BASELINE_ROW
+  | (typeof FLOOR_ROWS)[number]
   | ReturnType<typeof variantRow>
 const ALL_ROWS: RowId[] = [
   'nginx',
@@ -112,6 +121,7 @@ const ALL_ROWS: RowId[] = [
   ...(existsSync(NGINX_LUA_MODULE) ? [LUA_ROW] : []),
   ...(values.unix || values.baseline !== undefined || VARIANTS.length > 0 ? UNIX_ROWS : []),
   ...(values.baseline !== undefined ? [BASELINE_ROW] : []),
+  ...(values.floors ? FLOOR_ROWS : []),
   ...VARIANTS.map(variantRow),
 ]
 const picked = values.rows?.split(';').map((row) => row.trim())
@@ -132,23 +142,29 @@ try {
   const upstreamPort = Number(new URL(upstream.url).port)
   /** The unix rows' own tokengate (its decision listener on the socket) and nginx. */
   const unixRows = new Map<RowId, { child: ChildProcess; url: string }>()
-  /** Starts a tokengate from `tree` (this one: '') deciding on a socket, and nginx for `rows`. */
+  /**
+   * Starts a tokengate from `tree` (this one: '') deciding on a socket, and nginx for `rows`;
+   * `server`: another bench server in its place (a floor).
+   */
   const unixSetup = async (
     tree: string,
     name: string,
     rows: [RowId, boolean, ((config: string) => string)?][],
+    server: string[] = ['bench/servers/tokengate.ts'],
   ) => {
     const wanted = rows.filter(([id]) => ROWS.includes(id))
     if (wanted.length === 0) return
     const socket = join(socketDir, `${name}.sock`)
+    const [script, ...flags] = server as [string, ...string[]]
     const started = await startNode(SERVER_CPU, [
       ...PRODUCTION_NODE_FLAGS,
       ...TOKENGATE_FLAGS,
-      join(tree, 'bench/servers/tokengate.ts'),
+      join(tree, script),
       fixtures.dir,
       String(await freePort()),
       upstream.url,
       `--decision-socket=${socket}`,
+      ...flags,
     ])
     for (const [id, cache, edit] of wanted) {
       unixTokengates.set(id, started.child)
@@ -172,6 +188,17 @@ try {
     ]),
   ])
   if (values.baseline) await unixSetup(values.baseline, 'baseline', [[BASELINE_ROW, false]])
+  for (const [row, kind] of [
+    [FLOOR_ROWS[0], 'http'],
+    [FLOOR_ROWS[1], 'net'],
+  ] as const) {
+    await unixSetup(
+      '',
+      `floor-${kind}`,
+      [[row, false]],
+      ['bench/servers/decision-floor.ts', `--kind=${kind}`],
+    )
+  }
   if (ROWS.includes(LUA_ROW)) {
     // Asks the gateway's decision port over TCP, as the `(cached)` row does.
     const { decisionPort } = gateway as typeof gateway & { decisionPort: number }
@@ -235,6 +262,16 @@ try {
     console.log(
       `| ${id} | ${f(row.nginx)} | ${f(row.tokengate)} | ${f(row.upstream)} | ${f(all)} | ${median(row.p50).toFixed(3)} | ${median(row.rps).toFixed(0)} |`,
     )
+  }
+  const alone = cpu.get('nginx')
+  if (alone) {
+    // What one core's saturated rate would be, relative to nginx alone: 1 / all three.
+    const allOf = (row: NonNullable<typeof alone>) =>
+      median(row.nginx.map((x, i) => x + (row.tokengate[i] ?? 0) + (row.upstream[i] ?? 0)))
+    const ratios = ROWS.filter((id) => id !== 'nginx' && cpu.has(id)).map(
+      (id) => `${id} ${(allOf(alone) / allOf(cpu.get(id) as typeof alone)).toFixed(2)}`,
+    )
+    console.log(`\nnginx alone / row, by CPU of all three: ${ratios.join('; ')}`)
   }
   const [mine, base] = [cpu.get('nginx + decision (unix)'), cpu.get(BASELINE_ROW)]
   if (mine && base) {

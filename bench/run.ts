@@ -155,6 +155,8 @@ function defineServers(fixtures: Fixtures): Server[] {
   }
   // The hop case: the smallest Node proxy, and nginx alone, asking tokengate, with its cache.
   add('undici proxy', 'hop', ['bench/servers/undici-proxy.ts'])
+  // The same relay sending the gateway's promised headers, fixed: the gateway minus its gate.
+  add('undici proxy + identity headers', 'hop', ['bench/servers/undici-proxy.ts', '--identity'])
   const nginx = nginxRows()
   // The `(unix)` nginx rows ask this one on a Unix socket (decision.socket); it runs no case.
   if (nginx.some(asksSocket)) {
@@ -187,7 +189,7 @@ async function startServer(server: Server, servers: readonly Server[]): Promise<
   const argv = [...server.argv, String(server.port)]
   if (server.id === 'tokengate-gateway') argv.push(`http://127.0.0.1:${upstream.port}`)
   // undici-proxy.ts takes the upstream first.
-  if (server.id === 'undici proxy') argv.splice(1, 0, `http://127.0.0.1:${upstream.port}`)
+  if (server.id.startsWith('undici proxy')) argv.splice(1, 0, `http://127.0.0.1:${upstream.port}`)
   const [command, commandArgs] = pin(server.cpus, node, argv)
   const child = spawn(command, commandArgs, { stdio: ['ignore', 'pipe', 'pipe'] })
   server.child = child
@@ -636,14 +638,19 @@ function report(
     ...lines,
     '',
     ...hopLines,
-    '',
-    ...cryptoLines,
-    '',
-    '`authenticate` micro-benchmark (ns/op):',
-    '',
-    '```',
-    JSON.stringify(micro, null, 2),
-    '```',
+    // A focused run measures neither.
+    ...(focused
+      ? []
+      : [
+          '',
+          ...cryptoLines,
+          '',
+          '`authenticate` micro-benchmark (ns/op):',
+          '',
+          '```',
+          JSON.stringify(micro, null, 2),
+          '```',
+        ]),
   ].join('\n')
   console.log(markdown)
   if (focused) return

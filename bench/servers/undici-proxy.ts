@@ -7,7 +7,13 @@
  * authentication), its status and headers through the reply as the gateway sends them:
  * what Fastify's request handling adds to the hop, apart from tokengate's pipeline.
  *
- * Usage: node bench/servers/undici-proxy.ts <upstreamUrl> <port> [--fastify]  (port 0: any)
+ * `--identity`: the bare relay sending the headers the gateway promises (docs/gateway.md:
+ * `X-Auth-*` for the bench PAT, `X-Request-Id`, `X-Forwarded-For`/`-Proto`; no
+ * `Authorization`) and answering with `X-Request-Id` and the RateLimit pair, all fixed: no
+ * gate. What the gateway's headers cost the hop and its upstream, apart from deciding them.
+ *
+ * Usage: node bench/servers/undici-proxy.ts <upstreamUrl> <port> [--fastify | --identity]
+ * (port 0: any)
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -16,10 +22,17 @@ import { Pool } from 'undici'
 const HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'host'])
 
 /** Starts the proxy on 127.0.0.1:`port`; resolves with its URL. */
-export async function startUndiciProxy(upstream: string, port: number): Promise<string> {
+export async function startUndiciProxy(
+  upstream: string,
+  port: number,
+  identity = false,
+): Promise<string> {
   const pool = new Pool(upstream, { connections: 128, pipelining: 1, keepAliveTimeout: 60_000 })
-  const server = createServer((req, res) =>
-    relay(pool, req, res, (status, headers) => res.writeHead(status, headers)),
+  const server = createServer(
+    identity
+      ? (req, res) =>
+          relay(pool, req, res, (status, headers) => res.writeHead(status, headers), true)
+      : (req, res) => relay(pool, req, res, (status, headers) => res.writeHead(status, headers)),
   )
   server.keepAliveTimeout = 65_000
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve))
@@ -40,14 +53,37 @@ export async function startFastifyUndiciProxy(upstream: string, port: number): P
   return await app.listen({ host: '127.0.0.1', port })
 }
 
+// The gateway's fields for the bench PAT (docs/gateway.md), fixed: no gate decides them.
+const IDENTITY = {
+  'x-auth-tenant': 'bench-tenant',
+  'x-auth-subject': 'bench-bot',
+  'x-auth-token-type': 'pat',
+  'x-auth-token-id': 'tok_JnC7Sm6MukmmbwYtoM5X',
+  'x-auth-permissions': 'tokens:read',
+}
+const RATE_LIMIT = {
+  'ratelimit-policy': '"per-token";q=1000000000;w=60',
+  ratelimit: '"per-token";r=999999999;t=60',
+}
+let relayed = 0
+
 function relay(
   pool: Pool,
   req: IncomingMessage,
   res: ServerResponse,
   writeHead: (status: number, headers: Record<string, string>) => void,
+  identity = false,
 ): void {
   const headers: Record<string, string | string[] | undefined> = {}
   for (const [name, value] of Object.entries(req.headers)) if (!HOP.has(name)) headers[name] = value
+  const requestId = identity ? `LDPuyQmJJWE-${++relayed}` : ''
+  if (identity) {
+    delete headers.authorization
+    Object.assign(headers, IDENTITY)
+    headers['x-request-id'] = requestId
+    headers['x-forwarded-for'] = req.socket.remoteAddress
+    headers['x-forwarded-proto'] = 'http'
+  }
   pool.dispatch(
     { method: req.method as 'GET', path: req.url ?? '/', headers, body: null },
     {
@@ -55,6 +91,10 @@ function relay(
       onRequestStart() {},
       onResponseStart(controller, status, responseHeaders) {
         for (const name of HOP) delete responseHeaders[name]
+        if (identity) {
+          Object.assign(responseHeaders, RATE_LIMIT)
+          responseHeaders['x-request-id'] = requestId
+        }
         writeHead(status, responseHeaders as Record<string, string>)
         res.on('drain', () => controller.resume())
       },
@@ -66,9 +106,11 @@ function relay(
 }
 
 if (import.meta.main) {
-  const [upstream, portText, variant] = process.argv.slice(2)
-  const start = variant === '--fastify' ? startFastifyUndiciProxy : startUndiciProxy
-  const url = await start(upstream as string, Number(portText))
+  const args = process.argv.slice(2)
+  const [upstream, portText] = args.filter((arg) => !arg.startsWith('--'))
+  const url = args.includes('--fastify')
+    ? await startFastifyUndiciProxy(upstream as string, Number(portText))
+    : await startUndiciProxy(upstream as string, Number(portText), args.includes('--identity'))
   console.log(`READY ${new URL(url).port}`)
   // An orderly exit on SIGTERM, so `--cpu-prof` (bench/profile.ts) writes its profile.
   process.on('SIGTERM', () => process.exit(0))
