@@ -29,7 +29,7 @@ import { authorize as authorizePermissions } from '../core/authorize.ts'
 import type { AuthFailure } from '../core/failure.ts'
 import type { Quota, RateLimitOverride } from '../core/ports.ts'
 import type { AuthResult, Principal } from '../core/principal.ts'
-import type { AuthInput, TokenDigest } from '../core/raw-headers.ts'
+import type { TokenDigest } from '../core/raw-headers.ts'
 import type { RequestClock } from '../core/request-clock.ts'
 import { withScheme } from '../http/challenge.ts'
 import { type FailureResponse, failureResponse } from '../http/failure-response.ts'
@@ -124,6 +124,8 @@ interface Run {
 /** A step's verdict: go on (undefined), or the failure to answer. */
 type StepResult = MaybePromise<AuthFailure | undefined>
 type Step = (run: Run) => StepResult
+/** The steps `step` runs, 0 to 6 (gateFailedAuth … identity, as the module comment lists). */
+const STEP_COUNT = 7
 
 const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({})
 /** A refusal after the gate allowed the request: its usage moves from allowed. */
@@ -155,11 +157,9 @@ export function createGate(deps: GateDeps): Gate {
   const authenticate: Step = (run) => {
     const { request } = run
     const started = timed ? process.hrtime.bigint() : undefined
-    // The request itself is what the kinds read (a `CredentialRequest`); a copy only to
-    // hand them the digest read up front.
-    const result = authenticateInput(
-      run.digest === undefined ? request : withDigest(request, run.digest),
-    )
+    // The request itself is what the kinds read (a `CredentialRequest`); the digest read up
+    // front goes beside it, not in a copy of it.
+    const result = authenticateInput(request, run.digest)
     // A closure only when the kind has to wait (a store lookup, a remote key).
     return isPromiseLike(result)
       ? authenticatedLater(run, result, started)
@@ -230,20 +230,31 @@ export function createGate(deps: GateDeps): Gate {
     return signedIdentity(run, headers, identityToken.sign(principal, access.audience))
   }
 
-  const steps: readonly Step[] = [
-    gateFailedAuth,
-    authenticate,
-    refuseSecondMethod,
-    quota,
-    limit,
-    authorize,
-    identity,
-  ]
+  // The steps in their order. A switch of direct calls, not an array of functions: one call
+  // site per step lets V8 inline it, where `steps[i](run)` was one site calling seven.
+  const step = (index: number, run: Run): StepResult => {
+    switch (index) {
+      case 0:
+        return gateFailedAuth(run)
+      case 1:
+        return authenticate(run)
+      case 2:
+        return refuseSecondMethod(run)
+      case 3:
+        return quota(run)
+      case 4:
+        return limit(run)
+      case 5:
+        return authorize(run)
+      default:
+        return identity(run)
+    }
+  }
 
   /** Runs the steps from `index` on: a value while they answer synchronously. */
   const runFrom = (run: Run, index: number): MaybePromise<Outcome> => {
-    for (let i = index; i < steps.length; i++) {
-      const result = (steps[i] as Step)(run)
+    for (let i = index; i < STEP_COUNT; i++) {
+      const result = step(i, run)
       if (isPromiseLike(result)) return resumeFrom(run, result, i + 1)
       if (result) return refuseRun(run, result)
     }
@@ -464,19 +475,6 @@ function credentialKeyOf(
   if (digest) return digest.sha256Hex
   const first = authorization[0]
   return first === undefined ? undefined : credentialDigest(first)
-}
-
-/** What the kinds read of a request, with the bearer token's digest computed up front. */
-function withDigest(request: GateRequest, digest: TokenDigest): AuthInput {
-  return {
-    authorization: request.authorization,
-    tenantIds: request.tenantIds,
-    headers: request.headers,
-    target: request.target,
-    clientAddress: request.clientAddress,
-    peerCertificate: request.peerCertificate,
-    tokenSha256: digest,
-  }
 }
 
 /** The failed-authentication gate's verdict as a failure; undefined when it may try. */

@@ -42,7 +42,7 @@ import { credentialKindNamed } from '../core/credential-kinds.ts'
 import { hmacFingerprint } from '../core/fingerprint.ts'
 import type { AuthLookups } from '../core/ports.ts'
 import type { AuthResult } from '../core/principal.ts'
-import { headerValues } from '../core/raw-headers.ts'
+import { headerValues, type TokenDigest } from '../core/raw-headers.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
 import type { RequestSpan, RequestTracing } from './request-span.ts'
 
@@ -102,7 +102,7 @@ export function createTracing(storeSystem: string): Tracing {
 
   const authenticate =
     (inner: AuthenticateMaybeSync): AuthenticateMaybeSync =>
-    (input) => {
+    (input, digest) => {
       const span = tracer.startSpan('tokengate.authenticate')
       const finish = (result: AuthResult) => {
         span.setAttribute('tokengate.token_type', tokenType(input, result))
@@ -113,7 +113,7 @@ export function createTracing(storeSystem: string): Tracing {
           })
         } else {
           span.setAttribute('tokengate.outcome', result.failure.code)
-          const fingerprint = refusedFingerprint(input, result)
+          const fingerprint = refusedFingerprint(digest ?? input.tokenSha256, result)
           if (fingerprint) span.setAttribute('tokengate.fingerprint', fingerprint)
           if (result.failure.code === 'unavailable') span.setStatus({ code: SpanStatusCode.ERROR })
         }
@@ -122,7 +122,13 @@ export function createTracing(storeSystem: string): Tracing {
       }
       let result: ReturnType<AuthenticateMaybeSync>
       try {
-        result = context.with(trace.setSpan(context.active(), span), inner, undefined, input)
+        result = context.with(
+          trace.setSpan(context.active(), span),
+          inner,
+          undefined,
+          input,
+          digest,
+        )
       } catch (error) {
         throw failed(span, error)
       }
@@ -239,10 +245,9 @@ function tokenType(input: Parameters<AuthenticateMaybeSync>[0], result: AuthResu
 
 /** A refused credential's fingerprint as its kind makes it; `hmac:` for an unclaimed one. */
 function refusedFingerprint(
-  input: Parameters<AuthenticateMaybeSync>[0],
+  digest: TokenDigest | undefined,
   result: AuthResult & { ok: false },
 ): string | undefined {
-  const digest = input.tokenSha256
   const claimed = result.claimed
   if (claimed === undefined) {
     return digest ? hmacFingerprint(digest.token, digest.sha256Hex) : undefined

@@ -2,7 +2,7 @@ import type { Authenticator, KindDeps } from './credential-kind.ts'
 import { credentialKinds } from './credential-kinds.ts'
 import { parseAuthorization } from './credentials.ts'
 import type { AuthResult } from './principal.ts'
-import type { AuthInput } from './raw-headers.ts'
+import type { AuthInput, TokenDigest } from './raw-headers.ts'
 
 export type {
   Authenticator,
@@ -26,9 +26,14 @@ export type Authenticate = (input: AuthInput) => Promise<AuthResult>
 /**
  * `Authenticate` that answers without a promise when nothing had to wait: a rejection
  * decided from the header alone, or a PAT and its tenant found in a synchronous (cached)
- * lookup. Callers must accept both a value and a promise.
+ * lookup. Callers must accept both a value and a promise. `digest`: the bearer token's
+ * SHA-256 read up front (the gate's), as `AuthInput.tokenSha256` but without a copy of the
+ * request to carry it; a function that ignores it hashes the token itself.
  */
-export type AuthenticateMaybeSync = (input: AuthInput) => AuthResult | Promise<AuthResult>
+export type AuthenticateMaybeSync = (
+  input: AuthInput,
+  digest?: TokenDigest,
+) => AuthResult | Promise<AuthResult>
 
 export type AuthenticatorDeps = KindDeps
 
@@ -91,13 +96,16 @@ export function createMaybeSyncAuthenticator(deps: AuthenticatorDeps): Authentic
  * A refusal names the kind that claimed the request (`kind`), for its fingerprint and label.
  */
 export function authenticateWith(kinds: readonly Authenticator[]): AuthenticateMaybeSync {
-  return function authenticate(input: AuthInput): AuthResult | Promise<AuthResult> {
+  return function authenticate(
+    input: AuthInput,
+    digest?: TokenDigest,
+  ): AuthResult | Promise<AuthResult> {
     const parsed = parseAuthorization(input.authorization)
     const bearer = parsed.ok ? parsed.token : undefined
     for (const kind of kinds) {
       const credential = kind.claim(input, bearer)
       if (credential === undefined) continue
-      const hint = input.tokenSha256
+      const hint = digest ?? input.tokenSha256
       const context = {
         tenantIds: input.tenantIds,
         sha256Hex: hint !== undefined && hint.token === credential ? hint.sha256Hex : undefined,

@@ -8,7 +8,7 @@ import { hash } from 'node:crypto'
 import { describe, it } from 'node:test'
 import { createGate } from '../../src/auth/gate.ts'
 import type { GateRequest } from '../../src/auth/outcome.ts'
-import type { AuthInput } from '../../src/core/raw-headers.ts'
+import type { AuthInput, TokenDigest } from '../../src/core/raw-headers.ts'
 import { createSpecFixture } from '../adapters/spec-table.ts'
 import { recordingGate } from '../helpers/recording-gate.ts'
 
@@ -22,17 +22,19 @@ const request = (authorization: readonly string[]): GateRequest => ({
   requestId: 'req-1',
 })
 
-/** An authenticate that keeps the digest hint it was given and refuses. */
+/** An authenticate that keeps the digest hint and the request it was given, and refuses. */
 function hintRecorder() {
-  const hints: (AuthInput['tokenSha256'] | 'none')[] = []
-  const authenticate = (input: AuthInput) => {
-    hints.push(input.tokenSha256 ?? 'none')
+  const hints: (TokenDigest | 'none')[] = []
+  const inputs: AuthInput[] = []
+  const authenticate = (input: AuthInput, digest?: TokenDigest) => {
+    hints.push(digest ?? input.tokenSha256 ?? 'none')
+    inputs.push(input)
     return {
       ok: false as const,
       failure: { code: 'invalid_token' as const, reason: 'malformed' as const, detail: 'x' },
     }
   }
-  return { hints, authenticate }
+  return { hints, inputs, authenticate }
 }
 
 describe('gate: the bearer digest up front', () => {
@@ -44,11 +46,14 @@ describe('gate: the bearer digest up front', () => {
     assert.deepEqual(hints, ['none'])
   })
 
-  it('a gate with a recorder computes it once and hands it on', () => {
-    const { hints, authenticate } = hintRecorder()
+  it('a gate with a recorder computes it once and hands it on beside the request', () => {
+    const { hints, inputs, authenticate } = hintRecorder()
     const { gate } = recordingGate(authenticate)
-    void gate.check(request([`Bearer ${TOKEN}`]))
+    const checked = request([`Bearer ${TOKEN}`])
+    void gate.check(checked)
     assert.deepEqual(hints, [{ token: TOKEN, sha256Hex: hash('sha256', TOKEN, 'hex') }])
+    // The request itself, not a copy made to carry the digest.
+    assert.equal(inputs[0], checked)
   })
 
   it('the real kinds decide alike without it: valid, unknown and revoked PATs, garbage', async () => {
