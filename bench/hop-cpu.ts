@@ -69,6 +69,29 @@ const CACHE_VARIANTS: Record<string, (config: string) => string> = {
       /location = \/_tokengate \{[^}]*\}/,
       'location = /_tokengate { internal; return 200; }',
     ),
+  // The subrequest floor with the allow's headers still sent: the identity, request id and
+  // RateLimit pair as constants (what the upstream and the caller get from a cached allow).
+  // The most any decision cache inside nginx can reach while the identity is promised.
+  'subrequest floor + identity': (config) => {
+    let edited = CACHE_VARIANTS['subrequest floor']?.(config) ?? config
+    for (const [name, value] of [
+      ['tenant', 'bench-tenant'],
+      ['subject', 'bench-bot'],
+      ['token_type', 'pat'],
+      ['token_id', 'tok_JnC7Sm6MukmmbwYtoM5X'],
+      ['permissions', 'tokens:read'],
+      ['request_id', 'LDPuyQmJJWE-1'],
+      ['ratelimit', '\'"per-token";r=999999999;t=60\''],
+      ['ratelimit_policy', '\'"per-token";q=1000000000;w=60\''],
+    ]) {
+      edited = must(
+        edited,
+        new RegExp(`auth_request_set \\$tg_${name} [^;]*;`),
+        `set $tg_${name} ${value};`,
+      )
+    }
+    return edited
+  },
   // The example's open_file_cache taken out: a hit's cache file opened and closed each time.
   'no open_file_cache': (config) => must(config, /open_file_cache [^;]*;/, ''),
   // One directory for the cache files instead of two levels.
