@@ -8,28 +8,35 @@ import type { LimitState } from '../core/failure.ts'
  * so a client never has to reconcile two sets of numbers.
  */
 export function rateLimitHeaders(state: LimitState): Record<string, string> {
+  const policy = policyOf(state)
   return {
-    'ratelimit-policy': policyValue(state),
-    ratelimit: `"${state.name}";r=${state.remaining};t=${state.resetSec}`,
+    'ratelimit-policy': policy.value,
+    ratelimit: `${policy.remainingPrefix}${state.remaining};t=${state.resetSec}`,
   }
 }
 
-// The last `RateLimit-Policy` value built: a server's responses mostly show one policy, so
-// the string is built once, not per response; a different policy replaces it.
-let lastPolicy = { name: '', quota: -1, windowSec: -1, value: '' }
+// The last policy's `RateLimit-Policy` value and the start of its `RateLimit` value: a
+// server's responses mostly show one policy, so those strings are built once, not per
+// response; a different policy replaces them.
+let lastPolicy = { name: '', quota: -1, windowSec: -1, value: '', remainingPrefix: '' }
 
-function policyValue(state: LimitState): string {
+function policyOf(state: LimitState): typeof lastPolicy {
   const last = lastPolicy
   if (
     state.quota === last.quota &&
     state.windowSec === last.windowSec &&
     state.name === last.name
   ) {
-    return last.value
+    return last
   }
-  const value = `"${state.name}";q=${state.quota};w=${state.windowSec}`
-  lastPolicy = { name: state.name, quota: state.quota, windowSec: state.windowSec, value }
-  return value
+  lastPolicy = {
+    name: state.name,
+    quota: state.quota,
+    windowSec: state.windowSec,
+    value: `"${state.name}";q=${state.quota};w=${state.windowSec}`,
+    remainingPrefix: `"${state.name}";r=`,
+  }
+  return lastPolicy
 }
 
 /** The policy a client is closest to exhausting: fewest remaining, then the longest wait. */
