@@ -26,6 +26,16 @@ describe('PAT principal memo (issue #36)', () => {
     assert.ok(Object.isFrozen(first))
   })
 
+  test('the same stored record twice: one frozen allowed result, no object per request', async () => {
+    const h = harness()
+    const { token } = addPat(h.lookups)
+    const first = await h.authenticate({ authorization: bearer(token), tenantIds: [] })
+    const second = await h.authenticate({ authorization: bearer(token), tenantIds: [] })
+    assert.equal(first.ok, true)
+    assert.equal(second, first)
+    assert.ok(Object.isFrozen(first))
+  })
+
   test('a record edited in place gets a principal of its new values', async () => {
     const h = harness()
     const { token, record } = addPat(h.lookups)

@@ -130,7 +130,7 @@ function afterTenant(
   if (tenantFailure !== undefined) return fail(ofKey(tenantFailure, record))
   const headerFailure = checkOptionalTenantHeader(tenantIds, record.tenantId)
   if (headerFailure !== undefined) return fail(ofKey(headerFailure, record))
-  return { ok: true, principal: patPrincipal(record, token) }
+  return patAllowed(record, token)
 }
 
 /**
@@ -161,15 +161,15 @@ function ofKey(failure: AuthFailure, record: PatRecord): AuthFailure {
 }
 
 /**
- * A PAT's principal: built at a record's first use, then handed back while the lookup returns
- * the same record object unchanged (frozen, so sharing it is safe). The memo is bounded
- * (`bounded-memo.ts`, 1,024 places chosen from the token hash): nothing is held per cached
- * token. A record edited in place is caught by `describes`.
+ * A PAT's allowed result and its principal: built at a record's first use, then handed back
+ * while the lookup returns the same record object unchanged (frozen, so sharing them is
+ * safe). The memo is bounded (`bounded-memo.ts`, 1,024 places chosen from the token hash):
+ * nothing is held per cached token. A record edited in place is caught by `describes`.
  */
-function patPrincipal(record: PatRecord, token: string): Principal {
+function patAllowed(record: PatRecord, token: string): AuthResult {
   const place = digestPlace(record.tokenHash)
   const known = principals.get(record, place)
-  if (known !== undefined && describes(known, record)) return known.principal
+  if (known !== undefined && describes(known, record)) return known.allowed
   const principal: Principal = {
     tokenType: 'pat',
     tenantId: record.tenantId,
@@ -181,13 +181,18 @@ function patPrincipal(record: PatRecord, token: string): Principal {
   }
   const limits = keyLimitsOf(record)
   const built = Object.freeze(limits === undefined ? principal : { ...principal, limits })
-  principals.set(record, place, { principal: built, tokenHash: record.tokenHash })
-  return built
+  const allowed: AuthResult = Object.freeze({ ok: true, principal: built })
+  principals.set(record, place, { principal: built, allowed, tokenHash: record.tokenHash })
+  return allowed
 }
 
-/** A memoised principal and the token hash it was built for (its fingerprint is the token's). */
+/**
+ * A memoised principal, its allowed result, and the token hash it was built for (its
+ * fingerprint is the token's).
+ */
 interface KnownPrincipal {
   readonly principal: Principal
+  readonly allowed: AuthResult
   readonly tokenHash: string
 }
 const principals = new BoundedMemo<PatRecord, KnownPrincipal>(1_024)
