@@ -22,9 +22,12 @@
  * Chrome DevTools) and prints the functions by self time, µs per request. The samples are
  * wall time on the main thread: a write(2) to the upstream on the same core is charged with
  * the time the upstream, woken by it, runs before the proxy gets the core back.
+ * `--heap-prof <dir>`: the same window under V8's sampling heap profiler: bytes allocated
+ * per request by site (`<dir>/<server>.heapprofile`).
  *
  * Run: `node bench/hop-threads.ts [--rate 3000] [--duration 10] [--rounds 3] [--prime 3]
- * [--servers gateway,undici-proxy] [--baseline <dir>] [--cpu-prof <dir> [--top 30]]`
+ * [--servers gateway,undici-proxy] [--baseline <dir>] [--cpu-prof <dir> [--top 30]]
+ * [--heap-prof <dir> [--top 30]]`
  */
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
@@ -46,6 +49,7 @@ const { values } = parseArgs({
     servers: { type: 'string', default: 'gateway,undici-proxy' },
     baseline: { type: 'string' },
     'cpu-prof': { type: 'string' },
+    'heap-prof': { type: 'string' },
     top: { type: 'string', default: '30' },
   },
 })
@@ -322,6 +326,63 @@ async function cpuProfile(dir: string, name: string): Promise<void> {
   }
 }
 
-if (values['cpu-prof']) {
-  await cpuProfile(values['cpu-prof'], (values.servers ?? '').split(',')[0] ?? 'gateway')
-} else await rows()
+interface HeapNode {
+  callFrame: ProfileNode['callFrame']
+  selfSize: number
+  children: HeapNode[]
+}
+
+/**
+ * `--heap-prof`: a proxy's allocations by site at the paced rate (V8's sampling heap
+ * profiler, every 512 bytes on average, objects a GC already freed included): bytes per
+ * request, the young garbage each request leaves for the scavenger.
+ */
+async function heapProfile(dir: string, name: string): Promise<void> {
+  const port = await freePort()
+  const row = await startRow(name, [`--inspect=127.0.0.1:${port}`])
+  try {
+    await load(row.url, WARMUP)
+    const session = await inspectPort(port)
+    await session.call('HeapProfiler.enable', {})
+    await session.call('HeapProfiler.startSampling', {
+      samplingInterval: 512,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    })
+    const run = await load(row.url, DURATION)
+    const { profile } = (await session.call('HeapProfiler.stopSampling', {})) as {
+      profile: { head: HeapNode }
+    }
+    session.close()
+    mkdirSync(dir, { recursive: true })
+    const file = join(dir, `${name.replace(/\W+/g, '-')}.heapprofile`)
+    writeFileSync(file, JSON.stringify(profile))
+    const bySite = new Map<string, number>()
+    const visit = (node: HeapNode): void => {
+      const frame = node.callFrame
+      const file = frame.url.replace(/^.*\/(node_modules|src|bench)\//, '$1/')
+      const site = `${frame.functionName || '(anonymous)'} ${file}:${frame.lineNumber + 1}`
+      if (node.selfSize > 0) bySite.set(site, (bySite.get(site) ?? 0) + node.selfSize)
+      for (const child of node.children) visit(child)
+    }
+    visit(profile.head)
+    const requests = run.summary.count
+    const total = [...bySite.values()].reduce((sum, bytes) => sum + bytes, 0)
+    console.log(
+      `${(total / requests).toFixed(0)} B/req allocated (sampled) over ${requests} requests at ${RATE} req/s; profile in ${file}`,
+    )
+    for (const [site, bytes] of [...bySite]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, Number(values.top))) {
+      console.log(`${(bytes / requests).toFixed(0).padStart(8)} B/req  ${site}`)
+    }
+  } finally {
+    await stop(row.proxy.child)
+    await stop(row.upstream.child)
+  }
+}
+
+const profiled = (values.servers ?? '').split(',')[0] || 'gateway'
+if (values['cpu-prof']) await cpuProfile(values['cpu-prof'], profiled)
+else if (values['heap-prof']) await heapProfile(values['heap-prof'], profiled)
+else await rows()
