@@ -26,7 +26,7 @@
 // threshold keeps large blocks in mappings of their own, returned when freed; 32 KB, not 128,
 // because V8's compilers take their working memory in 32 KB blocks, and those freed stayed in
 // the malloc arenas as holes (11 -> 2 MB in the compiler threads' arena, 28 -> 23 MB in the
-// main heap; peak RSS 191-197 -> 183-185 MB in the memory bench). The price: a fresh process's
+// main heap; peak RSS 191-197 -> 181-186 MB in the memory bench). The price: a fresh process's
 // first 20,000 requests cost ~4 % more CPU (the mappings); none per request once warm.
 // glibc reads the variables only as a process starts, so `serve` starts itself again with them
 // (execve: the same pid, Node flags and arguments). An operator's own values are kept; not on
