@@ -24,4 +24,11 @@ describe('rateLimitHeaders', () => {
       })
     }
   })
+
+  it('writes remaining as String() does: zero, large and non-integer counts', () => {
+    for (const remaining of [0, 1, 9, 10, 999_999_999, 2 ** 53 - 1, 2 ** 53, 1.5, 1e21]) {
+      const headers = rateLimitHeaders(state('per-token', 1200, 60, remaining))
+      assert.equal(headers.ratelimit, `"per-token";r=${String(remaining)};t=7`)
+    }
+  })
 })
