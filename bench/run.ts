@@ -135,6 +135,11 @@ function defineServers(fixtures: Fixtures): Server[] {
       join(BASELINE, 'bench/servers/library.ts'),
       fixtures.dir,
     ])
+    add('tokengate createTokengate@baseline', 'tokengate', [
+      join(BASELINE, 'bench/servers/library.ts'),
+      '--create-tokengate',
+      fixtures.dir,
+    ])
   }
   // Every core: wrk stays on CPU 1, so two workers share it with the load generator and the
   // one-worker row on the same two CPUs is the fair comparison.
