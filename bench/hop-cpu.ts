@@ -22,12 +22,9 @@
  * changed as CACHE_VARIANTS says (what-ifs for the cached path's nginx cost, not shipped).
  * `--tokengate-flags '...'`: Node flags for the unix rows' tokengate(s) (e.g. `--cpu-prof
  * --cpu-prof-dir=DIR`).
- * `--floors`: two more rows with no tokengate at all behind nginx's decision socket, but
- * bench/servers/decision-floor.ts answering every ask with tokengate's allow bytes, over
- * node:http and over a bare `net` socket: the most any Node.js decision listener can reach.
  *
  * Usage: node bench/hop-cpu.ts [--rate 2000] [--duration 4] [--rounds 3] [--unix] [--rows ...]
- *   [--saturated] [--baseline DIR] [--tokengate-flags FLAGS] [--floors]
+ *   [--saturated] [--baseline DIR] [--tokengate-flags FLAGS]
  */
 
 import type { ChildProcess } from 'node:child_process'
@@ -44,6 +41,7 @@ import { median } from './latency-stats.ts'
 import { cpuMicros, PRODUCTION_NODE_FLAGS, runLoad } from './load.ts'
 import { freePort, startNode } from './processes.ts'
 import { type RunningNginx, startNginx } from './servers/nginx.ts'
+import { IDENTITY, RATE_LIMIT } from './servers/undici-proxy.ts'
 
 const { values } = parseArgs({
   options: {
@@ -56,7 +54,6 @@ const { values } = parseArgs({
     baseline: { type: 'string' },
     'tokengate-flags': { type: 'string', default: '' },
     'cache-variants': { type: 'string', default: '' },
-    floors: { type: 'boolean', default: false },
   },
 })
 /** Edits of the cached unix row's nginx config, each a row of its own with --cache-variants. */
@@ -74,20 +71,14 @@ const CACHE_VARIANTS: Record<string, (config: string) => string> = {
   // The most any decision cache inside nginx can reach while the identity is promised.
   'subrequest floor + identity': (config) => {
     let edited = CACHE_VARIANTS['subrequest floor']?.(config) ?? config
-    for (const [name, value] of [
-      ['tenant', 'bench-tenant'],
-      ['subject', 'bench-bot'],
-      ['token_type', 'pat'],
-      ['token_id', 'tok_JnC7Sm6MukmmbwYtoM5X'],
-      ['permissions', 'tokens:read'],
-      ['request_id', 'LDPuyQmJJWE-1'],
-      ['ratelimit', '\'"per-token";r=999999999;t=60\''],
-      ['ratelimit_policy', '\'"per-token";q=1000000000;w=60\''],
-    ]) {
+    const fields = { ...IDENTITY, 'x-request-id': 'r-1', ...RATE_LIMIT }
+    for (const [header, value] of Object.entries(fields)) {
+      // nginx.conf's variable for the header: x-auth-token-id → $tg_token_id.
+      const name = header.replace(/^x-(auth-)?/, '').replaceAll('-', '_')
       edited = must(
         edited,
         new RegExp(`auth_request_set \\$tg_${name} [^;]*;`),
-        `set $tg_${name} ${value};`,
+        `set $tg_${name} '${value}';`,
       )
     }
     return edited
@@ -118,10 +109,6 @@ for (const name of VARIANTS) {
 }
 const variantRow = (name: string) => `nginx + decision (unix, cached, ${name})` as const
 const BASELINE_ROW = 'nginx + decision (unix, baseline)' as const
-const FLOOR_ROWS = [
-  'nginx + decision floor (unix, node:http, no gate)',
-  'nginx + decision floor (unix, raw socket, no gate)',
-] as const
 const TOKENGATE_FLAGS = values['tokengate-flags'].split(' ').filter((flag) => flag !== '')
 const RATE = Number(values.rate)
 const DURATION = Number(values.duration)
@@ -134,7 +121,6 @@ type RowId =
   | typeof LUA_ROW
   | (typeof UNIX_ROWS)[number]
   | typeof BASELINE_ROW
-  | (typeof FLOOR_ROWS)[number]
   | ReturnType<typeof variantRow>
 const ALL_ROWS: RowId[] = [
   'nginx',
@@ -144,7 +130,6 @@ const ALL_ROWS: RowId[] = [
   ...(existsSync(NGINX_LUA_MODULE) ? [LUA_ROW] : []),
   ...(values.unix || values.baseline !== undefined || VARIANTS.length > 0 ? UNIX_ROWS : []),
   ...(values.baseline !== undefined ? [BASELINE_ROW] : []),
-  ...(values.floors ? FLOOR_ROWS : []),
   ...VARIANTS.map(variantRow),
 ]
 const picked = values.rows?.split(';').map((row) => row.trim())
@@ -165,29 +150,23 @@ try {
   const upstreamPort = Number(new URL(upstream.url).port)
   /** The unix rows' own tokengate (its decision listener on the socket) and nginx. */
   const unixRows = new Map<RowId, { child: ChildProcess; url: string }>()
-  /**
-   * Starts a tokengate from `tree` (this one: '') deciding on a socket, and nginx for `rows`;
-   * `server`: another bench server in its place (a floor).
-   */
+  /** Starts a tokengate from `tree` (this one: '') deciding on a socket, and nginx for `rows`. */
   const unixSetup = async (
     tree: string,
     name: string,
     rows: [RowId, boolean, ((config: string) => string)?][],
-    server: string[] = ['bench/servers/tokengate.ts'],
   ) => {
     const wanted = rows.filter(([id]) => ROWS.includes(id))
     if (wanted.length === 0) return
     const socket = join(socketDir, `${name}.sock`)
-    const [script, ...flags] = server as [string, ...string[]]
     const started = await startNode(SERVER_CPU, [
       ...PRODUCTION_NODE_FLAGS,
       ...TOKENGATE_FLAGS,
-      join(tree, script),
+      join(tree, 'bench/servers/tokengate.ts'),
       fixtures.dir,
       String(await freePort()),
       upstream.url,
       `--decision-socket=${socket}`,
-      ...flags,
     ])
     for (const [id, cache, edit] of wanted) {
       unixTokengates.set(id, started.child)
@@ -211,17 +190,6 @@ try {
     ]),
   ])
   if (values.baseline) await unixSetup(values.baseline, 'baseline', [[BASELINE_ROW, false]])
-  for (const [row, kind] of [
-    [FLOOR_ROWS[0], 'http'],
-    [FLOOR_ROWS[1], 'net'],
-  ] as const) {
-    await unixSetup(
-      '',
-      `floor-${kind}`,
-      [[row, false]],
-      ['bench/servers/decision-floor.ts', `--kind=${kind}`],
-    )
-  }
   if (ROWS.includes(LUA_ROW)) {
     // Asks the gateway's decision port over TCP, as the `(cached)` row does.
     const { decisionPort } = gateway as typeof gateway & { decisionPort: number }

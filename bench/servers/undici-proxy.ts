@@ -54,14 +54,14 @@ export async function startFastifyUndiciProxy(upstream: string, port: number): P
 }
 
 // The gateway's fields for the bench PAT (docs/gateway.md), fixed: no gate decides them.
-const IDENTITY = {
+export const IDENTITY = {
   'x-auth-tenant': 'bench-tenant',
   'x-auth-subject': 'bench-bot',
   'x-auth-token-type': 'pat',
   'x-auth-token-id': 'tok_JnC7Sm6MukmmbwYtoM5X',
   'x-auth-permissions': 'tokens:read',
 }
-const RATE_LIMIT = {
+export const RATE_LIMIT = {
   'ratelimit-policy': '"per-token";q=1000000000;w=60',
   ratelimit: '"per-token";r=999999999;t=60',
 }
