@@ -17,9 +17,8 @@ export function rateLimitHeaders(state: LimitState): Record<string, string> {
 
 /**
  * A count as decimal digits, the same text as `String(count)`, without V8's number-string
- * cache: `remaining` is a new number on almost every response, and each string the cache kept
- * outlived two scavenges (~24 B a response promoted to the old space, heavier scavenges and
- * mark-compacts under load). `toFixed(0)` is that text for integers below 1e21.
+ * cache: `remaining` is a new number on almost every response, and the cache kept each string
+ * alive into the old space. `toFixed(0)` is that text for integers below 1e21.
  */
 function decimal(count: number): string {
   return Number.isSafeInteger(count) ? count.toFixed(0) : String(count)
