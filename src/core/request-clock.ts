@@ -8,29 +8,27 @@
  */
 import type { Clock } from './ports.ts'
 
-const UNPINNED = -1
-
 export class RequestClock implements Clock {
-  #pinned = UNPINNED
+  // Undefined when unpinned, not a number: a field that only ever holds numbers keeps them
+  // unboxed, so each `now()` boxed a new heap number (several per request); a field that also
+  // holds undefined keeps the one heap number `Date.now()` made, and every read hands it back.
+  #pinned: number | undefined = undefined
 
   /** The pinned time while a request is decided synchronously, else `Date.now()`. */
-  readonly now = (): number => {
-    const pinned = this.#pinned
-    return pinned === UNPINNED ? Date.now() : pinned
-  }
+  readonly now = (): number => this.#pinned ?? Date.now()
 
   /**
    * Reads the clock for the request starting now. False (and nothing changed) when a caller
    * further out has pinned it already: only the one that pinned releases.
    */
   pin(): boolean {
-    if (this.#pinned !== UNPINNED) return false
+    if (this.#pinned !== undefined) return false
     this.#pinned = Date.now()
     return true
   }
 
   /** The request answered or waits: reads are the system clock's again. */
   release(): void {
-    this.#pinned = UNPINNED
+    this.#pinned = undefined
   }
 }
