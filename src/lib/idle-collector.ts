@@ -54,6 +54,12 @@ export interface IdleCollectorOptions {
 export interface IdleCollector {
   /** Collections run so far. */
   readonly collections: number
+  /**
+   * Looks so far that found the loop idle, collecting or not. Why: a caller waits for the
+   * collector to have seen an idle spell by this, where a sleep of a few intervals can end
+   * before a loaded machine ran the looks (test/lib/idle-code.test.ts).
+   */
+  readonly idleLooks: number
   stop(): void
 }
 
@@ -70,6 +76,7 @@ export function startIdleCollector(options: IdleCollectorOptions): IdleCollector
   let peak = baseline
   let busyMs = 0
   let collections = 0
+  let idleLooks = 0
   // Idle with nothing to collect for QUIET_LOOKS looks in a row: look every QUIET_FACTOR
   // intervals instead, until the loop is busy again (an idle process woke twice a second for
   // this alone, in each thread that runs one).
@@ -81,6 +88,7 @@ export function startIdleCollector(options: IdleCollectorOptions): IdleCollector
     const now = rss()
     if (now > peak) peak = now
     if (share >= idleUtilization) return pace(intervalMs)
+    idleLooks++
     if (now - baseline < minGrowthBytes && busyMs < minBusyMs) {
       if (++quietLooks >= QUIET_LOOKS) pace(intervalMs * QUIET_FACTOR)
       return
@@ -108,6 +116,9 @@ export function startIdleCollector(options: IdleCollectorOptions): IdleCollector
   return {
     get collections() {
       return collections
+    },
+    get idleLooks() {
+      return idleLooks
     },
     stop: () => clearInterval(timer),
   }

@@ -156,6 +156,33 @@ describe('idle collector', () => {
     }
   })
 
+  test('idleLooks counts the looks that found the loop idle, collecting or not', () => {
+    mock.timers.enable({ apis: ['setInterval'] })
+    try {
+      let rss = 100 * MB
+      let busy = 0.9
+      const collector = startIdleCollector({
+        intervalMs: 500,
+        collect: () => {
+          rss = 100 * MB
+        },
+        rss: () => rss,
+        utilization: () => busy,
+      })
+      mock.timers.tick(1000)
+      assert.equal(collector.idleLooks, 0, 'busy looks are not counted')
+      busy = 0.01
+      mock.timers.tick(1000)
+      assert.equal(collector.idleLooks, 2, 'idle with nothing to collect')
+      rss = 130 * MB
+      mock.timers.tick(500)
+      assert.deepEqual([collector.idleLooks, collector.collections], [3, 1], 'idle and collected')
+      collector.stop()
+    } finally {
+      mock.timers.reset()
+    }
+  })
+
   test('works without --expose-gc and exposes no global gc', () => {
     const script = `import { memoryReducingGc } from ${JSON.stringify(new URL('../../src/lib/idle-collector.ts', import.meta.url).href)}
       const collect = memoryReducingGc()
@@ -170,19 +197,21 @@ describe('idle collector', () => {
   test('threads taking the collector at the same moment each get it (V8 flags are per process)', () => {
     // serve's main thread and the SQLite writer thread each take one at start; a thread that
     // turned --expose-gc off between another's set and its new context failed serve with
-    // "gc is not defined" (about 1 start in 6).
+    // "gc is not defined" (about 1 start in 6). Each thread takes it a count of times, not for a
+    // time: a count taken in 1.5 s was asserted, and depends on the machine's load.
     const script = `
       import { Worker, isMainThread, workerData, parentPort } from 'node:worker_threads'
       import { memoryReducingGc } from ${JSON.stringify(new URL('../../src/lib/idle-collector.ts', import.meta.url).href)}
       const THREADS = 4
+      const TAKES = 300
       const take = (ready) => {
         Atomics.add(ready, 0, 1)
         while (Atomics.load(ready, 0) < THREADS) {}
-        let taken = 0, failed = 0
-        for (const end = Date.now() + 1500; Date.now() < end; ) {
-          try { memoryReducingGc(); taken++ } catch { failed++ }
+        let failed = 0
+        for (let taken = 0; taken < TAKES; taken++) {
+          try { memoryReducingGc() } catch { failed++ }
         }
-        return { taken, failed }
+        return { failed }
       }
       if (isMainThread) {
         const ready = new Int32Array(new SharedArrayBuffer(4))
@@ -199,12 +228,8 @@ describe('idle collector', () => {
       const file = join(dir, 'race.mjs')
       writeFileSync(file, script)
       const threads = JSON.parse(execFileSync(process.execPath, [file], { encoding: 'utf8' })) as {
-        taken: number
         failed: number
       }[]
-      assert.equal(threads.length, 4)
-      for (const { taken } of threads)
-        assert.ok(taken > 50, `each thread took it repeatedly: ${taken}`)
       assert.deepEqual(
         threads.map(({ failed }) => failed),
         [0, 0, 0, 0],
