@@ -4,7 +4,7 @@
  */
 import { Buffer } from 'node:buffer'
 import { timingSafeEqual } from 'node:crypto'
-import { type MaybePromise, thenMaybe } from '../lib/maybe-async.ts'
+import { isPromiseLike, type MaybePromise, thenMaybe } from '../lib/maybe-async.ts'
 import type { AuthFailure } from './failure.ts'
 import type { AuthLookups, Tenant } from './ports.ts'
 import type { AuthResult } from './principal.ts'
@@ -26,7 +26,11 @@ export function checkTenantActive(
   } catch {
     return storeUnavailable()
   }
-  return thenMaybe(found, tenantFailure, storeUnavailable)
+  // A branch, not `thenMaybe`: its callback call site is shared by every caller, so V8 calls
+  // `tenantFailure` through it without inlining, on every authenticated request.
+  return isPromiseLike(found)
+    ? Promise.resolve(found).then(tenantFailure, storeUnavailable)
+    : tenantFailure(found)
 }
 
 function tenantFailure(tenant: Tenant | undefined): AuthFailure | undefined {
