@@ -5,7 +5,8 @@
  * client keeps calling, identity tokens never kept), and this example's own: the dict's keys
  * and entries hold a digest of the credential and never the credential (read back through a
  * location only this test's config has), the upstream gets only the X-Tenant-Id the entry was
- * decided for, and every refusal reaches the client byte for byte as through nginx.conf.
+ * decided for, each hit gets a request id of its own, a failed digest fails closed, and every
+ * refusal reaches the client byte for byte as through nginx.conf.
  */
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
@@ -170,6 +171,30 @@ describe('nginx Lua decision cache', { skip: skipReason('nginx-lua') }, () => {
       hits++
     }
     assert.equal(hits, 1, 'never answered from the dict')
+  })
+
+  test('each kept allow names its own request: a new id of $request_id kind, the same upstream and to the caller', async () => {
+    const reader: Header = ['Authorization', `Bearer ${stack.value.readerPat}`]
+    // nginx's kind (16 random bytes in hex) on a hit; tokengate's own ids have a dash.
+    const ofNginx = /^[0-9a-f]{32}$/
+    const ofTokengate = /^[A-Za-z0-9]+-[0-9a-z]+$/
+    const kept = new Set<string>()
+    // More hits than one batch of ids (256): the batch is refilled on the way.
+    for (let i = 0; i < 2_000 && kept.size <= 300; i++) {
+      const seenBefore = stack.value.upstream.seen.length
+      const response = await rawRequest(front.value.url, '/api/v1/projects/1', [
+        reader,
+        ['X-Request-Id', 'caller-chosen'],
+      ])
+      assert.equal(response.status, 200)
+      const id = String(response.headers['x-request-id'])
+      assert.equal(stack.value.upstream.seen[seenBefore]?.headers['x-request-id'], id)
+      if (ofTokengate.test(id)) continue
+      assert.match(id, ofNginx)
+      assert.ok(!kept.has(id), `a kept allow answered with an id given before (${kept.size} hits)`)
+      kept.add(id)
+    }
+    assert.ok(kept.size > 300, `${kept.size} hits`)
   })
 
   test('a second Authorization never rides on a kept decision', async () => {
@@ -352,6 +377,31 @@ describe('nginx Lua decision cache: refusals as nginx.conf gives them', {
     } finally {
       await deadLua.stop()
       await deadShipped.stop()
+    }
+  })
+
+  test('a digest OpenSSL fails to make: refused as tokengate unreachable (fail closed, 503), never a key', async () => {
+    const ports = { decision: stack.decisionPort, upstream: stack.upstream.port }
+    const final = 'C.EVP_DigestFinal_ex(hashing, digest, nil) ~= 1'
+    const failing = await startNginx(ports, {
+      lua: true,
+      edit: (config) => {
+        assert.ok(config.includes(final), 'nginx-lua.conf changed shape')
+        // The digest is made, then reported failed: its bytes are left in the buffer.
+        return config.replace(final, final.replace('~= 1', '~= 0'))
+      },
+    })
+    try {
+      const token: Header[] = [['Authorization', `Bearer ${stack.readerPat}`]]
+      const seenBefore = stack.upstream.seen.length
+      for (let i = 0; i < 3; i++) {
+        const got = await rawAnswer(failing.url, 'GET', '/api/v1/projects/1', token)
+        assert.match(got, /^HTTP\/1\.1 503 /)
+        assert.match(got, /"code":"unavailable"/)
+      }
+      assert.equal(stack.upstream.seen.length, seenBefore, 'the upstream got a request')
+    } finally {
+      await failing.stop()
     }
   })
 })
