@@ -14,7 +14,7 @@ import { createRequire } from 'node:module'
 import type { Allowed, Gate, GateRequest, Outcome, Refused } from '../auth/gate.ts'
 import type { PolicyMatcher } from '../auth/policy/matcher.ts'
 import type { PeerCertificate } from '../core/credential-kind.ts'
-import { headerValues, readAuthHeaders } from '../core/raw-headers.ts'
+import { equalsAsciiLowercase, headerValues, readAuthHeaders } from '../core/raw-headers.ts'
 import { API_PREFIX, pathOf } from '../http/api-path.ts'
 import { type CorsSettings, isPreflight, preflightHeaders } from '../http/cors.ts'
 import { countOwnCookies, withoutOwnCookies } from '../http/own-cookies.ts'
@@ -223,19 +223,24 @@ function headerShape(
   rawHeaders: readonly string[],
   rules: ProxyRules,
 ): HeaderShape | { readonly refusal: string } {
-  const cookies = headerValues(rawHeaders, 'cookie')
-  const own = cookies.reduce((sum, cookie) => sum + countOwnCookies(cookie), 0)
+  // Counted in place: most asks carry no Cookie, and no list of them is needed to say so.
+  let own = 0
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    if (equalsAsciiLowercase(rawHeaders[i] as string, 'cookie')) {
+      own += countOwnCookies(rawHeaders[i + 1] as string)
+    }
+  }
   if (own > 1 && rules.adminCookie !== 'rewrite') return { refusal: SESSION_COOKIE_TWICE }
   if (own > 0 && rules.adminCookie === 'refuse') return { refusal: SESSION_COOKIE_PASSED_ON }
   const steering = headerNames(rawHeaders, isSteering)
   if (rules.passedOn === 'refuse') {
-    return steering.some((name) => !rules.overwritten.has(name))
+    return steering.length > 0 && steering.some((name) => !rules.overwritten.has(name))
       ? { refusal: PASSED_ON }
       : NO_CHANGES
   }
   if (own === 0 || rules.adminCookie !== 'rewrite') return { remove: steering }
   // HTTP/2 may split Cookie into several fields; they are one list (RFC 9113 §8.2.3).
-  const kept = withoutOwnCookies(cookies.join('; '))
+  const kept = withoutOwnCookies(headerValues(rawHeaders, 'cookie').join('; '))
   return kept === undefined
     ? { remove: [...steering, 'cookie'] }
     : { remove: steering, cookie: kept }
