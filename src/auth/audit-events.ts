@@ -327,27 +327,60 @@ export function authFailureRecord(
         request,
       )
     }
-    case 'invalid_token': {
-      const { method } = request
-      const path = loggablePath(request.url)
+    case 'invalid_token':
       return refusalRecord(
         'auth.failed',
         failure.code,
-        failure.ruleId === undefined
-          ? { method, path, reason: failure.reason }
-          : { method, path, reason: failure.reason, rule: failure.ruleId },
+        failedDetails(request.method, request.url, failure.reason, failure.ruleId),
         request,
       )
-    }
     default:
       return refusalRecord(
         'auth.failed',
         failure.code,
-        { method: request.method, path: loggablePath(request.url) },
+        failedDetails(request.method, request.url, undefined, undefined),
         request,
       )
   }
 }
+
+/**
+ * An `auth.failed` record's details, the last one handed back while the next refusal has the
+ * same method, target, reason and rule (frozen: shared by those records). Why: a flood of bad
+ * tokens repeats one request, and each refusal redacted and cut its target again (two regular
+ * expressions) and made a details object (issue #36).
+ */
+function failedDetails(
+  method: string,
+  url: string,
+  reason: string | undefined,
+  rule: string | undefined,
+): FailedDetails {
+  const last = lastFailed
+  if (last.url === url && last.method === method && last.reason === reason && last.rule === rule) {
+    return last.details
+  }
+  const path = last.url === url ? last.details.path : loggablePath(url)
+  const details: FailedDetails = Object.freeze(
+    reason === undefined
+      ? { method, path }
+      : rule === undefined
+        ? { method, path, reason }
+        : { method, path, reason, rule },
+  )
+  lastFailed = { method, url, reason, rule, details }
+  return details
+}
+
+type FailedDetails = Extract<AuditEvent, { type: 'auth.failed' }>['details']
+
+let lastFailed: {
+  readonly method: string
+  readonly url: string
+  readonly reason: string | undefined
+  readonly rule: string | undefined
+  readonly details: FailedDetails
+} = { method: '', url: '', reason: undefined, rule: undefined, details: { method: '', path: '' } }
 
 /** `auditRecord` of an `auth.failed` or `auth.forbidden` event, as one literal. */
 function refusalRecord(

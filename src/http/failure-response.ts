@@ -1,8 +1,9 @@
 import type { AuthFailure } from '../core/failure.ts'
 import { bearerChallenge } from './challenge.ts'
-import type { ProblemCode } from './problem.ts'
+import { PROBLEMS, type ProblemCode, problem } from './problem.ts'
 import {
   type FailureResponse,
+  problemHeaders,
   problemResponse,
   quotaExhaustedResponse,
   rateLimitedResponse,
@@ -143,11 +144,27 @@ const scopeChallenges = new Map<string, string>()
 const TENANT_PATH_CHALLENGE = bearerChallenge({ error: 'insufficient_scope' })
 const MAX_MEMOISED_CHALLENGES = 256
 
+/**
+ * A 401: what `problemResponse` builds with the challenge as its one extra header, the headers
+ * made once per challenge and shared (frozen: a caller that wrote to them would throw, not
+ * change every later 401). Why: a flood of bad tokens answers with a handful of challenges,
+ * and an options object, a headers object and their spread per refusal were its own
+ * allocations (issue #36).
+ */
 function unauthorized(
   code: Extract<ProblemCode, AuthFailure['code']>,
   detail: string,
   challenge: string,
   requestId: string,
 ): FailureResponse {
-  return problemResponse(code, detail, requestId, { headers: { 'www-authenticate': challenge } })
+  let headers = challengeHeaders.get(challenge)
+  if (headers === undefined) {
+    headers = Object.freeze(problemHeaders({ 'www-authenticate': challenge }))
+    if (challengeHeaders.size >= MAX_MEMOISED_CHALLENGES) challengeHeaders.clear()
+    challengeHeaders.set(challenge, headers)
+  }
+  const status = PROBLEMS[code].status
+  return { status, headers, body: problem(status, code, detail, requestId) }
 }
+
+const challengeHeaders = new Map<string, Record<string, string>>()

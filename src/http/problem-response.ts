@@ -38,13 +38,14 @@ export function problemResponse(
   const status = options.status ?? PROBLEMS[code].status
   return {
     status,
-    headers: {
-      'content-type': PROBLEM_CONTENT_TYPE,
-      'cache-control': 'no-store',
-      ...options.headers,
-    },
+    headers: problemHeaders(options.headers),
     body: problem(status, code, detail, requestId, options.extra),
   }
+}
+
+/** The headers every problem carries, then the kind's own (the one place they are listed). */
+export function problemHeaders(own?: Readonly<Record<string, string>>): Record<string, string> {
+  return { 'content-type': PROBLEM_CONTENT_TYPE, 'cache-control': 'no-store', ...own }
 }
 
 /** 429 for an exhausted rate-limit policy: `Retry-After` and the policy's RateLimit pair. */

@@ -70,6 +70,56 @@ describe('authFailureRecord', () => {
   })
 })
 
+describe('authFailureRecord over a flood (details kept from the last refusal)', () => {
+  it('each record has its own request id and the details of its own method, path, reason and rule', () => {
+    const failed = (
+      url: string,
+      method: string,
+      reason?: string,
+      ruleId?: string,
+      requestId = 'r',
+    ) =>
+      JSON.stringify(
+        authFailureRecord(
+          (reason === undefined
+            ? { code: 'token_expired' }
+            : { code: 'invalid_token', reason, ruleId, detail: 'x' }) as AuthFailure,
+          { ...request, url, method, requestId },
+        ),
+      )
+    const at = (path: string, more = '') =>
+      `{"type":"auth.failed","tenantId":"acme","actor":"pat_…abcd","outcome":"${more ? 'invalid_token' : 'token_expired'}","clientAddress":"10.0.0.1","requestId":"r","details":{"method":"GET","path":"${path}"${more}}}`
+    assert.equal(failed('/a', 'GET', 'malformed'), at('/a', ',"reason":"malformed"'))
+    assert.equal(failed('/a', 'GET', 'malformed'), at('/a', ',"reason":"malformed"'))
+    assert.equal(
+      failed('/a', 'GET', 'malformed', undefined, 'r2'),
+      at('/a', ',"reason":"malformed"').replace('"r"', '"r2"'),
+    )
+    assert.equal(failed('/a', 'GET', 'unknown_token'), at('/a', ',"reason":"unknown_token"'))
+    assert.equal(
+      failed('/a', 'GET', 'revoked_by_rule', 'rule-1'),
+      at('/a', ',"reason":"revoked_by_rule","rule":"rule-1"'),
+    )
+    assert.equal(
+      failed('/a', 'GET', 'revoked_by_rule', 'rule-2'),
+      at('/a', ',"reason":"revoked_by_rule","rule":"rule-2"'),
+    )
+    assert.equal(failed('/a', 'GET'), at('/a'))
+    assert.equal(failed('/a', 'POST'), at('/a').replace('"GET"', '"POST"'))
+    assert.equal(failed('/b/pat_secret?x=1', 'GET'), at('/b/[redacted]'))
+    assert.equal(failed('/a', 'GET'), at('/a'))
+  })
+
+  it('the kept details cannot be changed through a record', () => {
+    const one = authFailureRecord({ code: 'token_expired' } as AuthFailure, request)
+    assert.throws(() => {
+      ;(one?.details as { path: string }).path = '/changed'
+    }, TypeError)
+    const two = authFailureRecord({ code: 'token_expired' } as AuthFailure, request)
+    assert.equal(two?.details.path, '/api/v1/me')
+  })
+})
+
 describe('auditRecord', () => {
   const event = { type: 'pat.revoked', tenantId: 't', details: { tokenId: 'i' } } as const
 

@@ -3,6 +3,7 @@ import { describe, test } from 'node:test'
 import type { AuthFailure } from '../../src/core/failure.ts'
 import { bearerChallenge, quoteString } from '../../src/http/challenge.ts'
 import { failureResponse } from '../../src/http/failure-response.ts'
+import { problemResponse } from '../../src/http/problem-response.ts'
 
 const JSON_PROBLEM = { 'content-type': 'application/problem+json', 'cache-control': 'no-store' }
 
@@ -179,6 +180,37 @@ describe('failureResponse', () => {
         bearerChallenge({ error: 'invalid_request', errorDescription: text }),
       )
     }
+  })
+})
+
+describe('failureResponse of repeated 401s (headers made once per challenge)', () => {
+  test('the same status, headers in the same order and body as problemResponse builds them', () => {
+    const failures = [
+      { code: 'missing_authorization' },
+      { code: 'malformed_authorization', detail: 'Bad header.' },
+      { code: 'invalid_token', reason: 'malformed', detail: 'The token is malformed.' },
+      { code: 'token_expired', detail: 'The access token has expired.' },
+      { code: 'tenant_header_required' },
+      { code: 'tenant_mismatch', detail: 'Wrong tenant.' },
+    ] as AuthFailure[]
+    for (const failure of failures) {
+      const first = failureResponse(failure, 'req-1')
+      const again = failureResponse(failure, 'req-2')
+      const built = problemResponse(first.body.code, first.body.detail, 'req-2', {
+        headers: { 'www-authenticate': first.headers['www-authenticate'] as string },
+      })
+      assert.equal(JSON.stringify(again), JSON.stringify(built), failure.code)
+      assert.equal(first.body.requestId, 'req-1')
+    }
+  })
+
+  test('the shared headers cannot be changed through one answer', () => {
+    const failure = { code: 'token_expired', detail: 'Expired.' } as AuthFailure
+    const one = failureResponse(failure, 'req-1')
+    assert.throws(() => {
+      one.headers['x-extra'] = 'no'
+    }, TypeError)
+    assert.equal(failureResponse(failure, 'req-2').headers['x-extra'], undefined)
   })
 })
 
