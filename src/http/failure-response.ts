@@ -124,11 +124,7 @@ function scopeChallenge(scope: string): string {
  * itself, a fixed string whose hash is kept, not a key joined per request (issue #36). Details
  * and scopes are our own fixed texts (a few dozen), so this never grows; the bound is a guard.
  */
-function memoised(
-  challenges: Map<string, string>,
-  key: string,
-  build: (key: string) => string,
-): string {
+function memoised<T>(challenges: Map<string, T>, key: string, build: (key: string) => T): T {
   let challenge = challenges.get(key)
   if (challenge === undefined) {
     challenge = build(key)
@@ -157,14 +153,13 @@ function unauthorized(
   challenge: string,
   requestId: string,
 ): FailureResponse {
-  let headers = challengeHeaders.get(challenge)
-  if (headers === undefined) {
-    headers = Object.freeze(problemHeaders({ 'www-authenticate': challenge }))
-    if (challengeHeaders.size >= MAX_MEMOISED_CHALLENGES) challengeHeaders.clear()
-    challengeHeaders.set(challenge, headers)
-  }
+  const headers = memoised(challengeHeaders, challenge, unauthorizedHeaders)
   const status = PROBLEMS[code].status
   return { status, headers, body: problem(status, code, detail, requestId) }
 }
 
-const challengeHeaders = new Map<string, Record<string, string>>()
+function unauthorizedHeaders(challenge: string): Readonly<Record<string, string>> {
+  return Object.freeze(problemHeaders({ 'www-authenticate': challenge }))
+}
+
+const challengeHeaders = new Map<string, Readonly<Record<string, string>>>()
