@@ -71,6 +71,24 @@ export function headerValues(
   return values
 }
 
+/**
+ * `measure` summed over the values of every field named `lowercaseName`, without the list
+ * `headerValues` makes: for a count asked of every request, where most carry no such field.
+ */
+export function sumOverHeader(
+  rawHeaders: readonly string[],
+  lowercaseName: string,
+  measure: (value: string) => number,
+): number {
+  let sum = 0
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    if (equalsAsciiLowercase(rawHeaders[i] as string, lowercaseName)) {
+      sum += measure(rawHeaders[i + 1] as string)
+    }
+  }
+  return sum
+}
+
 /** A folded-header getter: Fetch `Headers#get`, Node `IncomingHttpHeaders`, Express `req.get`. */
 export type HeaderGetter = (name: string) => string | readonly string[] | null | undefined
 

@@ -14,7 +14,7 @@ import { createRequire } from 'node:module'
 import type { Allowed, Gate, GateRequest, Outcome, Refused } from '../auth/gate.ts'
 import type { PolicyMatcher } from '../auth/policy/matcher.ts'
 import type { PeerCertificate } from '../core/credential-kind.ts'
-import { equalsAsciiLowercase, headerValues, readAuthHeaders } from '../core/raw-headers.ts'
+import { headerValues, readAuthHeaders, sumOverHeader } from '../core/raw-headers.ts'
 import { API_PREFIX, pathOf } from '../http/api-path.ts'
 import { type CorsSettings, isPreflight, preflightHeaders } from '../http/cors.ts'
 import { countOwnCookies, withoutOwnCookies } from '../http/own-cookies.ts'
@@ -223,17 +223,12 @@ function headerShape(
   rawHeaders: readonly string[],
   rules: ProxyRules,
 ): HeaderShape | { readonly refusal: string } {
-  // Counted in place: most asks carry no Cookie, and no list of them is needed to say so.
-  let own = 0
-  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
-    if (equalsAsciiLowercase(rawHeaders[i] as string, 'cookie')) {
-      own += countOwnCookies(rawHeaders[i + 1] as string)
-    }
-  }
+  const own = sumOverHeader(rawHeaders, 'cookie', countOwnCookies)
   if (own > 1 && rules.adminCookie !== 'rewrite') return { refusal: SESSION_COOKIE_TWICE }
   if (own > 0 && rules.adminCookie === 'refuse') return { refusal: SESSION_COOKIE_PASSED_ON }
   const steering = headerNames(rawHeaders, isSteering)
   if (rules.passedOn === 'refuse') {
+    // (The length first: no closure made for the usual empty list.)
     return steering.length > 0 && steering.some((name) => !rules.overwritten.has(name))
       ? { refusal: PASSED_ON }
       : NO_CHANGES
