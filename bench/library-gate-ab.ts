@@ -17,6 +17,7 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { getHeapStatistics } from 'node:v8'
 import { loadFixtures, seedBenchStore } from './fixtures.ts'
+import { median } from './latency-stats.ts'
 
 const args = process.argv.slice(2)
 const option = (name: string, fallback: string) => {
@@ -76,7 +77,6 @@ const allocated = (gate: Checker): number => {
   for (let i = 0; i < 5_000; i++) gate.check(request)
   return (getHeapStatistics().used_heap_size - before) / 5_000
 }
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.length >> 1] as number
 
 // Every cache filled and both gates optimized before the first timed round.
 for (const gate of gates) await gate.check(request)
