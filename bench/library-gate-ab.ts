@@ -1,5 +1,6 @@
 /**
- * Issue #36: `createTokengate`'s `gate.check` for the bench PAT, in one process, this tree
+ * Issue #36: `createTokengate`'s `gate.check` for one bench credential (`--case`: the PAT, the
+ * repeated ES256 JWT, or the garbage PAT run.ts's `401 garbage` sends), in one process, this tree
  * against an earlier one: no Fastify, no sockets, only the gate's steps (digest, lookups,
  * limits, recorder). The two gates run in alternating rounds (which goes first alternates
  * too), a turn of the event loop between rounds so that the change feed and the writes
@@ -10,13 +11,13 @@
  * slower or faster: run both orders and take the two differences together.
  *
  * Usage: node --expose-gc --max-semi-space-size=64 bench/library-gate-ab.ts BASELINE_DIR
- *        [--rounds 120] [--checks 10000] [--first this|baseline]
+ *        [--rounds 120] [--checks 10000] [--first this|baseline] [--case pat|es256|garbage]
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { getHeapStatistics } from 'node:v8'
-import { loadFixtures, seedBenchStore } from './fixtures.ts'
+import { BENCH_TENANT, loadFixtures, seedBenchStore } from './fixtures.ts'
 import { median } from './latency-stats.ts'
 
 const args = process.argv.slice(2)
@@ -26,7 +27,9 @@ const option = (name: string, fallback: string) => {
 }
 const baseline = args[0]
 if (baseline === undefined || baseline.startsWith('--')) {
-  throw new Error('usage: bench/library-gate-ab.ts BASELINE_DIR [--rounds N] [--checks N]')
+  throw new Error(
+    'usage: bench/library-gate-ab.ts BASELINE_DIR [--rounds N] [--checks N] [--case C]',
+  )
 }
 const ROUNDS = Number(option('rounds', '120'))
 const CHECKS = Number(option('checks', '10000'))
@@ -37,6 +40,15 @@ const gc = (globalThis as { gc?: () => void }).gc
 if (!gc) throw new Error('run with --expose-gc')
 
 const fixtures = loadFixtures()
+// The token and X-Tenant-Id of each case, as run.ts sends them.
+const cases: Record<string, { token: string; tenantIds: string[] }> = {
+  pat: { token: fixtures.patSingle, tenantIds: [] },
+  es256: { token: fixtures.algs.ES256.single, tenantIds: [BENCH_TENANT] },
+  garbage: { token: fixtures.patGarbage, tenantIds: [] },
+}
+const CASE = option('case', 'pat')
+const credential = cases[CASE]
+if (credential === undefined) throw new Error(`--case: one of ${Object.keys(cases).join(', ')}`)
 const unlimited = { max: 1_000_000_000, windowSec: 60 }
 interface Checker {
   check(request: object): unknown
@@ -59,8 +71,8 @@ for (const tree of trees) {
 const request = {
   method: 'GET',
   target: '/api/v1/me',
-  authorization: [`Bearer ${fixtures.patSingle}`],
-  tenantIds: [],
+  authorization: [`Bearer ${credential.token}`],
+  tenantIds: credential.tenantIds,
   clientAddress: '127.0.0.1',
   requestId: 'req-1',
   access: { permissions: [] },
@@ -78,8 +90,13 @@ const allocated = (gate: Checker): number => {
   return (getHeapStatistics().used_heap_size - before) / 5_000
 }
 
-// Every cache filled and both gates optimized before the first timed round.
-for (const gate of gates) await gate.check(request)
+// Every cache filled and both gates optimized before the first timed round; each gate's
+// answer printed, so that a case that stopped answering as run.ts's does is seen.
+const answers: string[] = []
+for (const gate of gates) {
+  const outcome = (await gate.check(request)) as { allowed: boolean; status?: number }
+  answers.push(outcome.allowed ? 'allowed' : String(outcome.status))
+}
 for (let i = 0; i < 20; i++) {
   for (const gate of gates) timed(gate)
   await turn()
@@ -99,7 +116,8 @@ for (let round = 0; round < ROUNDS; round++) {
   differences.push((took[mine] as number) - (took[1 - mine] as number))
 }
 const bytes = gates.map((gate) => median([0, 1, 2, 3, 4, 5, 6].map(() => allocated(gate))))
-console.log(`${ROUNDS} alternating rounds x ${CHECKS} checks, loaded first: ${trees[0]}`)
+console.log(`${CASE}: ${ROUNDS} alternating rounds x ${CHECKS} checks, loaded first: ${trees[0]}`)
+console.log(`answers: ${answers.join(', ')}`)
 console.log('| tree | ns/check | B/check |')
 console.log('|---|---:|---:|')
 trees.forEach((tree, i) => {
