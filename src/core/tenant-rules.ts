@@ -4,7 +4,7 @@
  */
 import { Buffer } from 'node:buffer'
 import { timingSafeEqual } from 'node:crypto'
-import { isPromiseLike, type MaybePromise, thenMaybe } from '../lib/maybe-async.ts'
+import { isPromiseLike, type MaybePromise } from '../lib/maybe-async.ts'
 import type { AuthFailure } from './failure.ts'
 import type { AuthLookups, Tenant } from './ports.ts'
 import type { AuthResult } from './principal.ts'
@@ -41,14 +41,6 @@ function tenantFailure(tenant: Tenant | undefined): AuthFailure | undefined {
     return { code: 'invalid_token', reason: 'tenant_disabled', detail: TENANT_INACTIVE_DETAIL }
   }
   return undefined
-}
-
-/** Fails with the tenant check's failure, or continues with `next` (without a hop when sync). */
-export function afterTenantCheck(
-  check: AuthFailure | undefined | Promise<AuthFailure | undefined>,
-  next: () => AuthResult,
-): AuthResult | Promise<AuthResult> {
-  return thenMaybe(check, (failure) => (failure ? fail(failure) : next()))
 }
 
 /**

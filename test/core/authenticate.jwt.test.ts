@@ -168,6 +168,23 @@ describe('the maybe-synchronous JWT path (what the server calls)', () => {
     assert.equal((await principalOf(other)).tokenId, 'same-2')
   })
 
+  test('a repeated cached JWT gets the same frozen allowed result, and its tenant is still checked per request', async () => {
+    const tenantId = 'tenant-memo'
+    const tenant = addTenant(lookups, tenantId)
+    const token = await issuer.sign({ jti: 'memo-1', tenant_id: tenantId })
+    const input = { authorization: bearer(token), tenantIds: [tenantId] }
+    const first = maybeSync(input)
+    assert.ok(!isPromiseLike(first) && first.ok, JSON.stringify(first))
+    assert.ok(Object.isFrozen(first))
+    assert.equal(maybeSync(input), first)
+    lookups.tenants.set(tenantId, { ...tenant, enabled: false })
+    const disabled = maybeSync(input)
+    assert.ok(!isPromiseLike(disabled))
+    assert.equal(failureOf(disabled).code, 'invalid_token')
+    lookups.tenants.set(tenantId, tenant)
+    assert.equal(maybeSync(input), first)
+  })
+
   test('a tokenSha256 hint reaches the verifier for exactly its token (the cache key), never for another', async () => {
     const token = await issuer.sign({ jti: 'hint-1' })
     const seen: Array<string | undefined> = []

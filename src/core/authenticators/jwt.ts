@@ -5,18 +5,14 @@
  */
 
 import { hash } from 'node:crypto'
-import { thenMaybe } from '../../lib/maybe-async.ts'
+import { isPromiseLike } from '../../lib/maybe-async.ts'
 import { checkCertificateBinding } from '../certificate-binding.ts'
 import type { Authenticator, CredentialKind, CredentialRequest } from '../credential-kind.ts'
+import type { AuthFailure } from '../failure.ts'
 import { fingerprintJwtToken, jwtFingerprint } from '../fingerprint.ts'
 import type { AuthLookups, JwtOutcome, JwtVerifier, VerifiedJwt } from '../ports.ts'
 import type { AuthResult, Principal } from '../principal.ts'
-import {
-  afterTenantCheck,
-  checkRequiredTenantHeader,
-  checkTenantActive,
-  fail,
-} from '../tenant-rules.ts'
+import { checkRequiredTenantHeader, checkTenantActive, fail } from '../tenant-rules.ts'
 
 /** The JWT kind: every bearer token no other kind claimed, verified against the issuers. */
 export const jwtKind: CredentialKind = {
@@ -34,7 +30,7 @@ export function createJwtAuthenticator(deps: {
 }): Authenticator {
   const { lookups, jwt: verifier } = deps
   // Per authenticator, so that two instances (tests, library users) share no state.
-  const principals = new WeakMap<VerifiedJwt, Principal>()
+  const allowedResults = new WeakMap<VerifiedJwt, AuthResult>()
   return {
     kind: 'jwt',
     // The fallback kind: a token no other kind claims is verified as a JWT (and fails as one).
@@ -49,10 +45,22 @@ export function createJwtAuthenticator(deps: {
         // A verifier bug rejects the request; it never passes it.
         return Promise.reject(error)
       }
-      return thenMaybe(outcome, (verified) =>
-        afterVerify(verified, context.tenantIds, context.request),
-      )
+      // A branch, not `thenMaybe`: its callback call site is shared by every caller, so V8
+      // would call a closure made per request through it, cached tokens included.
+      return isPromiseLike(outcome)
+        ? afterVerifyLater(outcome, context.tenantIds, context.request)
+        : afterVerify(outcome, context.tenantIds, context.request)
     },
+  }
+
+  // The continuations after a wait, out of the functions that may wait: a closure there makes
+  // V8 allocate a context for what it captures on every call, cached tokens included.
+  function afterVerifyLater(
+    pending: PromiseLike<JwtOutcome>,
+    tenantIds: readonly string[],
+    request: CredentialRequest,
+  ): Promise<AuthResult> {
+    return Promise.resolve(pending).then((settled) => afterVerify(settled, tenantIds, request))
   }
 
   function afterVerify(
@@ -69,20 +77,32 @@ export function createJwtAuthenticator(deps: {
     }
     const headerFailure = checkRequiredTenantHeader(tenantIds, verified.tenantId)
     if (headerFailure !== undefined) return fail(headerFailure)
-    return afterTenantCheck(checkTenantActive(lookups, verified.tenantId), () => ({
-      ok: true,
-      principal: jwtPrincipal(verified),
-    }))
+    const tenantChecked = checkTenantActive(lookups, verified.tenantId)
+    return isPromiseLike(tenantChecked)
+      ? afterTenantLater(tenantChecked, verified)
+      : afterTenant(tenantChecked, verified)
+  }
+
+  function afterTenantLater(
+    pending: Promise<AuthFailure | undefined>,
+    verified: VerifiedJwt,
+  ): Promise<AuthResult> {
+    return pending.then((tenantFailure) => afterTenant(tenantFailure, verified))
+  }
+
+  function afterTenant(tenantFailure: AuthFailure | undefined, verified: VerifiedJwt): AuthResult {
+    return tenantFailure === undefined ? jwtAllowed(verified) : fail(tenantFailure)
   }
 
   /**
-   * The principal of a verified JWT, built once per `VerifiedJwt` (a cached token is the same
-   * object on every request); the tenant check that can change is made per request, above.
+   * The allowed result and principal of a verified JWT, built once per `VerifiedJwt` (a cached
+   * token is the same object on every request; frozen, so sharing them is safe); the tenant
+   * check that can change is made per request, above.
    */
-  function jwtPrincipal(verified: VerifiedJwt): Principal {
-    let principal = principals.get(verified)
-    if (principal === undefined) {
-      principal = Object.freeze({
+  function jwtAllowed(verified: VerifiedJwt): AuthResult {
+    let allowed = allowedResults.get(verified)
+    if (allowed === undefined) {
+      const principal: Principal = Object.freeze({
         tokenType: 'jwt',
         tenantId: verified.tenantId,
         subject: verified.subject,
@@ -92,9 +112,10 @@ export function createJwtAuthenticator(deps: {
         issuer: verified.issuer,
         fingerprint: jwtFingerprint(verified.issuer, verified.keyId, verified.subject),
       } satisfies Principal)
-      principals.set(verified, principal)
+      allowed = Object.freeze({ ok: true, principal })
+      allowedResults.set(verified, allowed)
     }
-    return principal
+    return allowed
   }
 }
 
