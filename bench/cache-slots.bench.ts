@@ -19,6 +19,7 @@ import { parseArgs } from 'node:util'
 import type { PatRecord } from '../src/core/ports.ts'
 import type { CacheSlots } from '../src/stores/lookup-cache-rules.ts'
 import { Interner, PackedSlots, PatColumns } from '../src/stores/packed-lookup-slots.ts'
+import { median } from './latency-stats.ts'
 import { PRODUCTION_NODE_FLAGS } from './load.ts'
 
 const { values } = parseArgs({
@@ -146,14 +147,13 @@ function measureVariant(variant: string): Measured {
     }
     rounds.push(Number(process.hrtime.bigint() - started) / ENTRIES)
   }
-  rounds.sort((a, b) => a - b)
   const mb = (bytes: number) => bytes / 1024 / 1024
   return {
     variant,
     heapMb: mb(after.heapUsed - before.heapUsed),
     arrayBuffersMb: mb(after.arrayBuffers - before.arrayBuffers),
     rssMb: mb(after.rss - before.rss),
-    hitNs: rounds[3] as number,
+    hitNs: median(rounds),
   }
 }
 

@@ -25,6 +25,7 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fixturesDir } from './fixtures.ts'
+import { median } from './latency-stats.ts'
 import { commandExists, cpuMicros, loadTool, PRODUCTION_NODE_FLAGS, runLoad } from './load.ts'
 
 const args = process.argv.slice(2)
@@ -195,17 +196,15 @@ if (FIRST > 0) {
   } finally {
     upstream?.kill('SIGTERM')
   }
-  const mid = (values: number[]) =>
-    [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0
   const ratios = spent[1].map((b, i) => b / (spent[0][i] ?? Number.NaN))
   console.log(`| checkout | CPU ms from READY to answer ${FIRST} (median) | rounds |`)
   console.log('|---|---:|---|')
   for (const k of [0, 1] as const) {
     const row = spent[k].map((v) => v.toFixed(0)).join(', ')
-    console.log(`| ${names[k]} | ${mid(spent[k]).toFixed(0)} | ${row} |`)
+    console.log(`| ${names[k]} | ${median(spent[k]).toFixed(0)} | ${row} |`)
   }
   console.log(
-    `\nB / A per round: ${ratios.map((r) => r.toFixed(2)).join(', ')}; median ${mid(ratios).toFixed(2)}`,
+    `\nB / A per round: ${ratios.map((r) => r.toFixed(2)).join(', ')}; median ${median(ratios).toFixed(2)}`,
   )
   process.exit(0)
 }
@@ -272,8 +271,6 @@ try {
   upstream?.kill('SIGTERM')
 }
 
-const median = (values: number[]) =>
-  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0
 console.log('| case | checkout | CPU µs/req (median) | rounds |')
 console.log('|---|---|---:|---|')
 for (const [key, values] of results) {

@@ -42,6 +42,7 @@ import type { SqlStore } from '../src/stores/sql/sql-store.ts'
 import { openSqliteStore } from '../src/stores/sqlite.ts'
 import type { Store, StoredAuditEvent } from '../src/stores/store.ts'
 import { skipReason, startPostgres } from '../test/helpers/services.ts'
+import { median } from './latency-stats.ts'
 
 // biome-ignore lint/suspicious/noExplicitAny: Kysely is loaded at run time from a scratch directory, without its types
 type Loose = any
@@ -360,12 +361,6 @@ function cases(
     reserve.parameters.map((p: unknown) => (p === 'c0' ? `c${i % PATS}` : p)),
   )
   return out
-}
-
-const median = (xs: readonly number[]) => {
-  const s = [...xs].sort((a, b) => a - b)
-  const m = s.length >> 1
-  return s.length % 2 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2
 }
 
 /** Runs every case `reads` times per round (the batches `batches` times), variants alternating. */

@@ -36,6 +36,7 @@ import { parseArgs } from 'node:util'
 import { loadFixtures } from './fixtures.ts'
 import { inspectPort } from './inspector-session.ts'
 import { runLatency } from './latency-load.ts'
+import { median } from './latency-stats.ts'
 import { PRODUCTION_NODE_FLAGS } from './load.ts'
 import { freePort, type Started, startNode, stop } from './processes.ts'
 
@@ -229,12 +230,6 @@ function line(name: string, m: Measured): string {
     `p50 ${m.p50.toFixed(3)} p99 ${m.p99.toFixed(2)} ms`.padStart(24),
     `(${m.requests} req${m.p50 > OVERLOADED_P50_MS ? ', OVERLOADED: CPU 0 could not keep the rate, µs/req read as saturated' : ''}) ${threads}`,
   ].join(' ')
-}
-
-const median = (xs: number[]) => {
-  const s = xs.toSorted((a, b) => a - b)
-  const mid = s.length >> 1
-  return s.length % 2 ? (s[mid] ?? 0) : ((s[mid - 1] ?? 0) + (s[mid] ?? 0)) / 2
 }
 
 async function rows(): Promise<void> {

@@ -14,6 +14,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { BENCH_TENANT, benchIssuers, loadFixtures, readPatRecords } from './fixtures.ts'
+import { median } from './latency-stats.ts'
 
 const args = process.argv.slice(2)
 const option = (name: string, fallback: number) => {
@@ -104,10 +105,6 @@ const trees = [
   { name: 'baseline', ...(await build(resolve(baseline))) },
   { name: 'this tree', ...(await build(resolve('.'))) },
 ]
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.floor(sorted.length / 2)] ?? 0
-}
 
 console.log(
   `${ROUNDS} alternating rounds × ${REQUESTS} requests; CPU µs per request, median and minimum`,

@@ -17,6 +17,7 @@ import type { Tenant } from '../src/core/ports.ts'
 import type { AuthInput } from '../src/core/raw-headers.ts'
 import { createCachedLookups } from '../src/stores/cached-lookups.ts'
 import { createTestIssuer } from '../test/helpers/jwt.ts'
+import { median, percentile } from './latency-stats.ts'
 
 const { values } = parseArgs({
   options: {
@@ -109,10 +110,6 @@ function runAuth(authenticate: typeof authNone): number {
   return ns
 }
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((x, y) => x - y)
-  return s[Math.floor(s.length / 2)] as number
-}
 const pct = (x: number) => `${x >= 1 ? '+' : ''}${((x - 1) * 100).toFixed(1)} %`
 
 /** Alternating rounds of `base` and `rules` (which goes first alternates too). */
@@ -139,7 +136,7 @@ function compare(what: string, base: () => number, rules: () => number) {
     'none ns/op (median / min)': `${Math.round(median(baseNs))} / ${Math.round(Math.min(...baseNs))}`,
     '100k rules ns/op (median / min)': `${Math.round(median(rulesNs))} / ${Math.round(Math.min(...rulesNs))}`,
     'min vs min': pct(Math.min(...rulesNs) / Math.min(...baseNs)),
-    'per round: median (p10, p90)': `${pct(median(ratios))} (${pct(ratios[Math.floor(ratios.length * 0.1)] as number)}, ${pct(ratios[Math.floor(ratios.length * 0.9)] as number)})`,
+    'per round: median (p10, p90)': `${pct(median(ratios))} (${pct(percentile(ratios, 10))}, ${pct(percentile(ratios, 90))})`,
   }
 }
 

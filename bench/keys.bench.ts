@@ -39,6 +39,7 @@ import { createCachedLookups } from '../src/stores/cached-lookups.ts'
 import { openSqliteStore } from '../src/stores/sqlite.ts'
 import { createUsageWriter } from '../src/stores/usage-writer.ts'
 import { createPatUseRecorder } from '../src/stores/write-behind.ts'
+import { median, percentile } from './latency-stats.ts'
 
 const args = process.argv.slice(2)
 const option = (name: string, fallback: number) => {
@@ -188,19 +189,15 @@ for (let round = 0; round < ROUNDS; round++) {
     samples.get(v.name)?.push(await run(v, REQUESTS))
   }
 }
-const quantile = (values: readonly number[], q: number) => {
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))] as number
-}
 const plainRounds = samples.get('plain') ?? []
 const rows = variants.map((v) => {
   const own = samples.get(v.name) ?? []
-  const paired = own.map((ns, i) => ns - (plainRounds[i] as number))
+  const paired = own.map((ns, i) => ns - (plainRounds[i] as number)).sort((a, b) => a - b)
   return {
     gate: v.name,
-    'ns/op': Math.round(quantile(own, 0.5)),
-    'vs plain (ns, paired median)': Math.round(quantile(paired, 0.5)),
-    'IQR of that (ns)': `${Math.round(quantile(paired, 0.25))} .. ${Math.round(quantile(paired, 0.75))}`,
+    'ns/op': Math.round(median(own)),
+    'vs plain (ns, paired median)': Math.round(median(paired)),
+    'IQR of that (ns)': `${Math.round(percentile(paired, 25))} .. ${Math.round(percentile(paired, 75))}`,
   }
 })
 for (const v of variants) await v.close()

@@ -13,7 +13,7 @@ export interface LatencySummary {
 }
 
 /** Nearest-rank percentile (`p` in 0..100) of an ascending sample; NaN when it is empty. */
-export function percentile(sorted: Float64Array, p: number): number {
+export function percentile(sorted: ArrayLike<number>, p: number): number {
   if (sorted.length === 0) return Number.NaN
   // The epsilon keeps 99.9 % of 1,000 at rank 999 (0.999 × 1000 is 999.0000000000001).
   const rank = Math.ceil((p * sorted.length) / 100 - 1e-9)
@@ -32,7 +32,10 @@ export function summarize(latenciesMs: Float64Array): LatencySummary {
   }
 }
 
-/** Median of a few numbers (per-round figures); NaN when there are none. */
+/**
+ * Median of a few numbers (per-round figures), the mean of the two middle ones for an even
+ * count; NaN values (a round without its pair) are left out; NaN when none are left.
+ */
 export function median(values: readonly number[]): number {
   const sorted = values.filter((v) => !Number.isNaN(v)).sort((a, b) => a - b)
   if (sorted.length === 0) return Number.NaN

@@ -35,6 +35,7 @@ import {
   readPatRecords,
   seedBenchStore,
 } from './fixtures.ts'
+import { median } from './latency-stats.ts'
 
 const args = process.argv.slice(2)
 const option = (name: string, fallback: number) => {
@@ -166,11 +167,6 @@ let collections = 0
 new PerformanceObserver((list) => {
   collections += list.getEntries().length
 }).observe({ entryTypes: ['gc'] })
-
-const median = (values: readonly number[]) => {
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN
-}
 
 /** Heap bytes one request allocates: a batch between two collections, none inside it. */
 async function allocatedPerRequest(app: Injectable, c: (typeof cases)[number]): Promise<number> {

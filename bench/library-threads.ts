@@ -21,6 +21,7 @@
 import { readdirSync, readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { loadFixtures } from './fixtures.ts'
+import { median } from './latency-stats.ts'
 import { runLoad } from './load.ts'
 import { freePort, type Started, startNode, stop } from './processes.ts'
 
@@ -129,13 +130,6 @@ const format = (m: Measured) =>
     .filter(([, v]) => v >= 0.001)
     .map(([k, v]) => `${k} ${v.toFixed(v < 0.1 ? 3 : 2)}`)
     .join(' · ')}`
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s.length % 2
-    ? (s[(s.length - 1) / 2] as number)
-    : ((s[s.length / 2 - 1] as number) + (s[s.length / 2] as number)) / 2
-}
 
 const rows: Row[] = []
 try {

@@ -21,6 +21,7 @@ import type { CounterResult, Counters } from '../src/auth/counters.ts'
 import { connectRedis, type RedisClient } from '../src/auth/redis-client.ts'
 import { RedisCounters } from '../src/auth/redis-counters.ts'
 import { startRedis } from '../test/helpers/services.ts'
+import { median } from './latency-stats.ts'
 
 const { values } = parseArgs({
   options: {
@@ -113,7 +114,6 @@ try {
       results.set(v.name, [...(results.get(v.name) ?? []), m])
     }
   }
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0
   console.log(
     `${ROUNDS} alternating rounds × ${REQUESTS} requests (2 counts each, ${IN_FLIGHT} in flight)`,
   )

@@ -24,6 +24,7 @@ import {
   nginxRows,
   startNginxRow,
 } from './hop-rows.ts'
+import { median } from './latency-stats.ts'
 import {
   commandExists,
   cpuMicros,
@@ -404,14 +405,6 @@ interface Row {
   target?: string
   targetRps?: number
   met?: boolean
-}
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b)
-  const mid = Math.floor(sorted.length / 2)
-  return sorted.length % 2
-    ? (sorted[mid] as number)
-    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
 }
 
 function cryptoCeiling(): Record<string, number> {

@@ -17,6 +17,7 @@ import { join } from 'node:path'
 import { loadConfig } from '../src/config/load.ts'
 import { startTokengate } from '../src/main.ts'
 import { openStore } from '../src/stores/open-store.ts'
+import { median } from './latency-stats.ts'
 
 const at = process.argv.indexOf('--repeats')
 const REPEATS = at === -1 ? 5 : Number(process.argv[at + 1])
@@ -39,8 +40,6 @@ await store.migrate()
 await store.createTenant({ id: 'start', name: 'Start' }, Date.now())
 await store.close()
 
-const median = (values: number[]) =>
-  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number
 const spawned: number[] = []
 const spawnedBare: number[] = []
 const inProcess: number[] = []
