@@ -15,9 +15,15 @@
  * `--rows 'a;b'`: only those rows (e.g. `--rows 'nginx + decision;nginx + decision (unix)'`).
  * `--saturated`: wrk (32 connections, CPU 1) instead of the paced rate, as `npm run bench`'s
  * hop rows load them: many requests share each wake-up, so the per-request costs are lower.
- * `--baseline DIR`: one more row, 'nginx + decision (unix, baseline)', whose tokengate runs
- * from another tree (a `git archive` with node_modules linked): an A/B of the decision
- * listener, interleaved with the unix row round by round.
+ * `--baseline DIR` (another tree: a `git archive` with node_modules linked): beside each row
+ * that runs one of examples/forward-auth's nginx configs, `<row>@baseline` running DIR's config
+ * (built by DIR's bench/servers/nginx.ts, asking this tree's tokengate), interleaved round by
+ * round, with the nginx µs/req of this tree − DIR paired by round: an A/B of the nginx
+ * examples; and one more row, 'nginx + decision (unix, baseline)', whose tokengate runs from
+ * DIR: an A/B of the decision listener, interleaved with the unix row. `--rows` picks a row's
+ * `@baseline` twin with it. The eleventh session's Lua change (nginx µs/req of a hit):
+ *   flock -x /tmp/bench.lock node_modules/.bin/node bench/hop-cpu.ts --saturated --rounds 3
+ *     --duration 3 --rows 'nginx;nginx + decision (lua cached)' --baseline /tmp/bench-co/6bc71d0
  * `--cache-variants 'a,b'`: one more row per variant of the cached unix row, its nginx config
  * changed as CACHE_VARIANTS says (what-ifs for the cached path's nginx cost, not shipped).
  * `--tokengate-flags '...'`: Node flags for the unix rows' tokengate(s) (e.g. `--cpu-prof
@@ -28,9 +34,10 @@
  */
 
 import type { ChildProcess } from 'node:child_process'
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import { NGINX_LUA_MODULE } from '../test/decision/harness.ts'
 import { loadFixtures } from './fixtures.ts'
@@ -116,13 +123,24 @@ const ROUNDS = Number(values.rounds)
 const UNIX_ROWS = ['nginx + decision (unix)', 'nginx + decision (unix, cached)'] as const
 /** examples/forward-auth/nginx-lua.conf: allows kept in a Lua shared dict (its own nginx). */
 const LUA_ROW = 'nginx + decision (lua cached)' as const
+/** The rows that run an example nginx config, as bench/servers/nginx.ts's startNginx options. */
+const EXAMPLE_ROWS = {
+  'nginx + decision': {},
+  'nginx + decision (no keepalive)': { keepalive: false },
+  'nginx + decision (cached)': { cache: true },
+  [LUA_ROW]: { lua: true },
+} as const
+type ExampleRow = keyof typeof EXAMPLE_ROWS
+const AT_BASELINE = '@baseline'
+const atBaseline = (row: ExampleRow) => `${row}${AT_BASELINE}` as const
 type RowId =
   | ServerId
   | typeof LUA_ROW
   | (typeof UNIX_ROWS)[number]
   | typeof BASELINE_ROW
   | ReturnType<typeof variantRow>
-const ALL_ROWS: RowId[] = [
+  | ReturnType<typeof atBaseline>
+const THIS_TREE_ROWS: RowId[] = [
   'nginx',
   'nginx + decision',
   'nginx + decision (no keepalive)',
@@ -132,8 +150,19 @@ const ALL_ROWS: RowId[] = [
   ...(values.baseline !== undefined ? [BASELINE_ROW] : []),
   ...VARIANTS.map(variantRow),
 ]
+const ALL_ROWS = THIS_TREE_ROWS.flatMap((row): RowId[] =>
+  values.baseline !== undefined && row in EXAMPLE_ROWS
+    ? [row, atBaseline(row as ExampleRow)]
+    : [row],
+)
 const picked = values.rows?.split(';').map((row) => row.trim())
-const ROWS = picked ? ALL_ROWS.filter((row) => picked.includes(row)) : ALL_ROWS
+const ROWS = picked
+  ? ALL_ROWS.filter((row) => picked.includes(row) || picked.includes(exampleRowOf(row) ?? ''))
+  : ALL_ROWS
+/** The example row a `@baseline` row repeats with DIR's config. */
+function exampleRowOf(row: RowId): ExampleRow | undefined {
+  return row.endsWith(AT_BASELINE) ? (row.slice(0, -AT_BASELINE.length) as ExampleRow) : undefined
+}
 
 const fixtures = loadFixtures(join(tmpdir(), 'tokengate-latency-fixtures'))
 const servers = new LatencyServers(fixtures)
@@ -190,12 +219,24 @@ try {
     ]),
   ])
   if (values.baseline) await unixSetup(values.baseline, 'baseline', [[BASELINE_ROW, false]])
+  // The lua row and the @baseline rows ask the gateway's decision port over TCP, as the
+  // `(cached)` row does.
+  const { decisionPort } = gateway as typeof gateway & { decisionPort: number }
   if (ROWS.includes(LUA_ROW)) {
-    // Asks the gateway's decision port over TCP, as the `(cached)` row does.
-    const { decisionPort } = gateway as typeof gateway & { decisionPort: number }
     const nginx = await startNginx(upstreamPort, decisionPort, { cpu: SERVER_CPU, lua: true })
     unixNginx.push(nginx)
     unixRows.set(LUA_ROW, { child: nginx.child, url: nginx.guarded })
+  }
+  for (const id of ROWS) {
+    const example = exampleRowOf(id)
+    if (example === undefined || values.baseline === undefined) continue
+    const nginx = await (await baselineStartNginx(values.baseline, EXAMPLE_ROWS[example]))(
+      upstreamPort,
+      decisionPort,
+      { cpu: SERVER_CPU, ...EXAMPLE_ROWS[example] },
+    )
+    unixNginx.push(nginx)
+    unixRows.set(id, { child: nginx.child, url: nginx.guarded })
   }
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 ? [...ROWS].reverse() : ROWS
@@ -264,6 +305,17 @@ try {
     )
     console.log(`\nnginx alone / row, by CPU of all three: ${ratios.join('; ')}`)
   }
+  for (const id of ROWS) {
+    const example = exampleRowOf(id)
+    const [ours, theirs] = example ? [cpu.get(example), cpu.get(id)] : []
+    if (!ours || !theirs) continue
+    // Paired by round, as the decision listener's A/B below.
+    const diffs = ours.nginx.map((x, i) => x - (theirs.nginx[i] ?? Number.NaN))
+    const lower = diffs.filter((d) => d < 0).length
+    console.log(
+      `\nnginx µs/req of ${example}, this tree − ${AT_BASELINE}, paired by round: median ${median(diffs).toFixed(1)} (${diffs.map((d) => d.toFixed(1)).join(', ')}); lower in ${lower} of ${diffs.length} rounds`,
+    )
+  }
   const [mine, base] = [cpu.get('nginx + decision (unix)'), cpu.get(BASELINE_ROW)]
   if (mine && base) {
     // Paired by round (same machine state, order alternating): the A/B's readable figure.
@@ -279,4 +331,23 @@ try {
   await servers.stopAll()
   for (const nginx of unixNginx) nginx.cleanup()
   rmSync(socketDir, { recursive: true, force: true })
+}
+
+/**
+ * DIR's startNginx, which builds DIR's example configs as DIR's bench ran them. A tree whose
+ * startNginx lacks an option would start the wrong example without a word: refused instead.
+ */
+async function baselineStartNginx(
+  dir: string,
+  options: Readonly<Record<string, unknown>>,
+): Promise<typeof startNginx> {
+  const file = resolve(dir, 'bench/servers/nginx.ts')
+  const source = readFileSync(file, 'utf8')
+  for (const option of Object.keys(options)) {
+    if (!source.includes(`readonly ${option}?:`)) {
+      throw new Error(`--baseline: ${file} has no \`${option}\` option (the tree predates it)`)
+    }
+  }
+  const module = (await import(pathToFileURL(file).href)) as typeof import('./servers/nginx.ts')
+  return module.startNginx
 }
