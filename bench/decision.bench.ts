@@ -21,15 +21,15 @@
  * Run: `./node_modules/.bin/node bench/decision.bench.ts` (options: `--duration 3 --runs 2
  * --connections 16`). Needs nginx (Debian: /usr/sbin/nginx) and wrk or autocannon.
  */
-import { type ChildProcess, spawn } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { createInterface } from 'node:readline'
 import { parseArgs } from 'node:util'
 import { commandExists, cpuMicros, loadTool, runLoad } from './load.ts'
+import { CAN_PIN, startReporting } from './processes.ts'
 import { nginxBinary, type RunningNginx, startNginx } from './servers/nginx.ts'
 
 const { values } = parseArgs({
@@ -71,6 +71,7 @@ async function runTokengate(upstream: string): Promise<void> {
   const { startTokengate } = await import('../src/main.ts')
   const { openStore } = await import('../src/stores/open-store.ts')
   const { createTestIssuer } = await import('../test/helpers/jwt.ts')
+  const { UNLIMITED_IN_FLIGHT, UNLIMITED_RATE_LIMITS } = await import('./fixtures.ts')
   const dataDir = mkdtempSync(join(tmpdir(), 'tokengate-bench-decision-'))
   process.on('exit', () => rmSync(dataDir, { recursive: true, force: true }))
   const store = await openStore({ dataDir })
@@ -93,36 +94,20 @@ async function runTokengate(upstream: string): Promise<void> {
     { tenant_id: TENANT, permissions: ['projects:read'] },
     { expiresInSec: 3600 },
   )
-  const unlimited = { max: 1_000_000_000, windowSec: 60 }
   const config = loadConfig({
     env: {},
     overrides: {
       dataDir,
       server: { host: '127.0.0.1', port: 0, plainHttp: true },
       log: { level: 'warn' },
-      rateLimit: { perToken: unlimited, perTenant: unlimited, failedAuth: unlimited },
-      // One token on every connection: lift the gateway's per-token/per-tenant in-flight caps,
-      // as the rate limits above, or the load itself would be answered 429.
-      gateway: { upstream, maxInFlightPerToken: 1_000_000, maxInFlightPerTenant: 1_000_000 },
+      rateLimit: UNLIMITED_RATE_LIMITS,
+      gateway: { upstream, ...UNLIMITED_IN_FLIGHT },
       decision: { host: '127.0.0.1', port: 0, proxy: 'nginx' },
     },
   })
   const running = await startTokengate(config)
   process.once('SIGTERM', () => void running.close().then(() => process.exit(0)))
   report({ gateway: running.url, decision: running.decisionUrl, pat: token, jwt })
-}
-
-function startChild(
-  args: string[],
-): Promise<{ child: ChildProcess; info: Record<string, string> }> {
-  const child = spawn(process.execPath, [import.meta.filename, ...args], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  })
-  return new Promise((resolve, reject) => {
-    const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream })
-    lines.once('line', (line) => resolve({ child, info: JSON.parse(line) }))
-    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}`)))
-  })
 }
 
 interface Case {
@@ -149,14 +134,20 @@ async function main(): Promise<void> {
   }
   const children: ChildProcess[] = []
   const tool = loadTool()
-  const wrkCpu = commandExists('taskset') && cpus().length >= 2 ? cpus().length - 1 : undefined
+  const wrkCpu = CAN_PIN ? cpus().length - 1 : undefined
   let nginx: RunningNginx | undefined
   let cached: RunningNginx | undefined
   try {
-    const upstream = await startChild(['--role', 'upstream'])
+    const upstream = await startReporting(undefined, [import.meta.filename, '--role', 'upstream'])
     children.push(upstream.child)
     const upstreamUrl = `http://127.0.0.1:${upstream.info.port}`
-    const tokengate = await startChild(['--role', 'tokengate', '--upstream', upstreamUrl])
+    const tokengate = await startReporting(undefined, [
+      import.meta.filename,
+      '--role',
+      'tokengate',
+      '--upstream',
+      upstreamUrl,
+    ])
     children.push(tokengate.child)
     const { gateway, decision, pat, jwt } = tokengate.info as Record<string, string>
     const decisionPort = Number(new URL(decision as string).port)

@@ -27,6 +27,21 @@ export const QUOTA_POOL = 1000
 const LIFETIME_SEC = 20 * 3600
 const FORMAT = 4
 
+/**
+ * Limits a bench server lifts: its load is one token (or a few) over every connection, which
+ * the rate limits and the gateway's per-token and per-tenant in-flight caps (fairness
+ * defences) would answer with 429s, measuring the refusal instead of the request.
+ */
+export const UNLIMITED_RATE_LIMITS = {
+  perToken: { max: 1_000_000_000, windowSec: 60 },
+  perTenant: { max: 1_000_000_000, windowSec: 60 },
+  failedAuth: { max: 1_000_000_000, windowSec: 60 },
+}
+export const UNLIMITED_IN_FLIGHT = {
+  maxInFlightPerToken: 1_000_000,
+  maxInFlightPerTenant: 1_000_000,
+}
+
 export const issuerOf = (alg: string) => `https://bench-${alg.toLowerCase()}.test`
 
 /** Everything a server or a load generator needs, as plain JSON. */

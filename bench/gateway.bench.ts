@@ -18,15 +18,15 @@
  * Run: `./node_modules/.bin/node bench/gateway.bench.ts`
  * (options: `--duration 5 --connections 32 --runs 3`).
  */
-import { type ChildProcess, spawn } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { createInterface } from 'node:readline'
 import { parseArgs } from 'node:util'
-import { commandExists, cpuMicros, type LoadResult, loadTool, runLoad } from './load.ts'
+import { cpuMicros, type LoadResult, loadTool, runLoad } from './load.ts'
+import { CAN_PIN, startReporting } from './processes.ts'
 
 const { values } = parseArgs({
   options: {
@@ -134,26 +134,6 @@ function report(message: object): void {
   process.stdout.write(`${JSON.stringify(message)}\n`)
 }
 
-const haveTaskset = cpus().length >= 2 && commandExists('taskset')
-
-/** Starts this file in a child role on `cpu`; resolves with the first JSON line it prints. */
-function startChild(
-  cpu: number,
-  args: string[],
-): Promise<{ child: ChildProcess; info: Record<string, string> }> {
-  const argv = [import.meta.filename, ...args]
-  const child = haveTaskset
-    ? spawn('taskset', ['-c', String(cpu), process.execPath, ...argv], {
-        stdio: ['ignore', 'pipe', 'inherit'],
-      })
-    : spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'inherit'] })
-  return new Promise((resolve, reject) => {
-    const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream })
-    lines.once('line', (line) => resolve({ child, info: JSON.parse(line) }))
-    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}`)))
-  })
-}
-
 interface Target {
   readonly name: string
   readonly url: string
@@ -181,12 +161,12 @@ async function measure(target: Target): Promise<Row> {
     connections: Number(values.connections),
   }
   // Warm-up: JIT, connection pools, the token cache.
-  await runLoad(tool, { ...request, durationSec: 1 }, haveTaskset ? 1 : undefined)
+  await runLoad(tool, { ...request, durationSec: 1 }, CAN_PIN ? 1 : undefined)
   const before = cpuMicros(target.pid)
   const result: LoadResult = await runLoad(
     tool,
     { ...request, durationSec: Number(values.duration) },
-    haveTaskset ? 1 : undefined,
+    CAN_PIN ? 1 : undefined,
   )
   const after = cpuMicros(target.pid)
   // A refusal costs less than a proxied request: a row with any is not a measurement of one.
@@ -207,7 +187,7 @@ async function measure(target: Target): Promise<Row> {
 async function main(): Promise<void> {
   const children: ChildProcess[] = []
   const start = async (cpu: number, args: string[]) => {
-    const started = await startChild(cpu, args)
+    const started = await startReporting(cpu, [import.meta.filename, ...args])
     children.push(started.child)
     return started
   }
@@ -270,7 +250,7 @@ async function main(): Promise<void> {
     console.log(
       `Node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${tool}, ` +
         `${values.duration} s × ${values.connections} connections, best of ${values.runs}, ` +
-        `pinning: ${haveTaskset ? 'server under test CPU 0; load + upstream CPU 1' : 'none'}, ` +
+        `pinning: ${CAN_PIN ? 'server under test CPU 0; load + upstream CPU 1' : 'none'}, ` +
         new Date().toISOString(),
     )
     console.table(

@@ -13,7 +13,13 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
-import { BENCH_TENANT, benchIssuers, loadFixtures, readPatRecords } from './fixtures.ts'
+import {
+  BENCH_TENANT,
+  benchIssuers,
+  loadFixtures,
+  readPatRecords,
+  UNLIMITED_RATE_LIMITS,
+} from './fixtures.ts'
 import { median } from './latency-stats.ts'
 
 const args = process.argv.slice(2)
@@ -51,14 +57,13 @@ async function build(tree: string): Promise<{ app: Injectable; done: () => Promi
   await seed.insertPats(readPatRecords(fixtures))
   for (const issuer of benchIssuers(fixtures)) await seed.putIssuer(issuer, now)
   await seed.close()
-  const unlimited = { max: 1_000_000_000, windowSec: 60 }
   const config = loadConfig({
     env: {},
     overrides: {
       dataDir,
       server: { host: '127.0.0.1', port: 0, plainHttp: true },
       log: { level: 'warn' },
-      rateLimit: { perToken: unlimited, perTenant: unlimited, failedAuth: unlimited },
+      rateLimit: UNLIMITED_RATE_LIMITS,
     },
   })
   const logger = createLogger('warn')

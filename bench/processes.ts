@@ -6,6 +6,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { createServer } from 'node:http'
 import { type AddressInfo, createConnection } from 'node:net'
 import { cpus } from 'node:os'
+import { createInterface } from 'node:readline'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { commandExists } from './load.ts'
 
@@ -61,6 +62,23 @@ export function startNode(
       clearTimeout(timer)
       reject(new Error(`${argv.join(' ')} exited with ${code}`))
     })
+  })
+}
+
+/**
+ * Starts `node argv` (on `cpu`, when given) and resolves with the JSON object of its first
+ * stdout line: what a bench that runs itself as its own servers reports (URLs, tokens).
+ */
+export function startReporting<Info = Record<string, string>>(
+  cpu: number | undefined,
+  argv: string[],
+): Promise<{ child: ChildProcess; info: Info }> {
+  const [command, args] = pinned(cpu, process.execPath, argv)
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'inherit'] })
+  return new Promise((resolve, reject) => {
+    const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream })
+    lines.once('line', (line) => resolve({ child, info: JSON.parse(line) as Info }))
+    child.once('exit', (code) => reject(new Error(`${argv.join(' ')} exited with ${code}`)))
   })
 }
 

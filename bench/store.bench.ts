@@ -15,14 +15,13 @@
  * Run: `./node_modules/.bin/node bench/store.bench.ts`
  * (options: `--duration 5 --connections 32 --pats 1000 --rounds 1`).
  */
-import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { createInterface } from 'node:readline'
 import { parseArgs } from 'node:util'
 import type { Store } from '../src/stores/store.ts'
+import { startReporting, stop } from './processes.ts'
 
 interface AutocannonRequest {
   headers?: Record<string, string>
@@ -109,26 +108,6 @@ async function seed(store: Store, count: number): Promise<string[]> {
   return tokens
 }
 
-/** Starts this file as a tokengate child; resolves with the URL it prints. */
-function startServer(args: string[]): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [import.meta.filename, '--role', 'server', ...args], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  })
-  return new Promise((resolve, reject) => {
-    const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream })
-    lines.once('line', (line) => resolve({ child, url: (JSON.parse(line) as { url: string }).url }))
-    child.once('exit', (code) => reject(new Error(`tokengate exited with ${code}`)))
-  })
-}
-
-function stopServer(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null) return resolve()
-    child.once('exit', () => resolve())
-    child.kill('SIGTERM')
-  })
-}
-
 interface Row {
   readonly store: string
   readonly cache: string
@@ -183,9 +162,16 @@ async function main(): Promise<void> {
             store === 'sqlite'
               ? ['--data-dir', dataDir]
               : ['--data-dir', dataDir, '--database-url', databaseUrl]
-          const server = await startServer([...where, '--ttl', ttl])
+          const server = await startReporting<{ url: string }>(undefined, [
+            import.meta.filename,
+            '--role',
+            'server',
+            ...where,
+            '--ttl',
+            ttl,
+          ])
           try {
-            const result = await load(server.url, tokens[store])
+            const result = await load(server.info.url, tokens[store])
             runs.push({
               store,
               cache,
@@ -196,7 +182,7 @@ async function main(): Promise<void> {
               non2xx: result.non2xx,
             })
           } finally {
-            await stopServer(server.child)
+            await stop(server.child)
           }
         }
       }

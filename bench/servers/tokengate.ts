@@ -20,7 +20,12 @@ import { loadConfig } from '../../src/config/load.ts'
 import { restartWithServedMalloc, serveAsProduction } from '../../src/lib/serving-process.ts'
 import { prepareTokengate, startTokengate } from '../../src/main.ts'
 import { configForWorkers, startWorkerPool } from '../../src/server/workers.ts'
-import { loadFixtures, seedBenchStore } from '../fixtures.ts'
+import {
+  loadFixtures,
+  seedBenchStore,
+  UNLIMITED_IN_FLIGHT,
+  UNLIMITED_RATE_LIMITS,
+} from '../fixtures.ts'
 
 // The process as `tokengate serve` runs it: glibc malloc as bin/tokengate.js sets it (same pid).
 restartWithServedMalloc(process.env)
@@ -38,19 +43,14 @@ const dataDir = mkdtempSync(join(tmpdir(), 'tg-bench-'))
 
 await seedBenchStore(fixtures, dataDir)
 
-const unlimited = { max: 1_000_000_000, windowSec: 60 }
 const config = loadConfig({
   env: {},
   overrides: {
     dataDir,
     server: { host: '127.0.0.1', port: Number(portText), plainHttp: true, workers },
     log: { level: 'warn' },
-    rateLimit: { perToken: unlimited, perTenant: unlimited, failedAuth: unlimited },
-    // One bench PAT over every wrk connection: the per-token and per-tenant in-flight caps
-    // (a fairness defence, like the rate limits above) would answer 429 to the load itself.
-    ...(upstream
-      ? { gateway: { upstream, maxInFlightPerToken: 1_000_000, maxInFlightPerTenant: 1_000_000 } }
-      : {}),
+    rateLimit: UNLIMITED_RATE_LIMITS,
+    ...(upstream ? { gateway: { upstream, ...UNLIMITED_IN_FLIGHT } } : {}),
     ...(decision
       ? {
           decision: {
