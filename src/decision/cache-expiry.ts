@@ -1,7 +1,11 @@
 /**
- * How long a proxy may keep a decision (docs/forward-auth.md "Caching decisions"), stated in
- * `X-Accel-Expires`, which nginx's proxy_cache (and ingress-nginx's auth cache) obeys over its
- * own `proxy_cache_valid`: `@<epoch second>` for an allow it may keep, `0` for any other answer.
+ * How long a proxy may keep a decision (docs/forward-auth.md "Caching decisions"), stated
+ * twice on an allow it may keep: in `X-Accel-Expires`, which nginx's proxy_cache (and
+ * ingress-nginx's auth cache) obeys over its own `proxy_cache_valid`, as `@<epoch second>`
+ * (`0` on any other answer); and, to a proxy that asks for it (`X-Tokengate-Keep: ms`, the Lua
+ * example, which reads the answer itself and keeps to the millisecond), in
+ * `X-Tokengate-Keep-Ms`, the milliseconds from now. Only when asked: every other answer stays
+ * as it was, byte for byte, and pays nothing for it.
  *
  * Why an expiry and not a version in the key: nginx must know the key before it looks the
  * entry up, from request-time variables only, and holds nothing tokengate could bump. So the
@@ -11,10 +15,13 @@
  * commit: the entry ends by then, and the decision that replaces it either has read the change
  * or is kept only until one second after its own, older, read. nginx keeps an entry while its
  * clock's second is <= the stated one, so `@S` with S = floor((readAsOf - margin) / 1000) ends
- * it by readAsOf - margin + 1 s. The bound counts from the commit, not from the time the
+ * it by readAsOf - margin + 1 s; `X-Tokengate-Keep-Ms` states that instant itself, relative
+ * to now, so no two clocks need agree. The bound counts from the commit, not from the time the
  * change log records (stamped inside the transaction, before the commit and its fsync):
  * readAsOf is taken before the read's first query, so what a read missed committed after it.
- * The margin is slack on top (for instance against the two hosts' clocks drifting apart).
+ * The margin is slack on top: against the two hosts' clocks drifting apart for the absolute
+ * second; for the relative ms, the answer's way into the proxy's store (transit, the proxy's
+ * processing), which starts the proxy's count after tokengate's.
  *
  * This holds for what a read applies before it completes (a PAT's and a tenant's cached
  * lookups are dropped then), not for what is applied after it, asynchronously: a stored policy,
@@ -32,6 +39,20 @@
 import type { Answer } from './decide.ts'
 
 export const CACHE_EXPIRY_HEADER = 'x-accel-expires'
+/** Milliseconds from now the answer may be kept, on the answers `@` may be stated for. */
+export const KEEP_MS_HEADER = 'x-tokengate-keep-ms'
+/** A request header: `ms` asks for `X-Tokengate-Keep-Ms` on an answer that may be kept. */
+export const KEEP_ASK_HEADER = 'x-tokengate-keep'
+
+/** What an answer may be kept for, in both forms. */
+export interface KeepTime {
+  /** `X-Accel-Expires`: `@<epoch second>` (kept while the proxy's second is <= it), or `0`. */
+  readonly accelExpires: string
+  /** `X-Tokengate-Keep-Ms` (>= 1), or 0: the answer may not be kept at all. */
+  readonly keepMs: number
+}
+
+const NOT_KEPT: KeepTime = Object.freeze({ accelExpires: '0', keepMs: 0 })
 
 /** Subtracted from the last read's time: see the file comment. */
 export const APPLY_MARGIN_MS = 50
@@ -51,25 +72,30 @@ export interface ChangeFreshness {
   readonly settled?: (() => boolean) | undefined
 }
 
-/** Returns the `X-Accel-Expires` value for an answer. */
+/**
+ * Returns what an answer may be kept for. A stated second always comes with its ms, which end
+ * no earlier (at readAsOf - margin + 1 s, not at the start of that second); the ms come alone
+ * in the part of a second before a read of it, where proxy_cache can keep nothing.
+ */
 export function createCacheExpiry(
   changes: ChangeFreshness,
   now: () => number = Date.now,
-): (answer: Answer) => string {
+): (answer: Answer) => KeepTime {
   let nudgedAt = Number.NEGATIVE_INFINITY
   return (answer) => {
-    if (answer.type !== 'allow') return '0'
+    if (answer.type !== 'allow') return NOT_KEPT
     // A certificate-bound token's allow holds only with its certificate, not in the key.
-    if (answer.withCertificate === true) return '0'
+    if (answer.withCertificate === true) return NOT_KEPT
     const { principal, identity } = answer.outcome
-    if (identity?.['x-auth-token'] !== undefined || principal.limits !== undefined) return '0'
-    if (!KEYED_ON_AUTHORIZATION.has(principal.tokenType)) return '0'
-    if (changes.settled && !changes.settled()) return '0'
+    if (identity?.['x-auth-token'] !== undefined || principal.limits !== undefined) return NOT_KEPT
+    if (!KEYED_ON_AUTHORIZATION.has(principal.tokenType)) return NOT_KEPT
+    if (changes.settled && !changes.settled()) return NOT_KEPT
     const readAsOf = changes.readAsOf()
-    if (readAsOf === undefined) return '0'
+    if (readAsOf === undefined) return NOT_KEPT
     const at = now()
     const second = Math.floor(at / 1000)
     let last = Math.floor((readAsOf - APPLY_MARGIN_MS) / 1000)
+    let until = readAsOf - APPLY_MARGIN_MS + 1000
     // A read made now would make this second's allows keepable: ask for one.
     const helps = at - second * 1000 >= APPLY_MARGIN_MS
     if (last < second && helps && changes.catchUp && at - nudgedAt >= NUDGE_EVERY_MS) {
@@ -79,7 +105,10 @@ export function createCacheExpiry(
     // Never past the credential's own expiry.
     if (principal.expiresAt !== null) {
       last = Math.min(last, Math.floor(principal.expiresAt / 1000) - 1)
+      until = Math.min(until, principal.expiresAt)
     }
-    return last >= second ? `@${last}` : '0'
+    const keepMs = Math.floor(until - at)
+    if (keepMs < 1) return NOT_KEPT
+    return { accelExpires: last >= second ? `@${last}` : '0', keepMs }
   }
 }

@@ -23,7 +23,14 @@ import { sendFailureResponse } from '../http/node-response.ts'
 import { problemResponse } from '../http/problem-response.ts'
 import type { ConnectionBudget } from '../lib/connection-budget.ts'
 import { isPromiseLike } from '../lib/maybe-async.ts'
-import { CACHE_EXPIRY_HEADER, type ChangeFreshness, createCacheExpiry } from './cache-expiry.ts'
+import {
+  CACHE_EXPIRY_HEADER,
+  type ChangeFreshness,
+  createCacheExpiry,
+  KEEP_ASK_HEADER,
+  KEEP_MS_HEADER,
+  type KeepTime,
+} from './cache-expiry.ts'
 import { type Answer, type AskedRequest, createDecider, type Decided } from './decide.ts'
 import { createDiagnostics } from './diagnostics.ts'
 import { clientAddressFrom } from './forwarded-request.ts'
@@ -208,7 +215,8 @@ export async function buildDecisionServer(
         answer.response,
       )
     }
-    // nginx's proxy_cache obeys X-Accel-Expires (cache-expiry.ts); other proxies ignore it.
+    // nginx's proxy_cache obeys X-Accel-Expires, the Lua example X-Tokengate-Keep-Ms, which
+    // it asks for (cache-expiry.ts); other proxies keep nothing.
     const expiry =
       kind !== undefined && PROXY_RULES[kind].problemHeader ? cacheExpiry(answer) : undefined
     writeAnswer(res, answer, requestId, kind, expiry)
@@ -327,7 +335,7 @@ function writeAnswer(
   answer: Answer,
   requestId: string,
   kind: ProxyKind | undefined,
-  expiry: string | undefined,
+  expiry: KeepTime | undefined,
 ): void {
   switch (answer.type) {
     case 'preflight':
@@ -340,7 +348,12 @@ function writeAnswer(
       pushHeaders(headers, answer.upstream)
       headers.push('x-request-id', requestId, 'content-length', '0')
       for (const name of answer.remove) headers.push(ENVOY_REMOVE_HEADER, name)
-      if (expiry !== undefined) headers.push(CACHE_EXPIRY_HEADER, expiry)
+      if (expiry !== undefined) {
+        headers.push(CACHE_EXPIRY_HEADER, expiry.accelExpires)
+        if (expiry.keepMs > 0 && res.req.headers[KEEP_ASK_HEADER] === 'ms') {
+          headers.push(KEEP_MS_HEADER, String(expiry.keepMs))
+        }
+      }
       res.writeHead(200, headers)
       return void res.end()
     }
@@ -350,7 +363,7 @@ function writeAnswer(
         kind !== undefined && PROXY_RULES[kind].problemHeader
           ? {
               [PROBLEM_HEADER]: asciiJson(JSON.stringify(answer.response.body)),
-              ...(expiry === undefined ? {} : { [CACHE_EXPIRY_HEADER]: expiry }),
+              ...(expiry === undefined ? {} : { [CACHE_EXPIRY_HEADER]: expiry.accelExpires }),
             }
           : undefined
       sendFailureResponse(res, answer.response, requestId, extra)

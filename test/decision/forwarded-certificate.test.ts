@@ -109,9 +109,14 @@ describe('the decision listener (nginx) binds a PAT with the forwarded certifica
   test('nginx header: right certificate 200 and never kept by the decision cache; another or none 401', async () => {
     const bearer = { Authorization: `Bearer ${boundPat}` }
     for (let i = 0; i < 5; i++) {
-      const ok = await ask({ ...bearer, 'X-SSL-Client-Cert': escapedPem(mine) })
+      const ok = await ask({
+        ...bearer,
+        'X-SSL-Client-Cert': escapedPem(mine),
+        'X-Tokengate-Keep': 'ms',
+      })
       assert.equal(ok.status, 200, await ok.text())
       assert.equal(ok.headers.get('x-accel-expires'), '0')
+      assert.equal(ok.headers.get('x-tokengate-keep-ms'), null)
     }
     const wrong = await ask({ ...bearer, 'X-SSL-Client-Cert': escapedPem(other) })
     assert.equal(wrong.status, 401)
