@@ -6,7 +6,8 @@
  * /proc/thread-self/schedstat), the whole process ran (all threads), and which of its other
  * threads ran, by name (V8's GC and compiler helpers, the SQLite writer, libuv's pool; CPU ms
  * from 20 ms samples of /proc/self/task/<tid>/schedstat, so that window may start up to 20 ms
- * before the gap); every GC is logged too. Times are CLOCK_MONOTONIC ms (process.hrtime), the same
+ * before the gap; a thread that ended before the gap's end is not named: its counters are gone);
+ * every GC is logged too. Times are CLOCK_MONOTONIC ms (process.hrtime), the same
  * clock in every process, so bench/latency-stalls.ts lines them up with the generator's slow
  * requests. Product code knows nothing of it.
  *
@@ -132,9 +133,14 @@ function start(file: string, thresholdMs: number): void {
   }
   listThreads()
   snapshot()
-  let ticks = 0
+  // By the clock, not every 50th tick: on a loaded machine ticks come late, and a thread
+  // started a second ago would still be missing from the gaps' logs.
+  let listedAt = now()
   const sampler = setInterval(() => {
-    if (++ticks % 50 === 0) listThreads()
+    if (now() - listedAt >= 1000) {
+      listThreads()
+      listedAt = now()
+    }
     snapshot()
   }, 20)
   sampler.unref()

@@ -244,22 +244,45 @@ test('settling waits while a server still works, and gives up at its bound', {
 
 test('the probe names another thread that ran during a gap, and an idle probed process does no major GC', async () => {
   const log = join(dir, 'probe-threads.jsonl')
-  // A worker named 'spinner' spins 150 ms while the main thread is blocked 150 ms; then idle 4 s.
+  // A worker named 'spinner' spins 150 ms of its own CPU while the main thread waits for it;
+  // then idle 4 s. The worker lives on after spinning (a thread that has ended cannot be read,
+  // and on a loaded machine the main thread woke after it had); until then the main thread's
+  // turns take 40 ms (blocked: no garbage), as on a loaded machine, and the probe must still
+  // list the new thread within a second.
   const script = `
     const { Worker } = require('node:worker_threads')
-    const w = new Worker('require("node:worker_threads").parentPort.once("message", () => { const end = Date.now() + 150; while (Date.now() < end); })', { eval: true, name: 'spinner' })
+    const done = new Int32Array(new SharedArrayBuffer(4))
+    const pause = new Int32Array(new SharedArrayBuffer(4))
+    const slow = setInterval(() => Atomics.wait(pause, 0, 0, 40), 1)
+    const w = new Worker(\`
+      const { parentPort, workerData } = require('node:worker_threads')
+      parentPort.on('message', () => {
+        const start = process.threadCpuUsage()
+        for (;;) {
+          const { user, system } = process.threadCpuUsage(start)
+          if (user + system >= 150000) break
+        }
+        Atomics.store(workerData, 0, 1)
+        Atomics.notify(workerData, 0)
+      })\`, { eval: true, name: 'spinner', workerData: done })
     w.on('online', () => setTimeout(() => {
+      clearInterval(slow)
+      console.log(Number(process.hrtime.bigint()) / 1e6)
       w.postMessage('go')
-      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 150)
+      Atomics.wait(done, 0, 0, 10000)
       setTimeout(() => w.terminate(), 4000)
     }, 1100))`
-  await run([`--import=${bench('latency-probe.ts')}`, '-e', script], { TG_STALL_LOG: log })
+  const blockedAt = Number(
+    await run([`--import=${bench('latency-probe.ts')}`, '-e', script], { TG_STALL_LOG: log }),
+  )
   const lines = readFileSync(log, 'utf8')
     .trim()
     .split('\n')
     .map((l) => JSON.parse(l))
-  const blocked = lines.find((l) => 'stall' in l && l.gap >= 140)
-  assert.ok(blocked && blocked.threads.spinner >= 50, JSON.stringify(lines))
+  const blocked = lines.find(
+    (l) => 'stall' in l && l.stall <= blockedAt && blockedAt <= l.stall + l.gap,
+  )
+  assert.ok(blocked && blocked.threads.spinner >= 140, JSON.stringify(lines))
   // The old probe's garbage (strings and maps every 20 ms) made an idle process mark-compact
   // every 1-2 s; only the first second's start-up GCs may be there now.
   const majors = lines.filter((l) => 'gc' in l && l.kind !== 1 && l.gc > blocked.stall)
