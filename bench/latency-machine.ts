@@ -50,7 +50,7 @@ export interface CpuShare {
    * interrupted process's own time too, so also inside `ours` when it was ours.
    */
   readonly softirq: number
-  /** The other processes allowed on the CPU that used the most CPU, most first (≤ 4). */
+  /** The other processes allowed on the CPU that used the most CPU, most first (≤ `top`). */
   readonly busiest: readonly OtherProcess[]
 }
 
@@ -62,8 +62,11 @@ export function markCpu(cpu: number): CpuMark {
   return { at: Date.now(), cpus: PROC ? cpuTimes() : [], ours, rest, cpu }
 }
 
-/** `mark.cpu`'s use since `mark`, split into the bench's pinned processes and the rest. */
-export function shareSince(mark: CpuMark): CpuShare {
+/**
+ * `mark.cpu`'s use since `mark`, split into the bench's pinned processes and the rest, with
+ * the `top` other processes that used the most.
+ */
+export function shareSince(mark: CpuMark, top = 4): CpuShare {
   if (!PROC) {
     const none = Number.NaN
     return { busy: none, ours: none, others: none, steal: none, softirq: none, busiest: [] }
@@ -87,7 +90,7 @@ export function shareSince(mark: CpuMark): CpuShare {
     others: Math.max(0, busy - ours),
     steal: field(1),
     softirq: field(2),
-    busiest: busiest.slice(0, 4),
+    busiest: busiest.slice(0, top),
   }
 }
 
