@@ -20,8 +20,8 @@
  * change log records (stamped inside the transaction, before the commit and its fsync):
  * readAsOf is taken before the read's first query, so what a read missed committed after it.
  * The margin is slack on top: against the two hosts' clocks drifting apart for the absolute
- * second; for the relative ms, the answer's way into the proxy's store (transit, the proxy's
- * processing), which starts the proxy's count after tokengate's.
+ * second; for the relative ms, against a proxy that counts them from when the answer reached
+ * it rather than from when it asked (the Lua example counts from its ask).
  *
  * This holds for what a read applies before it completes (a PAT's and a tenant's cached
  * lookups are dropped then), not for what is applied after it, asynchronously: a stored policy,

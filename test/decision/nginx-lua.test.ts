@@ -5,8 +5,10 @@
  * client keeps calling, identity tokens never kept), and this example's own: the dict's keys
  * and entries hold a digest of the credential and never the credential (read back through a
  * location only this test's config has), the upstream gets only the X-Tenant-Id the entry was
- * decided for, each hit gets a request id of its own, a failed digest fails closed, and every
- * refusal reaches the client byte for byte as through nginx.conf.
+ * decided for, each hit gets a request id of its own, an allow is kept to the millisecond
+ * tokengate states counted from the ask (a steady key is not decided at each second's start,
+ * a slow answer is not kept longer), a failed digest fails closed, and every refusal reaches
+ * the client byte for byte as through nginx.conf.
  */
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
@@ -75,13 +77,30 @@ async function dictEntries(front: ProxyProcess): Promise<[string, string, number
 function inLastMillisecond(config: string): string {
   const init = 'init_by_lua_block {\n'
   const ms = 'local ms = headers["x-tokengate-keep-ms"]'
-  const keep = '            local ttl = keep_for(headers)\n'
+  const keep = '            local ttl = keep_for(headers, asked_at)\n'
   for (const part of [init, ms, keep])
     assert.ok(config.includes(part), 'nginx-lua.conf changed shape')
   return config
     .replace(init, `${init}    ngx.now = function() return ngx.time() + 0.999 end\n`)
     .replace(ms, 'local ms = nil')
     .replace(keep, `${keep}            ngx.header["X-Test-Keep-Until"] = ttl and ngx.now() + ttl\n`)
+}
+
+/**
+ * Every answer of tokengate read 300 ms after it came back (as if nginx were that busy), and
+ * the keep time tokengate stated in a response header only this test has.
+ */
+function slowWayBack(config: string): string {
+  const asked = '        local answer = capture("/_tokengate")\n'
+  const token = '            local token = header(headers, "x-auth-token")\n'
+  for (const part of [asked, token])
+    assert.ok(config.includes(part), 'nginx-lua.conf changed shape')
+  return config
+    .replace(asked, `${asked}        ngx.sleep(0.3)\n`)
+    .replace(
+      token,
+      `${token}            ngx.header["X-Test-Keep-Ms"] = header(headers, "x-tokengate-keep-ms")\n`,
+    )
 }
 
 /** The base64 SHA-256 of an Authorization value, unpadded: the key's first field. */
@@ -283,6 +302,36 @@ describe("nginx Lua decision cache, an older tokengate's second, answered in its
       1,
       'answered from the dict after its second',
     )
+  })
+})
+
+describe('nginx Lua decision cache, an answer slow to come back', {
+  skip: skipReason('nginx-lua'),
+}, () => {
+  const { stack, front } = nginxKeepingDecisions(
+    {},
+    { lua: true, edit: (config) => withDump(slowWayBack(config)) },
+  )
+
+  test('an allow is kept no longer than tokengate stated counted from the ask: a slow way back never lengthens it', async () => {
+    const reader: Header = ['Authorization', `Bearer ${stack.value.readerPat}`]
+    const path = '/api/v1/projects/9'
+    for (let i = 0; i < 200; i++) {
+      const response = await rawRequest(front.value.url, path, [reader])
+      assert.equal(response.status, 200)
+      // Only a decided request has the header; one with little left is not kept at all.
+      const stated = Number(response.headers['x-test-keep-ms'] ?? 0)
+      if (stated < 400) {
+        await sleep(20)
+        continue
+      }
+      const kept = (await dictEntries(front.value)).find(([key]) => key.endsWith(`|GET|${path}`))
+      assert.ok(kept, 'the allow was not kept')
+      // Asked, then 300 ms more before the dict's count starts: at most stated - 300 ms left.
+      assert.ok(kept[2] * 1000 <= stated - 300 + 1, `kept ${kept[2]} s of the ${stated} ms stated`)
+      return
+    }
+    assert.fail('tokengate never stated 400 ms or more')
   })
 })
 
