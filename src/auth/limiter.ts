@@ -7,7 +7,7 @@ import type { Principal } from '../core/principal.ts'
 import { firstConstrainsMore } from '../http/rate-limit-headers.ts'
 import { addressKeyOf } from '../lib/address-key.ts'
 import { fitSlots, KeyedSlots } from '../lib/keyed-slots.ts'
-import { isPromiseLike, type MaybePromise } from '../lib/maybe-async.ts'
+import { isPromiseLike, type MaybePromise, thenMaybe } from '../lib/maybe-async.ts'
 import type { CounterResult, CounterStore } from './counters.ts'
 
 export type RateLimitConfig = Config['rateLimit']
@@ -204,10 +204,7 @@ export function createLimiter(
     if (!failedAuth) return pass
     const at = now()
     if (digest && known.has(digest, at)) return pass
-    // Branches, not `thenMaybe` (here and in `failedAt`): its callback call site is shared by
-    // every caller, so V8 calls `admitted` through it without inlining, on every 401.
-    const counted = failedAuth.check(keyed ? address : addressKeyOf(address), false, at)
-    return isPromiseLike(counted) ? Promise.resolve(counted).then(admitted) : admitted(counted)
+    return thenMaybe(failedAuth.check(keyed ? address : addressKeyOf(address), false, at), admitted)
   }
 
   const failedVerdict = (counted: CounterResult): LimitVerdict => ({
@@ -222,10 +219,10 @@ export function createLimiter(
     if (!failedAuth) return pass
     // A credential that stopped working (revoked, expired) loses its pass at once.
     if (digest) known.forget(digest)
-    const counted = failedAuth.check(keyed ? address : addressKeyOf(address), true, now())
-    return isPromiseLike(counted)
-      ? Promise.resolve(counted).then(failedVerdict)
-      : failedVerdict(counted)
+    return thenMaybe(
+      failedAuth.check(keyed ? address : addressKeyOf(address), true, now()),
+      failedVerdict,
+    )
   }
 
   // Token first, and the tenant counted only when the token is within its limit: one
