@@ -23,13 +23,11 @@
  */
 import type { ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
-import { createServer } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { commandExists, cpuMicros, loadTool, runLoad } from './load.ts'
-import { CAN_PIN, startReporting } from './processes.ts'
+import { CAN_PIN, listenJsonUpstream, report, startReporting } from './processes.ts'
 import { nginxBinary, type RunningNginx, startNginx } from './servers/nginx.ts'
 
 const { values } = parseArgs({
@@ -44,24 +42,10 @@ const { values } = parseArgs({
 
 const PATH = '/api/v1/projects/p1'
 const TENANT = 'acme'
-const BODY = JSON.stringify({ id: 'p1', name: 'Apollo', tags: ['a', 'b', 'c'] })
-
-function report(message: object): void {
-  process.stdout.write(`${JSON.stringify(message)}\n`)
-}
 
 /** Child role: the upstream, a small JSON answer to everything. */
 async function runUpstream(): Promise<void> {
-  const server = createServer((req, res) => {
-    req.resume()
-    req.on('end', () => {
-      res.writeHead(200, { 'content-type': 'application/json' })
-      res.end(BODY)
-    })
-  })
-  server.keepAliveTimeout = 65_000
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  report({ port: (server.address() as AddressInfo).port })
+  report({ port: await listenJsonUpstream() })
 }
 
 /** Child role: tokengate with the gateway and the decision listener, one PAT, one issuer. */

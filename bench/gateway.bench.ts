@@ -20,13 +20,11 @@
  */
 import type { ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
-import { createServer } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { cpuMicros, type LoadResult, loadTool, runLoad } from './load.ts'
-import { CAN_PIN, startReporting } from './processes.ts'
+import { CAN_PIN, listenJsonUpstream, report, startReporting } from './processes.ts'
 
 const { values } = parseArgs({
   options: {
@@ -39,20 +37,9 @@ const { values } = parseArgs({
   },
 })
 
-const BODY = JSON.stringify({ id: 'p1', name: 'Apollo', tags: ['a', 'b', 'c'] })
-
 /** Child role: the upstream, answering every request with a small JSON body. */
 async function runUpstream(): Promise<void> {
-  const server = createServer((req, res) => {
-    req.resume()
-    req.on('end', () => {
-      res.writeHead(200, { 'content-type': 'application/json' })
-      res.end(BODY)
-    })
-  })
-  server.keepAliveTimeout = 65_000
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  report({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` })
+  report({ url: `http://127.0.0.1:${await listenJsonUpstream()}` })
 }
 
 /**
@@ -128,10 +115,6 @@ async function runGateway(upstream: string, https: boolean): Promise<void> {
   const running = await startTokengate(config)
   process.once('SIGTERM', () => void running.close().then(() => process.exit(0)))
   report({ url: running.url, token })
-}
-
-function report(message: object): void {
-  process.stdout.write(`${JSON.stringify(message)}\n`)
 }
 
 interface Target {

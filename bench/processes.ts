@@ -82,6 +82,29 @@ export function startReporting<Info = Record<string, string>>(
   })
 }
 
+/** In the child: `message` as the one JSON line startReporting resolves with. */
+export function report(message: object): void {
+  process.stdout.write(`${JSON.stringify(message)}\n`)
+}
+
+/**
+ * In the child: the upstream of a self-spawning bench, a small JSON body for every request
+ * (its body read first), kept alive; resolves with its port on 127.0.0.1.
+ */
+export async function listenJsonUpstream(): Promise<number> {
+  const body = JSON.stringify({ id: 'p1', name: 'Apollo', tags: ['a', 'b', 'c'] })
+  const server = createServer((req, res) => {
+    req.resume()
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end(body)
+    })
+  })
+  server.keepAliveTimeout = 65_000
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return (server.address() as AddressInfo).port
+}
+
 /** Starts a non-Node program on `cpu` and waits until `port` accepts connections. */
 export async function startListening(
   cpu: number | string | undefined,

@@ -21,7 +21,7 @@ import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import type { Store } from '../src/stores/store.ts'
-import { startReporting, stop } from './processes.ts'
+import { report, startReporting, stop } from './processes.ts'
 
 interface AutocannonRequest {
   headers?: Record<string, string>
@@ -82,7 +82,7 @@ async function runServer(): Promise<void> {
   process.once('SIGTERM', () => {
     void running.close().then(() => process.exit(0))
   })
-  process.stdout.write(`${JSON.stringify({ url: running.url })}\n`)
+  report({ url: running.url })
 }
 
 /** One tenant and `count` PATs; returns their plaintexts. */
