@@ -189,19 +189,18 @@ function summarizeGc(lines: readonly string[]): GcSummary {
   return { allocated, scavenges, markCompacts, pauseMs, maxPauseMs }
 }
 
+/** The upstream both the measured servers and the allocation profile proxy to, on CPU 0. */
+function startUpstream(port: number): Promise<Traced> {
+  return startTraced(0, ['bench/servers/peer.ts', 'upstream', 'RS256', fixtures.dir, `${port}`])
+}
+
 async function measure(name: string): Promise<string> {
   // `gateway@<dir>`: the same server from another checkout, run in its own directory.
   const [kind = name, checkout] = name.split('@')
   const argvOf = SERVERS[kind]
   if (!argvOf) throw new Error(`unknown server ${name}`)
   const [port, upstreamPort] = [await freePort(), await freePort()]
-  const upstream = await startTraced(0, [
-    'bench/servers/peer.ts',
-    'upstream',
-    'RS256',
-    fixtures.dir,
-    `${upstreamPort}`,
-  ])
+  const upstream = await startUpstream(upstreamPort)
   const proxy = await startTraced(
     0,
     ['--trace-gc-nvp', ...EXTRA_FLAGS, ...argvOf(port, `http://127.0.0.1:${upstreamPort}`)],
@@ -244,13 +243,7 @@ async function measure(name: string): Promise<string> {
 /** `--alloc-profile`: the gateway's allocating functions, bytes per request. */
 async function allocationProfile(): Promise<void> {
   const [port, upstreamPort, inspectPort] = [await freePort(), await freePort(), await freePort()]
-  const upstream = await startTraced(0, [
-    'bench/servers/peer.ts',
-    'upstream',
-    'RS256',
-    fixtures.dir,
-    `${upstreamPort}`,
-  ])
+  const upstream = await startUpstream(upstreamPort)
   const proxy = await startTraced(0, [
     `--inspect=127.0.0.1:${inspectPort}`,
     ...EXTRA_FLAGS,
