@@ -7,14 +7,16 @@
  * drift on a shared machine hits all of them alike; the table shows medians and ratios from
  * this run only. See bench/README.md.
  *
- * Usage: npm run bench [-- --quick] [-- --duration 5] [-- --repeats 3]
+ * Usage: npm run bench [-- --quick] [-- --duration 5] [-- --repeats 3] [-- --connections 32]
  *        [-- --cases REGEX] [-- --servers REGEX]  (a focused run: printed, not written)
  *        [-- --baseline DIR]  (an earlier commit's tokengate rows beside this tree's)
+ *        [-- --help]  (an unknown flag stops with this usage)
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { cpus } from 'node:os'
 import { join } from 'node:path'
+import { parseArgs } from 'node:util'
 import { BENCH_TENANT, type BenchAlgorithm, type Fixtures, loadFixtures } from './fixtures.ts'
 import {
   asksSocket,
@@ -35,29 +37,57 @@ import {
   runLoad,
 } from './load.ts'
 
+const USAGE = `Usage: npm run bench [-- --quick] [-- --duration SEC] [-- --repeats N] [-- --connections N]
+       [-- --cases REGEX] [-- --servers REGEX] [-- --baseline DIR] [-- --help]`
 const args = process.argv.slice(2)
-const quick = args.includes('--quick')
-const option = (name: string, fallback: number) => {
-  const at = args.indexOf(`--${name}`)
-  return at === -1 ? fallback : Number(args[at + 1])
+// Strict: a mistyped flag must stop here, not start a full run that holds both cores.
+const values = (() => {
+  try {
+    return parseArgs({
+      args,
+      strict: true,
+      options: {
+        quick: { type: 'boolean' },
+        duration: { type: 'string' },
+        repeats: { type: 'string' },
+        connections: { type: 'string' },
+        cases: { type: 'string' },
+        servers: { type: 'string' },
+        baseline: { type: 'string' },
+        help: { type: 'boolean' },
+      },
+    }).values
+  } catch (error) {
+    console.error(`bench/run.ts: ${(error as Error).message}\n${USAGE}`)
+    process.exit(2)
+  }
+})()
+if (values.help) {
+  console.log(USAGE)
+  process.exit(0)
+}
+const quick = values.quick === true
+const option = (name: 'duration' | 'repeats' | 'connections', fallback: number) => {
+  const given = values[name]
+  if (given === undefined) return fallback
+  const value = Number(given)
+  if (Number.isFinite(value) && value > 0) return value
+  console.error(`bench/run.ts: --${name} must be a positive number, not ${given}\n${USAGE}`)
+  process.exit(2)
 }
 const DURATION_SEC = option('duration', quick ? 1 : 5)
 const REPEATS = option('repeats', quick ? 1 : 3)
 const CONNECTIONS = option('connections', 32)
 const started = Date.now()
-const text = (name: string) => {
-  const at = args.indexOf(`--${name}`)
-  return at === -1 ? undefined : new RegExp(String(args[at + 1]))
-}
+const pattern = (given: string | undefined) => (given === undefined ? undefined : new RegExp(given))
 // A focused run (one change's before/after): only these cases and servers, no crypto ceiling
 // or micro-benchmark, nothing written to bench/results.
-const CASES = text('cases')
-const SERVERS = text('servers')
+const CASES = pattern(values.cases)
+const SERVERS = pattern(values.servers)
 // `--baseline DIR`: a copy of an earlier commit (git archive | tar -x, node_modules linked),
 // whose tokengate and library servers run as extra rows interleaved with this tree's: an
 // A/B of a change in one run.
-const baselineAt = args.indexOf('--baseline')
-const BASELINE = baselineAt === -1 ? undefined : args[baselineAt + 1]
+const BASELINE = values.baseline
 const focused = CASES !== undefined || SERVERS !== undefined
 const QUICK_PEER_CASES = /single|RS256 distinct|garbage|PAT/
 
