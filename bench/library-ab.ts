@@ -34,6 +34,7 @@ import {
   loadFixtures,
   readPatRecords,
   seedBenchStore,
+  UNLIMITED_RATE_LIMITS,
 } from './fixtures.ts'
 import { median } from './latency-stats.ts'
 
@@ -91,15 +92,9 @@ async function library(tree: string, whole: boolean, name: string): Promise<App 
   if (whole) {
     const dataDir = mkdtempSync(join(tmpdir(), 'tg-library-ab-'))
     await seedBenchStore(fixtures, dataDir)
-    const unlimited = { max: 1_000_000_000, windowSec: 60 }
     const product = await index.createTokengate({
       dataDir,
-      rateLimit: {
-        enabled: LIMITS,
-        perToken: unlimited,
-        perTenant: unlimited,
-        failedAuth: unlimited,
-      },
+      rateLimit: { enabled: LIMITS, ...UNLIMITED_RATE_LIMITS },
     })
     gate = product
     done = async () => {

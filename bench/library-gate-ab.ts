@@ -17,7 +17,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { getHeapStatistics } from 'node:v8'
-import { BENCH_TENANT, loadFixtures, seedBenchStore } from './fixtures.ts'
+import { BENCH_TENANT, loadFixtures, seedBenchStore, UNLIMITED_RATE_LIMITS } from './fixtures.ts'
 import { median } from './latency-stats.ts'
 
 const args = process.argv.slice(2)
@@ -49,7 +49,6 @@ const cases: Record<string, { token: string; tenantIds: string[] }> = {
 const CASE = option('case', 'pat')
 const credential = cases[CASE]
 if (credential === undefined) throw new Error(`--case: one of ${Object.keys(cases).join(', ')}`)
-const unlimited = { max: 1_000_000_000, windowSec: 60 }
 interface Checker {
   check(request: object): unknown
   close(): Promise<void>
@@ -64,7 +63,7 @@ for (const tree of trees) {
   gates.push(
     await index.createTokengate({
       dataDir,
-      rateLimit: { perToken: unlimited, perTenant: unlimited, failedAuth: unlimited },
+      rateLimit: UNLIMITED_RATE_LIMITS,
     }),
   )
 }

@@ -35,6 +35,7 @@ import {
   loadFixtures,
   readPatRecords,
   seedBenchStore,
+  UNLIMITED_RATE_LIMITS,
 } from '../fixtures.ts'
 
 // Flags may come before or after the two positional arguments (bench/run.ts appends the port).
@@ -64,12 +65,9 @@ function bareCore(fixtures: Fixtures) {
 async function wholeProduct(fixtures: Fixtures) {
   const dataDir = mkdtempSync(join(tmpdir(), 'tg-bench-library-'))
   await seedBenchStore(fixtures, dataDir)
-  const unlimited = { max: 1_000_000_000, windowSec: 60 }
   const gate = await createTokengate({
     dataDir,
-    rateLimit: process.argv.includes('--no-limits')
-      ? { enabled: false }
-      : { perToken: unlimited, perTenant: unlimited, failedAuth: unlimited },
+    rateLimit: process.argv.includes('--no-limits') ? { enabled: false } : UNLIMITED_RATE_LIMITS,
   })
   return {
     gate,
