@@ -1,10 +1,11 @@
 import type { AuthFailure } from '../core/failure.ts'
 import { bearerChallenge } from './challenge.ts'
-import { PROBLEMS, type ProblemCode, problem } from './problem.ts'
+import type { ProblemCode } from './problem.ts'
 import {
   type FailureResponse,
   problemHeaders,
   problemResponse,
+  problemResponseWithHeaders,
   quotaExhaustedResponse,
   rateLimitedResponse,
 } from './problem-response.ts'
@@ -154,8 +155,7 @@ function unauthorized(
   requestId: string,
 ): FailureResponse {
   const headers = memoised(challengeHeaders, challenge, unauthorizedHeaders)
-  const status = PROBLEMS[code].status
-  return { status, headers, body: problem(status, code, detail, requestId) }
+  return problemResponseWithHeaders(code, detail, requestId, headers)
 }
 
 function unauthorizedHeaders(challenge: string): Readonly<Record<string, string>> {

@@ -35,12 +35,28 @@ export function problemResponse(
   requestId: string,
   options: ProblemOptions = {},
 ): FailureResponse {
-  const status = options.status ?? PROBLEMS[code].status
-  return {
-    status,
-    headers: problemHeaders(options.headers),
-    body: problem(status, code, detail, requestId, options.extra),
-  }
+  return problemResponseWithHeaders(
+    code,
+    detail,
+    requestId,
+    problemHeaders(options.headers),
+    options,
+  )
+}
+
+/**
+ * `problemResponse` with headers `problemHeaders` already made: for headers shared by many
+ * answers (a 401's, made once per challenge), not built again per answer.
+ */
+export function problemResponseWithHeaders(
+  code: ProblemCode,
+  detail: string,
+  requestId: string,
+  headers: Readonly<Record<string, string>>,
+  options?: Omit<ProblemOptions, 'headers'>,
+): FailureResponse {
+  const status = options?.status ?? PROBLEMS[code].status
+  return { status, headers, body: problem(status, code, detail, requestId, options?.extra) }
 }
 
 /** The headers every problem carries, then the kind's own (the one place they are listed). */
