@@ -40,6 +40,7 @@ export const END_TO_END = [
   'test/admin/admin-cli.test.ts',
   'test/decision/decision.test.ts',
   'test/decision/proxies.test.ts',
+  'test/decision/nginx-lua.test.ts',
   'test/gateway/proxy.test.ts',
   'test/gateway/smuggling.test.ts',
   'test/gateway/relay.test.ts',
