@@ -1,13 +1,13 @@
 /**
  * The ceiling of the decision hop (issue #36): what nginx `auth_request` costs with a decision
- * listener that does nothing, written two ways, so the listener's own HTTP layer is measured
- * apart from tokengate's work:
- * - `http`: a node:http server answering every request 200 with a decision's headers;
- * - `net`: a bare `net` server that finds each request's end and writes the same answer (no
- *   parsing, no validation: a floor, not a listener to ship).
+ * listener that does nothing, written two ways (bench/servers/decision-floor.ts: `http`, node:http
+ * answering tokengate's allow bytes, and `net`, a bare socket writing them), so the listener's
+ * own HTTP layer is measured apart from tokengate's work. `npm run bench`'s hops case runs the
+ * same responders as rows beside tokengate's (bench/hop-rows.ts); this script adds their CPU.
  * Both sit behind the shipped example (examples/forward-auth/nginx.conf, keepalive) in front
  * of the bench upstream, over loopback TCP or, as `http-unix` and `net-unix`, over a Unix
- * socket (`server unix:...` in the decision upstream), everything on CPU 0, the load on CPU 1, as `hop-cpu.ts` runs them.
+ * socket (`server unix:...` in the decision upstream), everything on CPU 0, the load on CPU 1,
+ * as `hop-cpu.ts` runs them.
  * Per round and responder: CPU µs per request of the responder (user and system apart),
  * nginx and the upstream at an evenly paced rate, then the same under wrk's saturation and
  * wrk's req/s; nginx alone (its plain listener) once at the end for the ratio.
@@ -17,8 +17,6 @@
  */
 import { execFileSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { createServer } from 'node:http'
-import { createServer as createNetServer, type Server as NetServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -35,62 +33,11 @@ const { values } = parseArgs({
     rate: { type: 'string', default: '2000' },
     duration: { type: 'string', default: '4' },
     rounds: { type: 'string', default: '4' },
-    responder: { type: 'string' },
     kinds: { type: 'string', default: 'http,net' },
-    socket: { type: 'string' },
   },
 })
 
-/** An allow as the decision listener sends it to nginx (the request id varies). */
-const ANSWER = [
-  ['ratelimit-policy', '"default";q=1000000;w=60'],
-  ['ratelimit', '"default";r=999999;t=60'],
-  ['x-auth-tenant', 't1'],
-  ['x-auth-subject', 'ci-bot'],
-  ['x-auth-token-type', 'pat'],
-  ['x-auth-token-id', 'tok_0123456789'],
-  ['x-auth-permissions', 'projects:read'],
-] as const
-
-if (values.responder) respond(values.responder)
-else await measure()
-
-function respond(kind: string): void {
-  let n = 0
-  const socketPath = values.socket
-  const listen = (server: NetServer) => {
-    const ready = () =>
-      console.log(`READY ${socketPath ?? (server.address() as { port: number }).port}`)
-    if (socketPath) server.listen(socketPath, ready)
-    else server.listen(0, '127.0.0.1', ready)
-  }
-  if (kind === 'http') {
-    const headers = ANSWER.flat() as string[]
-    const server = createServer((req, res) => {
-      req.resume()
-      res.writeHead(200, [...headers, 'x-request-id', `r-${n++}`, 'content-length', '0'])
-      res.end()
-    })
-    listen(server)
-    return
-  }
-  const head = `HTTP/1.1 200 OK\r\n${ANSWER.map(([k, v]) => `${k}: ${v}\r\n`).join('')}`
-  const server = createNetServer({ noDelay: true }, (socket) => {
-    let pending = ''
-    socket.setEncoding('latin1')
-    socket.on('error', () => {})
-    socket.on('data', (chunk: string) => {
-      pending += chunk
-      let out = ''
-      for (let end = pending.indexOf('\r\n\r\n'); end !== -1; end = pending.indexOf('\r\n\r\n')) {
-        pending = pending.slice(end + 4)
-        out += `${head}x-request-id: r-${n++}\r\ncontent-length: 0\r\ndate: ${new Date().toUTCString()}\r\n\r\n`
-      }
-      if (out) socket.write(out, 'latin1')
-    })
-  })
-  listen(server)
-}
+await measure()
 
 async function measure(): Promise<void> {
   const RATE = Number(values.rate)
@@ -117,8 +64,11 @@ async function measure(): Promise<void> {
     for (const kind of kinds) {
       const [base = '', transport] = kind.split('-')
       const socket = transport === 'unix' ? join(socketDir, `${base}.sock`) : undefined
-      const args = ['bench/hop-ceiling.ts', '--responder', base]
-      const responder = await startNode(0, socket ? [...args, '--socket', socket] : args)
+      const responder = await startNode(0, [
+        'bench/servers/decision-floor.ts',
+        base,
+        socket ? `unix:${socket}` : '0',
+      ])
       const port = socket ? 9 : Number(/READY (\d+)/.exec(responder.output)?.[1])
       const nginx = await startNginx(upstreamPort, port, { cpu: 0, decisionSocket: socket })
       running.push({ kind, responder, nginx })

@@ -47,8 +47,13 @@ import { LatencyServers, LOAD_CPU, SERVER_CPU, type ServerId } from './latency-s
 import { median } from './latency-stats.ts'
 import { cpuMicros, PRODUCTION_NODE_FLAGS, runLoad } from './load.ts'
 import { freePort, startNode } from './processes.ts'
-import { type RunningNginx, startNginx } from './servers/nginx.ts'
-import { IDENTITY, RATE_LIMIT } from './servers/undici-proxy.ts'
+import {
+  answerSubrequestInNginx,
+  answerSubrequestWithIdentity,
+  editConfig,
+  type RunningNginx,
+  startNginx,
+} from './servers/nginx.ts'
 
 const { values } = parseArgs({
   options: {
@@ -65,47 +70,20 @@ const { values } = parseArgs({
 })
 /** Edits of the cached unix row's nginx config, each a row of its own with --cache-variants. */
 const CACHE_VARIANTS: Record<string, (config: string) => string> = {
-  // The floor of any auth_request: the subrequest answered by nginx itself, no cache, no
-  // tokengate. No cache setting can make a hit cheaper than this.
-  'subrequest floor': (config) =>
-    must(
-      config,
-      /location = \/_tokengate \{[^}]*\}/,
-      'location = /_tokengate { internal; return 200; }',
-    ),
-  // The subrequest floor with the allow's headers still sent: the identity, request id and
-  // RateLimit pair as constants (what the upstream and the caller get from a cached allow).
-  // The most any decision cache inside nginx can reach while the identity is promised.
-  'subrequest floor + identity': (config) => {
-    let edited = CACHE_VARIANTS['subrequest floor']?.(config) ?? config
-    const fields = { ...IDENTITY, 'x-request-id': 'r-1', ...RATE_LIMIT }
-    for (const [header, value] of Object.entries(fields)) {
-      // nginx.conf's variable for the header: x-auth-token-id → $tg_token_id.
-      const name = header.replace(/^x-(auth-)?/, '').replaceAll('-', '_')
-      edited = must(
-        edited,
-        new RegExp(`auth_request_set \\$tg_${name} [^;]*;`),
-        `set $tg_${name} '${value}';`,
-      )
-    }
-    return edited
-  },
+  // The floor of any auth_request and the same sending the allow's headers (servers/nginx.ts).
+  'subrequest floor': answerSubrequestInNginx,
+  'subrequest floor + identity': answerSubrequestWithIdentity,
   // The example's open_file_cache taken out: a hit's cache file opened and closed each time.
-  'no open_file_cache': (config) => must(config, /open_file_cache [^;]*;/, ''),
+  'no open_file_cache': (config) => editConfig(config, /open_file_cache [^;]*;/, ''),
   // One directory for the cache files instead of two levels.
-  'no levels': (config) => must(config, / levels=1:2/, ''),
+  'no levels': (config) => editConfig(config, / levels=1:2/, ''),
   // The credential itself in the key (what the digest replaced): the perl_set's cost.
   'no perl digest': (config) =>
-    must(
+    editConfig(
       config,
       /proxy_cache_key "\$tokengate_credential_digest/,
       'proxy_cache_key "$http_authorization',
     ),
-}
-function must(config: string, pattern: RegExp, replacement: string): string {
-  const edited = config.replace(pattern, replacement)
-  if (edited === config) throw new Error(`nginx.conf: ${pattern} not found`)
-  return edited
 }
 const VARIANTS = values['cache-variants']
   .split(',')

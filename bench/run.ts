@@ -7,6 +7,10 @@
  * drift on a shared machine hits all of them alike; the table shows medians and ratios from
  * this run only. See bench/README.md.
  *
+ * The hops case (bench/hop-rows.ts) prints each target beside its floor from the same run: the
+ * same hop with nothing deciding (`nginx + … floor` rows and `undici proxy + identity headers`);
+ * `--servers` picks them as any other row.
+ *
  * Usage: npm run bench [-- --quick] [-- --duration 5] [-- --repeats 3] [-- --connections 32]
  *        [-- --cases REGEX] [-- --servers REGEX]  (a focused run: printed, not written)
  *        [-- --baseline DIR]  (an earlier commit's tokengate rows beside this tree's)
@@ -19,11 +23,14 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { BENCH_TENANT, type BenchAlgorithm, type Fixtures, loadFixtures } from './fixtures.ts'
 import {
+  askedServer,
   asksSocket,
+  decisionResponders,
   decisionSocketPath,
   hopRatioLines,
-  NGINX_ROWS,
+  isNginxRow,
   nginxRows,
+  removeDecisionSockets,
   startNginxRow,
 } from './hop-rows.ts'
 import { median } from './latency-stats.ts'
@@ -110,10 +117,13 @@ interface Server {
   readonly id: string
   /**
    * Peers with a verifier count for "best peer"; ceilings and tokengate do not. Hops are the
-   * proxies of the hop case (bench/hop-rows.ts), compared with each other only.
+   * proxies of the hop case (bench/hop-rows.ts), compared with each other only. A responder
+   * answers the auth subrequests of a floor row and runs no case itself.
    */
-  readonly role: 'tokengate' | 'ceiling' | 'peer' | 'upstream' | 'hop'
+  readonly role: 'tokengate' | 'ceiling' | 'peer' | 'upstream' | 'hop' | 'responder'
   readonly argv: string[]
+  /** Where it listens instead of its port (a responder on a Unix socket: `unix:<path>`). */
+  readonly listen?: string
   /** taskset CPU list; '0' unless the row is about using more cores. */
   readonly cpus: string
   /** tokengate rows that run only some cases (all but no-auth and gateway otherwise). */
@@ -140,7 +150,7 @@ function defineServers(fixtures: Fixtures): Server[] {
     id: string,
     role: Server['role'],
     argv: string[],
-    more: { cpus?: string; only?: RegExp } = {},
+    more: { cpus?: string; only?: RegExp; listen?: string } = {},
   ) => servers.push({ id, role, argv, cpus: more.cpus ?? '0', port: nextPort++, ...more })
   add('upstream', 'upstream', peerArgv('upstream', 'RS256', fixtures))
   // The Node flag production starts with (bin/tokengate.js, `npm start`): production defaults.
@@ -205,24 +215,20 @@ function defineServers(fixtures: Fixtures): Server[] {
       },
     )
   }
+  // The floor rows' do-nothing decision listeners (bench/servers/decision-floor.ts).
+  for (const { id, argv, listen } of decisionResponders(nginx)) {
+    add(id, 'responder', argv, listen === undefined ? {} : { listen })
+  }
   for (const id of nginx) add(id, 'hop', [])
   return servers
 }
 
 async function startServer(server: Server, servers: readonly Server[]): Promise<void> {
   const upstream = servers.find((s) => s.id === 'upstream') as Server
-  if ((NGINX_ROWS as readonly string[]).includes(server.id)) {
-    const gateway = servers.find((s) => s.id === 'tokengate-gateway')
-    if (asksSocket(server.id)) {
-      if (!servers.some((s) => s.id === 'tokengate-decision-socket' && s.child)) {
-        throw new Error(`${server.id} needs the tokengate-decision-socket row`)
-      }
-      return startNginxRow(server, upstream.port, 0, haveTaskset ? 0 : undefined)
-    }
-    if (!gateway?.decisionPort) throw new Error(`${server.id} needs the tokengate-gateway row`)
-    return startNginxRow(server, upstream.port, gateway.decisionPort, haveTaskset ? 0 : undefined)
+  if (isNginxRow(server.id)) {
+    return startNginxRow(server, servers, upstream.port, haveTaskset ? 0 : undefined)
   }
-  const argv = [...server.argv, String(server.port)]
+  const argv = [...server.argv, server.listen ?? String(server.port)]
   if (server.id === 'tokengate-gateway') argv.push(`http://127.0.0.1:${upstream.port}`)
   // undici-proxy.ts takes the upstream first.
   if (server.id.startsWith('undici proxy')) argv.splice(1, 0, `http://127.0.0.1:${upstream.port}`)
@@ -261,6 +267,7 @@ function stopServers(servers: readonly Server[]): void {
     server.child?.kill('SIGTERM')
     server.cleanup?.()
   }
+  removeDecisionSockets()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -480,7 +487,13 @@ async function main() {
     `load: ${tool}; pinning: ${haveTaskset ? 'taskset (server CPU 0, load CPU 1)' : 'none'}`,
   )
   const fixtures = loadFixtures()
-  const servers = defineServers(fixtures).filter((s) => SERVERS?.test(s.id) ?? true)
+  const defined = defineServers(fixtures)
+  const chosen = defined.filter((s) => SERVERS?.test(s.id) ?? true)
+  // A floor row's responder runs no case: it comes with the rows that ask it.
+  const asked = new Set(chosen.map((s) => askedServer(s.id)))
+  const servers = defined.filter(
+    (s) => chosen.includes(s) || (s.role === 'responder' && asked.has(s.id)),
+  )
   const cases = defineCases(fixtures).filter((c) => CASES?.test(c.id) ?? true)
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.once(signal, () => {

@@ -18,6 +18,7 @@ import {
   withDecisionSocket,
 } from '../../test/decision/harness.ts'
 import { freePort, startListening } from '../processes.ts'
+import { IDENTITY, RATE_LIMIT } from './undici-proxy.ts'
 
 export interface RunningNginx {
   readonly child: ChildProcess
@@ -48,7 +49,7 @@ export async function startNginx(
     readonly lua?: boolean
     readonly keepalive?: boolean
     readonly decisionSocket?: string
-    /** Rewrites the example's config last (bench/hop-cpu.ts --cache-variants: what-ifs). */
+    /** Rewrites the example's config last (hop-cpu.ts's what-ifs, hop-rows.ts's floor row). */
     readonly edit?: (config: string) => string
   } = {},
 ): Promise<RunningNginx> {
@@ -115,6 +116,45 @@ export async function startNginx(
     for (const path of [dir, cacheDir]) if (path) rmSync(path, { recursive: true, force: true })
     throw error
   }
+}
+
+/** `config` with `pattern` replaced; throws when the example no longer has it (a silent no-op edit). */
+export function editConfig(config: string, pattern: RegExp, replacement: string): string {
+  const edited = config.replace(pattern, replacement)
+  if (edited === config) throw new Error(`nginx.conf: ${pattern} not found`)
+  return edited
+}
+
+/**
+ * The floor of any `auth_request`: the subrequest answered by nginx itself (`return 200`), no
+ * decision listener, no cache. No decision cache inside nginx can make an allow cheaper.
+ */
+export function answerSubrequestInNginx(config: string): string {
+  return editConfig(
+    config,
+    /location = \/_tokengate \{[^}]*\}/,
+    'location = /_tokengate { internal; return 200; }',
+  )
+}
+
+/**
+ * The subrequest answered by nginx with the allow's headers still sent: the identity, request
+ * id and RateLimit pair as constants (what the upstream and the caller get from a kept allow).
+ * The most any decision cache inside nginx can reach while the identity is promised.
+ */
+export function answerSubrequestWithIdentity(config: string): string {
+  let edited = answerSubrequestInNginx(config)
+  const fields = { ...IDENTITY, 'x-request-id': 'r-1', ...RATE_LIMIT }
+  for (const [header, value] of Object.entries(fields)) {
+    // nginx.conf's variable for the header: x-auth-token-id → $tg_token_id.
+    const name = header.replace(/^x-(auth-)?/, '').replaceAll('-', '_')
+    edited = editConfig(
+      edited,
+      new RegExp(`auth_request_set \\$tg_${name} [^;]*;`),
+      `set $tg_${name} '${value}';`,
+    )
+  }
+  return edited
 }
 
 /** A new dir on tmpfs (/dev/shm) when the machine has one, else in the temp dir. */
