@@ -99,7 +99,8 @@ async function start(checkout: string, flags: readonly string[]): Promise<Runnin
   // The checkout's own fixtures module makes (or reuses) its fixtures, in its own format.
   const fixturesModule = await import(join(dir, 'bench/fixtures.ts'))
   const fixtures = fixturesModule.loadFixtures(fixturesDir)
-  const argv = [...PRODUCTION_NODE_FLAGS, ...flags, 'bench/servers/tokengate.ts', fixturesDir, '0']
+  // fixtures.dir, not fixturesDir: the generation loaded here, should another run regenerate.
+  const argv = [...PRODUCTION_NODE_FLAGS, ...flags, 'bench/servers/tokengate.ts', fixtures.dir, '0']
   if (GATEWAY) argv.push(upstreamUrl)
   const { child, port } = await startReady(dir, 0, argv)
   return {

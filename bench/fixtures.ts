@@ -2,12 +2,26 @@
  * Benchmark fixtures: one key per algorithm, token pools (single and 10,000 distinct JWTs per
  * algorithm, PATs), and the files servers and wrk read. Signing 10,000 RS256 tokens takes
  * seconds, so fixtures are cached in a directory and reused while their tokens stay valid.
+ *
+ * Benches running at once share that directory, so its files are never rewritten: each
+ * generation is written into its own subdirectory, then published by renaming the index over
+ * the old one. A run keeps reading the generation it loaded, and its servers, handed
+ * `fixtures.dir` (the generation's directory), load exactly that one, whoever regenerates.
  */
 import { Buffer } from 'node:buffer'
 import { createPrivateKey, generateKeyPairSync, type KeyObject, randomBytes } from 'node:crypto'
-import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { basename, join, resolve } from 'node:path'
 import type { IssuerConfig } from '../src/core/issuer.ts'
 import { issuePat } from '../src/core/pat.ts'
 import type { PatRecord } from '../src/core/ports.ts'
@@ -83,19 +97,50 @@ export function fixturesDir(): string {
   return join(tmpdir(), 'tokengate-bench-fixtures')
 }
 
-/** Loads cached fixtures, or generates them (a few seconds, RS256 signing dominates). */
+const INDEX = 'fixtures.json'
+const GENERATION_PREFIX = 'generation-'
+
+/**
+ * Loads cached fixtures, or generates them (a few seconds, RS256 signing dominates). `dir` is
+ * the shared directory, or a generation's own (`fixtures.dir`, what a bench hands its servers):
+ * that one is loaded as is, so that the servers hold the tokens their load generator sends.
+ */
 export function loadFixtures(dir = fixturesDir(), poolSize = POOL_SIZE): Fixtures {
-  const index = join(dir, 'fixtures.json')
+  const root = resolve(dir)
   const nowSec = Math.floor(Date.now() / 1000)
-  if (existsSync(index)) {
-    const cached = JSON.parse(readFileSync(index, 'utf8')) as Fixtures
+  const cached = readIndex(join(root, INDEX))
+  if (cached?.format === FORMAT) {
+    if (cached.dir === root && basename(root).startsWith(GENERATION_PREFIX)) return cached
     const fresh = nowSec - cached.createdSec < LIFETIME_SEC / 2
-    if (cached.format === FORMAT && cached.poolSize === poolSize && fresh) return cached
+    if (cached.poolSize === poolSize && fresh) return cached
   }
-  mkdirSync(dir, { recursive: true })
-  const fixtures = generate(dir, nowSec, poolSize)
-  writeFileSync(index, JSON.stringify(fixtures))
+  mkdirSync(root, { recursive: true })
+  removeExpiredGenerations(root, nowSec)
+  const generation = mkdtempSync(join(root, `${GENERATION_PREFIX}${nowSec}-`))
+  const fixtures = generate(generation, nowSec, poolSize)
+  writeFileSync(join(generation, INDEX), JSON.stringify(fixtures))
+  replaceFile(join(root, INDEX), JSON.stringify(fixtures))
   return fixtures
+}
+
+const readIndex = (file: string) =>
+  existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Fixtures) : undefined
+
+/** Writes `file` whole under a private name, then renames it into place: readers see either. */
+function replaceFile(file: string, text: string): void {
+  const partial = `${file}.${process.pid}-${randomBytes(4).toString('hex')}.partial`
+  writeFileSync(partial, text)
+  renameSync(partial, file)
+}
+
+/** Generations whose tokens have all expired (`generation-<createdSec>-…`): no run can use them. */
+function removeExpiredGenerations(root: string, nowSec: number): void {
+  for (const name of readdirSync(root)) {
+    if (!name.startsWith(GENERATION_PREFIX)) continue
+    const createdSec = Number(name.slice(GENERATION_PREFIX.length).split('-')[0])
+    if (nowSec - createdSec >= LIFETIME_SEC)
+      rmSync(join(root, name), { recursive: true, force: true })
+  }
 }
 
 function keyPair(alg: BenchAlgorithm): { privateKey: KeyObject; publicKey: KeyObject } {
@@ -129,7 +174,6 @@ function generate(dir: string, nowSec: number, poolSize: number): Fixtures {
   const algs = {} as Record<BenchAlgorithm, Fixtures['algs'][BenchAlgorithm]>
   let forbiddenJwt = ''
   for (const alg of BENCH_ALGORITHMS) {
-    rmSync(freshPoolFile(dir, alg), { force: true })
     let signingKey: KeyObject | Uint8Array
     let entry: Omit<Fixtures['algs'][BenchAlgorithm], 'single' | 'poolFile'>
     if (alg === 'HS256') {
@@ -267,18 +311,21 @@ export function freshJwtPool(
   count: number,
 ): string {
   const file = freshPoolFile(fixtures.dir, alg)
-  const have = existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean).length : 0
-  if (have >= count) return file
+  const held = () =>
+    existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean) : []
+  const have = held()
+  if (have.length >= count) return file
   const keyFile = privateKeyFile(fixtures.dir, alg)
   if (!existsSync(keyFile)) {
     throw new Error(`${keyFile} is missing (fixtures from an older bench): remove ${fixtures.dir}`)
   }
   const key = createPrivateKey(readFileSync(keyFile))
-  const lines: string[] = []
-  for (let i = have; i < count; i++) {
+  const lines = [...have]
+  for (let i = have.length; i < count; i++) {
     const claims = benchClaims(alg, fixtures.createdSec, { jti: `${alg}-fresh-${i}` })
     lines.push(signCompact(benchJwtHeader(alg), claims, key))
   }
-  appendFileSync(file, `${lines.join('\n')}\n`)
+  // Replaced, not appended to: a server may be reading it; a run that grew it further since keeps it.
+  if (held().length < count) replaceFile(file, `${lines.join('\n')}\n`)
   return file
 }

@@ -5,7 +5,16 @@
  * records, and the rejection cases fail for the named reason.
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
@@ -13,6 +22,7 @@ import {
   BENCH_ALGORITHMS,
   BENCH_TENANT,
   benchIssuers,
+  type Fixtures,
   freshJwtPool,
   loadFixtures,
   readPatRecords,
@@ -81,4 +91,71 @@ test('the bench starts tokengate with the flags production starts with', async (
   assert.deepEqual(shebang.split(' ').slice(3), PRODUCTION_NODE_FLAGS)
   const start = JSON.parse(readFileSync(new URL('package.json', root), 'utf8')).scripts.start
   assert.ok(start.startsWith(`node ${PRODUCTION_NODE_FLAGS.join(' ')} bin/tokengate.js`), start)
+})
+
+/** Every file a run reads after loading its fixtures, by path, with its text. */
+const filesOf = (loaded: Fixtures) =>
+  Object.fromEntries(
+    [
+      ...BENCH_ALGORITHMS.map((alg) => loaded.algs[alg].poolFile),
+      loaded.patPoolFile,
+      loaded.patQuotaPoolFile,
+      loaded.patRecordsFile,
+    ].map((file) => [file, readFileSync(file, 'utf8')]),
+  )
+
+test('a run that regenerates the shared fixtures leaves another run on the ones it loaded', () => {
+  // Two benches on one machine share the fixtures directory. Run A loads the fixtures and
+  // starts its servers, each of which loads them again from `fixtures.dir`, while wrk and the
+  // servers read the pool and record files. Run B, started when the tokens are past their
+  // half-life, regenerates them: nothing A reads may change under it.
+  const shared = mkdtempSync(join(tmpdir(), 'tg-bench-fixtures-shared-'))
+  try {
+    const a = loadFixtures(shared, 5)
+    const aFiles = filesOf(a)
+    const index = join(shared, 'fixtures.json')
+    const openIndex = openSync(index, 'r')
+    const aIndexText = readFileSync(index, 'utf8')
+    writeFileSync(index, JSON.stringify({ ...JSON.parse(aIndexText), createdSec: 0 }))
+    const agedIndexText = readFileSync(index, 'utf8')
+    const b = loadFixtures(shared, 5)
+    assert.notEqual(b.patSingle, a.patSingle, 'B regenerated')
+    assert.deepEqual(loadFixtures(shared, 5), b, 'later runs take the new ones')
+    assert.deepEqual(filesOf(a), aFiles, "A's files are as A loaded them")
+    assert.deepEqual(loadFixtures(a.dir, 5), a, "A's servers load A's fixtures")
+    // A reader that opened the index before B published its own reads it whole and unchanged:
+    // the index is replaced, never truncated and rewritten under a reader.
+    assert.equal(readFileSync(openIndex, 'utf8'), agedIndexText)
+    closeSync(openIndex)
+  } finally {
+    rmSync(shared, { recursive: true, force: true })
+  }
+})
+
+test('the fresh JWT file grows by replacement: a reader never sees it half-appended', () => {
+  const file = freshJwtPool(fixtures, 'ES256', 2)
+  const opened = openSync(file, 'r')
+  const before = readFileSync(file, 'utf8')
+  assert.equal(lines(freshJwtPool(fixtures, 'ES256', 4)).length, 4)
+  assert.equal(readFileSync(opened, 'utf8'), before)
+  closeSync(opened)
+})
+
+test('a regeneration removes the generations whose tokens have all expired, and no other', () => {
+  const shared = mkdtempSync(join(tmpdir(), 'tg-bench-fixtures-expired-'))
+  try {
+    const live = loadFixtures(shared, 5)
+    const expired = join(shared, 'generation-1000-abcdef')
+    mkdirSync(expired)
+    const index = join(shared, 'fixtures.json')
+    writeFileSync(
+      index,
+      JSON.stringify({ ...JSON.parse(readFileSync(index, 'utf8')), createdSec: 0 }),
+    )
+    loadFixtures(shared, 5)
+    assert.ok(!existsSync(expired))
+    assert.deepEqual(loadFixtures(live.dir, 5), live)
+  } finally {
+    rmSync(shared, { recursive: true, force: true })
+  }
 })
