@@ -276,12 +276,13 @@ export function hopRatioLines(rows: readonly HopRow[]): string[] {
 /**
  * Each target beside its floors from the same run: the target, what the same hop reaches with
  * nothing deciding (the floor, over the same baseline), tokengate's ratio, tokengate's rate over
- * the floor's (per repeat), and whether the target lies at or below the floor at all.
+ * the floor's (per repeat), and whether the target lies at or below the floor at all (by the
+ * medians; in how many repeats).
  */
 export function hopFloorLines(rows: readonly HopRow[]): string[] {
   const of = hopRowOf(rows)
   const lines = [
-    '| hop (PAT, all on CPU 0; medians) | target | tokengate | floor: the same hop doing nothing | floor | tokengate / floor (per repeat) | target ≤ floor |',
+    '| hop (PAT, all on CPU 0; medians) | target | tokengate | floor: the same hop doing nothing | floor | tokengate / floor (per repeat) | target ≤ floor (repeats) |',
     '|---|---:|---:|---|---:|---|:-:|',
   ]
   for (const { label, subject, baseline, target, floors = [] } of RATIOS) {
@@ -294,7 +295,9 @@ export function hopFloorLines(rows: readonly HopRow[]): string[] {
       const floorRatio = floor.rps / b.rps
       const mine = (a.rps / b.rps).toFixed(2)
       const overFloor = `${(a.rps / floor.rps).toFixed(2)} (${perRepeat(a, floor)})`
-      const reachable = target <= floorRatio ? 'yes' : '**no**'
+      // The medians' verdict, and in how many rounds the floor reached the target.
+      const rounds = floor.repeats.filter((rps, i) => target <= rps / (b.repeats[i] ?? Number.NaN))
+      const reachable = `${target <= floorRatio ? 'yes' : '**no**'} (${rounds.length} of ${floor.repeats.length})`
       lines.push(
         `| ${label} | ${target} | ${mine} | ${floorId} | ${floorRatio.toFixed(2)} | ${overFloor} | ${reachable} |`,
       )

@@ -56,12 +56,12 @@ test('the ratio lines stay as readers know them, with the floors as ratios witho
 
 test('each target is printed with the floors that bound it, measured in the same run', () => {
   assert.deepEqual(hopFloorLines(RUN), [
-    '| hop (PAT, all on CPU 0; medians) | target | tokengate | floor: the same hop doing nothing | floor | tokengate / floor (per repeat) | target ≤ floor |',
+    '| hop (PAT, all on CPU 0; medians) | target | tokengate | floor: the same hop doing nothing | floor | tokengate / floor (per repeat) | target ≤ floor (repeats) |',
     '|---|---:|---:|---|---:|---|:-:|',
-    '| gateway PAT / bare undici proxy | 0.85 | 0.72 | undici proxy + identity headers | 0.90 | 0.80 (0.78 0.80 0.82) | yes |',
-    '| nginx + decision (unix) / nginx alone | 0.6 | 0.51 | nginx + node:http decision floor (unix) | 0.53 | 0.96 (0.94 0.96 0.98) | **no** |',
-    '| nginx + decision (unix) / nginx alone | 0.6 | 0.51 | nginx + net decision floor (unix) | 0.58 | 0.88 (0.86 0.88 0.90) | **no** |',
-    '| nginx + decision (lua cached) / nginx alone | 0.9 | 0.83 | nginx + subrequest floor + identity | 0.86 | 0.97 (0.97 0.97 0.97) | **no** |',
+    '| gateway PAT / bare undici proxy | 0.85 | 0.72 | undici proxy + identity headers | 0.90 | 0.80 (0.78 0.80 0.82) | yes (3 of 3) |',
+    '| nginx + decision (unix) / nginx alone | 0.6 | 0.51 | nginx + node:http decision floor (unix) | 0.53 | 0.96 (0.94 0.96 0.98) | **no** (0 of 3) |',
+    '| nginx + decision (unix) / nginx alone | 0.6 | 0.51 | nginx + net decision floor (unix) | 0.58 | 0.88 (0.86 0.88 0.90) | **no** (0 of 3) |',
+    '| nginx + decision (lua cached) / nginx alone | 0.9 | 0.83 | nginx + subrequest floor + identity | 0.86 | 0.97 (0.97 0.97 0.97) | **no** (0 of 3) |',
   ])
 })
 
@@ -90,7 +90,7 @@ test('a target is listed only with its tokengate row, a floor only once measured
       row('nginx + node:http decision floor', 12_400),
     ]).slice(2),
     [
-      '| nginx + decision / nginx alone | 0.6 | 0.45 | nginx + node:http decision floor | 0.62 | 0.73 (0.73) | yes |',
+      '| nginx + decision / nginx alone | 0.6 | 0.45 | nginx + node:http decision floor | 0.62 | 0.73 (0.73) | yes (1 of 1) |',
     ],
   )
 })
@@ -127,4 +127,15 @@ test('only the responders the chosen rows ask are started, the unix ones on a so
   assert.equal(unix?.id, 'decision floor: node:http (unix)')
   assert.match(unix?.listen ?? '', /^unix:\/.*\/decision-floor-node-http-unix\.sock$/)
   removeDecisionSockets()
+})
+
+test('a floor that reaches the target in some rounds only says in how many', () => {
+  const lines = hopFloorLines([
+    row('nginx', 20_000, 20_000, 20_000),
+    row('nginx + decision', 9000, 9000, 9000),
+    row('nginx + node:http decision floor', 11_000, 11_600, 12_400),
+  ])
+  assert.deepEqual(lines.slice(2), [
+    '| nginx + decision / nginx alone | 0.6 | 0.45 | nginx + node:http decision floor | 0.58 | 0.78 (0.82 0.78 0.73) | **no** (1 of 3) |',
+  ])
 })
