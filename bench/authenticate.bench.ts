@@ -12,6 +12,7 @@ import { createJwtVerifier } from '../src/core/jwt.ts'
 import type { PatRecord, Tenant } from '../src/core/ports.ts'
 import type { AuthInput } from '../src/core/raw-headers.ts'
 import { createCachedLookups } from '../src/stores/cached-lookups.ts'
+import { readCli } from './cli.ts'
 import {
   BENCH_ALGORITHMS,
   BENCH_TENANT,
@@ -20,10 +21,13 @@ import {
   readPatRecords,
 } from './fixtures.ts'
 
-const json = process.argv.includes('--json')
-const budgetMs = process.argv.includes('--quick') ? 150 : 1000
-const casesAt = process.argv.indexOf('--cases')
-const only = casesAt === -1 ? undefined : new RegExp(process.argv[casesAt + 1] ?? '')
+const { values } = readCli({
+  script: 'bench/authenticate.bench.ts',
+  options: { json: { type: 'boolean' }, quick: { type: 'boolean' }, cases: { type: 'regex' } },
+})
+const json = values.json
+const budgetMs = values.quick ? 150 : 1000
+const only = values.cases
 const fixtures = loadFixtures()
 
 const pats = new Map<string, PatRecord>(readPatRecords(fixtures).map((r) => [r.tokenHash, r]))

@@ -24,38 +24,30 @@ import { Agent, request as httpRequest } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { createInterface } from 'node:readline'
+import { readCli } from './cli.ts'
 import { fixturesDir } from './fixtures.ts'
 import { median } from './latency-stats.ts'
 import { commandExists, cpuMicros, loadTool, PRODUCTION_NODE_FLAGS, runLoad } from './load.ts'
 
-const args = process.argv.slice(2)
-const option = (name: string, fallback: number) => {
-  const at = args.indexOf(`--${name}`)
-  return at === -1 ? fallback : Number(args[at + 1])
-}
-const checkouts = args.filter(
-  (a, i) =>
-    !a.startsWith('--') && !/^--(duration|repeats|flags-a|flags-b|first)$/.test(args[i - 1] ?? ''),
-)
-if (checkouts.length !== 2) {
-  console.error(
-    'usage: node bench/compare.ts <checkoutA> <checkoutB> [--duration S] [--repeats N] [--gateway] [--flags-a F] [--flags-b F]',
-  )
-  process.exit(2)
-}
-const DURATION = option('duration', 4)
-const GATEWAY = args.includes('--gateway')
-const REPEATS = option('repeats', 3)
-const FIRST = option('first', 0)
-const flagsOf = (name: string) => {
-  const at = args.indexOf(`--${name}`)
-  return at === -1
-    ? []
-    : String(args[at + 1])
-        .split(' ')
-        .filter(Boolean)
-}
-const FLAGS = [flagsOf('flags-a'), flagsOf('flags-b')] as const
+const { values, positionals: checkouts } = readCli({
+  script: 'bench/compare.ts',
+  positionals: ['<checkoutA>', '<checkoutB>'],
+  options: {
+    duration: { type: 'number', value: 'S', default: 4 },
+    repeats: { type: 'number', integer: true, default: 3 },
+    gateway: { type: 'boolean' },
+    'flags-a': { type: 'flags', default: '' },
+    'flags-b': { type: 'flags', default: '' },
+    first: { type: 'number', integer: true, zero: true, default: 0 },
+  },
+})
+const DURATION = values.duration
+const GATEWAY = values.gateway
+const REPEATS = values.repeats
+const FIRST = values.first
+const FLAGS = [values['flags-a'], values['flags-b']].map((flags) =>
+  flags.split(' ').filter(Boolean),
+) as [string[], string[]]
 const pinned = commandExists('taskset')
 
 interface Running {

@@ -10,10 +10,15 @@
 import { Buffer } from 'node:buffer'
 import { decodeBase64url } from '../src/core/jwt-jws.ts'
 import { bindJwk, bindSecret } from '../src/core/jwt-keys.ts'
+import { readCli } from './cli.ts'
 import { BENCH_ALGORITHMS, loadFixtures } from './fixtures.ts'
 
-const json = process.argv.includes('--json')
-const budgetMs = process.argv.includes('--quick') ? 300 : 1000
+const { values } = readCli({
+  script: 'bench/crypto.bench.ts',
+  options: { json: { type: 'boolean' }, quick: { type: 'boolean' } },
+})
+const json = values.json
+const budgetMs = values.quick ? 300 : 1000
 const fixtures = loadFixtures()
 const rates: Record<string, number> = {}
 for (const alg of BENCH_ALGORITHMS) {

@@ -8,6 +8,7 @@
  * --heap-snapshot` writes one of the served process and prints this summary.
  */
 import { readFileSync } from 'node:fs'
+import { readCli } from './cli.ts'
 
 interface Snapshot {
   readonly snapshot: {
@@ -124,7 +125,10 @@ export function printHeapSummary(file: string, top = 25): void {
 }
 
 if (import.meta.main) {
-  const args = process.argv.slice(2)
-  const topAt = args.indexOf('--top')
-  printHeapSummary(args[0] as string, topAt === -1 ? 25 : Number(args[topAt + 1]))
+  const { values, positionals } = readCli({
+    script: 'bench/heap-summary.ts',
+    positionals: ['FILE.heapsnapshot'],
+    options: { top: { type: 'number', integer: true, default: 25 } },
+  })
+  printHeapSummary(positionals[0] as string, values.top)
 }

@@ -13,6 +13,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
+import { readCli } from './cli.ts'
 import {
   BENCH_TENANT,
   benchIssuers,
@@ -22,18 +23,17 @@ import {
 } from './fixtures.ts'
 import { median } from './latency-stats.ts'
 
-const args = process.argv.slice(2)
-const option = (name: string, fallback: number) => {
-  const at = args.indexOf(`--${name}`)
-  return at === -1 ? fallback : Number(args[at + 1])
-}
-const baseline = args[0]
-if (!baseline || baseline.startsWith('--')) {
-  console.error('usage: node bench/inject-ab.ts <baselineDir> [--rounds N] [--requests N]')
-  process.exit(2)
-}
-const ROUNDS = option('rounds', 40)
-const REQUESTS = option('requests', 400)
+const { values, positionals } = readCli({
+  script: 'bench/inject-ab.ts',
+  positionals: ['<baselineDir>'],
+  options: {
+    rounds: { type: 'number', integer: true, default: 40 },
+    requests: { type: 'number', integer: true, default: 400 },
+  },
+})
+const baseline = positionals[0] as string
+const ROUNDS = values.rounds
+const REQUESTS = values.requests
 const fixtures = loadFixtures()
 
 interface Injectable {

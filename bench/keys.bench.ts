@@ -39,16 +39,20 @@ import { createCachedLookups } from '../src/stores/cached-lookups.ts'
 import { openSqliteStore } from '../src/stores/sqlite.ts'
 import { createUsageWriter } from '../src/stores/usage-writer.ts'
 import { createPatUseRecorder } from '../src/stores/write-behind.ts'
+import { readCli } from './cli.ts'
 import { median, percentile } from './latency-stats.ts'
 
-const args = process.argv.slice(2)
-const option = (name: string, fallback: number) => {
-  const at = args.indexOf(`--${name}`)
-  return at === -1 ? fallback : Number(args[at + 1])
-}
-const ROUNDS = option('rounds', 60)
-const REQUESTS = option('requests', 5000)
-const json = args.includes('--json')
+const { values } = readCli({
+  script: 'bench/keys.bench.ts',
+  options: {
+    rounds: { type: 'number', integer: true, default: 60 },
+    requests: { type: 'number', integer: true, default: 5000 },
+    json: { type: 'boolean' },
+  },
+})
+const ROUNDS = values.rounds
+const REQUESTS = values.requests
+const json = values.json
 const TENANT = 'bench'
 const clock = { now: () => Date.now() }
 

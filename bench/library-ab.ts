@@ -28,6 +28,7 @@ import { join, resolve } from 'node:path'
 import { PerformanceObserver } from 'node:perf_hooks'
 import { getHeapStatistics } from 'node:v8'
 import Fastify from 'fastify'
+import { readCli } from './cli.ts'
 import {
   BENCH_TENANT,
   benchIssuers,
@@ -38,18 +39,21 @@ import {
 } from './fixtures.ts'
 import { median } from './latency-stats.ts'
 
-const args = process.argv.slice(2)
-const option = (name: string, fallback: number) => {
-  const at = args.indexOf(`--${name}`)
-  return at === -1 ? fallback : Number(args[at + 1])
-}
-const baselineAt = args.indexOf('--baseline')
-const BASELINE = baselineAt === -1 ? undefined : resolve(String(args[baselineAt + 1]))
-const appsAt = args.indexOf('--apps')
-const APPS = appsAt === -1 ? /./ : new RegExp(String(args[appsAt + 1]))
-const LIMITS = !args.includes('--no-limits')
-const ROUNDS = option('rounds', 40)
-const REQUESTS = option('requests', 400)
+const { values } = readCli({
+  script: 'bench/library-ab.ts',
+  options: {
+    baseline: { type: 'string', value: 'DIR' },
+    rounds: { type: 'number', integer: true, default: 40 },
+    requests: { type: 'number', integer: true, default: 400 },
+    apps: { type: 'regex', default: /./ },
+    'no-limits': { type: 'boolean' },
+  },
+})
+const BASELINE = values.baseline === undefined ? undefined : resolve(values.baseline)
+const APPS = values.apps
+const LIMITS = !values['no-limits']
+const ROUNDS = values.rounds
+const REQUESTS = values.requests
 const gc = (globalThis as { gc?: () => void }).gc
 if (!gc) throw new Error('run with --expose-gc')
 const fixtures = loadFixtures()

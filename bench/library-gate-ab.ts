@@ -17,38 +17,37 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { getHeapStatistics } from 'node:v8'
+import { readCli } from './cli.ts'
 import { BENCH_TENANT, loadFixtures, seedBenchStore, UNLIMITED_RATE_LIMITS } from './fixtures.ts'
 import { median } from './latency-stats.ts'
 
-const args = process.argv.slice(2)
-const option = (name: string, fallback: string) => {
-  const at = args.indexOf(`--${name}`)
-  return at === -1 ? fallback : String(args[at + 1])
-}
-const baseline = args[0]
-if (baseline === undefined || baseline.startsWith('--')) {
-  throw new Error(
-    'usage: bench/library-gate-ab.ts BASELINE_DIR [--rounds N] [--checks N] [--case C]',
-  )
-}
-const ROUNDS = Number(option('rounds', '120'))
-const CHECKS = Number(option('checks', '10000'))
+const { values, positionals } = readCli({
+  script: 'bench/library-gate-ab.ts',
+  positionals: ['BASELINE_DIR'],
+  options: {
+    rounds: { type: 'number', integer: true, default: 120 },
+    checks: { type: 'number', integer: true, default: 10_000 },
+    first: { type: 'choice', choices: ['this', 'baseline'], default: 'this' },
+    case: { type: 'choice', choices: ['pat', 'es256', 'garbage'], default: 'pat' },
+  },
+})
+const baseline = positionals[0] as string
+const ROUNDS = values.rounds
+const CHECKS = values.checks
 const here = resolve(import.meta.dirname, '..')
-const trees =
-  option('first', 'this') === 'this' ? [here, resolve(baseline)] : [resolve(baseline), here]
+const trees = values.first === 'this' ? [here, resolve(baseline)] : [resolve(baseline), here]
 const gc = (globalThis as { gc?: () => void }).gc
 if (!gc) throw new Error('run with --expose-gc')
 
 const fixtures = loadFixtures()
 // The token and X-Tenant-Id of each case, as run.ts sends them.
-const cases: Record<string, { token: string; tenantIds: string[] }> = {
+const cases: Record<typeof values.case, { token: string; tenantIds: string[] }> = {
   pat: { token: fixtures.patSingle, tenantIds: [] },
   es256: { token: fixtures.algs.ES256.single, tenantIds: [BENCH_TENANT] },
   garbage: { token: fixtures.patGarbage, tenantIds: [] },
 }
-const CASE = option('case', 'pat')
+const CASE = values.case
 const credential = cases[CASE]
-if (credential === undefined) throw new Error(`--case: one of ${Object.keys(cases).join(', ')}`)
 interface Checker {
   check(request: object): unknown
   close(): Promise<void>

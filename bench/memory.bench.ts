@@ -71,22 +71,39 @@ import { issuePat } from '../src/core/pat.ts'
 import type { JwtVerifier, PatRecord } from '../src/core/ports.ts'
 import { createCachedLookups } from '../src/stores/cached-lookups.ts'
 import { openSqliteStore, type SqliteStore } from '../src/stores/sqlite.ts'
+import { exitWithUsage, readCli } from './cli.ts'
 import { printHeapSummary } from './heap-summary.ts'
 import { median } from './latency-stats.ts'
 
-const args = process.argv.slice(2)
-const option = (name: string, fallback: number) => {
-  const at = args.indexOf(`--${name}`)
-  return at === -1 ? fallback : Number(args[at + 1])
-}
-const TOTAL = option('pats', 1_000_000)
-const ONLY_SERVE = args.includes('--serve-only')
-const WARM = option('warm', 100_000)
+const cli = {
+  script: 'bench/memory.bench.ts',
+  options: {
+    pats: { type: 'number', integer: true, default: 1_000_000 },
+    warm: { type: 'number', integer: true, default: 100_000 },
+    'node-flags': { type: 'flags', default: '' },
+    'serve-only': { type: 'boolean' },
+    'data-dir': { type: 'string', value: 'DIR' },
+    'heap-stats': { type: 'boolean' },
+    'heap-sampling': { type: 'boolean' },
+    'heap-snapshot': { type: 'boolean' },
+    store: { type: 'choice', choices: ['sqlite', 'postgres'], default: 'sqlite' },
+    runs: { type: 'number', integer: true, default: 1 },
+    env: { type: 'strings', value: 'NAME=VALUE' },
+    // One in-process start, in a child process of this script (the phases below).
+    'warm-phase': { type: 'string', value: 'DB' },
+    'warm-tokens': { type: 'string', value: 'FILE' },
+    'warm-label': { type: 'string', value: 'TEXT' },
+  },
+  internal: ['warm-phase', 'warm-tokens', 'warm-label'],
+} as const
+const { values } = readCli(cli)
+const TOTAL = values.pats
+const ONLY_SERVE = values['serve-only']
+const WARM = values.warm
 /** `--runs N`: measured served starts, each on a fresh copy of the store (the hits check once). */
-const RUNS = option('runs', 1)
+const RUNS = values.runs
 /** `--store postgres`: serve on Postgres + Redis (`postgresBackend`); SQLite by default. */
-const STORE = args.includes('--store') ? String(args[args.indexOf('--store') + 1]) : 'sqlite'
-if (STORE !== 'sqlite' && STORE !== 'postgres') throw new Error('--store sqlite|postgres')
+const STORE = values.store
 const SAMPLE = 1000
 const TENANT = 'mem-tenant'
 const mb = (bytes: number) => Math.round(bytes / 1024 / 1024)
@@ -103,20 +120,18 @@ const SHEBANG_FLAGS = (
     readFileSync(new URL('../bin/tokengate.js', import.meta.url), 'utf8').split('\n')[0] ?? '',
   )?.[1] ?? ''
 ).trim()
-const EXTRA_NODE_FLAGS = args.includes('--node-flags')
-  ? String(args[args.indexOf('--node-flags') + 1])
-  : ''
-const HEAP_SNAPSHOT = args.includes('--heap-snapshot')
-const HEAP_STATS = args.includes('--heap-stats')
+const EXTRA_NODE_FLAGS = values['node-flags']
+const HEAP_SNAPSHOT = values['heap-snapshot']
+const HEAP_STATS = values['heap-stats']
 /** With `--heap-stats`: a sampling heap profile of the main thread over the second pass. */
-const HEAP_SAMPLING = HEAP_STATS && args.includes('--heap-sampling')
+const HEAP_SAMPLING = HEAP_STATS && values['heap-sampling']
 /** `--env NAME=VALUE` (repeatable): set in the served process's environment, to try one. */
 const EXTRA_ENV = Object.fromEntries(
-  args.flatMap((arg, i) =>
-    args[i - 1] === '--env'
-      ? [[arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)]]
-      : [],
-  ),
+  values.env.map((setting) => {
+    const equals = setting.indexOf('=')
+    if (equals < 1) exitWithUsage(cli, `--env takes NAME=VALUE, not '${setting}'`)
+    return [setting.slice(0, equals), setting.slice(equals + 1)]
+  }),
 )
 const PRODUCTION_NODE_FLAGS = (EXTRA_NODE_FLAGS || SHEBANG_FLAGS).split(' ').filter(Boolean)
 
@@ -875,13 +890,12 @@ function installedLayout(dir: string): string {
   return join(dir, 'bin', 'tokengate.js')
 }
 
-const phase = args.indexOf('--warm-phase')
-if (phase !== -1) {
-  await warmPhase(args[phase + 1] as string, args[phase + 2] as string, args[phase + 3] as string)
+if (values['warm-phase'] !== undefined) {
+  await warmPhase(values['warm-phase'], String(values['warm-tokens']), String(values['warm-label']))
   process.exit(0)
 }
 
-const keptDir = args.includes('--data-dir') ? String(args[args.indexOf('--data-dir') + 1]) : ''
+const keptDir = values['data-dir'] ?? ''
 const dir = keptDir || mkdtempSync(join(tmpdir(), 'tg-mem-'))
 const tokenFile = join(dir, 'warm.txt')
 const seedFile = join(dir, 'seeded.db')
@@ -919,7 +933,9 @@ try {
         String(WARM),
         '--warm-phase',
         join(dir, 'tokengate.db'),
+        '--warm-tokens',
         tokenFile,
+        '--warm-label',
         label,
       ],
       { encoding: 'utf8', env: { ...process.env, NODE_COMPILE_CACHE: compileCache } },

@@ -23,22 +23,31 @@ import type { ChildProcess } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { exitWithUsage, readCli } from './cli.ts'
 import { BENCH_TENANT, loadFixtures } from './fixtures.ts'
 import { runLatency } from './latency-load.ts'
 import { cpuMicros, type LoadRequest, PRODUCTION_NODE_FLAGS, runLoad } from './load.ts'
 import { startNode } from './processes.ts'
 
-const [serverKind = 'tokengate', caseKind = 'pat', ...rest] = process.argv.slice(2)
-const option = (name: string, fallback: number) => {
-  const at = rest.indexOf(`--${name}`)
-  return at === -1 ? fallback : Number(rest[at + 1])
-}
-const DURATION = option('duration', 5)
-const TOP = option('top', 30)
-const INTERVAL_US = option('interval', 1000)
-const RATE = option('rate', 0)
-const againstAt = rest.indexOf('--against')
-const against = againstAt === -1 ? undefined : rest[againstAt + 1]
+const cli = {
+  script: 'bench/profile.ts',
+  positionals: ['[server (tokengate)]', '[case (pat)]'],
+  options: {
+    duration: { type: 'number', value: 'S', default: 5 },
+    top: { type: 'number', integer: true, default: 30 },
+    interval: { type: 'number', integer: true, value: 'US', default: 1000 },
+    keep: { type: 'boolean' },
+    against: { type: 'string', value: 'CASE' },
+    rate: { type: 'number', zero: true, value: 'R', default: 0 },
+  },
+} as const
+const { values, positionals } = readCli(cli)
+const [serverKind = 'tokengate', caseKind = 'pat'] = positionals
+const DURATION = values.duration
+const TOP = values.top
+const INTERVAL_US = values.interval
+const RATE = values.rate
+const against = values.against
 const fixtures = loadFixtures()
 
 // Each server's argv (after `node`): its port and, for proxies, the upstream's URL.
@@ -129,11 +138,11 @@ const valid = (c: string | undefined) =>
   PROXIES.has(serverKind) === (c === 'proxy') &&
   (serverKind === 'decision') === (c === 'decision-pat')
 if (!argvOf || !request || !valid(caseKind) || (against !== undefined && !valid(against))) {
-  console.error(
+  exitWithUsage(
+    cli,
     `servers: ${Object.keys(servers).join(' ')}; cases: ${Object.keys(cases).join(' ')} ` +
-      `(proxy: for ${[...PROXIES].join(' and ')} only)`,
+      `(proxy: for ${[...PROXIES].join(' and ')} only, decision-pat for decision only)`,
   )
-  process.exit(2)
 }
 
 interface Profiled {
@@ -255,7 +264,7 @@ function shortFile(url: string): string {
   return url.replace(/^file:\/\//, '')
 }
 
-const keep = rest.includes('--keep')
+const keep = values.keep
 const main = await profileOnce(argvOf, request, keep ? `${serverKind}-${caseKind}` : undefined)
 const headline = (kind: string, p: Profiled) =>
   `${serverKind} · ${kind}: ${Math.round(p.rps)} req/s (${p.non2xx} not 2xx), ` +

@@ -17,10 +17,13 @@ import { join } from 'node:path'
 import { loadConfig } from '../src/config/load.ts'
 import { startTokengate } from '../src/main.ts'
 import { openStore } from '../src/stores/open-store.ts'
+import { readCli } from './cli.ts'
 import { median } from './latency-stats.ts'
 
-const at = process.argv.indexOf('--repeats')
-const REPEATS = at === -1 ? 5 : Number(process.argv[at + 1])
+const REPEATS = readCli({
+  script: 'bench/startup.bench.ts',
+  options: { repeats: { type: 'number', integer: true, default: 5 } },
+}).values.repeats
 
 async function waitForHealth(url: string, deadline: number): Promise<void> {
   for (;;) {
