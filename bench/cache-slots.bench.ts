@@ -15,21 +15,24 @@
  */
 import { execFileSync } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
-import { parseArgs } from 'node:util'
 import type { PatRecord } from '../src/core/ports.ts'
 import type { CacheSlots } from '../src/stores/lookup-cache-rules.ts'
 import { Interner, PackedSlots, PatColumns } from '../src/stores/packed-lookup-slots.ts'
+import { readCli } from './cli.ts'
 import { median } from './latency-stats.ts'
 import { PRODUCTION_NODE_FLAGS } from './load.ts'
 
-const { values } = parseArgs({
+const { values } = readCli({
+  script: 'bench/cache-slots.bench.ts',
   options: {
-    entries: { type: 'string', default: '100000' },
-    runs: { type: 'string', default: '3' },
+    entries: { type: 'number', integer: true, default: 100_000 },
+    runs: { type: 'number', integer: true, default: 3 },
+    // The one variant a child process of this script measures.
     variant: { type: 'string' },
   },
+  internal: ['variant'],
 })
-const ENTRIES = Number(values.entries)
+const ENTRIES = values.entries
 const gc = (globalThis as { gc?: () => void }).gc
 
 /** The simplest bounded LRU a `Map` gives: what the packed layout is measured against. */
@@ -164,7 +167,7 @@ if (values.variant) {
     `${ENTRIES} cached PATs, each variant in a fresh process (node --expose-gc ${PRODUCTION_NODE_FLAGS.join(' ')}); deltas after a full GC`,
   )
   console.log('variant  heap used  ArrayBuffers  heap+AB   bytes/key   RSS     hit (incl. hex key)')
-  for (let run = 1; run <= Number(values.runs); run++) {
+  for (let run = 1; run <= values.runs; run++) {
     for (const variant of ['packed', 'map']) {
       const m = JSON.parse(
         execFileSync(

@@ -82,8 +82,10 @@ function placeholder(flag: Flag): string {
       return ' REGEX'
     case 'flags':
       return " 'FLAGS'"
+    case 'strings':
+      return ` ${flag.value ?? 'VALUE'}...`
     default:
-      return ` ${flag.value ?? 'VALUE'}${flag.type === 'strings' ? '...' : ''}`
+      return ` ${flag.value ?? 'VALUE'}${flag.default ? ` (${flag.default})` : ''}`
   }
 }
 

@@ -32,7 +32,6 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { DatabaseSync, type SQLInputValue, type StatementSync } from 'node:sqlite'
 import { pathToFileURL } from 'node:url'
-import { parseArgs } from 'node:util'
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads'
 import pg from 'pg'
 import type { PatRecord } from '../src/core/ports.ts'
@@ -42,17 +41,19 @@ import type { SqlStore } from '../src/stores/sql/sql-store.ts'
 import { openSqliteStore } from '../src/stores/sqlite.ts'
 import type { Store, StoredAuditEvent } from '../src/stores/store.ts'
 import { skipReason, startPostgres } from '../test/helpers/services.ts'
+import { readCli } from './cli.ts'
 import { median } from './latency-stats.ts'
 
 // biome-ignore lint/suspicious/noExplicitAny: Kysely is loaded at run time from a scratch directory, without its types
 type Loose = any
 
-const { values } = parseArgs({
+const { values } = readCli({
+  script: 'bench/dialect-vs-kysely.bench.ts',
   options: {
-    kysely: { type: 'string', default: '/tmp/kysely-bench' },
-    rounds: { type: 'string', default: '15' },
-    ops: { type: 'string', default: '2000' },
-    store: { type: 'string', default: 'both' },
+    kysely: { type: 'string', value: 'DIR', default: '/tmp/kysely-bench' },
+    rounds: { type: 'number', integer: true, default: 15 },
+    ops: { type: 'number', integer: true, default: 2000 },
+    store: { type: 'choice', choices: ['both', 'sqlite', 'postgres'], default: 'both' },
   },
 })
 
@@ -518,8 +519,8 @@ else if (!existsSync(kyselyEntry)) {
   )
 } else {
   const K = await import(pathToFileURL(kyselyEntry).href)
-  const rounds = Number(values.rounds)
-  const ops = Number(values.ops)
+  const rounds = values.rounds
+  const ops = values.ops
   console.log(
     `node ${process.version}; rounds ${rounds}; getPat ${ops} calls per round and variant`,
   )

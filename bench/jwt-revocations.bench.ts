@@ -9,7 +9,6 @@
  *
  * Run: `./node_modules/.bin/node bench/jwt-revocations.bench.ts [--rounds 40] [--ops 200000]`
  */
-import { parseArgs } from 'node:util'
 import { createMaybeSyncAuthenticator } from '../src/core/authenticate.ts'
 import { createJwtVerifier } from '../src/core/jwt.ts'
 import { type JwtRevocationKind, JwtRevocationSet } from '../src/core/jwt-revocations.ts'
@@ -17,16 +16,18 @@ import type { Tenant } from '../src/core/ports.ts'
 import type { AuthInput } from '../src/core/raw-headers.ts'
 import { createCachedLookups } from '../src/stores/cached-lookups.ts'
 import { createTestIssuer } from '../test/helpers/jwt.ts'
+import { readCli } from './cli.ts'
 import { median, percentile } from './latency-stats.ts'
 
-const { values } = parseArgs({
+const { values } = readCli({
+  script: 'bench/jwt-revocations.bench.ts',
   options: {
-    rounds: { type: 'string', default: '40' },
-    ops: { type: 'string', default: '200000' },
+    rounds: { type: 'number', integer: true, default: 40 },
+    ops: { type: 'number', integer: true, default: 200_000 },
   },
 })
-const ROUNDS = Number(values.rounds)
-const OPS = Number(values.ops)
+const ROUNDS = values.rounds
+const OPS = values.ops
 const RULES = 100_000
 
 const issuer = createTestIssuer({ alg: 'ES256' })

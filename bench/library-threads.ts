@@ -19,26 +19,27 @@
  * [--connections 32] [--servers library,createTokengate,naive] [--path /api/v1/me]`
  */
 import { readdirSync, readFileSync } from 'node:fs'
-import { parseArgs } from 'node:util'
+import { readCli } from './cli.ts'
 import { loadFixtures } from './fixtures.ts'
 import { median } from './latency-stats.ts'
 import { runLoad } from './load.ts'
 import { freePort, type Started, startNode, stop } from './processes.ts'
 
-const { values } = parseArgs({
+const { values } = readCli({
+  script: 'bench/library-threads.ts',
   options: {
-    rounds: { type: 'string', default: '5' },
-    duration: { type: 'string', default: '5' },
-    warmup: { type: 'string', default: '2' },
-    connections: { type: 'string', default: '32' },
-    servers: { type: 'string', default: 'library,createTokengate,naive' },
-    path: { type: 'string', default: '/api/v1/me' },
+    rounds: { type: 'number', integer: true, default: 5 },
+    duration: { type: 'number', value: 'S', default: 5 },
+    warmup: { type: 'number', value: 'S', default: 2 },
+    connections: { type: 'number', integer: true, default: 32 },
+    servers: { type: 'string', value: 'A,B', default: 'library,createTokengate,naive' },
+    path: { type: 'string', value: 'PATH', default: '/api/v1/me' },
   },
 })
-const ROUNDS = Number(values.rounds)
-const DURATION = Number(values.duration)
-const WARMUP = Number(values.warmup)
-const CONNECTIONS = Number(values.connections)
+const ROUNDS = values.rounds
+const DURATION = values.duration
+const WARMUP = values.warmup
+const CONNECTIONS = values.connections
 const SERVER_CPU = 0
 const fixtures = loadFixtures()
 const HEADERS = { authorization: `Bearer ${fixtures.patSingle}` }

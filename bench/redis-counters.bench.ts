@@ -15,24 +15,25 @@
  * [--no-autopipe]`
  */
 
-import { parseArgs } from 'node:util'
 import { GCProfiler } from 'node:v8'
 import type { CounterResult, Counters } from '../src/auth/counters.ts'
 import { connectRedis, type RedisClient } from '../src/auth/redis-client.ts'
 import { RedisCounters } from '../src/auth/redis-counters.ts'
 import { startRedis } from '../test/helpers/services.ts'
+import { readCli } from './cli.ts'
 import { median } from './latency-stats.ts'
 
-const { values } = parseArgs({
+const { values } = readCli({
+  script: 'bench/redis-counters.bench.ts',
   options: {
-    rounds: { type: 'string', default: '6' },
-    requests: { type: 'string', default: '20000' },
-    'no-autopipe': { type: 'boolean', default: false },
-    baseline: { type: 'string' },
+    baseline: { type: 'string', value: 'TREE' },
+    rounds: { type: 'number', integer: true, default: 6 },
+    requests: { type: 'number', integer: true, default: 20_000 },
+    'no-autopipe': { type: 'boolean' },
   },
 })
-const ROUNDS = Number(values.rounds)
-const REQUESTS = Number(values.requests)
+const ROUNDS = values.rounds
+const REQUESTS = values.requests
 const IN_FLIGHT = 32
 const log = { warn: () => {}, info: () => {} }
 
