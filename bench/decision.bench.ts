@@ -25,19 +25,22 @@ import type { ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
+import { readCli } from './cli.ts'
 import { commandExists, cpuMicros, loadTool, runLoad } from './load.ts'
 import { CAN_PIN, listenJsonUpstream, report, startReporting } from './processes.ts'
 import { nginxBinary, type RunningNginx, startNginx } from './servers/nginx.ts'
 
-const { values } = parseArgs({
+const { values } = readCli({
+  script: 'bench/decision.bench.ts',
   options: {
     role: { type: 'string' },
     upstream: { type: 'string' },
-    duration: { type: 'string', default: '3' },
-    runs: { type: 'string', default: '2' },
-    connections: { type: 'string', default: '16' },
+    duration: { type: 'number', value: 'S', default: 3 },
+    runs: { type: 'number', integer: true, default: 2 },
+    connections: { type: 'number', integer: true, default: 16 },
   },
+  // This script's own child processes: left out of the usage.
+  internal: ['role', 'upstream'],
 })
 
 const PATH = '/api/v1/projects/p1'
@@ -183,14 +186,14 @@ async function main(): Promise<void> {
     ]
     const nginxPids = { plain: nginx.child.pid, cached: cached.child.pid }
     const best = new Map<string, Measured>()
-    const runs = Number(values.runs)
+    const runs = values.runs
     for (let round = 0; round < runs; round++) {
       for (const benchCase of cases) {
         const request = {
           url: benchCase.url,
           path: PATH,
           headers: benchCase.headers,
-          connections: Number(values.connections),
+          connections: values.connections,
         }
         if (round === 0) await runLoad(tool, { ...request, durationSec: 1 }, wrkCpu)
         const pids = {
@@ -201,11 +204,7 @@ async function main(): Promise<void> {
         const before = Object.fromEntries(
           Object.entries(pids).map(([name, pid]) => [name, cpuMicros(pid)]),
         )
-        const result = await runLoad(
-          tool,
-          { ...request, durationSec: Number(values.duration) },
-          wrkCpu,
-        )
+        const result = await runLoad(tool, { ...request, durationSec: values.duration }, wrkCpu)
         const cpu = Object.fromEntries(
           Object.entries(pids).map(([name, pid]) => {
             const start = before[name]

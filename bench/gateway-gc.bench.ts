@@ -34,31 +34,32 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { parseArgs } from 'node:util'
+import { readCli } from './cli.ts'
 import { loadFixtures } from './fixtures.ts'
 import { inspectPort as connectInspector } from './inspector-session.ts'
 import { percentile } from './latency-stats.ts'
 import { cpuMicros, PRODUCTION_NODE_FLAGS, runLoad } from './load.ts'
 import { freePort, pinned, stop } from './processes.ts'
 
-const { values } = parseArgs({
+const { values } = readCli({
+  script: 'bench/gateway-gc.bench.ts',
   options: {
-    rate: { type: 'string', default: '3000' },
-    duration: { type: 'string', default: '6' },
-    warmup: { type: 'string', default: '2' },
-    rounds: { type: 'string', default: '3' },
-    servers: { type: 'string', default: 'gateway,undici-proxy' },
-    'node-flags': { type: 'string', default: '' },
-    'alloc-profile': { type: 'boolean', default: false },
-    depth: { type: 'string', default: '1' },
-    top: { type: 'string', default: '40' },
+    rate: { type: 'number', value: 'R', default: 3000 },
+    duration: { type: 'number', value: 'S', default: 6 },
+    warmup: { type: 'number', zero: true, value: 'S', default: 2 },
+    rounds: { type: 'number', integer: true, default: 3 },
+    servers: { type: 'string', value: 'A,B', default: 'gateway,undici-proxy' },
+    'node-flags': { type: 'flags', default: '' },
+    'alloc-profile': { type: 'boolean' },
+    depth: { type: 'number', integer: true, default: 1 },
+    top: { type: 'number', integer: true, default: 40 },
   },
 })
-const RATE = Number(values.rate)
-const DURATION = Number(values.duration)
-const WARMUP = Number(values.warmup)
-const DEPTH = Number(values.depth)
-const EXTRA_FLAGS = (values['node-flags'] ?? '').split(' ').filter(Boolean)
+const RATE = values.rate
+const DURATION = values.duration
+const WARMUP = values.warmup
+const DEPTH = values.depth
+const EXTRA_FLAGS = values['node-flags'].split(' ').filter(Boolean)
 const fixtures = loadFixtures()
 const PATH = '/api/v1/projects/p1'
 const HEADERS = { authorization: `Bearer ${fixtures.patSingle}` }
@@ -281,9 +282,7 @@ async function allocationProfile(): Promise<void> {
     console.log(
       `sampled ${(total / window.requests).toFixed(0)} bytes per request over ${window.requests} requests; by allocating function:`,
     )
-    for (const [site, bytes] of [...bySite]
-      .sort((a, b) => b[1] - a[1])
-      .slice(0, Number(values.top))) {
+    for (const [site, bytes] of [...bySite].sort((a, b) => b[1] - a[1]).slice(0, values.top)) {
       console.log(`${(bytes / window.requests).toFixed(0).padStart(7)} B/req  ${site}`)
     }
   } finally {
@@ -304,7 +303,7 @@ if (values['alloc-profile']) {
   console.log(
     `${RATE} req/s for ${DURATION} s, proxy and upstream on CPU 0, paced load on CPU 1; proxy flags: ${[...PRODUCTION_NODE_FLAGS, ...EXTRA_FLAGS].join(' ')} (gateway) / ${EXTRA_FLAGS.join(' ') || 'none'} (bare)`,
   )
-  for (let round = 1; round <= Number(values.rounds); round++) {
+  for (let round = 1; round <= values.rounds; round++) {
     for (const name of (values.servers ?? '').split(',')) {
       console.log(`round ${round} ${await measure(name)}`)
     }

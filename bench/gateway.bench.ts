@@ -22,19 +22,22 @@ import type { ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
+import { readCli } from './cli.ts'
 import { cpuMicros, type LoadResult, loadTool, runLoad } from './load.ts'
 import { CAN_PIN, listenJsonUpstream, report, startReporting } from './processes.ts'
 
-const { values } = parseArgs({
+const { values } = readCli({
+  script: 'bench/gateway.bench.ts',
   options: {
     role: { type: 'string' },
     upstream: { type: 'string' },
-    https: { type: 'boolean', default: false },
-    duration: { type: 'string', default: '5' },
-    connections: { type: 'string', default: '32' },
-    runs: { type: 'string', default: '3' },
+    https: { type: 'boolean' },
+    duration: { type: 'number', value: 'S', default: 5 },
+    connections: { type: 'number', integer: true, default: 32 },
+    runs: { type: 'number', integer: true, default: 3 },
   },
+  // This script's own child processes: left out of the usage.
+  internal: ['role', 'upstream', 'https'],
 })
 
 /** Child role: the upstream, answering every request with a small JSON body. */
@@ -141,14 +144,14 @@ async function measure(target: Target): Promise<Row> {
     url: target.url,
     path: '/api/v1/projects/p1',
     headers: target.headers,
-    connections: Number(values.connections),
+    connections: values.connections,
   }
   // Warm-up: JIT, connection pools, the token cache.
   await runLoad(tool, { ...request, durationSec: 1 }, CAN_PIN ? 1 : undefined)
   const before = cpuMicros(target.pid)
   const result: LoadResult = await runLoad(
     tool,
-    { ...request, durationSec: Number(values.duration) },
+    { ...request, durationSec: values.duration },
     CAN_PIN ? 1 : undefined,
   )
   const after = cpuMicros(target.pid)
@@ -221,7 +224,7 @@ async function main(): Promise<void> {
     ]
 
     const best = new Map<string, Row>()
-    for (let run = 0; run < Number(values.runs); run++) {
+    for (let run = 0; run < values.runs; run++) {
       for (const target of targets) {
         const row = await measure(target)
         const kept = best.get(target.name)

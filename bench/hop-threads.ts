@@ -32,7 +32,7 @@
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { parseArgs } from 'node:util'
+import { readCli } from './cli.ts'
 import { loadFixtures } from './fixtures.ts'
 import { inspectPort } from './inspector-session.ts'
 import { runLatency } from './latency-load.ts'
@@ -40,25 +40,26 @@ import { median } from './latency-stats.ts'
 import { PRODUCTION_NODE_FLAGS } from './load.ts'
 import { freePort, type Started, startNode, stop } from './processes.ts'
 
-const { values } = parseArgs({
+const { values } = readCli({
+  script: 'bench/hop-threads.ts',
   options: {
-    rate: { type: 'string', default: '3000' },
-    duration: { type: 'string', default: '10' },
-    warmup: { type: 'string', default: '3' },
-    prime: { type: 'string', default: '3' },
-    rounds: { type: 'string', default: '3' },
-    servers: { type: 'string', default: 'gateway,undici-proxy' },
-    baseline: { type: 'string' },
-    'cpu-prof': { type: 'string' },
-    'heap-prof': { type: 'string' },
-    top: { type: 'string', default: '30' },
+    rate: { type: 'number', value: 'R', default: 3000 },
+    duration: { type: 'number', value: 'S', default: 10 },
+    warmup: { type: 'number', zero: true, value: 'S', default: 3 },
+    prime: { type: 'number', zero: true, value: 'S', default: 3 },
+    rounds: { type: 'number', integer: true, default: 3 },
+    servers: { type: 'string', value: 'A,B', default: 'gateway,undici-proxy' },
+    baseline: { type: 'string', value: 'DIR' },
+    'cpu-prof': { type: 'string', value: 'DIR' },
+    'heap-prof': { type: 'string', value: 'DIR' },
+    top: { type: 'number', integer: true, default: 30 },
   },
 })
-const RATE = Number(values.rate)
-const DURATION = Number(values.duration)
-const WARMUP = Number(values.warmup)
-const ROUNDS = Number(values.rounds)
-const PRIME = Number(values.prime)
+const RATE = values.rate
+const DURATION = values.duration
+const WARMUP = values.warmup
+const ROUNDS = values.rounds
+const PRIME = values.prime
 const SERVER_CPU = 0
 const LOAD_CPU = 1
 const fixtures = loadFixtures()
@@ -312,7 +313,7 @@ async function cpuProfile(dir: string, name: string): Promise<void> {
     console.log(
       `${(total / requests).toFixed(1)} µs/req on the main thread sampled (idle left out) over ${requests} requests at ${RATE} req/s; profile in ${file}`,
     )
-    for (const [site, us] of busy.sort((a, b) => b[1] - a[1]).slice(0, Number(values.top))) {
+    for (const [site, us] of busy.sort((a, b) => b[1] - a[1]).slice(0, values.top)) {
       console.log(`${(us / requests).toFixed(2).padStart(8)} µs/req  ${site}`)
     }
   } finally {
@@ -366,9 +367,7 @@ async function heapProfile(dir: string, name: string): Promise<void> {
     console.log(
       `${(total / requests).toFixed(0)} B/req allocated (sampled) over ${requests} requests at ${RATE} req/s; profile in ${file}`,
     )
-    for (const [site, bytes] of [...bySite]
-      .sort((a, b) => b[1] - a[1])
-      .slice(0, Number(values.top))) {
+    for (const [site, bytes] of [...bySite].sort((a, b) => b[1] - a[1]).slice(0, values.top)) {
       console.log(`${(bytes / requests).toFixed(0).padStart(8)} B/req  ${site}`)
     }
   } finally {

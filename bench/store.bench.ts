@@ -19,8 +19,8 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
 import type { Store } from '../src/stores/store.ts'
+import { readCli } from './cli.ts'
 import { report, startReporting, stop } from './processes.ts'
 
 interface AutocannonRequest {
@@ -47,17 +47,20 @@ type Autocannon = (options: {
 }>
 const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon
 
-const { values } = parseArgs({
+const { values } = readCli({
+  script: 'bench/store.bench.ts',
   options: {
     role: { type: 'string' },
     'data-dir': { type: 'string' },
     'database-url': { type: 'string' },
     ttl: { type: 'string' },
-    duration: { type: 'string', default: '5' },
-    connections: { type: 'string', default: '32' },
-    pats: { type: 'string', default: '1000' },
-    rounds: { type: 'string', default: '1' },
+    duration: { type: 'number', value: 'S', default: 5 },
+    connections: { type: 'number', integer: true, default: 32 },
+    pats: { type: 'number', integer: true, default: 1000 },
+    rounds: { type: 'number', integer: true, default: 1 },
   },
+  // This script's own child processes: left out of the usage.
+  internal: ['role', 'data-dir', 'database-url', 'ttl'],
 })
 
 /** Child role: tokengate on the given store, printing its URL once listening. */
@@ -122,7 +125,7 @@ async function load(url: string, tokens: readonly string[]) {
   let next = 0
   const options = {
     url,
-    connections: Number(values.connections),
+    connections: values.connections,
     requests: [
       {
         method: 'GET',
@@ -136,13 +139,13 @@ async function load(url: string, tokens: readonly string[]) {
     ],
   }
   await autocannon({ ...options, duration: 1 })
-  return autocannon({ ...options, duration: Number(values.duration) })
+  return autocannon({ ...options, duration: values.duration })
 }
 
 async function main(): Promise<void> {
   const { startPostgres } = await import('../test/helpers/services.ts')
   const { openStore } = await import('../src/stores/open-store.ts')
-  const count = Number(values.pats)
+  const count = values.pats
   const dataDir = mkdtempSync(join(tmpdir(), 'tokengate-store-bench-'))
   const pg = await startPostgres()
   try {
@@ -152,7 +155,7 @@ async function main(): Promise<void> {
       postgres: await seed(await openStore({ databaseUrl }), count),
     }
     const runs: Row[] = []
-    for (let round = 0; round < Number(values.rounds); round++) {
+    for (let round = 0; round < values.rounds; round++) {
       for (const [cache, ttl] of [
         ['off (ttl 0)', '0'],
         ['default (2 s)', '2000'],
