@@ -21,7 +21,8 @@ export type Flag =
   /** Positive unless `zero` (then 0 too, e.g. "off"); `integer`: a whole number. */
   | {
       readonly type: 'number'
-      readonly default: number
+      /** Without one, undefined when not given (a default the script derives itself). */
+      readonly default?: number
       readonly integer?: boolean
       readonly zero?: boolean
       readonly value?: string
@@ -32,7 +33,9 @@ export type Flag =
 type ValueOf<F extends Flag> = F extends { type: 'boolean' }
   ? boolean
   : F extends { type: 'number' }
-    ? number
+    ? F extends { default: number }
+      ? number
+      : number | undefined
     : F extends { type: 'strings' }
       ? string[]
       : F extends { type: 'choice'; choices: readonly (infer C)[] }
@@ -75,7 +78,7 @@ function placeholder(flag: Flag): string {
     case 'boolean':
       return ''
     case 'number':
-      return ` ${flag.value ?? 'N'} (${flag.default})`
+      return ` ${flag.value ?? 'N'}${flag.default === undefined ? '' : ` (${flag.default})`}`
     case 'choice':
       return ` ${flag.choices.join('|')} (${flag.default})`
     case 'regex':

@@ -26,7 +26,7 @@ import {
 } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
+import { readCli } from './cli.ts'
 import { loadFixtures } from './fixtures.ts'
 import { bearer } from './latency-cases.ts'
 import { markCpu, namedOthers, primeUntilQuiet, settle, shareSince } from './latency-machine.ts'
@@ -267,21 +267,22 @@ const sumOf = (values: number[]) => values.reduce((a, b) => a + b, 0)
 const sum = (values: number[]) => sumOf(values).toFixed(1)
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
+  const { values } = readCli({
+    script: 'bench/latency-stalls.ts',
     options: {
-      rows: { type: 'string' },
-      rounds: { type: 'string', default: '2' },
-      rate: { type: 'string', default: '3000' },
-      duration: { type: 'string', default: '6' },
-      warmup: { type: 'string', default: '1' },
-      slow: { type: 'string', default: '2' },
-      dir: { type: 'string' },
-      report: { type: 'string' },
-      settle: { type: 'string', default: '10' },
+      rows: { type: 'regex' },
+      rounds: { type: 'number', integer: true, default: 2 },
+      rate: { type: 'number', value: 'R', default: 3000 },
+      duration: { type: 'number', value: 'S', default: 6 },
+      warmup: { type: 'number', zero: true, value: 'S', default: 1 },
+      slow: { type: 'number', value: 'MS', default: 2 },
+      dir: { type: 'string', value: 'DIR' },
+      report: { type: 'string', value: 'DIR' },
+      settle: { type: 'number', zero: true, value: 'S', default: 10 },
     },
   })
-  const slowMs = Number(values.slow)
-  const warmup = Number(values.warmup)
+  const slowMs = values.slow
+  const warmup = values.warmup
   if (values.report) {
     const runs = readdirSync(values.report).filter((f) => f.endsWith('.trace'))
     for (const file of runs.sort()) report(values.report, file.slice(0, -6), slowMs, warmup)
@@ -289,7 +290,7 @@ async function main(): Promise<void> {
   }
   const dir = values.dir ?? mkdtempSync(join(tmpdir(), 'tg-stalls-'))
   mkdirSync(dir, { recursive: true })
-  const rows = ROWS.filter((id) => !values.rows || new RegExp(values.rows).test(id)).filter(
+  const rows = ROWS.filter((id) => !values.rows || values.rows.test(id)).filter(
     (id) => !missingFor(id),
   )
   const fixtures = loadFixtures(join(tmpdir(), 'tokengate-latency-fixtures'))
@@ -297,7 +298,7 @@ async function main(): Promise<void> {
   const servers = new LatencyServers(fixtures, env)
   const headers = bearer(fixtures.patSingle)
   const path = '/api/v1/projects/p1'
-  const rate = Number(values.rate)
+  const rate = values.rate
   console.log(`load average at the start: ${loadavg()[0]?.toFixed(2)}`)
   try {
     for (const id of rows) {
@@ -308,13 +309,13 @@ async function main(): Promise<void> {
       const { slices } = await primeUntilQuiet(slice, () => servers.pids(), 2)
       console.log(`primed ${id}: ${slices} × 2 s`)
     }
-    for (let round = 1; round <= Number(values.rounds); round++) {
+    for (let round = 1; round <= values.rounds; round++) {
       for (const id of round % 2 ? rows : [...rows].reverse()) {
         const { url } = await servers.get(id)
         const run = `r${round}-${slug(id)}`
         // As latency.bench.ts: the previous run's post-load GCs end before this one. The
         // probe's 1 ms timer keeps a probed process near 1 % of a core: quiet is under 5 %.
-        const quietSec = Number(values.settle)
+        const quietSec = values.settle
         if (quietSec > 0) {
           const s = await settle(() => servers.pids(), quietSec, 20, 5)
           console.log(
@@ -325,7 +326,7 @@ async function main(): Promise<void> {
         const [cpu0, cpu1] = [markCpu(SERVER_CPU), markCpu(LOAD_CPU)]
         await generate(url, path, headers, {
           rate,
-          duration: Number(values.duration),
+          duration: values.duration,
           warmup,
           trace: join(dir, `${run}.trace`),
           log: join(dir, `${run}.generator.jsonl`),

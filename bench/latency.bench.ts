@@ -21,7 +21,7 @@ import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
+import { readCli } from './cli.ts'
 import { BENCH_TENANT, type Fixtures, freshJwtPool, loadFixtures } from './fixtures.ts'
 import {
   bearer,
@@ -56,30 +56,31 @@ import { commandExists, loadTool, runLoad } from './load.ts'
 import { CAN_PIN } from './processes.ts'
 import { buildSlowFsync, type SlowFsync } from './slow-fsync.ts'
 
-const { values } = parseArgs({
+const { values } = readCli({
+  script: 'bench/latency.bench.ts',
   options: {
-    quick: { type: 'boolean', default: false },
-    rounds: { type: 'string' },
-    duration: { type: 'string' },
-    warmup: { type: 'string' },
-    saturation: { type: 'string' },
-    load: { type: 'string', default: '0.5' },
-    rate: { type: 'string' },
-    connections: { type: 'string', default: '32' },
-    generator: { type: 'string', default: 'paced' },
-    cases: { type: 'string' },
-    'slow-fsync': { type: 'string' },
-    'check-generators': { type: 'boolean', default: false },
-    'hey-workers': { type: 'string', default: '20' },
-    hops: { type: 'boolean', default: false },
-    split: { type: 'boolean', default: false },
-    settle: { type: 'string' },
+    quick: { type: 'boolean' },
+    rounds: { type: 'number', integer: true },
+    duration: { type: 'number', value: 'S' },
+    warmup: { type: 'number', zero: true, value: 'S' },
+    saturation: { type: 'number', value: 'S' },
+    load: { type: 'number', value: 'SHARE', default: 0.5 },
+    rate: { type: 'number', value: 'R' },
+    connections: { type: 'number', integer: true, default: 32 },
+    generator: { type: 'choice', choices: ['paced', 'hey'], default: 'paced' },
+    cases: { type: 'regex' },
+    'slow-fsync': { type: 'string', value: 'MS' },
+    'check-generators': { type: 'boolean' },
+    'hey-workers': { type: 'number', integer: true, default: 20 },
+    hops: { type: 'boolean' },
+    split: { type: 'boolean' },
+    settle: { type: 'number', zero: true, value: 'S' },
   },
 })
 const hops = values.hops
 const quick = values.quick
-const setting = (given: string | undefined, full: number, short: number) =>
-  given === undefined ? (quick ? short : full) : Number(given)
+const setting = (given: number | undefined, full: number, short: number) =>
+  given === undefined ? (quick ? short : full) : given
 const ROUNDS = setting(values.rounds, 3, 1)
 const DURATION = setting(values.duration, hops ? 6 : 5, 1)
 const WARMUP = setting(values.warmup, 1, 0.3)
@@ -95,12 +96,11 @@ const SETTLE_MAX = 20
 const PRIME = quick ? 0.5 : 2
 /** At most this many priming slices per server (see runCases). */
 const PRIME_SLICES = 8
-const LOAD = Number(values.load)
+const LOAD = values.load
 /** A fixed rate for every case instead of `--load` × its saturation (no saturation runs). */
-const FIXED_RATE = values.rate === undefined ? (hops ? 3000 : undefined) : Number(values.rate)
-const CONNECTIONS = Number(values.connections)
-const GENERATOR = values.generator as Generator
-if (GENERATOR !== 'paced' && GENERATOR !== 'hey') throw new Error('--generator paced|hey')
+const FIXED_RATE = values.rate ?? (hops ? 3000 : undefined)
+const CONNECTIONS = values.connections
+const GENERATOR: Generator = values.generator
 const settings = { generator: GENERATOR, load: LOAD, fixedRate: FIXED_RATE }
 // ---------------------------------------------------------------------------------------
 // Runs
@@ -269,7 +269,7 @@ async function checkGenerators(servers: LatencyServers, fixtures: Fixtures): Pro
   }
   const sat = FIXED_RATE ? Number.NaN : await saturation(probe, await servers.get('tokengate'))
   const rate = FIXED_RATE ?? Math.max(1, Math.round(LOAD * sat))
-  const workers = Number(values['hey-workers'])
+  const workers = values['hey-workers']
   const generators: { label: string; generator: Generator; connections: number }[] = [
     { label: `paced, ${CONNECTIONS} sockets`, generator: 'paced', connections: CONNECTIONS },
     { label: 'hey -c 1', generator: 'hey', connections: 1 },
@@ -378,11 +378,7 @@ async function main(): Promise<void> {
       printSummary(results)
       return
     }
-    const filter = values.cases
-      ? new RegExp(values.cases)
-      : quick && !hops
-        ? QUICK_CASES
-        : undefined
+    const filter = values.cases ? values.cases : quick && !hops ? QUICK_CASES : undefined
     const cases = (hops ? hopCases(fixtures) : standardCases(fixtures)).filter((c) =>
       filter ? filter.test(c.id) : !c.onlyWhenNamed,
     )

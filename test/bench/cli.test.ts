@@ -147,3 +147,15 @@ test('the script prints its usage and exits 0 on --help', () => {
   assert.equal(run.status, 0, run.stderr)
   assert.equal(run.stdout, 'Usage: node bench/crypto.bench.ts [--json] [--quick] [--help]\n')
 })
+
+test('a number without a default is undefined until given', () => {
+  const optional = { script: 'bench/x.ts', options: { rate: { type: 'number' } } } as const
+  assert.deepEqual(parseCli(optional, []), {
+    kind: 'parsed',
+    positionals: [],
+    values: { rate: undefined },
+  })
+  const given = parseCli(optional, ['--rate', '3000'])
+  assert.ok(given.kind === 'parsed' && given.values.rate === 3000)
+  assert.equal(usageOf(optional), 'Usage: node bench/x.ts [--rate N] [--help]')
+})
