@@ -53,6 +53,8 @@ export type Values<O extends Record<string, Flag>> = { -readonly [K in keyof O]:
 export interface Cli<O extends Record<string, Flag>> {
   /** As run from the repository's root, e.g. `bench/compare.ts`: the usage names it. */
   readonly script: string
+  /** How people run it when not `node <script>`, e.g. `npm run bench --`: the usage's start. */
+  readonly command?: string
   readonly options: O
   /** The arguments besides flags, e.g. `['<checkoutA>', '<checkoutB>']`; `[x]`: optional. */
   readonly positionals?: readonly string[]
@@ -70,7 +72,8 @@ export function usageOf<O extends Record<string, Flag>>(cli: Cli<O>): string {
   const flags = Object.entries(cli.options)
     .filter(([name]) => !cli.internal?.includes(name))
     .map(([name, flag]) => `[--${name}${placeholder(flag)}]`)
-  return ['Usage: node', cli.script, ...(cli.positionals ?? []), ...flags, '[--help]'].join(' ')
+  const command = cli.command ?? `node ${cli.script}`
+  return ['Usage:', command, ...(cli.positionals ?? []), ...flags, '[--help]'].join(' ')
 }
 
 function placeholder(flag: Flag): string {

@@ -19,7 +19,7 @@ import { execFileSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
+import { readCli } from './cli.ts'
 import { loadFixtures } from './fixtures.ts'
 import { runLatency } from './latency-load.ts'
 import { LOAD_CPU } from './latency-servers.ts'
@@ -28,20 +28,21 @@ import { cpuMicros } from './load.ts'
 import { freePort, type Started, startNode } from './processes.ts'
 import { type RunningNginx, startNginx } from './servers/nginx.ts'
 
-const { values } = parseArgs({
+const { values } = readCli({
+  script: 'bench/hop-ceiling.ts',
   options: {
-    rate: { type: 'string', default: '2000' },
-    duration: { type: 'string', default: '4' },
-    rounds: { type: 'string', default: '4' },
-    kinds: { type: 'string', default: 'http,net' },
+    rate: { type: 'number', default: 2000 },
+    duration: { type: 'number', value: 'SEC', default: 4 },
+    rounds: { type: 'number', integer: true, default: 4 },
+    kinds: { type: 'string', value: 'LIST', default: 'http,net' },
   },
 })
 
 await measure()
 
 async function measure(): Promise<void> {
-  const RATE = Number(values.rate)
-  const DURATION = Number(values.duration)
+  const RATE = values.rate
+  const DURATION = values.duration
   const fixtures = loadFixtures(join(tmpdir(), 'tokengate-latency-fixtures'))
   const upstreamPort = await freePort()
   const upstream = await startNode(0, [
@@ -51,7 +52,7 @@ async function measure(): Promise<void> {
     fixtures.dir,
     String(upstreamPort),
   ])
-  const kinds = (values.kinds ?? '').split(',')
+  const kinds = values.kinds.split(',')
   const socketDir = mkdtempSync(join(tmpdir(), 'tokengate-hop-ceiling-'))
   const running: { kind: string; responder: Started; nginx: RunningNginx }[] = []
   const rows = new Map<string, Record<string, number[]>>()
@@ -73,7 +74,7 @@ async function measure(): Promise<void> {
       const nginx = await startNginx(upstreamPort, port, { cpu: 0, decisionSocket: socket })
       running.push({ kind, responder, nginx })
     }
-    for (let round = 0; round < Number(values.rounds); round++) {
+    for (let round = 0; round < values.rounds; round++) {
       for (const { kind, responder, nginx } of round % 2 ? [...running].reverse() : running) {
         const pids = [responder.child.pid, nginx.child.pid, upstream.child.pid]
         const cpu = () => pids.map((pid) => cpuMicros(pid) ?? 0)

@@ -30,7 +30,7 @@
  * --cpu-prof-dir=DIR`).
  *
  * Usage: node bench/hop-cpu.ts [--rate 2000] [--duration 4] [--rounds 3] [--unix] [--rows ...]
- *   [--saturated] [--baseline DIR] [--tokengate-flags FLAGS]
+ *   [--saturated] [--baseline DIR] [--tokengate-flags FLAGS] [--cache-variants ...] [--help]
  */
 
 import type { ChildProcess } from 'node:child_process'
@@ -38,8 +38,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { parseArgs } from 'node:util'
 import { NGINX_LUA_MODULE } from '../test/decision/harness.ts'
+import { exitWithUsage, readCli } from './cli.ts'
 import { loadFixtures } from './fixtures.ts'
 import { bearer } from './latency-cases.ts'
 import { runLatency } from './latency-load.ts'
@@ -55,19 +55,21 @@ import {
   startNginx,
 } from './servers/nginx.ts'
 
-const { values } = parseArgs({
+const CLI = {
+  script: 'bench/hop-cpu.ts',
   options: {
-    rate: { type: 'string', default: '2000' },
-    duration: { type: 'string', default: '4' },
-    rounds: { type: 'string', default: '3' },
-    unix: { type: 'boolean', default: false },
-    rows: { type: 'string' },
-    saturated: { type: 'boolean', default: false },
-    baseline: { type: 'string' },
-    'tokengate-flags': { type: 'string', default: '' },
-    'cache-variants': { type: 'string', default: '' },
+    rate: { type: 'number', default: 2000 },
+    duration: { type: 'number', value: 'SEC', default: 4 },
+    rounds: { type: 'number', integer: true, default: 3 },
+    unix: { type: 'boolean' },
+    rows: { type: 'string', value: "'ROW;ROW'" },
+    saturated: { type: 'boolean' },
+    baseline: { type: 'string', value: 'DIR' },
+    'tokengate-flags': { type: 'flags', default: '' },
+    'cache-variants': { type: 'string', value: "'VARIANT,VARIANT'", default: '' },
   },
-})
+} as const
+const { values } = readCli(CLI)
 /** Edits of the cached unix row's nginx config, each a row of its own with --cache-variants. */
 const CACHE_VARIANTS: Record<string, (config: string) => string> = {
   // The floor of any auth_request and the same sending the allow's headers (servers/nginx.ts).
@@ -90,14 +92,14 @@ const VARIANTS = values['cache-variants']
   .map((name) => name.trim())
   .filter((name) => name !== '')
 for (const name of VARIANTS) {
-  if (!(name in CACHE_VARIANTS)) throw new Error(`--cache-variants: no variant ${name}`)
+  if (!(name in CACHE_VARIANTS)) exitWithUsage(CLI, `--cache-variants: no variant ${name}`)
 }
 const variantRow = (name: string) => `nginx + decision (unix, cached, ${name})` as const
 const BASELINE_ROW = 'nginx + decision (unix, baseline)' as const
 const TOKENGATE_FLAGS = values['tokengate-flags'].split(' ').filter((flag) => flag !== '')
-const RATE = Number(values.rate)
-const DURATION = Number(values.duration)
-const ROUNDS = Number(values.rounds)
+const RATE = values.rate
+const DURATION = values.duration
+const ROUNDS = values.rounds
 const UNIX_ROWS = ['nginx + decision (unix)', 'nginx + decision (unix, cached)'] as const
 /** examples/forward-auth/nginx-lua.conf: allows kept in a Lua shared dict (its own nginx). */
 const LUA_ROW = 'nginx + decision (lua cached)' as const

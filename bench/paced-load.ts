@@ -16,7 +16,8 @@
  *
  * Usage: node bench/paced-load.ts --url http://127.0.0.1:8080 --path /api/v1/me --rate 3000
  *   --duration 5 [--warmup 1] [--connections 32] [--header 'name: value']...
- *   [--pool FILE --pool-start N [--tenant T] [--wrap]] [--out FILE] [--trace FILE]
+ *   [--pool FILE --pool-start N [--tenant T] [--wrap]] [--out FILE] [--trace FILE] [--help]
+ * (bench/cli.ts: an unknown flag or a bad number stops it with the usage, exit 2.)
  * `--pool`: one token per line; request i sends `Authorization: Bearer <line start+i>` (and
  * `X-Tenant-Id: T`); the run fails rather than reuse a token, unless `--wrap` lets it start
  * the file over. `--out`: the measured 2xx latencies (ms) as a raw Float64Array. Prints one
@@ -25,8 +26,8 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs'
 import { connect, type Socket } from 'node:net'
-import { parseArgs } from 'node:util'
 import { Worker } from 'node:worker_threads'
+import { exitWithUsage, readCli } from './cli.ts'
 import { percentile } from './latency-stats.ts'
 
 export interface PacedResult {
@@ -88,30 +89,35 @@ interface Conn {
   closeAfter: boolean
 }
 
+const CLI = {
+  script: 'bench/paced-load.ts',
+  options: {
+    url: { type: 'string', value: 'URL' },
+    path: { type: 'string', default: '/' },
+    rate: { type: 'number' },
+    duration: { type: 'number', value: 'SEC', default: 5 },
+    warmup: { type: 'number', zero: true, value: 'SEC', default: 1 },
+    connections: { type: 'number', integer: true, default: 32 },
+    header: { type: 'strings', value: "'NAME: VALUE'" },
+    pool: { type: 'string', value: 'FILE' },
+    'pool-start': { type: 'number', integer: true, zero: true, default: 0 },
+    tenant: { type: 'string' },
+    wrap: { type: 'boolean' },
+    out: { type: 'string', value: 'FILE' },
+    trace: { type: 'string', value: 'FILE' },
+  },
+} as const
+
 function main(): void {
-  const { values } = parseArgs({
-    options: {
-      url: { type: 'string' },
-      path: { type: 'string', default: '/' },
-      rate: { type: 'string' },
-      duration: { type: 'string', default: '5' },
-      warmup: { type: 'string', default: '1' },
-      connections: { type: 'string', default: '32' },
-      header: { type: 'string', multiple: true, default: [] },
-      pool: { type: 'string' },
-      'pool-start': { type: 'string', default: '0' },
-      tenant: { type: 'string' },
-      wrap: { type: 'boolean', default: false },
-      out: { type: 'string' },
-      trace: { type: 'string' },
-    },
-  })
-  if (!values.url || !values.rate) throw new Error('--url and --rate are required')
+  const { values } = readCli(CLI)
+  if (values.url === undefined || values.rate === undefined) {
+    exitWithUsage(CLI, '--url and --rate are required')
+  }
   const target = new URL(values.url)
-  const rate = Number(values.rate)
+  const rate = values.rate
   const intervalMs = 1000 / rate
-  const warmupCount = Math.round(Number(values.warmup) * rate)
-  const total = warmupCount + Math.round(Number(values.duration) * rate)
+  const warmupCount = Math.round(values.warmup * rate)
+  const total = warmupCount + Math.round(values.duration * rate)
   const requestOf = requestBuilder(values, target, total)
 
   const dueAt = (i: number) => start + i * intervalMs
@@ -190,7 +196,7 @@ function main(): void {
   }
 
   let stopping = false
-  for (let c = 0; c < Number(values.connections); c++) idle.push(open())
+  for (let c = 0; c < values.connections; c++) idle.push(open())
   const start = now() + 200
   const ticker = new Worker(TICKER, { eval: true, workerData: { start, intervalMs, total } })
   ticker.on('message', (tick: number) => {
@@ -259,7 +265,7 @@ function requestBuilder(
     path: string
     header: string[]
     pool?: string
-    'pool-start': string
+    'pool-start': number
     tenant?: string
     wrap: boolean
   },
@@ -275,7 +281,7 @@ function requestBuilder(
   const tenant = values.tenant ? `X-Tenant-Id: ${values.tenant}\r\n` : ''
   const build = (token: string) =>
     Buffer.from(`${head}Authorization: Bearer ${token}\r\n${tenant}${extra}\r\n`, 'latin1')
-  const from = Number(values['pool-start'])
+  const from = values['pool-start']
   const tokens = readFileSync(values.pool, 'utf8').split('\n').filter(Boolean)
   if (values.wrap) {
     const requests = tokens.map(build)

@@ -11,16 +11,16 @@
  * same hop with nothing deciding (`nginx + … floor` rows and `undici proxy + identity headers`);
  * `--servers` picks them as any other row.
  *
- * Usage: npm run bench [-- --quick] [-- --duration 5] [-- --repeats 3] [-- --connections 32]
- *        [-- --cases REGEX] [-- --servers REGEX]  (a focused run: printed, not written)
- *        [-- --baseline DIR]  (an earlier commit's tokengate rows beside this tree's)
- *        [-- --help]  (an unknown flag stops with this usage)
+ * Usage: npm run bench -- [--quick] [--duration 5] [--repeats 3] [--connections 32]
+ *        [--cases REGEX] [--servers REGEX]  (a focused run: printed, not written)
+ *        [--baseline DIR]  (an earlier commit's tokengate rows beside this tree's)
+ *        [--help]  (an unknown flag stops with this usage: bench/cli.ts)
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { cpus } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
+import { readCli } from './cli.ts'
 import { BENCH_TENANT, type BenchAlgorithm, type Fixtures, loadFixtures } from './fixtures.ts'
 import {
   askedServer,
@@ -44,53 +44,30 @@ import {
   runLoad,
 } from './load.ts'
 
-const USAGE = `Usage: npm run bench [-- --quick] [-- --duration SEC] [-- --repeats N] [-- --connections N]
-       [-- --cases REGEX] [-- --servers REGEX] [-- --baseline DIR] [-- --help]`
-const args = process.argv.slice(2)
 // Strict: a mistyped flag must stop here, not start a full run that holds both cores.
-const values = (() => {
-  try {
-    return parseArgs({
-      args,
-      strict: true,
-      options: {
-        quick: { type: 'boolean' },
-        duration: { type: 'string' },
-        repeats: { type: 'string' },
-        connections: { type: 'string' },
-        cases: { type: 'string' },
-        servers: { type: 'string' },
-        baseline: { type: 'string' },
-        help: { type: 'boolean' },
-      },
-    }).values
-  } catch (error) {
-    console.error(`bench/run.ts: ${(error as Error).message}\n${USAGE}`)
-    process.exit(2)
-  }
-})()
-if (values.help) {
-  console.log(USAGE)
-  process.exit(0)
-}
-const quick = values.quick === true
-const option = (name: 'duration' | 'repeats' | 'connections', fallback: number) => {
-  const given = values[name]
-  if (given === undefined) return fallback
-  const value = Number(given)
-  if (Number.isFinite(value) && value > 0) return value
-  console.error(`bench/run.ts: --${name} must be a positive number, not ${given}\n${USAGE}`)
-  process.exit(2)
-}
-const DURATION_SEC = option('duration', quick ? 1 : 5)
-const REPEATS = option('repeats', quick ? 1 : 3)
-const CONNECTIONS = option('connections', 32)
+const { values } = readCli({
+  script: 'bench/run.ts',
+  command: 'npm run bench --',
+  options: {
+    quick: { type: 'boolean' },
+    duration: { type: 'number', value: 'SEC' },
+    repeats: { type: 'number', integer: true },
+    connections: { type: 'number', integer: true, default: 32 },
+    cases: { type: 'regex' },
+    servers: { type: 'regex' },
+    baseline: { type: 'string', value: 'DIR' },
+  },
+})
+const args = process.argv.slice(2)
+const quick = values.quick
+const DURATION_SEC = values.duration ?? (quick ? 1 : 5)
+const REPEATS = values.repeats ?? (quick ? 1 : 3)
+const CONNECTIONS = values.connections
 const started = Date.now()
-const pattern = (given: string | undefined) => (given === undefined ? undefined : new RegExp(given))
 // A focused run (one change's before/after): only these cases and servers, no crypto ceiling
 // or micro-benchmark, nothing written to bench/results.
-const CASES = pattern(values.cases)
-const SERVERS = pattern(values.servers)
+const CASES = values.cases
+const SERVERS = values.servers
 // `--baseline DIR`: a copy of an earlier commit (git archive | tar -x, node_modules linked),
 // whose tokengate and library servers run as extra rows interleaved with this tree's: an
 // A/B of a change in one run.

@@ -159,3 +159,62 @@ test('a number without a default is undefined until given', () => {
   assert.ok(given.kind === 'parsed' && given.values.rate === 3000)
   assert.equal(usageOf(optional), 'Usage: node bench/x.ts [--rate N] [--help]')
 })
+
+test('a script run some other way names that command in its usage', () => {
+  const npm = { script: 'bench/run.ts', command: 'npm run bench --', options: cli.options }
+  assert.match(usageOf(npm), /^Usage: npm run bench -- \[--rounds N \(40\)\] /)
+})
+
+/** The entry points with the most to lose from a typo: each starts servers and holds both cores. */
+const entryPoints = [
+  {
+    script: 'bench/run.ts',
+    usage:
+      'Usage: npm run bench -- [--quick] [--duration SEC] [--repeats N] [--connections N (32)] ' +
+      '[--cases REGEX] [--servers REGEX] [--baseline DIR] [--help]',
+  },
+  {
+    script: 'bench/hop-ceiling.ts',
+    usage:
+      'Usage: node bench/hop-ceiling.ts [--rate N (2000)] [--duration SEC (4)] [--rounds N (4)] ' +
+      '[--kinds LIST (http,net)] [--help]',
+  },
+  { script: 'bench/hop-cpu.ts', usage: /^Usage: node bench\/hop-cpu\.ts \[--rate N \(2000\)\] / },
+  { script: 'bench/paced-load.ts', usage: /^Usage: node bench\/paced-load\.ts \[--url URL\] / },
+]
+const runScript = (script: string, ...args: string[]) =>
+  spawnSync(process.execPath, [script, ...args], { cwd: root, encoding: 'utf8', timeout: 30_000 })
+
+for (const { script, usage } of entryPoints) {
+  test(`${script} given an unknown flag stops with its usage, exit 2; --help exits 0`, () => {
+    const bogus = runScript(script, '--bogus')
+    assert.equal(bogus.status, 2, bogus.stderr)
+    assert.equal(bogus.stdout, '')
+    const [message, usageLine] = bogus.stderr.split('\n')
+    assert.match(message ?? '', new RegExp(`^${script}: Unknown option '--bogus'`))
+    if (typeof usage === 'string') assert.equal(usageLine, usage)
+    else assert.match(usageLine ?? '', usage)
+    const help = runScript(script, '--help')
+    assert.equal(help.status, 0, help.stderr)
+    assert.equal(help.stdout, `${usageLine}\n`)
+  })
+}
+
+test('run.ts refuses a fractional count before it starts anything', () => {
+  for (const [flag, value] of [
+    ['--repeats', '2.5'],
+    ['--connections', '1.5'],
+    ['--duration', '0'],
+  ]) {
+    const run = runScript('bench/run.ts', flag as string, value as string)
+    assert.equal(run.status, 2, `${flag} ${value}: ${run.stderr}`)
+    assert.equal(run.stdout, '')
+    assert.doesNotMatch(run.stderr, /^load:/m)
+  }
+})
+
+test('paced-load.ts without --url or --rate stops with its usage, exit 2', () => {
+  const run = runScript('bench/paced-load.ts', '--rate', '100')
+  assert.equal(run.status, 2, run.stderr)
+  assert.match(run.stderr, /^bench\/paced-load\.ts: --url and --rate are required\nUsage: /)
+})
