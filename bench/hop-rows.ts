@@ -36,6 +36,7 @@ interface NginxRowSpec {
   readonly edit?: (config: string) => string
 }
 
+const UPSTREAM = 'upstream'
 const GATEWAY = 'tokengate-gateway'
 const DECISION_SOCKET = 'tokengate-decision-socket'
 /** A do-nothing responder's server id (bench/servers/decision-floor.ts). */
@@ -65,6 +66,31 @@ const LUA = NGINX_ROWS.filter((id) => spec(id).lua)
 /** The run.ts server that answers `id`'s auth subrequest (undefined: nginx itself, or no nginx row). */
 export function askedServer(id: string): string | undefined {
   return isNginxRow(id) ? spec(id).asks : undefined
+}
+
+/**
+ * The bench/run.ts servers `id` cannot run without: the upstream behind a proxy, and the
+ * decider an nginx row asks (its decision port, its port or its socket).
+ */
+export function neededServers(id: string): string[] {
+  const proxy = isNginxRow(id) || id === GATEWAY || id.startsWith('undici proxy')
+  const asked = askedServer(id)
+  return [...(proxy ? [UPSTREAM] : []), ...(asked === undefined ? [] : [asked])]
+}
+
+/**
+ * The servers a run starts: the chosen ones and every server they need, named or not, in
+ * `defined`'s order (a decider is defined before the rows that ask it). Whoever runs the cases
+ * measures only the chosen: a needed server runs no case of its own.
+ */
+export function serversToStart<S extends { readonly id: string }>(
+  defined: readonly S[],
+  chosen: readonly S[],
+): S[] {
+  const needed = new Set(chosen.map((server) => server.id))
+  // A Set's iteration visits what is added during it: the needs of the needed too.
+  for (const id of needed) for (const other of neededServers(id)) needed.add(other)
+  return defined.filter((server) => needed.has(server.id))
 }
 
 /** The rows that ask `tokengate-decision-socket` on the Unix socket. */

@@ -9,7 +9,8 @@
  *
  * The hops case (bench/hop-rows.ts) prints each target beside its floor from the same run: the
  * same hop with nothing deciding (`nginx + … floor` rows and `undici proxy + identity headers`);
- * `--servers` picks them as any other row.
+ * `--servers` picks them as any other row. What a chosen row needs (the upstream, the server an
+ * nginx row asks) starts with it even when `--servers` does not name it, and runs no case then.
  *
  * Usage: npm run bench -- [--quick] [--duration 5] [--repeats 3] [--connections 32]
  *        [--cases REGEX] [--servers REGEX]  (a focused run: printed, not written)
@@ -23,7 +24,6 @@ import { join } from 'node:path'
 import { readCli } from './cli.ts'
 import { BENCH_TENANT, type BenchAlgorithm, type Fixtures, loadFixtures } from './fixtures.ts'
 import {
-  askedServer,
   asksSocket,
   decisionResponders,
   decisionSocketPath,
@@ -31,6 +31,7 @@ import {
   isNginxRow,
   nginxRows,
   removeDecisionSockets,
+  serversToStart,
   startNginxRow,
 } from './hop-rows.ts'
 import { median } from './latency-stats.ts'
@@ -466,11 +467,9 @@ async function main() {
   const fixtures = loadFixtures()
   const defined = defineServers(fixtures)
   const chosen = defined.filter((s) => SERVERS?.test(s.id) ?? true)
-  // A floor row's responder runs no case: it comes with the rows that ask it.
-  const asked = new Set(chosen.map((s) => askedServer(s.id)))
-  const servers = defined.filter(
-    (s) => chosen.includes(s) || (s.role === 'responder' && asked.has(s.id)),
-  )
+  // What the chosen rows ask (the upstream, nginx's deciders) starts with them, named or not,
+  // and runs no case unless chosen: `--servers '^nginx'` measures the nginx rows only.
+  const servers = serversToStart(defined, chosen)
   const cases = defineCases(fixtures).filter((c) => CASES?.test(c.id) ?? true)
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.once(signal, () => {
@@ -487,7 +486,7 @@ async function main() {
     const key = (c: Case, s: Server) => `${c.id}\u0000${s.id}`
     // Warm every server's JIT on its first case before anything is measured (not in --quick,
     // a smoke run whose numbers are indicative only).
-    for (const server of quick ? [] : servers) {
+    for (const server of quick ? [] : chosen) {
       const first = cases.find(
         (c) => c.servers(server) || (c.id !== 'no-auth ceiling' && server.role === 'tokengate'),
       )
@@ -505,7 +504,7 @@ async function main() {
     }
     for (let repeat = 0; repeat < REPEATS; repeat++) {
       for (const c of cases) {
-        for (const server of servers) {
+        for (const server of chosen) {
           const applies =
             c.servers(server) ||
             (server.role === 'tokengate' &&

@@ -9,7 +9,9 @@ import {
   decisionResponders,
   hopFloorLines,
   hopRatioLines,
+  neededServers,
   removeDecisionSockets,
+  serversToStart,
 } from '../../bench/hop-rows.ts'
 
 const HOPS = 'hops: PAT through each proxy'
@@ -127,6 +129,77 @@ test('only the responders the chosen rows ask are started, the unix ones on a so
   assert.equal(unix?.id, 'decision floor: node:http (unix)')
   assert.match(unix?.listen ?? '', /^unix:\/.*\/decision-floor-node-http-unix\.sock$/)
   removeDecisionSockets()
+})
+
+test('a proxy needs the upstream; an nginx row needs the decider it asks too', () => {
+  assert.deepEqual(neededServers('nginx'), ['upstream', 'tokengate-gateway'])
+  assert.deepEqual(neededServers('nginx + decision (unix, cached)'), [
+    'upstream',
+    'tokengate-decision-socket',
+  ])
+  assert.deepEqual(neededServers('nginx + net decision floor'), ['upstream', 'decision floor: net'])
+  assert.deepEqual(neededServers('nginx + subrequest floor + identity'), ['upstream'])
+  assert.deepEqual(neededServers('tokengate-gateway'), ['upstream'])
+  assert.deepEqual(neededServers('undici proxy + identity headers'), ['upstream'])
+  assert.deepEqual(neededServers('tokengate'), [])
+  assert.deepEqual(neededServers('upstream'), [])
+})
+
+/** bench/run.ts's servers in the order it defines them (upstream and deciders before nginx). */
+const DEFINED = [
+  'upstream',
+  'tokengate',
+  'tokengate-gateway',
+  'fastify-noauth',
+  'undici proxy',
+  'undici proxy + identity headers',
+  'tokengate-decision-socket',
+  'decision floor: node:http',
+  'decision floor: net',
+  'decision floor: node:http (unix)',
+  'decision floor: net (unix)',
+  'nginx',
+  'nginx + decision',
+  'nginx + decision (unix)',
+  'nginx + node:http decision floor',
+  'nginx + net decision floor (unix)',
+  'nginx + subrequest floor + identity',
+].map((id) => ({ id }))
+const startedFor = (servers: RegExp) =>
+  serversToStart(
+    DEFINED,
+    DEFINED.filter((s) => servers.test(s.id)),
+  ).map((s) => s.id)
+
+test('a selection starts every server its rows need, in the order they are defined', () => {
+  // The trap of earlier sessions: nginx rows named without the tokengate servers they ask.
+  assert.deepEqual(startedFor(/^(upstream|nginx.*)$/), [
+    'upstream',
+    'tokengate-gateway',
+    'tokengate-decision-socket',
+    'decision floor: node:http',
+    'decision floor: net (unix)',
+    'nginx',
+    'nginx + decision',
+    'nginx + decision (unix)',
+    'nginx + node:http decision floor',
+    'nginx + net decision floor (unix)',
+    'nginx + subrequest floor + identity',
+  ])
+  // Without the upstream named either, and through the gateway.
+  assert.deepEqual(startedFor(/^nginx \+ decision$/), [
+    'upstream',
+    'tokengate-gateway',
+    'nginx + decision',
+  ])
+  assert.deepEqual(startedFor(/^undici proxy$/), ['upstream', 'undici proxy'])
+  // What needs nothing starts alone; nothing chosen, nothing started.
+  assert.deepEqual(startedFor(/^tokengate$/), ['tokengate'])
+  assert.deepEqual(startedFor(/^none$/), [])
+  assert.deepEqual(
+    startedFor(/./),
+    DEFINED.map((s) => s.id),
+  )
 })
 
 test('a floor that reaches the target in some rounds only says in how many', () => {
