@@ -24,6 +24,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync }
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { exitWithUsage, readCli } from './cli.ts'
+import { loadedProfile } from './cpu-profiles.ts'
 import { BENCH_TENANT, loadFixtures } from './fixtures.ts'
 import { runLatency } from './latency-load.ts'
 import { cpuMicros, type LoadRequest, PRODUCTION_NODE_FLAGS, runLoad } from './load.ts'
@@ -151,6 +152,8 @@ interface Profiled {
   readonly non2xx: number
   /** The server process's CPU µs per request, profiler on. */
   readonly cpuPerRequest: number
+  /** How long the profile ran, s: the window (DURATION + 0.3 s before its end) must lie inside. */
+  readonly profiledSec: number
   /** Self time in the loaded window, µs, by function and by file; and their total. */
   readonly byFunction: Map<string, number>
   readonly byFile: Map<string, number>
@@ -197,9 +200,15 @@ async function profileOnce(
   child.kill('SIGTERM')
   upstream?.kill('SIGTERM')
   await exited
-  const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'))
-  if (!file) throw new Error('no profile written')
-  const profile = JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile
+  const written = readdirSync(dir)
+    .filter((f) => f.endsWith('.cpuprofile'))
+    .map((f) => ({
+      file: f,
+      profile: JSON.parse(readFileSync(join(dir, f), 'utf8')) as CpuProfile,
+    }))
+  const file = loadedProfile(written.map((w) => ({ file: w.file, endTime: w.profile.endTime })))
+  const profile = written.find((w) => w.file === file)?.profile
+  if (!file || !profile) throw new Error(`no main thread profile in ${written.map((w) => w.file)}`)
   if (keepAs) {
     mkdirSync('bench/results/profiles', { recursive: true })
     renameSync(join(dir, file), join('bench/results/profiles', `${keepAs}.cpuprofile`))
@@ -210,6 +219,7 @@ async function profileOnce(
     requests: result.requests,
     non2xx: result.non2xx,
     cpuPerRequest,
+    profiledSec: (profile.endTime - profile.startTime) / 1e6,
     ...selfTimes(profile),
   }
 }
@@ -218,6 +228,7 @@ interface CpuProfile {
   nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[]
   samples: number[]
   timeDeltas: number[]
+  startTime: number
   endTime: number
 }
 
@@ -269,7 +280,8 @@ const main = await profileOnce(argvOf, request, keep ? `${serverKind}-${caseKind
 const headline = (kind: string, p: Profiled) =>
   `${serverKind} · ${kind}: ${Math.round(p.rps)} req/s (${p.non2xx} not 2xx), ` +
   `${p.cpuPerRequest.toFixed(1)} CPU µs/req ` +
-  `(process, profiler on); profile: ${(p.total / 1e3).toFixed(0)} ms sampled in the window`
+  `(process, profiler on); profile: ${(p.total / 1e3).toFixed(0)} ms busy sampled in the ` +
+  `window, the last ${DURATION + 0.3} s of the main thread's ${p.profiledSec.toFixed(1)} s`
 console.log(headline(caseKind, main))
 
 if (!against) {
