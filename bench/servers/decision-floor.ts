@@ -3,7 +3,8 @@
  * bytes tokengate's allow carries for the bench PAT (the RateLimit pair, the identity, a fresh
  * `X-Request-Id`, `X-Accel-Expires`), so nginx `auth_request` in front of it costs what any
  * listener costs before it does any work. Two kinds:
- * - `http`: node:http, `writeHead` with a flat list as src/decision/server.ts answers;
+ * - `http`: node:http made and answering as src/decision/server.ts does (`optimizeEmptyRequests`,
+ *   `writeHead` with a flat list);
  * - `net`: a bare `net` server that finds each request head's end and writes fixed bytes (no
  *   HTTP parser, no request or response objects): below anything that parses HTTP.
  * A floor to measure against, not a listener to ship. bench/hop-ceiling.ts and the hops case of
@@ -32,7 +33,9 @@ const accelExpires = () => `@${Math.floor(Date.now() / 1000)}`
 export function createDecisionFloor(kind: FloorKind): Server {
   if (kind === 'http') {
     const fixed = FIELDS.flat()
-    return createServer((request, response) => {
+    // As tokengate's listener is made: no stream life cycle for a bodyless request (a floor
+    // without it read below tokengate's own listener).
+    return createServer({ optimizeEmptyRequests: true }, (request, response) => {
       request.resume()
       response.writeHead(200, [
         ...fixed,
