@@ -114,6 +114,9 @@ interface Server {
   decisionPort?: number
 }
 
+/** The naive PAT peer answering createTokengate's bytes (a floor, not a peer). */
+const NAIVE_ANSWER = "fastify-naive-pat + createTokengate's answer"
+
 let nextPort = 19_100 + Math.floor(Math.random() * 500)
 const peerArgv = (kind: string, alg: string, fixtures: Fixtures) => [
   'bench/servers/peer.ts',
@@ -171,6 +174,8 @@ function defineServers(fixtures: Fixtures): Server[] {
   add('fastify-noauth', 'ceiling', peerArgv('fastify-noauth', 'RS256', fixtures))
   add('node-http', 'ceiling', peerArgv('node-http', 'RS256', fixtures))
   add('fastify-naive-pat', 'peer', peerArgv('fastify-naive', 'RS256', fixtures))
+  // Not a peer: the naive check answering createTokengate's bytes, the floor of its PAT target.
+  add(NAIVE_ANSWER, 'ceiling', peerArgv('fastify-naive-answer', 'RS256', fixtures))
   for (const alg of ['RS256', 'ES256', 'EdDSA', 'HS256']) {
     add(`@fastify/jwt ${alg}`, 'peer', peerArgv('fastify-jwt', alg, fixtures))
     // jsonwebtoken (under express-jwt) has no EdDSA.
@@ -301,7 +306,7 @@ function defineCases(f: Fixtures): Case[] {
       id: 'PAT single',
       request: { path: '/api/v1/me', headers: bearer(f.patSingle) },
       expect: 200,
-      servers: ONLY('tokengate', 'fastify-naive-pat'),
+      servers: ONLY('tokengate', 'fastify-naive-pat', NAIVE_ANSWER),
       target: (m) => ({ rate: 0.85 * m.ceiling, label: '0.85 no-auth' }),
       ceiling: 'single',
     },
@@ -607,10 +612,32 @@ async function main() {
       }
     }
     const micro = focused ? {} : coreMicro()
-    report(rows, crypto, micro, tool, hopRatioLines(rows))
+    report(rows, crypto, micro, tool, [...patFloorLines(rows), ...hopRatioLines(rows)])
   } finally {
     stopServers(servers)
   }
+}
+
+/**
+ * createTokengate's PAT target beside its floor: the naive peer answering the same bytes (its
+ * request id, RateLimit pair and body), so what is left over it is tokengate's own work.
+ */
+function patFloorLines(rows: readonly Row[]): string[] {
+  const of = (server: string) => rows.find((r) => r.case === 'PAT single' && r.server === server)
+  const subject = of('tokengate createTokengate')
+  const peer = of('fastify-naive-pat')
+  const floor = of(NAIVE_ANSWER)
+  if (!subject || !peer || !floor || peer.rps === 0 || floor.rps === 0) return []
+  const perRepeat = (a: Row, b: Row) =>
+    a.repeats.map((rps, i) => (rps / (b.repeats[i] ?? Number.NaN)).toFixed(2)).join(' ')
+  return [
+    '| PAT single (CPU 0) | ratio (medians) | per repeat | target |',
+    '|---|---:|---|---:|',
+    `| createTokengate / naive peer | ${(subject.rps / peer.rps).toFixed(2)} | ${perRepeat(subject, peer)} | 1.0 |`,
+    `| floor: ${NAIVE_ANSWER} / naive peer | ${(floor.rps / peer.rps).toFixed(2)} | ${perRepeat(floor, peer)} | — |`,
+    `| createTokengate / floor | ${(subject.rps / floor.rps).toFixed(2)} | ${perRepeat(subject, floor)} | — |`,
+    '',
+  ]
 }
 
 function report(

@@ -7,13 +7,15 @@
  * the one rule of tokengate's a peer can express in a line.
  *
  * Kinds: fastify-noauth (the ceiling), node-http (no auth), fastify-naive (PATs: SHA-256 and a
- * Map per request), fastify-jwt (@fastify/jwt, its verified-token cache on), express-jwt,
+ * Map per request), fastify-naive-answer (the same check answering what createTokengate answers
+ * an allowed PAT: its request id, RateLimit pair and body; nothing counted), fastify-jwt (@fastify/jwt, its verified-token cache on), express-jwt,
  * hono-jwt, upstream (node:http, for the gateway case).
  *
  * Usage: node bench/servers/peer.ts <kind> <alg> <fixturesDir> <port>
  */
 import { createHash } from 'node:crypto'
 import http from 'node:http'
+import type { FastifyInstance } from 'fastify'
 import { type BenchAlgorithm, loadFixtures, readPatRecords } from '../fixtures.ts'
 
 const [kind, algText, fixturesDir, portText] = process.argv.slice(2) as [
@@ -41,6 +43,33 @@ function decide(path: string, claims: Claims, tenantHeader: string | undefined):
 const body = (claims: Claims) => JSON.stringify({ subject: claims.sub, tenant: claims.tenant_id })
 const tenantOf = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value)
 
+/**
+ * The naive PAT check answering an allowed PAT as bench/servers/library.ts --create-tokengate
+ * does: `x-request-id` (an 11-character prefix and a counter), the RateLimit pair of a per-token
+ * policy with the remaining count going down, and `{ subject, tenant }` from the token's record.
+ */
+function naiveAnswer(app: FastifyInstance): void {
+  const pats = new Map<string, { subject: string; tenantId: string }>()
+  for (const record of readPatRecords(fixtures)) pats.set(record.tokenHash, record)
+  let served = 0
+  app.decorateRequest('pat', null)
+  app.addHook('onRequest', async (request, reply) => {
+    const header = request.headers.authorization ?? ''
+    const token = header.startsWith('Bearer ') ? header.slice(7) : ''
+    const found = pats.get(createHash('sha256').update(token).digest('hex'))
+    if (!found) return reply.code(401).send({ error: 'unauthorized' })
+    served++
+    reply.header('x-request-id', `lEBVGZ4oVpA-${served}`)
+    reply.header('ratelimit-policy', '"per-token";q=1000000000;w=60')
+    reply.header('ratelimit', `"per-token";r=${(1_000_000_000 - served).toFixed(0)};t=60`)
+    ;(request as unknown as { pat: typeof found }).pat = found
+  })
+  app.get('/*', async (request) => {
+    const pat = (request as unknown as { pat: { subject: string; tenantId: string } }).pat
+    return { subject: pat.subject, tenant: pat.tenantId }
+  })
+}
+
 async function start(): Promise<void> {
   switch (kind) {
     case 'node-http':
@@ -52,9 +81,15 @@ async function start(): Promise<void> {
       return
     }
     case 'fastify-noauth':
-    case 'fastify-naive': {
+    case 'fastify-naive':
+    case 'fastify-naive-answer': {
       const { default: Fastify } = await import('fastify')
       const app = Fastify()
+      if (kind === 'fastify-naive-answer') {
+        naiveAnswer(app)
+        await app.listen({ port, host: '127.0.0.1' })
+        return
+      }
       if (kind === 'fastify-naive') {
         // The naive PAT check of the issue's first row: hash every token, look it up.
         const pats = new Map<string, { permissions: readonly string[]; tenantId: string }>()
