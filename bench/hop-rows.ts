@@ -261,7 +261,7 @@ export async function startNginxRow(
   }
 }
 
-interface HopRow {
+export interface HopRow {
   readonly case: string
   readonly server: string
   readonly rps: number
@@ -271,7 +271,7 @@ interface HopRow {
 const hopRowOf = (rows: readonly HopRow[]) => (server: string) =>
   rows.find((r) => r.case === HOP_CASE && r.server === server)
 /** `a`'s repeats over `b`'s, round by round (adjacent runs of one round). */
-const perRepeat = (a: HopRow, b: HopRow) =>
+export const perRepeat = (a: HopRow, b: HopRow) =>
   a.repeats.map((rps, i) => (rps / (b.repeats[i] ?? Number.NaN)).toFixed(2)).join(' ')
 
 /**

@@ -44,6 +44,7 @@ import {
   PRODUCTION_NODE_FLAGS,
   runLoad,
 } from './load.ts'
+import { NAIVE_ANSWER, patFloorLines } from './pat-floor.ts'
 
 // Strict: a mistyped flag must stop here, not start a full run that holds both cores.
 const { values } = readCli({
@@ -113,9 +114,6 @@ interface Server {
   /** tokengate with `--decision`: its decision listener's port. */
   decisionPort?: number
 }
-
-/** The naive PAT peer answering createTokengate's bytes (a floor, not a peer). */
-const NAIVE_ANSWER = "fastify-naive-pat + createTokengate's answer"
 
 let nextPort = 19_100 + Math.floor(Math.random() * 500)
 const peerArgv = (kind: string, alg: string, fixtures: Fixtures) => [
@@ -616,28 +614,6 @@ async function main() {
   } finally {
     stopServers(servers)
   }
-}
-
-/**
- * createTokengate's PAT target beside its floor: the naive peer answering the same bytes (its
- * request id, RateLimit pair and body), so what is left over it is tokengate's own work.
- */
-function patFloorLines(rows: readonly Row[]): string[] {
-  const of = (server: string) => rows.find((r) => r.case === 'PAT single' && r.server === server)
-  const subject = of('tokengate createTokengate')
-  const peer = of('fastify-naive-pat')
-  const floor = of(NAIVE_ANSWER)
-  if (!subject || !peer || !floor || peer.rps === 0 || floor.rps === 0) return []
-  const perRepeat = (a: Row, b: Row) =>
-    a.repeats.map((rps, i) => (rps / (b.repeats[i] ?? Number.NaN)).toFixed(2)).join(' ')
-  return [
-    '| PAT single (CPU 0) | ratio (medians) | per repeat | target |',
-    '|---|---:|---|---:|',
-    `| createTokengate / naive peer | ${(subject.rps / peer.rps).toFixed(2)} | ${perRepeat(subject, peer)} | 1.0 |`,
-    `| floor: ${NAIVE_ANSWER} / naive peer | ${(floor.rps / peer.rps).toFixed(2)} | ${perRepeat(floor, peer)} | — |`,
-    `| createTokengate / floor | ${(subject.rps / floor.rps).toFixed(2)} | ${perRepeat(subject, floor)} | — |`,
-    '',
-  ]
 }
 
 function report(
