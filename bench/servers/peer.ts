@@ -15,7 +15,7 @@
  */
 import { createHash } from 'node:crypto'
 import http from 'node:http'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import { type BenchAlgorithm, loadFixtures, readPatRecords } from '../fixtures.ts'
 
 const [kind, algText, fixturesDir, portText] = process.argv.slice(2) as [
@@ -43,31 +43,24 @@ function decide(path: string, claims: Claims, tenantHeader: string | undefined):
 const body = (claims: Claims) => JSON.stringify({ subject: claims.sub, tenant: claims.tenant_id })
 const tenantOf = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value)
 
+type NaivePat = { subject: string; permissions: readonly string[]; tenantId: string }
+type NaiveRequest = FastifyRequest & { pat?: NaivePat }
+
 /**
- * The naive PAT check answering an allowed PAT as bench/servers/library.ts --create-tokengate
- * does: `x-request-id` (an 11-character prefix and a counter), the RateLimit pair of a per-token
- * policy with the remaining count going down, and `{ subject, tenant }` from the token's record.
+ * fastify-naive-answer's extra: an allowed PAT answered as bench/servers/library.ts
+ * --create-tokengate answers it: `x-request-id` (an 11-character prefix and a counter), the
+ * RateLimit pair of a per-token policy with the remaining count going down, and (the route)
+ * `{ subject, tenant }` from the token's record.
  */
-function naiveAnswer(app: FastifyInstance): void {
-  const pats = new Map<string, { subject: string; tenantId: string }>()
-  for (const record of readPatRecords(fixtures)) pats.set(record.tokenHash, record)
+function createTokengateAnswer() {
   let served = 0
-  app.decorateRequest('pat', null)
-  app.addHook('onRequest', async (request, reply) => {
-    const header = request.headers.authorization ?? ''
-    const token = header.startsWith('Bearer ') ? header.slice(7) : ''
-    const found = pats.get(createHash('sha256').update(token).digest('hex'))
-    if (!found) return reply.code(401).send({ error: 'unauthorized' })
+  return (request: NaiveRequest, reply: FastifyReply, found: NaivePat): void => {
     served++
     reply.header('x-request-id', `lEBVGZ4oVpA-${served}`)
     reply.header('ratelimit-policy', '"per-token";q=1000000000;w=60')
     reply.header('ratelimit', `"per-token";r=${(1_000_000_000 - served).toFixed(0)};t=60`)
-    ;(request as unknown as { pat: typeof found }).pat = found
-  })
-  app.get('/*', async (request) => {
-    const pat = (request as unknown as { pat: { subject: string; tenantId: string } }).pat
-    return { subject: pat.subject, tenant: pat.tenantId }
-  })
+    request.pat = found
+  }
 }
 
 async function start(): Promise<void> {
@@ -85,16 +78,12 @@ async function start(): Promise<void> {
     case 'fastify-naive-answer': {
       const { default: Fastify } = await import('fastify')
       const app = Fastify()
-      if (kind === 'fastify-naive-answer') {
-        naiveAnswer(app)
-        await app.listen({ port, host: '127.0.0.1' })
-        return
-      }
-      if (kind === 'fastify-naive') {
+      if (kind !== 'fastify-noauth') {
         // The naive PAT check of the issue's first row: hash every token, look it up.
-        const pats = new Map<string, { permissions: readonly string[]; tenantId: string }>()
+        const pats = new Map<string, NaivePat>()
         for (const record of readPatRecords(fixtures)) pats.set(record.tokenHash, record)
-        app.addHook('onRequest', async (request, reply) => {
+        const answer = kind === 'fastify-naive-answer' ? createTokengateAnswer() : undefined
+        app.addHook('onRequest', async (request: NaiveRequest, reply) => {
           const header = request.headers.authorization ?? ''
           const token = header.startsWith('Bearer ') ? header.slice(7) : ''
           const found = pats.get(createHash('sha256').update(token).digest('hex'))
@@ -105,7 +94,17 @@ async function start(): Promise<void> {
             undefined,
           )
           if (status !== 200) return reply.code(status).send({ error: 'denied' })
+          answer?.(request, reply, found)
         })
+        if (answer) {
+          app.decorateRequest('pat', undefined)
+          app.get('/*', async (request: NaiveRequest) => ({
+            subject: request.pat?.subject,
+            tenant: request.pat?.tenantId,
+          }))
+          await app.listen({ port, host: '127.0.0.1' })
+          return
+        }
       }
       app.get('/*', async () => ({ ok: true }))
       await app.listen({ port, host: '127.0.0.1' })
