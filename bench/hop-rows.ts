@@ -68,12 +68,17 @@ export function askedServer(id: string): string | undefined {
   return isNginxRow(id) ? spec(id).asks : undefined
 }
 
+/** The bare node:http + undici relays (bench/servers/undici-proxy.ts, the upstream its first argument). */
+export function isUndiciRelay(id: string): boolean {
+  return id.startsWith('undici proxy')
+}
+
 /**
  * The bench/run.ts servers `id` cannot run without: the upstream behind a proxy, and the
  * decider an nginx row asks (its decision port, its port or its socket).
  */
 export function neededServers(id: string): string[] {
-  const proxy = isNginxRow(id) || id === GATEWAY || id.startsWith('undici proxy')
+  const proxy = isNginxRow(id) || id === GATEWAY || isUndiciRelay(id)
   const asked = askedServer(id)
   return [...(proxy ? [UPSTREAM] : []), ...(asked === undefined ? [] : [asked])]
 }

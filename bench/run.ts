@@ -29,6 +29,7 @@ import {
   decisionSocketPath,
   hopRatioLines,
   isNginxRow,
+  isUndiciRelay,
   nginxRows,
   removeDecisionSockets,
   serversToStart,
@@ -212,7 +213,7 @@ async function startServer(server: Server, servers: readonly Server[]): Promise<
   const argv = [...server.argv, server.listen ?? String(server.port)]
   if (server.id === 'tokengate-gateway') argv.push(`http://127.0.0.1:${upstream.port}`)
   // undici-proxy.ts takes the upstream first.
-  if (server.id.startsWith('undici proxy')) argv.splice(1, 0, `http://127.0.0.1:${upstream.port}`)
+  if (isUndiciRelay(server.id)) argv.splice(1, 0, `http://127.0.0.1:${upstream.port}`)
   const [command, commandArgs] = pin(server.cpus, node, argv)
   const child = spawn(command, commandArgs, { stdio: ['ignore', 'pipe', 'pipe'] })
   server.child = child
